@@ -1,0 +1,31 @@
+//! CPU identification, PMU event encodings and TMA metric-tree definitions, as data.
+//!
+//! # Design constraints
+//! * Pure: no file, sysfs or CPUID access here. Callers read CPUID / `/proc/cpuinfo` and pass
+//!   the numbers in; the catalog only answers questions about static tables.
+//! * Intel tables under `src/generated/` are produced by `cargo xtask gen-tables` from the
+//!   Intel perfmon data (BSD-3-Clause, notice in `src/generated/LICENSE-intel-perfmon`).
+//!   They are checked in; `cargo xtask check-tables` (and a test) fails when they are stale.
+//! * AMD Zen 4 / Zen 5 pipeline-utilization tables are hand-written in `src/amd.rs` from the
+//!   facts (encodings and formulas) listed in `shared/pmu-data/README.md`, section 5.
+//!
+//! # Formula language (the contract with `tma-metrics`)
+//! Every `formula` and `threshold` string in this crate uses one syntax, the perf
+//! `MetricExpr` grammar restricted as follows:
+//! * numbers (`12`, `0.5`, `1e9`), `+ - * / %`, `< >`, `& | ^` (logical, non-zero is true),
+//!   unary minus, parentheses, `A if COND else B`, `min(a, b)`, `max(a, b)`, `d_ratio(a, b)`
+//!   (a / b, or 0 when b is 0);
+//! * `#name` constants, case-insensitive: `#smt_on`, `#threads` (threads per core),
+//!   `#core_wide`, `#num_cpus_online`, `#num_cores`, `#num_sockets`, `#tsc_freq` (Hz),
+//!   `#duration_time` (seconds), `#chas_per_socket`;
+//! * identifiers `[A-Za-z_][A-Za-z0-9_.]*` followed by zero or more `:modifier`
+//!   (`[A-Za-z0-9_=]+`), e.g. `UOPS_RETIRED.MS:c1:e1`, `TOPDOWN.SLOTS:perf_metrics`,
+//!   `MEM_LOAD_RETIRED.L3_MISS:retire_latency`. An identifier equal to the `name` of a
+//!   [`NodeDef`] or [`MetricDef`] of the same [`Model`] is a reference to that metric's value;
+//!   any other identifier is an event id, resolved with [`Model::event`] after stripping
+//!   the modifiers (see [`EventId`]).
+//!
+//! Values are in the node's [`Unit`]: TMA nodes are percent of slots (0..100), as in perfmon.
+
+pub mod types;
+pub use types::*;

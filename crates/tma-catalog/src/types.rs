@@ -1,0 +1,206 @@
+//! Table types shared by the generated Intel tables and the hand-written AMD tables.
+//! These types are the contract between the catalog, the formula engine (`tma-metrics`),
+//! the counter layer (`tma-perf`) and the CLI. Extend them; do not rename fields.
+
+use serde::Serialize;
+
+/// CPU vendor as reported by CPUID leaf 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Vendor {
+    Intel,
+    Amd,
+}
+
+/// Which core type of a hybrid part a table describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum CoreKind {
+    /// Not a hybrid part.
+    Uniform,
+    /// Hybrid performance core (`cpu_core` PMU, CPUID.1AH core type 0x40).
+    Performance,
+    /// Hybrid efficiency core (`cpu_atom` PMU, CPUID.1AH core type 0x20).
+    Efficiency,
+}
+
+/// How the level-1 (and possibly level-2) topdown slices are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Topdown {
+    /// Generic counters only (SKL/SKX/CLX, E-cores, AMD).
+    Generic,
+    /// `slots` fixed counter + PERF_METRICS with the four level-1 slices (ICL/ICX/TGL).
+    PerfMetricsL1,
+    /// `slots` + PERF_METRICS with eight slices, level 1 and level 2 (SPR and later P-cores).
+    PerfMetricsL2,
+}
+
+/// Unit of a node or metric value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Unit {
+    /// Percent of pipeline slots (TMA tree nodes): 0..100.
+    PercentSlots,
+    /// Percent of something else (cycles, time, ...): 0..100.
+    Percent,
+    /// A plain ratio or count (IPC, GHz, per-instruction figures...).
+    Number,
+}
+
+/// What kind of counter an event needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum EventKind {
+    /// An ordinary core event: general-purpose counter (or fixed counter, see `fixed`).
+    Core,
+    /// TOPDOWN.SLOTS (fixed counter 3 on ICL+); must lead a group holding PERF_METRICS events.
+    Slots,
+    /// A PERF_METRICS slice (ICL+ P-cores); the value is the byte index 0..=7
+    /// (retiring, bad-spec, fe-bound, be-bound, heavy-ops, br-mispredict, fetch-lat, mem-bound).
+    PerfMetrics(u8),
+    /// The time-stamp counter (`msr/tsc/`), used by frequency / utilization metrics.
+    Tsc,
+}
+
+/// One PMU event of a model, with everything needed to program it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EventDef {
+    /// Canonical upper-case vendor name, e.g. `UOPS_RETIRED.MS`, `ls_not_halted_cyc` for AMD
+    /// (AMD names are kept lower case as AMD writes them; lookups are case-insensitive).
+    pub name: &'static str,
+    /// Event select. Intel: 8 bits. AMD: up to 12 bits (bits 8..11 go to config bits 32..35).
+    pub code: u16,
+    pub umask: u8,
+    /// Counter mask (cmask / threshold), 0 = none.
+    pub cmask: u8,
+    pub inv: bool,
+    pub edge: bool,
+    /// Intel AnyThread bit (SMT-wide counting; pre-Ice-Lake only).
+    pub any_thread: bool,
+    /// Extra MSR the event needs (0x1A6/0x1A7 offcore response, 0x3F6 load latency,
+    /// 0x3F7 frontend), 0 when none. Its value goes to `perf_event_attr.config1`.
+    pub msr_index: u16,
+    pub msr_value: u64,
+    /// Bit mask of the general-purpose counters the event may use (bit i = counter i).
+    /// 0 when the event can only live on a fixed counter.
+    pub counter_mask: u32,
+    /// Fixed counter index when the event has one (0 = instructions, 1 = cycles,
+    /// 2 = ref cycles, 3 = slots).
+    pub fixed: Option<u8>,
+    /// The event can be sampled precisely (Intel PEBS / AMD IBS-capable).
+    pub precise: bool,
+    /// Intel `TakenAlone`: no other event sharing the same extra MSR may run at once.
+    pub taken_alone: bool,
+    pub kind: EventKind,
+    /// Suggested sampling period (perfmon `SampleAfterValue`), 0 when unknown.
+    pub sample_after: u64,
+}
+
+/// One node of the TMA tree (or AMD pipeline-utilization tree).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct NodeDef {
+    /// `Frontend_Bound`, `Memory_Bound`, ... (AMD: `frontend_bound`, `backend_bound_cpu`, ...).
+    pub name: &'static str,
+    /// Parent node name, `None` at level 1.
+    pub parent: Option<&'static str>,
+    /// 1 for the top level.
+    pub level: u8,
+    /// Expression in the catalog formula language, value in `unit`.
+    pub formula: &'static str,
+    /// Boolean expression (formula language) true when the node is worth looking at;
+    /// it may refer to other nodes (usually the parent). Empty when the data gives none.
+    pub threshold: &'static str,
+    /// Events to sample to find this node's bottleneck in the code, best first; may be empty.
+    pub locate_with: &'static [&'static str],
+    /// One line, in our own words.
+    pub description: &'static str,
+    pub unit: Unit,
+    /// perfmon `CountDomain` (Slots, Clocks, ...), empty if unknown.
+    pub count_domain: &'static str,
+}
+
+/// A helper / info metric referenced by node formulas (e.g. slots, core clocks, IPC).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MetricDef {
+    pub name: &'static str,
+    pub formula: &'static str,
+    pub description: &'static str,
+    pub unit: Unit,
+}
+
+/// Everything the tool knows about one microarchitecture (one core type of it).
+#[derive(Debug, Serialize)]
+pub struct Model {
+    /// Short key used by `--cpu`: `skx`, `spr`, `adl`, `adl-e`, `zen4`, ...
+    pub key: &'static str,
+    /// Human name: "Sapphire Rapids".
+    pub name: &'static str,
+    pub vendor: Vendor,
+    pub core_kind: CoreKind,
+    /// sysfs PMU that counts the core events: `cpu`, `cpu_core` or `cpu_atom`.
+    pub pmu: &'static str,
+    /// Where the table came from, e.g. "Intel perfmon SPR metrics 1.3, TMA 5.2".
+    pub source: &'static str,
+    /// Pipeline slots per cycle (issue / dispatch width used by the model).
+    pub slots_per_cycle: u32,
+    /// General-purpose counters per logical CPU (with SMT on where it matters).
+    pub gp_counters: u32,
+    /// Fixed counters.
+    pub fixed_counters: u32,
+    pub topdown: Topdown,
+    pub events: &'static [EventDef],
+    /// Tree nodes; a parent always comes before its children.
+    pub nodes: &'static [NodeDef],
+    /// Helper metrics the nodes or thresholds may reference.
+    pub metrics: &'static [MetricDef],
+    /// Default retire latencies (cycles) for `EVENT:retire_latency` operands.
+    pub retire_latencies: &'static [(&'static str, f64)],
+}
+
+/// An event reference as written in a formula: base name plus modifiers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EventId<'a> {
+    pub base: &'a str,
+    /// Modifiers in order, without the `:` (e.g. `["c1", "e1"]`).
+    pub modifiers: Vec<&'a str>,
+}
+
+impl<'a> EventId<'a> {
+    /// Split `UOPS_RETIRED.MS:c1:e1` into base and modifiers.
+    pub fn parse(s: &'a str) -> Self {
+        let mut it = s.split(':');
+        let base = it.next().unwrap_or("");
+        EventId {
+            base,
+            modifiers: it.collect(),
+        }
+    }
+}
+
+impl Model {
+    /// Look up an event by its base name, case-insensitively.
+    pub fn event(&self, base: &str) -> Option<&'static EventDef> {
+        self.events
+            .iter()
+            .find(|e| e.name.eq_ignore_ascii_case(base))
+    }
+    /// Look up a tree node by name, case-insensitively.
+    pub fn node(&self, name: &str) -> Option<&'static NodeDef> {
+        self.nodes
+            .iter()
+            .find(|n| n.name.eq_ignore_ascii_case(name))
+    }
+    /// Look up a helper metric by name, case-insensitively.
+    pub fn metric(&self, name: &str) -> Option<&'static MetricDef> {
+        self.metrics
+            .iter()
+            .find(|m| m.name.eq_ignore_ascii_case(name))
+    }
+    /// Children of `parent` (or the level-1 nodes for `None`), in table order.
+    pub fn children<'s>(
+        &'s self,
+        parent: Option<&'s str>,
+    ) -> impl Iterator<Item = &'static NodeDef> + 's {
+        self.nodes.iter().filter(move |n| match (n.parent, parent) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+            _ => false,
+        })
+    }
+}

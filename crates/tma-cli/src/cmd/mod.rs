@@ -1,0 +1,11 @@
+//! One module per subcommand: clap `Args` -> plain config -> library call -> rendering.
+pub mod bench;
+pub mod demo;
+pub mod doctor;
+pub mod events;
+pub mod kvm;
+pub mod list;
+pub mod locate;
+pub mod sha256sum;
+pub mod stat;
+pub mod workload;

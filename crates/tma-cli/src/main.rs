@@ -1,0 +1,85 @@
+//! `tma`: find out why a program is slow on a modern x86 CPU (Top-down Microarchitecture
+//! Analysis). This binary only parses arguments, builds plain config structs, calls the library
+//! crates and maps errors to exit codes; no analysis lives here.
+//!
+//! Exit codes: 0 success; 2 bad input or a failure `tma` itself detected (message on stderr);
+//! for `tma stat -- CMD` and similar, the measured command's own exit status is forwarded.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// Top-down Microarchitecture Analysis: identify the bottleneck, locate it, measure instructions.
+#[derive(Debug, Parser)]
+#[command(name = "tma", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Count events and print the TMA tree for a command, a pid, the system, or an imported recording.
+    Stat(cmd::stat::Args),
+    /// List the raw events a TMA level needs, with perf encodings and a ready perf command.
+    Events(cmd::events::Args),
+    /// Show the TMA tree of a CPU: nodes, formulas, thresholds, locate-with events.
+    List(cmd::list::Args),
+    /// Sample a node's locate-with event and show hot functions and annotated instructions.
+    Locate(cmd::locate::Args),
+    /// Measure instruction latency and throughput in core cycles.
+    Bench(cmd::bench::Args),
+    /// Count KVM VM exits by reason.
+    Kvm(cmd::kvm::Args),
+    /// Check whether this machine is set up to measure, and what to fix.
+    Doctor(cmd::doctor::Args),
+    /// Run a bundled case-study workload (sha256, dram) as an ordinary process.
+    Workload(cmd::workload::Args),
+    /// Walk through the method on a bundled case study: measure, locate, fix, compare.
+    Demo(cmd::demo::Args),
+    /// Compute SHA-256 digests (drop-in for coreutils sha256sum).
+    Sha256sum(cmd::sha256sum::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Stat(a) => cmd::stat::run(a),
+        Command::Events(a) => cmd::events::run(a),
+        Command::List(a) => cmd::list::run(a),
+        Command::Locate(a) => cmd::locate::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
+        Command::Kvm(a) => cmd::kvm::run(a),
+        Command::Doctor(a) => cmd::doctor::run(a),
+        Command::Workload(a) => cmd::workload::run(a),
+        Command::Demo(a) => cmd::demo::run(a),
+        Command::Sha256sum(a) => cmd::sha256sum::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            // A closed pipe (`tma list | head`) is not an error, as for any Unix filter.
+            if err.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("tma: error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,1 @@
+//! The kernel boundary for counters: perf_event_attr encoding, sysfs PMU discovery, group planning, multiplex scaling, sampling; Live, Replay (snapshots, imported perf stat output) and Software backends.

@@ -1,0 +1,183 @@
+//! Rendering helpers shared by every `tma` command.
+//!
+//! Domain crates own their result types; this crate only knows how to put rows, JSON
+//! documents and files on the page. It never touches the kernel and never exits.
+//! * [`write_atomic`]: `-o FILE` output is written to a temporary file in the same directory
+//!   and renamed into place only when rendering succeeded, so a failed run never leaves a
+//!   half-written file behind.
+//! * [`JsonEnvelope`]: every `--json` document carries `schema` (`tma.<kind>`) and
+//!   `schema_version`, so consumers can detect format changes.
+//! * [`table`]: the one table style used by terminal output.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use serde::Serialize;
+
+/// Errors from writing output.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("cannot write output file {path}: {source}")]
+    Output { path: String, source: io::Error },
+    #[error("cannot serialize {what} to JSON: {source}")]
+    Json {
+        what: &'static str,
+        source: serde_json::Error,
+    },
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// Write `path` atomically: `render` writes into a temporary file in the same directory,
+/// which replaces `path` only if `render` returns `Ok`. On error nothing is left behind.
+pub fn write_atomic<F>(path: &Path, render: F) -> Result<(), ReportError>
+where
+    F: FnOnce(&mut dyn Write) -> Result<(), ReportError>,
+{
+    let out_err = |source: io::Error| ReportError::Output {
+        path: path.display().to_string(),
+        source,
+    };
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tma-out-")
+        .tempfile_in(dir)
+        .map_err(out_err)?;
+    {
+        let mut buf = io::BufWriter::new(tmp.as_file_mut());
+        render(&mut buf)?;
+        buf.flush().map_err(out_err)?;
+    }
+    tmp.as_file().sync_all().map_err(out_err)?;
+    tmp.persist(path).map_err(|e| out_err(e.error))?;
+    Ok(())
+}
+
+/// A versioned JSON document: `{"schema": "tma.stat", "schema_version": 1, ...payload}`.
+#[derive(Debug, Serialize)]
+pub struct JsonEnvelope<'a, T: Serialize> {
+    pub schema: &'a str,
+    pub schema_version: u32,
+    #[serde(flatten)]
+    pub payload: &'a T,
+}
+
+/// Write `payload` as pretty JSON wrapped in a [`JsonEnvelope`], followed by a newline.
+pub fn write_json<T: Serialize>(
+    w: &mut dyn Write,
+    schema: &str,
+    schema_version: u32,
+    payload: &T,
+) -> Result<(), ReportError> {
+    let env = JsonEnvelope {
+        schema,
+        schema_version,
+        payload,
+    };
+    serde_json::to_writer_pretty(&mut *w, &env).map_err(|source| ReportError::Json {
+        what: "report",
+        source,
+    })?;
+    writeln!(w)?;
+    Ok(())
+}
+
+/// A table in the house style: no outer borders, header underlined, columns padded.
+pub fn table(header: &[&str]) -> comfy_table::Table {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::NOTHING)
+        .set_content_arrangement(comfy_table::ContentArrangement::Disabled)
+        .set_header(
+            header
+                .iter()
+                .map(|h| comfy_table::Cell::new(h))
+                .collect::<Vec<_>>(),
+        );
+    t
+}
+
+/// Right-align the given columns of a table (numbers).
+pub fn align_right(t: &mut comfy_table::Table, columns: &[usize]) {
+    for &c in columns {
+        if let Some(col) = t.column_mut(c) {
+            col.set_cell_alignment(comfy_table::CellAlignment::Right);
+        }
+    }
+}
+
+/// Quote a CSV field when needed (RFC 4180).
+pub fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains([',', '"', '\n', '\r']) {
+        std::borrow::Cow::Owned(format!("\"{}\"", s.replace('"', "\"\"")))
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
+/// Write one CSV record.
+pub fn csv_row<S: AsRef<str>>(w: &mut dyn Write, fields: &[S]) -> io::Result<()> {
+    let mut first = true;
+    for f in fields {
+        if !first {
+            w.write_all(b",")?;
+        }
+        first = false;
+        w.write_all(csv_field(f.as_ref()).as_bytes())?;
+    }
+    w.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_leaves_nothing_on_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out.txt");
+        let r = write_atomic(&p, |w| {
+            w.write_all(b"partial")?;
+            Err(ReportError::Io(io::Error::other("render failed")))
+        });
+        assert!(r.is_err());
+        assert!(!p.exists());
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "temp file left behind"
+        );
+    }
+
+    #[test]
+    fn atomic_write_replaces_on_success() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out.txt");
+        std::fs::write(&p, "old").unwrap();
+        write_atomic(&p, |w| Ok(w.write_all(b"new")?)).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+    }
+
+    #[test]
+    fn json_envelope_is_flat() {
+        #[derive(Serialize)]
+        struct P {
+            x: u32,
+        }
+        let mut v = Vec::new();
+        write_json(&mut v, "tma.test", 3, &P { x: 7 }).unwrap();
+        let j: serde_json::Value = serde_json::from_slice(&v).unwrap();
+        assert_eq!(j["schema"], "tma.test");
+        assert_eq!(j["schema_version"], 3);
+        assert_eq!(j["x"], 7);
+    }
+
+    #[test]
+    fn csv_quoting() {
+        let mut v = Vec::new();
+        csv_row(&mut v, &["a", "b,c", "d\"e"]).unwrap();
+        assert_eq!(String::from_utf8(v).unwrap(), "a,\"b,c\",\"d\"\"e\"\n");
+    }
+}

@@ -1,0 +1,164 @@
+//! Counter readings: what every backend (live, software, replay, import) produces and what the
+//! formula engine consumes. Multiplex scaling lives here, once.
+
+use serde::{Deserialize, Serialize};
+
+/// Whether a counter produced a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadingStatus {
+    /// The counter ran for at least part of the time and has a value.
+    Counted,
+    /// The event exists but was never scheduled on a counter (`<not counted>`).
+    NotCounted,
+    /// The kernel or PMU does not support the event (`<not supported>`).
+    NotSupported,
+}
+
+/// One event's reading, for the whole run or for one interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reading {
+    /// Canonical event id as written in catalog formulas (e.g. `UOPS_RETIRED.MS:c1:e1`,
+    /// `TOPDOWN.SLOTS:perf_metrics`), or a software event name (`task-clock`).
+    pub event: String,
+    /// Raw counter value as read from the kernel; `None` for imported data, which only
+    /// carries the already-scaled value.
+    pub raw: Option<u64>,
+    /// Value scaled for multiplexing (`raw * enabled / running`); `None` unless counted.
+    pub value: Option<f64>,
+    /// Nanoseconds the event was enabled, when known.
+    pub time_enabled_ns: Option<u64>,
+    /// Nanoseconds the event was really on a counter, when known.
+    pub time_running_ns: Option<u64>,
+    /// Share of the enabled time the event was really counted, 0..=1.
+    pub counted_share: Option<f64>,
+    pub status: ReadingStatus,
+    /// Index of the group in the counting plan, when known.
+    pub group: Option<usize>,
+    /// CPU the reading belongs to in a per-CPU / per-core breakdown (`None` = aggregated).
+    pub cpu: Option<u32>,
+    /// Thread id in a per-thread breakdown (`None` = aggregated).
+    pub tid: Option<u32>,
+}
+
+impl Reading {
+    /// Build a reading from what `read(2)` on a perf fd returns, applying multiplex scaling.
+    ///
+    /// `running == 0` means the event never got a counter: the status is `NotCounted` and
+    /// there is no value (never a silent zero). Otherwise `value = raw * enabled / running`.
+    pub fn from_raw(event: impl Into<String>, raw: u64, enabled_ns: u64, running_ns: u64) -> Self {
+        let (value, share, status) = if running_ns == 0 {
+            (None, Some(0.0), ReadingStatus::NotCounted)
+        } else if running_ns >= enabled_ns {
+            (Some(raw as f64), Some(1.0), ReadingStatus::Counted)
+        } else {
+            let share = running_ns as f64 / enabled_ns as f64;
+            (
+                Some(raw as f64 / share),
+                Some(share),
+                ReadingStatus::Counted,
+            )
+        };
+        Reading {
+            event: event.into(),
+            raw: Some(raw),
+            value,
+            time_enabled_ns: Some(enabled_ns),
+            time_running_ns: Some(running_ns),
+            counted_share: share,
+            status,
+            group: None,
+            cpu: None,
+            tid: None,
+        }
+    }
+
+    /// Build a reading from an already-scaled value and perf's "counter running" percentage
+    /// (as in `perf stat -x,` output); `running_pct` of `None` means 100%.
+    pub fn from_scaled(event: impl Into<String>, value: f64, running_pct: Option<f64>) -> Self {
+        Reading {
+            event: event.into(),
+            raw: None,
+            value: Some(value),
+            time_enabled_ns: None,
+            time_running_ns: None,
+            counted_share: Some(running_pct.map_or(1.0, |p| (p / 100.0).clamp(0.0, 1.0))),
+            status: ReadingStatus::Counted,
+            group: None,
+            cpu: None,
+            tid: None,
+        }
+    }
+
+    /// A reading with no value (`<not counted>` / `<not supported>`).
+    pub fn missing(event: impl Into<String>, status: ReadingStatus) -> Self {
+        Reading {
+            event: event.into(),
+            raw: None,
+            value: None,
+            time_enabled_ns: None,
+            time_running_ns: None,
+            counted_share: if status == ReadingStatus::NotCounted {
+                Some(0.0)
+            } else {
+                None
+            },
+            status,
+            group: None,
+            cpu: None,
+            tid: None,
+        }
+    }
+}
+
+/// Readings for one stretch of time: the whole run, or one `-I` interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    /// Seconds since the start of counting at the beginning of this stretch.
+    pub start_s: f64,
+    /// Seconds since the start of counting at the end of this stretch.
+    pub end_s: f64,
+    pub readings: Vec<Reading>,
+}
+
+impl Interval {
+    /// The aggregated (not per-CPU / per-thread) reading of an event, by canonical id.
+    pub fn get(&self, event: &str) -> Option<&Reading> {
+        self.readings
+            .iter()
+            .find(|r| r.cpu.is_none() && r.tid.is_none() && r.event.eq_ignore_ascii_case(event))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaling_by_running_time() {
+        let r = Reading::from_raw("X", 1000, 2_000, 500);
+        assert_eq!(r.value, Some(4000.0));
+        assert_eq!(r.counted_share, Some(0.25));
+        assert_eq!(r.status, ReadingStatus::Counted);
+    }
+
+    #[test]
+    fn never_scheduled_is_not_zero() {
+        let r = Reading::from_raw("X", 0, 2_000, 0);
+        assert_eq!(r.value, None);
+        assert_eq!(r.status, ReadingStatus::NotCounted);
+    }
+
+    #[test]
+    fn full_running_is_unscaled() {
+        let r = Reading::from_raw("X", 7, 10, 10);
+        assert_eq!(r.value, Some(7.0));
+        assert_eq!(r.counted_share, Some(1.0));
+    }
+
+    #[test]
+    fn scaled_import_share() {
+        let r = Reading::from_scaled("X", 10.0, Some(50.0));
+        assert_eq!(r.counted_share, Some(0.5));
+    }
+}

@@ -3,5 +3,6 @@
 //! output) and Software backends. Every backend produces [`Reading`]s, the one currency
 //! between counting and the formula engine.
 
+pub mod import;
 pub mod readings;
 pub use readings::*;

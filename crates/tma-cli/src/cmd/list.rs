@@ -46,12 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// Nodes of `model` down to `max_level`, depth-first in table order (parent, then its
 /// children), so the listing reads as a tree.
 pub fn tree_order(model: &Model, max_level: u8) -> Vec<&'static NodeDef> {
-    fn walk(
-        model: &Model,
-        parent: Option<&str>,
-        max: u8,
-        out: &mut Vec<&'static NodeDef>,
-    ) {
+    fn walk(model: &Model, parent: Option<&str>, max: u8, out: &mut Vec<&'static NodeDef>) {
         for n in model.children(parent) {
             if n.level <= max {
                 out.push(n);

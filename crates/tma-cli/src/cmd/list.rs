@@ -121,9 +121,14 @@ pub fn render_text(
         writeln!(w)?;
         writeln!(w, "Helper metrics used by the formulas:")?;
         for m in refs {
-            writeln!(w, "  {} = ", m.name)?;
-            for l in wrap(m.formula, "      ", WIDTH) {
-                writeln!(w, "{l}")?;
+            let one = format!("  {} = {}", m.name, m.formula);
+            if one.len() <= WIDTH {
+                writeln!(w, "{one}")?;
+            } else {
+                writeln!(w, "  {} =", m.name)?;
+                for l in wrap(m.formula, "      ", WIDTH) {
+                    writeln!(w, "{l}")?;
+                }
             }
         }
     }

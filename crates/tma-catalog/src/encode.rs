@@ -5,6 +5,9 @@
 //! * [`Model::resolve_perf_event`]: an event as `perf stat` printed it (vendor name, perf alias,
 //!   raw encoding, or our own `perf_event_spec` form) back to the event id the formulas use.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
 use crate::error::CatalogError;
 use crate::types::{Encoding, EventId, EventKind, Model, Vendor};
 
@@ -110,10 +113,48 @@ impl Fields {
     }
 }
 
+/// Per-model cache of the event ids and their encodings (resolving perf output matches
+/// against every id, so this is computed once per model).
+struct Index {
+    ids: Vec<String>,
+    encodings: Vec<(String, Encoding)>,
+}
+
+/// Identity of a model's tables: the `'static` slices never move or get freed.
+type IndexKey = (usize, usize, usize, &'static str, &'static str);
+
+fn index_of(m: &Model) -> &'static Index {
+    static CACHE: OnceLock<Mutex<HashMap<IndexKey, &'static Index>>> = OnceLock::new();
+    let key: IndexKey = (
+        m.events.as_ptr() as usize,
+        m.nodes.as_ptr() as usize,
+        m.metrics.as_ptr() as usize,
+        m.key,
+        m.pmu,
+    );
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut guard = match cache.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    *guard.entry(key).or_insert_with(|| {
+        let ids = m.event_ids_uncached();
+        let encodings = ids
+            .iter()
+            .filter_map(|id| m.encode(id).ok().map(|e| (id.clone(), e)))
+            .collect();
+        Box::leak(Box::new(Index { ids, encodings }))
+    })
+}
+
 impl Model {
     /// Every event id the model's formulas and locate-with lists use, sorted and
     /// de-duplicated (names of nodes and metrics excluded).
     pub fn event_ids(&self) -> Vec<String> {
+        index_of(self).ids.clone()
+    }
+
+    fn event_ids_uncached(&self) -> Vec<String> {
         let mut ids: Vec<String> = Vec::new();
         let mut add = |id: &str| {
             if self.node(id).is_none() && self.metric(id).is_none() {
@@ -464,20 +505,19 @@ impl Model {
         v
     }
 
-    fn matching(&self, ids: &[String], e: &Encoding) -> Vec<String> {
-        let mut v: Vec<String> = ids
+    fn matching(&self, _ids: &[String], e: &Encoding) -> Vec<String> {
+        let mut v: Vec<String> = index_of(self)
+            .encodings
             .iter()
-            .filter(|id| {
-                self.encode(id).is_ok_and(|x| {
-                    x.pmu == e.pmu
-                        && x.config == e.config
-                        && x.config1 == e.config1
-                        && x.exclude_kernel == e.exclude_kernel
-                        && x.exclude_user == e.exclude_user
-                        && x.retire_latency == e.retire_latency
-                })
+            .filter(|(_, x)| {
+                x.pmu == e.pmu
+                    && x.config == e.config
+                    && x.config1 == e.config1
+                    && x.exclude_kernel == e.exclude_kernel
+                    && x.exclude_user == e.exclude_user
+                    && x.retire_latency == e.retire_latency
             })
-            .cloned()
+            .map(|(id, _)| id.clone())
             .collect();
         v.sort_by_key(|s| (s.len(), s.clone()));
         v

@@ -346,7 +346,30 @@ fn rewrite_formula(formula: &str, mut map: impl FnMut(&str) -> Result<String>) -
         }
     }
     // Collapse runs of blanks so the output is tidy and stable.
-    Ok(out.split_whitespace().collect::<Vec<_>>().join(" "))
+    let mut toks: Vec<String> = out.split_whitespace().map(str::to_string).collect();
+    // perfmon writes `a >= b` as `a > = b` (GNR retire-latency guards). The formula
+    // language has no `>=` / `<=`: write `( ( a < b ) ^ 1 )`, i.e. not(a < b), which the
+    // language's logical xor gives exactly. Only single-token operands occur; anything
+    // else is refused rather than guessed.
+    let operand = |t: &str| {
+        t.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '#' || c == '.')
+    };
+    let mut i = 0;
+    while i + 1 < toks.len() {
+        if (toks[i] == ">" || toks[i] == "<") && toks[i + 1] == "=" {
+            if i == 0 || i + 2 >= toks.len() || !operand(&toks[i - 1]) || !operand(&toks[i + 2]) {
+                bail!(
+                    "cannot rewrite `{} =` with a compound operand in `{formula}`",
+                    toks[i]
+                );
+            }
+            let flipped = if toks[i] == ">" { "<" } else { ">" };
+            let rewritten = format!("( ( {} {flipped} {} ) ^ 1 )", toks[i - 1], toks[i + 2]);
+            toks.splice(i - 1..i + 3, [rewritten]);
+        }
+        i += 1;
+    }
+    Ok(toks.join(" "))
 }
 
 /// A perfmon metric name as a formula-language identifier: names that start with a digit

@@ -137,7 +137,7 @@ fn index_of(m: &Model) -> &'static Index {
         Ok(g) => g,
         Err(poisoned) => poisoned.into_inner(),
     };
-    *guard.entry(key).or_insert_with(|| {
+    guard.entry(key).or_insert_with(|| {
         let ids = m.event_ids_uncached();
         let encodings = ids
             .iter()

@@ -389,14 +389,19 @@ fn word_in(text: &str, word: &str) -> bool {
 }
 
 /// A constant of a perfmon metric as a formula-language expression (lib.rs docs).
-fn constant(name: &str, base_formula: &str) -> Result<String> {
+fn constant(name: &str, base_formula: &str, tma_category: bool) -> Result<String> {
     Ok(match name {
         "HYPERTHREADING_ON" => "#smt_on".into(),
         "THREADS_PER_CORE" => "#threads".into(),
         "DURATIONTIMEINMILLISECONDS" => "( #duration_time * 1000 )".into(),
-        // README 3.2: Info_System_Core_Frequency's BaseFormula names it `tsc` (the TSC tick
-        // count over the run); elsewhere it is the TSC frequency in Hz.
-        "SYSTEM_TSC_FREQ" if word_in(base_formula, "tsc") => "TSC".into(),
+        // README 3.2: Info_System_Core_Frequency's BaseFormula names it `tsc`, the TSC tick
+        // count over the run. Every TMA-category metric that has this constant uses it that
+        // way, directly (BaseFormula `tsc`) or through Info_System_Core_Frequency /
+        // Info_System_CPUs_Utilized, which perfmon inlines into the expanded Formula
+        // (checked over all 11 platforms). Only the non-TMA `cpu_operating_frequency`
+        // (`a / b * c / 1e9`, no duration) uses it as a frequency in Hz; we do not convert
+        // non-TMA metrics, but keep the rule for it.
+        "SYSTEM_TSC_FREQ" if tma_category || word_in(base_formula, "tsc") => "TSC".into(),
         "SYSTEM_TSC_FREQ" => "#tsc_freq".into(),
         "SOCKET_COUNT" => "#num_sockets".into(),
         "CHAS_PER_SOCKET" => "#chas_per_socket".into(),
@@ -582,7 +587,7 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<String> {
                 aliases.insert(s(e, "Alias"), id.to_string());
             }
             for c in m["Constants"].as_array().into_iter().flatten() {
-                let v = constant(s(c, "Name"), base_formula)?;
+                let v = constant(s(c, "Name"), base_formula, s(m, "Category") == "TMA")?;
                 if v == "TSC" {
                     evs.push(pseudo_event("TSC").expect("TSC is a pseudo event"));
                 }

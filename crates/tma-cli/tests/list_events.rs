@@ -218,8 +218,15 @@ fn perf_cmd_round_trip_for_every_model() {
                 panic!("{} level {level}: {e}", m.key);
             });
             for n in j["intervals"][0]["nodes"].as_array().unwrap() {
-                assert_ne!(
-                    n["status"], "missing_events",
+                // Retire latencies without a table default come from TPEBS sampling, not
+                // from counting: `tma events` says so, and they stay missing here.
+                let only_retire_latency = n["missing_events"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|e| e.as_str().unwrap().ends_with(":retire_latency"));
+                assert!(
+                    n["status"] != "missing_events" || only_retire_latency,
                     "{} level {level}: {n}\n{csv}",
                     m.key
                 );

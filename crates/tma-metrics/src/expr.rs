@@ -681,18 +681,19 @@ impl<'s> Parser<'s> {
                 if self.tok != Tok::LParen {
                     return Ok(Expr::Ident(Ident { text: name }));
                 }
-                let func =
-                    match name.to_ascii_lowercase().as_str() {
-                        "min" => Func::Min,
-                        "max" => Func::Max,
-                        "d_ratio" => Func::DRatio,
-                        _ => return Err(self.lx.err(
+                let func = match name.to_ascii_lowercase().as_str() {
+                    "min" => Func::Min,
+                    "max" => Func::Max,
+                    "d_ratio" => Func::DRatio,
+                    _ => {
+                        return Err(self.lx.err(
                             start,
                             format!(
                                 "unknown function '{name}'; the functions are min, max and d_ratio"
                             ),
-                        )),
-                    };
+                        ))
+                    }
+                };
                 self.enter()?;
                 self.bump()?;
                 let a = self.if_expr()?;

@@ -70,6 +70,9 @@ pub struct EventPlan {
     /// perf specs per group, in order; a group of one is an ungrouped event.
     pub groups: Vec<Vec<String>>,
     pub perf_command: String,
+    /// `EV:retire_latency` operands the selection uses that have no default in the
+    /// tables: they come from TPEBS sampling, not from counting.
+    pub retire_latency_without_default: Vec<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -277,10 +280,16 @@ pub fn plan(model: &Model, sel: &Selection, output: &str, cmd: &str) -> anyhow::
         es.join(" "),
         shell_quote(output)
     );
+    let retire_latency_without_default = tma_metrics::required_retire_latencies(model, sel)?
+        .into_iter()
+        .filter(|(_, d)| d.is_none())
+        .map(|(id, _)| id)
+        .collect();
     Ok(EventPlan {
         events: rows,
         groups,
         perf_command,
+        retire_latency_without_default,
     })
 }
 
@@ -316,6 +325,7 @@ fn render_table(
     for line in t.to_string().lines() {
         writeln!(w, "{}", line.trim_end())?;
     }
+    rl_note(w, plan, "")?;
     writeln!(
         w,
         "\n{} group{} for {} general-purpose counters; `--perf-cmd` prints the perf command.",
@@ -347,6 +357,7 @@ fn render_perf_cmd(
         w,
         "# The NMI watchdog holds a counter when on: `sysctl kernel.nmi_watchdog=0` before recording."
     )?;
+    rl_note(w, plan, "# ")?;
     writeln!(w, "{}", plan.perf_command)?;
     let nodes = if args.nodes.is_empty() {
         String::new()
@@ -360,6 +371,17 @@ fn render_perf_cmd(
         model.key,
         args.level
     )?;
+    Ok(())
+}
+
+fn rl_note(w: &mut dyn Write, plan: &EventPlan, prefix: &str) -> Result<(), ReportError> {
+    if !plan.retire_latency_without_default.is_empty() {
+        writeln!(
+            w,
+            "{prefix}Retire latencies without a default in the tables (need TPEBS sampling; nodes using them show as missing): {}",
+            plan.retire_latency_without_default.join(", ")
+        )?;
+    }
     Ok(())
 }
 

@@ -350,6 +350,10 @@ fn render_tree(
             ""
         };
         let mut line = format!("{name:<name_w$}{value:>8}  {marker:<5}");
+        if let Some(d) = domain_note(n, run.model) {
+            line.push_str("  ");
+            line.push_str(&d);
+        }
         if let Some(s) = share_text(n.counted_share) {
             line.push_str("  ");
             line.push_str(&s);
@@ -389,6 +393,26 @@ fn render_tree(
         )?;
     }
     closing(w, run, r)
+}
+
+/// For a node not measured in slots, what its percentage is of (`(% of cycles)`).
+fn domain_note(n: &NodeResult, model: &Model) -> Option<String> {
+    if n.unit != Unit::Percent {
+        return None;
+    }
+    let domain = model.node(&n.name).map_or("", |d| d.count_domain);
+    let what = if domain.starts_with("Slots") {
+        "slots"
+    } else if domain.contains("Clocks") || domain.is_empty() {
+        "cycles"
+    } else if domain == "Stalls" {
+        "stall cycles"
+    } else if domain.starts_with("Core_") {
+        "core cycles"
+    } else {
+        return Some(format!("(% of {})", domain.to_lowercase()));
+    };
+    Some(format!("(% of {what})"))
 }
 
 /// The closing lines: the bottleneck, its locate-with events and the command to run next.
@@ -433,6 +457,12 @@ fn closing(w: &mut dyn Write, run: &StatRun, r: &Report) -> Result<(), ReportErr
         _ => {
             if let Some(node) = &b.node {
                 writeln!(w, "Bottleneck: {path} ({})", val(node))?;
+                if r.node(node).is_some_and(|n| n.status == Status::OutOfRange) {
+                    writeln!(
+                        w,
+                        "  Warning: its value is outside 0-100%, so the counts behind it are suspect (skew, multiplexing, or a wrong --cpu)."
+                    )?;
+                }
                 if let Some(d) = r.node(node).map(|n| n.description.as_str()) {
                     if !d.is_empty() {
                         writeln!(w, "  {d}")?;

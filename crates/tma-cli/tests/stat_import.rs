@@ -400,3 +400,54 @@ fn per_core_recording_is_refused() {
     let e = stderr(&o);
     assert!(e.contains("--per-core") && e.contains("-A"), "{e}");
 }
+
+#[test]
+fn zero_counts_are_said_plainly() {
+    let csv = std::fs::read_to_string(repo_root().join(ZEN4)).unwrap();
+    let zero: String = csv
+        .lines()
+        .map(|l| match l.split_once(",,") {
+            Some((_, rest)) if !l.starts_with('#') => format!("0,,{rest}\n"),
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("zero.csv");
+    std::fs::write(&p, zero).unwrap();
+    let o = run(&[
+        "stat",
+        "--import",
+        p.to_str().unwrap(),
+        "--cpu",
+        "zen4",
+        "-l",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("Every counted event is 0"), "{text}");
+    assert!(
+        text.contains("No bottleneck: no level-1 node is over its threshold."),
+        "{text}"
+    );
+    assert!(!text.contains("<=="), "{text}");
+}
+
+#[test]
+fn unknown_node_suggests_the_right_name() {
+    let o = run(&[
+        "stat",
+        "--import",
+        ZEN4,
+        "--cpu",
+        "zen4",
+        "--nodes",
+        "backend_bond",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("did you mean backend_bound"),
+        "{}",
+        stderr(&o)
+    );
+}

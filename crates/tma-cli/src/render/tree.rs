@@ -56,6 +56,8 @@ pub struct IntervalReport {
     pub missing_states: Vec<(String, EventState)>,
     /// Events that counted exactly 0 (to explain divisions by zero).
     pub zero_events: Vec<String>,
+    /// Every counted event of the interval is 0.
+    pub all_zero: bool,
 }
 
 /// Everything the renderers need: the model, where the data came from, and the reports.
@@ -167,11 +169,18 @@ pub fn interval_report(iv: &Interval, report: Report) -> IntervalReport {
         .filter(|r| r.cpu.is_none() && r.tid.is_none() && r.value == Some(0.0))
         .map(|r| r.event.clone())
         .collect();
+    let counted: Vec<f64> = iv
+        .readings
+        .iter()
+        .filter(|r| r.cpu.is_none() && r.tid.is_none())
+        .filter_map(|r| r.value)
+        .collect();
     IntervalReport {
         start_s: iv.start_s,
         end_s: iv.end_s,
         report,
         missing_states,
+        all_zero: !counted.is_empty() && counted.iter().all(|&v| v == 0.0),
         zero_events,
     }
 }
@@ -223,17 +232,24 @@ pub fn status_text(n: &NodeResult, ir: &IntervalReport, model: &Model) -> Option
             Some(parts.join("; "))
         }
         Status::DivisionByZero => {
-            let zero: Vec<&str> = model
+            let mut zero: Vec<&str> = model
                 .node(&n.name)
                 .map(|d| tma_catalog::encode::formula_identifiers(d.formula))
                 .unwrap_or_default()
                 .into_iter()
                 .filter(|id| ir.zero_events.iter().any(|z| z.eq_ignore_ascii_case(id)))
                 .collect();
-            Some(if zero.is_empty() {
-                "division by zero: a denominator counted 0".into()
-            } else {
-                format!("division by zero: {} counted 0", zero.join(", "))
+            let mut seen = std::collections::HashSet::new();
+            zero.retain(|z| seen.insert(z.to_ascii_lowercase()));
+            Some(match zero.len() {
+                0 => "division by zero: a denominator counted 0".into(),
+                1..=3 => format!("division by zero: {} counted 0", zero.join(", ")),
+                n => format!(
+                    "division by zero: {}, {} and {} more events counted 0",
+                    zero[0],
+                    zero[1],
+                    n - 2
+                ),
             })
         }
         Status::MissingConstant(c) => Some(format!("missing constant: {c}")),
@@ -383,6 +399,12 @@ fn render_tree(
             w,
             "Some events were counted only {:.1}% of the time (multiplexed); their counts are scaled estimates.",
             s * 100.0
+        )?;
+    }
+    if ir.all_zero {
+        writeln!(
+            w,
+            "Every counted event is 0: nothing ran while counting, or the counters did not count."
         )?;
     }
     if r.nodes.iter().any(|n| n.status == Status::MissingEvents) {

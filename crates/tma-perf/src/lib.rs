@@ -8,6 +8,7 @@
 //! target) -> [`snapshot`] (record and replay). The only `unsafe` is in [`sys`].
 
 pub mod attr;
+pub mod backend;
 pub mod event;
 pub mod plan;
 pub mod readings;

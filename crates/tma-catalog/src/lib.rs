@@ -27,5 +27,26 @@
 //!
 //! Values are in the node's [`Unit`]: TMA nodes are percent of slots (0..100), as in perfmon.
 
+//!
+//! # API
+//! * [`models`], [`by_name`] (`--cpu NAME`), [`identify`] (CPUID, mapfile rules),
+//!   [`parse_cpuinfo`];
+//! * [`Model::encode`], [`Model::perf_event_spec`], [`Model::resolve_perf_event`] /
+//!   [`Model::resolve_perf_event_all`], [`Model::event_ids`] (module [`encode`]).
+//!
+//! # Regenerating the Intel tables
+//! `cargo xtask gen-tables [--data DIR]` (default `../shared/pmu-data` from the workspace
+//! root) rewrites `src/generated/`; `cargo xtask check-tables` exits non-zero when the
+//! checked-in files differ from what the converter makes. See `crates/tma-catalog/README.md`.
+
+pub mod amd;
+pub mod descriptions;
+pub mod encode;
+pub mod error;
+pub mod generated;
+pub mod registry;
 pub mod types;
+
+pub use error::CatalogError;
+pub use registry::{by_name, cpuid_string, identify, models, parse_cpuinfo, supported_names};
 pub use types::*;

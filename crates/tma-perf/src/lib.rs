@@ -11,6 +11,7 @@ pub mod attr;
 pub mod backend;
 pub mod event;
 pub mod plan;
+pub mod import;
 pub mod readings;
 pub mod sys;
 pub mod sysfs;

@@ -164,4 +164,104 @@ impl EventSpec {
     pub fn is_hardware(&self) -> bool {
         !matches!(self.kind, SpecKind::Software(_))
     }
+
+    /// Build from a catalog encoding. perfmon's fixed-counter pseudo encodings for
+    /// instructions (0x0100) and core cycles (0x0200) are accepted by the kernel only from
+    /// Ice Lake on, so they are rewritten to the architectural events 0xC0 and 0x3C (which the
+    /// kernel still places on the fixed counter), as perf does (pmu-data README 3.1).
+    /// Returns `None` for `:retire_latency` operands, which are not counted.
+    pub fn from_encoding(e: &tma_catalog::Encoding) -> Option<Self> {
+        if e.retire_latency {
+            return None;
+        }
+        let kind = match e.kind {
+            tma_catalog::EventKind::Core => SpecKind::Core,
+            tma_catalog::EventKind::Slots => SpecKind::Slots,
+            tma_catalog::EventKind::PerfMetrics(i) => SpecKind::PerfMetrics(i),
+            tma_catalog::EventKind::Tsc => SpecKind::Tsc,
+        };
+        let mut config = e.config;
+        if kind == SpecKind::Core {
+            let rest = config & !0xFFFF;
+            match (e.fixed, config & 0xFFFF) {
+                (Some(0), 0x0100) => config = rest | 0xC0,
+                (Some(1), 0x0200) => config = rest | 0x3C,
+                _ => {}
+            }
+        }
+        Some(EventSpec {
+            name: e.name.clone(),
+            pmu: e.pmu.to_string(),
+            kind,
+            config,
+            config1: e.config1,
+            fixed: e.fixed,
+            counter_mask: e.counter_mask,
+            taken_alone: e.taken_alone,
+            msr_index: e.msr_index,
+            exclude_kernel: e.exclude_kernel,
+            exclude_user: e.exclude_user,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn intel(name: &str, kind: tma_catalog::EventKind, config: u64, fixed: Option<u8>) -> EventSpec {
+        EventSpec::from_encoding(&tma_catalog::Encoding {
+            pmu: "cpu",
+            config,
+            config1: 0,
+            kind,
+            fixed,
+            counter_mask: 0,
+            precise: false,
+            taken_alone: false,
+            msr_index: 0,
+            exclude_user: false,
+            exclude_kernel: false,
+            retire_latency: false,
+            name: name.to_string(),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn fixed_pseudo_encodings_rewritten() {
+        use tma_catalog::EventKind::*;
+        // perfmon INST_RETIRED.ANY 0x00/0x01 and CPU_CLK_UNHALTED.THREAD 0x00/0x02.
+        assert_eq!(intel("INST_RETIRED.ANY", Core, 0x0100, Some(0)).config, 0xC0);
+        assert_eq!(intel("CPU_CLK_UNHALTED.THREAD", Core, 0x0200, Some(1)).config, 0x3C);
+        // THREAD_ANY (any bit 21) keeps the bit.
+        assert_eq!(
+            intel("CPU_CLK_UNHALTED.THREAD_ANY", Core, 0x0020_0200, Some(1)).config,
+            0x0020_003C
+        );
+        // REF_TSC 0x0300 is accepted everywhere and stays.
+        assert_eq!(intel("CPU_CLK_UNHALTED.REF_TSC", Core, 0x0300, Some(2)).config, 0x0300);
+        let s = intel("TOPDOWN.SLOTS:perf_metrics", Slots, 0x0400, Some(3));
+        assert_eq!((s.kind, s.config), (SpecKind::Slots, 0x0400));
+    }
+
+    #[test]
+    fn zen4_catalog_encoding() {
+        let m = tma_catalog::by_name("zen4").unwrap();
+        let z = EventSpec::from_encoding(
+            &m.encode("de_no_dispatch_per_slot.no_ops_from_frontend:c6").unwrap(),
+        )
+        .unwrap();
+        // pmu-data README 5.1: 0x1060001A0.
+        assert_eq!((z.pmu.as_str(), z.config), ("cpu", 0x1060001A0));
+        assert_eq!(z.fixed, None);
+    }
+
+    #[test]
+    fn software_names() {
+        assert_eq!(SoftwareEvent::parse("cs"), Some(SoftwareEvent::ContextSwitches));
+        assert_eq!(SoftwareEvent::parse("Task-Clock"), Some(SoftwareEvent::TaskClock));
+        assert_eq!(SoftwareEvent::parse("cycles"), None);
+        assert_eq!(SoftwareEvent::TaskClock.config(), 1);
+    }
 }

@@ -209,7 +209,12 @@ impl EventSpec {
 mod tests {
     use super::*;
 
-    fn intel(name: &str, kind: tma_catalog::EventKind, config: u64, fixed: Option<u8>) -> EventSpec {
+    fn intel(
+        name: &str,
+        kind: tma_catalog::EventKind,
+        config: u64,
+        fixed: Option<u8>,
+    ) -> EventSpec {
         EventSpec::from_encoding(&tma_catalog::Encoding {
             pmu: "cpu",
             config,
@@ -232,15 +237,24 @@ mod tests {
     fn fixed_pseudo_encodings_rewritten() {
         use tma_catalog::EventKind::*;
         // perfmon INST_RETIRED.ANY 0x00/0x01 and CPU_CLK_UNHALTED.THREAD 0x00/0x02.
-        assert_eq!(intel("INST_RETIRED.ANY", Core, 0x0100, Some(0)).config, 0xC0);
-        assert_eq!(intel("CPU_CLK_UNHALTED.THREAD", Core, 0x0200, Some(1)).config, 0x3C);
+        assert_eq!(
+            intel("INST_RETIRED.ANY", Core, 0x0100, Some(0)).config,
+            0xC0
+        );
+        assert_eq!(
+            intel("CPU_CLK_UNHALTED.THREAD", Core, 0x0200, Some(1)).config,
+            0x3C
+        );
         // THREAD_ANY (any bit 21) keeps the bit.
         assert_eq!(
             intel("CPU_CLK_UNHALTED.THREAD_ANY", Core, 0x0020_0200, Some(1)).config,
             0x0020_003C
         );
         // REF_TSC 0x0300 is accepted everywhere and stays.
-        assert_eq!(intel("CPU_CLK_UNHALTED.REF_TSC", Core, 0x0300, Some(2)).config, 0x0300);
+        assert_eq!(
+            intel("CPU_CLK_UNHALTED.REF_TSC", Core, 0x0300, Some(2)).config,
+            0x0300
+        );
         let s = intel("TOPDOWN.SLOTS:perf_metrics", Slots, 0x0400, Some(3));
         assert_eq!((s.kind, s.config), (SpecKind::Slots, 0x0400));
     }
@@ -249,7 +263,8 @@ mod tests {
     fn zen4_catalog_encoding() {
         let m = tma_catalog::by_name("zen4").unwrap();
         let z = EventSpec::from_encoding(
-            &m.encode("de_no_dispatch_per_slot.no_ops_from_frontend:c6").unwrap(),
+            &m.encode("de_no_dispatch_per_slot.no_ops_from_frontend:c6")
+                .unwrap(),
         )
         .unwrap();
         // pmu-data README 5.1: 0x1060001A0.
@@ -259,8 +274,14 @@ mod tests {
 
     #[test]
     fn software_names() {
-        assert_eq!(SoftwareEvent::parse("cs"), Some(SoftwareEvent::ContextSwitches));
-        assert_eq!(SoftwareEvent::parse("Task-Clock"), Some(SoftwareEvent::TaskClock));
+        assert_eq!(
+            SoftwareEvent::parse("cs"),
+            Some(SoftwareEvent::ContextSwitches)
+        );
+        assert_eq!(
+            SoftwareEvent::parse("Task-Clock"),
+            Some(SoftwareEvent::TaskClock)
+        );
         assert_eq!(SoftwareEvent::parse("cycles"), None);
         assert_eq!(SoftwareEvent::TaskClock.config(), 1);
     }

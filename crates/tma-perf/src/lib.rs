@@ -10,9 +10,10 @@
 pub mod attr;
 pub mod backend;
 pub mod event;
-pub mod plan;
 pub mod import;
+pub mod plan;
 pub mod readings;
+pub mod snapshot;
 pub mod sys;
 pub mod sysfs;
 pub use readings::*;

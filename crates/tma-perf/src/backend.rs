@@ -958,3 +958,153 @@ mod tests {
             .is_err());
     }
 }
+
+/// Chosen counts for one event of a [`Synthetic`] backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChosenCount {
+    pub raw: u64,
+    pub enabled_ns: u64,
+    pub running_ns: u64,
+}
+
+/// A backend that answers any plan from chosen per-event counts and enabled/running times
+/// (tests and demonstrations of scaling on machines without a PMU). Each group takes its
+/// times from the first member that has a chosen count; members without one read 0. Every
+/// `run` returns the same counts (with `intervals` equal slices of them in interval mode).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Synthetic {
+    /// Chosen counts by event name (case-insensitive).
+    pub events: std::collections::BTreeMap<String, ChosenCount>,
+    /// Wall time each run reports.
+    pub wall_ns: u64,
+    /// How each run ends.
+    #[serde(default = "default_ending")]
+    pub ending: Ending,
+}
+
+fn default_ending() -> Ending {
+    Ending::Exited(0)
+}
+
+impl Default for Synthetic {
+    fn default() -> Self {
+        Synthetic {
+            events: Default::default(),
+            wall_ns: 0,
+            ending: default_ending(),
+        }
+    }
+}
+
+impl Synthetic {
+    fn chosen(&self, name: &str) -> Option<&ChosenCount> {
+        self.events
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+}
+
+impl Backend for Synthetic {
+    fn run(
+        &mut self,
+        plan: &Plan,
+        _target: &Target,
+        opts: &RunOptions,
+    ) -> Result<Measurement, RunError> {
+        let n_iv = match opts.interval {
+            Some(i) if i.as_nanos() > 0 => ((self.wall_ns as u128 / i.as_nanos()).max(1)) as u64,
+            _ => 1,
+        };
+        let wall_s = self.wall_ns as f64 / 1e9;
+        let mut intervals = Vec::new();
+        for k in 0..n_iv {
+            let mut groups = Vec::new();
+            for (gi, g) in plan.groups.iter().enumerate() {
+                if g.events.is_empty() {
+                    continue;
+                }
+                let Some(times) = g.events.iter().find_map(|e| self.chosen(&e.name)) else {
+                    continue;
+                };
+                // Split counts and times evenly over the intervals; the last takes the rest.
+                let part = |x: u64| {
+                    let base = x / n_iv;
+                    if k + 1 == n_iv {
+                        x - base * (n_iv - 1)
+                    } else {
+                        base
+                    }
+                };
+                groups.push(GroupReading {
+                    group: gi,
+                    cpu: None,
+                    tid: None,
+                    time_enabled_ns: part(times.enabled_ns),
+                    time_running_ns: part(times.running_ns),
+                    values: g
+                        .events
+                        .iter()
+                        .map(|e| self.chosen(&e.name).map_or(0, |c| part(c.raw)))
+                        .collect(),
+                });
+            }
+            let iv = RawInterval {
+                start_s: wall_s * k as f64 / n_iv as f64,
+                end_s: wall_s * (k + 1) as f64 / n_iv as f64,
+                groups,
+            };
+            if let (Some(cb), Some(_)) = (&opts.on_interval, opts.interval) {
+                cb(&iv);
+            }
+            intervals.push(iv);
+        }
+        Ok(Measurement {
+            start_unix_s: 0.0,
+            wall_ns: self.wall_ns,
+            intervals,
+            ending: self.ending,
+        })
+    }
+}
+
+#[cfg(test)]
+mod synthetic_tests {
+    use super::*;
+    use crate::plan::{Group, Slot};
+
+    #[test]
+    fn synthetic_counts_scale_like_live_ones() {
+        let plan = Plan {
+            groups: vec![Group {
+                pmu: "cpu".into(),
+                events: vec![EventSpec::raw("A", "cpu", 1), EventSpec::raw("B", "cpu", 2)],
+                slots: vec![Slot::Gp(0), Slot::Gp(1)],
+            }],
+            unschedulable: vec![],
+        };
+        let mut s = Synthetic {
+            wall_ns: 1_000_000_000,
+            ..Default::default()
+        };
+        s.events.insert(
+            "a".into(),
+            ChosenCount {
+                raw: 100,
+                enabled_ns: 1000,
+                running_ns: 250,
+            },
+        );
+        let m = s
+            .run(&plan, &Target::Pids(vec![]), &RunOptions::new())
+            .unwrap();
+        let iv = Measurement::interval_readings(&plan, &m.total(), false);
+        assert_eq!(iv.get("A").unwrap().value, Some(400.0));
+        assert_eq!(iv.get("B").unwrap().value, Some(0.0));
+        let mut o = RunOptions::new();
+        o.interval = Some(Duration::from_millis(300));
+        let m = s.run(&plan, &Target::Pids(vec![]), &o).unwrap();
+        assert_eq!(m.intervals.len(), 3);
+        assert_eq!(m.total().groups[0].values[0], 100);
+    }
+}

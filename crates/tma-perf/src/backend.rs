@@ -194,8 +194,18 @@ impl Measurement {
             for gr in raw.groups.iter().filter(|g| g.group == gi) {
                 for (k, ev) in group.events.iter().enumerate() {
                     let v = gr.values.get(k).copied().unwrap_or(0);
-                    let mut r =
-                        Reading::from_raw(&ev.name, v, gr.time_enabled_ns, gr.time_running_ns);
+                    // Enabled for no time at all in this stretch (a per-task counter while the
+                    // task slept): nothing happened and nothing was missed, so the value is the
+                    // raw delta (0), fully counted, rather than "not counted".
+                    let mut r = if gr.time_enabled_ns == 0 {
+                        let mut r = Reading::from_raw(&ev.name, v, 0, 0);
+                        r.value = Some(v as f64);
+                        r.counted_share = Some(1.0);
+                        r.status = ReadingStatus::Counted;
+                        r
+                    } else {
+                        Reading::from_raw(&ev.name, v, gr.time_enabled_ns, gr.time_running_ns)
+                    };
                     r.group = Some(gi);
                     let a = agg[k].get_or_insert_with(Agg::default);
                     a.raw += v;
@@ -226,11 +236,7 @@ impl Measurement {
                         time_enabled_ns: Some(a.enabled),
                         time_running_ns: Some(a.running),
                         counted_share: Some(if a.enabled == 0 {
-                            if a.running == 0 {
-                                0.0
-                            } else {
-                                1.0
-                            }
+                            1.0
                         } else {
                             (a.running as f64 / a.enabled as f64).min(1.0)
                         }),
@@ -844,6 +850,21 @@ mod tests {
         assert_eq!(iv.get("B").unwrap().value, Some(40.0));
         assert_eq!(iv.get("C").unwrap().value, Some(28.0));
         assert_eq!(iv.get("C").unwrap().counted_share, Some(0.25));
+    }
+
+    #[test]
+    fn idle_stretch_is_zero_not_missing() {
+        let plan = two_group_plan();
+        let raw = RawInterval {
+            start_s: 0.0,
+            end_s: 1.0,
+            groups: vec![gr(0, None, 0, 0, &[0, 0]), gr(1, None, 10, 0, &[0])],
+        };
+        let iv = Measurement::interval_readings(&plan, &raw, false);
+        assert_eq!(iv.get("A").unwrap().value, Some(0.0));
+        assert_eq!(iv.get("A").unwrap().status, ReadingStatus::Counted);
+        // Enabled but never on a counter: not counted, no value.
+        assert_eq!(iv.get("C").unwrap().value, None);
     }
 
     #[test]

@@ -980,23 +980,21 @@ mod tests {
     }
 }
 
-/// Chosen counts for one event of a [`Synthetic`] backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChosenCount {
-    pub raw: u64,
-    pub enabled_ns: u64,
-    pub running_ns: u64,
-}
-
-/// A backend that answers any plan from chosen per-event counts and enabled/running times
-/// (tests and demonstrations of scaling on machines without a PMU). Each group takes its
-/// times from the first member that has a chosen count; members without one read 0. Every
-/// `run` returns the same counts (with `intervals` equal slices of them in interval mode).
+/// A backend that answers any plan from chosen true counts and chosen multiplexing shares
+/// (tests and demonstrations of scaling on machines without a PMU). Group `g` of the plan is
+/// "on a counter" for `running_share[g]` of the enabled time (the last entry repeats; none
+/// means 1.0), so each member reads `round(count * share)` raw, and scaling must recover
+/// `count`. Events without a chosen count read 0. In interval mode the run is cut into equal
+/// intervals of `-I` length, each with an equal part of the counts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Synthetic {
-    /// Chosen counts by event name (case-insensitive).
-    pub events: std::collections::BTreeMap<String, ChosenCount>,
-    /// Wall time each run reports.
+    /// True counts over the whole run, by event name (case-insensitive).
+    pub events: std::collections::BTreeMap<String, u64>,
+    /// Share of the enabled time each plan group (by index) was on a counter, 0..=1; applied
+    /// only when the plan has more than one hardware group (otherwise nothing multiplexes).
+    #[serde(default)]
+    pub running_share: Vec<f64>,
+    /// Wall time (and enabled time) of each run.
     pub wall_ns: u64,
     /// How each run ends.
     #[serde(default = "default_ending")]
@@ -1011,6 +1009,7 @@ impl Default for Synthetic {
     fn default() -> Self {
         Synthetic {
             events: Default::default(),
+            running_share: Vec::new(),
             wall_ns: 0,
             ending: default_ending(),
         }
@@ -1018,11 +1017,19 @@ impl Default for Synthetic {
 }
 
 impl Synthetic {
-    fn chosen(&self, name: &str) -> Option<&ChosenCount> {
+    fn chosen(&self, name: &str) -> Option<u64> {
         self.events
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
+            .map(|(_, v)| *v)
+    }
+    fn share(&self, group: usize) -> f64 {
+        self.running_share
+            .get(group)
+            .or(self.running_share.last())
+            .copied()
+            .unwrap_or(1.0)
+            .clamp(0.0, 1.0)
     }
 }
 
@@ -1034,39 +1041,52 @@ impl Backend for Synthetic {
         opts: &RunOptions,
     ) -> Result<Measurement, RunError> {
         let n_iv = match opts.interval {
-            Some(i) if i.as_nanos() > 0 => ((self.wall_ns as u128 / i.as_nanos()).max(1)) as u64,
+            Some(i) if i.as_nanos() > 0 => (self.wall_ns as u128 / i.as_nanos()).max(1) as u64,
             _ => 1,
         };
         let wall_s = self.wall_ns as f64 / 1e9;
+        // Like the kernel, only multiplex when several hardware groups compete.
+        let hw_groups = plan
+            .groups
+            .iter()
+            .filter(|g| {
+                g.slots
+                    .iter()
+                    .any(|s| !matches!(s, crate::plan::Slot::NoCounter))
+            })
+            .count();
         let mut intervals = Vec::new();
         for k in 0..n_iv {
+            // Split a whole-run quantity evenly; the last interval takes the rest.
+            let part = |x: u64| {
+                let base = x / n_iv;
+                if k + 1 == n_iv {
+                    x - base * (n_iv - 1)
+                } else {
+                    base
+                }
+            };
             let mut groups = Vec::new();
             for (gi, g) in plan.groups.iter().enumerate() {
                 if g.events.is_empty() {
                     continue;
                 }
-                let Some(times) = g.events.iter().find_map(|e| self.chosen(&e.name)) else {
-                    continue;
-                };
-                // Split counts and times evenly over the intervals; the last takes the rest.
-                let part = |x: u64| {
-                    let base = x / n_iv;
-                    if k + 1 == n_iv {
-                        x - base * (n_iv - 1)
-                    } else {
-                        base
-                    }
-                };
+                let share = if hw_groups > 1 { self.share(gi) } else { 1.0 };
+                let enabled = self.wall_ns;
+                let running = (enabled as f64 * share).round() as u64;
                 groups.push(GroupReading {
                     group: gi,
                     cpu: None,
                     tid: None,
-                    time_enabled_ns: part(times.enabled_ns),
-                    time_running_ns: part(times.running_ns),
+                    time_enabled_ns: part(enabled),
+                    time_running_ns: part(running),
                     values: g
                         .events
                         .iter()
-                        .map(|e| self.chosen(&e.name).map_or(0, |c| part(c.raw)))
+                        .map(|e| {
+                            self.chosen(&e.name)
+                                .map_or(0, |c| part((c as f64 * share).round() as u64))
+                        })
                         .collect(),
                 });
             }
@@ -1097,35 +1117,46 @@ mod synthetic_tests {
     #[test]
     fn synthetic_counts_scale_like_live_ones() {
         let plan = Plan {
-            groups: vec![Group {
-                pmu: "cpu".into(),
-                events: vec![EventSpec::raw("A", "cpu", 1), EventSpec::raw("B", "cpu", 2)],
-                slots: vec![Slot::Gp(0), Slot::Gp(1)],
-            }],
+            groups: vec![
+                Group {
+                    pmu: "cpu".into(),
+                    events: vec![EventSpec::raw("A", "cpu", 1), EventSpec::raw("B", "cpu", 2)],
+                    slots: vec![Slot::Gp(0), Slot::Gp(1)],
+                },
+                Group {
+                    pmu: "cpu".into(),
+                    events: vec![EventSpec::raw("C", "cpu", 3)],
+                    slots: vec![Slot::Gp(0)],
+                },
+            ],
             unschedulable: vec![],
         };
         let mut s = Synthetic {
             wall_ns: 1_000_000_000,
+            running_share: vec![0.25],
             ..Default::default()
         };
-        s.events.insert(
-            "a".into(),
-            ChosenCount {
-                raw: 100,
-                enabled_ns: 1000,
-                running_ns: 250,
-            },
-        );
+        s.events.insert("a".into(), 400);
         let m = s
             .run(&plan, &Target::Pids(vec![]), &RunOptions::new())
             .unwrap();
         let iv = Measurement::interval_readings(&plan, &m.total(), false);
         assert_eq!(iv.get("A").unwrap().value, Some(400.0));
+        assert_eq!(iv.get("A").unwrap().raw, Some(100));
+        assert_eq!(iv.get("A").unwrap().counted_share, Some(0.25));
         assert_eq!(iv.get("B").unwrap().value, Some(0.0));
         let mut o = RunOptions::new();
         o.interval = Some(Duration::from_millis(300));
         let m = s.run(&plan, &Target::Pids(vec![]), &o).unwrap();
         assert_eq!(m.intervals.len(), 3);
         assert_eq!(m.total().groups[0].values[0], 100);
+        // A single hardware group is never multiplexed.
+        let one = crate::backend::sub_plan(&plan, &[0]);
+        let m = s
+            .run(&one, &Target::Pids(vec![]), &RunOptions::new())
+            .unwrap();
+        let iv = Measurement::interval_readings(&one, &m.total(), false);
+        assert_eq!(iv.get("A").unwrap().raw, Some(400));
+        assert_eq!(iv.get("A").unwrap().counted_share, Some(1.0));
     }
 }

@@ -237,7 +237,7 @@ fn step_intervals(snap: &Snapshot, step: u32) -> anyhow::Result<(Request, Vec<In
         &ms,
         snap.settings.no_multiplex,
         snap.settings.repeat.max(1),
-        false,
+        snap.settings.interval_ms.is_some(),
     );
     Ok((request, intervals))
 }

@@ -327,6 +327,12 @@ fn target_of(a: &Args) -> anyhow::Result<Target> {
             format!("bad CPU list {s:?}: expected numbers and ranges like 0-3,8")
         })?),
     };
+    if let Some(list) = &cpus {
+        let online = backend::online_cpus(&Roots::from_env().sys);
+        if let Some(bad) = list.iter().find(|c| !online.contains(c)) {
+            return Err(RunError::BadCpu(*bad).into());
+        }
+    }
     Ok(Target::System(cpus))
 }
 

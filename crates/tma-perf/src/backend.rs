@@ -940,6 +940,54 @@ mod tests {
     }
 
     #[test]
+    fn open_errors_are_explained() {
+        let proc_root =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/live/proc-paranoid-3");
+        let hw = EventSpec::raw("INST_RETIRED.ANY", "cpu", 0xC0);
+        let e = map_open_error(
+            &hw,
+            std::io::Error::from_raw_os_error(libc::EACCES),
+            &proc_root,
+            1,
+        );
+        let msg = e.to_string();
+        assert!(matches!(e, RunError::Permission { .. }));
+        assert!(msg.contains("perf_event_paranoid is 3"), "{msg}");
+        assert!(
+            msg.contains("sudo sysctl kernel.perf_event_paranoid=1"),
+            "{msg}"
+        );
+        assert!(msg.contains("CAP_PERFMON"), "{msg}");
+        let e = map_open_error(
+            &hw,
+            std::io::Error::from_raw_os_error(libc::EPERM),
+            Path::new("/nonexistent"),
+            1,
+        );
+        assert!(e.to_string().contains("perf_event_paranoid is unknown"));
+        for errno in [libc::ENOENT, libc::EOPNOTSUPP, libc::ENODEV] {
+            let e = map_open_error(&hw, std::io::Error::from_raw_os_error(errno), &proc_root, 1);
+            assert!(matches!(e, RunError::NoHardware { .. }), "{errno}");
+        }
+        // A software event that fails with ENOENT is not "no PMU".
+        let sw = EventSpec::software(SoftwareEvent::TaskClock);
+        let e = map_open_error(
+            &sw,
+            std::io::Error::from_raw_os_error(libc::ENOENT),
+            &proc_root,
+            1,
+        );
+        assert!(matches!(e, RunError::Open { .. }));
+        let e = map_open_error(
+            &sw,
+            std::io::Error::from_raw_os_error(libc::ESRCH),
+            &proc_root,
+            42,
+        );
+        assert!(matches!(e, RunError::NoSuchProcess(42)));
+    }
+
+    #[test]
     fn resolve_commands() {
         assert!(resolve_command("sh").is_some());
         assert!(resolve_command("/bin/sh").is_some());

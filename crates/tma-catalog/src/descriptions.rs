@@ -49,6 +49,7 @@ pub static NODE_DESCRIPTIONS: &[(&str, &str)] = &[
     ("MS_Switches", "Fetch stalls when switching into the microcode sequencer"),
     ("Memory_Operations", "Retired slots of load and store ops"),
     ("Microcode_Sequencer", "Retired slots whose ops came from the microcode sequencer (complex instructions, assists)"),
+    ("Nop_Instructions", "Retired slots of NOP instructions (padding, alignment)"),
     ("Non_Fused_Branches", "Retired slots of branches that were not macro-fused"),
     ("Other_Light_Ops", "Retired slots of simple ops not in the other light-operation groups"),
     ("Other_Mispredicts", "Branch mispredicts not tied to a specific branch type, for example on non-retired branches"),
@@ -62,6 +63,47 @@ pub static NODE_DESCRIPTIONS: &[(&str, &str)] = &[
 /// Our description of a node, `None` when the table has no entry for the name.
 pub fn describe(name: &str) -> Option<&'static str> {
     NODE_DESCRIPTIONS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, d)| *d)
+}
+
+/// `(metric name, description)` for the helper metrics most users read; the converter
+/// writes a neutral line derived from the name for the others.
+pub static METRIC_DESCRIPTIONS: &[(&str, &str)] = &[
+    ("Bottleneck_Big_Code", "Estimated cost, in percent of slots, of a large code footprint (i-cache and iTLB pressure)"),
+    ("Bottleneck_Branching_Overhead", "Estimated cost of executing branch instructions themselves (calls, returns, jumps)"),
+    ("Bottleneck_Cache_Memory_Bandwidth", "Estimated cost of limited cache or memory bandwidth"),
+    ("Bottleneck_Cache_Memory_Latency", "Estimated cost of cache and memory access latency"),
+    ("Bottleneck_Compute_Bound_Est", "Estimated cost of execution-unit limits (ports, dividers) not explained by memory"),
+    ("Bottleneck_Data_Cache_Memory_Bandwidth", "Estimated cost of limited data-cache or memory bandwidth"),
+    ("Bottleneck_Data_Cache_Memory_Latency", "Estimated cost of data-cache and memory access latency"),
+    ("Bottleneck_Instruction_Fetch_BW", "Estimated cost of the frontend not delivering enough ops per cycle"),
+    ("Bottleneck_Irregular_Overhead", "Estimated cost of irregular events: microcode assists, machine clears, serializing work"),
+    ("Bottleneck_Memory_Data_TLBs", "Estimated cost of data address-translation misses"),
+    ("Bottleneck_Memory_Synchronization", "Estimated cost of synchronization: locks, cache-line sharing, memory-ordering clears"),
+    ("Bottleneck_Mispredictions", "Estimated total cost of branch mispredictions, frontend refill included"),
+    ("Bottleneck_Other_Bottlenecks", "Slots not explained by the other bottleneck estimates"),
+    ("Bottleneck_Useful_Work", "Slots that retired useful (non-overhead) work"),
+    ("Info_Core_CORE_CLKS", "Unhalted core cycles, counting both SMT threads of a core once"),
+    ("Info_Core_CoreIPC", "Instructions retired per core cycle (both SMT threads together)"),
+    ("Info_Core_ILP", "Average number of ops executed per cycle when at least one executed"),
+    ("Info_System_CPU_Utilization", "Share of time the measured CPUs were not halted"),
+    ("Info_System_Core_Frequency", "Average frequency of the unhalted cores, in GHz"),
+    ("Info_System_Kernel_Utilization", "Share of unhalted cycles spent in kernel mode"),
+    ("Info_System_SMT_2T_Utilization", "Share of core cycles where both SMT threads were active"),
+    ("Info_System_Time", "Wall-clock duration of the measurement, in seconds"),
+    ("Info_System_Turbo_Utilization", "Ratio of actual to base (TSC) clock while unhalted"),
+    ("Info_Thread_CLKS", "Unhalted cycles of this logical CPU"),
+    ("Info_Thread_CPI", "Cycles per instruction retired"),
+    ("Info_Thread_IPC", "Instructions retired per unhalted cycle"),
+    ("Info_Thread_SLOTS", "Pipeline slots available to this logical CPU: issue width times cycles"),
+    ("Info_Thread_UopPI", "Ops retired per instruction retired"),
+];
+
+/// Our description of a helper metric, `None` when the table has no entry.
+pub fn describe_metric(name: &str) -> Option<&'static str> {
+    METRIC_DESCRIPTIONS
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, d)| *d)

@@ -46,12 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// Nodes of `model` down to `max_level`, depth-first in table order (parent, then its
 /// children), so the listing reads as a tree.
 pub fn tree_order(model: &Model, max_level: u8) -> Vec<&'static NodeDef> {
-    fn walk(
-        model: &Model,
-        parent: Option<&str>,
-        max: u8,
-        out: &mut Vec<&'static NodeDef>,
-    ) {
+    fn walk(model: &Model, parent: Option<&str>, max: u8, out: &mut Vec<&'static NodeDef>) {
         for n in model.children(parent) {
             if n.level <= max {
                 out.push(n);
@@ -126,9 +121,14 @@ pub fn render_text(
         writeln!(w)?;
         writeln!(w, "Helper metrics used by the formulas:")?;
         for m in refs {
-            writeln!(w, "  {} = ", m.name)?;
-            for l in wrap(m.formula, "      ", WIDTH) {
-                writeln!(w, "{l}")?;
+            let one = format!("  {} = {}", m.name, m.formula);
+            if one.len() <= WIDTH {
+                writeln!(w, "{one}")?;
+            } else {
+                writeln!(w, "  {} =", m.name)?;
+                for l in wrap(m.formula, "      ", WIDTH) {
+                    writeln!(w, "{l}")?;
+                }
             }
         }
     }

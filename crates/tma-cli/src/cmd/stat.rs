@@ -228,7 +228,7 @@ fn import_run(path: &Path, args: &Args) -> anyhow::Result<StatRun> {
     let resolved = import::resolve(
         &rec.intervals,
         model.key,
-        |spec| model.resolve_perf_event(spec).ok(),
+        |spec| model.resolve_perf_event_all(spec).unwrap_or_default(),
         |unknown| guess_other_cpu(unknown, model),
     )
     .with_context(|| file.clone())?;

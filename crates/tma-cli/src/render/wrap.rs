@@ -29,7 +29,10 @@ mod tests {
     #[test]
     fn wraps_at_spaces_with_indent() {
         let l = wrap("aaa bbb ccc ddd eee fff ggg hhh iii jjj kkk", "  ", 24);
-        assert_eq!(l, ["  aaa bbb ccc ddd eee", "  fff ggg hhh iii jjj", "  kkk"]);
+        assert_eq!(
+            l,
+            ["  aaa bbb ccc ddd eee", "  fff ggg hhh iii jjj", "  kkk"]
+        );
     }
 
     #[test]

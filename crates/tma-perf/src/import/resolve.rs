@@ -58,8 +58,10 @@ pub struct ResolveOutcome {
     pub generic: Vec<String>,
 }
 
-/// Rename every reading's `event` from its perf spec to the canonical id given by
-/// `resolve_spec` (normally `Model::resolve_perf_event`).
+/// Rename every reading's `event` from its perf spec to the canonical ids given by
+/// `resolve_spec` (normally `Model::resolve_perf_event_all`; empty = unknown). When several
+/// ids share the spec's encoding (`TOPDOWN.SLOTS` and `TOPDOWN.SLOTS:perf_metrics`), the
+/// reading is provided under each of them.
 ///
 /// Specs the model does not know and that are not generic perf events are an error; when
 /// `guess_other_cpu` names a model on which they resolve, the error says so. Two specs
@@ -67,10 +69,10 @@ pub struct ResolveOutcome {
 pub fn resolve(
     intervals: &[Interval],
     model_key: &'static str,
-    mut resolve_spec: impl FnMut(&str) -> Option<String>,
+    mut resolve_spec: impl FnMut(&str) -> Vec<String>,
     guess_other_cpu: impl FnOnce(&[String]) -> Option<&'static str>,
 ) -> Result<ResolveOutcome, ResolveError> {
-    let mut map: HashMap<String, Option<String>> = HashMap::new();
+    let mut map: HashMap<String, Vec<String>> = HashMap::new();
     let mut order: Vec<String> = Vec::new();
     for iv in intervals {
         for r in &iv.readings {
@@ -83,7 +85,7 @@ pub fn resolve(
     }
     let unknown: Vec<String> = order
         .iter()
-        .filter(|s| map[*s].is_none() && !is_generic_event(s))
+        .filter(|s| map[*s].is_empty() && !is_generic_event(s))
         .cloned()
         .collect();
     if !unknown.is_empty() {
@@ -97,44 +99,51 @@ pub fn resolve(
     // Two specs for one canonical event.
     let mut by_canonical: HashMap<&str, &str> = HashMap::new();
     for spec in &order {
-        if let Some(c) = &map[spec] {
+        for c in &map[spec] {
             if let Some(first) = by_canonical.insert(c.as_str(), spec.as_str()) {
-                return Err(ResolveError::SameEvent {
-                    model: model_key,
-                    first: first.to_string(),
-                    second: spec.clone(),
-                    canonical: c.clone(),
-                });
+                if first != spec {
+                    return Err(ResolveError::SameEvent {
+                        model: model_key,
+                        first: first.to_string(),
+                        second: spec.clone(),
+                        canonical: c.clone(),
+                    });
+                }
             }
         }
     }
     let out = intervals
         .iter()
-        .map(|iv| Interval {
-            start_s: iv.start_s,
-            end_s: iv.end_s,
-            readings: iv
-                .readings
-                .iter()
-                .map(|r| {
-                    let mut r = r.clone();
-                    if let Some(Some(c)) = map.get(&r.event) {
-                        r.event = c.clone();
+        .map(|iv| {
+            let mut readings = Vec::with_capacity(iv.readings.len());
+            for r in &iv.readings {
+                match map.get(&r.event).map(Vec::as_slice) {
+                    Some([]) | None => readings.push(r.clone()),
+                    Some(ids) => {
+                        for id in ids {
+                            let mut c = r.clone();
+                            c.event = id.clone();
+                            readings.push(c);
+                        }
                     }
-                    r
-                })
-                .collect(),
+                }
+            }
+            Interval {
+                start_s: iv.start_s,
+                end_s: iv.end_s,
+                readings,
+            }
         })
         .collect();
     Ok(ResolveOutcome {
         intervals: out,
         mapping: order
             .iter()
-            .filter_map(|s| map[s].as_ref().map(|c| (s.clone(), c.clone())))
+            .filter_map(|s| map[s].first().map(|c| (s.clone(), c.clone())))
             .collect(),
         generic: order
             .iter()
-            .filter(|s| map[*s].is_none())
+            .filter(|s| map[*s].is_empty())
             .cloned()
             .collect(),
     })

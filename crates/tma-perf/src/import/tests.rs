@@ -236,18 +236,20 @@ fn resolve_renames_and_reports_unknown() {
     let text = "10,,r76,5,100.00,,\n20,,ex_ret_ops,5,100.00,,\n3,,page-faults,5,100.00,,\n";
     let rec = parse(text.as_bytes()).unwrap();
     let known = |s: &str| match s.to_ascii_lowercase().as_str() {
-        "r76" => Some("ls_not_halted_cyc".to_string()),
-        "ex_ret_ops" => Some("ex_ret_ops".to_string()),
-        _ => None,
+        "r76" => vec!["ls_not_halted_cyc".to_string()],
+        "ex_ret_ops" => vec!["ex_ret_ops".to_string(), "ex_ret_ops:alias".to_string()],
+        _ => vec![],
     };
     let out = resolve(&rec.intervals, "zen4", known, |_| None).unwrap();
     assert_eq!(value(&out.intervals[0], "ls_not_halted_cyc"), Some(10.0));
     assert_eq!(value(&out.intervals[0], "page-faults"), Some(3.0));
+    // Ids sharing one encoding all get the reading.
+    assert_eq!(value(&out.intervals[0], "ex_ret_ops:alias"), Some(20.0));
     assert_eq!(out.generic, ["page-faults"]);
 
     let text = "10,,TOPDOWN.SLOTS,5,100.00,,\n20,,INT_MISC.UOP_DROPPING,5,100.00,,\n";
     let rec = parse(text.as_bytes()).unwrap();
-    let err = resolve(&rec.intervals, "zen4", |_| None, |_| Some("spr")).unwrap_err();
+    let err = resolve(&rec.intervals, "zen4", |_| vec![], |_| Some("spr")).unwrap_err();
     let msg = err.to_string();
     assert!(
         msg.contains("TOPDOWN.SLOTS, INT_MISC.UOP_DROPPING"),
@@ -260,7 +262,7 @@ fn resolve_renames_and_reports_unknown() {
     let err = resolve(
         &rec.intervals,
         "zen4",
-        |_| Some("ls_not_halted_cyc".into()),
+        |_| vec!["ls_not_halted_cyc".into()],
         |_| None,
     )
     .unwrap_err();

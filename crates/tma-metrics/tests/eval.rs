@@ -654,7 +654,7 @@ fn retire_latency_operands() {
     // A measured value overrides the default.
     let mut c2 = c.clone();
     c2.insert("LOCAL_DRAM:retire_latency".into(), 231.66);
-    c2.insert("X:R".into(), 5.0);
+    c2.insert("X:retire_latency".into(), 5.0); // the other spelling of X:R
     let r = evaluate(m, &Selection::all(), &c2, &Constants::default()).unwrap();
     assert!(close(r.node("Local_MEM").unwrap().value.unwrap(), 20.0));
     assert_eq!(r.node("Other").unwrap().status, Status::Ok);
@@ -793,4 +793,28 @@ fn report_serializes_with_snake_case_statuses() {
     assert_eq!(j["bottleneck"]["stop"]["reason"], "not_measured");
     let s = serde_json::to_value(Status::MissingConstant("x".into())).unwrap();
     assert_eq!(s, serde_json::json!({"missing_constant": "x"}));
+}
+
+#[test]
+fn event_names_are_deduplicated_case_insensitively() {
+    let m = model(
+        "dedupe",
+        vec![node(
+            "A",
+            None,
+            1,
+            "INST_RETIRED.ANY / inst_retired.any + Inst_Retired.Any:c1",
+            "",
+        )],
+        vec![],
+        vec![],
+    );
+    let ev = required_events(m, &Selection::all()).unwrap();
+    assert_eq!(
+        ev.into_iter().collect::<Vec<_>>(),
+        ["INST_RETIRED.ANY", "Inst_Retired.Any:c1"]
+    );
+    let c = vals(&[("inst_retired.any", 4.0), ("INST_RETIRED.ANY:c1", 2.0)]);
+    let r = evaluate(m, &Selection::all(), &c, &Constants::default()).unwrap();
+    assert_eq!(r.nodes[0].value, Some(3.0));
 }

@@ -240,7 +240,11 @@ impl<'a> Ctx<'a> {
             },
             CExpr::RetireLat(i) => {
                 let slot = &self.cm.retire[*i as usize];
-                match self.values.event(&slot.id).or(slot.default) {
+                let measured = self
+                    .values
+                    .event(&slot.id)
+                    .or_else(|| self.values.event(&slot.alt));
+                match measured.or(slot.default) {
                     Some(v) if v.is_finite() => v,
                     Some(v) => {
                         acc.set_error(format!("{} has the non-finite value {v}", slot.id));

@@ -24,6 +24,35 @@
 //!   `max(0, ..)` clipping the vendor defines).
 //! * References are followed recursively with memoization; a reference cycle gives
 //!   [`Status::Error`] naming the cycle.
+//!
+//! # Example
+//! ```
+//! use std::collections::HashMap;
+//! use tma_metrics::{evaluate, required_events, Constants, Selection, StopReason};
+//!
+//! let zen4 = tma_catalog::by_name("zen4").unwrap();
+//! let sel = Selection::level(1);
+//! let need = required_events(zen4, &sel).unwrap();
+//! assert!(need.contains("ls_not_halted_cyc"));
+//!
+//! // 1000 cycles = 6000 dispatch slots.
+//! let counts: HashMap<String, f64> = [
+//!     ("ls_not_halted_cyc", 1000.0),
+//!     ("de_no_dispatch_per_slot.no_ops_from_frontend", 600.0),
+//!     ("de_src_op_disp.all", 1500.0),
+//!     ("ex_ret_ops", 1200.0),
+//!     ("de_no_dispatch_per_slot.backend_stalls", 3900.0),
+//!     ("de_no_dispatch_per_slot.smt_contention", 0.0),
+//! ]
+//! .into_iter()
+//! .map(|(k, v)| (k.to_string(), v))
+//! .collect();
+//! let report = evaluate(zen4, &sel, &counts, &Constants::default()).unwrap();
+//! assert_eq!(report.node("backend_bound").unwrap().value, Some(65.0));
+//! assert_eq!(report.node("retiring").unwrap().value, Some(20.0));
+//! assert_eq!(report.bottleneck.node.as_deref(), Some("backend_bound"));
+//! assert_eq!(report.bottleneck.stop, StopReason::Leaf);
+//! ```
 
 pub mod expr;
 
@@ -487,12 +516,15 @@ fn collect(
     }
 }
 
+/// The compiled model with the event slots and retire slots a selection needs.
+type Needed = (std::sync::Arc<CompiledModel>, BTreeSet<u32>, BTreeSet<u32>);
+
 /// (event slots, retire slots) needed by the shown nodes' formulas and thresholds.
 fn needed(
     model: &Model,
     sel: &Selection,
     consts: Option<&Constants>,
-) -> Result<(std::sync::Arc<CompiledModel>, BTreeSet<u32>, BTreeSet<u32>), MetricsError> {
+) -> Result<Needed, MetricsError> {
     let cm = CompiledModel::get(model)?;
     let shown = shown_set(model, sel)?;
     let mut seen = vec![false; cm.items.len()];

@@ -12,11 +12,8 @@
 //   Info_System_IO_Write_BW: event `UNC_CHA_TOR_INSERTS.IO_HIT_ITOM` is not a core event
 //   Info_System_Power: event `FREERUN_PKG_ENERGY_STATUS` is not a core event
 //   Info_System_Socket_CLKS: event `UNC_CHA_CLOCKTICKS` is not a core event
-// MEM_Bandwidth: perfmon Level 4 but its parent - is level 0; placed at level 1.
-// MEM_Latency: perfmon Level 4 but its parent - is level 0; placed at level 1.
-// Local_MEM: perfmon Level 5 but its parent MEM_Latency is level 1; placed at level 2.
-// Remote_MEM: perfmon Level 5 but its parent MEM_Latency is level 1; placed at level 2.
-// Remote_Cache: perfmon Level 5 but its parent MEM_Latency is level 1; placed at level 2.
+// MEM_Bandwidth: no ParentCategory in perfmon; parent L3_Miss_Bound taken from its threshold.
+// MEM_Latency: no ParentCategory in perfmon; parent L3_Miss_Bound taken from its threshold.
 
 use crate::types::*;
 
@@ -773,6 +770,61 @@ static NODES: &[NodeDef] = &[
         count_domain: "Stalls",
     },
     NodeDef {
+        name: "MEM_Bandwidth",
+        parent: Some("L3_Miss_Bound"),
+        level: 4,
+        formula: "100 * ( ( min( CPU_CLK_UNHALTED.THREAD , OFFCORE_REQUESTS_OUTSTANDING.ALL_DATA_RD:c4 ) ) / ( CPU_CLK_UNHALTED.THREAD ) )",
+        threshold: "( MEM_Bandwidth > 20 ) & ( L3_Miss_Bound > 10 ) & ( Memory_Bound > 20 ) & ( Backend_Bound > 20 )",
+        locate_with: &[],
+        description: "Level-4 share of L3_Miss_Bound (see formula)",
+        unit: Unit::Percent,
+        count_domain: "Clocks",
+    },
+    NodeDef {
+        name: "MEM_Latency",
+        parent: Some("L3_Miss_Bound"),
+        level: 4,
+        formula: "100 * ( ( min( CPU_CLK_UNHALTED.THREAD , OFFCORE_REQUESTS_OUTSTANDING.CYCLES_WITH_DATA_RD ) ) / ( CPU_CLK_UNHALTED.THREAD ) - ( ( min( CPU_CLK_UNHALTED.THREAD , OFFCORE_REQUESTS_OUTSTANDING.ALL_DATA_RD:c4 ) ) / ( CPU_CLK_UNHALTED.THREAD ) ) )",
+        threshold: "( MEM_Latency > 10 ) & ( L3_Miss_Bound > 10 ) & ( Memory_Bound > 20 ) & ( Backend_Bound > 20 )",
+        locate_with: &[],
+        description: "Level-4 share of L3_Miss_Bound (see formula)",
+        unit: Unit::Percent,
+        count_domain: "Clocks",
+    },
+    NodeDef {
+        name: "Local_MEM",
+        parent: Some("MEM_Latency"),
+        level: 5,
+        formula: "100 * ( ( ( 66.5 * ( ( ( CPU_CLK_UNHALTED.THREAD ) / CPU_CLK_UNHALTED.REF_TSC ) * TSC / ( 1000000000 ) / ( ( ( #duration_time * 1000 ) / 1000 ) ) ) ) - ( 23 * ( ( ( CPU_CLK_UNHALTED.THREAD ) / CPU_CLK_UNHALTED.REF_TSC ) * TSC / ( 1000000000 ) / ( ( ( #duration_time * 1000 ) / 1000 ) ) ) ) ) * MEM_LOAD_L3_MISS_RETIRED.LOCAL_DRAM * ( 1 + ( MEM_LOAD_RETIRED.FB_HIT / MEM_LOAD_RETIRED.L1_MISS ) / 2 ) / ( CPU_CLK_UNHALTED.THREAD ) )",
+        threshold: "( Local_MEM > 10 ) & ( MEM_Latency > 10 ) & ( L3_Miss_Bound > 10 ) & ( Memory_Bound > 20 ) & ( Backend_Bound > 20 )",
+        locate_with: &["MEM_LOAD_L3_MISS_RETIRED.LOCAL_DRAM"],
+        description: "Level-5 share of MEM_Latency (see formula)",
+        unit: Unit::Percent,
+        count_domain: "Clocks_Estimated",
+    },
+    NodeDef {
+        name: "Remote_MEM",
+        parent: Some("MEM_Latency"),
+        level: 5,
+        formula: "100 * ( ( ( 131 * ( ( ( CPU_CLK_UNHALTED.THREAD ) / CPU_CLK_UNHALTED.REF_TSC ) * TSC / ( 1000000000 ) / ( ( ( #duration_time * 1000 ) / 1000 ) ) ) ) - ( 23 * ( ( ( CPU_CLK_UNHALTED.THREAD ) / CPU_CLK_UNHALTED.REF_TSC ) * TSC / ( 1000000000 ) / ( ( ( #duration_time * 1000 ) / 1000 ) ) ) ) ) * MEM_LOAD_L3_MISS_RETIRED.REMOTE_DRAM * ( 1 + ( MEM_LOAD_RETIRED.FB_HIT / MEM_LOAD_RETIRED.L1_MISS ) / 2 ) / ( CPU_CLK_UNHALTED.THREAD ) )",
+        threshold: "( Remote_MEM > 10 ) & ( MEM_Latency > 10 ) & ( L3_Miss_Bound > 10 ) & ( Memory_Bound > 20 ) & ( Backend_Bound > 20 )",
+        locate_with: &["MEM_LOAD_L3_MISS_RETIRED.REMOTE_DRAM"],
+        description: "Level-5 share of MEM_Latency (see formula)",
+        unit: Unit::Percent,
+        count_domain: "Clocks_Estimated",
+    },
+    NodeDef {
+        name: "Remote_Cache",
+        parent: Some("MEM_Latency"),
+        level: 5,
+        formula: "100 * ( ( ( ( 120 * ( ( ( CPU_CLK_UNHALTED.THREAD ) / CPU_CLK_UNHALTED.REF_TSC ) * TSC / ( 1000000000 ) / ( ( ( #duration_time * 1000 ) / 1000 ) ) ) ) - ( 23 * ( ( ( CPU_CLK_UNHALTED.THREAD ) / CPU_CLK_UNHALTED.REF_TSC ) * TSC / ( 1000000000 ) / ( ( ( #duration_time * 1000 ) / 1000 ) ) ) ) ) * MEM_LOAD_L3_MISS_RETIRED.REMOTE_HITM + ( ( 120 * ( ( ( CPU_CLK_UNHALTED.THREAD ) / CPU_CLK_UNHALTED.REF_TSC ) * TSC / ( 1000000000 ) / ( ( ( #duration_time * 1000 ) / 1000 ) ) ) ) - ( 23 * ( ( ( CPU_CLK_UNHALTED.THREAD ) / CPU_CLK_UNHALTED.REF_TSC ) * TSC / ( 1000000000 ) / ( ( ( #duration_time * 1000 ) / 1000 ) ) ) ) ) * MEM_LOAD_L3_MISS_RETIRED.REMOTE_FWD ) * ( 1 + ( MEM_LOAD_RETIRED.FB_HIT / MEM_LOAD_RETIRED.L1_MISS ) / 2 ) / ( CPU_CLK_UNHALTED.THREAD ) )",
+        threshold: "( Remote_Cache > 5 ) & ( MEM_Latency > 10 ) & ( L3_Miss_Bound > 10 ) & ( Memory_Bound > 20 ) & ( Backend_Bound > 20 )",
+        locate_with: &["MEM_LOAD_L3_MISS_RETIRED.REMOTE_HITM", "MEM_LOAD_L3_MISS_RETIRED.REMOTE_FWD"],
+        description: "Level-5 share of MEM_Latency (see formula)",
+        unit: Unit::Percent,
+        count_domain: "Clocks_Estimated",
+    },
+    NodeDef {
         name: "Store_Bound",
         parent: Some("Memory_Bound"),
         level: 3,
@@ -1101,61 +1153,6 @@ static NODES: &[NodeDef] = &[
         description: "Level-5 share of Ports_Utilized_3m (see formula)",
         unit: Unit::Percent,
         count_domain: "Core_Execution",
-    },
-    NodeDef {
-        name: "MEM_Bandwidth",
-        parent: None,
-        level: 1,
-        formula: "100 * ( ( min( CPU_CLK_UNHALTED.THREAD , OFFCORE_REQUESTS_OUTSTANDING.ALL_DATA_RD:c4 ) ) / ( CPU_CLK_UNHALTED.THREAD ) )",
-        threshold: "( MEM_Bandwidth > 20 ) & ( L3_Miss_Bound > 10 ) & ( Memory_Bound > 20 ) & ( Backend_Bound > 20 )",
-        locate_with: &[],
-        description: "Level-4 share of the tree (see formula)",
-        unit: Unit::Percent,
-        count_domain: "Clocks",
-    },
-    NodeDef {
-        name: "MEM_Latency",
-        parent: None,
-        level: 1,
-        formula: "100 * ( ( min( CPU_CLK_UNHALTED.THREAD , OFFCORE_REQUESTS_OUTSTANDING.CYCLES_WITH_DATA_RD ) ) / ( CPU_CLK_UNHALTED.THREAD ) - ( ( min( CPU_CLK_UNHALTED.THREAD , OFFCORE_REQUESTS_OUTSTANDING.ALL_DATA_RD:c4 ) ) / ( CPU_CLK_UNHALTED.THREAD ) ) )",
-        threshold: "( MEM_Latency > 10 ) & ( L3_Miss_Bound > 10 ) & ( Memory_Bound > 20 ) & ( Backend_Bound > 20 )",
-        locate_with: &[],
-        description: "Level-4 share of the tree (see formula)",
-        unit: Unit::Percent,
-        count_domain: "Clocks",
-    },
-    NodeDef {
-        name: "Local_MEM",
-        parent: Some("MEM_Latency"),
-        level: 2,
-        formula: "100 * ( ( ( 66.5 * ( ( ( CPU_CLK_UNHALTED.THREAD ) / CPU_CLK_UNHALTED.REF_TSC ) * TSC / ( 1000000000 ) / ( ( ( #duration_time * 1000 ) / 1000 ) ) ) ) - ( 23 * ( ( ( CPU_CLK_UNHALTED.THREAD ) / CPU_CLK_UNHALTED.REF_TSC ) * TSC / ( 1000000000 ) / ( ( ( #duration_time * 1000 ) / 1000 ) ) ) ) ) * MEM_LOAD_L3_MISS_RETIRED.LOCAL_DRAM * ( 1 + ( MEM_LOAD_RETIRED.FB_HIT / MEM_LOAD_RETIRED.L1_MISS ) / 2 ) / ( CPU_CLK_UNHALTED.THREAD ) )",
-        threshold: "( Local_MEM > 10 ) & ( MEM_Latency > 10 ) & ( L3_Miss_Bound > 10 ) & ( Memory_Bound > 20 ) & ( Backend_Bound > 20 )",
-        locate_with: &["MEM_LOAD_L3_MISS_RETIRED.LOCAL_DRAM"],
-        description: "Level-5 share of MEM_Latency (see formula)",
-        unit: Unit::Percent,
-        count_domain: "Clocks_Estimated",
-    },
-    NodeDef {
-        name: "Remote_MEM",
-        parent: Some("MEM_Latency"),
-        level: 2,
-        formula: "100 * ( ( ( 131 * ( ( ( CPU_CLK_UNHALTED.THREAD ) / CPU_CLK_UNHALTED.REF_TSC ) * TSC / ( 1000000000 ) / ( ( ( #duration_time * 1000 ) / 1000 ) ) ) ) - ( 23 * ( ( ( CPU_CLK_UNHALTED.THREAD ) / CPU_CLK_UNHALTED.REF_TSC ) * TSC / ( 1000000000 ) / ( ( ( #duration_time * 1000 ) / 1000 ) ) ) ) ) * MEM_LOAD_L3_MISS_RETIRED.REMOTE_DRAM * ( 1 + ( MEM_LOAD_RETIRED.FB_HIT / MEM_LOAD_RETIRED.L1_MISS ) / 2 ) / ( CPU_CLK_UNHALTED.THREAD ) )",
-        threshold: "( Remote_MEM > 10 ) & ( MEM_Latency > 10 ) & ( L3_Miss_Bound > 10 ) & ( Memory_Bound > 20 ) & ( Backend_Bound > 20 )",
-        locate_with: &["MEM_LOAD_L3_MISS_RETIRED.REMOTE_DRAM"],
-        description: "Level-5 share of MEM_Latency (see formula)",
-        unit: Unit::Percent,
-        count_domain: "Clocks_Estimated",
-    },
-    NodeDef {
-        name: "Remote_Cache",
-        parent: Some("MEM_Latency"),
-        level: 2,
-        formula: "100 * ( ( ( ( 120 * ( ( ( CPU_CLK_UNHALTED.THREAD ) / CPU_CLK_UNHALTED.REF_TSC ) * TSC / ( 1000000000 ) / ( ( ( #duration_time * 1000 ) / 1000 ) ) ) ) - ( 23 * ( ( ( CPU_CLK_UNHALTED.THREAD ) / CPU_CLK_UNHALTED.REF_TSC ) * TSC / ( 1000000000 ) / ( ( ( #duration_time * 1000 ) / 1000 ) ) ) ) ) * MEM_LOAD_L3_MISS_RETIRED.REMOTE_HITM + ( ( 120 * ( ( ( CPU_CLK_UNHALTED.THREAD ) / CPU_CLK_UNHALTED.REF_TSC ) * TSC / ( 1000000000 ) / ( ( ( #duration_time * 1000 ) / 1000 ) ) ) ) - ( 23 * ( ( ( CPU_CLK_UNHALTED.THREAD ) / CPU_CLK_UNHALTED.REF_TSC ) * TSC / ( 1000000000 ) / ( ( ( #duration_time * 1000 ) / 1000 ) ) ) ) ) * MEM_LOAD_L3_MISS_RETIRED.REMOTE_FWD ) * ( 1 + ( MEM_LOAD_RETIRED.FB_HIT / MEM_LOAD_RETIRED.L1_MISS ) / 2 ) / ( CPU_CLK_UNHALTED.THREAD ) )",
-        threshold: "( Remote_Cache > 5 ) & ( MEM_Latency > 10 ) & ( L3_Miss_Bound > 10 ) & ( Memory_Bound > 20 ) & ( Backend_Bound > 20 )",
-        locate_with: &["MEM_LOAD_L3_MISS_RETIRED.REMOTE_HITM", "MEM_LOAD_L3_MISS_RETIRED.REMOTE_FWD"],
-        description: "Level-5 share of MEM_Latency (see formula)",
-        unit: Unit::Percent,
-        count_domain: "Clocks_Estimated",
     },
     NodeDef {
         name: "Retiring",

@@ -424,6 +424,8 @@ struct NodeOut {
     count_domain: String,
     /// perfmon's `Level` when it differed from the depth in the tree.
     relevelled_from: Option<u64>,
+    /// perfmon gave no ParentCategory; the parent was taken from the threshold.
+    parent_inferred: bool,
 }
 
 struct MetricOut {
@@ -561,6 +563,13 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<String> {
         .map(|m| (s(m, "LegacyName"), ident(s(m, "MetricName"))))
         .collect();
 
+    let levels: HashMap<&str, (String, u64)> = all
+        .iter()
+        .map(|m| {
+            let lvl = m["Level"].as_u64().unwrap_or(1);
+            (s(m, "LegacyName"), (ident(s(m, "MetricName")), lvl))
+        })
+        .collect();
     let mut used: BTreeMap<String, Ev> = BTreeMap::new();
     let mut nodes: Vec<NodeOut> = Vec::new();
     let mut metrics: Vec<MetricOut> = Vec::new();
@@ -635,6 +644,7 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<String> {
             continue;
         }
         let th = &m["Threshold"];
+        let level = m["Level"].as_u64().unwrap_or(1);
         let threshold = {
             let tm: HashMap<&str, &str> = th["ThresholdMetrics"]
                 .as_array()
@@ -663,8 +673,23 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<String> {
             used.entry(ev.name.clone()).or_insert(ev);
             locate.push(l.to_string());
         }
-        let level = m["Level"].as_u64().unwrap_or(1);
+        let mut parent_inferred = false;
         let parent = match s(m, "ParentCategory") {
+            "" if level > 1 => {
+                // ICX MEM_Bandwidth / MEM_Latency have no ParentCategory. Their threshold
+                // names the ancestors; the one a level up is the parent.
+                let from_threshold = th["ThresholdMetrics"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|t| levels.get(s(t, "Value")))
+                    .find(|(_, l)| *l + 1 == level)
+                    .map(|(n, _)| n.clone());
+                parent_inferred = true;
+                Some(from_threshold.ok_or_else(|| {
+                    anyhow!("{name}: level {level} without ParentCategory, and its threshold names no level-{} node", level - 1)
+                })?)
+            }
             "" => None,
             p => Some(ident(p)),
         };
@@ -689,6 +714,7 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<String> {
             unit,
             count_domain: domain.to_string(),
             relevelled_from: None,
+            parent_inferred,
         });
     }
     // Thresholds may only name kept nodes / metrics.
@@ -780,6 +806,14 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<String> {
             n.parent.as_deref().unwrap_or("-"),
             n.level - 1,
             n.level
+        )?;
+    }
+    for n in nodes.iter().filter(|n| n.parent_inferred) {
+        writeln!(
+            o,
+            "// {}: no ParentCategory in perfmon; parent {} taken from its threshold.",
+            n.name,
+            n.parent.as_deref().unwrap_or("-")
         )?;
     }
     o.push_str("\nuse crate::types::*;\n\n");

@@ -140,6 +140,32 @@ fn spr_tree_shape() {
 }
 
 #[test]
+fn every_intel_tree_has_the_four_level1_nodes() {
+    for m in models()
+        .iter()
+        .filter(|m| m.vendor == tma_catalog::Vendor::Intel)
+    {
+        let l1: Vec<&str> = m.children(None).map(|n| n.name).collect();
+        assert_eq!(
+            l1,
+            [
+                "Frontend_Bound",
+                "Bad_Speculation",
+                "Backend_Bound",
+                "Retiring"
+            ],
+            "{}",
+            m.key
+        );
+    }
+    // ICX MEM_Bandwidth has no ParentCategory in perfmon; the converter takes it from the
+    // threshold.
+    let icx = by_name("icx").unwrap();
+    let n = icx.node("MEM_Bandwidth").unwrap();
+    assert_eq!((n.parent, n.level), (Some("L3_Miss_Bound"), 4));
+}
+
+#[test]
 fn other_platform_facts() {
     let skx = by_name("skx").unwrap();
     assert_eq!(skx.topdown, Topdown::Generic);

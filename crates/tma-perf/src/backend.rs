@@ -253,6 +253,14 @@ impl Measurement {
                 readings.push(r);
             }
         }
+        for (alias, name) in &plan.aliases {
+            if let Some(r) = readings.iter().find(|r| &r.event == name).cloned() {
+                readings.push(Reading {
+                    event: alias.clone(),
+                    ..r
+                });
+            }
+        }
         readings.extend(parts);
         Interval {
             start_s: raw.start_s,
@@ -748,6 +756,7 @@ pub fn sub_plan(plan: &Plan, groups: &[usize]) -> Plan {
             })
             .collect(),
         unschedulable: plan.unschedulable.clone(),
+        aliases: plan.aliases.clone(),
     }
 }
 
@@ -820,6 +829,7 @@ mod tests {
         Plan {
             groups: vec![g(&["A", "B"]), g(&["C"])],
             unschedulable: vec![],
+            aliases: vec![("C_ALIAS".into(), "C".into())],
         }
     }
 
@@ -850,6 +860,7 @@ mod tests {
         assert_eq!(iv.get("B").unwrap().value, Some(40.0));
         assert_eq!(iv.get("C").unwrap().value, Some(28.0));
         assert_eq!(iv.get("C").unwrap().counted_share, Some(0.25));
+        assert_eq!(iv.get("C_ALIAS").unwrap().value, Some(28.0));
     }
 
     #[test]
@@ -1178,6 +1189,7 @@ mod synthetic_tests {
                 },
             ],
             unschedulable: vec![],
+            aliases: vec![],
         };
         let mut s = Synthetic {
             wall_ns: 1_000_000_000,

@@ -88,6 +88,10 @@ pub struct Plan {
     pub groups: Vec<Group>,
     /// Events no counter can hold (counter mask outside the usable counters), with the reason.
     pub unschedulable: Vec<(String, String)>,
+    /// Other names of a counted event (`TOPDOWN.SLOTS` for `TOPDOWN.SLOTS:perf_metrics`):
+    /// (alias, counted name). Readings are reported under both.
+    #[serde(default)]
+    pub aliases: Vec<(String, String)>,
 }
 
 /// Planning errors.
@@ -127,6 +131,7 @@ impl Plan {
                 slots: vec![Slot::NoCounter; events.len()],
             }],
             unschedulable: Vec::new(),
+            aliases: Vec::new(),
         }
     }
 }
@@ -218,6 +223,13 @@ pub fn plan(
                 counter_mask: 0,
                 ..EventSpec::raw("TOPDOWN.SLOTS", pmu, 0x0400)
             });
+        // Every other slots event of this PMU (same counter, other name) is an alias.
+        for e in all
+            .iter()
+            .filter(|e| e.pmu == pmu && e.kind == SpecKind::Slots && e.name != leader.name)
+        {
+            out.aliases.push((e.name.clone(), leader.name.clone()));
+        }
         events.push(leader);
         slots.push(Slot::Fixed(3));
         for e in all
@@ -468,8 +480,27 @@ mod tests {
                 0x8000 + 0x100 * i as u64,
             )
         };
-        let sets = vec![vec![m(0), m(1), ev("A", 0xff)], vec![m(2), m(3)]];
+        let slots2 = EventSpec {
+            kind: SpecKind::Slots,
+            fixed: Some(3),
+            ..EventSpec::raw("TOPDOWN.SLOTS:perf_metrics", "cpu", 0x0400)
+        };
+        let slots1 = EventSpec {
+            name: "TOPDOWN.SLOTS".into(),
+            ..slots2.clone()
+        };
+        let sets = vec![
+            vec![m(0), m(1), ev("A", 0xff), slots1],
+            vec![m(2), m(3), slots2],
+        ];
         let p = plan(&sets, &|_| SPR).unwrap();
+        assert_eq!(
+            p.aliases,
+            vec![(
+                "TOPDOWN.SLOTS:perf_metrics".to_string(),
+                "TOPDOWN.SLOTS".to_string()
+            )]
+        );
         assert_eq!(names(&p.groups[0])[0], "TOPDOWN.SLOTS");
         assert_eq!(p.groups[0].events.len(), 5);
         assert_eq!(p.groups[0].slots[0], Slot::Fixed(3));

@@ -388,3 +388,49 @@ fn pmu_live_tree_for_a_command() {
     );
     assert!(!text(&o.stderr).contains("not available"));
 }
+
+#[test]
+fn per_core_trees_from_per_cpu_readings() {
+    let o = run(synthetic().args([
+        "stat",
+        "--cpu",
+        "zen4",
+        "-a",
+        "-C",
+        "0,1",
+        "--per-core",
+        "--duration",
+        "1",
+    ]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    // One aggregated tree plus one per core; the counts were split over the CPUs, so each
+    // core's tree gives the same fractions.
+    assert_eq!(out.matches("AMD Zen 4 (zen4").count(), 3, "{out}");
+    assert!(out.contains(", core S"), "{out}");
+    assert_eq!(out.matches("backend_bound       67.6%").count(), 3, "{out}");
+}
+
+#[test]
+fn per_thread_software_counts() {
+    let mut sleeper = Command::new("sleep").arg("0.3").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    let o = run(tma().args(["stat", "-p", &pid, "--per-thread", "--duration", "5"]));
+    sleeper.wait().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    if !has_core_pmu() {
+        assert!(
+            text(&o.stdout).contains(&format!("--- thread {pid} ---")),
+            "{}",
+            text(&o.stdout)
+        );
+    }
+    assert_one_line_error(
+        &run(tma().args(["stat", "--per-thread", "--", "true"])),
+        "--per-thread needs",
+    );
+    assert_one_line_error(
+        &run(tma().args(["stat", "--per-core", "--", "true"])),
+        "--per-core needs",
+    );
+}

@@ -1096,9 +1096,16 @@ impl Backend for Synthetic {
     fn run(
         &mut self,
         plan: &Plan,
-        _target: &Target,
+        target: &Target,
         opts: &RunOptions,
     ) -> Result<Measurement, RunError> {
+        // System-wide on a CPU list: the counts are split evenly over the CPUs (per-CPU
+        // readings, as the live backend gives); otherwise one aggregated reading per group.
+        let cpus: Vec<Option<u32>> = match target {
+            Target::System(Some(c)) if !c.is_empty() => c.iter().map(|x| Some(*x)).collect(),
+            _ => vec![None],
+        };
+        let n_cpu = cpus.len() as u64;
         let n_iv = match opts.interval {
             Some(i) if i.as_nanos() > 0 => (self.wall_ns as u128 / i.as_nanos()).max(1) as u64,
             _ => 1,
@@ -1133,21 +1140,32 @@ impl Backend for Synthetic {
                 let share = if hw_groups > 1 { self.share(gi) } else { 1.0 };
                 let enabled = self.wall_ns;
                 let running = (enabled as f64 * share).round() as u64;
-                groups.push(GroupReading {
-                    group: gi,
-                    cpu: None,
-                    tid: None,
-                    time_enabled_ns: part(enabled),
-                    time_running_ns: part(running),
-                    values: g
-                        .events
-                        .iter()
-                        .map(|e| {
-                            self.chosen(&e.name)
-                                .map_or(0, |c| part((c as f64 * share).round() as u64))
-                        })
-                        .collect(),
-                });
+                for (ci, cpu) in cpus.iter().enumerate() {
+                    // Split over CPUs; the first CPU takes the rest.
+                    let per_cpu = |x: u64| {
+                        let base = x / n_cpu;
+                        if ci == 0 {
+                            x - base * (n_cpu - 1)
+                        } else {
+                            base
+                        }
+                    };
+                    groups.push(GroupReading {
+                        group: gi,
+                        cpu: *cpu,
+                        tid: None,
+                        time_enabled_ns: part(enabled),
+                        time_running_ns: part(running),
+                        values: g
+                            .events
+                            .iter()
+                            .map(|e| {
+                                self.chosen(&e.name)
+                                    .map_or(0, |c| part(per_cpu((c as f64 * share).round() as u64)))
+                            })
+                            .collect(),
+                    });
+                }
             }
             let iv = RawInterval {
                 start_s: wall_s * k as f64 / n_iv as f64,

@@ -165,6 +165,9 @@ pub struct Snapshot {
     pub duration_s: f64,
     pub plans: Vec<Plan>,
     pub runs: Vec<RecordedRun>,
+    /// CPU -> core label (`S0-C3`) for `--per-core` breakdowns.
+    #[serde(default)]
+    pub cpu_cores: Vec<(u32, String)>,
 }
 
 impl Snapshot {
@@ -271,6 +274,7 @@ mod tests {
                     }],
                 },
             }],
+            cpu_cores: vec![(0, "S0-C0".into())],
         }
     }
 

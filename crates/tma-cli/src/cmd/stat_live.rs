@@ -95,7 +95,15 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         note: None,
         cpu_source: String::new(),
         model_key: None,
+        cpu_cores: Vec::new(),
     };
+    if args.per_core {
+        let cpus = match &target {
+            Target::System(Some(c)) => c.clone(),
+            _ => backend::online_cpus(&roots.sys),
+        };
+        session.cpu_cores = cpu_cores(&roots.sys, &cpus);
+    }
 
     // Hardware path, when there is a core PMU (or a synthetic backend stands in for one).
     let no_pmu_reason = if synthetic.is_none() && !pmus.has_core_pmu() {
@@ -177,6 +185,11 @@ pub fn import_snapshot(bytes: &[u8], path: &Path, args: &Args) -> anyhow::Result
             snap.settings.interval_ms.is_some(),
             args,
         )?;
+        let mut a2 = args.clone();
+        a2.per_core = snap.settings.per_core;
+        a2.per_thread = snap.settings.per_thread;
+        a2.interval_ms = snap.settings.interval_ms;
+        render_software_breakdown(&mut out, &a2, &snap.target, plan, &runs, &snap.cpu_cores)?;
     } else {
         let model = snapshot_model(&snap, args)?;
         let steps = snap.runs.iter().map(|r| r.step).max().unwrap_or(0);
@@ -186,10 +199,35 @@ pub fn import_snapshot(bytes: &[u8], path: &Path, args: &Args) -> anyhow::Result
                 model,
                 &snap.settings_cpu_source(),
                 &snap,
-                request,
+                request.clone(),
                 &intervals,
             )?;
             render_run(&mut out, &run, args)?;
+            if snap.settings.per_core || snap.settings.per_thread {
+                let runs: Vec<Measurement> = snap
+                    .runs
+                    .iter()
+                    .filter(|r| r.step == step)
+                    .map(|r| r.measurement.clone())
+                    .collect();
+                let plan = &snap.plans[snap
+                    .runs
+                    .iter()
+                    .find(|r| r.step == step)
+                    .map_or(0, |r| r.plan)];
+                let bd = BreakdownCtx {
+                    model,
+                    cpu_source: &snap.settings_cpu_source(),
+                    source: source_text(&snap.target, plan, &snap.settings),
+                    request: &request,
+                    plan,
+                    cores: &snap.cpu_cores,
+                    per_core: snap.settings.per_core,
+                    interval_mode: snap.settings.interval_ms.is_some(),
+                    command: run.command.clone(),
+                };
+                render_breakdown_trees(&mut out, &bd, &runs, args)?;
+            }
         }
     }
     crate::render::emit(args.output.as_deref(), |w| {
@@ -280,6 +318,8 @@ struct Session<'a> {
     note: Option<String>,
     cpu_source: String,
     model_key: Option<String>,
+    /// CPU -> core label, for --per-core.
+    cpu_cores: Vec<(u32, String)>,
 }
 
 fn target_of(a: &Args) -> anyhow::Result<Target> {
@@ -370,11 +410,9 @@ fn check_flags(a: &Args, target: &Target) -> anyhow::Result<()> {
     if a.per_thread && !matches!(target, Target::Pids(_) | Target::Tids(_)) {
         bail!("--per-thread needs -p PID or -t TID");
     }
-    if a.per_core || a.per_thread {
-        bail!(
-            "--per-core / --per-thread trees are not available yet: counts are aggregated; \
-             `--record FILE` keeps the per-CPU / per-thread raw readings"
-        );
+    if (a.per_core || a.per_thread) && (a.drilldown || a.no_multiplex || a.repeat.unwrap_or(1) > 1)
+    {
+        bail!("--per-core / --per-thread cannot be combined with --drilldown, --no-multiplex or --repeat");
     }
     Ok(())
 }
@@ -729,6 +767,7 @@ fn snapshot_of(s: &Session, settings: Settings) -> Snapshot {
         duration_s: dur as f64 / 1e9,
         plans: s.plans.clone(),
         runs: s.runs.clone(),
+        cpu_cores: s.cpu_cores.clone(),
     }
 }
 
@@ -835,6 +874,131 @@ fn measure(
     Ok(out)
 }
 
+/// `--per-core` / `--per-thread`: the breakdown keys of a run, in order, with a label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Key {
+    Core(String),
+    Thread(u32),
+}
+
+impl Key {
+    fn label(&self) -> String {
+        match self {
+            Key::Core(c) => format!("core {c}"),
+            Key::Thread(t) => format!("thread {t}"),
+        }
+    }
+}
+
+/// `S<package>-C<core>` of each CPU, from `<sys_root>/devices/system/cpu/cpuN/topology`.
+fn cpu_cores(sys_root: &Path, cpus: &[u32]) -> Vec<(u32, String)> {
+    cpus.iter()
+        .map(|&c| {
+            let t = sys_root.join(format!("devices/system/cpu/cpu{c}/topology"));
+            let rd = |f: &str| {
+                std::fs::read_to_string(t.join(f))
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_else(|_| "?".into())
+            };
+            (
+                c,
+                format!("S{}-C{}", rd("physical_package_id"), rd("core_id")),
+            )
+        })
+        .collect()
+}
+
+fn breakdown_keys(
+    runs: &[Measurement],
+    per_core: bool,
+    per_thread: bool,
+    cores: &[(u32, String)],
+) -> Vec<Key> {
+    let mut keys: Vec<Key> = Vec::new();
+    for m in runs {
+        for iv in &m.intervals {
+            for g in &iv.groups {
+                let k = if per_core {
+                    g.cpu.map(|c| {
+                        Key::Core(
+                            cores
+                                .iter()
+                                .find(|(x, _)| *x == c)
+                                .map_or_else(|| format!("cpu{c}"), |(_, l)| l.clone()),
+                        )
+                    })
+                } else if per_thread {
+                    g.tid.map(Key::Thread)
+                } else {
+                    None
+                };
+                if let Some(k) = k {
+                    if !keys.contains(&k) {
+                        keys.push(k);
+                    }
+                }
+            }
+        }
+    }
+    keys
+}
+
+/// The part of a measurement that belongs to one breakdown key.
+fn only_key(m: &Measurement, key: &Key, cores: &[(u32, String)]) -> Measurement {
+    let mut out = m.clone();
+    for iv in &mut out.intervals {
+        iv.groups.retain(|g| match key {
+            Key::Core(label) => g.cpu.is_some_and(|c| {
+                cores
+                    .iter()
+                    .find(|(x, _)| *x == c)
+                    .map_or_else(|| format!("cpu{c}"), |(_, l)| l.clone())
+                    == *label
+            }),
+            Key::Thread(t) => g.tid == Some(*t),
+        });
+    }
+    out
+}
+
+/// What the per-core / per-thread trees need.
+struct BreakdownCtx<'a> {
+    model: &'static Model,
+    cpu_source: &'a str,
+    source: String,
+    request: &'a Request,
+    plan: &'a Plan,
+    cores: &'a [(u32, String)],
+    per_core: bool,
+    interval_mode: bool,
+    command: Option<String>,
+}
+
+/// One tree per core / thread after the aggregated tree.
+fn render_breakdown_trees(
+    buf: &mut Vec<u8>,
+    c: &BreakdownCtx,
+    runs: &[Measurement],
+    args: &Args,
+) -> anyhow::Result<()> {
+    for key in breakdown_keys(runs, c.per_core, !c.per_core, c.cores) {
+        let part: Vec<Measurement> = runs.iter().map(|m| only_key(m, &key, c.cores)).collect();
+        let ivs = intervals_of(c.plan, &part, false, 1, c.interval_mode);
+        let mut r = StatRun::evaluate(
+            c.model,
+            c.cpu_source,
+            format!("{}, {}", c.source, key.label()),
+            c.interval_mode,
+            &ivs,
+            c.request,
+        )?;
+        r.command = c.command.clone();
+        buf.push(b'\n');
+        render_run(buf, &r, args)?;
+    }
+    Ok(())
+}
+
 fn hardware(
     s: &mut Session,
     model: &'static Model,
@@ -877,7 +1041,8 @@ fn hardware(
             ));
         }
         // Interval mode: print each interval as soon as it is read (stdout only).
-        let printer = if s.args.interval_ms.is_some() && s.args.output.is_none() {
+        let breakdown = s.args.per_core || s.args.per_thread;
+        let printer = if s.args.interval_ms.is_some() && s.args.output.is_none() && !breakdown {
             Some(live_printer(
                 model,
                 &s.cpu_source,
@@ -920,6 +1085,20 @@ fn hardware(
         }
         let mut buf = Vec::new();
         render_run(&mut buf, &run, s.args)?;
+        if breakdown {
+            let bd = BreakdownCtx {
+                model,
+                cpu_source: &s.cpu_source,
+                source: source_text(&s.target, &plan, &snap_view.settings),
+                request: &request,
+                plan: &plan,
+                cores: &s.cpu_cores,
+                per_core: s.args.per_core,
+                interval_mode: s.args.interval_ms.is_some(),
+                command: run.command.clone(),
+            };
+            render_breakdown_trees(&mut buf, &bd, &runs, s.args)?;
+        }
         match &printer {
             Some(p) => p.finish(&buf)?,
             None => out.extend_from_slice(&buf),
@@ -1135,7 +1314,7 @@ fn software_only(
     let mut runs = Vec::new();
     let mut opts = s.opts.clone();
     let interval_mode = s.args.interval_ms.is_some();
-    if interval_mode && s.args.output.is_none() {
+    if interval_mode && s.args.output.is_none() && !(s.args.per_core || s.args.per_thread) {
         let plan2 = plan.clone();
         let args2 = s.args.clone();
         let target2 = s.target.clone();
@@ -1176,15 +1355,38 @@ fn software_only(
     ending_note(last, &s.target);
     let settings = settings_of(s.args);
     write_record(s, settings)?;
-    if !(interval_mode && s.args.output.is_none()) {
+    let breakdown = s.args.per_core || s.args.per_thread;
+    if !(interval_mode && s.args.output.is_none()) || breakdown {
         let mut out = Vec::new();
         render_software(&mut out, &s.target, &plan, &runs, interval_mode, s.args)?;
+        render_software_breakdown(&mut out, s.args, &s.target, &plan, &runs, &s.cpu_cores)?;
         crate::render::emit(s.args.output.as_deref(), |w| {
             w.write_all(&out)?;
             Ok(())
         })?;
     }
     Ok(exit_code(last))
+}
+
+/// `--per-core` / `--per-thread` blocks after the aggregated software counts.
+fn render_software_breakdown(
+    w: &mut dyn Write,
+    args: &Args,
+    target: &Target,
+    plan: &Plan,
+    runs: &[Measurement],
+    cores: &[(u32, String)],
+) -> anyhow::Result<()> {
+    if !(args.per_core || args.per_thread) {
+        return Ok(());
+    }
+    for key in breakdown_keys(runs, args.per_core, args.per_thread, cores) {
+        let part: Vec<Measurement> = runs.iter().map(|m| only_key(m, &key, cores)).collect();
+        writeln!(w)?;
+        writeln!(w, "--- {} ---", key.label())?;
+        render_software(w, target, plan, &part, args.interval_ms.is_some(), args)?;
+    }
+    Ok(())
 }
 
 /// Software counts of a whole run (mean over --repeat runs) or per interval.

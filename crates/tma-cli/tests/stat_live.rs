@@ -434,3 +434,32 @@ fn per_thread_software_counts() {
         "--per-core needs",
     );
 }
+
+#[test]
+fn pmu_in_sysfs_but_open_fails_falls_back_to_software() {
+    if has_core_pmu() {
+        eprintln!("skipped: this machine has a hardware PMU, opening would succeed");
+        return;
+    }
+    // A fake sysfs that claims a Sapphire Rapids PMU: perf_event_open itself then says no.
+    let o = run(tma().env("TMA_SYSFS_ROOT", fixture("sysfs/spr")).args([
+        "stat",
+        "--cpu",
+        "spr",
+        "--",
+        "sh",
+        "-c",
+        "echo ran-once; exit 5",
+    ]));
+    assert_eq!(o.status.code(), Some(5));
+    let err = text(&o.stderr);
+    assert!(err.contains("perf_event_open of TOPDOWN.SLOTS"), "{err}");
+    assert!(err.contains("hardware counters are not available"), "{err}");
+    let out = text(&o.stdout);
+    // The command ran exactly once (the held child was discarded before exec).
+    assert_eq!(out.lines().filter(|l| *l == "ran-once").count(), 1, "{out}");
+    assert!(
+        out.contains("task-clock") && !out.contains("Bottleneck"),
+        "{out}"
+    );
+}

@@ -306,6 +306,9 @@ pub fn software_events() -> Vec<EventSpec> {
 #[derive(Debug, Default)]
 pub struct Live;
 
+/// Where counters attach: (pid or -1, cpu or -1, CPU label, thread label).
+type AttachPoint = (i32, i32, Option<u32>, Option<u32>);
+
 /// One opened group at one attach point.
 struct OpenGroup {
     group: usize,
@@ -381,7 +384,7 @@ fn map_open_error(ev: &EventSpec, e: std::io::Error, proc_root: &Path, pid: i32)
 fn open_groups(
     plan: &Plan,
     pmus: &Pmus,
-    points: &[(i32, i32, Option<u32>, Option<u32>)],
+    points: &[AttachPoint],
     mode: AttachMode,
     proc_root: &Path,
 ) -> Result<Vec<OpenGroup>, RunError> {
@@ -490,7 +493,7 @@ impl Backend for Live {
         sys::install_interrupt_handler()?;
         let mut child: Option<(sys::HeldChild, Option<OwnedFd>)> = None;
         let mut watch: Vec<OwnedFd> = Vec::new();
-        let (points, mode): (Vec<(i32, i32, Option<u32>, Option<u32>)>, AttachMode) = match target {
+        let (points, mode): (Vec<AttachPoint>, AttachMode) = match target {
             Target::Command(argv) => {
                 let cmd = argv.first().ok_or(RunError::EmptyTarget)?;
                 let path =

@@ -10,6 +10,7 @@
 //!    set per tree node or metric). A set's unplaced events are added to the open group of
 //!    their PMU if they all fit; otherwise a new group is opened for them; a set that is
 //!    larger than one group is split over as few groups as the greedy walk gives.
+//!
 //! "Fits" means: a fixed event takes its fixed counter if free, else a general-purpose counter;
 //! general-purpose events are matched to counters allowed by their counter mask (bipartite
 //! matching, so a restrictive mask is honoured even when placed last); the NMI watchdog,
@@ -512,7 +513,7 @@ mod tests {
     fn zen_l1_fits_six_counters_l2_splits() {
         let l1: Vec<_> = (0..6).map(|i| ev(&format!("L1_{i}"), 0x3f)).collect();
         let l2: Vec<_> = (0..6).map(|i| ev(&format!("L2_{i}"), 0x3f)).collect();
-        let p = plan(&[l1.clone()], &|_| ZEN).unwrap();
+        let p = plan(std::slice::from_ref(&l1), &|_| ZEN).unwrap();
         assert_eq!(p.groups.len(), 1);
         assert_eq!(p.groups[0].gp_used(), 6);
         let p = plan(&[l1, l2], &|_| ZEN).unwrap();

@@ -13,6 +13,11 @@
 //! perf_event_open by a `tma_perf::backend::Synthetic` backend read from FILE (JSON: chosen
 //! per-event counts with enabled/running times), so scaling, counted shares, --no-multiplex,
 //! --repeat and --drilldown run end to end on a machine without a PMU.
+//!
+//! Replay: [`replay_snapshot`] gives the tree of a hardware snapshot (last drill-down step)
+//! for `stat.rs` to render; [`import_snapshot`] prints everything a live run printed (each
+//! drill-down step, per-core / per-thread trees, software-only counts) and is the entry
+//! `stat.rs` should call for `tma.snapshot` files.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -171,6 +176,7 @@ pub fn replay_snapshot(bytes: &[u8], path: &Path, args: &Args) -> anyhow::Result
 
 /// `tma stat --import SNAPSHOT` with everything the live run printed: every drill-down step,
 /// the software counts of a run without PMU. Output to stdout or `-o`, notes to stderr.
+#[allow(dead_code)] // for `stat.rs` to route snapshots here; see the module docs
 pub fn import_snapshot(bytes: &[u8], path: &Path, args: &Args) -> anyhow::Result<ExitCode> {
     let snap = snapshot::read(bytes).with_context(|| path.display().to_string())?;
     let mut out = Vec::new();

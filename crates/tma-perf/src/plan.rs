@@ -289,12 +289,24 @@ pub fn plan(
     }
 
     // 5. Ordinary counter events, formula set by formula set.
-    let mut open: Vec<usize> = Vec::new(); // open group index per pmu (looked up by pmu)
-    for set in &uniq_sets {
-        let pending: Vec<&EventSpec> = set
-            .iter()
-            .filter(|e| is_counter_event(e) && !e.taken_alone)
-            .collect();
+    let mut open: Vec<usize> = Vec::new(); // the open (last made) group of each pmu
+    let mut placed: std::collections::HashSet<String> = out
+        .groups
+        .iter()
+        .flat_map(|g| g.events.iter().map(|e| e.name.clone()))
+        .collect();
+    for set in sets {
+        let mut pending: Vec<&EventSpec> = Vec::new();
+        for e in set {
+            if is_counter_event(e) && !e.taken_alone && !placed.contains(&e.name) {
+                if !pending.iter().any(|p| p.name == e.name) {
+                    pending.push(e);
+                }
+            }
+        }
+        for e in &pending {
+            placed.insert(e.name.clone());
+        }
         // Split by PMU (hybrid sets never mix).
         let mut pmus: Vec<&str> = Vec::new();
         for e in &pending {
@@ -305,16 +317,50 @@ pub fn plan(
         for pmu in pmus {
             let lim = limits_for(pmu);
             let evs: Vec<&EventSpec> = pending.iter().copied().filter(|e| e.pmu == pmu).collect();
-            let cur = open.iter().copied().find(|&g| out.groups[g].pmu == pmu);
-            // Whole set into the open group?
-            if let Some(g) = cur {
+            // Candidates: groups already holding events of this formula set (most first),
+            // then the open group of the PMU.
+            let mut cands: Vec<(usize, usize)> = out
+                .groups
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| {
+                    g.pmu == pmu
+                        && g.slots
+                            .iter()
+                            .all(|s| matches!(s, Slot::Gp(_) | Slot::Fixed(_)))
+                })
+                .filter(|(_, g)| !g.events.iter().any(|e| e.taken_alone))
+                .map(|(i, g)| {
+                    (
+                        i,
+                        g.events
+                            .iter()
+                            .filter(|e| set.iter().any(|x| x.name == e.name))
+                            .count(),
+                    )
+                })
+                .filter(|(_, n)| *n > 0)
+                .collect();
+            cands.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            let mut order: Vec<usize> = cands.into_iter().map(|(i, _)| i).collect();
+            if let Some(g) = open.iter().copied().find(|&g| out.groups[g].pmu == pmu) {
+                if !order.contains(&g) {
+                    order.push(g);
+                }
+            }
+            let mut done = false;
+            for g in order {
                 if let Some(slots) = try_add_all(&out.groups[g], &evs, &lim) {
                     out.groups[g]
                         .events
                         .extend(evs.iter().map(|e| (*e).clone()));
                     out.groups[g].slots = slots;
-                    continue;
+                    done = true;
+                    break;
                 }
+            }
+            if done {
+                continue;
             }
             // New group(s) for this set.
             let mut g = Group {
@@ -587,6 +633,24 @@ mod tests {
         assert_eq!(g[1], ["A0", "A1", "A2", "A3", "A4"]);
         assert_eq!(g[2], ["B0", "B1", "B2", "B3", "B4"]);
         assert_eq!(p.group_of("B3"), Some(2));
+    }
+
+    #[test]
+    fn formula_set_joins_the_group_holding_its_events() {
+        let s1: Vec<_> = ["CYC", "A1", "A2", "A3", "A4"]
+            .iter()
+            .map(|n| ev(n, 0xff))
+            .collect();
+        let s2: Vec<_> = ["B1", "B2", "B3", "B4", "B5"]
+            .iter()
+            .map(|n| ev(n, 0xff))
+            .collect();
+        let s3 = vec![ev("CYC", 0xff), ev("A5", 0xff)];
+        let p = plan(&[s1, s2, s3], &|_| SPR).unwrap();
+        assert_eq!(p.groups.len(), 2);
+        // A5 shares a formula with CYC, so it goes where CYC is, not into the open B group.
+        assert_eq!(p.group_of("A5"), p.group_of("CYC"));
+        assert_ne!(p.group_of("A5"), p.group_of("B1"));
     }
 
     #[test]

@@ -59,15 +59,6 @@ impl Roots {
 
 /// `tma stat` without `--import`.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let target = target_of(args)?;
-    check_flags(args, &target)?;
-    let roots = Roots::from_env();
-    let mut opts = RunOptions::new();
-    opts.sys_root = roots.sys.clone();
-    opts.proc_root = roots.proc.clone();
-    opts.interval = args.interval_ms.map(Duration::from_millis);
-    opts.duration = args.duration.map(Duration::from_secs_f64);
-
     let synthetic = match std::env::var_os("TMA_REPLAY_BACKEND") {
         Some(p) => {
             let bytes = std::fs::read(&p).with_context(|| {
@@ -87,6 +78,20 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    run_with(args, synthetic)
+}
+
+/// [`run`] with the backend chosen by the caller (`Some`: synthetic counts instead of
+/// perf_event_open).
+fn run_with(args: &Args, synthetic: Option<Synthetic>) -> anyhow::Result<ExitCode> {
+    let target = target_of(args)?;
+    check_flags(args, &target)?;
+    let roots = Roots::from_env();
+    let mut opts = RunOptions::new();
+    opts.sys_root = roots.sys.clone();
+    opts.proc_root = roots.proc.clone();
+    opts.interval = args.interval_ms.map(Duration::from_millis);
+    opts.duration = args.duration.map(Duration::from_secs_f64);
     let pmus = Pmus::discover(&roots.sys).unwrap_or_default();
     let extra = parse_extra_events(args, &pmus)?;
 
@@ -1551,4 +1556,111 @@ fn render_software_interval(
         writeln!(w, "{line}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct T {
+        #[command(flatten)]
+        a: Args,
+    }
+
+    fn args(v: &[&str]) -> Args {
+        T::parse_from(std::iter::once("tma").chain(v.iter().copied())).a
+    }
+
+    /// Live run with -o and --record, then import_snapshot of the record with -o: the two
+    /// files must be identical.
+    fn live_then_import(
+        live: &[&str],
+        import_flags: &[&str],
+        synthetic: Option<Synthetic>,
+    ) -> (String, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, snap) = (
+            dir.path().join("live.txt"),
+            dir.path().join("imp.txt"),
+            dir.path().join("s.json"),
+        );
+        let mut v: Vec<&str> = vec![
+            "-o",
+            a.to_str().unwrap(),
+            "--record",
+            snap.to_str().unwrap(),
+        ];
+        v.extend_from_slice(live);
+        run_with(&args(&v), synthetic).unwrap();
+        let mut w: Vec<&str> = vec![
+            "-o",
+            b.to_str().unwrap(),
+            "--import",
+            snap.to_str().unwrap(),
+        ];
+        w.extend_from_slice(import_flags);
+        let bytes = std::fs::read(&snap).unwrap();
+        import_snapshot(&bytes, &snap, &args(&w)).unwrap();
+        (
+            std::fs::read_to_string(&a).unwrap(),
+            std::fs::read_to_string(&b).unwrap(),
+        )
+    }
+
+    fn zen4_synthetic() -> Synthetic {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/live/synthetic-zen4-sha256.json");
+        serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn software_record_import_same_output() {
+        if Pmus::discover(Path::new("/sys")).is_ok_and(|p| p.has_core_pmu()) {
+            eprintln!(
+                "skipped: this machine has a hardware PMU (the software-only path is not taken)"
+            );
+            return;
+        }
+        let (live, imp) = live_then_import(&["--", "true"], &[], None);
+        assert!(live.contains("task-clock"), "{live}");
+        assert_eq!(live, imp);
+        let (live, imp) = live_then_import(&["-I", "100", "--", "sleep", "0.25"], &[], None);
+        assert!(live.contains("--- interval"), "{live}");
+        assert_eq!(live, imp);
+    }
+
+    #[test]
+    fn drilldown_record_import_same_output() {
+        let (live, imp) = live_then_import(
+            &["--cpu", "zen4", "--drilldown", "--", "true"],
+            &[],
+            Some(zen4_synthetic()),
+        );
+        assert_eq!(live.matches("AMD Zen 4").count(), 2, "{live}");
+        assert_eq!(live, imp);
+    }
+
+    #[test]
+    fn per_core_record_import_same_output() {
+        let (live, imp) = live_then_import(
+            &[
+                "--cpu",
+                "zen4",
+                "-l",
+                "2",
+                "-a",
+                "-C",
+                "0",
+                "--per-core",
+                "--duration",
+                "1",
+            ],
+            &["-l", "2"],
+            Some(zen4_synthetic()),
+        );
+        assert!(live.contains(", core S"), "{live}");
+        assert_eq!(live, imp);
+    }
 }

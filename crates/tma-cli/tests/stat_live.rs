@@ -101,6 +101,21 @@ fn exit_status_is_forwarded_and_software_counts_printed() {
 }
 
 #[test]
+fn repeat_prints_mean_and_spread() {
+    let o = run(tma().args(["stat", "--repeat", "3", "--", "sh", "-c", "exit 0"]));
+    assert_eq!(o.status.code(), Some(0));
+    if !has_core_pmu() {
+        let out = text(&o.stdout);
+        assert!(out.contains("mean of 3 runs"), "{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.contains("task-clock") && l.contains("( +- ")),
+            "{out}"
+        );
+    }
+}
+
+#[test]
 fn killed_command_gives_128_plus_signal() {
     let o = run(tma().args(["stat", "--", "sh", "-c", "kill -TERM $$"]));
     assert_eq!(o.status.code(), Some(128 + 15));

@@ -1436,7 +1436,16 @@ fn render_software(
         (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
     };
     let wall_s = runs.iter().map(|m| m.wall_ns as f64).sum::<f64>() / n / 1e9;
-    let rows = software_rows(plan, &mean, wall_s);
+    let mut rows = software_rows(plan, &mean, wall_s);
+    if runs.len() > 1 {
+        // --repeat: the spread (sample standard deviation as % of the mean) per event.
+        let stats = backend::repeat_stats(plan, runs);
+        for row in rows.iter_mut() {
+            if let Some((_, _, pct)) = stats.iter().find(|(n, _, _)| *n == row.0) {
+                row.3 = format!("{:<64} ( +- {pct:.2}% )", row.3);
+            }
+        }
+    }
     if args.json {
         let doc = serde_json::json!({
             "schema": "tma.stat_software",
@@ -1508,7 +1517,9 @@ fn software_rows(
                 e.name.clone(),
                 v,
                 "",
-                format!("{:>18.0}      {}", v, e.name),
+                format!("{:>18.0}      {:<18}", v, e.name)
+                    .trim_end()
+                    .to_string(),
             ));
         }
     }

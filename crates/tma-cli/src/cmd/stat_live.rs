@@ -214,6 +214,27 @@ pub fn import_snapshot(bytes: &[u8], path: &Path, args: &Args) -> anyhow::Result
                 &intervals,
             )?;
             render_run(&mut out, &run, args)?;
+            if !args.json && !args.csv && snap.settings.interval_ms.is_none() {
+                let runs: Vec<Measurement> = snap
+                    .runs
+                    .iter()
+                    .filter(|r| r.step == step)
+                    .map(|r| r.measurement.clone())
+                    .collect();
+                let plan = &snap.plans[snap
+                    .runs
+                    .iter()
+                    .find(|r| r.step == step)
+                    .map_or(0, |r| r.plan)];
+                render_extra_events(
+                    &mut out,
+                    &snap.settings.events,
+                    plan,
+                    &runs,
+                    snap.settings.no_multiplex,
+                    snap.settings.repeat.max(1),
+                )?;
+            }
             if snap.settings.per_core || snap.settings.per_thread {
                 let runs: Vec<Measurement> = snap
                     .runs
@@ -430,7 +451,9 @@ fn check_flags(a: &Args, target: &Target) -> anyhow::Result<()> {
 
 /// `-e` events: software names, catalog event ids, `pmu/terms/` or `rNNNN`.
 fn parse_extra_events(a: &Args, pmus: &Pmus) -> anyhow::Result<Vec<EventSpec>> {
-    let model = a.cpu.as_deref().and_then(|c| tma_catalog::by_name(c).ok());
+    let model = select_model(a.cpu.as_deref(), None, &cpuinfo_path())
+        .ok()
+        .map(|(m, _)| m);
     let mut out = Vec::new();
     for e in a
         .events
@@ -1010,6 +1033,39 @@ fn render_breakdown_trees(
     Ok(())
 }
 
+/// The `-e` events after the tree: whole-run values with their counted share.
+fn render_extra_events(
+    w: &mut dyn Write,
+    names: &[String],
+    plan: &Plan,
+    runs: &[Measurement],
+    no_multiplex: bool,
+    repeat: u32,
+) -> anyhow::Result<()> {
+    if names.is_empty() {
+        return Ok(());
+    }
+    let iv = intervals_of(plan, runs, no_multiplex, repeat, false);
+    let Some(iv) = iv.last() else { return Ok(()) };
+    writeln!(w)?;
+    writeln!(w, "Events (-e):")?;
+    for n in names {
+        match iv.get(n) {
+            Some(r) if r.value.is_some() => {
+                let v = r.value.unwrap_or(0.0);
+                let share = r.counted_share.unwrap_or(1.0);
+                if share < 1.0 {
+                    writeln!(w, "{v:>20.0}  {n}  [{:.1}% counted]", share * 100.0)?;
+                } else {
+                    writeln!(w, "{v:>20.0}  {n}")?;
+                }
+            }
+            _ => writeln!(w, "{:>20}  {n}", "<not counted>")?,
+        }
+    }
+    Ok(())
+}
+
 fn hardware(
     s: &mut Session,
     model: &'static Model,
@@ -1021,6 +1077,7 @@ fn hardware(
     s.note = Some(format!("cpu: {}", s.cpu_source));
     let nmi = sysfs::nmi_watchdog_on(&roots.proc);
     let mut settings = settings_of(s.args);
+    settings.events = extra.iter().map(|e| e.name.clone()).collect();
     let mut request = Request {
         level: if s.args.drilldown { 1 } else { s.args.level },
         nodes: if s.args.drilldown {
@@ -1096,6 +1153,17 @@ fn hardware(
         }
         let mut buf = Vec::new();
         render_run(&mut buf, &run, s.args)?;
+        if !s.args.json && !s.args.csv && s.args.interval_ms.is_none() {
+            let names: Vec<String> = extra.iter().map(|e| e.name.clone()).collect();
+            render_extra_events(
+                &mut buf,
+                &names,
+                &plan,
+                &runs,
+                s.args.no_multiplex,
+                s.args.repeat.unwrap_or(1),
+            )?;
+        }
         if breakdown {
             let bd = BreakdownCtx {
                 model,
@@ -1651,6 +1719,27 @@ mod tests {
         );
         assert_eq!(live.matches("AMD Zen 4").count(), 2, "{live}");
         assert_eq!(live, imp);
+    }
+
+    #[test]
+    fn extra_events_record_import_same_output() {
+        let (live, imp) = live_then_import(
+            &["--cpu", "zen4", "-e", "ex_ret_ucode_ops,cs", "--", "true"],
+            &[],
+            Some(zen4_synthetic()),
+        );
+        // 366e6 true count, read a quarter of the time (2 hardware groups) and scaled back.
+        assert!(
+            live.contains("           366000000  ex_ret_ucode_ops  [25.0% counted]"),
+            "{live}"
+        );
+        assert!(live.contains("  context-switches\n"), "{live}");
+        assert_eq!(live, imp);
+        let e = run_with(
+            &args(&["--cpu", "zen4", "-e", "no_such_event", "--", "true"]),
+            Some(zen4_synthetic()),
+        );
+        assert!(e.unwrap_err().to_string().contains("unknown event"));
     }
 
     #[test]

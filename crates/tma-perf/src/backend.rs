@@ -152,6 +152,9 @@ pub struct Measurement {
     /// One entry per `-I` interval; a single entry for a run without `-I`.
     pub intervals: Vec<RawInterval>,
     pub ending: Ending,
+    /// Groups the kernel refused (index, reason); their events read as not supported.
+    #[serde(default)]
+    pub failed_groups: Vec<(usize, String)>,
 }
 
 impl Measurement {
@@ -224,8 +227,9 @@ impl Measurement {
             }
             for (k, ev) in group.events.iter().enumerate() {
                 let r = match &agg[k] {
+                    // No reading of this group at all: it could not be opened.
                     None => {
-                        let mut r = Reading::missing(&ev.name, ReadingStatus::NotCounted);
+                        let mut r = Reading::missing(&ev.name, ReadingStatus::NotSupported);
                         r.group = Some(gi);
                         r
                     }
@@ -362,7 +366,7 @@ pub fn threads_of(proc_root: &Path, pid: i32) -> Result<Vec<i32>, RunError> {
 
 fn map_open_error(ev: &EventSpec, e: std::io::Error, proc_root: &Path, pid: i32) -> RunError {
     match e.raw_os_error() {
-        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) if ev.is_hardware() => {
+        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) if ev.needs_core_pmu() => {
             RunError::NoHardware {
                 event: ev.name.clone(),
                 source: e,
@@ -381,16 +385,25 @@ fn map_open_error(ev: &EventSpec, e: std::io::Error, proc_root: &Path, pid: i32)
     }
 }
 
+/// Open every group at every attach point. A group the kernel refuses for a reason that
+/// concerns only that group (EINVAL, EOPNOTSUPP on one event...) is left out and reported in
+/// the second list (its events then read as not supported); no PMU at all, no permission or
+/// a vanished process stop everything, as does every hardware group failing.
 fn open_groups(
     plan: &Plan,
     pmus: &Pmus,
     points: &[AttachPoint],
     mode: AttachMode,
     proc_root: &Path,
-) -> Result<Vec<OpenGroup>, RunError> {
+) -> Result<(Vec<OpenGroup>, Vec<(usize, String)>), RunError> {
     let mut out = Vec::new();
+    let mut failed: Vec<(usize, String)> = Vec::new();
+    let mut first_err: Option<RunError> = None;
     for &(pid, cpu, cpu_label, tid_label) in points {
-        for (gi, g) in plan.groups.iter().enumerate() {
+        'group: for (gi, g) in plan.groups.iter().enumerate() {
+            if failed.iter().any(|(f, _)| *f == gi) {
+                continue;
+            }
             let refs: Vec<&EventSpec> = g.events.iter().collect();
             check_group(&refs)?;
             let mut leader: Option<OwnedFd> = None;
@@ -405,8 +418,18 @@ fn open_groups(
                         use std::os::fd::AsRawFd;
                         l.as_raw_fd()
                     }),
-                )
-                .map_err(|e| map_open_error(ev, e, proc_root, pid))?;
+                );
+                let fd = match fd {
+                    Ok(fd) => fd,
+                    Err(e) => match map_open_error(ev, e, proc_root, pid) {
+                        err @ RunError::Open { .. } => {
+                            failed.push((gi, err.to_string()));
+                            first_err.get_or_insert(err);
+                            continue 'group;
+                        }
+                        fatal => return Err(fatal),
+                    },
+                };
                 if leader.is_none() {
                     leader = Some(fd);
                 } else {
@@ -426,7 +449,15 @@ fn open_groups(
             }
         }
     }
-    Ok(out)
+    // Groups that failed somewhere are dropped everywhere, so every attach point counts the
+    // same events.
+    out.retain(|o| !failed.iter().any(|(f, _)| *f == o.group));
+    if out.is_empty() {
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+    }
+    Ok((out, failed))
 }
 
 fn read_deltas(
@@ -554,7 +585,7 @@ impl Backend for Live {
             }
         };
         let opened = open_groups(plan, &pmus, &points, mode, &opts.proc_root);
-        let mut groups = match opened {
+        let (mut groups, failed_groups) = match opened {
             Ok(g) => g,
             Err(e) => {
                 if let Some((held, _)) = child.take() {
@@ -687,6 +718,7 @@ impl Backend for Live {
             wall_ns,
             intervals,
             ending,
+            failed_groups,
         })
     }
 }
@@ -782,6 +814,7 @@ pub fn combine_runs(runs: &[Measurement]) -> Measurement {
             groups,
         }],
         ending: runs.last().map_or(Ending::Exited(0), |m| m.ending),
+        failed_groups: runs.iter().flat_map(|m| m.failed_groups.clone()).collect(),
     }
 }
 
@@ -930,6 +963,7 @@ mod tests {
                 },
             ],
             ending: Ending::Exited(0),
+            failed_groups: vec![],
         };
         let t = m(10, 3).total();
         assert_eq!(t.groups[0].values, vec![20, 2]);
@@ -1017,6 +1051,7 @@ mod tests {
             wall_ns: 1,
             intervals: vec![],
             ending: Ending::Exited(0),
+            failed_groups: vec![],
         };
         let mut r = Replay {
             recorded_plan: plan.clone(),
@@ -1185,6 +1220,7 @@ impl Backend for Synthetic {
             wall_ns: self.wall_ns,
             intervals,
             ending: self.ending,
+            failed_groups: Vec::new(),
         })
     }
 }

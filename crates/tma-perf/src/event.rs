@@ -165,6 +165,18 @@ impl EventSpec {
         !matches!(self.kind, SpecKind::Software(_))
     }
 
+    /// Does this event need a core PMU (`cpu`, `cpu_core`, `cpu_atom`, or a generic hardware
+    /// event)? An ENOENT/EOPNOTSUPP for such an event means "no hardware counters".
+    pub fn needs_core_pmu(&self) -> bool {
+        match self.kind {
+            SpecKind::Hardware(_) | SpecKind::Slots | SpecKind::PerfMetrics(_) => true,
+            SpecKind::Core => {
+                self.pmu.is_empty() || crate::sysfs::CORE_PMU_NAMES.contains(&self.pmu.as_str())
+            }
+            SpecKind::Tsc | SpecKind::Software(_) => false,
+        }
+    }
+
     /// Build from a catalog encoding. perfmon's fixed-counter pseudo encodings for
     /// instructions (0x0100) and core cycles (0x0200) are accepted by the kernel only from
     /// Ice Lake on, so they are rewritten to the architectural events 0xC0 and 0x3C (which the

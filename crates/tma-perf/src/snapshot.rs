@@ -260,6 +260,7 @@ mod tests {
                     start_unix_s: 1.5,
                     wall_ns: 250_000_000,
                     ending: Ending::Exited(0),
+                    failed_groups: vec![],
                     intervals: vec![RawInterval {
                         start_s: 0.0,
                         end_s: 0.25,

@@ -242,3 +242,44 @@ fn pmu_raw_core_event_from_sysfs_alias() {
     let m = Live.run(&plan, &sh("true"), &RunOptions::new()).unwrap();
     assert!(total(&plan, &m).get("cycles-raw").unwrap().value.unwrap() > 0.0);
 }
+
+#[test]
+fn a_refused_group_is_left_out_and_reads_not_supported() {
+    // Group 1 is a tracepoint with an id that does not exist: the kernel refuses it, the
+    // software group still counts.
+    let good = software_events();
+    let bad = EventSpec::raw("bogus-tracepoint", "tracepoint", u64::MAX >> 1);
+    let plan = Plan {
+        groups: vec![
+            tma_perf::plan::Group {
+                pmu: "software".into(),
+                slots: vec![tma_perf::plan::Slot::NoCounter; good.len()],
+                events: good,
+            },
+            tma_perf::plan::Group {
+                pmu: "tracepoint".into(),
+                events: vec![bad],
+                slots: vec![tma_perf::plan::Slot::NoCounter],
+            },
+        ],
+        unschedulable: vec![],
+        aliases: vec![],
+    };
+    let m = Live.run(&plan, &sh("true"), &RunOptions::new()).unwrap();
+    assert_eq!(m.failed_groups.len(), 1, "{:?}", m.failed_groups);
+    assert_eq!(m.failed_groups[0].0, 1);
+    let t = total(&plan, &m);
+    assert_eq!(
+        t.get("bogus-tracepoint").unwrap().status,
+        ReadingStatus::NotSupported
+    );
+    assert_eq!(t.get("task-clock").unwrap().status, ReadingStatus::Counted);
+    // Only refused groups: the run fails with the kernel's reason.
+    let only_bad = Plan {
+        groups: vec![plan.groups[1].clone()],
+        unschedulable: vec![],
+        aliases: vec![],
+    };
+    let e = Live.run(&only_bad, &sh("true"), &RunOptions::new());
+    assert!(matches!(e, Err(RunError::Open { .. })), "{e:?}");
+}

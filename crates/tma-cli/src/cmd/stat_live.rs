@@ -886,6 +886,11 @@ fn measure(
             };
             let m = be.run(&p, &s.target, &opts)?;
             let m = backend::only_groups(&m, sub);
+            if r == 0 {
+                for (g, why) in &m.failed_groups {
+                    eprintln!("tma: warning: counter group {g} not counted ({why}); its events show as not supported");
+                }
+            }
             let ending = m.ending;
             s.runs.push(RecordedRun {
                 step,
@@ -1404,6 +1409,7 @@ fn software_only(
                 wall_ns: ((raw.end_s - raw.start_s) * 1e9) as u64,
                 intervals: vec![raw.clone()],
                 ending: Ending::Duration,
+                failed_groups: Vec::new(),
             };
             let Ok(mut c) = count.lock() else { return };
             let mut buf = Vec::new();
@@ -1485,6 +1491,7 @@ fn render_software(
                     wall_ns: ((iv.end_s - iv.start_s) * 1e9) as u64,
                     intervals: vec![iv.clone()],
                     ending: m.ending,
+                    failed_groups: Vec::new(),
                 };
                 render_software_interval(w, target, plan, &one, k == 0, args)?;
             }

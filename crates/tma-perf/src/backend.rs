@@ -698,12 +698,11 @@ impl Backend for Live {
         let end_s = t0.elapsed().as_secs_f64();
         let wall_ns = t0.elapsed().as_nanos() as u64;
         let last = read_deltas(&mut groups, last_s, end_s)?;
-        if opts.interval.is_none() || !last.groups.iter().all(|g| g.time_enabled_ns == 0) {
-            if let (Some(cb), Some(_)) = (&opts.on_interval, opts.interval) {
-                cb(&last);
-            }
-            intervals.push(last);
+        // The last (usually partial) stretch is always kept, so intervals add up to the run.
+        if let (Some(cb), Some(_)) = (&opts.on_interval, opts.interval) {
+            cb(&last);
         }
+        intervals.push(last);
         drop(groups);
         let mut ending = ending;
         if let Some((held, pidfd)) = child.take() {

@@ -391,7 +391,15 @@ fn target_of(a: &Args) -> anyhow::Result<Target> {
         return Ok(Target::Pids(pids));
     }
     if !a.tid.is_empty() {
-        return Ok(Target::Tids(ids(&a.tid, "tid")?));
+        let tids = ids(&a.tid, "tid")?;
+        let proc_root = Roots::from_env().proc;
+        if let Some(t) = tids
+            .iter()
+            .find(|t| !proc_root.join(t.to_string()).exists())
+        {
+            return Err(RunError::NoSuchProcess(*t).into());
+        }
+        return Ok(Target::Tids(tids));
     }
     let cpus = match &a.cpu_list {
         None => None,

@@ -353,3 +353,50 @@ fn bad_input_one_line_exit_2_no_output_file() {
         assert!(leftovers.is_empty(), "{what}: {leftovers:?}");
     }
 }
+
+#[test]
+fn per_cpu_rows_are_summed() {
+    // The zen4 counts split over two CPUs as `perf stat -x, -A` prints them (60% / 40%):
+    // the summed tree is the same as the aggregated one.
+    let csv = std::fs::read_to_string(repo_root().join(ZEN4)).unwrap();
+    let mut out = String::new();
+    for l in csv.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let (value, rest) = l.split_once(",,").unwrap();
+        let v: u64 = value.parse().unwrap();
+        let a = v * 6 / 10;
+        out.push_str(&format!("CPU0,{a},,{rest}\nCPU1,{},,{rest}\n", v - a));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("per-cpu.csv");
+    std::fs::write(&p, out).unwrap();
+    let o = run(&[
+        "stat",
+        "--import",
+        p.to_str().unwrap(),
+        "--cpu",
+        "zen4",
+        "-l",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("per-CPU rows summed"), "{text}");
+    assert!(
+        text.contains("Bottleneck: backend_bound > backend_bound_cpu (65.9%)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn per_core_recording_is_refused() {
+    let o = run(&[
+        "stat",
+        "--import",
+        "tests/fixtures/import/perf-csv-per-core.csv",
+        "--cpu",
+        "zen4",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("--per-core") && e.contains("-A"), "{e}");
+}

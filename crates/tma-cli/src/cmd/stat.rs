@@ -33,7 +33,7 @@ pub struct Args {
     /// Only these nodes (comma-separated names) and their subtrees, down to --level.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub nodes: Vec<String>,
-    /// Also show nodes under their threshold (and, with -vv, how each value was made).
+    /// Also show the nodes under their threshold.
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
     pub verbose: u8,
     /// Print JSON (schema `tma.stat`, version 1).

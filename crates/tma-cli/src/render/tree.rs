@@ -38,6 +38,7 @@ pub struct RenderOptions {
 /// How one event of an interval was (not) measured, for status texts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[allow(clippy::enum_variant_names)] // the names mirror perf's `<not counted>` wording
 pub enum EventState {
     /// Absent from the data.
     NotRecorded,

@@ -38,6 +38,6 @@ mod tests {
     #[test]
     fn long_word_stays_whole() {
         let w = "x".repeat(50);
-        assert_eq!(wrap(&w, "", 30), [w.clone()]);
+        assert_eq!(wrap(&w, "", 30), vec![w]);
     }
 }

@@ -5,6 +5,8 @@
 //! event spec with commas (`cpu/event=0x1a0,umask=0x1/`) spans several raw fields: fields
 //! are re-joined between the opening `pmu/` and the closing `/`.
 
+use std::borrow::Cow;
+
 use super::{ImportError, Row, RowValue};
 
 /// Pick the separator of a data line: the one of `,` `;` tab `|` that splits it into the
@@ -43,7 +45,11 @@ pub(super) fn parse_rows(text: &str, sep: char) -> Result<Vec<Row>, ImportError>
 
 /// Split a line into fields: RFC-4180 quotes are honoured (a quoted field is one field even
 /// with separators inside), then unquoted fields of a `pmu/.../` spec are re-joined.
-fn split_fields(line: &str, sep: char) -> Vec<(String, bool)> {
+fn split_fields(line: &str, sep: char) -> Vec<(Cow<'_, str>, bool)> {
+    // Fast path: nothing quoted and no `pmu/.../` spec.
+    if !line.contains(['"', '/']) {
+        return line.split(sep).map(|f| (Cow::Borrowed(f), false)).collect();
+    }
     let mut raw: Vec<(String, bool)> = Vec::new();
     let mut cur = String::new();
     let mut quoted = false;
@@ -76,7 +82,7 @@ fn split_fields(line: &str, sep: char) -> Vec<(String, bool)> {
     // Re-join `pmu/a=1,b=2/mods`: a field with an odd number of '/' opens a spec that the
     // next field with an odd number of '/' closes. Without a closer (e.g. a metric unit
     // `K/sec` at the end), the fields stay as they are.
-    let mut out: Vec<(String, bool)> = Vec::with_capacity(raw.len());
+    let mut out: Vec<(Cow<'_, str>, bool)> = Vec::with_capacity(raw.len());
     let mut i = 0;
     while i < raw.len() {
         let (f, q) = &raw[i];
@@ -90,13 +96,13 @@ fn split_fields(line: &str, sep: char) -> Vec<(String, bool)> {
                     .iter()
                     .all(|(s, _)| !s.is_empty() && !s.contains(' '));
                 if middle_ok && !raw[j].0.is_empty() && is_term_start(&raw[j].0) {
-                    out.push((joined.join(&sep.to_string()), false));
+                    out.push((Cow::Owned(joined.join(&sep.to_string())), false));
                     i = j + 1;
                     continue;
                 }
             }
         }
-        out.push((f.clone(), *q));
+        out.push((Cow::Owned(f.clone()), *q));
         i += 1;
     }
     out
@@ -147,7 +153,7 @@ fn three_digits(s: &str) -> bool {
 /// `perf stat -M`).
 pub(super) fn parse_line(line: &str, sep: char, lineno: usize) -> Result<Option<Row>, ImportError> {
     let fields = split_fields(line, sep);
-    let f: Vec<&str> = fields.iter().map(|(s, _)| s.trim()).collect();
+    let f: Vec<&str> = fields.iter().map(|(s, _)| s.as_ref().trim()).collect();
     let truncated = || ImportError::Truncated {
         line: lineno,
         found: if f.len() == 1 {
@@ -161,7 +167,7 @@ pub(super) fn parse_line(line: &str, sep: char, lineno: usize) -> Result<Option<
         if *q && is_grouped_number(s) {
             return Err(ImportError::ThousandsSeparator {
                 line: lineno,
-                value: s.clone(),
+                value: s.to_string(),
             });
         }
     }

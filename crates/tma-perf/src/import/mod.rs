@@ -179,9 +179,9 @@ fn assemble(rows: Vec<Row>) -> Result<Recording, ImportError> {
     };
     let mut intervals: Vec<Interval> = Vec::new();
     let mut events: Vec<String> = Vec::new();
-    let mut event_index: std::collections::HashMap<String, ()> = Default::default();
-    // (event, cpu, tid) -> line of first occurrence, within the current interval.
-    let mut seen: std::collections::HashMap<(String, Option<u32>, Option<u32>), usize> =
+    let mut event_index: std::collections::HashMap<String, usize> = Default::default();
+    // (event index, cpu, tid) -> line of first occurrence, within the current interval.
+    let mut seen: std::collections::HashMap<(usize, Option<u32>, Option<u32>), usize> =
         Default::default();
     let mut current_ts: Option<f64> = None;
     let mut prev_end = 0.0f64;
@@ -215,7 +215,15 @@ fn assemble(rows: Vec<Row>) -> Result<Recording, ImportError> {
             current_ts = Some(row.timestamp.unwrap_or(0.0));
             seen.clear();
         }
-        let key = (row.event.clone(), row.cpu, row.tid);
+        let idx = match event_index.get(row.event.as_str()) {
+            Some(&i) => i,
+            None => {
+                event_index.insert(row.event.clone(), events.len());
+                events.push(row.event.clone());
+                events.len() - 1
+            }
+        };
+        let key = (idx, row.cpu, row.tid);
         if let Some(&first_line) = seen.get(&key) {
             return Err(ImportError::Duplicate {
                 line: row.line,
@@ -224,20 +232,17 @@ fn assemble(rows: Vec<Row>) -> Result<Recording, ImportError> {
             });
         }
         seen.insert(key, row.line);
-        if !event_index.contains_key(&row.event) {
-            event_index.insert(row.event.clone(), ());
-            events.push(row.event.clone());
-        }
         let scale = unit_to_ns(&row.unit);
+        let is_duration = row.event == "duration_time";
         let mut reading = match row.value {
-            RowValue::Count(v) => Reading::from_scaled(&row.event, v * scale, row.running_pct),
-            RowValue::NotCounted => Reading::missing(&row.event, ReadingStatus::NotCounted),
-            RowValue::NotSupported => Reading::missing(&row.event, ReadingStatus::NotSupported),
+            RowValue::Count(v) => Reading::from_scaled(row.event, v * scale, row.running_pct),
+            RowValue::NotCounted => Reading::missing(row.event, ReadingStatus::NotCounted),
+            RowValue::NotSupported => Reading::missing(row.event, ReadingStatus::NotSupported),
         };
         reading.time_running_ns = row.running_ns;
         reading.cpu = row.cpu;
         reading.tid = row.tid;
-        if !interval_mode && row.event == "duration_time" && row.cpu.is_none() {
+        if !interval_mode && is_duration && row.cpu.is_none() {
             duration_ns = reading.value;
         }
         // `intervals` is non-empty: the first row always opens one.

@@ -350,125 +350,145 @@ fn close_names(model: &Model, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// Parent chain of a node, nearest first (cycle-safe).
-fn ancestors(model: &Model, node: &NodeDef) -> Vec<&'static NodeDef> {
-    let mut out = Vec::new();
-    let mut cur = node.parent;
-    while let Some(p) = cur {
-        match model.node(p) {
-            Some(pn) if out.len() < model.nodes.len() && !out.contains(&pn) => {
-                out.push(pn);
-                cur = pn.parent;
-            }
-            _ => break,
-        }
-    }
-    out
+/// Parent/children structure of `model.nodes`, by index (cheap to build: no parsing).
+#[derive(Debug)]
+pub(crate) struct Tree {
+    parent: Vec<Option<usize>>,
+    children: Vec<Vec<usize>>,
+    /// Depth-first order of every node: level-1 nodes and their subtrees in table order,
+    /// then nodes whose parent is missing from the table, then anything in a parent cycle.
+    order: Vec<usize>,
 }
 
-/// Indexes (into `model.nodes`) of the shown nodes.
-fn shown_set(model: &Model, sel: &Selection) -> Result<Vec<bool>, MetricsError> {
-    let mut picked: Vec<&NodeDef> = Vec::new();
-    for name in &sel.nodes {
-        match model.node(name) {
-            Some(n) => picked.push(n),
-            None => {
-                return Err(MetricsError::UnknownNode {
-                    model: model.key.to_string(),
-                    name: name.clone(),
-                    suggestions: close_names(model, name),
-                })
+impl Tree {
+    pub(crate) fn new(model: &Model) -> Tree {
+        let n = model.nodes.len();
+        let mut index: HashMap<String, usize> = HashMap::with_capacity(n);
+        for (i, d) in model.nodes.iter().enumerate() {
+            index.entry(d.name.to_ascii_lowercase()).or_insert(i);
+        }
+        let parent: Vec<Option<usize>> = model
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                d.parent
+                    .and_then(|p| index.get(&p.to_ascii_lowercase()).copied())
+                    .filter(|&p| p != i)
+            })
+            .collect();
+        let mut children = vec![Vec::new(); n];
+        for (i, p) in parent.iter().enumerate() {
+            if let Some(p) = p {
+                children[*p].push(i);
             }
         }
+        let mut order = Vec::with_capacity(n);
+        let mut visited = vec![false; n];
+        let roots = (0..n)
+            .filter(|&i| model.nodes[i].parent.is_none())
+            .chain((0..n).filter(|&i| model.nodes[i].parent.is_some() && parent[i].is_none()))
+            .chain(0..n);
+        for r in roots {
+            let mut stack = vec![r];
+            while let Some(i) = stack.pop() {
+                if std::mem::replace(&mut visited[i], true) {
+                    continue;
+                }
+                order.push(i);
+                stack.extend(children[i].iter().rev().filter(|&&c| !visited[c]));
+            }
+        }
+        Tree {
+            parent,
+            children,
+            order,
+        }
     }
-    let mut shown = vec![false; model.nodes.len()];
-    for (i, n) in model.nodes.iter().enumerate() {
-        let chain = ancestors(model, n);
-        shown[i] = if picked.is_empty() {
-            n.level <= sel.max_level
-        } else {
-            let is_picked = picked.iter().any(|p| std::ptr::eq(*p, n));
-            // An ancestor of a picked node (context).
-            let is_ancestor = picked
+
+    /// Indexes (into `model.nodes`) of the shown nodes, as a mask.
+    fn shown(&self, model: &Model, sel: &Selection) -> Result<Vec<bool>, MetricsError> {
+        let n = model.nodes.len();
+        let mut picked = Vec::new();
+        for name in &sel.nodes {
+            match model
+                .nodes
                 .iter()
-                .any(|p| ancestors(model, p).iter().any(|a| std::ptr::eq(*a, n)));
-            let is_descendant = chain
+                .position(|d| d.name.eq_ignore_ascii_case(name))
+            {
+                Some(i) => picked.push(i),
+                None => {
+                    return Err(MetricsError::UnknownNode {
+                        model: model.key.to_string(),
+                        name: name.clone(),
+                        suggestions: close_names(model, name),
+                    })
+                }
+            }
+        }
+        if picked.is_empty() {
+            return Ok(model
+                .nodes
                 .iter()
-                .any(|a| picked.iter().any(|p| std::ptr::eq(*p, *a)));
-            is_picked || is_ancestor || (is_descendant && n.level <= sel.max_level)
-        };
+                .map(|d| d.level <= sel.max_level)
+                .collect());
+        }
+        let mut shown = vec![false; n];
+        for &p in &picked {
+            shown[p] = true;
+            // Ancestors, for context (bounded walk: safe against parent cycles).
+            let mut cur = self.parent[p];
+            let mut steps = 0;
+            while let Some(a) = cur {
+                if steps > n {
+                    break;
+                }
+                shown[a] = true;
+                cur = self.parent[a];
+                steps += 1;
+            }
+            // Descendants down to max_level.
+            let mut seen = vec![false; n];
+            let mut stack: Vec<usize> = self.children[p].clone();
+            while let Some(i) = stack.pop() {
+                if std::mem::replace(&mut seen[i], true) {
+                    continue;
+                }
+                if model.nodes[i].level <= sel.max_level {
+                    shown[i] = true;
+                }
+                stack.extend(self.children[i].iter().copied());
+            }
+        }
+        Ok(shown)
     }
-    Ok(shown)
+
+    fn ordered(&self, shown: &[bool]) -> Vec<usize> {
+        self.order.iter().copied().filter(|&i| shown[i]).collect()
+    }
 }
 
 /// The selected nodes in depth-first tree order (each parent followed by its children, in
 /// table order), for rendering. Nodes whose parent is not in the table come last.
 /// Unknown names in `sel.nodes` are ignored here ([`evaluate`] reports them).
 pub fn node_order<'m>(model: &'m Model, sel: &Selection) -> Vec<&'m NodeDef> {
-    let shown = match shown_set(model, sel) {
-        Ok(s) => s,
-        Err(_) => {
-            let known = Selection {
-                max_level: sel.max_level,
-                nodes: sel
-                    .nodes
-                    .iter()
-                    .filter(|n| model.node(n).is_some())
-                    .cloned()
-                    .collect(),
-            };
-            shown_set(model, &known).unwrap_or_else(|_| vec![false; model.nodes.len()])
-        }
+    let tree = Tree::new(model);
+    let known = Selection {
+        max_level: sel.max_level,
+        nodes: sel
+            .nodes
+            .iter()
+            .filter(|n| model.node(n).is_some())
+            .cloned()
+            .collect(),
     };
-    order_indexes(model, &shown)
+    let shown = tree
+        .shown(model, &known)
+        .unwrap_or_else(|_| vec![false; model.nodes.len()]);
+    tree.ordered(&shown)
         .into_iter()
         .map(|i| &model.nodes[i])
         .collect()
-}
-
-fn order_indexes(model: &Model, shown: &[bool]) -> Vec<usize> {
-    let n = model.nodes.len();
-    let mut visited = vec![false; n];
-    let mut out = Vec::new();
-    // Iterative DFS: children of a node in table order.
-    fn visit(model: &Model, i: usize, shown: &[bool], visited: &mut [bool], out: &mut Vec<usize>) {
-        let mut stack = vec![i];
-        while let Some(i) = stack.pop() {
-            if visited[i] {
-                continue;
-            }
-            visited[i] = true;
-            if shown[i] {
-                out.push(i);
-            }
-            let name = model.nodes[i].name;
-            let kids: Vec<usize> = (0..model.nodes.len())
-                .filter(|&j| {
-                    !visited[j]
-                        && model.nodes[j]
-                            .parent
-                            .is_some_and(|p| p.eq_ignore_ascii_case(name))
-                })
-                .collect();
-            stack.extend(kids.into_iter().rev());
-        }
-    }
-    for i in 0..n {
-        let root = match model.nodes[i].parent {
-            None => true,
-            Some(p) => model.node(p).is_none(),
-        };
-        if root && model.nodes[i].parent.is_none() {
-            visit(model, i, shown, &mut visited, &mut out);
-        }
-    }
-    // Orphans (parent missing from the table) and anything in a parent cycle.
-    for i in 0..n {
-        if !visited[i] {
-            visit(model, i, shown, &mut visited, &mut out);
-        }
-    }
-    out
 }
 
 // ------------------------------------------------------------------ required events
@@ -526,7 +546,7 @@ fn needed(
     consts: Option<&Constants>,
 ) -> Result<Needed, MetricsError> {
     let cm = CompiledModel::get(model)?;
-    let shown = shown_set(model, sel)?;
+    let shown = cm.tree.shown(model, sel)?;
     let mut seen = vec![false; cm.items.len()];
     let (mut ev, mut rl) = (BTreeSet::new(), BTreeSet::new());
     for (i, s) in shown.iter().enumerate() {
@@ -635,8 +655,8 @@ pub fn evaluate(
     consts: &Constants,
 ) -> Result<Report, MetricsError> {
     let cm = CompiledModel::get(model)?;
-    let shown = shown_set(model, sel)?;
-    let order = order_indexes(model, &shown);
+    let shown = cm.tree.shown(model, sel)?;
+    let order = cm.tree.ordered(&shown);
     let mut ctx = Ctx::new(&cm, values, consts);
     let mut nodes = Vec::with_capacity(order.len());
     for i in order {

@@ -5,6 +5,9 @@
 //! * [`Model::resolve_perf_event`]: an event as `perf stat` printed it (vendor name, perf alias,
 //!   raw encoding, or our own `perf_event_spec` form) back to the event id the formulas use.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
 use crate::error::CatalogError;
 use crate::types::{Encoding, EventId, EventKind, Model, Vendor};
 
@@ -110,10 +113,48 @@ impl Fields {
     }
 }
 
+/// Per-model cache of the event ids and their encodings (resolving perf output matches
+/// against every id, so this is computed once per model).
+struct Index {
+    ids: Vec<String>,
+    encodings: Vec<(String, Encoding)>,
+}
+
+/// Identity of a model's tables: the `'static` slices never move or get freed.
+type IndexKey = (usize, usize, usize, &'static str, &'static str);
+
+fn index_of(m: &Model) -> &'static Index {
+    static CACHE: OnceLock<Mutex<HashMap<IndexKey, &'static Index>>> = OnceLock::new();
+    let key: IndexKey = (
+        m.events.as_ptr() as usize,
+        m.nodes.as_ptr() as usize,
+        m.metrics.as_ptr() as usize,
+        m.key,
+        m.pmu,
+    );
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut guard = match cache.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    guard.entry(key).or_insert_with(|| {
+        let ids = m.event_ids_uncached();
+        let encodings = ids
+            .iter()
+            .filter_map(|id| m.encode(id).ok().map(|e| (id.clone(), e)))
+            .collect();
+        Box::leak(Box::new(Index { ids, encodings }))
+    })
+}
+
 impl Model {
     /// Every event id the model's formulas and locate-with lists use, sorted and
     /// de-duplicated (names of nodes and metrics excluded).
     pub fn event_ids(&self) -> Vec<String> {
+        index_of(self).ids.clone()
+    }
+
+    fn event_ids_uncached(&self) -> Vec<String> {
         let mut ids: Vec<String> = Vec::new();
         let mut add = |id: &str| {
             if self.node(id).is_none() && self.metric(id).is_none() {
@@ -360,8 +401,7 @@ impl Model {
                 if let Some(hex) = body.strip_prefix('r') {
                     let config = u64::from_str_radix(hex, 16)
                         .map_err(|_| self.bad(spec, "`rNNNN` needs a hex config"))?;
-                    let v = self.match_raw(&ids, config, 0, mods);
-                    return if v.is_empty() { Err(unknown()) } else { Ok(v) };
+                    return self.match_raw_lenient(spec, &ids, config, None, mods);
                 }
             }
             if pmu.is_some() {
@@ -375,7 +415,7 @@ impl Model {
         // 5. Term lists: `event=..,umask=..` or `EVENT_NAME,cmask=1`.
         let mut f = Fields::default();
         let mut config: Option<u64> = None;
-        let mut config1 = 0u64;
+        let mut config1: Option<u64> = None;
         let mut named: Option<String> = None;
         let mut any_field = false;
         for term in body.split(',').map(str::trim).filter(|t| !t.is_empty()) {
@@ -403,7 +443,7 @@ impl Model {
                 "edge" => f.edge = flag()?,
                 "any" => f.any = flag()?,
                 "config" => config = Some(num()?),
-                "config1" | "offcore_rsp" | "ldlat" | "frontend" => config1 = num()?,
+                "config1" | "offcore_rsp" | "ldlat" | "frontend" => config1 = Some(num()?),
                 "name" => named = v.map(str::to_string),
                 "period" | "freq" | "no-overwrite" | "overwrite" | "percore" => {}
                 _ if v.is_none() && !any_field => {
@@ -418,14 +458,16 @@ impl Model {
                         edge: c & (1 << 18) != 0,
                         any: c & (1 << 21) != 0,
                     };
-                    config1 = e.config1;
+                    if e.config1 != 0 {
+                        config1 = Some(e.config1);
+                    }
                     any_field = true;
                 }
                 _ => return Err(self.bad(spec, &format!("unsupported term `{term}`"))),
             }
         }
         let config = config.unwrap_or_else(|| f.config(self.vendor));
-        let mut v = self.match_raw(&ids, config, config1, mods);
+        let mut v = self.match_raw_lenient(spec, &ids, config, config1, mods)?;
         if let Some(n) = named {
             if let Some(id) = self.find_id_by_name(&ids, &n) {
                 if let Some(pos) = v.iter().position(|x| *x == id) {
@@ -464,23 +506,100 @@ impl Model {
         v
     }
 
-    fn matching(&self, ids: &[String], e: &Encoding) -> Vec<String> {
-        let mut v: Vec<String> = ids
+    fn matching(&self, _ids: &[String], e: &Encoding) -> Vec<String> {
+        let mut v: Vec<String> = index_of(self)
+            .encodings
             .iter()
-            .filter(|id| {
-                self.encode(id).is_ok_and(|x| {
-                    x.pmu == e.pmu
-                        && x.config == e.config
-                        && x.config1 == e.config1
-                        && x.exclude_kernel == e.exclude_kernel
-                        && x.exclude_user == e.exclude_user
-                        && x.retire_latency == e.retire_latency
-                })
+            .filter(|(_, x)| {
+                x.pmu == e.pmu
+                    && x.config == e.config
+                    && x.config1 == e.config1
+                    && x.exclude_kernel == e.exclude_kernel
+                    && x.exclude_user == e.exclude_user
+                    && x.retire_latency == e.retire_latency
             })
-            .cloned()
+            .map(|(id, _)| id.clone())
             .collect();
         v.sort_by_key(|s| (s.len(), s.clone()));
         v
+    }
+
+    /// Match a raw encoding. When the spec gave no config1 (`rNNNN`, or terms without
+    /// `config1=`/`offcore_rsp=`...), an event that needs an extra-MSR value still matches on
+    /// `config` alone if that is unambiguous (all candidates share one config1 value).
+    fn match_raw_lenient(
+        &self,
+        spec: &str,
+        ids: &[String],
+        config: u64,
+        config1: Option<u64>,
+        mods: &str,
+    ) -> Result<Vec<String>, CatalogError> {
+        let exact = self.match_raw(ids, config, config1.unwrap_or(0), mods);
+        if !exact.is_empty() || config1.is_some() {
+            return if exact.is_empty() {
+                Err(CatalogError::UnknownPerfEvent {
+                    spec: spec.to_string(),
+                    model: self.key,
+                })
+            } else {
+                Ok(exact)
+            };
+        }
+        let probe = self.raw_probe(config, 0, mods);
+        let mut cands: Vec<(&String, u64)> = index_of(self)
+            .encodings
+            .iter()
+            .filter(|(_, x)| {
+                x.pmu == probe.pmu
+                    && x.config == probe.config
+                    && x.exclude_kernel == probe.exclude_kernel
+                    && x.exclude_user == probe.exclude_user
+                    && x.retire_latency == probe.retire_latency
+            })
+            .map(|(id, x)| (id, x.config1))
+            .collect();
+        cands.sort_by_key(|(id, _)| (id.len(), id.to_string()));
+        let mut values: Vec<u64> = cands.iter().map(|(_, c)| *c).collect();
+        values.dedup();
+        values.sort_unstable();
+        values.dedup();
+        match values.len() {
+            0 => Err(CatalogError::UnknownPerfEvent {
+                spec: spec.to_string(),
+                model: self.key,
+            }),
+            1 => Ok(cands.into_iter().map(|(id, _)| id.clone()).collect()),
+            _ => Err(self.bad(
+                spec,
+                &format!(
+                    "it matches events that differ only in config1 ({}); add `config1=` (or `offcore_rsp=`)",
+                    cands
+                        .iter()
+                        .map(|(id, _)| id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+        }
+    }
+
+    fn raw_probe(&self, config: u64, config1: u64, mods: &str) -> Encoding {
+        Encoding {
+            pmu: self.pmu,
+            config,
+            config1,
+            kind: EventKind::Core,
+            fixed: None,
+            counter_mask: 0,
+            precise: false,
+            taken_alone: false,
+            msr_index: 0,
+            exclude_kernel: mods.contains('u') && !mods.contains('k'),
+            exclude_user: mods.contains('k') && !mods.contains('u'),
+            retire_latency: mods.contains('R'),
+            name: String::new(),
+        }
     }
 
     fn match_raw(&self, ids: &[String], config: u64, config1: u64, mods: &str) -> Vec<String> {

@@ -664,7 +664,7 @@ pub fn evaluate(
         let r = ctx.item(i);
         let acc = &r.acc;
         let v = r.value;
-        let status = status_of(&r, Some(def.unit));
+        let status = status_of(r, Some(def.unit));
         let mut missing: Vec<String> = acc
             .missing
             .iter()
@@ -676,6 +676,7 @@ pub fn evaluate(
             )
             .collect();
         missing.sort();
+        let share = acc.share;
         let above_threshold = match &cm.items[i].threshold {
             Some(t) => ctx.threshold(t),
             None => None,
@@ -688,7 +689,7 @@ pub fn evaluate(
             unit: def.unit,
             status,
             above_threshold,
-            counted_share: acc.share,
+            counted_share: share,
             missing_events: missing,
             description: def.description.to_string(),
             locate_with: def.locate_with.iter().map(|s| s.to_string()).collect(),
@@ -718,6 +719,6 @@ pub fn evaluate_metric(
     };
     let mut ctx = Ctx::new(&cm, values, consts);
     let r = ctx.item(i);
-    let status = status_of(&r, Some(cm.items[i].unit));
+    let status = status_of(r, Some(cm.items[i].unit));
     Ok(Some((status.has_value().then_some(r.value), status)))
 }

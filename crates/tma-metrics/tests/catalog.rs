@@ -357,3 +357,46 @@ fn every_model_evaluates_with_no_counts_without_panicking() {
         }
     }
 }
+
+/// With every event the whole tree needs (all levels) and every constant, each node of every
+/// model gets a value: `required_events` is complete and no formula hits x/0 on sane counts.
+#[test]
+fn whole_tree_of_every_model_gets_values_when_everything_is_supplied() {
+    let sel = Selection::all();
+    for m in tma_catalog::models() {
+        let events = required_events(m, &sel).unwrap();
+        let retire = required_retire_latencies(m, &sel).unwrap();
+        for seed in 0..4u64 {
+            let smt = seed % 2 == 1;
+            let mut rng = Rng(0xDEAD_BEEF ^ seed);
+            let run = Run::new(m, &mut rng, smt);
+            let mut vals: HashMap<String, f64> = events
+                .iter()
+                .map(|id| (id.clone(), run.count(id, &mut rng)))
+                .collect();
+            for (id, default) in &retire {
+                if default.is_none() {
+                    vals.insert(id.clone(), 50.0);
+                }
+            }
+            let r = evaluate(m, &sel, &vals, &constants(smt)).unwrap();
+            assert_eq!(r.nodes.len(), m.nodes.len());
+            for n in &r.nodes {
+                assert!(
+                    matches!(n.status, Status::Ok | Status::OutOfRange),
+                    "{} {} seed {seed}: {:?} {:?}",
+                    m.key,
+                    n.name,
+                    n.status,
+                    n.missing_events
+                );
+                assert!(
+                    n.above_threshold.is_some() || n.threshold.is_empty(),
+                    "{} {}",
+                    m.key,
+                    n.name
+                );
+            }
+        }
+    }
+}

@@ -1,7 +1,8 @@
 //! Evaluation speed of whole trees, for every model of the catalog.
 //!
 //! `evaluate/<cpu>` is one full evaluation (every node, thresholds, bottleneck) with a cached
-//! `CompiledModel`; `compile/<cpu>` parses and resolves every formula of the model once.
+//! `CompiledModel`; `values/<cpu>` is the same through a prepared `Evaluator` without the
+//! node texts (the per-interval path); `compile/<cpu>` parses and resolves every formula of the model once.
 //! The ratio compile/evaluate shows what the per-model cache saves. Run:
 //! `cargo bench -p tma-metrics --bench evaluate`.
 
@@ -9,7 +10,7 @@ use std::collections::HashMap;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use tma_metrics::{evaluate, required_events, CompiledModel, Constants, Selection};
+use tma_metrics::{evaluate, required_events, CompiledModel, Constants, Evaluator, Selection};
 
 fn counts(model: &tma_catalog::Model) -> HashMap<String, f64> {
     // Deterministic, positive, distinct counts: enough to exercise every operator path.
@@ -33,6 +34,10 @@ fn bench(c: &mut Criterion) {
         let sel = Selection::all();
         c.bench_function(&format!("evaluate/{}", m.key), |b| {
             b.iter(|| evaluate(black_box(m), &sel, &v, &consts).expect("evaluates"))
+        });
+        let ev = Evaluator::new(m, &sel).expect("compiles");
+        c.bench_function(&format!("values/{}", m.key), |b| {
+            b.iter(|| ev.values(black_box(&v), &consts))
         });
         c.bench_function(&format!("compile/{}", m.key), |b| {
             b.iter(|| CompiledModel::new(black_box(m)).expect("compiles"))

@@ -648,61 +648,120 @@ fn status_of(r: &eval::ItemResult, unit: Option<Unit>) -> Status {
 
 /// Evaluate the selected nodes. Errors only for an unknown node name in `sel` or a formula
 /// that does not parse; every per-node problem is a [`Status`].
+/// To evaluate many intervals with one selection, build an [`Evaluator`] once.
 pub fn evaluate(
     model: &Model,
     sel: &Selection,
     values: &dyn Values,
     consts: &Constants,
 ) -> Result<Report, MetricsError> {
-    let cm = CompiledModel::get(model)?;
-    let shown = cm.tree.shown(model, sel)?;
-    let order = cm.tree.ordered(&shown);
-    let mut ctx = Ctx::new(&cm, values, consts);
-    let mut nodes = Vec::with_capacity(order.len());
-    for i in order {
-        let def = &model.nodes[i];
-        let r = ctx.item(i);
-        let acc = &r.acc;
-        let v = r.value;
-        let status = status_of(r, Some(def.unit));
-        let mut missing: Vec<String> = acc
-            .missing
-            .iter()
-            .map(|&e| cm.events[e as usize].id.clone())
-            .chain(
-                acc.missing_retire
-                    .iter()
-                    .map(|&e| cm.retire[e as usize].id.clone()),
-            )
-            .collect();
-        missing.sort();
-        let share = acc.share;
-        let above_threshold = match &cm.items[i].threshold {
-            Some(t) => ctx.threshold(t),
-            None => None,
-        };
-        nodes.push(NodeResult {
-            name: def.name.to_string(),
-            parent: def.parent.map(str::to_string),
-            level: def.level,
-            value: status.has_value().then_some(v),
-            unit: def.unit,
-            status,
-            above_threshold,
-            counted_share: share,
-            missing_events: missing,
-            description: def.description.to_string(),
-            locate_with: def.locate_with.iter().map(|s| s.to_string()).collect(),
-            formula: def.formula.to_string(),
-            threshold: def.threshold.to_string(),
-        });
+    Ok(Evaluator::new(model, sel)?.evaluate(values, consts))
+}
+
+/// The numbers of one evaluated node, without the descriptive text of [`NodeResult`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeValue {
+    /// Never NaN; `None` unless `status` is `Ok` or `OutOfRange`.
+    pub value: Option<f64>,
+    pub status: Status,
+    pub above_threshold: Option<bool>,
+    pub counted_share: Option<f64>,
+    pub missing_events: Vec<String>,
+}
+
+/// A model and a selection prepared once (compiled formulas, shown nodes in tree order),
+/// for evaluating many sets of counts, e.g. every interval of a `perf stat -I` recording.
+#[derive(Debug)]
+pub struct Evaluator<'m> {
+    model: &'m Model,
+    cm: std::sync::Arc<CompiledModel>,
+    order: Vec<usize>,
+}
+
+impl<'m> Evaluator<'m> {
+    /// Errors for an unknown node name in `sel` or a table formula that does not parse.
+    pub fn new(model: &'m Model, sel: &Selection) -> Result<Self, MetricsError> {
+        let cm = CompiledModel::get(model)?;
+        let shown = cm.tree.shown(model, sel)?;
+        let order = cm.tree.ordered(&shown);
+        Ok(Evaluator { model, cm, order })
     }
-    let bottleneck = bottleneck::find(&nodes);
-    Ok(Report {
-        cpu: model.key.to_string(),
-        nodes,
-        bottleneck,
-    })
+
+    /// The shown nodes in [`node_order`]; [`Evaluator::values`] follows this order.
+    pub fn nodes(&self) -> Vec<&'m NodeDef> {
+        self.order.iter().map(|&i| &self.model.nodes[i]).collect()
+    }
+
+    /// Values, statuses and threshold flags of the shown nodes, in [`Evaluator::nodes`] order.
+    pub fn values(&self, values: &dyn Values, consts: &Constants) -> Vec<NodeValue> {
+        let cm = &*self.cm;
+        let mut ctx = Ctx::new(cm, values, consts);
+        let mut out = Vec::with_capacity(self.order.len());
+        for &i in &self.order {
+            let def = &self.model.nodes[i];
+            let r = ctx.item(i);
+            let acc = &r.acc;
+            let status = status_of(r, Some(def.unit));
+            let value = status.has_value().then_some(r.value);
+            let mut missing: Vec<String> = acc
+                .missing
+                .iter()
+                .map(|&e| cm.events[e as usize].id.clone())
+                .chain(
+                    acc.missing_retire
+                        .iter()
+                        .map(|&e| cm.retire[e as usize].id.clone()),
+                )
+                .collect();
+            missing.sort();
+            let counted_share = acc.share;
+            let above_threshold = match &cm.items[i].threshold {
+                Some(t) => ctx.threshold(t),
+                None => None,
+            };
+            out.push(NodeValue {
+                value,
+                status,
+                above_threshold,
+                counted_share,
+                missing_events: missing,
+            });
+        }
+        out
+    }
+
+    /// The full [`Report`]: node texts, values and the bottleneck.
+    pub fn evaluate(&self, values: &dyn Values, consts: &Constants) -> Report {
+        let nodes: Vec<NodeResult> = self
+            .order
+            .iter()
+            .zip(self.values(values, consts))
+            .map(|(&i, v)| {
+                let def = &self.model.nodes[i];
+                NodeResult {
+                    name: def.name.to_string(),
+                    parent: def.parent.map(str::to_string),
+                    level: def.level,
+                    value: v.value,
+                    unit: def.unit,
+                    status: v.status,
+                    above_threshold: v.above_threshold,
+                    counted_share: v.counted_share,
+                    missing_events: v.missing_events,
+                    description: def.description.to_string(),
+                    locate_with: def.locate_with.iter().map(|s| s.to_string()).collect(),
+                    formula: def.formula.to_string(),
+                    threshold: def.threshold.to_string(),
+                }
+            })
+            .collect();
+        let bottleneck = bottleneck::find(&nodes);
+        Report {
+            cpu: self.model.key.to_string(),
+            nodes,
+            bottleneck,
+        }
+    }
 }
 
 /// Evaluate one helper metric or node by name (e.g. `Info_Thread_IPC`), with no selection:

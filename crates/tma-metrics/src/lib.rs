@@ -54,6 +54,8 @@
 //! assert_eq!(report.bottleneck.stop, StopReason::Leaf);
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod expr;
 
 mod bottleneck;

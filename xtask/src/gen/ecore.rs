@@ -6,7 +6,8 @@
 //! `tools/perf/pmu-events/arch/x86/alderlake/adl-metrics.json` and
 //! `meteorlake/mtl-metrics.json` (Debian 7.2.13 source, in `shared/pmu-data/linux-perf-intel/`),
 //! rows with `"Unit": "cpu_atom"` in the metric groups `TopdownL1`..`TopdownL3`. Those files
-//! are GPL-2.0 and were only read: nothing is copied from them. The formulas are re-expressed
+//! are GPL-2.0 and were only read: nothing is copied from them. (`alderlaken/adln-metrics.json`,
+//! for the E-core-only Alder Lake-N, has the same Gracemont formulas without the PMU prefix.) The formulas are re-expressed
 //! in our formula language with values x100 (percent of slots, as in the perfmon tables), the
 //! thresholds are the kernel's ratios converted to percent, and the names are written in the
 //! perfmon style (`Ifetch_Latency` for the kernel's `tma_ifetch_latency`). The descriptions

@@ -250,7 +250,10 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
         let retire = required_retire_latencies(m, &sel).unwrap();
         for seed in 0..SEEDS {
             let smt = seed % 2 == 1;
-            let mut rng = Rng(seed.wrapping_mul(0x1234_5678_9ABC_DEF1) ^ m.key.len() as u64);
+            let key_hash = m.key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+            });
+            let mut rng = Rng(seed.wrapping_mul(0x1234_5678_9ABC_DEF1) ^ key_hash);
             let run = Run::new(m, &mut rng, smt);
             let mut vals: HashMap<String, f64> = events
                 .iter()
@@ -264,6 +267,21 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
             let r = evaluate(m, &sel, &vals, &constants(smt))
                 .unwrap_or_else(|e| panic!("{}: evaluate: {e}", m.key));
             let ctx = |name: &str| format!("model {} seed {seed} node {name}", m.key);
+            if seed == 0 {
+                let l12: Vec<String> = r
+                    .nodes
+                    .iter()
+                    .filter(|n| n.level <= 2)
+                    .map(|n| format!("{}={:.2}", n.name, n.value.unwrap_or(f64::NAN)))
+                    .collect();
+                eprintln!(
+                    "{}: {} events, {} nodes to level 3; seed 0: {}",
+                    m.key,
+                    events.len(),
+                    r.nodes.len(),
+                    l12.join(" ")
+                );
+            }
             for n in &r.nodes {
                 assert!(
                     matches!(n.status, Status::Ok | Status::OutOfRange),
@@ -336,6 +354,49 @@ fn every_model_evaluates_with_no_counts_without_panicking() {
         let r = evaluate(m, &Selection::all(), &zeros, &constants(false)).unwrap();
         for n in &r.nodes {
             assert!(n.value.is_none_or(f64::is_finite), "{} {}", m.key, n.name);
+        }
+    }
+}
+
+/// With every event the whole tree needs (all levels) and every constant, each node of every
+/// model gets a value: `required_events` is complete and no formula hits x/0 on sane counts.
+#[test]
+fn whole_tree_of_every_model_gets_values_when_everything_is_supplied() {
+    let sel = Selection::all();
+    for m in tma_catalog::models() {
+        let events = required_events(m, &sel).unwrap();
+        let retire = required_retire_latencies(m, &sel).unwrap();
+        for seed in 0..4u64 {
+            let smt = seed % 2 == 1;
+            let mut rng = Rng(0xDEAD_BEEF ^ seed);
+            let run = Run::new(m, &mut rng, smt);
+            let mut vals: HashMap<String, f64> = events
+                .iter()
+                .map(|id| (id.clone(), run.count(id, &mut rng)))
+                .collect();
+            for (id, default) in &retire {
+                if default.is_none() {
+                    vals.insert(id.clone(), 50.0);
+                }
+            }
+            let r = evaluate(m, &sel, &vals, &constants(smt)).unwrap();
+            assert_eq!(r.nodes.len(), m.nodes.len());
+            for n in &r.nodes {
+                assert!(
+                    matches!(n.status, Status::Ok | Status::OutOfRange),
+                    "{} {} seed {seed}: {:?} {:?}",
+                    m.key,
+                    n.name,
+                    n.status,
+                    n.missing_events
+                );
+                assert!(
+                    n.above_threshold.is_some() || n.threshold.is_empty(),
+                    "{} {}",
+                    m.key,
+                    n.name
+                );
+            }
         }
     }
 }

@@ -109,6 +109,8 @@ pub(crate) struct EventSlot {
 pub(crate) struct RetireSlot {
     /// Full id as written (escapes removed), e.g. `MEM_LOAD_RETIRED.L3_HIT:retire_latency`.
     pub id: String,
+    /// The same operand in the other spelling (`:R` <-> `:retire_latency`), also tried.
+    pub alt: String,
     /// The model's default for the base event, if the table has one.
     pub default: Option<f64>,
 }
@@ -128,6 +130,7 @@ pub(crate) struct Item {
 #[derive(Debug)]
 pub struct CompiledModel {
     pub(crate) key: &'static str,
+    pub(crate) tree: crate::Tree,
     /// Nodes first (same indexes as `Model::nodes`), then helper metrics.
     pub(crate) items: Vec<Item>,
     pub(crate) events: Vec<EventSlot>,
@@ -160,7 +163,7 @@ impl Builder<'_> {
                     return CExpr::Ref(i);
                 }
                 if id.is_retire_latency() {
-                    if let Some(&i) = self.retire_index.get(&plain) {
+                    if let Some(&i) = self.retire_index.get(&plain.to_ascii_lowercase()) {
                         return CExpr::RetireLat(i);
                     }
                     let base = crate::expr::unescape(id.base());
@@ -170,23 +173,38 @@ impl Builder<'_> {
                         .iter()
                         .find(|(n, _)| n.eq_ignore_ascii_case(&base))
                         .map(|&(_, v)| v);
+                    let alt = std::iter::once(base.clone())
+                        .chain(id.modifiers().map(|m| {
+                            if m == "R" {
+                                "retire_latency".to_string()
+                            } else if crate::expr::is_retire_latency_modifier(m) {
+                                "R".to_string()
+                            } else {
+                                m.to_string()
+                            }
+                        }))
+                        .collect::<Vec<_>>()
+                        .join(":");
                     let i = self.retire.len() as u32;
                     self.retire.push(RetireSlot {
                         id: plain.clone(),
+                        alt,
                         default,
                     });
-                    self.retire_index.insert(plain, i);
+                    self.retire_index.insert(plain.to_ascii_lowercase(), i);
                     return CExpr::RetireLat(i);
                 }
-                if let Some(&i) = self.event_index.get(&plain) {
+                // Event names are case-insensitive: one slot per name, first spelling kept.
+                let key = plain.to_ascii_lowercase();
+                if let Some(&i) = self.event_index.get(&key) {
                     return CExpr::Event(i);
                 }
                 let i = self.events.len() as u32;
                 self.events.push(EventSlot {
-                    id: plain.clone(),
+                    id: plain,
                     raw: id.text.clone(),
                 });
-                self.event_index.insert(plain, i);
+                self.event_index.insert(key, i);
                 CExpr::Event(i)
             }
             Expr::Neg(a) => CExpr::Neg(Box::new(self.compile(a))),
@@ -268,6 +286,7 @@ impl CompiledModel {
         }
         Ok(CompiledModel {
             key: model.key,
+            tree: crate::Tree::new(model),
             items,
             events: b.events,
             retire: b.retire,

@@ -485,8 +485,7 @@ impl<'s> Lexer<'s> {
         let b = self.b;
         let mut i = start;
         let mut in_modifier = false;
-        loop {
-            let Some(&c) = b.get(i) else { break };
+        while let Some(&c) = b.get(i) {
             if c == b'\\' {
                 // Escape: the next character, whatever it is, is part of the name.
                 match self.src[i + 1..].chars().next() {

@@ -366,3 +366,95 @@ fn real_formulas_round_trip() {
         norm(src);
     }
 }
+
+/// SplitMix64 for the randomized round-trip tests.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn random_expr(r: &mut Rng, depth: u32) -> Expr {
+    const OPS: [BinOp; 10] = [
+        BinOp::Or,
+        BinOp::Xor,
+        BinOp::And,
+        BinOp::Lt,
+        BinOp::Gt,
+        BinOp::Add,
+        BinOp::Sub,
+        BinOp::Mul,
+        BinOp::Div,
+        BinOp::Rem,
+    ];
+    const IDS: [&str; 6] = [
+        "a",
+        "UOPS_RETIRED.MS:c1:e1",
+        r"topdown\-fe\-bound",
+        r"cpu@EV\,cmask\=0x6@",
+        "X:retire_latency",
+        "EV:ocr_msr_val=0x103b800002",
+    ];
+    let leaf = depth == 0 || r.below(4) == 0;
+    if leaf {
+        return match r.below(3) {
+            0 => Expr::Num([0.0, 1.0, 2.5, 1e9, 0.001, 123456.0][r.below(6) as usize]),
+            1 => Expr::Const(["smt_on", "SMT_on", "core_wide"][r.below(3) as usize].into()),
+            _ => id(IDS[r.below(IDS.len() as u64) as usize]),
+        };
+    }
+    let mut sub = |r: &mut Rng| Box::new(random_expr(r, depth - 1));
+    match r.below(5) {
+        0 => Expr::Neg(sub(r)),
+        1 => Expr::If {
+            then: sub(r),
+            cond: sub(r),
+            otherwise: sub(r),
+        },
+        2 => Expr::Call(
+            [Func::Min, Func::Max, Func::DRatio][r.below(3) as usize],
+            sub(r),
+            sub(r),
+        ),
+        _ => Expr::Bin(OPS[r.below(10) as usize], sub(r), sub(r)),
+    }
+}
+
+#[test]
+fn random_trees_print_and_parse_back_identically() {
+    let mut r = Rng(7);
+    for _ in 0..3000 {
+        let e = random_expr(&mut r, 6);
+        let text = e.to_string();
+        let back = parse(&text).unwrap_or_else(|err| panic!("{text}: {err}"));
+        assert_eq!(back, e, "{text}");
+        // Normalized text is a fixed point.
+        assert_eq!(back.to_string(), text);
+    }
+}
+
+#[test]
+fn random_garbage_never_panics() {
+    let alphabet: Vec<char> = "ab_.:=@\\#()+-*/%<>&|^, 019eE?if elseminmaxd_ratioé\t"
+        .chars()
+        .collect();
+    let mut r = Rng(11);
+    for _ in 0..20_000 {
+        let len = r.below(40) as usize;
+        let s: String = (0..len)
+            .map(|_| alphabet[r.below(alphabet.len() as u64) as usize])
+            .collect();
+        if let Err(e) = parse(&s) {
+            assert!(e.pos <= s.len(), "{s:?}: {e:?}");
+            let _ = e.to_string();
+        }
+    }
+}

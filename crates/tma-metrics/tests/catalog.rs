@@ -413,3 +413,25 @@ fn whole_tree_of_every_model_gets_values_when_everything_is_supplied() {
         }
     }
 }
+
+#[test]
+fn constants_prune_smt_branches_of_real_tables() {
+    let skx = tma_catalog::by_name("skx").unwrap();
+    let sel = Selection::level(1);
+    let all = required_events(skx, &sel).unwrap();
+    assert!(all.contains("CPU_CLK_UNHALTED.THREAD_ANY"), "{all:?}");
+    assert!(all.contains("CPU_CLK_UNHALTED.THREAD"), "{all:?}");
+    let off = tma_metrics::required_events_for(skx, &sel, &Constants::default()).unwrap();
+    assert!(!off.contains("CPU_CLK_UNHALTED.THREAD_ANY"), "{off:?}");
+    assert!(!off.contains("INT_MISC.RECOVERY_CYCLES_ANY"), "{off:?}");
+    assert!(off.contains("CPU_CLK_UNHALTED.THREAD"), "{off:?}");
+    assert!(off.is_subset(&all));
+    let on = Constants {
+        smt_on: true,
+        threads_per_core: 2,
+        ..Constants::default()
+    };
+    let on = tma_metrics::required_events_for(skx, &sel, &on).unwrap();
+    assert!(on.contains("CPU_CLK_UNHALTED.THREAD_ANY"), "{on:?}");
+    assert!(on.contains("INT_MISC.RECOVERY_CYCLES_ANY"), "{on:?}");
+}

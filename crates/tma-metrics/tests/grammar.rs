@@ -415,7 +415,7 @@ fn random_expr(r: &mut Rng, depth: u32) -> Expr {
             _ => id(IDS[r.below(IDS.len() as u64) as usize]),
         };
     }
-    let mut sub = |r: &mut Rng| Box::new(random_expr(r, depth - 1));
+    let sub = |r: &mut Rng| Box::new(random_expr(r, depth - 1));
     match r.below(5) {
         0 => Expr::Neg(sub(r)),
         1 => Expr::If {

@@ -117,13 +117,15 @@ impl StatRun {
                 request.level
             );
         }
+        // Prepared once (compiled formulas, node order), evaluated per interval.
+        let evaluator = tma_metrics::Evaluator::new(model, &sel)?;
         let mut out = Vec::with_capacity(intervals.len());
         for iv in intervals {
             let consts = Constants {
                 duration_s: duration_of(iv),
                 ..Constants::default()
             };
-            let report = tma_metrics::evaluate(model, &sel, &IntervalValues(iv), &consts)?;
+            let report = evaluator.evaluate(&IntervalValues(iv), &consts);
             out.push(interval_report(iv, report));
         }
         Ok(StatRun {

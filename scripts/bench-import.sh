@@ -48,7 +48,7 @@ if [ "$got" -lt "$INTERVALS" ]; then
   exit 1
 fi
 
-declare -A MEAN
+declare -A MEAN CPU
 # measure NAME 'command line' (no shell features: hyperfine runs it with -N; output is
 # discarded; a non-zero exit status is ignored, `perf stat -h` exits 129 by design).
 measure() {
@@ -56,6 +56,7 @@ measure() {
   if command -v hyperfine >/dev/null; then
     hyperfine -N -i --warmup 3 --runs "$RUNS" --export-json "$work/$name.json" "$cmd" >/dev/null 2>&1
     MEAN[$name]=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["mean"])' "$work/$name.json")
+    CPU[$name]=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(r["user"]+r["system"])' "$work/$name.json")
   else
     local start end
     $cmd >/dev/null 2>&1 || true
@@ -63,6 +64,7 @@ measure() {
     for _ in $(seq "$RUNS"); do $cmd >/dev/null 2>&1 || true; done
     end=$(date +%s%N)
     MEAN[$name]=$(awk -v a="$start" -v b="$end" -v r="$RUNS" 'BEGIN { printf "%.6f", (b - a) / r / 1e9 }')
+    CPU[$name]=nan
   fi
 }
 
@@ -76,21 +78,20 @@ measure import_tree "$TMA stat --import $rec --cpu zen4 -l 2"
 
 python3 - "$INTERVALS" \
   "${MEAN[perf_version]}" "${MEAN[perf_stat_help]}" "${MEAN[tma_version]}" "${MEAN[tma_list]}" \
-  "${MEAN[import_compact]}" "${MEAN[import_json]}" "${MEAN[import_tree]}" <<'EOF'
+  "${MEAN[import_compact]}" "${MEAN[import_json]}" "${MEAN[import_tree]}" \
+  "${CPU[perf_version]}" "${CPU[perf_stat_help]}" "${CPU[tma_version]}" "${CPU[tma_list]}" \
+  "${CPU[import_compact]}" "${CPU[import_json]}" "${CPU[import_tree]}" <<'EOF'
 import sys
 n = int(sys.argv[1])
-pv, psh, tv, tl, ic, ij, it = map(float, sys.argv[2:])
-print(f"{'what':48} {'mean':>10} {'x perf --version':>17} {'x perf stat -h':>15}")
-rows = [
-    ("perf --version", pv),
-    ("perf stat -h", psh),
-    ("tma --version", tv),
-    ("tma list --cpu zen4", tl),
-    (f"tma stat --import ({n} intervals) --compact", ic),
-    (f"tma stat --import ({n} intervals) --json", ij),
-    (f"tma stat --import ({n} intervals) trees", it),
-]
-for name, t in rows:
-    print(f"{name:48} {t*1000:8.2f}ms {t/pv:16.2f}x {t/psh:14.2f}x")
-print(f"import throughput: {n/ic:,.0f} intervals/s (compact), {ic/n*1e6:.1f} us per interval")
+wall = list(map(float, sys.argv[2:9]))
+cpu = list(map(float, sys.argv[9:16]))
+names = ["perf --version", "perf stat -h", "tma --version", "tma list --cpu zen4",
+         f"tma stat --import ({n} intervals) --compact",
+         f"tma stat --import ({n} intervals) --json",
+         f"tma stat --import ({n} intervals) trees"]
+print("Wall time is what a user waits; CPU time (user+sys) is steadier on a loaded machine.")
+print(f"{'what':46} {'wall':>10} {'x perf -v':>10} {'x stat -h':>10} {'cpu':>10} {'x perf -v':>10}")
+for name, t, c in zip(names, wall, cpu):
+    print(f"{name:46} {t*1000:8.2f}ms {t/wall[0]:9.2f}x {t/wall[1]:9.2f}x {c*1000:8.2f}ms {c/cpu[0]:9.2f}x")
+print(f"import: {n/wall[4]:,.0f} intervals/s wall, {cpu[4]/n*1e6:.1f} us CPU per interval (compact)")
 EOF

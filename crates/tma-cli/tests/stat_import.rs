@@ -124,6 +124,16 @@ fn zen4_case_json_and_csv() {
     assert_eq!(cpu["status"], "ok");
     assert_eq!(cpu["above_threshold"], true);
     assert_eq!(cpu["counted_share"], 0.5);
+    // How each perf spelling was read.
+    let evs = j["events"].as_array().unwrap();
+    assert_eq!(evs.len(), 12);
+    assert!(evs
+        .iter()
+        .any(|e| e["perf"] == "r1000000c2" && e["id"] == "ex_ret_ucode_ops"));
+    assert!(evs
+        .iter()
+        .any(|e| e["perf"] == "cpu/event=0x1a0,umask=0x1,cmask=0x6/"
+            && e["id"] == "de_no_dispatch_per_slot.no_ops_from_frontend:c6"));
     check_golden("zen4-l2.json", &stdout(&o));
 
     let o = run(&[

@@ -228,7 +228,7 @@ fn import_run(path: &Path, args: &Args) -> anyhow::Result<StatRun> {
         rec.cpu_hint.as_deref(),
         &cpuinfo_path(),
     )?;
-    let resolved = import::resolve(
+    let mut resolved = import::resolve(
         &rec.intervals,
         model.key,
         |spec| model.resolve_perf_event_all(spec).unwrap_or_default(),
@@ -236,7 +236,7 @@ fn import_run(path: &Path, args: &Args) -> anyhow::Result<StatRun> {
     )
     .with_context(|| file.clone())?;
     let intervals: Vec<_> = if rec.breakdown == Breakdown::Aggregated {
-        resolved.intervals
+        std::mem::take(&mut resolved.intervals)
     } else {
         resolved.intervals.iter().map(import::aggregate).collect()
     };
@@ -249,14 +249,16 @@ fn import_run(path: &Path, args: &Args) -> anyhow::Result<StatRun> {
         level: args.level,
         nodes: args.nodes.clone(),
     };
-    StatRun::evaluate(
+    let mut run = StatRun::evaluate(
         model,
         source.describe(),
         format!("imported from {file} ({}{what})", rec.format),
         rec.interval_mode,
         &intervals,
         &sel,
-    )
+    )?;
+    run.event_map = resolved.mapping;
+    Ok(run)
 }
 
 /// The model (other than `current`) on which most of `unknown` resolve, if that is at least

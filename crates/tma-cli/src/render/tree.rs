@@ -74,6 +74,8 @@ pub struct StatRun {
     pub intervals: Vec<IntervalReport>,
     /// The command `tma locate` should run, when known (else `CMD`).
     pub command: Option<String>,
+    /// For imported data: each perf event spec and the event id it was read as.
+    pub event_map: Vec<(String, String)>,
 }
 
 /// [`tma_metrics::Values`] over one interval's aggregated readings.
@@ -136,6 +138,7 @@ impl StatRun {
             request: request.clone(),
             intervals: out,
             command: None,
+            event_map: Vec::new(),
         })
     }
 }
@@ -590,7 +593,16 @@ struct StatJson<'a> {
     interval_mode: bool,
     level: u8,
     nodes_requested: &'a [String],
+    /// Imported data: how each perf event spec was read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    events: Vec<EventMapJson<'a>>,
     intervals: Vec<IntervalJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct EventMapJson<'a> {
+    perf: &'a str,
+    id: &'a str,
 }
 
 #[derive(Serialize)]
@@ -652,6 +664,11 @@ pub fn render_json(
         interval_mode: run.interval_mode,
         level: run.request.level,
         nodes_requested: &run.request.nodes,
+        events: run
+            .event_map
+            .iter()
+            .map(|(perf, id)| EventMapJson { perf, id })
+            .collect(),
         intervals: run
             .intervals
             .iter()

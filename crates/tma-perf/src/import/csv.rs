@@ -24,6 +24,7 @@ pub(super) fn detect_separator(line: &str) -> char {
 
 pub(super) fn parse_rows(text: &str, sep: char) -> Result<Vec<Row>, ImportError> {
     let mut rows = Vec::new();
+    let mut short: Option<bool> = None;
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim_end_matches('\r');
         let t = line.trim();
@@ -33,7 +34,27 @@ pub(super) fn parse_rows(text: &str, sep: char) -> Result<Vec<Row>, ImportError>
         if t.starts_with("Performance counter stats for") {
             return Err(ImportError::HumanReadable { line: i + 1 });
         }
-        if let Some(row) = parse_line(line, sep, i + 1)? {
+        // A file whose first row has no counter-running columns (`value,unit,event` only)
+        // is read in that short layout; otherwise a short row is truncated.
+        let parsed = match (rows.is_empty(), short) {
+            (true, None) => match parse_line(line, sep, i + 1, false) {
+                Err(ImportError::Truncated { .. }) => {
+                    let r = parse_line(line, sep, i + 1, true);
+                    short = Some(r.is_ok());
+                    if r.is_err() {
+                        parse_line(line, sep, i + 1, false)
+                    } else {
+                        r
+                    }
+                }
+                r => {
+                    short = Some(false);
+                    r
+                }
+            },
+            (_, s) => parse_line(line, sep, i + 1, s == Some(true)),
+        };
+        if let Some(row) = parsed? {
             rows.push(row);
         }
     }
@@ -151,7 +172,13 @@ fn three_digits(s: &str) -> bool {
 
 /// Parse one data line; `Ok(None)` for lines that carry no count (metric-only lines of
 /// `perf stat -M`).
-pub(super) fn parse_line(line: &str, sep: char, lineno: usize) -> Result<Option<Row>, ImportError> {
+/// `short`: the file has no counter-running columns (`value,unit,event` only).
+pub(super) fn parse_line(
+    line: &str,
+    sep: char,
+    lineno: usize,
+    short: bool,
+) -> Result<Option<Row>, ImportError> {
     let fields = split_fields(line, sep);
     let f: Vec<&str> = fields.iter().map(|(s, _)| s.as_ref().trim()).collect();
     let truncated = || ImportError::Truncated {
@@ -258,18 +285,28 @@ pub(super) fn parse_line(line: &str, sep: char, lineno: usize) -> Result<Option<
     if f.get(rest).is_some_and(|v| v.ends_with('%')) {
         rest += 1;
     }
-    if f.len() < rest + 2 {
+    let (running_ns, running_pct) = if short {
+        if f.len() > rest && f[rest..].iter().any(|x| !x.is_empty()) {
+            return Err(truncated());
+        }
+        (None, None)
+    } else if f.len() < rest + 2 {
         return Err(truncated());
-    }
-    let running_ns = parse_f64(f[rest], lineno, "counter-running time")?;
-    let running_pct = parse_f64(f[rest + 1], lineno, "running percentage")?;
-    if !(0.0..=100.0001).contains(&running_pct) || running_ns < 0.0 {
-        return Err(ImportError::BadNumber {
-            line: lineno,
-            field: "running percentage",
-            value: f[rest + 1].to_string(),
-        });
-    }
+    } else if f[rest].is_empty() && f[rest + 1].is_empty() {
+        // Empty counter-running columns: perf did not say.
+        (None, None)
+    } else {
+        let ns = parse_f64(f[rest], lineno, "counter-running time")?;
+        let pct = parse_f64(f[rest + 1], lineno, "running percentage")?;
+        if !(0.0..=100.0001).contains(&pct) || ns < 0.0 {
+            return Err(ImportError::BadNumber {
+                line: lineno,
+                field: "running percentage",
+                value: f[rest + 1].to_string(),
+            });
+        }
+        (Some(ns as u64), Some(pct))
+    };
     Ok(Some(Row {
         line: lineno,
         timestamp,
@@ -279,8 +316,8 @@ pub(super) fn parse_line(line: &str, sep: char, lineno: usize) -> Result<Option<
         event: event.to_string(),
         value,
         unit: unit.to_string(),
-        running_ns: Some(running_ns as u64),
-        running_pct: Some(running_pct),
+        running_ns,
+        running_pct,
     }))
 }
 

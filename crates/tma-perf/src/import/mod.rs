@@ -250,6 +250,10 @@ fn assemble(rows: Vec<Row>) -> Result<Recording, ImportError> {
             RowValue::NotSupported => Reading::missing(row.event, ReadingStatus::NotSupported),
         };
         reading.time_running_ns = row.running_ns;
+        if row.running_pct.is_none() && reading.value.is_some() {
+            // perf did not say how long the event was counted.
+            reading.counted_share = None;
+        }
         reading.cpu = row.cpu;
         reading.tid = row.tid;
         if !interval_mode && is_duration && row.cpu.is_none() {

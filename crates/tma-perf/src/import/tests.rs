@@ -175,7 +175,8 @@ fn bad_inputs_have_precise_errors() {
         (b"PERFILE2\x00\x10\x00", "binary"),
         (b"12,,cycles,100,100.00\n\xff\xfe,,x\n", "UTF-8"),
         (b"12,,cycles,100,100.00\n13,,instr", "line 2: truncated"),
-        (b"12,,cycles\n", "line 1: truncated"),
+        (b"12,,cycles\n13,", "line 2: truncated"),
+        (b"12,,cycles,100,100.00\n13,,instr,,\n14,,x", "line 3: truncated"),
         (
             b"12,,cycles,100,100.00\n13,,cycles,100,100.00\n",
             "line 2: event `cycles` appears twice in one interval (first on line 1)",
@@ -288,4 +289,20 @@ fn interval_summary_rows_are_skipped() {
     let text = "     0.1,5,,page-faults,100,100.00,,\n     0.2,6,,page-faults,100,100.00,,\n11,,page-faults,200,100.00,,\n";
     let rec = parse(text.as_bytes()).unwrap();
     assert_eq!(rec.intervals.len(), 2);
+}
+
+#[test]
+fn csv_without_running_columns() {
+    // `value,unit,event` only, and empty running columns: counted share unknown.
+    for text in [
+        "12,,cycles\n0.5,msec,task-clock\n",
+        "12,,cycles,,\n0.5,msec,task-clock,,\n",
+    ] {
+        let rec = parse(text.as_bytes()).unwrap();
+        let iv = &rec.intervals[0];
+        let c = iv.get("cycles").unwrap();
+        assert_eq!(c.value, Some(12.0), "{text}");
+        assert_eq!(c.counted_share, None, "{text}");
+        assert_eq!(value(iv, "task-clock"), Some(0.5e6));
+    }
 }

@@ -66,7 +66,7 @@ pub enum ImportError {
 pub enum ResolveError {
     #[error("{} not in the {model} event tables: {}{}; check --cpu (run `tma events --cpu {model}` for the expected names)",
         if events.len() == 1 { "event" } else { "events" },
-        events.join(", "),
+        list_some(events),
         other_cpu.as_ref().map(|c| format!(" (these look like events of {c}: try --cpu {c})")).unwrap_or_default())]
     UnknownEvents {
         model: &'static str,
@@ -80,4 +80,18 @@ pub enum ResolveError {
         second: String,
         canonical: String,
     },
+}
+
+/// The first few names, then how many more.
+fn list_some(names: &[String]) -> String {
+    const SHOWN: usize = 6;
+    if names.len() <= SHOWN + 1 {
+        names.join(", ")
+    } else {
+        format!(
+            "{} and {} more",
+            names[..SHOWN].join(", "),
+            names.len() - SHOWN
+        )
+    }
 }

@@ -2,8 +2,9 @@
 //! per-CPU rings, decode and aggregate.
 
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use crate::decode::Decoder;
@@ -111,6 +112,9 @@ pub fn run(
             return Err(KvmError::NotAVmm(pid));
         }
     }
+    // From here on a Ctrl-C only sets a flag: the run ends normally and what we mounted is
+    // unmounted.
+    sys::catch_interrupts();
     let tracefs = Tracefs::find_or_mount(&cfg.root)?;
     let formats = tracefs.kvm_formats()?;
     let mut decoder = Decoder::new(&formats)?;
@@ -120,32 +124,24 @@ pub fn run(
     let cpus = parse_cpu_list(&online)?;
 
     // Launch the command held before exec, so the events are attached before it runs.
-    let mut child: Option<Child> = None;
-    let mut release: Option<OwnedFd> = None;
+    let mut child: Option<sys::HeldChild> = None;
     if let Target::Command(argv) = &cfg.target {
-        let (prog, args) = argv
-            .split_first()
-            .ok_or_else(|| KvmError::Launch("no command given after --".into()))?;
-        let (r, w) = sys::pipe().map_err(|e| KvmError::Launch(format!("pipe: {e}")))?;
-        let mut cmd = Command::new(prog);
-        cmd.args(args);
-        sys::hold_before_exec(&mut cmd, r.as_raw_fd(), w.as_raw_fd());
-        let c = cmd
-            .spawn()
-            .map_err(|e| KvmError::Launch(format!("cannot run `{prog}`: {e}")))?;
-        drop(r);
-        child = Some(c);
-        release = Some(w);
+        if argv.is_empty() {
+            return Err(KvmError::Launch("no command given after --".into()));
+        }
+        child = Some(
+            sys::spawn_held(argv)
+                .map_err(|e| KvmError::Launch(format!("cannot start `{}`: {e}", argv[0])))?,
+        );
     }
-    let kill_child = |child: &mut Option<Child>| {
+    let kill_child = |child: &mut Option<sys::HeldChild>| {
         if let Some(c) = child.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
+            c.kill();
         }
     };
 
     let (pid, inherit) = match (&cfg.target, &child) {
-        (Target::Command(_), Some(c)) => (c.id() as i32, true),
+        (Target::Command(_), Some(c)) => (c.pid, true),
         _ => (-1, false),
     };
     let mut running = Running {
@@ -197,7 +193,6 @@ pub fn run(
             }
         }
     }
-    sys::catch_interrupts();
     if child.is_none() {
         for r in &running.rings {
             sys::enable(r.fd()).map_err(|e| KvmError::Perf(format!("enable: {e}")))?;
@@ -208,7 +203,16 @@ pub fn run(
     }
     let start = Instant::now();
     // Let the child exec: enable_on_exec turns the events on.
-    drop(release);
+    if let Some(c) = child.as_mut() {
+        if let Err(e) = c.release() {
+            let name = match &cfg.target {
+                Target::Command(a) => a[0].clone(),
+                _ => String::new(),
+            };
+            let _ = c.wait();
+            return Err(KvmError::Launch(format!("cannot run `{name}`: {e}")));
+        }
+    }
 
     let filter_pid = match cfg.target {
         Target::Pid(p) => Some(p),
@@ -225,7 +229,7 @@ pub fn run(
         if let Some(c) = child.as_mut() {
             match c.try_wait() {
                 Ok(Some(st)) => {
-                    child_status = Some(st);
+                    child_status = Some(ExitStatus::from_raw(st));
                     stop = true;
                 }
                 Ok(None) => {}
@@ -266,7 +270,7 @@ pub fn run(
     }
     if let (Some(c), None) = (child.as_mut(), child_status) {
         // Interrupted: the child got the same Ctrl-C; collect it.
-        child_status = c.wait().ok();
+        child_status = c.wait().ok().map(ExitStatus::from_raw);
     }
     let elapsed = start.elapsed().as_secs_f64();
     let mounted = tracefs.mounted_by_us();

@@ -299,41 +299,137 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
-/// Make `cmd` block, after fork and before exec, until a byte arrives on `read_fd` (so the
-/// parent can attach perf events to the child's pid before it execs).
-pub fn hold_before_exec(cmd: &mut std::process::Command, read_fd: RawFd, write_fd: RawFd) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs in the forked child and only calls async-signal-safe functions
-    // (close, read) on plain integers.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::close(write_fd);
+/// A child process forked and held before `execvp` until [`HeldChild::release`], so that perf
+/// events with `enable_on_exec` can be attached to its pid first.
+pub struct HeldChild {
+    pub pid: i32,
+    go: Option<OwnedFd>,
+    exec_err: Option<OwnedFd>,
+    reaped: bool,
+}
+
+/// Fork; the child waits for [`HeldChild::release`] and then execs `argv` (PATH searched).
+pub fn spawn_held(argv: &[String]) -> io::Result<HeldChild> {
+    let cargs: Vec<CString> = argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<_, _>>()
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains NUL"))?;
+    if cargs.is_empty() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty command"));
+    }
+    let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    let (go_r, go_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    // SAFETY: fork has no memory-safety preconditions; the child below only calls
+    // async-signal-safe functions (read, close, execvp, write, _exit) on data prepared before
+    // the fork, as required in a possibly multi-threaded parent.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: child side, async-signal-safe calls only; pointers stay valid (copied memory).
+        unsafe {
+            libc::close(go_w.as_raw_fd());
+            libc::close(err_r.as_raw_fd());
             let mut b = 0u8;
             loop {
-                let r = libc::read(read_fd, &mut b as *mut u8 as *mut libc::c_void, 1);
-                if r >= 0 {
-                    break;
-                }
-                if *libc::__errno_location() != libc::EINTR {
+                let r = libc::read(go_r.as_raw_fd(), &mut b as *mut u8 as *mut libc::c_void, 1);
+                if r >= 0 || *libc::__errno_location() != libc::EINTR {
                     break;
                 }
             }
-            libc::close(read_fd);
-            Ok(())
-        });
+            libc::execvp(ptrs[0], ptrs.as_ptr());
+            let e: i32 = *libc::__errno_location();
+            libc::write(
+                err_w.as_raw_fd(),
+                &e as *const i32 as *const libc::c_void,
+                4,
+            );
+            libc::_exit(127);
+        }
+    }
+    drop(go_r);
+    drop(err_w);
+    Ok(HeldChild {
+        pid,
+        go: Some(go_w),
+        exec_err: Some(err_r),
+        reaped: false,
+    })
+}
+
+impl HeldChild {
+    /// Let the child exec. Returns the exec error if it failed.
+    pub fn release(&mut self) -> io::Result<()> {
+        drop(self.go.take());
+        if let Some(e) = self.exec_err.take() {
+            let mut buf = [0u8; 4];
+            let mut f = std::fs::File::from(e);
+            use std::io::Read;
+            if let Ok(4) = f.read(&mut buf) {
+                return Err(io::Error::from_raw_os_error(i32::from_le_bytes(buf)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Non-blocking wait: the raw wait status once the child has exited.
+    pub fn try_wait(&mut self) -> io::Result<Option<i32>> {
+        if self.reaped {
+            return Ok(None);
+        }
+        let mut st = 0;
+        // SAFETY: `st` is a valid out pointer; pid is our own child.
+        let r = unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        self.reaped = true;
+        Ok(Some(st))
+    }
+
+    /// Blocking wait (retrying on EINTR).
+    pub fn wait(&mut self) -> io::Result<i32> {
+        loop {
+            let mut st = 0;
+            // SAFETY: as in try_wait.
+            let r = unsafe { libc::waitpid(self.pid, &mut st, 0) };
+            if r >= 0 {
+                self.reaped = true;
+                return Ok(st);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    /// SIGKILL and reap (error paths).
+    pub fn kill(&mut self) {
+        if !self.reaped {
+            // SAFETY: signalling our own unreaped child.
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+            }
+            let _ = self.wait();
+        }
     }
 }
 
-/// A pipe (read end, write end), both close-on-exec.
-pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
+impl Drop for HeldChild {
+    fn drop(&mut self) {
+        if self.go.is_some() {
+            // Never released (an error path): do not let it run unmeasured.
+            self.kill();
+        }
     }
-    // SAFETY: both fds were just created by pipe2 and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// Guest RAM for the runner: an anonymous private mapping registered as memory slot 0 of `vm`
@@ -403,4 +499,16 @@ impl Drop for GuestMemory {
             libc::munmap(self.base as *mut libc::c_void, self.len);
         }
     }
+}
+
+/// A pipe (read end, write end), both close-on-exec.
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
+    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both fds were just created by pipe2 and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }

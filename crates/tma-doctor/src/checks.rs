@@ -304,7 +304,11 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
                 hybrid.iter().map(|(p, c)| format!("{p} on CPUs {c}")).collect::<Vec<_>>().join("; ")
             ),
             "P-cores and E-cores have different PMUs, events and TMA trees; a thread that migrates is measured partly on each. Pin the workload to one core type (taskset -c <cpus>) for a single TMA tree.",
-            hybrid.first().map(|(_, c)| format!("taskset -c {c} <command>")),
+            hybrid
+                .iter()
+                .find(|(p, _)| p == "cpu_core")
+                .or(hybrid.first())
+                .map(|(_, c)| format!("taskset -c {c} <command>")),
         )
     } else {
         check(
@@ -523,7 +527,7 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
     });
 
     // TSC.
-    checks.push(tsc_check(&info));
+    checks.push(tsc_check(&info, cpuid.tsc_mhz));
 
     DoctorReport { checks }
 }
@@ -658,7 +662,7 @@ fn cstate_check(roots: &Roots, cpu: u32) -> Check {
     }
 }
 
-fn tsc_check(info: &CpuInfo) -> Check {
+fn tsc_check(info: &CpuInfo, measured: Option<f64>) -> Check {
     let constant = info.has("constant_tsc");
     let nonstop = info.has("nonstop_tsc");
     let known = info.has("tsc_known_freq");
@@ -684,11 +688,12 @@ fn tsc_check(info: &CpuInfo) -> Check {
         if known { "yes" } else { "no" }
     );
     let rates = format!(
-        "TSC nominal {}, cpu MHz {}",
-        tsc_mhz.map_or_else(
-            || "unknown (no '@ x GHz' in the model name)".into(),
-            |m| format!("{m:.0} MHz")
-        ),
+        "TSC {}, cpu MHz {}",
+        match (measured, tsc_mhz) {
+            (Some(m), _) => format!("measured {m:.0} MHz"),
+            (None, Some(m)) => format!("nominal {m:.0} MHz"),
+            (None, None) => "rate unknown (no '@ x GHz' in the model name)".into(),
+        },
         cpu_mhz.map_or_else(|| "unknown".into(), |m| format!("{m:.0}"))
     );
     if !(constant && nonstop) {

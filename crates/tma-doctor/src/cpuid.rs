@@ -26,10 +26,27 @@ pub fn live() -> CpuidFacts {
             f.gp_counters = Some((a.eax >> 8) & 0xff);
             f.fixed_counters = Some(a.edx & 0x1f);
         }
+        f.tsc_mhz = measure_tsc_mhz();
         f
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         CpuidFacts::default()
     }
+}
+
+/// TSC ticks per microsecond over a 20 ms CLOCK_MONOTONIC window.
+#[cfg(target_arch = "x86_64")]
+#[allow(unused_unsafe)]
+fn measure_tsc_mhz() -> Option<f64> {
+    use std::arch::x86_64::_rdtsc;
+    let t0 = std::time::Instant::now();
+    // SAFETY: rdtsc has no preconditions on x86-64 (it may fault only if CR4.TSD is set,
+    // which Linux does not do for ordinary processes).
+    let c0 = unsafe { _rdtsc() };
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    // SAFETY: as above.
+    let c1 = unsafe { _rdtsc() };
+    let us = t0.elapsed().as_secs_f64() * 1e6;
+    (us > 0.0 && c1 > c0).then(|| (c1 - c0) as f64 / us)
 }

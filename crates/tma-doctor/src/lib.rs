@@ -86,7 +86,7 @@ pub struct Check {
 }
 
 /// CPUID facts the checks use (Intel leaf 0xA for counter numbers; vendor).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct CpuidFacts {
     /// `GenuineIntel`, `AuthenticAMD`, ...
     pub vendor: Option<String>,
@@ -96,6 +96,8 @@ pub struct CpuidFacts {
     pub gp_counters: Option<u32>,
     /// Leaf 0xA: fixed-function counters.
     pub fixed_counters: Option<u32>,
+    /// TSC rate measured against CLOCK_MONOTONIC (live runs only).
+    pub tsc_mhz: Option<f64>,
 }
 
 /// All checks.

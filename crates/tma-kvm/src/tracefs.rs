@@ -42,6 +42,15 @@ impl Tracefs {
         if let Some(t) = Tracefs::find(root) {
             return Ok(t);
         }
+        // Mounted but unreadable (tracefs is mode 700 by default): say so, do not try to mount.
+        for c in TRACEFS_CANDIDATES {
+            let events = root.join(c).join("events");
+            if let Err(e) = std::fs::metadata(&events) {
+                if e.kind() == std::io::ErrorKind::PermissionDenied {
+                    return Err(perm(&events, e));
+                }
+            }
+        }
         let target = root.join(TRACEFS_CANDIDATES[0]);
         if !target.is_dir() {
             return Err(KvmError::Tracefs(format!(

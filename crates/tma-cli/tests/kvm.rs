@@ -36,9 +36,13 @@ fn runner_child() {
     if std::env::var_os("TMA_KVM_RUNNER_CHILD").is_none() {
         return; // only meaningful as the measured child
     }
-    let got = tma_kvm::runner::run_guest(N).expect("guest runs");
-    println!("\n{}", RunnerCounts::expected(u32::from(N)).expect_line());
-    assert_eq!(got, RunnerCounts::expected(u32::from(N)));
+    let n: u16 = std::env::var("TMA_KVM_RUNNER_ITER")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(N);
+    let got = tma_kvm::runner::run_guest(n).expect("guest runs");
+    println!("\n{}", RunnerCounts::expected(u32::from(n)).expect_line());
+    assert_eq!(got, RunnerCounts::expected(u32::from(n)));
 }
 
 #[test]
@@ -243,5 +247,59 @@ fn unprivileged_user_gets_a_clear_error_and_nothing_mounted() {
             mounted_after, 1,
             "tma must not unmount a mount it did not make"
         );
+    }
+}
+
+#[test]
+fn pid_mode_measures_only_that_vmm() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !is_root() || !Path::new("/dev/kvm").exists() {
+        eprintln!("skipped: needs root and /dev/kvm");
+        return;
+    }
+    let before = tracefs_mounts();
+    let me = std::env::current_exe().unwrap();
+    let iters: u16 = 12000;
+    let mut child = Command::new(&me)
+        .args(["--exact", "runner_child", "--nocapture", "--test-threads=1"])
+        .env("TMA_KVM_RUNNER_CHILD", "1")
+        .env("TMA_KVM_RUNNER_ITER", iters.to_string())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Wait until it holds /dev/kvm.
+    let t0 = std::time::Instant::now();
+    while !tma_kvm::tracefs::is_vmm(Path::new("/proc"), pid).unwrap_or(false) {
+        assert!(t0.elapsed().as_secs() < 10, "runner never opened /dev/kvm");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let out = Command::new(TMA)
+        .args(["kvm", "--json", "--per-vcpu", "--duration", "0.5", "-p"])
+        .arg(pid.to_string())
+        .output()
+        .unwrap();
+    let finished_early = child.try_wait().unwrap().is_some();
+    let st = child.wait().unwrap();
+    assert!(st.success());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(tracefs_mounts(), before);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v["report"];
+    let ux = r["totals"]["kvm_userspace_exit"].as_u64().unwrap();
+    let max = 5 * u64::from(iters) + 1;
+    if !finished_early {
+        assert!(ux > 0, "no exits seen from the running VMM");
+    }
+    assert!(
+        ux <= max,
+        "{ux} > {max}: events of other processes were counted"
+    );
+    for t in r["per_vcpu"].as_array().unwrap() {
+        assert_eq!(t["pid"].as_u64().unwrap(), u64::from(pid));
     }
 }

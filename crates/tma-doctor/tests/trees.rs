@@ -206,3 +206,36 @@ fn fix_failure_rolls_back_and_bad_state_is_refused() {
     assert!(tma_doctor::restore(&roots, &bad, &mut Vec::new()).is_err());
     assert!(tma_doctor::restore(&roots, &tmp.path().join("missing"), &mut Vec::new()).is_err());
 }
+
+#[test]
+fn sev_guest_detected_from_cpuinfo_flags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("sev");
+    copy_dir(&tree("this-vm"), &base);
+    let p = base.join("proc/cpuinfo");
+    let info = std::fs::read_to_string(&p)
+        .unwrap()
+        .replace(" hypervisor ", " hypervisor sev sev_es ");
+    std::fs::write(&p, info).unwrap();
+    let r = tma_doctor::run_checks(&Roots::under(&base), &CpuidFacts::default());
+    let h = r.get("hypervisor").unwrap();
+    assert!(
+        h.summary
+            .contains("AMD SEV confidential guest (sev, sev_es)"),
+        "{}",
+        h.summary
+    );
+    // The live TSC measurement, when given, is preferred over the model name.
+    let r = tma_doctor::run_checks(
+        &Roots::under(&base),
+        &CpuidFacts {
+            tsc_mhz: Some(2596.4),
+            ..Default::default()
+        },
+    );
+    assert!(r
+        .get("tsc")
+        .unwrap()
+        .summary
+        .contains("TSC measured 2596 MHz"));
+}

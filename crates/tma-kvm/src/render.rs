@@ -116,8 +116,15 @@ pub fn render(w: &mut dyn Write, r: &KvmReport, opt: RenderOptions) -> io::Resul
     if r.lost_records > 0 {
         writeln!(
             w,
-            "WARNING: the kernel lost {} records (ring buffer full): counts above are too low; use a larger --mmap-pages or a shorter -I.",
+            "WARNING: the kernel lost {} records (ring buffer full): counts above are too low; use a larger --mmap-pages.",
             r.lost_records
+        )?;
+    }
+    if r.throttle_events > 0 {
+        writeln!(
+            w,
+            "WARNING: the kernel throttled sampling {} times (kernel.perf_event_max_sample_rate): counts above are too low.",
+            r.throttle_events
         )?;
     }
     if r.undecodable_records > 0 {

@@ -306,6 +306,7 @@ fn drain(
     batch.clear();
     let mut lost = 0u64;
     let mut bad = 0u64;
+    let mut throttled = 0u64;
     for ring in &mut running.rings {
         ring.drain(|rec| match parse(rec) {
             Some(PerfRecord::Sample {
@@ -331,6 +332,7 @@ fn drain(
                 }
             }
             Some(PerfRecord::Lost { lost: n }) => lost += n,
+            Some(PerfRecord::Throttle(true)) => throttled += 1,
             Some(_) => {}
             None => bad += 1,
         });
@@ -344,4 +346,6 @@ fn drain(
     interval.lost += lost;
     total.undecodable += bad;
     interval.undecodable += bad;
+    total.throttled += throttled;
+    interval.throttled += throttled;
 }

@@ -130,6 +130,8 @@ pub struct Aggregator {
     pub lost: u64,
     /// Records that could not be decoded (too short for their format).
     pub undecodable: u64,
+    /// PERF_RECORD_THROTTLE records (the kernel stopped sampling for a while).
+    pub throttled: u64,
 }
 
 impl Aggregator {
@@ -406,6 +408,7 @@ impl Aggregator {
             emulation_failed: self.emulate_failed,
             per_vcpu,
             lost_records: self.lost,
+            throttle_events: self.throttled,
             undecodable_records: self.undecodable,
         }
     }
@@ -528,5 +531,7 @@ pub struct KvmReport {
     pub emulation_failed: u64,
     pub per_vcpu: Vec<VcpuRow>,
     pub lost_records: u64,
+    /// Times the kernel throttled sampling (records missing while throttled).
+    pub throttle_events: u64,
     pub undecodable_records: u64,
 }

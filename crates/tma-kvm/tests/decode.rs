@@ -413,3 +413,18 @@ fn pvm_backend_line_and_vmm_breakdown_golden() {
     assert!(!text.contains("VM-EXIT"), "no empty exit table:\n{text}");
     golden("pvm.txt", &text);
 }
+
+#[test]
+fn lost_and_throttled_records_are_reported() {
+    let mut agg = Aggregator::new();
+    agg.lost = 17;
+    agg.throttled = 2;
+    let r = agg.report(1.0, "kvm_amd");
+    assert_eq!(r.lost_records, 17);
+    let mut out = Vec::new();
+    render(&mut out, &r, RenderOptions::default()).unwrap();
+    let s = String::from_utf8(out).unwrap();
+    assert!(s.contains("the kernel lost 17 records"), "{s}");
+    assert!(s.contains("throttled sampling 2 times"), "{s}");
+    assert!(s.contains("No KVM events were recorded"), "{s}");
+}

@@ -42,7 +42,15 @@ fn runner_child() {
         .unwrap_or(N);
     let got = tma_kvm::runner::run_guest(n).expect("guest runs");
     println!("\n{}", RunnerCounts::expected(u32::from(n)).expect_line());
-    assert_eq!(got, RunnerCounts::expected(u32::from(n)));
+    let stats: Vec<String> = got
+        .kvm_stats
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    println!("KVM_STATS {}", stats.join(" "));
+    let mut cmp = got.clone();
+    cmp.kvm_stats.clear();
+    assert_eq!(cmp, RunnerCounts::expected(u32::from(n)));
 }
 
 #[test]
@@ -57,6 +65,12 @@ fn counts_the_runner_exactly() {
         return;
     }
     let before = tracefs_mounts();
+    fails_with(&["kvm", "--", "/nonexistent/tma-cmd"], "cannot run");
+    assert_eq!(
+        tracefs_mounts(),
+        before,
+        "tracefs mount left behind after an error"
+    );
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("kvm.json");
     let me = std::env::current_exe().unwrap();
@@ -104,6 +118,27 @@ fn counts_the_runner_exactly() {
     assert_eq!(t["kvm_mmio"], expect.mmio_write + 2 * expect.mmio_read);
     assert_eq!(t["kvm_msr"], expect.rdmsr + expect.wrmsr);
     assert_eq!(t["kvm_cpuid"], expect.cpuid);
+    // KVM's own per-vCPU statistics (KVM_GET_STATS_FD, read by the runner) agree with the
+    // tracepoint counts where both exist.
+    let kstat = |name: &str| -> Option<u64> {
+        stdout
+            .lines()
+            .find_map(|l| l.find("KVM_STATS ").map(|i| &l[i + 10..]))?
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{name}="))?.parse().ok())
+    };
+    if let Some(n) = kstat("halt_exits") {
+        assert_eq!(n, expect.hlt);
+    }
+    if let Some(n) = kstat("mmio_exits") {
+        assert_eq!(n, expect.mmio);
+    }
+    if let Some(n) = kstat("insn_emulation") {
+        assert_eq!(
+            t["kvm_emulate_insn"], n,
+            "kvm_emulate_insn vs KVM's insn_emulation"
+        );
+    }
     let backend = tma_kvm::detect_backend(Path::new("/"));
     if backend.emits_kvm_exit {
         let by = |names: &[&str]| {

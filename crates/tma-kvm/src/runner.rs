@@ -29,7 +29,7 @@ const LOAD_AT: usize = 0x1000;
 const MEM_SIZE: usize = 0x10000;
 
 /// Counts the guest was built to perform and the exits the VMM handled.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RunnerCounts {
     /// Guest loop iterations.
     pub iterations: u32,
@@ -45,6 +45,10 @@ pub struct RunnerCounts {
     pub cpuid: u64,
     pub rdmsr: u64,
     pub wrmsr: u64,
+    /// The vCPU's own KVM statistics (`KVM_GET_STATS_FD`), name -> value (first element of
+    /// each stat), when the kernel provides them. Not part of the EXPECT line.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kvm_stats: Vec<(String, u64)>,
 }
 
 impl RunnerCounts {
@@ -63,6 +67,7 @@ impl RunnerCounts {
             cpuid: n64,
             rdmsr: n64,
             wrmsr: n64,
+            kvm_stats: Vec::new(),
         }
     }
 
@@ -98,6 +103,34 @@ impl RunnerCounts {
         }
         Some(c)
     }
+}
+
+/// Parse KVM's binary statistics (`struct kvm_stats_header`, descriptors, data; all
+/// little-endian u32/u64 as in the KVM API documentation) into (name, first value) pairs.
+pub fn parse_kvm_stats(b: &[u8]) -> Option<Vec<(String, u64)>> {
+    let u32_at =
+        |o: usize| -> Option<u32> { Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?)) };
+    let name_size = u32_at(4)? as usize;
+    let num_desc = u32_at(8)? as usize;
+    let desc_offset = u32_at(16)? as usize;
+    let data_offset = u32_at(20)? as usize;
+    // Descriptor: flags u32, exponent s16, size u16, offset u32, bucket_size u32, name.
+    let desc_len = 16 + name_size;
+    let mut out = Vec::with_capacity(num_desc.min(1024));
+    for i in 0..num_desc.min(4096) {
+        let d = desc_offset.checked_add(i.checked_mul(desc_len)?)?;
+        let size = u16::from_le_bytes(b.get(d + 6..d + 8)?.try_into().ok()?) as usize;
+        let off = u32_at(d + 8)? as usize;
+        let name = b.get(d + 16..d + 16 + name_size)?;
+        let name = String::from_utf8_lossy(name.split(|&c| c == 0).next()?).into_owned();
+        if size == 0 {
+            continue;
+        }
+        let at = data_offset.checked_add(off)?;
+        let v = u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?);
+        out.push((name, v));
+    }
+    Some(out)
 }
 
 /// The 16-bit real-mode guest program for `n` iterations (loaded at 0x1000, CS=0).
@@ -219,6 +252,18 @@ pub fn run_guest(n: u16) -> Result<RunnerCounts, KvmError> {
         }
     }
     got.io = got.io_out + got.io_in;
+    {
+        use std::os::fd::AsRawFd;
+        got.kvm_stats = crate::sys::kvm_stats_fd(vcpu.as_raw_fd())
+            .ok()
+            .and_then(|fd| {
+                let mut f = std::fs::File::from(fd);
+                let mut b = Vec::new();
+                std::io::Read::read_to_end(&mut f, &mut b).ok()?;
+                parse_kvm_stats(&b)
+            })
+            .unwrap_or_default();
+    }
     got.mmio = got.mmio_write + got.mmio_read;
     // CPUID and the MSRs are handled in the kernel: the guest program executed exactly these.
     got.cpuid = u64::from(n);
@@ -240,6 +285,40 @@ mod tests {
         assert_eq!(e.io, 2001);
         let back = RunnerCounts::parse_expect_line(&e.expect_line()).unwrap();
         assert_eq!(back, RunnerCounts { iterations: 0, ..e });
+    }
+
+    #[test]
+    fn parses_binary_kvm_stats() {
+        // Header (6 x u32), then 2 descriptors with 8-byte names, then data.
+        let name_size = 8usize;
+        let desc_offset = 24usize;
+        let data_offset = desc_offset + 2 * (16 + name_size);
+        let mut b = Vec::new();
+        for v in [
+            0u32,
+            name_size as u32,
+            2,
+            0,
+            desc_offset as u32,
+            data_offset as u32,
+        ] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        for (i, name) in [b"exits\0\0\0", b"hlt\0\0\0\0\0"].iter().enumerate() {
+            b.extend_from_slice(&0u32.to_le_bytes());
+            b.extend_from_slice(&0i16.to_le_bytes());
+            b.extend_from_slice(&1u16.to_le_bytes());
+            b.extend_from_slice(&((i * 8) as u32).to_le_bytes());
+            b.extend_from_slice(&0u32.to_le_bytes());
+            b.extend_from_slice(&name[..]);
+        }
+        b.extend_from_slice(&42u64.to_le_bytes());
+        b.extend_from_slice(&7u64.to_le_bytes());
+        assert_eq!(
+            parse_kvm_stats(&b).unwrap(),
+            vec![("exits".to_string(), 42), ("hlt".to_string(), 7)]
+        );
+        assert_eq!(parse_kvm_stats(&b[..10]), None);
     }
 
     #[test]

@@ -21,7 +21,26 @@ fn main() -> ExitCode {
                 "HANDLED {}",
                 got.expect_line().trim_start_matches("EXPECT ")
             );
-            if got != expected {
+            if !got.kvm_stats.is_empty() {
+                let wanted = [
+                    "exits",
+                    "io_exits",
+                    "mmio_exits",
+                    "halt_exits",
+                    "irq_exits",
+                    "insn_emulation",
+                ];
+                let s: Vec<String> = got
+                    .kvm_stats
+                    .iter()
+                    .filter(|(n, _)| wanted.contains(&n.as_str()))
+                    .map(|(n, v)| format!("{n}={v}"))
+                    .collect();
+                println!("KVM_STATS {}", s.join(" "));
+            }
+            let mut cmp = got.clone();
+            cmp.kvm_stats.clear();
+            if cmp != expected {
                 eprintln!("tma-kvm-runner: error: the VMM handled other exits than the guest program performs");
                 return ExitCode::from(1);
             }

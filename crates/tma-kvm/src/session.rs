@@ -101,7 +101,14 @@ struct Running {
     fds: Vec<OwnedFd>,
 }
 
-/// Run a measurement. `on_interval` gets a report of each `-I` interval.
+/// Run a measurement. `on_interval` gets a report of each `-I` interval (exits whose
+/// `kvm_entry` falls in the next interval have no time in either interval report; the final
+/// report pairs across intervals).
+///
+/// Installs a SIGINT/SIGTERM handler for the rest of the process's life: a Ctrl-C ends the
+/// measurement normally (report returned, a tracefs mount made by this call unmounted). With
+/// `Target::Pid` the events are opened per CPU for all processes and filtered on the tgid, so
+/// vCPU threads created later are included.
 pub fn run(
     cfg: &SessionConfig,
     mut on_interval: impl FnMut(&KvmReport),

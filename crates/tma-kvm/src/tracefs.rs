@@ -111,7 +111,7 @@ impl Tracefs {
                 Err(e) => return Err(perm(&p, e)),
             }
         }
-        if !out.iter().any(|f| f.name == "kvm_exit") && out.is_empty() {
+        if out.is_empty() {
             return Err(KvmError::NoKvmEvents(dir.display().to_string()));
         }
         Ok(out)

@@ -91,7 +91,7 @@ pub fn render(w: &mut dyn Write, r: &KvmReport, opt: RenderOptions) -> io::Resul
             t.svm_interrupt,
             t.tsc_deadline_msr_writes
         )?;
-        writeln!(w, "Legend: Time = from kvm_exit to the next kvm_entry of the same vCPU thread: the host's exit handling, including the round trip through the VMM for IO/MMIO exits; +- is the relative standard error of the mean. timer groups the timer-related exits: EXTERNAL_INTERRUPT, PREEMPTION_TIMER and TDCALL (VMX/TDX), interrupt (SVM), and guest writes to IA32_TSC_DEADLINE (MSR 0x6e0, from kvm_msr, not counted again when under a TDCALL). Unknown codes are shown as numbers.")?;
+        writeln!(w, "Legend: Time = from kvm_exit to the next kvm_entry of the same vCPU thread: the host's exit handling, including the round trip through the VMM for IO/MMIO exits; +- is the relative standard error of the mean. timer groups the timer-related exits: EXTERNAL_INTERRUPT, PREEMPTION_TIMER and TDCALL (VMX/TDX), interrupt (SVM), and guest writes to IA32_TSC_DEADLINE (MSR 0x6e0, from kvm_msr, not counted again when under a TDCALL). Unknown codes are shown as numbers. Port/MSR/MMIO-write times below run from kvm_pio, kvm_msr or the kvm_mmio write to the next kvm_entry of the thread.")?;
     }
     render_vmm(w, r)?;
     if opt.per_vcpu && !r.per_vcpu.is_empty() {
@@ -160,18 +160,34 @@ fn render_vmm(w: &mut dyn Write, r: &KvmReport) -> io::Result<()> {
         tma_report::align_right(&mut tb, &[1, 2, 3, 4]);
         writeln!(w, "{tb}")?;
     }
+    let timed = |paired: u64, min: Option<f64>, mean: Option<f64>, max: Option<f64>| {
+        if paired == 0 {
+            vec!["-".to_string(), "-".into(), "-".into()]
+        } else {
+            vec![us(min), us(mean), us(max)]
+        }
+    };
     if !r.pio.is_empty() {
         writeln!(w)?;
-        let mut tb = tma_report::table(&["port", "dir", "count", "bytes"]);
+        let with_time = r.pio.iter().any(|p| p.paired > 0);
+        let mut h = vec!["port", "dir", "count", "bytes"];
+        if with_time {
+            h.extend(["Min Time", "Avg time", "Max Time"]);
+        }
+        let mut tb = tma_report::table(&h);
         for p in &r.pio {
-            tb.add_row(vec![
+            let mut row = vec![
                 format!("{:#x}", p.port),
                 p.direction.clone(),
                 p.count.to_string(),
                 p.bytes.to_string(),
-            ]);
+            ];
+            if with_time {
+                row.extend(timed(p.paired, p.min_us, p.mean_us, p.max_us));
+            }
+            tb.add_row(row);
         }
-        tma_report::align_right(&mut tb, &[0, 2, 3]);
+        tma_report::align_right(&mut tb, &[0, 2, 3, 4, 5, 6]);
         writeln!(w, "{tb}")?;
     }
     if !r.mmio.is_empty() {
@@ -189,16 +205,25 @@ fn render_vmm(w: &mut dyn Write, r: &KvmReport) -> io::Result<()> {
     }
     if !r.msr.is_empty() {
         writeln!(w)?;
-        let mut tb = tma_report::table(&["msr", "access", "count", "#GP"]);
+        let with_time = r.msr.iter().any(|p| p.paired > 0);
+        let mut h = vec!["msr", "access", "count", "#GP"];
+        if with_time {
+            h.extend(["Min Time", "Avg time", "Max Time"]);
+        }
+        let mut tb = tma_report::table(&h);
         for m in &r.msr {
-            tb.add_row(vec![
+            let mut row = vec![
                 format!("{:#x}", m.msr),
                 m.access.clone(),
                 m.count.to_string(),
                 m.gp_faults.to_string(),
-            ]);
+            ];
+            if with_time {
+                row.extend(timed(m.paired, m.min_us, m.mean_us, m.max_us));
+            }
+            tb.add_row(row);
         }
-        tma_report::align_right(&mut tb, &[0, 2, 3]);
+        tma_report::align_right(&mut tb, &[0, 2, 3, 4, 5, 6]);
         writeln!(w, "{tb}")?;
     }
     if !r.cpuid.is_empty() {

@@ -74,6 +74,25 @@ struct Timer {
     tsc_deadline_writes: u64,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum VmmKey {
+    Pio(u32, bool),
+    Msr(u32, bool),
+    MmioWrite(u64),
+}
+
+fn time_fields(d: Option<&Dur>) -> (u64, Option<f64>, Option<f64>, Option<f64>) {
+    match d {
+        Some(d) if d.n > 0 => (
+            d.n,
+            Some(d.min as f64 / 1e3),
+            Some(d.mean / 1e3),
+            Some(d.max as f64 / 1e3),
+        ),
+        _ => (0, None, None, None),
+    }
+}
+
 /// Counts of every sampled tracepoint.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct EventTotals {
@@ -115,6 +134,10 @@ pub struct Aggregator {
     totals: EventTotals,
     exits: BTreeMap<ExitReason, ReasonAcc>,
     pending: HashMap<u32, (ExitReason, u64)>,
+    /// Last pio / msr / mmio-write of each thread, waiting for its kvm_entry (perf kvm stat's
+    /// ioport, msr and mmio-write times).
+    pending_vmm: HashMap<u32, (VmmKey, u64)>,
+    vmm_dur: BTreeMap<VmmKey, Dur>,
     unpaired_exits: u64,
     threads: BTreeMap<u32, ThreadAcc>,
     uexit: BTreeMap<(u32, i32), u64>,
@@ -170,6 +193,12 @@ impl Aggregator {
                 if vcpu_id.is_some() {
                     th.vcpu_id = *vcpu_id;
                 }
+                if let Some((k, t0)) = self.pending_vmm.remove(&s.tid) {
+                    self.vmm_dur
+                        .entry(k)
+                        .or_default()
+                        .add(s.time_ns.saturating_sub(t0));
+                }
                 if let Some((r, t0)) = self.pending.remove(&s.tid) {
                     let d = s.time_ns.saturating_sub(t0);
                     self.exits.entry(r).or_default().dur.add(d);
@@ -193,12 +222,18 @@ impl Aggregator {
                 count,
             } => {
                 self.totals.kvm_pio += 1;
+                self.pending_vmm
+                    .insert(s.tid, (VmmKey::Pio(*port, *write), s.time_ns));
                 let e = self.pio.entry((*port, *write)).or_default();
                 e.0 += 1;
                 e.1 += u64::from(*size) * u64::from(*count);
             }
             KvmEvent::Mmio { kind, gpa, .. } => {
                 self.totals.kvm_mmio += 1;
+                if *kind == 2 {
+                    self.pending_vmm
+                        .insert(s.tid, (VmmKey::MmioWrite(*gpa), s.time_ns));
+                }
                 *self.mmio.entry((*gpa, *kind)).or_default() += 1;
             }
             KvmEvent::Msr {
@@ -208,6 +243,8 @@ impl Aggregator {
                 ..
             } => {
                 self.totals.kvm_msr += 1;
+                self.pending_vmm
+                    .insert(s.tid, (VmmKey::Msr(*ecx, *write), s.time_ns));
                 let e = self.msr.entry((*ecx, *write)).or_default();
                 e.0 += 1;
                 e.1 += u64::from(*exception);
@@ -327,32 +364,58 @@ impl Aggregator {
         let mut pio: Vec<PioRow> = self
             .pio
             .iter()
-            .map(|(&(port, write), &(count, bytes))| PioRow {
-                port,
-                direction: if write { "out" } else { "in" }.into(),
-                count,
-                bytes,
+            .map(|(&(port, write), &(count, bytes))| {
+                let (paired, min_us, mean_us, max_us) =
+                    time_fields(self.vmm_dur.get(&VmmKey::Pio(port, write)));
+                PioRow {
+                    port,
+                    direction: if write { "out" } else { "in" }.into(),
+                    count,
+                    bytes,
+                    paired,
+                    min_us,
+                    mean_us,
+                    max_us,
+                }
             })
             .collect();
         pio.sort_by(|a, b| b.count.cmp(&a.count).then(a.port.cmp(&b.port)));
         let mut mmio: Vec<MmioRow> = self
             .mmio
             .iter()
-            .map(|(&(gpa, kind), &count)| MmioRow {
-                gpa,
-                kind: mmio_kind_name(kind),
-                count,
+            .map(|(&(gpa, kind), &count)| {
+                let d = (kind == 2)
+                    .then(|| self.vmm_dur.get(&VmmKey::MmioWrite(gpa)))
+                    .flatten();
+                let (paired, min_us, mean_us, max_us) = time_fields(d);
+                MmioRow {
+                    gpa,
+                    kind: mmio_kind_name(kind),
+                    count,
+                    paired,
+                    min_us,
+                    mean_us,
+                    max_us,
+                }
             })
             .collect();
         mmio.sort_by(|a, b| b.count.cmp(&a.count).then(a.gpa.cmp(&b.gpa)));
         let mut msr: Vec<MsrRow> = self
             .msr
             .iter()
-            .map(|(&(ecx, write), &(count, exc))| MsrRow {
-                msr: ecx,
-                access: if write { "write" } else { "read" }.into(),
-                count,
-                gp_faults: exc,
+            .map(|(&(ecx, write), &(count, exc))| {
+                let (paired, min_us, mean_us, max_us) =
+                    time_fields(self.vmm_dur.get(&VmmKey::Msr(ecx, write)));
+                MsrRow {
+                    msr: ecx,
+                    access: if write { "write" } else { "read" }.into(),
+                    count,
+                    gp_faults: exc,
+                    paired,
+                    min_us,
+                    mean_us,
+                    max_us,
+                }
             })
             .collect();
         msr.sort_by(|a, b| b.count.cmp(&a.count).then(a.msr.cmp(&b.msr)));
@@ -485,6 +548,12 @@ pub struct PioRow {
     pub direction: String,
     pub count: u64,
     pub bytes: u64,
+    /// Events followed by a kvm_entry of the same thread (time from the event to that entry,
+    /// as perf kvm stat times ioport, msr and mmio writes; none where kvm_entry never fires).
+    pub paired: u64,
+    pub min_us: Option<f64>,
+    pub mean_us: Option<f64>,
+    pub max_us: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -492,6 +561,12 @@ pub struct MmioRow {
     pub gpa: u64,
     pub kind: String,
     pub count: u64,
+    /// Events followed by a kvm_entry of the same thread (time from the event to that entry,
+    /// as perf kvm stat times ioport, msr and mmio writes; none where kvm_entry never fires).
+    pub paired: u64,
+    pub min_us: Option<f64>,
+    pub mean_us: Option<f64>,
+    pub max_us: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -500,6 +575,12 @@ pub struct MsrRow {
     pub access: String,
     pub count: u64,
     pub gp_faults: u64,
+    /// Events followed by a kvm_entry of the same thread (time from the event to that entry,
+    /// as perf kvm stat times ioport, msr and mmio writes; none where kvm_entry never fires).
+    pub paired: u64,
+    pub min_us: Option<f64>,
+    pub mean_us: Option<f64>,
+    pub max_us: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

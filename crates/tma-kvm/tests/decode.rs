@@ -201,6 +201,10 @@ fn vmx_and_tdx_decoding_pairing_and_golden() {
     // timer = 2 EXTERNAL_INTERRUPT + 1 PREEMPTION_TIMER + 1 TDCALL + 1 TSC-deadline write.
     assert_eq!(r.timer.total, 5);
     assert_eq!(r.timer.tsc_deadline_msr_writes, 1);
+    // The TSC-deadline kvm_msr (at +10 ns) is timed to the kvm_entry (at +800 ns), as perf
+    // kvm stat --event=msr does.
+    let m = r.msr.iter().find(|m| m.msr == 0x6e0).unwrap();
+    assert_eq!((m.paired, m.mean_us), (1, Some(0.79)));
     assert_eq!(r.per_vcpu.len(), 2);
     assert_eq!(r.per_vcpu[0].vcpu_id, Some(0));
     assert!(r.kvm_exit_not_emitted.is_none());

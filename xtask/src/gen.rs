@@ -1,5 +1,7 @@
 //! The converter: Intel perfmon JSON (BSD-3-Clause) -> Rust tables in
 //! `crates/tma-catalog/src/generated/`. Pure function of the data folder, deterministic.
+//! The E-core (`cpu_atom`) tables, for which perfmon has no metrics, are built in
+//! [`ecore`] from a hand-written tree joined with the perfmon E-core event files.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -11,6 +13,7 @@ use serde_json::Value;
 
 #[path = "../../crates/tma-catalog/src/descriptions.rs"]
 mod descriptions;
+mod ecore;
 
 /// Where the generated files go, relative to the workspace root.
 pub const OUT_DIR: &str = "crates/tma-catalog/src/generated";
@@ -468,6 +471,9 @@ pub fn generate(data: &Path) -> Result<Vec<(PathBuf, String)>> {
         let text = gen_platform(&intel, p).with_context(|| format!("platform {}", p.key))?;
         files.push((PathBuf::from(OUT_DIR).join(format!("{}.rs", p.key)), text));
     }
+    for (module, text) in ecore::gen_all(&intel)? {
+        files.push((PathBuf::from(OUT_DIR).join(format!("{module}.rs")), text));
+    }
     files.push((PathBuf::from(OUT_DIR).join("mod.rs"), gen_mod(&intel)?));
     files.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(files)
@@ -483,7 +489,7 @@ fn gen_mod(intel: &Path) -> Result<String> {
     let mut rows: Vec<(String, &str)> = Vec::new();
     for line in map.lines().skip(1) {
         let cols: Vec<&str> = line.split(',').collect();
-        if cols.len() < 4 || cols[3] != "metrics" {
+        if cols.len() < 4 {
             continue;
         }
         let dir = cols[2]
@@ -491,11 +497,19 @@ fn gen_mod(intel: &Path) -> Result<String> {
             .split('/')
             .next()
             .unwrap_or("");
-        if let Some(p) = PLATFORMS
-            .iter()
-            .find(|p| p.dir == dir && cols[2].ends_with(p.metrics))
-        {
-            let row = (cols[0].to_string(), p.key);
+        let key = if cols[3] == "metrics" {
+            PLATFORMS
+                .iter()
+                .find(|p| p.dir == dir && cols[2].ends_with(p.metrics))
+                .map(|p| p.key)
+        } else {
+            ecore::ECORE_PLATFORMS
+                .iter()
+                .find(|p| ecore::mapfile_row_selects(&cols, p))
+                .map(|p| p.key)
+        };
+        if let Some(key) = key {
+            let row = (cols[0].to_string(), key);
             if !rows.contains(&row) {
                 rows.push(row);
             }
@@ -504,14 +518,19 @@ fn gen_mod(intel: &Path) -> Result<String> {
     let mut o = String::from(HEADER);
     o.push_str("\n//! Generated Intel tables, one module per platform, and the mapfile rows that pick them.\n\n");
     o.push_str("use crate::types::Model;\n\n");
-    for p in PLATFORMS {
-        writeln!(o, "#[rustfmt::skip]\npub mod {};", p.key)?;
+    let modules: Vec<String> = PLATFORMS
+        .iter()
+        .map(|p| p.key.to_string())
+        .chain(ecore::ECORE_PLATFORMS.iter().map(|p| p.module()))
+        .collect();
+    for m in &modules {
+        writeln!(o, "#[rustfmt::skip]\npub mod {m};")?;
     }
-    o.push_str("\n/// Every generated model.\npub static MODELS: &[&Model] = &[\n");
-    for p in PLATFORMS {
-        writeln!(o, "    &{}::MODEL,", p.key)?;
+    o.push_str("\n/// Every generated model: the P-core / uniform ones, then the E-core ones.\npub static MODELS: &[&Model] = &[\n");
+    for m in &modules {
+        writeln!(o, "    &{m}::MODEL,")?;
     }
-    o.push_str("];\n\n/// `intel/mapfile.csv` rows (EventType `metrics`) in file order: perf-CPUID regex, model key.\n");
+    o.push_str("];\n\n/// `intel/mapfile.csv` rows in file order: perf-CPUID regex, model key. P-core and uniform\n/// models from the EventType `metrics` rows; E-core models from the rows naming their event\n/// file (`hybridcore` with Core Type 0x20, or the `core` row of an E-core-only part).\n");
     o.push_str("pub static CPUID_ROWS: &[(&str, &str)] = &[\n");
     for (pat, key) in rows {
         writeln!(o, "    ({pat:?}, {key:?}),")?;
@@ -816,44 +835,7 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<String> {
             n.parent.as_deref().unwrap_or("-")
         )?;
     }
-    o.push_str("\nuse crate::types::*;\n\n");
-    o.push_str("static EVENTS: &[EventDef] = &[\n");
-    for e in used.values() {
-        writeln!(
-            o,
-            "    EventDef {{ name: {:?}, code: {:#x}, umask: {:#x}, cmask: {}, inv: {}, edge: {}, any_thread: {}, msr_index: {:#x}, msr_value: {:#x}, counter_mask: {:#x}, fixed: {:?}, precise: {}, taken_alone: {}, kind: {}, sample_after: {} }},",
-            e.name, e.code, e.umask, e.cmask, e.inv, e.edge, e.any, e.msr_index, e.msr_value,
-            e.counter_mask, e.fixed, e.precise, e.taken_alone, e.kind, e.sample_after
-        )?;
-    }
-    o.push_str("];\n\nstatic NODES: &[NodeDef] = &[\n");
-    for n in &nodes {
-        writeln!(o, "    NodeDef {{")?;
-        writeln!(o, "        name: {:?},", n.name)?;
-        writeln!(o, "        parent: {:?},", n.parent)?;
-        writeln!(o, "        level: {},", n.level)?;
-        writeln!(o, "        formula: {:?},", n.formula)?;
-        writeln!(o, "        threshold: {:?},", n.threshold)?;
-        writeln!(o, "        locate_with: &{:?},", n.locate)?;
-        writeln!(o, "        description: {:?},", n.description)?;
-        writeln!(o, "        unit: {},", n.unit)?;
-        writeln!(o, "        count_domain: {:?},", n.count_domain)?;
-        writeln!(o, "    }},")?;
-    }
-    o.push_str("];\n\nstatic METRICS: &[MetricDef] = &[\n");
-    for m in &metrics {
-        writeln!(
-            o,
-            "    MetricDef {{ name: {:?}, formula: {:?}, description: {:?}, unit: {} }},",
-            m.name, m.formula, m.description, m.unit
-        )?;
-    }
-    o.push_str("];\n\n");
-    o.push_str("static RETIRE_LATENCIES: &[(&str, f64)] = &[\n");
-    for (k, v) in &retire {
-        writeln!(o, "    ({k:?}, {v:?}),")?;
-    }
-    o.push_str("];\n\n");
+    emit_tables(&mut o, &used, &nodes, &metrics, &retire)?;
     let source = format!(
         "Intel perfmon {} metrics {} (TMA {}), events {}",
         p.dir,
@@ -902,6 +884,55 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<String> {
     writeln!(o, "    topdown: {topdown},")?;
     o.push_str("    events: EVENTS,\n    nodes: NODES,\n    metrics: METRICS,\n    retire_latencies: RETIRE_LATENCIES,\n};\n");
     Ok(o)
+}
+
+/// The `use` line and the EVENTS, NODES, METRICS and RETIRE_LATENCIES statics of one model.
+fn emit_tables(
+    o: &mut String,
+    used: &BTreeMap<String, Ev>,
+    nodes: &[NodeOut],
+    metrics: &[MetricOut],
+    retire: &[(String, f64)],
+) -> Result<()> {
+    o.push_str("\nuse crate::types::*;\n\n");
+    o.push_str("static EVENTS: &[EventDef] = &[\n");
+    for e in used.values() {
+        writeln!(
+            o,
+            "    EventDef {{ name: {:?}, code: {:#x}, umask: {:#x}, cmask: {}, inv: {}, edge: {}, any_thread: {}, msr_index: {:#x}, msr_value: {:#x}, counter_mask: {:#x}, fixed: {:?}, precise: {}, taken_alone: {}, kind: {}, sample_after: {} }},",
+            e.name, e.code, e.umask, e.cmask, e.inv, e.edge, e.any, e.msr_index, e.msr_value,
+            e.counter_mask, e.fixed, e.precise, e.taken_alone, e.kind, e.sample_after
+        )?;
+    }
+    o.push_str("];\n\nstatic NODES: &[NodeDef] = &[\n");
+    for n in nodes {
+        writeln!(o, "    NodeDef {{")?;
+        writeln!(o, "        name: {:?},", n.name)?;
+        writeln!(o, "        parent: {:?},", n.parent)?;
+        writeln!(o, "        level: {},", n.level)?;
+        writeln!(o, "        formula: {:?},", n.formula)?;
+        writeln!(o, "        threshold: {:?},", n.threshold)?;
+        writeln!(o, "        locate_with: &{:?},", n.locate)?;
+        writeln!(o, "        description: {:?},", n.description)?;
+        writeln!(o, "        unit: {},", n.unit)?;
+        writeln!(o, "        count_domain: {:?},", n.count_domain)?;
+        writeln!(o, "    }},")?;
+    }
+    o.push_str("];\n\nstatic METRICS: &[MetricDef] = &[\n");
+    for m in metrics {
+        writeln!(
+            o,
+            "    MetricDef {{ name: {:?}, formula: {:?}, description: {:?}, unit: {} }},",
+            m.name, m.formula, m.description, m.unit
+        )?;
+    }
+    o.push_str("];\n\n");
+    o.push_str("static RETIRE_LATENCIES: &[(&str, f64)] = &[\n");
+    for (k, v) in retire {
+        writeln!(o, "    ({k:?}, {v:?}),")?;
+    }
+    o.push_str("];\n\n");
+    Ok(())
 }
 
 /// Order nodes parent-first: depth-first, siblings in file order.

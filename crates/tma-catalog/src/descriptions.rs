@@ -150,6 +150,51 @@ pub fn describe(name: &str) -> Option<&'static str> {
         .map(|(_, d)| *d)
 }
 
+/// `(node name, description)` for the E-core (`cpu_atom`, Gracemont / Crestmont) trees, in our
+/// own words. Kept apart from [`NODE_DESCRIPTIONS`] because some names are shared with the
+/// P-core trees but the E-core node measures something else (e.g. `Core_Bound` is the
+/// allocation-restriction count there). The converter refuses to write an E-core node that
+/// has no entry here.
+pub static ECORE_NODE_DESCRIPTIONS: &[(&str, &str)] = &[
+    // Level 1
+    ("Frontend_Bound", "Issue slots left empty because the frontend delivered no op for them"),
+    ("Bad_Speculation", "Issue slots used by ops that were later thrown away (mispredicts, clears), or lost to their recovery"),
+    ("Backend_Bound", "Issue slots left empty because the backend could not take more ops (full buffers, busy schedulers)"),
+    ("Retiring", "Issue slots whose ops went on to retire: useful work"),
+    // Level 2
+    ("Ifetch_Latency", "Frontend slots lost waiting for instruction bytes or a new fetch address (cache, TLB, branch redirects)"),
+    ("Ifetch_Bandwidth", "Frontend slots lost while fetch worked but decode could not supply a full allocation width"),
+    ("Branch_Mispredicts", "Slots wasted on the wrong path after a mispredicted branch"),
+    ("Machine_Clears", "Slots wasted when the pipeline was flushed for a reason other than a branch mispredict"),
+    ("Core_Bound", "Backend slots lost to allocation restrictions (ops that cannot allocate together in one cycle)"),
+    ("Resource_Bound", "Backend slots lost because a backend resource (scheduler, register file, reorder buffer) was full or serialized"),
+    // Level 3
+    ("ICache_Misses", "Frontend slots lost to instruction-cache misses"),
+    ("ITLB_Misses", "Frontend slots lost to instruction address-translation (iTLB) misses"),
+    ("Branch_Detect", "Frontend slots lost when a later frontend predictor corrected the branch target buffer (a wrong or missing BTB prediction)"),
+    ("Branch_Resteer", "Frontend slots lost redirecting fetch when the branch target buffer predicted a taken branch"),
+    ("CISC", "Frontend slots lost while the microcode sequencer supplied ops for complex instructions"),
+    ("Decode", "Frontend slots lost to decoder limits"),
+    ("Predecode", "Frontend slots lost when instruction boundaries were predecoded wrongly and had to be redone"),
+    ("Other_FB", "Frontend bandwidth slots lost for reasons the other frontend-bandwidth nodes do not cover"),
+    ("Nuke", "Slots wasted by machine clears that need microcode to recover (slow clears, e.g. self-modifying code, assists)"),
+    ("Fast_Nuke", "Slots wasted by machine clears recovered without microcode (memory ordering, disambiguation, renaming)"),
+    ("Allocation_Restriction", "Backend slots lost because ops of one cycle could not allocate together"),
+    ("Mem_Scheduler", "Backend slots lost because the memory-op (load/store) scheduler was full"),
+    ("Non_Mem_Scheduler", "Backend slots lost because an integer, floating-point or vector scheduler was full"),
+    ("Register", "Backend slots lost because no physical register was free"),
+    ("Reorder_Buffer", "Backend slots lost because the reorder buffer was full, often behind a long-latency load"),
+    ("Serialization", "Backend slots lost while serializing operations made allocation wait (scoreboards of the instruction queue, jump unit or microcode)"),
+];
+
+/// Our description of an E-core tree node, `None` when the table has no entry.
+pub fn describe_ecore(name: &str) -> Option<&'static str> {
+    ECORE_NODE_DESCRIPTIONS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, d)| *d)
+}
+
 /// `(metric name, description)` for the helper metrics most users read; the converter
 /// writes a neutral line derived from the name for the others.
 pub static METRIC_DESCRIPTIONS: &[(&str, &str)] = &[

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use crate::error::CatalogError;
-use crate::types::{Encoding, EventId, EventKind, Model, Vendor};
+use crate::types::{CoreKind, Encoding, EventId, EventKind, Model, Vendor};
 
 /// perf alias names of the PERF_METRICS bytes 0..=7 (README section 6).
 pub const TOPDOWN_ALIASES: [&str; 8] = [
@@ -21,6 +21,17 @@ pub const TOPDOWN_ALIASES: [&str; 8] = [
     "topdown-br-mispredict",
     "topdown-fetch-lat",
     "topdown-mem-bound",
+];
+
+/// On the hybrid E-core PMU (`cpu_atom`) the sysfs events `topdown-retiring`,
+/// `topdown-bad-spec`, `topdown-fe-bound` and `topdown-be-bound` are ordinary generic
+/// events, not PERF_METRICS (pmu-data README section 6): their raw configs per E-core model,
+/// in [`TOPDOWN_ALIASES`] order (retiring, bad-spec, fe-bound, be-bound).
+const ECORE_TOPDOWN_CONFIGS: &[(&str, [u64; 4])] = &[
+    // Gracemont: retiring 0xC2, bad-spec 0x73 umask 0x06, fe-bound 0x71, be-bound 0x74.
+    ("adl-e", [0x00C2, 0x0673, 0x0071, 0x0074]),
+    // Crestmont: retiring 0x72, bad-spec 0x73, fe-bound 0x71, be-bound 0x74.
+    ("mtl-e", [0x0072, 0x0073, 0x0071, 0x0074]),
 ];
 
 /// Words of the formula language that are not event or metric names.
@@ -391,6 +402,18 @@ impl Model {
             if pmu != "cpu" && pmu != "cpu_core" && pmu != "cpu_atom" {
                 return Err(self.bad(spec, &format!("unknown PMU `{pmu}`")));
             }
+            // On a hybrid part each core type has its own PMU: an event counted on the other
+            // one must not feed this model's formulas.
+            if pmu != "cpu" && self.pmu != "cpu" && pmu != self.pmu {
+                return Err(self.bad(
+                    spec,
+                    &format!(
+                        "it was counted on the `{pmu}` PMU, but the {} table is for `{}`; \
+                         read `{pmu}` events with the table of that core type",
+                        self.key, self.pmu
+                    ),
+                ));
+            }
         }
         // 4. perf aliases.
         if !body.contains(['=', ',']) {
@@ -641,6 +664,16 @@ impl Model {
             return Some(self.ids_of_kind(ids, EventKind::Slots));
         }
         if let Some(b) = TOPDOWN_ALIASES.iter().position(|a| *a == name) {
+            if self.core_kind == CoreKind::Efficiency {
+                let config = ECORE_TOPDOWN_CONFIGS
+                    .iter()
+                    .find(|(k, _)| *k == self.key)
+                    .and_then(|(_, c)| c.get(b));
+                return Some(config.and_then(|c| {
+                    let v = self.match_raw(ids, *c, 0, mods);
+                    (!v.is_empty()).then_some(v)
+                }));
+            }
             return Some(self.ids_of_kind(ids, EventKind::PerfMetrics(b as u8)));
         }
         let config = match (name, self.vendor) {

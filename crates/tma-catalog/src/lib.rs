@@ -6,6 +6,10 @@
 //! * Intel tables under `src/generated/` are produced by `cargo xtask gen-tables` from the
 //!   Intel perfmon data (BSD-3-Clause, notice in `src/generated/LICENSE-intel-perfmon`).
 //!   They are checked in; `cargo xtask check-tables` (and a test) fails when they are stale.
+//! * Hybrid E-core tables (`adl-e` Gracemont, `mtl-e` Crestmont; `cpu_atom` PMU) are
+//!   generated too: a hand-written level 1-3 tree in `xtask/src/gen/ecore.rs` (formulas are
+//!   facts of the Linux perf `cpu_atom` metrics, re-expressed) joined with the perfmon E-core
+//!   event encodings. perfmon itself has no E-core TMA metrics.
 //! * AMD Zen 4 / Zen 5 pipeline-utilization tables are hand-written in `src/amd.rs` from the
 //!   facts (encodings and formulas) listed in `shared/pmu-data/README.md`, section 5.
 //!

@@ -46,6 +46,15 @@ const ALIASES: &[(&str, &str)] = &[
     ("raptorlake", "adl"),
     ("rpl", "adl"),
     ("meteorlake", "mtl"),
+    // E-cores (Gracemont on Alder/Raptor Lake and Alder Lake-N, Crestmont on Meteor Lake).
+    ("gracemont", "adl-e"),
+    ("alderlakee", "adl-e"),
+    ("raptorlakee", "adl-e"),
+    ("rple", "adl-e"),
+    ("alderlaken", "adl-e"),
+    ("adln", "adl-e"),
+    ("crestmont", "mtl-e"),
+    ("meteorlakee", "mtl-e"),
     ("genoa", "zen4"),
     ("amdzen4", "zen4"),
     ("turin", "zen5"),
@@ -73,8 +82,8 @@ pub fn by_name(name: &str) -> Result<&'static Model, CatalogError> {
     let key = ALIASES
         .iter()
         .find(|(a, _)| *a == n)
-        .map(|(_, k)| *k)
-        .unwrap_or(n.as_str());
+        .map(|(_, k)| normalize(k))
+        .unwrap_or(n);
     models()
         .iter()
         .copied()
@@ -127,13 +136,6 @@ const AMD_ROWS: &[Row] = &[
     },
 ];
 
-/// Intel rows we know but have no table for.
-const INTEL_UNSUPPORTED: &[Row] = &[Row {
-    pattern: "GenuineIntel-6-BE",
-    key: None,
-    reason: "Alder Lake-N: E-cores only, and perfmon has no E-core TMA tables",
-}];
-
 /// perf's CPUID string: `<vendor>-<family decimal>-<MODEL hex>-<stepping hex>` (README 2.1).
 pub fn cpuid_string(vendor: &str, family: u32, model: u32, stepping: u32) -> String {
     format!("{vendor}-{family}-{model:X}-{stepping:X}")
@@ -154,7 +156,10 @@ fn row_matches(pattern: &str, full: &str, without_stepping: &str) -> bool {
 
 /// The models for a CPU identified by CPUID (vendor string from leaf 0, family / model /
 /// stepping computed as in README 2.1). Hybrid parts give the P-core model first, then the
-/// E-core model when we have one (currently none: perfmon has no E-core TMA tables).
+/// E-core model (`cpu_atom` PMU): Alder/Raptor Lake `[adl, adl-e]`, Meteor Lake
+/// `[mtl, mtl-e]`. Alder Lake-N (E-cores only) gives `[adl-e]`. Which logical CPU is which
+/// core type is CPUID leaf 0x1A (or the sysfs `cpu_core` / `cpu_atom` cpus lists); the
+/// caller picks the model by [`Model::pmu`] / [`Model::core_kind`].
 pub fn identify(
     vendor: &str,
     family: u32,
@@ -184,12 +189,7 @@ pub fn identify(
             }
         }
         if found.is_empty() {
-            let reason = INTEL_UNSUPPORTED
-                .iter()
-                .find(|r| row_matches(r.pattern, &full, &short))
-                .map(|r| r.reason)
-                .unwrap_or("no TMA table for this Intel model");
-            return Err(unsupported(reason));
+            return Err(unsupported("no TMA table for this Intel model"));
         }
         // P-core first.
         found.sort_by_key(|m| m.core_kind == CoreKind::Efficiency);

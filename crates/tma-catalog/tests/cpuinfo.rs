@@ -31,6 +31,9 @@ fn recorded_amd_vm_is_zen5() {
 fn synthetic_intel_ids() {
     assert_eq!(key("cpuinfo-spr-synthetic.txt"), ["spr"]);
     assert_eq!(key("cpuinfo-skx-clx-synthetic.txt"), ["clx"]);
+    // Hybrid: P-core table first, then the E-core one; Alder Lake-N: E-core only.
+    assert_eq!(key("cpuinfo-rpl-hybrid-synthetic.txt"), ["adl", "adl-e"]);
+    assert_eq!(key("cpuinfo-adln-synthetic.txt"), ["adl-e"]);
 }
 
 #[test]

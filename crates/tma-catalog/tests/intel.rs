@@ -17,8 +17,8 @@ fn every_requested_key_exists() {
     assert_eq!(
         keys,
         [
-            "skx", "clx", "icx", "spr", "emr", "gnr", "skl", "icl", "tgl", "adl", "mtl", "zen4",
-            "zen5"
+            "skx", "clx", "icx", "spr", "emr", "gnr", "skl", "icl", "tgl", "adl", "mtl", "adl-e",
+            "mtl-e", "zen4", "zen5"
         ]
     );
 }
@@ -42,22 +42,29 @@ fn mapfile_rules() {
     assert_eq!(key_of("GenuineIntel", 6, 0xA5, 2), ["skl"]);
     assert_eq!(key_of("GenuineIntel", 6, 0x7E, 5), ["icl"]);
     assert_eq!(key_of("GenuineIntel", 6, 0x8C, 1), ["tgl"]);
-    // Raptor Lake uses the Alder Lake tables.
+    // Hybrid parts: the P-core model first, then the E-core one. Raptor Lake uses the Alder
+    // Lake tables.
     for m in [0x97, 0x9A, 0xB7, 0xBA, 0xBF] {
-        assert_eq!(key_of("GenuineIntel", 6, m, 1), ["adl"]);
+        assert_eq!(key_of("GenuineIntel", 6, m, 1), ["adl", "adl-e"]);
     }
     for m in [0xAA, 0xAC, 0xB5] {
-        assert_eq!(key_of("GenuineIntel", 6, m, 4), ["mtl"]);
+        assert_eq!(key_of("GenuineIntel", 6, m, 4), ["mtl", "mtl-e"]);
     }
+    // Alder Lake-N has E-cores only (mapfile: one `core` row, the Gracemont file).
+    assert_eq!(key_of("GenuineIntel", 6, 0xBE, 0), ["adl-e"]);
     // Whole-string match: 0x8F must not match a longer model such as 0x8F0, and
     // `6-8` must not match by prefix.
     assert!(identify("GenuineIntel", 6, 0x8F0, 0).is_err());
     assert!(identify("GenuineIntel", 6, 0x8, 0).is_err());
     assert!(identify("GenuineIntel", 16, 0x8F, 0).is_err());
-    let e = identify("GenuineIntel", 6, 0xBE, 0)
+    // Arrow Lake (0xC5) has Crestmont cores too, but in its own perfmon folder: no table.
+    let e = identify("GenuineIntel", 6, 0xC5, 0)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("Alder Lake-N") && e.contains("--import"), "{e}");
+    assert!(
+        e.contains("GenuineIntel-6-C5-0") && e.contains("--import"),
+        "{e}"
+    );
     let e = identify("GenuineIntel", 6, 0x3F, 2)
         .unwrap_err()
         .to_string();

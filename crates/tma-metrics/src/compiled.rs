@@ -130,6 +130,7 @@ pub(crate) struct Item {
 #[derive(Debug)]
 pub struct CompiledModel {
     pub(crate) key: &'static str,
+    pub(crate) tree: crate::Tree,
     /// Nodes first (same indexes as `Model::nodes`), then helper metrics.
     pub(crate) items: Vec<Item>,
     pub(crate) events: Vec<EventSlot>,
@@ -285,6 +286,7 @@ impl CompiledModel {
         }
         Ok(CompiledModel {
             key: model.key,
+            tree: crate::Tree::new(model),
             items,
             events: b.events,
             retire: b.retire,

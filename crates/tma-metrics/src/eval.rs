@@ -7,7 +7,6 @@
 //! both branches are visited so every missing event gets reported).
 
 use std::collections::BTreeSet;
-use std::rc::Rc;
 
 use crate::compiled::{CExpr, CompiledModel, ConstKind};
 use crate::expr::{BinOp, Func};
@@ -69,7 +68,7 @@ pub(crate) struct ItemResult {
 enum Slot {
     Todo,
     Busy,
-    Done(Rc<ItemResult>),
+    Done(ItemResult),
 }
 
 #[derive(Clone, Copy)]
@@ -86,6 +85,8 @@ pub(crate) struct Ctx<'a> {
     events: Vec<Option<EvVal>>,
     items: Vec<Slot>,
     stack: Vec<u32>,
+    /// Result handed out for a reference that closes a cycle (not memoized).
+    cycle: ItemResult,
 }
 
 fn truthy(v: f64) -> bool {
@@ -108,6 +109,10 @@ impl<'a> Ctx<'a> {
             events: vec![None; cm.events.len()],
             items: (0..cm.items.len()).map(|_| Slot::Todo).collect(),
             stack: Vec::new(),
+            cycle: ItemResult {
+                value: f64::NAN,
+                acc: Acc::default(),
+            },
         }
     }
 
@@ -119,9 +124,9 @@ impl<'a> Ctx<'a> {
     }
 
     /// Evaluate (once) a node or metric.
-    pub fn item(&mut self, i: usize) -> Rc<ItemResult> {
+    pub fn item(&mut self, i: usize) -> &ItemResult {
         match &self.items[i] {
-            Slot::Done(r) => return r.clone(),
+            Slot::Done(_) => {}
             Slot::Busy => {
                 let pos = self
                     .stack
@@ -133,25 +138,30 @@ impl<'a> Ctx<'a> {
                     .map(|&s| self.cm.items[s as usize].name)
                     .collect();
                 chain.push(self.cm.items[i].name);
-                return Rc::new(ItemResult {
+                self.cycle = ItemResult {
                     value: f64::NAN,
                     acc: Acc {
                         error: Some(format!("reference cycle: {}", chain.join(" -> "))),
                         ..Acc::default()
                     },
-                });
+                };
+                return &self.cycle;
             }
-            Slot::Todo => {}
+            Slot::Todo => {
+                self.items[i] = Slot::Busy;
+                self.stack.push(i as u32);
+                let cm = self.cm;
+                let mut acc = Acc::default();
+                let value = self.eval(&cm.items[i].formula, &mut acc);
+                self.stack.pop();
+                self.items[i] = Slot::Done(ItemResult { value, acc });
+            }
         }
-        self.items[i] = Slot::Busy;
-        self.stack.push(i as u32);
-        let cm = self.cm;
-        let mut acc = Acc::default();
-        let value = self.eval(&cm.items[i].formula, &mut acc);
-        self.stack.pop();
-        let r = Rc::new(ItemResult { value, acc });
-        self.items[i] = Slot::Done(r.clone());
-        r
+        match &self.items[i] {
+            Slot::Done(r) => r,
+            // Unreachable: the slot was just filled; answer "no value" rather than panic.
+            _ => &self.cycle,
+        }
     }
 
     /// Evaluate a threshold: `Some(true/false)`, or `None` when it cannot be decided.

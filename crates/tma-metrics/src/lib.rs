@@ -54,6 +54,8 @@
 //! assert_eq!(report.bottleneck.stop, StopReason::Leaf);
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod expr;
 
 mod bottleneck;
@@ -350,125 +352,145 @@ fn close_names(model: &Model, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// Parent chain of a node, nearest first (cycle-safe).
-fn ancestors(model: &Model, node: &NodeDef) -> Vec<&'static NodeDef> {
-    let mut out = Vec::new();
-    let mut cur = node.parent;
-    while let Some(p) = cur {
-        match model.node(p) {
-            Some(pn) if out.len() < model.nodes.len() && !out.contains(&pn) => {
-                out.push(pn);
-                cur = pn.parent;
-            }
-            _ => break,
-        }
-    }
-    out
+/// Parent/children structure of `model.nodes`, by index (cheap to build: no parsing).
+#[derive(Debug)]
+pub(crate) struct Tree {
+    parent: Vec<Option<usize>>,
+    children: Vec<Vec<usize>>,
+    /// Depth-first order of every node: level-1 nodes and their subtrees in table order,
+    /// then nodes whose parent is missing from the table, then anything in a parent cycle.
+    order: Vec<usize>,
 }
 
-/// Indexes (into `model.nodes`) of the shown nodes.
-fn shown_set(model: &Model, sel: &Selection) -> Result<Vec<bool>, MetricsError> {
-    let mut picked: Vec<&NodeDef> = Vec::new();
-    for name in &sel.nodes {
-        match model.node(name) {
-            Some(n) => picked.push(n),
-            None => {
-                return Err(MetricsError::UnknownNode {
-                    model: model.key.to_string(),
-                    name: name.clone(),
-                    suggestions: close_names(model, name),
-                })
+impl Tree {
+    pub(crate) fn new(model: &Model) -> Tree {
+        let n = model.nodes.len();
+        let mut index: HashMap<String, usize> = HashMap::with_capacity(n);
+        for (i, d) in model.nodes.iter().enumerate() {
+            index.entry(d.name.to_ascii_lowercase()).or_insert(i);
+        }
+        let parent: Vec<Option<usize>> = model
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                d.parent
+                    .and_then(|p| index.get(&p.to_ascii_lowercase()).copied())
+                    .filter(|&p| p != i)
+            })
+            .collect();
+        let mut children = vec![Vec::new(); n];
+        for (i, p) in parent.iter().enumerate() {
+            if let Some(p) = p {
+                children[*p].push(i);
             }
         }
+        let mut order = Vec::with_capacity(n);
+        let mut visited = vec![false; n];
+        let roots = (0..n)
+            .filter(|&i| model.nodes[i].parent.is_none())
+            .chain((0..n).filter(|&i| model.nodes[i].parent.is_some() && parent[i].is_none()))
+            .chain(0..n);
+        for r in roots {
+            let mut stack = vec![r];
+            while let Some(i) = stack.pop() {
+                if std::mem::replace(&mut visited[i], true) {
+                    continue;
+                }
+                order.push(i);
+                stack.extend(children[i].iter().rev().filter(|&&c| !visited[c]));
+            }
+        }
+        Tree {
+            parent,
+            children,
+            order,
+        }
     }
-    let mut shown = vec![false; model.nodes.len()];
-    for (i, n) in model.nodes.iter().enumerate() {
-        let chain = ancestors(model, n);
-        shown[i] = if picked.is_empty() {
-            n.level <= sel.max_level
-        } else {
-            let is_picked = picked.iter().any(|p| std::ptr::eq(*p, n));
-            // An ancestor of a picked node (context).
-            let is_ancestor = picked
+
+    /// Indexes (into `model.nodes`) of the shown nodes, as a mask.
+    fn shown(&self, model: &Model, sel: &Selection) -> Result<Vec<bool>, MetricsError> {
+        let n = model.nodes.len();
+        let mut picked = Vec::new();
+        for name in &sel.nodes {
+            match model
+                .nodes
                 .iter()
-                .any(|p| ancestors(model, p).iter().any(|a| std::ptr::eq(*a, n)));
-            let is_descendant = chain
+                .position(|d| d.name.eq_ignore_ascii_case(name))
+            {
+                Some(i) => picked.push(i),
+                None => {
+                    return Err(MetricsError::UnknownNode {
+                        model: model.key.to_string(),
+                        name: name.clone(),
+                        suggestions: close_names(model, name),
+                    })
+                }
+            }
+        }
+        if picked.is_empty() {
+            return Ok(model
+                .nodes
                 .iter()
-                .any(|a| picked.iter().any(|p| std::ptr::eq(*p, *a)));
-            is_picked || is_ancestor || (is_descendant && n.level <= sel.max_level)
-        };
+                .map(|d| d.level <= sel.max_level)
+                .collect());
+        }
+        let mut shown = vec![false; n];
+        for &p in &picked {
+            shown[p] = true;
+            // Ancestors, for context (bounded walk: safe against parent cycles).
+            let mut cur = self.parent[p];
+            let mut steps = 0;
+            while let Some(a) = cur {
+                if steps > n {
+                    break;
+                }
+                shown[a] = true;
+                cur = self.parent[a];
+                steps += 1;
+            }
+            // Descendants down to max_level.
+            let mut seen = vec![false; n];
+            let mut stack: Vec<usize> = self.children[p].clone();
+            while let Some(i) = stack.pop() {
+                if std::mem::replace(&mut seen[i], true) {
+                    continue;
+                }
+                if model.nodes[i].level <= sel.max_level {
+                    shown[i] = true;
+                }
+                stack.extend(self.children[i].iter().copied());
+            }
+        }
+        Ok(shown)
     }
-    Ok(shown)
+
+    fn ordered(&self, shown: &[bool]) -> Vec<usize> {
+        self.order.iter().copied().filter(|&i| shown[i]).collect()
+    }
 }
 
 /// The selected nodes in depth-first tree order (each parent followed by its children, in
 /// table order), for rendering. Nodes whose parent is not in the table come last.
 /// Unknown names in `sel.nodes` are ignored here ([`evaluate`] reports them).
 pub fn node_order<'m>(model: &'m Model, sel: &Selection) -> Vec<&'m NodeDef> {
-    let shown = match shown_set(model, sel) {
-        Ok(s) => s,
-        Err(_) => {
-            let known = Selection {
-                max_level: sel.max_level,
-                nodes: sel
-                    .nodes
-                    .iter()
-                    .filter(|n| model.node(n).is_some())
-                    .cloned()
-                    .collect(),
-            };
-            shown_set(model, &known).unwrap_or_else(|_| vec![false; model.nodes.len()])
-        }
+    let tree = Tree::new(model);
+    let known = Selection {
+        max_level: sel.max_level,
+        nodes: sel
+            .nodes
+            .iter()
+            .filter(|n| model.node(n).is_some())
+            .cloned()
+            .collect(),
     };
-    order_indexes(model, &shown)
+    let shown = tree
+        .shown(model, &known)
+        .unwrap_or_else(|_| vec![false; model.nodes.len()]);
+    tree.ordered(&shown)
         .into_iter()
         .map(|i| &model.nodes[i])
         .collect()
-}
-
-fn order_indexes(model: &Model, shown: &[bool]) -> Vec<usize> {
-    let n = model.nodes.len();
-    let mut visited = vec![false; n];
-    let mut out = Vec::new();
-    // Iterative DFS: children of a node in table order.
-    fn visit(model: &Model, i: usize, shown: &[bool], visited: &mut [bool], out: &mut Vec<usize>) {
-        let mut stack = vec![i];
-        while let Some(i) = stack.pop() {
-            if visited[i] {
-                continue;
-            }
-            visited[i] = true;
-            if shown[i] {
-                out.push(i);
-            }
-            let name = model.nodes[i].name;
-            let kids: Vec<usize> = (0..model.nodes.len())
-                .filter(|&j| {
-                    !visited[j]
-                        && model.nodes[j]
-                            .parent
-                            .is_some_and(|p| p.eq_ignore_ascii_case(name))
-                })
-                .collect();
-            stack.extend(kids.into_iter().rev());
-        }
-    }
-    for i in 0..n {
-        let root = match model.nodes[i].parent {
-            None => true,
-            Some(p) => model.node(p).is_none(),
-        };
-        if root && model.nodes[i].parent.is_none() {
-            visit(model, i, shown, &mut visited, &mut out);
-        }
-    }
-    // Orphans (parent missing from the table) and anything in a parent cycle.
-    for i in 0..n {
-        if !visited[i] {
-            visit(model, i, shown, &mut visited, &mut out);
-        }
-    }
-    out
 }
 
 // ------------------------------------------------------------------ required events
@@ -526,7 +548,7 @@ fn needed(
     consts: Option<&Constants>,
 ) -> Result<Needed, MetricsError> {
     let cm = CompiledModel::get(model)?;
-    let shown = shown_set(model, sel)?;
+    let shown = cm.tree.shown(model, sel)?;
     let mut seen = vec![false; cm.items.len()];
     let (mut ev, mut rl) = (BTreeSet::new(), BTreeSet::new());
     for (i, s) in shown.iter().enumerate() {
@@ -628,60 +650,120 @@ fn status_of(r: &eval::ItemResult, unit: Option<Unit>) -> Status {
 
 /// Evaluate the selected nodes. Errors only for an unknown node name in `sel` or a formula
 /// that does not parse; every per-node problem is a [`Status`].
+/// To evaluate many intervals with one selection, build an [`Evaluator`] once.
 pub fn evaluate(
     model: &Model,
     sel: &Selection,
     values: &dyn Values,
     consts: &Constants,
 ) -> Result<Report, MetricsError> {
-    let cm = CompiledModel::get(model)?;
-    let shown = shown_set(model, sel)?;
-    let order = order_indexes(model, &shown);
-    let mut ctx = Ctx::new(&cm, values, consts);
-    let mut nodes = Vec::with_capacity(order.len());
-    for i in order {
-        let def = &model.nodes[i];
-        let r = ctx.item(i);
-        let acc = &r.acc;
-        let v = r.value;
-        let status = status_of(&r, Some(def.unit));
-        let mut missing: Vec<String> = acc
-            .missing
-            .iter()
-            .map(|&e| cm.events[e as usize].id.clone())
-            .chain(
-                acc.missing_retire
-                    .iter()
-                    .map(|&e| cm.retire[e as usize].id.clone()),
-            )
-            .collect();
-        missing.sort();
-        let above_threshold = match &cm.items[i].threshold {
-            Some(t) => ctx.threshold(t),
-            None => None,
-        };
-        nodes.push(NodeResult {
-            name: def.name.to_string(),
-            parent: def.parent.map(str::to_string),
-            level: def.level,
-            value: status.has_value().then_some(v),
-            unit: def.unit,
-            status,
-            above_threshold,
-            counted_share: acc.share,
-            missing_events: missing,
-            description: def.description.to_string(),
-            locate_with: def.locate_with.iter().map(|s| s.to_string()).collect(),
-            formula: def.formula.to_string(),
-            threshold: def.threshold.to_string(),
-        });
+    Ok(Evaluator::new(model, sel)?.evaluate(values, consts))
+}
+
+/// The numbers of one evaluated node, without the descriptive text of [`NodeResult`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeValue {
+    /// Never NaN; `None` unless `status` is `Ok` or `OutOfRange`.
+    pub value: Option<f64>,
+    pub status: Status,
+    pub above_threshold: Option<bool>,
+    pub counted_share: Option<f64>,
+    pub missing_events: Vec<String>,
+}
+
+/// A model and a selection prepared once (compiled formulas, shown nodes in tree order),
+/// for evaluating many sets of counts, e.g. every interval of a `perf stat -I` recording.
+#[derive(Debug)]
+pub struct Evaluator<'m> {
+    model: &'m Model,
+    cm: std::sync::Arc<CompiledModel>,
+    order: Vec<usize>,
+}
+
+impl<'m> Evaluator<'m> {
+    /// Errors for an unknown node name in `sel` or a table formula that does not parse.
+    pub fn new(model: &'m Model, sel: &Selection) -> Result<Self, MetricsError> {
+        let cm = CompiledModel::get(model)?;
+        let shown = cm.tree.shown(model, sel)?;
+        let order = cm.tree.ordered(&shown);
+        Ok(Evaluator { model, cm, order })
     }
-    let bottleneck = bottleneck::find(&nodes);
-    Ok(Report {
-        cpu: model.key.to_string(),
-        nodes,
-        bottleneck,
-    })
+
+    /// The shown nodes in [`node_order`]; [`Evaluator::values`] follows this order.
+    pub fn nodes(&self) -> Vec<&'m NodeDef> {
+        self.order.iter().map(|&i| &self.model.nodes[i]).collect()
+    }
+
+    /// Values, statuses and threshold flags of the shown nodes, in [`Evaluator::nodes`] order.
+    pub fn values(&self, values: &dyn Values, consts: &Constants) -> Vec<NodeValue> {
+        let cm = &*self.cm;
+        let mut ctx = Ctx::new(cm, values, consts);
+        let mut out = Vec::with_capacity(self.order.len());
+        for &i in &self.order {
+            let def = &self.model.nodes[i];
+            let r = ctx.item(i);
+            let acc = &r.acc;
+            let status = status_of(r, Some(def.unit));
+            let value = status.has_value().then_some(r.value);
+            let mut missing: Vec<String> = acc
+                .missing
+                .iter()
+                .map(|&e| cm.events[e as usize].id.clone())
+                .chain(
+                    acc.missing_retire
+                        .iter()
+                        .map(|&e| cm.retire[e as usize].id.clone()),
+                )
+                .collect();
+            missing.sort();
+            let counted_share = acc.share;
+            let above_threshold = match &cm.items[i].threshold {
+                Some(t) => ctx.threshold(t),
+                None => None,
+            };
+            out.push(NodeValue {
+                value,
+                status,
+                above_threshold,
+                counted_share,
+                missing_events: missing,
+            });
+        }
+        out
+    }
+
+    /// The full [`Report`]: node texts, values and the bottleneck.
+    pub fn evaluate(&self, values: &dyn Values, consts: &Constants) -> Report {
+        let nodes: Vec<NodeResult> = self
+            .order
+            .iter()
+            .zip(self.values(values, consts))
+            .map(|(&i, v)| {
+                let def = &self.model.nodes[i];
+                NodeResult {
+                    name: def.name.to_string(),
+                    parent: def.parent.map(str::to_string),
+                    level: def.level,
+                    value: v.value,
+                    unit: def.unit,
+                    status: v.status,
+                    above_threshold: v.above_threshold,
+                    counted_share: v.counted_share,
+                    missing_events: v.missing_events,
+                    description: def.description.to_string(),
+                    locate_with: def.locate_with.iter().map(|s| s.to_string()).collect(),
+                    formula: def.formula.to_string(),
+                    threshold: def.threshold.to_string(),
+                }
+            })
+            .collect();
+        let bottleneck = bottleneck::find(&nodes);
+        Report {
+            cpu: self.model.key.to_string(),
+            nodes,
+            bottleneck,
+        }
+    }
 }
 
 /// Evaluate one helper metric or node by name (e.g. `Info_Thread_IPC`), with no selection:
@@ -698,6 +780,6 @@ pub fn evaluate_metric(
     };
     let mut ctx = Ctx::new(&cm, values, consts);
     let r = ctx.item(i);
-    let status = status_of(&r, Some(cm.items[i].unit));
+    let status = status_of(r, Some(cm.items[i].unit));
     Ok(Some((status.has_value().then_some(r.value), status)))
 }

@@ -200,6 +200,17 @@ impl Run {
             "UOPS_DECODED.DEC0" => self.dec0,
             "CYCLE_ACTIVITY.STALLS_TOTAL" => self.stalls_total,
             "CYCLE_ACTIVITY.STALLS_MEM_ANY" => self.stalls_mem,
+            // Intel E-cores (Gracemont, Crestmont): TOPDOWN_* events, each level-1 total
+            // partitioned exactly by its level-2 sub-events, as the hardware counts them.
+            "TOPDOWN_FE_BOUND.ALL" | "TOPDOWN_FE_BOUND.ALL_P" => self.fe * s,
+            "TOPDOWN_FE_BOUND.FRONTEND_LATENCY" => self.u_fl * self.fe * s,
+            "TOPDOWN_FE_BOUND.FRONTEND_BANDWIDTH" => (1.0 - self.u_fl) * self.fe * s,
+            "TOPDOWN_BAD_SPECULATION.ALL" | "TOPDOWN_BAD_SPECULATION.ALL_P" => self.bs * s,
+            "TOPDOWN_BAD_SPECULATION.MISPREDICT" => self.u_brm * self.bs * s,
+            "TOPDOWN_BAD_SPECULATION.MACHINE_CLEARS" => (1.0 - self.u_brm) * self.bs * s,
+            "TOPDOWN_BE_BOUND.ALL" | "TOPDOWN_BE_BOUND.ALL_P" => self.be * s,
+            "TOPDOWN_BE_BOUND.ALLOC_RESTRICTIONS" => self.u_mb * self.be * s,
+            "TOPDOWN_RETIRING.ALL" | "TOPDOWN_RETIRING.ALL_P" => self.ret * s,
             // AMD pipeline utilization.
             "DE_NO_DISPATCH_PER_SLOT.NO_OPS_FROM_FRONTEND" if cmask => {
                 self.u_fl * self.fe * s / self.w
@@ -237,7 +248,9 @@ fn constants(smt: bool) -> Constants {
 /// Random, consistent counts for every level 1-3 event; level 1 must sum to 100 % and each
 /// level-1 node must equal the sum of its level-2 children (TMA: Frontend = Fetch_Latency +
 /// Fetch_Bandwidth, Bad_Speculation = Branch_Mispredicts + Machine_Clears, Backend =
-/// Memory_Bound + Core_Bound, Retiring = Light + Heavy; AMD: each L1 = sum of its L2).
+/// Memory_Bound + Core_Bound, Retiring = Light + Heavy; E-cores: Frontend = Ifetch_Latency +
+/// Ifetch_Bandwidth, Bad_Speculation = Branch_Mispredicts + Machine_Clears, Backend =
+/// Core_Bound + Resource_Bound; AMD: each L1 = sum of its L2).
 /// Every level 1-3 node must get a value (so `required_events` lists all it needs).
 #[test]
 fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
@@ -250,7 +263,10 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
         let retire = required_retire_latencies(m, &sel).unwrap();
         for seed in 0..SEEDS {
             let smt = seed % 2 == 1;
-            let mut rng = Rng(seed.wrapping_mul(0x1234_5678_9ABC_DEF1) ^ m.key.len() as u64);
+            let key_hash = m.key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+            });
+            let mut rng = Rng(seed.wrapping_mul(0x1234_5678_9ABC_DEF1) ^ key_hash);
             let run = Run::new(m, &mut rng, smt);
             let mut vals: HashMap<String, f64> = events
                 .iter()
@@ -264,6 +280,21 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
             let r = evaluate(m, &sel, &vals, &constants(smt))
                 .unwrap_or_else(|e| panic!("{}: evaluate: {e}", m.key));
             let ctx = |name: &str| format!("model {} seed {seed} node {name}", m.key);
+            if seed == 0 {
+                let l12: Vec<String> = r
+                    .nodes
+                    .iter()
+                    .filter(|n| n.level <= 2)
+                    .map(|n| format!("{}={:.2}", n.name, n.value.unwrap_or(f64::NAN)))
+                    .collect();
+                eprintln!(
+                    "{}: {} events, {} nodes to level 3; seed 0: {}",
+                    m.key,
+                    events.len(),
+                    r.nodes.len(),
+                    l12.join(" ")
+                );
+            }
             for n in &r.nodes {
                 assert!(
                     matches!(n.status, Status::Ok | Status::OutOfRange),
@@ -338,4 +369,69 @@ fn every_model_evaluates_with_no_counts_without_panicking() {
             assert!(n.value.is_none_or(f64::is_finite), "{} {}", m.key, n.name);
         }
     }
+}
+
+/// With every event the whole tree needs (all levels) and every constant, each node of every
+/// model gets a value: `required_events` is complete and no formula hits x/0 on sane counts.
+#[test]
+fn whole_tree_of_every_model_gets_values_when_everything_is_supplied() {
+    let sel = Selection::all();
+    for m in tma_catalog::models() {
+        let events = required_events(m, &sel).unwrap();
+        let retire = required_retire_latencies(m, &sel).unwrap();
+        for seed in 0..4u64 {
+            let smt = seed % 2 == 1;
+            let mut rng = Rng(0xDEAD_BEEF ^ seed);
+            let run = Run::new(m, &mut rng, smt);
+            let mut vals: HashMap<String, f64> = events
+                .iter()
+                .map(|id| (id.clone(), run.count(id, &mut rng)))
+                .collect();
+            for (id, default) in &retire {
+                if default.is_none() {
+                    vals.insert(id.clone(), 50.0);
+                }
+            }
+            let r = evaluate(m, &sel, &vals, &constants(smt)).unwrap();
+            assert_eq!(r.nodes.len(), m.nodes.len());
+            for n in &r.nodes {
+                assert!(
+                    matches!(n.status, Status::Ok | Status::OutOfRange),
+                    "{} {} seed {seed}: {:?} {:?}",
+                    m.key,
+                    n.name,
+                    n.status,
+                    n.missing_events
+                );
+                assert!(
+                    n.above_threshold.is_some() || n.threshold.is_empty(),
+                    "{} {}",
+                    m.key,
+                    n.name
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn constants_prune_smt_branches_of_real_tables() {
+    let skx = tma_catalog::by_name("skx").unwrap();
+    let sel = Selection::level(1);
+    let all = required_events(skx, &sel).unwrap();
+    assert!(all.contains("CPU_CLK_UNHALTED.THREAD_ANY"), "{all:?}");
+    assert!(all.contains("CPU_CLK_UNHALTED.THREAD"), "{all:?}");
+    let off = tma_metrics::required_events_for(skx, &sel, &Constants::default()).unwrap();
+    assert!(!off.contains("CPU_CLK_UNHALTED.THREAD_ANY"), "{off:?}");
+    assert!(!off.contains("INT_MISC.RECOVERY_CYCLES_ANY"), "{off:?}");
+    assert!(off.contains("CPU_CLK_UNHALTED.THREAD"), "{off:?}");
+    assert!(off.is_subset(&all));
+    let on = Constants {
+        smt_on: true,
+        threads_per_core: 2,
+        ..Constants::default()
+    };
+    let on = tma_metrics::required_events_for(skx, &sel, &on).unwrap();
+    assert!(on.contains("CPU_CLK_UNHALTED.THREAD_ANY"), "{on:?}");
+    assert!(on.contains("INT_MISC.RECOVERY_CYCLES_ANY"), "{on:?}");
 }

@@ -818,3 +818,42 @@ fn event_names_are_deduplicated_case_insensitively() {
     let r = evaluate(m, &Selection::all(), &c, &Constants::default()).unwrap();
     assert_eq!(r.nodes[0].value, Some(3.0));
 }
+
+#[test]
+fn malformed_trees_do_not_hang_or_lose_nodes() {
+    let m = model(
+        "malformed",
+        vec![
+            node("Root", None, 1, "1", ""),
+            node("Orphan", Some("Nowhere"), 2, "2", ""),
+            node("CycA", Some("CycB"), 2, "3", ""),
+            node("CycB", Some("CycA"), 2, "4", ""),
+            node("Kid", Some("Root"), 2, "5", ""),
+            node("SelfParent", Some("SelfParent"), 1, "6", ""),
+        ],
+        vec![],
+        vec![],
+    );
+    let names: Vec<&str> = node_order(m, &Selection::all())
+        .iter()
+        .map(|n| n.name)
+        .collect();
+    assert_eq!(
+        names,
+        ["Root", "Kid", "Orphan", "SelfParent", "CycA", "CycB"]
+    );
+    let r = evaluate(
+        m,
+        &Selection {
+            max_level: 2,
+            nodes: vec!["CycA".into()],
+        },
+        &vals(&[]),
+        &Constants::default(),
+    )
+    .unwrap();
+    let got: Vec<&str> = r.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(got, ["CycA", "CycB"]);
+    let r = evaluate(m, &Selection::all(), &vals(&[]), &Constants::default()).unwrap();
+    assert_eq!(r.nodes.len(), 6);
+}

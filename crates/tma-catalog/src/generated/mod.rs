@@ -28,8 +28,12 @@ pub mod tgl;
 pub mod adl;
 #[rustfmt::skip]
 pub mod mtl;
+#[rustfmt::skip]
+pub mod adl_e;
+#[rustfmt::skip]
+pub mod mtl_e;
 
-/// Every generated model.
+/// Every generated model: the P-core / uniform ones, then the E-core ones.
 pub static MODELS: &[&Model] = &[
     &skx::MODEL,
     &clx::MODEL,
@@ -42,9 +46,13 @@ pub static MODELS: &[&Model] = &[
     &tgl::MODEL,
     &adl::MODEL,
     &mtl::MODEL,
+    &adl_e::MODEL,
+    &mtl_e::MODEL,
 ];
 
-/// `intel/mapfile.csv` rows (EventType `metrics`) in file order: perf-CPUID regex, model key.
+/// `intel/mapfile.csv` rows in file order: perf-CPUID regex, model key. P-core and uniform
+/// models from the EventType `metrics` rows; E-core models from the rows naming their event
+/// file (`hybridcore` with Core Type 0x20, or the `core` row of an E-core-only part).
 pub static CPUID_ROWS: &[(&str, &str)] = &[
     ("GenuineIntel-6-4E", "skl"),
     ("GenuineIntel-6-5E", "skl"),
@@ -62,13 +70,22 @@ pub static CPUID_ROWS: &[(&str, &str)] = &[
     ("GenuineIntel-6-CF", "emr"),
     ("GenuineIntel-6-6A", "icx"),
     ("GenuineIntel-6-6C", "icx"),
+    ("GenuineIntel-6-97", "adl-e"),
     ("GenuineIntel-6-97", "adl"),
+    ("GenuineIntel-6-9A", "adl-e"),
     ("GenuineIntel-6-9A", "adl"),
+    ("GenuineIntel-6-B7", "adl-e"),
     ("GenuineIntel-6-B7", "adl"),
+    ("GenuineIntel-6-BA", "adl-e"),
     ("GenuineIntel-6-BA", "adl"),
+    ("GenuineIntel-6-BF", "adl-e"),
     ("GenuineIntel-6-BF", "adl"),
+    ("GenuineIntel-6-BE", "adl-e"),
+    ("GenuineIntel-6-AA", "mtl-e"),
     ("GenuineIntel-6-AA", "mtl"),
+    ("GenuineIntel-6-AC", "mtl-e"),
     ("GenuineIntel-6-AC", "mtl"),
+    ("GenuineIntel-6-B5", "mtl-e"),
     ("GenuineIntel-6-B5", "mtl"),
     ("GenuineIntel-6-AD", "gnr"),
     ("GenuineIntel-6-AE", "gnr"),

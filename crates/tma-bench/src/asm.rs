@@ -532,7 +532,7 @@ fn build(code: Code, ops: &[Operand]) -> Option<Instruction> {
                     m.index.unwrap_or(Register::None),
                     m.scale,
                     m.disp,
-                    if m.disp == 0 { 0 } else { 8 },
+                    if m.disp == 0 { 0 } else { 1 },
                     false,
                     Register::None,
                 );
@@ -581,7 +581,8 @@ pub fn resolve(p: &ParsedInsn) -> Result<Resolved, BenchError> {
         text: p.text.clone(),
         reason,
     };
-    let codes = mnemonic_index().get(&p.mnemonic).ok_or_else(|| {
+    let mnemonic = canonical_mnemonic(&p.mnemonic);
+    let codes = mnemonic_index().get(&mnemonic).ok_or_else(|| {
         err(format!(
             "unknown mnemonic `{}` (64-bit mode, iced-x86 {})",
             p.mnemonic, "1.22"
@@ -660,10 +661,41 @@ pub fn resolve(p: &ParsedInsn) -> Result<Resolved, BenchError> {
     })
 }
 
+/// Condition-code and shift aliases that assemblers accept (`cmovz` = `cmove`, `sal` = `shl`).
+fn canonical_mnemonic(m: &str) -> String {
+    const CC: [(&str, &str); 14] = [
+        ("z", "e"),
+        ("nz", "ne"),
+        ("c", "b"),
+        ("nc", "ae"),
+        ("nae", "b"),
+        ("nb", "ae"),
+        ("na", "be"),
+        ("nbe", "a"),
+        ("pe", "p"),
+        ("po", "np"),
+        ("nge", "l"),
+        ("nl", "ge"),
+        ("ng", "le"),
+        ("nle", "g"),
+    ];
+    if m == "sal" {
+        return "shl".into();
+    }
+    for prefix in ["cmov", "set", "j"] {
+        if let Some(cc) = m.strip_prefix(prefix) {
+            if let Some((_, to)) = CC.iter().find(|(from, _)| *from == cc) {
+                return format!("{prefix}{to}");
+            }
+        }
+    }
+    m.to_string()
+}
+
 /// Find the operand classes of the first encoding that accepts `p`'s operands (with operand
 /// kinds still open), so kinds can be turned into registers.
 pub fn slot_classes(p: &ParsedInsn) -> Option<Vec<Slot>> {
-    let codes = mnemonic_index().get(&p.mnemonic)?;
+    let codes = mnemonic_index().get(&canonical_mnemonic(&p.mnemonic))?;
     codes.iter().find_map(|&code| {
         let info = code.op_code();
         if info.op_count() as usize != p.operands.len() {

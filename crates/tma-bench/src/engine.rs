@@ -226,6 +226,8 @@ pub fn run(
             "--cpu {cpu}: this process may only run on CPUs {allowed:?}"
         )));
     }
+    // ...and one at a time per machine (best effort: without a writable temp dir, no lock).
+    let _machine_lock = sys::FileLock::acquire(&std::env::temp_dir().join("tma-bench.lock")).ok();
     let (rd, wr) = sys::pipe().map_err(|e| io("pipe", e))?;
     match sys::fork().map_err(|e| io("fork", e))? {
         sys::Forked::Child => {

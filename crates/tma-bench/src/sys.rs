@@ -407,3 +407,31 @@ pub fn signal_name(sig: i32) -> &'static str {
         _ => "signal",
     }
 }
+
+/// An exclusive advisory lock (flock) held until drop: concurrent `tma bench` runs on one
+/// machine take turns instead of timing each other.
+pub struct FileLock(OwnedFd);
+
+impl FileLock {
+    pub fn acquire(path: &std::path::Path) -> io::Result<FileLock> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o666)
+            .open(path)?;
+        let fd: OwnedFd = f.into();
+        loop {
+            // SAFETY: fd is a valid open file descriptor we own.
+            let r = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX) };
+            if r == 0 {
+                return Ok(FileLock(fd));
+            }
+            let e = last_err();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}

@@ -730,7 +730,7 @@ pub fn parse_hex(s: &str) -> Result<Vec<u8>, BenchError> {
         .chars()
         .filter(|c| !c.is_whitespace() && *c != ',')
         .collect();
-    if clean.is_empty() || clean.len() % 2 != 0 {
+    if clean.is_empty() || !clean.len().is_multiple_of(2) {
         return Err(BenchError::Parse {
             text: s.to_string(),
             reason: "--bytes needs an even number of hex digits (e.g. 0f38cbca)".into(),

@@ -306,6 +306,9 @@ impl Counter {
     }
 }
 
+/// (spread, values, raw ticks, rejected, attempts) of one attempt at a figure.
+type Attempt = (f64, Vec<f64>, Vec<f64>, usize, usize);
+
 struct Child<'a> {
     code: sys::Mapping,
     scratch: sys::Mapping,
@@ -378,7 +381,7 @@ impl Child<'_> {
 
     fn figure(&mut self, job: usize, clock: ClockKind, ctr: &mut Counter) -> Msg {
         let m = self.method;
-        let mut best: Option<(f64, Vec<f64>, Vec<f64>, usize, usize)> = None;
+        let mut best: Option<Attempt> = None;
         for _attempt in 0..=m.retries {
             let mut values = Vec::new();
             let mut raw = Vec::new();
@@ -398,7 +401,8 @@ impl Child<'_> {
                     let lo = c.min(c_prev);
                     let moved = (c - c_prev).abs() / lo;
                     c_prev = c;
-                    if !(lo > 0.0) || moved > m.reject {
+                    if lo.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) || moved > m.reject
+                    {
                         rejected += 1;
                         continue;
                     }
@@ -572,7 +576,7 @@ mod tests {
         buf.extend_from_slice(&(json.len() as u64).to_le_bytes());
         buf.extend_from_slice(&json);
         for v in [sys::TAG_FAULT, 8, 1, 77, 0, 5] {
-            buf.extend_from_slice(&(v as u64).to_le_bytes());
+            buf.extend_from_slice(&v.to_le_bytes());
         }
         let mut out = Outcome::default();
         parse_frames(&buf, &mut out);

@@ -186,8 +186,8 @@ fn nops(n: usize) -> Vec<u8> {
 }
 
 /// Build the harness for `unroll` copies; copy `j` uses `copies[j % copies.len()]`.
-/// `image_base_align` is the image's offset modulo 64 in the final buffer (images are placed
-/// at 64-byte boundaries, so it is 0 in practice).
+/// The body starts at a 64-byte boundary of the image (images are placed at 64-byte
+/// boundaries of the page-aligned code buffer).
 pub fn build_image(
     copies: &[Copy],
     unroll: usize,
@@ -224,14 +224,11 @@ pub fn build_image(
     let mut t = CodeAssembler::new(64)?;
     t.dec(r15)?;
     let tail_ip = body_end as u64;
-    let mut l = t.create_label();
-    // jnz to an absolute ip: use a label placed at body_start via a separate encoding.
     let dec_len = t.assemble(tail_ip)?.len();
     let jnz_ip = tail_ip + dec_len as u64;
     let mut j = CodeAssembler::new(64)?;
     j.jne(body_start as u64)?;
     let jbytes = j.assemble(jnz_ip)?;
-    let _ = &mut l;
     let mut e = CodeAssembler::new(64)?;
     read_tsc(&mut e)?;
     e.sub(rax, qword_ptr(rsp))?;

@@ -197,6 +197,8 @@ pub struct DataOp {
     pub reg: Register,
     /// Operand index when explicit.
     pub explicit: Option<u32>,
+    /// LEA address registers: Some(Base) / Some(Index) (LEA reads them as data).
+    pub addr: Option<AddrRole>,
     pub read: bool,
     pub written: bool,
 }
@@ -212,6 +214,13 @@ fn writes(a: OpAccess) -> bool {
         a,
         OpAccess::Write | OpAccess::ReadWrite | OpAccess::CondWrite | OpAccess::ReadCondWrite
     )
+}
+
+/// Which address register of a LEA an operand is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddrRole {
+    Base,
+    Index,
 }
 
 /// Register data operands of `ins` with their access, explicit ones first.
@@ -231,11 +240,41 @@ pub fn data_ops(ins: &Instruction) -> Vec<DataOp> {
             label: i as usize + 1,
             reg: r,
             explicit: Some(i),
+            addr: None,
             read: reads(acc),
             written: writes(acc),
         });
     }
     let mut next = ins.op_count() as usize + 1;
+    if ins.mnemonic() == iced_x86::Mnemonic::Lea {
+        let mem_label = (0..ins.op_count())
+            .find(|&i| ins.op_kind(i) == OpKind::Memory)
+            .map_or(2, |i| i as usize + 1);
+        for (r, role) in [
+            (ins.memory_base(), AddrRole::Base),
+            (ins.memory_index(), AddrRole::Index),
+        ] {
+            if r == Register::None || reg_file(r).is_none() {
+                continue;
+            }
+            let label = if role == AddrRole::Base {
+                mem_label
+            } else {
+                let l = next;
+                next += 1;
+                l
+            };
+            explicit_full.insert(r.full_register());
+            out.push(DataOp {
+                label,
+                reg: r,
+                explicit: None,
+                addr: Some(role),
+                read: true,
+                written: false,
+            });
+        }
+    }
     let mut implicit: Vec<DataOp> = Vec::new();
     for u in info.used_registers() {
         let r = u.register();
@@ -252,6 +291,7 @@ pub fn data_ops(ins: &Instruction) -> Vec<DataOp> {
             label: next,
             reg: r,
             explicit: None,
+            addr: None,
             read: reads(u.access()),
             written: writes(u.access()),
         });
@@ -315,6 +355,17 @@ fn set_reg(ins: &Instruction, op: u32, full: Register) -> Option<Instruction> {
     Some(n)
 }
 
+/// Replace a LEA address register.
+fn set_addr(ins: &Instruction, role: Option<AddrRole>, full: Register) -> Option<Instruction> {
+    let mut n = *ins;
+    match role? {
+        AddrRole::Base => n.set_memory_base(same_size(ins.memory_base(), full)?),
+        AddrRole::Index => n.set_memory_index(same_size(ins.memory_index(), full)?),
+    }
+    asm::encode(&n).ok()?;
+    Some(n)
+}
+
 fn links(ins: &Instruction) -> Vec<String> {
     let ops = data_ops(ins);
     let mut v = Vec::new();
@@ -366,6 +417,7 @@ pub fn latency_pairs(ins: &Instruction) -> (Vec<PairPlan>, Vec<SkippedPair>) {
                 Some(*ins)
             } else {
                 match (i.explicit, o.explicit) {
+                    _ if i.addr.is_some() => set_addr(ins, i.addr, o.reg.full_register()),
                     (Some(ie), _) => set_reg(ins, ie, o.reg.full_register()),
                     (None, Some(oe)) => set_reg(ins, oe, i.reg.full_register()),
                     (None, None) => None,
@@ -649,6 +701,19 @@ mod tests {
         assert!(t.contains(&"3->1 mulx rax, rbx, rax".to_string()), "{t:?}");
         assert!(t.contains(&"3->2 mulx rax, rbx, rbx".to_string()), "{t:?}");
         assert!(t.contains(&"4->1 mulx rdx, rbx, rcx".to_string()), "{t:?}");
+    }
+
+    #[test]
+    fn lea_address_registers_are_inputs() {
+        let (p, _) = latency_pairs(&ins("lea rax, [rbx+rcx*4+8]"));
+        let t: Vec<String> = p
+            .iter()
+            .map(|p| format!("{} {}", p.pair, p.variant.text()))
+            .collect();
+        assert_eq!(
+            t,
+            ["2->1 lea rax, [rax+rcx*4+8]", "3->1 lea rax, [rbx+rax*4+8]"]
+        );
     }
 
     #[test]

@@ -410,7 +410,9 @@ pub fn signal_name(sig: i32) -> &'static str {
 
 /// An exclusive advisory lock (flock) held until drop: concurrent `tma bench` runs on one
 /// machine take turns instead of timing each other.
-pub struct FileLock(OwnedFd);
+pub struct FileLock {
+    _fd: OwnedFd,
+}
 
 impl FileLock {
     pub fn acquire(path: &std::path::Path) -> io::Result<FileLock> {
@@ -426,7 +428,7 @@ impl FileLock {
             // SAFETY: fd is a valid open file descriptor we own.
             let r = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX) };
             if r == 0 {
-                return Ok(FileLock(fd));
+                return Ok(FileLock { _fd: fd });
             }
             let e = last_err();
             if e.kind() != io::ErrorKind::Interrupted {

@@ -10,8 +10,10 @@
 //! Method (see `MICROBENCH-METHOD.md` in the project notes): per-copy cost = (min over trials
 //! of the 128-copy run - min over trials of the 64-copy run) / (iterations x 64); iterations
 //! auto-sized so a run lasts >= 100k TSC ticks; on the `tsc` clock each repetition is divided by
-//! the cost of an `add rax, rax` chain timed right before and after it (1 core cycle), and a
-//! repetition is rejected when those two calibrations differ by more than 0.2%; the median of
+//! the TSC ticks per core cycle measured right before and after it (the smaller of an
+//! `add rax, rax` chain, 1 cycle per add, and an `imul rax, rax` chain / 3: contention can only
+//! slow a chain down), and a repetition is rejected when those two calibrations differ by more
+//! than 0.2%; the median of
 //! 11 accepted repetitions is reported with p10/p90. A self-check (imul chain / add chain = 3
 //! within 1%) must pass before any figure is reported.
 //!
@@ -199,6 +201,8 @@ pub struct ClockStatus {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FormReport {
     pub input: String,
+    /// Operand-value preset the figures are for (`div`/`idiv`: "fast" or "slow"), if any.
+    pub preset: Option<String>,
     pub instructions: Vec<String>,
     pub bytes: String,
     pub cpu: usize,
@@ -297,9 +301,90 @@ fn calib_ins(code: iced_x86::Code) -> Instruction {
     Instruction::with2(code, Register::RAX, Register::RAX).unwrap_or_default()
 }
 
-/// Measure one source.
+/// Measure one source with the operand values as given (defaults plus `--init`).
 pub fn bench(src: &Source, opts: &Options) -> Result<FormReport, BenchError> {
-    bench_with_probe(src, opts, &plan::host_has)
+    bench_inner(src, opts, &plan::host_has, None)
+}
+
+/// Measure one source; a lone `div`/`idiv` whose rax, rdx and divisor were not set with
+/// `--init` is measured twice, with the "fast" and the "slow" operand preset (their cost
+/// depends on the values), one report each.
+pub fn bench_all(src: &Source, opts: &Options) -> Result<Vec<FormReport>, BenchError> {
+    let (_, instrs) = prepare(src, &plan::host_has)?;
+    if let Some(presets) = DivPreset::applicable(&instrs, &opts.init) {
+        return presets
+            .iter()
+            .map(|p| bench_inner(src, opts, &plan::host_has, Some(p)))
+            .collect();
+    }
+    Ok(vec![bench(src, opts)?])
+}
+
+/// uops.info-style operand presets for integer division.
+#[derive(Debug, Clone, Copy)]
+pub struct DivPreset {
+    pub name: &'static str,
+    pub rax: u64,
+    pub rdx: u64,
+    pub divisor: u64,
+}
+
+impl DivPreset {
+    /// Fast: 0 / 1. Slow: a large dividend and divisor (quotient and remainder stay large along
+    /// the latency chain).
+    pub const FAST: DivPreset = DivPreset {
+        name: "fast",
+        rax: 0,
+        rdx: 0,
+        divisor: 1,
+    };
+    pub const SLOW: DivPreset = DivPreset {
+        name: "slow",
+        rax: 133,
+        rdx: 0x343a_9ed7_4455_6677,
+        divisor: 0x75e6_e44f_ccdd_eeff,
+    };
+
+    /// The presets for this body, or None (not a lone 32/64-bit div/idiv by a register other
+    /// than rax/rdx, or the user set rax, rdx or the divisor).
+    fn applicable(instrs: &[Instruction], init: &[(Register, u64)]) -> Option<[DivPreset; 2]> {
+        let [ins] = instrs else { return None };
+        let d = Self::divisor(ins)?;
+        let touched = init
+            .iter()
+            .any(|(r, _)| matches!(*r, Register::RAX | Register::RDX) || *r == d.full_register());
+        (!touched).then_some([DivPreset::FAST, DivPreset::SLOW])
+    }
+
+    fn divisor(ins: &Instruction) -> Option<Register> {
+        use iced_x86::Mnemonic;
+        if !matches!(ins.mnemonic(), Mnemonic::Div | Mnemonic::Idiv)
+            || ins.op0_kind() != iced_x86::OpKind::Register
+        {
+            return None;
+        }
+        let d = ins.op0_register();
+        let ok = (d.is_gpr64() || d.is_gpr32())
+            && !matches!(d.full_register(), Register::RAX | Register::RDX);
+        ok.then_some(d)
+    }
+
+    /// Values for an operand size: 32-bit division uses the high halves (keeps edx < divisor
+    /// and the signed quotient in range).
+    fn values(&self, ins: &Instruction) -> (u64, u64, u64) {
+        let wide = ins.op0_register().is_gpr64();
+        if wide || self.name == "fast" {
+            (self.rax, self.rdx, self.divisor)
+        } else {
+            (self.rax, self.rdx >> 32, self.divisor >> 32)
+        }
+    }
+
+    fn describe(&self, ins: &Instruction) -> String {
+        let (a, d, v) = self.values(ins);
+        let dn = Self::divisor(ins).map_or("divisor".into(), asm::register_name);
+        format!("{}: rdx:rax = {d:#x}:{a:#x}, {dn} = {v:#x}", self.name)
+    }
 }
 
 /// [`bench`] with an injectable CPU feature probe (tests).
@@ -307,6 +392,15 @@ pub fn bench_with_probe(
     src: &Source,
     opts: &Options,
     probe: plan::FeatureProbe,
+) -> Result<FormReport, BenchError> {
+    bench_inner(src, opts, probe, None)
+}
+
+fn bench_inner(
+    src: &Source,
+    opts: &Options,
+    probe: plan::FeatureProbe,
+    div: Option<&DivPreset>,
 ) -> Result<FormReport, BenchError> {
     let (input, instrs) = prepare(src, probe)?;
     for (r, _) in &opts.init {
@@ -403,7 +497,35 @@ pub fn bench_with_probe(
     }
     let mut skipped_chains = Vec::new();
     let mut tp_note = None;
-    if opts.throughput {
+    // Spare registers holding the preset dividend for the throughput breakers.
+    let mut div_spares: Vec<(Register, u64)> = Vec::new();
+    if let (true, Some(p)) = (opts.throughput, div) {
+        let ins = instrs[0];
+        let d = DivPreset::divisor(&ins).map(|r| r.full_register());
+        let (a, dx, _) = p.values(&ins);
+        let spares: Vec<Register> = [Register::R8, Register::R9, Register::R10, Register::R11]
+            .into_iter()
+            .filter(|r| Some(*r) != d)
+            .take(2)
+            .collect();
+        let mov = |dst: Register, src: Register| {
+            Instruction::with2(iced_x86::Code::Mov_rm64_r64, dst, src)
+                .map_err(|e| BenchError::Measurement(e.to_string()))
+        };
+        let body = vec![
+            mov(Register::RAX, spares[0])?,
+            mov(Register::RDX, spares[1])?,
+            ins,
+        ];
+        div_spares = vec![(spares[0], a), (spares[1], dx)];
+        let v = plan::Variant { chains: vec![body] };
+        let j = add_variant(&mut variants, v.clone());
+        planned.tp.push((1, v, j));
+        notes.push(format!(
+            "throughput body reloads rax and rdx before each {} (the moves are part of the timed body) so copies are independent",
+            asm::format(&ins)
+        ));
+    } else if opts.throughput {
         for &k in &opts.chains {
             if k == 0 {
                 return Err(BenchError::BadOption("--chains values must be >= 1".into()));
@@ -438,7 +560,18 @@ pub fn bench_with_probe(
         .collect();
     let (vec_init, mm) = plan::vec_init(&bodies);
     let mut gprs: Vec<(Register, u64)> = harness::GPR_DEFAULTS.to_vec();
-    for (r, v) in &opts.init {
+    let mut inits = opts.init.clone();
+    if let Some(p) = div {
+        let ins = instrs[0];
+        let (a, dx, v) = p.values(&ins);
+        inits.push((Register::RAX, a));
+        inits.push((Register::RDX, dx));
+        if let Some(d) = DivPreset::divisor(&ins) {
+            inits.push((d.full_register(), v));
+        }
+        inits.extend(div_spares.iter().copied());
+    }
+    for (r, v) in &inits {
         if let Some(slot) = gprs.iter_mut().find(|(g, _)| g == r) {
             slot.1 = *v;
         }
@@ -655,6 +788,7 @@ pub fn bench_with_probe(
         .collect();
     Ok(FormReport {
         input,
+        preset: div.map(|d| d.describe(&instrs[0])),
         instructions: instrs.iter().map(asm::format).collect(),
         bytes: hex(&bytes),
         cpu: opts.method.cpu.or_else(sys::current_cpu).unwrap_or(0),

@@ -10,6 +10,23 @@ fn tma(args: &[&str]) -> std::process::Output {
         .expect("run tma")
 }
 
+/// A measuring run; None (skipped, reason printed) when tma refused six times in a row because
+/// its calibration self-check failed (host too contended to calibrate): that is the tool
+/// working, not a result to judge.
+fn measured(args: &[&str]) -> Option<std::process::Output> {
+    for _ in 0..6 {
+        let o = tma(args);
+        if o.status.code() == Some(2) && stderr(&o).contains("self-check failed") {
+            eprintln!("{}", stderr(&o).trim());
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            continue;
+        }
+        return Some(o);
+    }
+    eprintln!("skipped: the calibration self-check refused 6 times (host too contended)");
+    None
+}
+
 fn fixture(name: &str) -> String {
     format!(
         "{}/../../tests/fixtures/bench/{name}",
@@ -23,7 +40,9 @@ fn stderr(o: &std::process::Output) -> String {
 
 #[test]
 fn json_has_schema_pairs_and_clock_status() {
-    let o = tma(&["imul rax, rbx", "--lat", "--clock", "all", "--json"]);
+    let Some(o) = measured(&["imul rax, rbx", "--lat", "--clock", "all", "--json"]) else {
+        return;
+    };
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["schema"], "tma.bench");
@@ -53,14 +72,16 @@ fn json_has_schema_pairs_and_clock_status() {
 
 #[test]
 fn table_names_registers_and_clock_line() {
-    let o = tma(&[
+    let Some(o) = measured(&[
         "sha256rnds2 xmm1, xmm2",
         "--lat",
         "--clock",
         "tsc",
         "--pair",
         "3->1",
-    ]);
+    ]) else {
+        return;
+    };
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("3->1 xmm0->xmm1"), "{out}");
@@ -149,14 +170,16 @@ fn compare_marks_differences_over_5_percent() {
         "instruction,latency,throughput\n\"add rax, rcx\",2,\n",
     )
     .unwrap();
-    let o = tma(&[
+    let Some(o) = measured(&[
         "add rax, rcx",
         "--lat",
         "--clock",
         "tsc",
         "--compare",
         csv.to_str().unwrap(),
-    ]);
+    ]) else {
+        return;
+    };
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     // Measured about 1.000 against a reference of 2: about -50%.

@@ -283,7 +283,11 @@ fn render_table(
     header.push("note");
     let mut t = tma_report::table(&header);
     for f in forms {
-        let name = f.instructions.join("; ");
+        let body_text = f.instructions.join("; ");
+        let name = match &f.preset {
+            Some(p) => format!("{body_text} [{}]", p.split(':').next().unwrap_or(p)),
+            None => body_text.clone(),
+        };
         let mut first = true;
         let mut label = |t: &str| -> String {
             if std::mem::take(&mut first) {
@@ -312,7 +316,7 @@ fn render_table(
                     row.push(format!("{:.3}", fig.raw_tsc_ticks));
                 }
                 let mut note = p.note.clone().unwrap_or_default();
-                if p.body != name {
+                if p.body != body_text {
                     note = if note.is_empty() {
                         format!("timed: {}", p.body)
                     } else {
@@ -440,8 +444,17 @@ fn render_table(
                 (None, None) => writeln!(w, "{}: no figures", c.clock)?,
             }
         }
+    }
+    let mut seen = Vec::new();
+    for f in forms {
+        if let Some(p) = &f.preset {
+            writeln!(w, "preset {p}")?;
+        }
         for n in &f.notes {
-            writeln!(w, "note: {n}")?;
+            if !seen.contains(n) {
+                writeln!(w, "note: {n}")?;
+                seen.push(n.clone());
+            }
         }
     }
     Ok(())
@@ -578,7 +591,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         forms.extend(r.forms.iter().cloned());
         sha = Some(r);
     } else if sources.len() == 1 {
-        forms.push(tma_bench::bench(&sources[0], &opts)?);
+        forms.extend(tma_bench::bench_all(&sources[0], &opts)?);
     } else {
         let pb = args.progress.then(|| {
             let pb = indicatif::ProgressBar::new(sources.len() as u64);
@@ -596,8 +609,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             if let Some(pb) = &pb {
                 pb.set_message(input.clone());
             }
-            match tma_bench::bench(s, &opts) {
-                Ok(r) => forms.push(r),
+            match tma_bench::bench_all(s, &opts) {
+                Ok(r) => forms.extend(r),
                 Err(e) => errors.push(ErrorRow {
                     input,
                     error: e.to_string(),

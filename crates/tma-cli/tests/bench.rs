@@ -192,3 +192,29 @@ fn compare_marks_differences_over_5_percent() {
         "{out}"
     );
 }
+
+#[test]
+fn timeout_kills_a_long_measurement() {
+    // 3000 accepted repetitions cannot finish in one second: the child's alarm fires and the
+    // parent reports it (its own deadline and SIGKILL back this up).
+    let t0 = std::time::Instant::now();
+    let o = tma(&[
+        "add rax, rcx",
+        "--lat",
+        "--pair",
+        "1->1",
+        "--reps",
+        "3000",
+        "--timeout",
+        "1",
+        "--clock",
+        "tsc",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("did not finish within 1 s") || e.contains("self-check failed"),
+        "{e}"
+    );
+    assert!(t0.elapsed() < std::time::Duration::from_secs(10));
+}

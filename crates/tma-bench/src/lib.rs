@@ -268,12 +268,29 @@ pub fn prepare(
             (format!("--bytes {}", hex(b)), v)
         }
     };
-    for ins in &instrs {
-        let t = asm::format(ins);
+    // Name instructions in messages as the user wrote them (text), or as decoded (bytes).
+    let texts: Vec<String> = match src {
+        Source::Text(t) => asm::parse_body(t)?.into_iter().map(|p| p.text).collect(),
+        Source::Bytes(_) => instrs.iter().map(asm::format).collect(),
+    };
+    for (i, ins) in instrs.iter().enumerate() {
+        let t = match src {
+            // Operand kinds (`r64`) are shown with the registers tma chose.
+            Source::Text(_) if texts.get(i).is_some_and(|t| !has_kind(t)) => texts[i].clone(),
+            _ => asm::format(ins),
+        };
         plan::check_safe(ins, &t)?;
         plan::check_features(ins, &t, probe)?;
     }
     Ok((input, instrs))
+}
+
+fn has_kind(text: &str) -> bool {
+    asm::parse_insn(text).is_ok_and(|p| {
+        p.operands
+            .iter()
+            .any(|o| matches!(o, asm::Operand::Kind(_)))
+    })
 }
 
 struct Planned {

@@ -91,7 +91,8 @@ pub fn bounds(
         interleaved_cycles_per_block: (32.0 * rnds2_tp).max(12.0 * msg1_tp).max(12.0 * msg2_tp),
         interleaved_shared_unit_cycles_per_block: 32.0 * rnds2_tp + 12.0 * msg1_tp + 12.0 * msg2_tp,
         model: "per 64-byte block: 32 SHA256RNDS2 + 12 SHA256MSG1 + 12 SHA256MSG2; one stream = \
-                max(32 x lat(rnds2 2->1), 16 x lat(rnds2 1->1), 12 x (lat(msg2) + 1 paddd)); \
+                max(32 x lat(rnds2 2->1, timed as sha256rnds2 xmm1, xmm1), 16 x lat(rnds2 1->1), \
+                12 x (lat(msg2) + 1 paddd)); \
                 interleaved = max(32 x tp(rnds2), 12 x tp(msg1), 12 x tp(msg2)) with separate \
                 units, sum if shared; PADDD/PALIGNR/PSHUFB and loads not counted"
             .into(),

@@ -385,10 +385,10 @@ impl Child<'_> {
             if t >= self.method.min_ticks || iters >= 1 << 26 {
                 break;
             }
-            let factor = (self.method.min_ticks as f64 / t.max(1) as f64).ceil() as u64;
-            iters = (iters * factor.clamp(2, 64))
-                .next_power_of_two()
-                .min(1 << 26);
+            // Scale to just above the target (5% margin) rather than doubling, so regions are
+            // not up to twice as long as the method needs; grow at most 64x per step.
+            let factor = (self.method.min_ticks as f64 * 1.05 / t.max(1) as f64).clamp(1.1, 64.0);
+            iters = ((iters as f64 * factor).ceil() as u64).clamp(iters + 1, 1 << 26);
         }
         self.iters[job] = iters;
     }

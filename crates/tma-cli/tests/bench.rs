@@ -218,3 +218,33 @@ fn timeout_kills_a_long_measurement() {
     );
     assert!(t0.elapsed() < std::time::Duration::from_secs(10));
 }
+
+#[test]
+fn sha_preset_reports_bounds_consistent_with_its_figures() {
+    if !std::is_x86_feature_detected!("sha") {
+        eprintln!("skipped: this CPU has no SHA extensions");
+        return;
+    }
+    let Some(o) = measured(&["--preset", "sha", "--clock", "tsc", "--json"]) else {
+        return;
+    };
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let b = &v["sha"]["bounds"];
+    let f = |k: &str| b[k].as_f64().unwrap_or_else(|| panic!("{k} missing"));
+    // The bounds follow the stated model from the measured figures.
+    let round = (32.0 * f("rnds2_lat_src")).max(16.0 * f("rnds2_lat_dst"));
+    assert!((f("round_chain_cycles") - round).abs() < 1e-9);
+    assert!(
+        (f("one_stream_cycles_per_block") - round.max(f("schedule_chain_cycles"))).abs() < 1e-9
+    );
+    assert!(f("interleaved_cycles_per_block") <= f("one_stream_cycles_per_block"));
+    // SHA-1 forms are measured too on a CPU with SHA.
+    let inputs: Vec<&str> = v["forms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["input"].as_str().unwrap())
+        .collect();
+    assert!(inputs.contains(&"sha1rnds4 xmm1, xmm2, 0"), "{inputs:?}");
+}

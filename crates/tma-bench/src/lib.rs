@@ -894,3 +894,130 @@ fn fault_message(
         _ => format!("{text} raised {sig} (si_code {})", f.code),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fault -> message mapping, fed a synthetic fault report (as the child's signal
+    /// handler would send it) instead of a real signal.
+    fn message_for(
+        text: &str,
+        signal: i32,
+        code: i64,
+        addr: u64,
+        gprs: &[(Register, u64)],
+    ) -> String {
+        let ins = asm::resolve(&asm::parse_insn(text).unwrap()).unwrap().instr;
+        let calib = plan::Variant {
+            chains: vec![vec![calib_ins(iced_x86::Code::Add_rm64_r64)]],
+        };
+        let body = plan::Variant {
+            chains: vec![vec![ins]],
+        };
+        let variants = vec![calib, body];
+        let mut images = Vec::new();
+        let mut jobs = Vec::new();
+        for v in &variants {
+            let copies = v.encode().unwrap();
+            images.push(
+                harness::build_image(&copies, 4, gprs, harness::VecInit::None, false).unwrap(),
+            );
+            images.push(
+                harness::build_image(&copies, 8, gprs, harness::VecInit::None, false).unwrap(),
+            );
+            jobs.push(engine::Job {
+                small: images.len() - 2,
+                large: images.len() - 1,
+            });
+        }
+        let layout = engine::Layout::new(images);
+        // Fault at the third copy of the body in the large image of job 1.
+        let img = &layout.images[3];
+        let offset = layout.offsets[3] + img.insn_offsets[2].0;
+        let f = engine::Fault {
+            signal,
+            code,
+            offset: offset as u64,
+            addr,
+            job: Some(1),
+        };
+        fault_message(&f, &layout, &variants, &jobs, gprs, &Method::default())
+    }
+
+    #[test]
+    fn faults_map_back_to_the_instruction() {
+        let mut gprs = harness::GPR_DEFAULTS.to_vec();
+        gprs.iter_mut()
+            .find(|(r, _)| *r == Register::RCX)
+            .unwrap()
+            .1 = 0;
+        assert_eq!(
+            message_for("div rcx", libc::SIGFPE, 1, 0, &gprs),
+            "div rcx raised #DE (SIGFPE): divisor rcx=0; pass --init rcx=3"
+        );
+        let m = message_for("div rbx", libc::SIGFPE, 1, 0, &harness::GPR_DEFAULTS);
+        assert!(
+            m.contains("quotient does not fit") && m.contains("rbx=5"),
+            "{m}"
+        );
+        let m = message_for(
+            "mov rax, [rbx]",
+            libc::SIGSEGV,
+            1,
+            5,
+            &harness::GPR_DEFAULTS,
+        );
+        assert!(
+            m.starts_with("mov rax, [rbx] faulted (SIGSEGV) accessing address 0x5"),
+            "{m}"
+        );
+        let m = message_for("mov rax, [rbx]", libc::SIGBUS, 2, 5, &harness::GPR_DEFAULTS);
+        assert!(m.contains("(SIGBUS)"), "{m}");
+        let m = message_for(
+            "vpaddd zmm0, zmm0, zmm0",
+            libc::SIGILL,
+            2,
+            0,
+            &harness::GPR_DEFAULTS,
+        );
+        assert!(
+            m.starts_with("vpaddd zmm0, zmm0, zmm0 raised #UD (SIGILL)"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn faults_outside_the_body_are_called_harness_bugs() {
+        let gprs = harness::GPR_DEFAULTS;
+        let layout = engine::Layout::new(vec![harness::build_image(
+            &[harness::Copy {
+                insns: vec![vec![0x90]],
+            }],
+            4,
+            &gprs,
+            harness::VecInit::None,
+            false,
+        )
+        .unwrap()]);
+        let f = engine::Fault {
+            signal: libc::SIGSEGV,
+            code: 1,
+            offset: 3,
+            addr: 0,
+            job: Some(0),
+        };
+        let v = vec![plan::Variant {
+            chains: vec![vec![Instruction::with(iced_x86::Code::Nopd)]],
+        }];
+        let m = fault_message(
+            &f,
+            &layout,
+            &v,
+            &[engine::Job { small: 0, large: 0 }],
+            &gprs,
+            &Method::default(),
+        );
+        assert!(m.contains("outside the timed body"), "{m}");
+    }
+}

@@ -359,7 +359,17 @@ fn render_table(
             } else {
                 tp.best
                     .iter()
-                    .map(|fig| (tp.best_chains, fig, String::from("best over chain sweep")))
+                    .map(|fig| {
+                        (
+                            tp.best_chains,
+                            fig,
+                            String::from(if f.preset.is_some() {
+                                "independent copies (rax/rdx reloaded)"
+                            } else {
+                                "best over chain sweep"
+                            }),
+                        )
+                    })
                     .collect()
             };
             for (chains, fig, note) in rows {

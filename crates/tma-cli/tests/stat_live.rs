@@ -480,3 +480,37 @@ fn pmu_in_sysfs_but_open_fails_falls_back_to_software() {
         "{out}"
     );
 }
+
+#[test]
+fn permission_denied_names_paranoid_and_fix() {
+    // As an unprivileged user, system-wide counting needs perf_event_paranoid <= 0.
+    let paranoid =
+        std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
+    let is_root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+    });
+    if !is_root
+        || paranoid.trim().parse::<i32>().unwrap_or(-1) < 1
+        || !Path::new("/usr/bin/setpriv").exists()
+    {
+        eprintln!("skipped: needs root (to drop to nobody), setpriv, and perf_event_paranoid >= 1");
+        return;
+    }
+    let o = run(Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_tma"))
+        .args(["stat", "-a", "-C", "0", "--duration", "0.1"]));
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("perf_event_paranoid is {}", paranoid.trim())),
+        "{err}"
+    );
+    assert!(
+        err.contains("sudo sysctl kernel.perf_event_paranoid="),
+        "{err}"
+    );
+    assert!(err.contains("CAP_PERFMON"), "{err}");
+    assert!(o.stdout.is_empty());
+}

@@ -76,8 +76,8 @@ pub enum RunError {
     Attr(#[from] AttrError),
     #[error(
         "permission denied opening {event} (perf_event_paranoid is {paranoid}): run \
-         `sudo sysctl kernel.perf_event_paranoid=1` for your own processes (-1 for -a), or grant \
-         CAP_PERFMON (`sudo setcap cap_perfmon+ep $(command -v tma)`)"
+         `sudo sysctl kernel.perf_event_paranoid=1` to count your own processes, or =0 for -a and \
+         other users' processes, or grant CAP_PERFMON (`sudo setcap cap_perfmon+ep $(command -v tma)`)"
     )]
     Permission { event: String, paranoid: String },
     #[error("no such process: {0} (check the pid with `ps -p {0}`)")]

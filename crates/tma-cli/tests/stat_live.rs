@@ -514,3 +514,40 @@ fn permission_denied_names_paranoid_and_fix() {
     assert!(err.contains("CAP_PERFMON"), "{err}");
     assert!(o.stdout.is_empty());
 }
+
+fn wait_for(argv: &[&str], present: bool) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        if processes_with_cmdline(argv).is_empty() != present {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn duration_stops_a_command_without_leftovers() {
+    let t0 = Instant::now();
+    let o = run(tma().args(["stat", "--duration", "0.3", "--", "sleep", "6.1234"]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(wait_for(&["sleep", "6.1234"], false), "leftover sleep");
+}
+
+#[test]
+fn killing_tma_does_not_orphan_the_command() {
+    let argv = ["sleep", "7.2345"];
+    let mut child = tma()
+        .args(["stat", "--"])
+        .args(argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(&argv, true), "the command never started");
+    child.kill().unwrap(); // SIGKILL: tma cannot clean up itself
+    child.wait().unwrap();
+    assert!(wait_for(&argv, false), "the command outlived tma");
+}

@@ -704,13 +704,10 @@ impl Backend for Live {
         }
         intervals.push(last);
         drop(groups);
-        let mut ending = ending;
         if let Some((held, pidfd)) = child.take() {
-            if let Some(e) = stop_child(held.pid, pidfd.as_ref()) {
-                if ending != Ending::Interrupted {
-                    ending = exit_ending(e);
-                }
-            }
+            // Stopped by Ctrl-C or --duration: that is how the run ended, whatever the
+            // (terminated) child's status says.
+            let _ = stop_child(held.pid, pidfd.as_ref());
         }
         Ok(Measurement {
             start_unix_s,

@@ -911,11 +911,6 @@ fn measure(
             if ending == Ending::Interrupted {
                 return Ok(out);
             }
-            if let Ending::Exited(c) = ending {
-                if c == 127 && matches!(s.target, Target::Command(_)) {
-                    // The command could not run properly; do not repeat it.
-                }
-            }
         }
     }
     Ok(out)

@@ -310,6 +310,9 @@ pub fn software_events() -> Vec<EventSpec> {
 #[derive(Debug, Default)]
 pub struct Live;
 
+/// Groups the kernel refused: (group index, reason).
+type FailedGroups = Vec<(usize, String)>;
+
 /// Where counters attach: (pid or -1, cpu or -1, CPU label, thread label).
 type AttachPoint = (i32, i32, Option<u32>, Option<u32>);
 
@@ -395,7 +398,7 @@ fn open_groups(
     points: &[AttachPoint],
     mode: AttachMode,
     proc_root: &Path,
-) -> Result<(Vec<OpenGroup>, Vec<(usize, String)>), RunError> {
+) -> Result<(Vec<OpenGroup>, FailedGroups), RunError> {
     let mut out = Vec::new();
     let mut failed: Vec<(usize, String)> = Vec::new();
     let mut first_err: Option<RunError> = None;

@@ -551,3 +551,27 @@ fn killing_tma_does_not_orphan_the_command() {
     child.wait().unwrap();
     assert!(wait_for(&argv, false), "the command outlived tma");
 }
+
+#[test]
+fn spr_plan_puts_topdown_events_under_slots() {
+    let o = run(synthetic().args(["stat", "--cpu", "spr", "-l", "2", "-v", "--", "true"]));
+    let err = text(&o.stderr);
+    let plan = err
+        .split("plan: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{err}"));
+    let lines: Vec<&str> = plan.lines().collect();
+    // The first hardware group is led by slots on fixed counter 3; the PERF_METRICS slices
+    // follow it without counters.
+    let lead = lines
+        .iter()
+        .position(|l| l.contains("fixed3") && l.contains("TOPDOWN.SLOTS"))
+        .unwrap_or_else(|| panic!("{plan}"));
+    assert!(lines[lead - 1].contains("group"), "{plan}");
+    let metrics = lines[lead + 1..]
+        .iter()
+        .take_while(|l| l.trim_start().starts_with("metric"))
+        .count();
+    assert_eq!(metrics, 8, "{plan}");
+    assert!(plan.contains("PERF_METRICS.MEMORY_BOUND"), "{plan}");
+}

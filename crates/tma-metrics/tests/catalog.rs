@@ -200,6 +200,17 @@ impl Run {
             "UOPS_DECODED.DEC0" => self.dec0,
             "CYCLE_ACTIVITY.STALLS_TOTAL" => self.stalls_total,
             "CYCLE_ACTIVITY.STALLS_MEM_ANY" => self.stalls_mem,
+            // Intel E-cores (Gracemont, Crestmont): TOPDOWN_* events, each level-1 total
+            // partitioned exactly by its level-2 sub-events, as the hardware counts them.
+            "TOPDOWN_FE_BOUND.ALL" | "TOPDOWN_FE_BOUND.ALL_P" => self.fe * s,
+            "TOPDOWN_FE_BOUND.FRONTEND_LATENCY" => self.u_fl * self.fe * s,
+            "TOPDOWN_FE_BOUND.FRONTEND_BANDWIDTH" => (1.0 - self.u_fl) * self.fe * s,
+            "TOPDOWN_BAD_SPECULATION.ALL" | "TOPDOWN_BAD_SPECULATION.ALL_P" => self.bs * s,
+            "TOPDOWN_BAD_SPECULATION.MISPREDICT" => self.u_brm * self.bs * s,
+            "TOPDOWN_BAD_SPECULATION.MACHINE_CLEARS" => (1.0 - self.u_brm) * self.bs * s,
+            "TOPDOWN_BE_BOUND.ALL" | "TOPDOWN_BE_BOUND.ALL_P" => self.be * s,
+            "TOPDOWN_BE_BOUND.ALLOC_RESTRICTIONS" => self.u_mb * self.be * s,
+            "TOPDOWN_RETIRING.ALL" | "TOPDOWN_RETIRING.ALL_P" => self.ret * s,
             // AMD pipeline utilization.
             "DE_NO_DISPATCH_PER_SLOT.NO_OPS_FROM_FRONTEND" if cmask => {
                 self.u_fl * self.fe * s / self.w
@@ -237,7 +248,9 @@ fn constants(smt: bool) -> Constants {
 /// Random, consistent counts for every level 1-3 event; level 1 must sum to 100 % and each
 /// level-1 node must equal the sum of its level-2 children (TMA: Frontend = Fetch_Latency +
 /// Fetch_Bandwidth, Bad_Speculation = Branch_Mispredicts + Machine_Clears, Backend =
-/// Memory_Bound + Core_Bound, Retiring = Light + Heavy; AMD: each L1 = sum of its L2).
+/// Memory_Bound + Core_Bound, Retiring = Light + Heavy; E-cores: Frontend = Ifetch_Latency +
+/// Ifetch_Bandwidth, Bad_Speculation = Branch_Mispredicts + Machine_Clears, Backend =
+/// Core_Bound + Resource_Bound; AMD: each L1 = sum of its L2).
 /// Every level 1-3 node must get a value (so `required_events` lists all it needs).
 #[test]
 fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
@@ -399,4 +412,26 @@ fn whole_tree_of_every_model_gets_values_when_everything_is_supplied() {
             }
         }
     }
+}
+
+#[test]
+fn constants_prune_smt_branches_of_real_tables() {
+    let skx = tma_catalog::by_name("skx").unwrap();
+    let sel = Selection::level(1);
+    let all = required_events(skx, &sel).unwrap();
+    assert!(all.contains("CPU_CLK_UNHALTED.THREAD_ANY"), "{all:?}");
+    assert!(all.contains("CPU_CLK_UNHALTED.THREAD"), "{all:?}");
+    let off = tma_metrics::required_events_for(skx, &sel, &Constants::default()).unwrap();
+    assert!(!off.contains("CPU_CLK_UNHALTED.THREAD_ANY"), "{off:?}");
+    assert!(!off.contains("INT_MISC.RECOVERY_CYCLES_ANY"), "{off:?}");
+    assert!(off.contains("CPU_CLK_UNHALTED.THREAD"), "{off:?}");
+    assert!(off.is_subset(&all));
+    let on = Constants {
+        smt_on: true,
+        threads_per_core: 2,
+        ..Constants::default()
+    };
+    let on = tma_metrics::required_events_for(skx, &sel, &on).unwrap();
+    assert!(on.contains("CPU_CLK_UNHALTED.THREAD_ANY"), "{on:?}");
+    assert!(on.contains("INT_MISC.RECOVERY_CYCLES_ANY"), "{on:?}");
 }

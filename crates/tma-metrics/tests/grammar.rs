@@ -1,6 +1,10 @@
 //! Every construct of the formula language: parse, normalized Display, round trip, errors.
 
+use std::collections::HashMap;
+
+use tma_catalog::{CoreKind, MetricDef, Model, Topdown, Unit, Vendor};
 use tma_metrics::expr::{parse, BinOp, Expr, Func, Ident};
+use tma_metrics::{evaluate_metric, Constants, Status};
 
 fn id(s: &str) -> Expr {
     Expr::Ident(Ident { text: s.into() })
@@ -365,4 +369,234 @@ fn real_formulas_round_trip() {
     ] {
         norm(src);
     }
+}
+
+/// SplitMix64 for the randomized round-trip tests.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn random_expr(r: &mut Rng, depth: u32) -> Expr {
+    const OPS: [BinOp; 10] = [
+        BinOp::Or,
+        BinOp::Xor,
+        BinOp::And,
+        BinOp::Lt,
+        BinOp::Gt,
+        BinOp::Add,
+        BinOp::Sub,
+        BinOp::Mul,
+        BinOp::Div,
+        BinOp::Rem,
+    ];
+    const IDS: [&str; 6] = [
+        "a",
+        "UOPS_RETIRED.MS:c1:e1",
+        r"topdown\-fe\-bound",
+        r"cpu@EV\,cmask\=0x6@",
+        "X:retire_latency",
+        "EV:ocr_msr_val=0x103b800002",
+    ];
+    let leaf = depth == 0 || r.below(4) == 0;
+    if leaf {
+        return match r.below(3) {
+            0 => Expr::Num([0.0, 1.0, 2.5, 1e9, 0.001, 123456.0][r.below(6) as usize]),
+            1 => Expr::Const(["smt_on", "SMT_on", "core_wide"][r.below(3) as usize].into()),
+            _ => id(IDS[r.below(IDS.len() as u64) as usize]),
+        };
+    }
+    let sub = |r: &mut Rng| Box::new(random_expr(r, depth - 1));
+    match r.below(5) {
+        0 => Expr::Neg(sub(r)),
+        1 => Expr::If {
+            then: sub(r),
+            cond: sub(r),
+            otherwise: sub(r),
+        },
+        2 => Expr::Call(
+            [Func::Min, Func::Max, Func::DRatio][r.below(3) as usize],
+            sub(r),
+            sub(r),
+        ),
+        _ => Expr::Bin(OPS[r.below(10) as usize], sub(r), sub(r)),
+    }
+}
+
+#[test]
+fn random_trees_print_and_parse_back_identically() {
+    let mut r = Rng(7);
+    for _ in 0..3000 {
+        let e = random_expr(&mut r, 6);
+        let text = e.to_string();
+        let back = parse(&text).unwrap_or_else(|err| panic!("{text}: {err}"));
+        assert_eq!(back, e, "{text}");
+        // Normalized text is a fixed point.
+        assert_eq!(back.to_string(), text);
+    }
+}
+
+#[test]
+fn random_garbage_never_panics() {
+    let alphabet: Vec<char> = "ab_.:=@\\#()+-*/%<>&|^, 019eE?if elseminmaxd_ratioé\t"
+        .chars()
+        .collect();
+    let mut r = Rng(11);
+    for _ in 0..20_000 {
+        let len = r.below(40) as usize;
+        let s: String = (0..len)
+            .map(|_| alphabet[r.below(alphabet.len() as u64) as usize])
+            .collect();
+        if let Err(e) = parse(&s) {
+            assert!(e.pos <= s.len(), "{s:?}: {e:?}");
+            let _ = e.to_string();
+        }
+    }
+}
+
+/// Straightforward reference semantics over the AST: `None` is "no value" (x/0); NaN (from
+/// inf - inf and the like) always propagates, as the engine documents.
+fn reference(e: &Expr, vals: &HashMap<String, f64>, smt: f64) -> Option<f64> {
+    let t = |x: f64| x != 0.0;
+    let b = |x: bool| if x { 1.0 } else { 0.0 };
+    Some(match e {
+        Expr::Num(n) => *n,
+        Expr::Const(c) => match c.to_ascii_lowercase().as_str() {
+            "smt_on" => smt,
+            "core_wide" => 1.0,
+            _ => return None,
+        },
+        Expr::Ident(i) => vals[&i.unescaped()],
+        Expr::Neg(a) => -reference(a, vals, smt)?,
+        Expr::Bin(op, x, y) => {
+            let (x, y) = (reference(x, vals, smt)?, reference(y, vals, smt)?);
+            if x.is_nan() || y.is_nan() {
+                return Some(f64::NAN);
+            }
+            match op {
+                BinOp::Add => x + y,
+                BinOp::Sub => x - y,
+                BinOp::Mul => x * y,
+                BinOp::Div if y == 0.0 => return None,
+                BinOp::Div => x / y,
+                BinOp::Rem if y as i64 == 0 => return None,
+                BinOp::Rem => ((x as i64).wrapping_rem(y as i64)) as f64,
+                BinOp::Lt => b(x < y),
+                BinOp::Gt => b(x > y),
+                BinOp::And => b(t(x) && t(y)),
+                BinOp::Or => b(t(x) || t(y)),
+                BinOp::Xor => b(t(x) != t(y)),
+            }
+        }
+        Expr::If {
+            then,
+            cond,
+            otherwise,
+        } => {
+            let c = reference(cond, vals, smt)?;
+            if c.is_nan() {
+                return Some(f64::NAN);
+            }
+            if t(c) {
+                reference(then, vals, smt)?
+            } else {
+                reference(otherwise, vals, smt)?
+            }
+        }
+        Expr::Call(f, x, y) => {
+            let (x, y) = (reference(x, vals, smt)?, reference(y, vals, smt)?);
+            if x.is_nan() || y.is_nan() {
+                return Some(f64::NAN);
+            }
+            match f {
+                Func::Min => x.min(y),
+                Func::Max => x.max(y),
+                Func::DRatio if y == 0.0 => 0.0,
+                Func::DRatio => x / y,
+            }
+        }
+    })
+}
+
+#[test]
+fn engine_agrees_with_a_reference_interpreter_on_random_formulas() {
+    let vals: HashMap<String, f64> = [
+        ("a", 3.0),
+        ("UOPS_RETIRED.MS:c1:e1", 0.0),
+        ("topdown-fe-bound", 1e9),
+        ("cpu@EV,cmask=0x6@", -2.5),
+        ("X:retire_latency", 17.25),
+        ("EV:ocr_msr_val=0x103b800002", 0.001),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let mut checked = [0usize; 3];
+    for seed in [99, 1, 2] {
+        let mut r = Rng(seed);
+        for _ in 0..700 {
+            let e = random_expr(&mut r, 5);
+            let formula: &'static str = Box::leak(e.to_string().into_boxed_str());
+            let metrics: &'static [MetricDef] = Box::leak(Box::new([MetricDef {
+                name: "M",
+                formula,
+                description: "",
+                unit: Unit::Number,
+            }]));
+            let model = Model {
+                key: "random",
+                name: "random",
+                vendor: Vendor::Intel,
+                core_kind: CoreKind::Uniform,
+                pmu: "cpu",
+                source: "test",
+                slots_per_cycle: 4,
+                gp_counters: 4,
+                fixed_counters: 3,
+                topdown: Topdown::Generic,
+                events: &[],
+                nodes: &[],
+                metrics,
+                retire_latencies: &[],
+            };
+            for smt in [false, true] {
+                let consts = Constants {
+                    smt_on: smt,
+                    ..Constants::default()
+                };
+                let want = reference(&e, &vals, if smt { 1.0 } else { 0.0 });
+                let (got, status) = evaluate_metric(&model, "M", &vals, &consts)
+                    .unwrap()
+                    .unwrap();
+                match want {
+                    None => {
+                        assert_eq!(status, Status::DivisionByZero, "{formula}");
+                        assert_eq!(got, None);
+                        checked[0] += 1;
+                    }
+                    Some(w) if w.is_finite() => {
+                        assert_eq!(status, Status::Ok, "{formula}");
+                        assert_eq!(got.unwrap().to_bits(), w.to_bits(), "{formula}");
+                        checked[1] += 1;
+                    }
+                    Some(_) => {
+                        assert!(matches!(status, Status::Error(_)), "{formula}: {status:?}");
+                        assert_eq!(got, None);
+                        checked[2] += 1;
+                    }
+                }
+            }
+        }
+    }
+    // The generator reaches the interesting outcomes.
+    assert!(checked[0] > 50 && checked[1] > 1000, "{checked:?}");
 }

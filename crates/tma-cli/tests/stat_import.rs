@@ -400,3 +400,82 @@ fn per_core_recording_is_refused() {
     let e = stderr(&o);
     assert!(e.contains("--per-core") && e.contains("-A"), "{e}");
 }
+
+#[test]
+fn zero_counts_are_said_plainly() {
+    let csv = std::fs::read_to_string(repo_root().join(ZEN4)).unwrap();
+    let zero: String = csv
+        .lines()
+        .map(|l| match l.split_once(",,") {
+            Some((_, rest)) if !l.starts_with('#') => format!("0,,{rest}\n"),
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("zero.csv");
+    std::fs::write(&p, zero).unwrap();
+    let o = run(&[
+        "stat",
+        "--import",
+        p.to_str().unwrap(),
+        "--cpu",
+        "zen4",
+        "-l",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("Every counted event is 0"), "{text}");
+    assert!(
+        text.contains("No bottleneck: no level-1 node is over its threshold."),
+        "{text}"
+    );
+    assert!(!text.contains("<=="), "{text}");
+}
+
+#[test]
+fn unknown_node_suggests_the_right_name() {
+    let o = run(&[
+        "stat",
+        "--import",
+        ZEN4,
+        "--cpu",
+        "zen4",
+        "--nodes",
+        "backend_bond",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("did you mean backend_bound"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn close_siblings_are_called_ambiguous() {
+    // Zen 4 level 1: frontend 40%, backend 42% of 6e9 slots: within 5 points.
+    let csv = "1000000000,,ls_not_halted_cyc,1,100.00,,\n\
+               2400000000,,de_no_dispatch_per_slot.no_ops_from_frontend,1,100.00,,\n\
+               2520000000,,de_no_dispatch_per_slot.backend_stalls,1,100.00,,\n\
+               0,,de_no_dispatch_per_slot.smt_contention,1,100.00,,\n\
+               1080000000,,de_src_op_disp.all,1,100.00,,\n\
+               1080000000,,ex_ret_ops,1,100.00,,\n";
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("amb.csv");
+    std::fs::write(&p, csv).unwrap();
+    let o = run(&["stat", "--import", p.to_str().unwrap(), "--cpu", "zen4"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains(
+            "Bottleneck: ambiguous between backend_bound (42.0%) and frontend_bound (40.0%), within 2.0 points (5-point rule)."
+        ),
+        "{text}"
+    );
+    assert!(text.contains("Next: tma locate --cpu zen4 --node backend_bound -- CMD"));
+    assert!(text.contains("Next: tma locate --cpu zen4 --node frontend_bound -- CMD"));
+    assert!(!text.contains("<=="), "{text}");
+    // No counted-share column when everything ran 100% of the time.
+    assert!(!text.contains("counted]"), "{text}");
+}

@@ -153,8 +153,9 @@ pub fn perf_name(spec: &str) -> String {
     spec.to_string()
 }
 
-/// Events of the selection in the order the tree uses them (so the events of one formula
-/// end up in the same group where they fit), then any others `required_events` lists.
+/// Events of the selection level by level, in the order the tree uses them (so the events of
+/// one level, and of one formula, end up in the same group where they fit), then any others
+/// `required_events` lists.
 fn ordered_events(model: &Model, sel: &Selection) -> anyhow::Result<Vec<String>> {
     let required = tma_metrics::required_events(model, sel)?;
     let mut out: Vec<String> = Vec::new();
@@ -177,7 +178,10 @@ fn ordered_events(model: &Model, sel: &Selection) -> anyhow::Result<Vec<String>>
             }
         }
     }
-    for n in tma_metrics::node_order(model, sel) {
+    // Level by level, so that the events of the upper levels share the first groups.
+    let mut nodes = tma_metrics::node_order(model, sel);
+    nodes.sort_by_key(|n| n.level);
+    for n in nodes {
         visit(model, n.formula, 0, &mut out, &required);
         visit(model, n.threshold, 0, &mut out, &required);
     }
@@ -405,6 +409,13 @@ mod tests {
         assert_eq!(p.events.len(), 12);
         assert!(p.groups.iter().all(|g| g.len() <= 6), "{:?}", p.groups);
         assert_eq!(p.groups.len(), 2);
+        // Level 1 needs exactly the 6 counters: it is counted as one group.
+        let l1 = plan(m, &Selection::level(1), "out.csv", "CMD").unwrap();
+        let mut a = l1.groups[0].clone();
+        let mut b = p.groups[0].clone();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b);
         // Every event is in exactly one group.
         let mut all: Vec<&String> = p.groups.iter().flatten().collect();
         all.sort();

@@ -16,14 +16,18 @@ pub fn emit<F>(output: Option<&Path>, render: F) -> anyhow::Result<()>
 where
     F: FnOnce(&mut dyn Write) -> Result<(), ReportError>,
 {
-    match output {
-        Some(p) => tma_report::write_atomic(p, render)?,
+    let r = match output {
+        Some(p) => tma_report::write_atomic(p, render),
         None => {
             let stdout = std::io::stdout();
             let mut lock = std::io::BufWriter::new(stdout.lock());
-            render(&mut lock)?;
-            lock.flush().map_err(ReportError::Io)?;
+            render(&mut lock).and_then(|()| lock.flush().map_err(ReportError::Io))
         }
-    }
-    Ok(())
+    };
+    // Keep a plain io::Error at the top of the chain, so main sees a closed pipe
+    // (`tma stat ... | head`) and exits quietly.
+    r.map_err(|e| match e {
+        ReportError::Io(io) => anyhow::Error::from(io),
+        other => anyhow::Error::from(other),
+    })
 }

@@ -56,6 +56,8 @@ pub struct IntervalReport {
     pub missing_states: Vec<(String, EventState)>,
     /// Events that counted exactly 0 (to explain divisions by zero).
     pub zero_events: Vec<String>,
+    /// Every counted event of the interval is 0.
+    pub all_zero: bool,
 }
 
 /// Everything the renderers need: the model, where the data came from, and the reports.
@@ -115,13 +117,15 @@ impl StatRun {
                 request.level
             );
         }
+        // Prepared once (compiled formulas, node order), evaluated per interval.
+        let evaluator = tma_metrics::Evaluator::new(model, &sel)?;
         let mut out = Vec::with_capacity(intervals.len());
         for iv in intervals {
             let consts = Constants {
                 duration_s: duration_of(iv),
                 ..Constants::default()
             };
-            let report = tma_metrics::evaluate(model, &sel, &IntervalValues(iv), &consts)?;
+            let report = evaluator.evaluate(&IntervalValues(iv), &consts);
             out.push(interval_report(iv, report));
         }
         Ok(StatRun {
@@ -167,11 +171,18 @@ pub fn interval_report(iv: &Interval, report: Report) -> IntervalReport {
         .filter(|r| r.cpu.is_none() && r.tid.is_none() && r.value == Some(0.0))
         .map(|r| r.event.clone())
         .collect();
+    let counted: Vec<f64> = iv
+        .readings
+        .iter()
+        .filter(|r| r.cpu.is_none() && r.tid.is_none())
+        .filter_map(|r| r.value)
+        .collect();
     IntervalReport {
         start_s: iv.start_s,
         end_s: iv.end_s,
         report,
         missing_states,
+        all_zero: !counted.is_empty() && counted.iter().all(|&v| v == 0.0),
         zero_events,
     }
 }
@@ -223,17 +234,24 @@ pub fn status_text(n: &NodeResult, ir: &IntervalReport, model: &Model) -> Option
             Some(parts.join("; "))
         }
         Status::DivisionByZero => {
-            let zero: Vec<&str> = model
+            let mut zero: Vec<&str> = model
                 .node(&n.name)
                 .map(|d| tma_catalog::encode::formula_identifiers(d.formula))
                 .unwrap_or_default()
                 .into_iter()
                 .filter(|id| ir.zero_events.iter().any(|z| z.eq_ignore_ascii_case(id)))
                 .collect();
-            Some(if zero.is_empty() {
-                "division by zero: a denominator counted 0".into()
-            } else {
-                format!("division by zero: {} counted 0", zero.join(", "))
+            let mut seen = std::collections::HashSet::new();
+            zero.retain(|z| seen.insert(z.to_ascii_lowercase()));
+            Some(match zero.len() {
+                0 => "division by zero: a denominator counted 0".into(),
+                1..=3 => format!("division by zero: {} counted 0", zero.join(", ")),
+                n => format!(
+                    "division by zero: {}, {} and {} more events counted 0",
+                    zero[0],
+                    zero[1],
+                    n - 2
+                ),
             })
         }
         Status::MissingConstant(c) => Some(format!("missing constant: {c}")),
@@ -350,6 +368,10 @@ fn render_tree(
             ""
         };
         let mut line = format!("{name:<name_w$}{value:>8}  {marker:<5}");
+        if let Some(d) = domain_note(n, run.model) {
+            line.push_str("  ");
+            line.push_str(&d);
+        }
         if let Some(s) = share_text(n.counted_share) {
             line.push_str("  ");
             line.push_str(&s);
@@ -381,6 +403,12 @@ fn render_tree(
             s * 100.0
         )?;
     }
+    if ir.all_zero {
+        writeln!(
+            w,
+            "Every counted event is 0: nothing ran while counting, or the counters did not count."
+        )?;
+    }
     if r.nodes.iter().any(|n| n.status == Status::MissingEvents) {
         writeln!(
             w,
@@ -389,6 +417,26 @@ fn render_tree(
         )?;
     }
     closing(w, run, r)
+}
+
+/// For a node not measured in slots, what its percentage is of (`(% of cycles)`).
+fn domain_note(n: &NodeResult, model: &Model) -> Option<String> {
+    if n.unit != Unit::Percent {
+        return None;
+    }
+    let domain = model.node(&n.name).map_or("", |d| d.count_domain);
+    let what = if domain.starts_with("Slots") {
+        "slots"
+    } else if domain.contains("Clocks") || domain.is_empty() {
+        "cycles"
+    } else if domain == "Stalls" {
+        "stall cycles"
+    } else if domain.starts_with("Core_") {
+        "core cycles"
+    } else {
+        return Some(format!("(% of {})", domain.to_lowercase()));
+    };
+    Some(format!("(% of {what})"))
 }
 
 /// The closing lines: the bottleneck, its locate-with events and the command to run next.
@@ -433,6 +481,12 @@ fn closing(w: &mut dyn Write, run: &StatRun, r: &Report) -> Result<(), ReportErr
         _ => {
             if let Some(node) = &b.node {
                 writeln!(w, "Bottleneck: {path} ({})", val(node))?;
+                if r.node(node).is_some_and(|n| n.status == Status::OutOfRange) {
+                    writeln!(
+                        w,
+                        "  Warning: its value is outside 0-100%, so the counts behind it are suspect (skew, multiplexing, or a wrong --cpu)."
+                    )?;
+                }
                 if let Some(d) = r.node(node).map(|n| n.description.as_str()) {
                     if !d.is_empty() {
                         writeln!(w, "  {d}")?;

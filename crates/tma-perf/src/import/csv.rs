@@ -192,8 +192,13 @@ pub(super) fn parse_line(line: &str, sep: char, lineno: usize) -> Result<Option<
     }
     let mut k = 0usize;
     let mut timestamp = None;
-    // Leading timestamp: a number followed by a value (a unit is never a number).
-    if f.len() > 1 && is_number(f[0]) && is_value(f[1]) {
+    let mut summary = false;
+    // Leading timestamp: a number followed by a value (a unit is never a number); the
+    // `--summary` rows that end `-I` output carry the word `summary` instead.
+    if f.first() == Some(&"summary") && f.len() > 1 && is_value(f[1]) {
+        summary = true;
+        k = 1;
+    } else if f.len() > 1 && is_number(f[0]) && is_value(f[1]) {
         timestamp = Some(parse_f64(f[0], lineno, "timestamp")?);
         k = 1;
     }
@@ -268,6 +273,7 @@ pub(super) fn parse_line(line: &str, sep: char, lineno: usize) -> Result<Option<
     Ok(Some(Row {
         line: lineno,
         timestamp,
+        summary,
         cpu,
         tid,
         event: event.to_string(),

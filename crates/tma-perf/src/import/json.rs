@@ -179,6 +179,7 @@ fn parse_object(obj: &Map<String, Value>, line: usize) -> Result<Option<Row>, Im
     Ok(Some(Row {
         line,
         timestamp,
+        summary: false,
         cpu,
         tid,
         event,

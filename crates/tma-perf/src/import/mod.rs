@@ -148,6 +148,8 @@ pub fn parse(bytes: &[u8]) -> Result<Recording, ImportError> {
 pub(crate) struct Row {
     pub line: usize,
     pub timestamp: Option<f64>,
+    /// A `summary` row of `perf stat -I --summary`.
+    pub summary: bool,
     pub cpu: Option<u32>,
     pub tid: Option<u32>,
     pub event: String,
@@ -169,7 +171,7 @@ fn assemble(rows: Vec<Row>) -> Result<Recording, ImportError> {
     let Some(first) = rows.first() else {
         return Err(ImportError::NoData);
     };
-    let interval_mode = first.timestamp.is_some();
+    let interval_mode = first.timestamp.is_some() || first.summary;
     let breakdown = if first.cpu.is_some() {
         Breakdown::PerCpu
     } else if first.tid.is_some() {
@@ -186,8 +188,16 @@ fn assemble(rows: Vec<Row>) -> Result<Recording, ImportError> {
     let mut current_ts: Option<f64> = None;
     let mut prev_end = 0.0f64;
     let mut duration_ns: Option<f64> = None;
+    let mut in_summary = false;
     for row in rows {
-        if row.timestamp.is_some() != interval_mode {
+        // `perf stat -I --summary` ends with whole-run rows (`summary,...` in CSV, rows
+        // without `interval` in JSON or with --no-csv-summary): the intervals already hold
+        // the data, so they are skipped.
+        if interval_mode && (row.summary || row.timestamp.is_none()) {
+            in_summary = true;
+            continue;
+        }
+        if row.summary || row.timestamp.is_some() != interval_mode || in_summary {
             return Err(ImportError::MixedIntervals { line: row.line });
         }
         let new_interval = match (row.timestamp, current_ts) {

@@ -205,8 +205,12 @@ fn bad_inputs_have_precise_errors() {
             "`tma.stat` document",
         ),
         (
-            b"     0.1,12,,cycles,100,100.00\n13,,cycles,100,100.00\n",
+            b"12,,cycles,100,100.00\n     0.1,13,,cycles,100,100.00\n",
             "mixed",
+        ),
+        (
+            b"     0.1,12,,cycles,100,100.00\n13,,cycles,100,100.00\n     0.2,13,,cycles,100,100.00\n",
+            "line 3: interval and non-interval lines are mixed",
         ),
         (
             b"     0.2,12,,cycles,100,100.00\n     0.1,13,,cycles,100,100.00\n",
@@ -267,4 +271,21 @@ fn resolve_renames_and_reports_unknown() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("same zen4 event"), "{err}");
+}
+
+#[test]
+fn interval_summary_rows_are_skipped() {
+    for f in [
+        "perf-csv-interval-summary.csv",
+        "perf-json-interval-summary.json",
+    ] {
+        let rec = parse(&fixture(f)).unwrap();
+        assert!(rec.interval_mode, "{f}");
+        assert_eq!(rec.intervals.len(), 2, "{f}");
+        assert_eq!(rec.events, ["task-clock", "page-faults"], "{f}");
+    }
+    // `--no-csv-summary`: the whole-run rows have no timestamp.
+    let text = "     0.1,5,,page-faults,100,100.00,,\n     0.2,6,,page-faults,100,100.00,,\n11,,page-faults,200,100.00,,\n";
+    let rec = parse(text.as_bytes()).unwrap();
+    assert_eq!(rec.intervals.len(), 2);
 }

@@ -26,9 +26,6 @@ use std::fmt;
 /// Deeper input is rejected with a [`ParseError`] instead of risking a stack overflow.
 pub const MAX_DEPTH: usize = 200;
 
-/// Maximum height of the AST (a chain `a + b + c ...` of N terms is N high).
-pub const MAX_HEIGHT: usize = 1000;
-
 /// A formula parse error: byte offset into the source, message, and the source itself so
 /// `Display` can show the formula with a caret under the offending position.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -606,23 +603,12 @@ impl<'s> Parser<'s> {
         Ok(())
     }
 
-    /// Tree height check: every sub-tree stays at most [`MAX_HEIGHT`] high, so the
-    /// recursive walks (evaluation, Display, Drop) stay shallow.
-    fn height(&self, h: usize) -> Result<usize, ParseError> {
-        if h > MAX_HEIGHT {
-            return Err(self.err(format!(
-                "formula too deeply nested (more than {MAX_HEIGHT} operators in one chain)"
-            )));
-        }
-        Ok(h)
-    }
-
-    fn if_expr(&mut self) -> Result<(Expr, usize), ParseError> {
+    fn if_expr(&mut self) -> Result<Expr, ParseError> {
         self.enter()?;
-        let (then, ht) = self.binary(1)?;
+        let then = self.binary(1)?;
         let r = if self.tok == Tok::If {
             self.bump()?;
-            let (cond, hc) = self.binary(1)?;
+            let cond = self.binary(1)?;
             if self.tok != Tok::Else {
                 return Err(self.err(format!(
                     "expected 'else' after the condition of 'if', found {}",
@@ -630,18 +616,14 @@ impl<'s> Parser<'s> {
                 )));
             }
             self.bump()?;
-            let (otherwise, ho) = self.if_expr()?;
-            let h = self.height(1 + ht.max(hc).max(ho))?;
-            (
-                Expr::If {
-                    then: Box::new(then),
-                    cond: Box::new(cond),
-                    otherwise: Box::new(otherwise),
-                },
-                h,
-            )
+            let otherwise = self.if_expr()?;
+            Expr::If {
+                then: Box::new(then),
+                cond: Box::new(cond),
+                otherwise: Box::new(otherwise),
+            }
         } else {
-            (then, ht)
+            then
         };
         self.depth -= 1;
         Ok(r)
@@ -656,48 +638,47 @@ impl<'s> Parser<'s> {
     }
 
     /// Precedence climbing, left associative.
-    fn binary(&mut self, min_prec: u8) -> Result<(Expr, usize), ParseError> {
-        let (mut lhs, mut h) = self.unary()?;
+    fn binary(&mut self, min_prec: u8) -> Result<Expr, ParseError> {
+        let mut lhs = self.unary()?;
         while let Some(op) = self.cur_binop() {
             let p = op.precedence();
             if p < min_prec {
                 break;
             }
             self.bump()?;
-            let (rhs, hr) = self.binary(p + 1)?;
-            h = self.height(1 + h.max(hr))?;
+            let rhs = self.binary(p + 1)?;
             lhs = Expr::Bin(op, Box::new(lhs), Box::new(rhs));
         }
-        Ok((lhs, h))
+        Ok(lhs)
     }
 
-    fn unary(&mut self) -> Result<(Expr, usize), ParseError> {
+    fn unary(&mut self) -> Result<Expr, ParseError> {
         if self.tok == Tok::Minus {
             self.enter()?;
             self.bump()?;
-            let (inner, h) = self.unary()?;
+            let inner = self.unary()?;
             self.depth -= 1;
-            return Ok((Expr::Neg(Box::new(inner)), h + 1));
+            return Ok(Expr::Neg(Box::new(inner)));
         }
         self.primary()
     }
 
-    fn primary(&mut self) -> Result<(Expr, usize), ParseError> {
+    fn primary(&mut self) -> Result<Expr, ParseError> {
         let tok = std::mem::replace(&mut self.tok, Tok::End);
         let start = self.pos;
         match tok {
             Tok::Num(n) => {
                 self.bump()?;
-                Ok((Expr::Num(n), 1))
+                Ok(Expr::Num(n))
             }
             Tok::Const(c) => {
                 self.bump()?;
-                Ok((Expr::Const(c), 1))
+                Ok(Expr::Const(c))
             }
             Tok::Ident(name) => {
                 self.bump()?;
                 if self.tok != Tok::LParen {
-                    return Ok((Expr::Ident(Ident { text: name }), 1));
+                    return Ok(Expr::Ident(Ident { text: name }));
                 }
                 let func = match name.to_ascii_lowercase().as_str() {
                     "min" => Func::Min,
@@ -712,21 +693,23 @@ impl<'s> Parser<'s> {
                         ))
                     }
                 };
+                self.enter()?;
                 self.bump()?;
-                let (a, ha) = self.if_expr()?;
+                let a = self.if_expr()?;
                 self.expect(
                     Tok::Comma,
                     &format!("',' ({} takes two arguments)", func.name()),
                 )?;
-                let (b, hb) = self.if_expr()?;
+                let b = self.if_expr()?;
                 self.expect(
                     Tok::RParen,
                     &format!("')' ({} takes two arguments)", func.name()),
                 )?;
-                let h = self.height(1 + ha.max(hb))?;
-                Ok((Expr::Call(func, Box::new(a), Box::new(b)), h))
+                self.depth -= 1;
+                Ok(Expr::Call(func, Box::new(a), Box::new(b)))
             }
             Tok::LParen => {
+                self.enter()?;
                 self.bump()?;
                 let e = self.if_expr()?;
                 if self.tok != Tok::RParen {
@@ -736,6 +719,7 @@ impl<'s> Parser<'s> {
                     )));
                 }
                 self.bump()?;
+                self.depth -= 1;
                 Ok(e)
             }
             other => {
@@ -765,7 +749,7 @@ pub fn parse(src: &str) -> Result<Expr, ParseError> {
     if p.tok == Tok::End {
         return Err(p.err("empty formula"));
     }
-    let (e, _) = p.if_expr()?;
+    let e = p.if_expr()?;
     if p.tok != Tok::End {
         let msg = match p.tok {
             Tok::RParen => "unmatched ')'".to_string(),

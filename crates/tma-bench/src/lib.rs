@@ -1,1 +1,1023 @@
-//! Instruction microbenchmarks: JIT with iced-x86 into a W^X buffer, forked pinned child with signal capture, calibrated rdtsc / perf / rdpmc clocks, statistics.
+//! Instruction microbenchmarks: latency per input->output operand pair and reciprocal
+//! throughput, in core cycles, on any x86-64 Linux machine, including VMs without a PMU.
+//!
+//! Pipeline: Intel-syntax text ([`asm`]) -> concrete iced-x86 instructions -> refusals and
+//! CPUID feature check ([`plan`]) -> latency-pair and N-chain throughput variants ([`plan`]) ->
+//! harness images at two unroll counts ([`harness`], pure bytes) -> a forked child pinned to
+//! one CPU runs them from a W^X buffer with faults caught ([`engine`], [`sys`]) -> statistics
+//! ([`stats`]) -> [`FormReport`].
+//!
+//! Method (see `MICROBENCH-METHOD.md` in the project notes): per-copy cost = (min over trials
+//! of the 128-copy run - min over trials of the 64-copy run) / (iterations x 64); iterations
+//! auto-sized so a run lasts >= 100k TSC ticks; on the `tsc` clock each repetition is divided by
+//! the TSC ticks per core cycle measured right before and after it (the smaller of an
+//! `add rax, rax` chain, 1 cycle per add, and an `imul rax, rax` chain / 3: contention can only
+//! slow a chain down), and a repetition is rejected when those two calibrations differ by more
+//! than 0.2%; the median of
+//! 11 accepted repetitions is reported with p10/p90. A self-check (imul chain / add chain = 3
+//! within 1%) must pass before any figure is reported.
+//!
+//! Registers: r15 is the loop counter, r14 points at a 1 MiB scratch buffer (memory operands
+//! `[r14+disp]`), rsp is the stack; bodies may not write any of them.
+
+use serde::{Deserialize, Serialize};
+
+pub mod asm;
+pub mod clock;
+pub mod engine;
+pub mod harness;
+pub mod plan;
+pub mod sha;
+pub mod stats;
+mod sys;
+
+pub use engine::Method;
+pub use sha::{preset_sha, ShaBounds, ShaReport};
+
+use iced_x86::{Instruction, Register};
+
+/// Errors of `tma bench`, each saying what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BenchError {
+    #[error("cannot parse `{text}`: {reason}")]
+    Parse { text: String, reason: String },
+    #[error("cannot assemble `{text}`: {reason}")]
+    Resolve { text: String, reason: String },
+    #[error("{text} needs {feature}; this CPU lacks it")]
+    MissingFeature { text: String, feature: String },
+    #[error("refusing `{text}`: {reason}")]
+    Refused { text: String, reason: String },
+    #[error("{0}")]
+    Fault(String),
+    #[error("{0}")]
+    BadOption(String),
+    #[error("calibration self-check failed on the {clock} clock: imul/add chain ratio {ratio:.3}, expected 3.00 within 1%; the clock is too unstable now (another load?), try again or pass --precise")]
+    SelfCheck { clock: ClockKind, ratio: f64 },
+    #[error("{what} failed: {source}")]
+    Os {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("measurement failed: {0}")]
+    Measurement(String),
+}
+
+/// Cycle sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum ClockKind {
+    /// rdtsc, calibrated to core cycles by an add chain.
+    Tsc,
+    /// PERF_COUNT_HW_CPU_CYCLES read with read(2).
+    Perf,
+    /// The same counter read in user space with rdpmc.
+    Rdpmc,
+}
+
+impl std::fmt::Display for ClockKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ClockKind::Tsc => "tsc",
+            ClockKind::Perf => "perf",
+            ClockKind::Rdpmc => "rdpmc",
+        })
+    }
+}
+
+/// `--clock`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockChoice {
+    Auto,
+    One(ClockKind),
+    All,
+}
+
+/// Pair selection (`--pair 2->1`, `--from xmm2 --to xmm1`).
+#[derive(Debug, Clone, Default)]
+pub struct PairFilter {
+    pub pair: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+}
+
+/// What to measure and how.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub latency: bool,
+    pub throughput: bool,
+    pub pairs: PairFilter,
+    /// Independent chain counts swept for throughput.
+    pub chains: Vec<usize>,
+    pub clock: ClockChoice,
+    /// `--init reg=value` for general-purpose registers.
+    pub init: Vec<(Register, u64)>,
+    pub method: Method,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            latency: true,
+            throughput: true,
+            pairs: PairFilter::default(),
+            chains: vec![1, 2, 4, 8, 12],
+            clock: ClockChoice::Auto,
+            init: Vec::new(),
+            method: Method::default(),
+        }
+    }
+}
+
+/// The body to measure.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// Intel syntax, `;`-separated.
+    Text(String),
+    /// Raw machine code (`--bytes`).
+    Bytes(Vec<u8>),
+}
+
+/// One measured figure on one clock, in core cycles per body copy.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Figure {
+    pub clock: ClockKind,
+    pub median: f64,
+    pub p10: f64,
+    pub p90: f64,
+    /// Nearest integer or multiple of 1/12.
+    pub snapped: f64,
+    /// Whether the median is within 2% of `snapped`.
+    pub snapped_ok: bool,
+    pub accepted: usize,
+    pub rejected: usize,
+    /// Median raw TSC ticks per copy, uncalibrated.
+    pub raw_tsc_ticks: f64,
+}
+
+/// Latency through one input->output pair.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PairResult {
+    /// `2->1` (explicit operands numbered from 1, implicit registers after them), or `body`.
+    pub pair: String,
+    pub from: String,
+    pub to: String,
+    /// The timed body, with the registers actually used.
+    pub body: String,
+    pub note: Option<String>,
+    pub figures: Vec<Figure>,
+}
+
+/// Throughput for one chain count.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ChainResult {
+    pub chains: usize,
+    pub body: String,
+    pub figures: Vec<Figure>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ThroughputResult {
+    /// Per clock: the best (lowest) figure over the chain counts.
+    pub best: Vec<Figure>,
+    pub best_chains: usize,
+    pub per_chains: Vec<ChainResult>,
+    pub skipped_chains: Vec<(usize, String)>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClockStatus {
+    pub clock: ClockKind,
+    /// None when the clock was usable.
+    pub unavailable: Option<String>,
+    /// imul/add chain ratio (expect 3.00).
+    pub self_check: Option<f64>,
+    pub self_check_ok: Option<bool>,
+    /// TSC ticks per core cycle measured by the add chain (tsc clock).
+    pub tsc_ticks_per_cycle: Option<f64>,
+}
+
+/// Everything measured for one input.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FormReport {
+    pub input: String,
+    /// Operand-value preset the figures are for (`div`/`idiv`: "fast" or "slow"), if any.
+    pub preset: Option<String>,
+    pub instructions: Vec<String>,
+    pub bytes: String,
+    pub cpu: usize,
+    pub clocks: Vec<ClockStatus>,
+    pub latency: Vec<PairResult>,
+    pub latency_skipped: Vec<(String, String)>,
+    pub throughput: Option<ThroughputResult>,
+    pub throughput_note: Option<String>,
+    pub notes: Vec<String>,
+}
+
+impl FormReport {
+    /// The summary latency: max over pairs of the first clock's median (as uops.info reports).
+    pub fn latency_summary(&self) -> Option<f64> {
+        self.latency
+            .iter()
+            .filter_map(|p| p.figures.first().map(|f| f.median))
+            .reduce(f64::max)
+    }
+    pub fn throughput_summary(&self) -> Option<f64> {
+        self.throughput.as_ref()?.best.first().map(|f| f.median)
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter()
+        .map(|x| format!("{x:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Concrete instructions for a source, checked (refusals, CPU features).
+pub fn prepare(
+    src: &Source,
+    probe: plan::FeatureProbe,
+) -> Result<(String, Vec<Instruction>), BenchError> {
+    let (input, instrs) = match src {
+        Source::Text(t) => {
+            let parsed = asm::parse_body(t)?;
+            let concrete = plan::concretize(&parsed)?;
+            let mut v = Vec::new();
+            for p in &concrete {
+                v.push(asm::resolve(p)?.instr);
+            }
+            (t.trim().to_string(), v)
+        }
+        Source::Bytes(b) => {
+            let mut d = iced_x86::Decoder::new(64, b, iced_x86::DecoderOptions::NONE);
+            let mut v = Vec::new();
+            while d.can_decode() {
+                let ins = d.decode();
+                if ins.is_invalid() {
+                    return Err(BenchError::Parse {
+                        text: hex(b),
+                        reason: format!(
+                            "the bytes do not decode as x86-64 instructions at offset {}",
+                            d.position() - ins.len()
+                        ),
+                    });
+                }
+                v.push(ins);
+            }
+            (format!("--bytes {}", hex(b)), v)
+        }
+    };
+    // Name instructions in messages as the user wrote them (text), or as decoded (bytes).
+    let texts: Vec<String> = match src {
+        Source::Text(t) => asm::parse_body(t)?.into_iter().map(|p| p.text).collect(),
+        Source::Bytes(_) => instrs.iter().map(asm::format).collect(),
+    };
+    for (i, ins) in instrs.iter().enumerate() {
+        let t = match src {
+            // Operand kinds (`r64`) are shown with the registers tma chose.
+            Source::Text(_) if texts.get(i).is_some_and(|t| !has_kind(t)) => texts[i].clone(),
+            _ => asm::format(ins),
+        };
+        plan::check_safe(ins, &t)?;
+        plan::check_features(ins, &t, probe)?;
+    }
+    Ok((input, instrs))
+}
+
+fn has_kind(text: &str) -> bool {
+    asm::parse_insn(text).is_ok_and(|p| {
+        p.operands
+            .iter()
+            .any(|o| matches!(o, asm::Operand::Kind(_)))
+    })
+}
+
+struct Planned {
+    /// (job index in the job list)
+    latency: Vec<(plan::PairPlan, usize)>,
+    tp: Vec<(usize, plan::Variant, usize)>,
+}
+
+fn clocks_for(choice: ClockChoice) -> Vec<ClockKind> {
+    match choice {
+        ClockChoice::One(c) => vec![c],
+        ClockChoice::All => vec![ClockKind::Tsc, ClockKind::Perf, ClockKind::Rdpmc],
+        ClockChoice::Auto => {
+            if clock::available(ClockKind::Perf).is_ok() {
+                vec![ClockKind::Perf]
+            } else {
+                vec![ClockKind::Tsc]
+            }
+        }
+    }
+}
+
+fn calib_ins(code: iced_x86::Code) -> Instruction {
+    // Both are fixed two-register forms; construction cannot fail for these codes.
+    Instruction::with2(code, Register::RAX, Register::RAX).unwrap_or_default()
+}
+
+/// Measure one source with the operand values as given (defaults plus `--init`).
+pub fn bench(src: &Source, opts: &Options) -> Result<FormReport, BenchError> {
+    bench_inner(src, opts, &plan::host_has, None)
+}
+
+/// Measure one source; a lone `div`/`idiv` whose rax, rdx and divisor were not set with
+/// `--init` is measured twice, with the "fast" and the "slow" operand preset (their cost
+/// depends on the values), one report each.
+pub fn bench_all(src: &Source, opts: &Options) -> Result<Vec<FormReport>, BenchError> {
+    let (_, instrs) = prepare(src, &plan::host_has)?;
+    if let Some(presets) = DivPreset::applicable(&instrs, &opts.init) {
+        return presets
+            .iter()
+            .map(|p| bench_inner(src, opts, &plan::host_has, Some(p)))
+            .collect();
+    }
+    Ok(vec![bench(src, opts)?])
+}
+
+/// uops.info-style operand presets for integer division.
+#[derive(Debug, Clone, Copy)]
+pub struct DivPreset {
+    pub name: &'static str,
+    pub rax: u64,
+    pub rdx: u64,
+    pub divisor: u64,
+}
+
+impl DivPreset {
+    /// Fast: 0 / 1. Slow: a large dividend and divisor (quotient and remainder stay large along
+    /// the latency chain).
+    pub const FAST: DivPreset = DivPreset {
+        name: "fast",
+        rax: 0,
+        rdx: 0,
+        divisor: 1,
+    };
+    pub const SLOW: DivPreset = DivPreset {
+        name: "slow",
+        rax: 133,
+        rdx: 0x343a_9ed7_4455_6677,
+        divisor: 0x75e6_e44f_ccdd_eeff,
+    };
+
+    /// The presets for this body, or None (not a lone 32/64-bit div/idiv by a register other
+    /// than rax/rdx, or the user set rax, rdx or the divisor).
+    fn applicable(instrs: &[Instruction], init: &[(Register, u64)]) -> Option<[DivPreset; 2]> {
+        let [ins] = instrs else { return None };
+        let d = Self::divisor(ins)?;
+        let touched = init
+            .iter()
+            .any(|(r, _)| matches!(*r, Register::RAX | Register::RDX) || *r == d.full_register());
+        (!touched).then_some([DivPreset::FAST, DivPreset::SLOW])
+    }
+
+    fn divisor(ins: &Instruction) -> Option<Register> {
+        use iced_x86::Mnemonic;
+        if !matches!(ins.mnemonic(), Mnemonic::Div | Mnemonic::Idiv)
+            || ins.op0_kind() != iced_x86::OpKind::Register
+        {
+            return None;
+        }
+        let d = ins.op0_register();
+        let ok = (d.is_gpr64() || d.is_gpr32())
+            && !matches!(d.full_register(), Register::RAX | Register::RDX);
+        ok.then_some(d)
+    }
+
+    /// Values for an operand size: 32-bit division uses the high halves (keeps edx < divisor
+    /// and the signed quotient in range).
+    fn values(&self, ins: &Instruction) -> (u64, u64, u64) {
+        let wide = ins.op0_register().is_gpr64();
+        if wide || self.name == "fast" {
+            (self.rax, self.rdx, self.divisor)
+        } else {
+            (self.rax, self.rdx >> 32, self.divisor >> 32)
+        }
+    }
+
+    fn describe(&self, ins: &Instruction) -> String {
+        let (a, d, v) = self.values(ins);
+        let dn = Self::divisor(ins).map_or("divisor".into(), asm::register_name);
+        format!("{}: rdx:rax = {d:#x}:{a:#x}, {dn} = {v:#x}", self.name)
+    }
+}
+
+/// [`bench`] with an injectable CPU feature probe (tests).
+pub fn bench_with_probe(
+    src: &Source,
+    opts: &Options,
+    probe: plan::FeatureProbe,
+) -> Result<FormReport, BenchError> {
+    bench_inner(src, opts, probe, None)
+}
+
+fn bench_inner(
+    src: &Source,
+    opts: &Options,
+    probe: plan::FeatureProbe,
+    div: Option<&DivPreset>,
+) -> Result<FormReport, BenchError> {
+    let (input, instrs) = prepare(src, probe)?;
+    for (r, _) in &opts.init {
+        if !r.is_gpr64() || matches!(*r, Register::RSP | Register::R14 | Register::R15) {
+            return Err(BenchError::BadOption(format!(
+                "--init {}: only general-purpose registers other than rsp, r14 and r15 can be initialised",
+                asm::register_name(*r)
+            )));
+        }
+    }
+    let mut notes = Vec::new();
+    let mut variants: Vec<plan::Variant> = vec![
+        plan::Variant {
+            chains: vec![vec![calib_ins(iced_x86::Code::Add_rm64_r64)]],
+        },
+        plan::Variant {
+            chains: vec![vec![calib_ins(iced_x86::Code::Imul_r64_rm64)]],
+        },
+    ];
+    let mut planned = Planned {
+        latency: Vec::new(),
+        tp: Vec::new(),
+    };
+    let mut skipped_pairs = Vec::new();
+    let add_variant = |variants: &mut Vec<plan::Variant>, v: plan::Variant| -> usize {
+        let t: Vec<String> = v.chains.iter().flatten().map(asm::format).collect();
+        if let Some(i) = variants.iter().position(|w| {
+            w.chains
+                .iter()
+                .flatten()
+                .map(asm::format)
+                .collect::<Vec<_>>()
+                == t
+        }) {
+            return i;
+        }
+        variants.push(v);
+        variants.len() - 1
+    };
+    if opts.latency {
+        let (pairs, skipped) = if instrs.len() == 1 {
+            plan::latency_pairs(&instrs[0])
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        skipped_pairs = skipped.into_iter().map(|s| (s.pair, s.reason)).collect();
+        let mut pairs = if pairs.is_empty() {
+            if instrs.len() == 1 {
+                notes.push(
+                    "no register input->output pair: latency row is the body repeated as written"
+                        .into(),
+                );
+            } else {
+                notes.push(
+                    "several instructions: latency is per body copy, repeated as written".into(),
+                );
+            }
+            vec![plan::PairPlan {
+                pair: "body".into(),
+                from: "-".into(),
+                to: "-".into(),
+                variant: plan::Variant {
+                    chains: vec![instrs.clone()],
+                },
+                note: None,
+            }]
+        } else {
+            pairs
+        };
+        let f = &opts.pairs;
+        if f.pair.is_some() || f.from.is_some() || f.to.is_some() {
+            let all: Vec<String> = pairs
+                .iter()
+                .map(|p| format!("{} ({}->{})", p.pair, p.from, p.to))
+                .collect();
+            pairs.retain(|p| {
+                f.pair.as_ref().is_none_or(|x| x.replace(' ', "") == p.pair)
+                    && f.from
+                        .as_ref()
+                        .is_none_or(|x| x.eq_ignore_ascii_case(&p.from))
+                    && f.to.as_ref().is_none_or(|x| x.eq_ignore_ascii_case(&p.to))
+            });
+            if pairs.is_empty() {
+                return Err(BenchError::BadOption(format!(
+                    "no operand pair matches the selection; available: {}",
+                    all.join(", ")
+                )));
+            }
+        }
+        for p in pairs {
+            let j = add_variant(&mut variants, p.variant.clone());
+            planned.latency.push((p, j));
+        }
+    }
+    let mut skipped_chains = Vec::new();
+    let mut tp_note = None;
+    // Spare registers holding the preset dividend for the throughput breakers.
+    let mut div_spares: Vec<(Register, u64)> = Vec::new();
+    if let (true, Some(p)) = (opts.throughput, div) {
+        let ins = instrs[0];
+        let d = DivPreset::divisor(&ins).map(|r| r.full_register());
+        let (a, dx, _) = p.values(&ins);
+        let spares: Vec<Register> = [Register::R8, Register::R9, Register::R10, Register::R11]
+            .into_iter()
+            .filter(|r| Some(*r) != d)
+            .take(2)
+            .collect();
+        let mov = |dst: Register, src: Register| {
+            Instruction::with2(iced_x86::Code::Mov_rm64_r64, dst, src)
+                .map_err(|e| BenchError::Measurement(e.to_string()))
+        };
+        let body = vec![
+            mov(Register::RAX, spares[0])?,
+            mov(Register::RDX, spares[1])?,
+            ins,
+        ];
+        div_spares = vec![(spares[0], a), (spares[1], dx)];
+        let v = plan::Variant { chains: vec![body] };
+        let j = add_variant(&mut variants, v.clone());
+        planned.tp.push((1, v, j));
+        notes.push(format!(
+            "throughput body reloads rax and rdx before each {} (the moves are part of the timed body) so copies are independent",
+            asm::format(&ins)
+        ));
+    } else if opts.throughput {
+        for &k in &opts.chains {
+            if k == 0 {
+                return Err(BenchError::BadOption("--chains values must be >= 1".into()));
+            }
+            match plan::throughput_variant(&instrs, k) {
+                Ok(v) => {
+                    let j = add_variant(&mut variants, v.clone());
+                    planned.tp.push((k, v, j));
+                }
+                Err(reason) => {
+                    if k == 1 || tp_note.is_some() {
+                        tp_note.get_or_insert(reason.clone());
+                    }
+                    skipped_chains.push((k, reason));
+                }
+            }
+        }
+        if planned.tp.is_empty() {
+            let reason = skipped_chains
+                .first()
+                .map(|s| s.1.clone())
+                .unwrap_or_default();
+            tp_note = Some(format!("throughput not measured: {reason}"));
+        } else if let Some(first) = skipped_chains.iter().find(|(k, _)| *k > 1) {
+            tp_note = Some(format!("chain count {} skipped: {}", first.0, first.1));
+        }
+    }
+    // Build the images.
+    let bodies: Vec<&Instruction> = variants
+        .iter()
+        .flat_map(|v| v.chains.iter().flatten())
+        .collect();
+    let (vec_init, mm) = plan::vec_init(&bodies);
+    let mut gprs: Vec<(Register, u64)> = harness::GPR_DEFAULTS.to_vec();
+    let mut inits = opts.init.clone();
+    if let Some(p) = div {
+        let ins = instrs[0];
+        let (a, dx, v) = p.values(&ins);
+        inits.push((Register::RAX, a));
+        inits.push((Register::RDX, dx));
+        if let Some(d) = DivPreset::divisor(&ins) {
+            inits.push((d.full_register(), v));
+        }
+        inits.extend(div_spares.iter().copied());
+    }
+    for (r, v) in &inits {
+        if let Some(slot) = gprs.iter_mut().find(|(g, _)| g == r) {
+            slot.1 = *v;
+        }
+    }
+    let (u1, u2) = opts.method.unroll;
+    if u1 == 0 || u2 <= u1 {
+        return Err(BenchError::BadOption("--unroll A,B needs 0 < A < B".into()));
+    }
+    let mut images = Vec::new();
+    let mut jobs = Vec::new();
+    for v in &variants {
+        let copies = v.encode().map_err(BenchError::Measurement)?;
+        let small = harness::build_image(&copies, u1, &gprs, vec_init, mm)
+            .map_err(|e| BenchError::Measurement(format!("harness: {e}")))?;
+        let large = harness::build_image(&copies, u2, &gprs, vec_init, mm)
+            .map_err(|e| BenchError::Measurement(format!("harness: {e}")))?;
+        images.push(small);
+        images.push(large);
+        jobs.push(engine::Job {
+            small: images.len() - 2,
+            large: images.len() - 1,
+        });
+    }
+    let layout = engine::Layout::new(images);
+    let wanted: Vec<usize> = {
+        let mut w: Vec<usize> = planned
+            .latency
+            .iter()
+            .map(|(_, j)| *j)
+            .chain(planned.tp.iter().map(|t| t.2))
+            .collect();
+        w.sort_unstable();
+        w.dedup();
+        w
+    };
+    let clocks = clocks_for(opts.clock);
+    let out = engine::run(&layout, &jobs, &wanted, &clocks, &opts.method)?;
+    if let Some(f) = out.fault {
+        return Err(BenchError::Fault(fault_message(
+            &f,
+            &layout,
+            &variants,
+            &jobs,
+            &gprs,
+            &opts.method,
+        )));
+    }
+    if out.timed_out {
+        return Err(BenchError::Fault(format!(
+            "the measurement did not finish within {} s and was killed; the body may be very slow (try --chains 1 or a smaller --unroll)",
+            opts.method.timeout.as_secs()
+        )));
+    }
+    // Collect.
+    let mut statuses: Vec<ClockStatus> = Vec::new();
+    let mut figs: std::collections::HashMap<(usize, ClockKind), Figure> = Default::default();
+    for m in &out.msgs {
+        match m {
+            engine::Msg::Clock { clock, error } => statuses.push(ClockStatus {
+                clock: *clock,
+                unavailable: error.clone(),
+                self_check: None,
+                self_check_ok: None,
+                tsc_ticks_per_cycle: None,
+            }),
+            engine::Msg::SelfCheck {
+                clock,
+                ratio,
+                add_ticks,
+                ok,
+            } => {
+                if let Some(s) = statuses.iter_mut().find(|s| s.clock == *clock) {
+                    s.self_check = Some(*ratio);
+                    s.self_check_ok = Some(*ok);
+                    if *clock == ClockKind::Tsc {
+                        s.tsc_ticks_per_cycle = Some(*add_ticks);
+                    }
+                }
+            }
+            engine::Msg::Figure {
+                job,
+                clock,
+                values,
+                raw_ticks,
+                rejected,
+                ..
+            } => {
+                if values.is_empty() {
+                    return Err(BenchError::Measurement(format!(
+                        "the {clock} clock moved during every repetition ({rejected} rejected); the machine is too noisy now, try again"
+                    )));
+                }
+                let s = stats::sorted(values);
+                let median = stats::percentile(&s, 50.0);
+                let (snapped, snapped_ok) = stats::snap(median);
+                figs.insert(
+                    (*job, *clock),
+                    Figure {
+                        clock: *clock,
+                        median,
+                        p10: stats::percentile(&s, 10.0),
+                        p90: stats::percentile(&s, 90.0),
+                        snapped,
+                        snapped_ok,
+                        accepted: values.len(),
+                        rejected: *rejected,
+                        raw_tsc_ticks: stats::median(raw_ticks),
+                    },
+                );
+            }
+            engine::Msg::Note(n) => {
+                if let Some(fatal) = n.strip_prefix("fatal: ") {
+                    return Err(BenchError::Measurement(fatal.to_string()));
+                }
+                notes.push(n.clone());
+            }
+        }
+    }
+    if let Some(e) = &out.exit {
+        return Err(BenchError::Measurement(e.clone()));
+    }
+    let usable: Vec<ClockKind> = statuses
+        .iter()
+        .filter(|s| s.unavailable.is_none())
+        .map(|s| s.clock)
+        .collect();
+    if usable.is_empty() {
+        let why: Vec<String> = statuses
+            .iter()
+            .map(|s| format!("{}: {}", s.clock, s.unavailable.clone().unwrap_or_default()))
+            .collect();
+        return Err(BenchError::Measurement(format!(
+            "no usable clock ({})",
+            why.join("; ")
+        )));
+    }
+    for s in &statuses {
+        if s.self_check_ok == Some(false) && opts.clock != ClockChoice::All {
+            return Err(BenchError::SelfCheck {
+                clock: s.clock,
+                ratio: s.self_check.unwrap_or(f64::NAN),
+            });
+        }
+    }
+    let good: Vec<ClockKind> = statuses
+        .iter()
+        .filter(|s| s.self_check_ok == Some(true))
+        .map(|s| s.clock)
+        .collect();
+    let figures_of = |j: usize| -> Vec<Figure> {
+        good.iter()
+            .filter_map(|c| figs.get(&(j, *c)).cloned())
+            .collect()
+    };
+    let latency = planned
+        .latency
+        .iter()
+        .map(|(p, j)| PairResult {
+            pair: p.pair.clone(),
+            from: p.from.clone(),
+            to: p.to.clone(),
+            body: p.variant.text(),
+            note: p.note.clone(),
+            figures: figures_of(*j),
+        })
+        .collect();
+    let throughput = if planned.tp.is_empty() {
+        None
+    } else {
+        let per_chains: Vec<ChainResult> = planned
+            .tp
+            .iter()
+            .map(|(k, v, j)| ChainResult {
+                chains: *k,
+                body: v
+                    .chains
+                    .iter()
+                    .map(|c| c.iter().map(asm::format).collect::<Vec<_>>().join("; "))
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+                figures: figures_of(*j),
+            })
+            .collect();
+        let mut best = Vec::new();
+        let mut best_chains = 0;
+        for (ci, c) in good.iter().enumerate() {
+            if let Some(b) = per_chains
+                .iter()
+                .filter_map(|r| {
+                    r.figures
+                        .iter()
+                        .find(|f| f.clock == *c)
+                        .map(|f| (r.chains, f))
+                })
+                .min_by(|a, b| a.1.median.total_cmp(&b.1.median))
+            {
+                if ci == 0 {
+                    best_chains = b.0;
+                }
+                best.push(b.1.clone());
+            }
+        }
+        Some(ThroughputResult {
+            best,
+            best_chains,
+            per_chains,
+            skipped_chains,
+        })
+    };
+    let bytes: Vec<u8> = instrs
+        .iter()
+        .filter_map(|i| asm::encode(i).ok())
+        .flatten()
+        .collect();
+    Ok(FormReport {
+        input,
+        preset: div.map(|d| d.describe(&instrs[0])),
+        instructions: instrs.iter().map(asm::format).collect(),
+        bytes: hex(&bytes),
+        cpu: opts.method.cpu.or_else(sys::current_cpu).unwrap_or(0),
+        clocks: statuses,
+        latency,
+        latency_skipped: skipped_pairs,
+        throughput,
+        throughput_note: tp_note,
+        notes,
+    })
+}
+
+fn fault_message(
+    f: &engine::Fault,
+    layout: &engine::Layout,
+    variants: &[plan::Variant],
+    jobs: &[engine::Job],
+    gprs: &[(Register, u64)],
+    method: &Method,
+) -> String {
+    let sig = sys::signal_name(f.signal);
+    if f.signal == libc::SIGALRM {
+        return format!(
+            "the measurement did not finish within {} s (SIGALRM); the body may be very slow",
+            method.timeout.as_secs()
+        );
+    }
+    let located = layout.locate(f.offset as usize);
+    let ins = located.and_then(|(img, rel)| {
+        let job = jobs.iter().position(|j| j.small == img || j.large == img)?;
+        let idx = layout.images[img].insn_at(rel)?;
+        // Copy index determines the chain; find which copy contains rel.
+        let image = &layout.images[img];
+        let pos = image
+            .insn_offsets
+            .partition_point(|(o, _)| *o <= rel)
+            .checked_sub(1)?;
+        let n = variants[job].chains[0].len();
+        let copy = pos / n.max(1);
+        let chain = copy % variants[job].chains.len();
+        Some(variants[job].chains[chain][idx])
+    });
+    let Some(ins) = ins else {
+        return format!(
+            "the measurement raised {sig} (si_code {}) outside the timed body (harness offset {:#x}); this is a bug in tma's harness",
+            f.code, f.offset
+        );
+    };
+    let text = asm::format(&ins);
+    let value = |r: Register| {
+        gprs.iter()
+            .find(|(g, _)| *g == r.full_register())
+            .map(|x| x.1)
+    };
+    match f.signal {
+        libc::SIGFPE => {
+            use iced_x86::Mnemonic;
+            if matches!(ins.mnemonic(), Mnemonic::Div | Mnemonic::Idiv) {
+                if ins.op0_kind() == iced_x86::OpKind::Register {
+                    let d = ins.op0_register();
+                    let dn = asm::register_name(d);
+                    match value(d) {
+                        Some(0) => {
+                            return format!("{text} raised #DE (SIGFPE): divisor {dn}=0; pass --init {}=3", asm::register_name(d.full_register()))
+                        }
+                        v => {
+                            return format!(
+                                "{text} raised #DE (SIGFPE): the quotient does not fit (rdx:rax / {dn}, with {dn}={}); keep rdx below the divisor, e.g. --init rdx=0",
+                                v.map_or("?".into(), |v| v.to_string())
+                            )
+                        }
+                    }
+                }
+                return format!("{text} raised #DE (SIGFPE): divide error (divisor zero or quotient overflow)");
+            }
+            format!("{text} raised an arithmetic exception (SIGFPE, si_code {})", f.code)
+        }
+        libc::SIGILL => format!(
+            "{text} raised #UD (SIGILL): this CPU does not execute this instruction or encoding"
+        ),
+        libc::SIGSEGV | libc::SIGBUS => format!(
+            "{text} faulted ({sig}) accessing address {:#x}: memory operands must point into the scratch buffer, use [r14+disp] (r14 holds its address)",
+            f.addr
+        ),
+        libc::SIGTRAP => format!("{text} raised a debug trap (SIGTRAP)"),
+        _ => format!("{text} raised {sig} (si_code {})", f.code),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fault -> message mapping, fed a synthetic fault report (as the child's signal
+    /// handler would send it) instead of a real signal.
+    fn message_for(
+        text: &str,
+        signal: i32,
+        code: i64,
+        addr: u64,
+        gprs: &[(Register, u64)],
+    ) -> String {
+        let ins = asm::resolve(&asm::parse_insn(text).unwrap()).unwrap().instr;
+        let calib = plan::Variant {
+            chains: vec![vec![calib_ins(iced_x86::Code::Add_rm64_r64)]],
+        };
+        let body = plan::Variant {
+            chains: vec![vec![ins]],
+        };
+        let variants = vec![calib, body];
+        let mut images = Vec::new();
+        let mut jobs = Vec::new();
+        for v in &variants {
+            let copies = v.encode().unwrap();
+            images.push(
+                harness::build_image(&copies, 4, gprs, harness::VecInit::None, false).unwrap(),
+            );
+            images.push(
+                harness::build_image(&copies, 8, gprs, harness::VecInit::None, false).unwrap(),
+            );
+            jobs.push(engine::Job {
+                small: images.len() - 2,
+                large: images.len() - 1,
+            });
+        }
+        let layout = engine::Layout::new(images);
+        // Fault at the third copy of the body in the large image of job 1.
+        let img = &layout.images[3];
+        let offset = layout.offsets[3] + img.insn_offsets[2].0;
+        let f = engine::Fault {
+            signal,
+            code,
+            offset: offset as u64,
+            addr,
+            job: Some(1),
+        };
+        fault_message(&f, &layout, &variants, &jobs, gprs, &Method::default())
+    }
+
+    #[test]
+    fn faults_map_back_to_the_instruction() {
+        let mut gprs = harness::GPR_DEFAULTS.to_vec();
+        gprs.iter_mut()
+            .find(|(r, _)| *r == Register::RCX)
+            .unwrap()
+            .1 = 0;
+        assert_eq!(
+            message_for("div rcx", libc::SIGFPE, 1, 0, &gprs),
+            "div rcx raised #DE (SIGFPE): divisor rcx=0; pass --init rcx=3"
+        );
+        let m = message_for("div rbx", libc::SIGFPE, 1, 0, &harness::GPR_DEFAULTS);
+        assert!(
+            m.contains("quotient does not fit") && m.contains("rbx=5"),
+            "{m}"
+        );
+        let m = message_for(
+            "mov rax, [rbx]",
+            libc::SIGSEGV,
+            1,
+            5,
+            &harness::GPR_DEFAULTS,
+        );
+        assert!(
+            m.starts_with("mov rax, [rbx] faulted (SIGSEGV) accessing address 0x5"),
+            "{m}"
+        );
+        let m = message_for("mov rax, [rbx]", libc::SIGBUS, 2, 5, &harness::GPR_DEFAULTS);
+        assert!(m.contains("(SIGBUS)"), "{m}");
+        let m = message_for(
+            "vpaddd zmm0, zmm0, zmm0",
+            libc::SIGILL,
+            2,
+            0,
+            &harness::GPR_DEFAULTS,
+        );
+        assert!(
+            m.starts_with("vpaddd zmm0, zmm0, zmm0 raised #UD (SIGILL)"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn faults_outside_the_body_are_called_harness_bugs() {
+        let gprs = harness::GPR_DEFAULTS;
+        let layout = engine::Layout::new(vec![harness::build_image(
+            &[harness::Copy {
+                insns: vec![vec![0x90]],
+            }],
+            4,
+            &gprs,
+            harness::VecInit::None,
+            false,
+        )
+        .unwrap()]);
+        let f = engine::Fault {
+            signal: libc::SIGSEGV,
+            code: 1,
+            offset: 3,
+            addr: 0,
+            job: Some(0),
+        };
+        let v = vec![plan::Variant {
+            chains: vec![vec![Instruction::with(iced_x86::Code::Nopd)]],
+        }];
+        let m = fault_message(
+            &f,
+            &layout,
+            &v,
+            &[engine::Job { small: 0, large: 0 }],
+            &gprs,
+            &Method::default(),
+        );
+        assert!(m.contains("outside the timed body"), "{m}");
+    }
+}

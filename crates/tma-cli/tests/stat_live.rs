@@ -480,3 +480,98 @@ fn pmu_in_sysfs_but_open_fails_falls_back_to_software() {
         "{out}"
     );
 }
+
+#[test]
+fn permission_denied_names_paranoid_and_fix() {
+    // As an unprivileged user, system-wide counting needs perf_event_paranoid <= 0.
+    let paranoid =
+        std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
+    let is_root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+    });
+    if !is_root
+        || paranoid.trim().parse::<i32>().unwrap_or(-1) < 1
+        || !Path::new("/usr/bin/setpriv").exists()
+    {
+        eprintln!("skipped: needs root (to drop to nobody), setpriv, and perf_event_paranoid >= 1");
+        return;
+    }
+    let o = run(Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_tma"))
+        .args(["stat", "-a", "-C", "0", "--duration", "0.1"]));
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("perf_event_paranoid is {}", paranoid.trim())),
+        "{err}"
+    );
+    assert!(
+        err.contains("sudo sysctl kernel.perf_event_paranoid="),
+        "{err}"
+    );
+    assert!(err.contains("CAP_PERFMON"), "{err}");
+    assert!(o.stdout.is_empty());
+}
+
+fn wait_for(argv: &[&str], present: bool) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        if processes_with_cmdline(argv).is_empty() != present {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn duration_stops_a_command_without_leftovers() {
+    let t0 = Instant::now();
+    let o = run(tma().args(["stat", "--duration", "0.3", "--", "sleep", "6.1234"]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(wait_for(&["sleep", "6.1234"], false), "leftover sleep");
+}
+
+#[test]
+fn killing_tma_does_not_orphan_the_command() {
+    let argv = ["sleep", "7.2345"];
+    let mut child = tma()
+        .args(["stat", "--"])
+        .args(argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(&argv, true), "the command never started");
+    child.kill().unwrap(); // SIGKILL: tma cannot clean up itself
+    child.wait().unwrap();
+    assert!(wait_for(&argv, false), "the command outlived tma");
+}
+
+#[test]
+fn spr_plan_puts_topdown_events_under_slots() {
+    let o = run(synthetic().args(["stat", "--cpu", "spr", "-l", "2", "-v", "--", "true"]));
+    let err = text(&o.stderr);
+    let plan = err
+        .split("plan: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{err}"));
+    let lines: Vec<&str> = plan.lines().collect();
+    // The first hardware group is led by slots on fixed counter 3; the PERF_METRICS slices
+    // follow it without counters.
+    let lead = lines
+        .iter()
+        .position(|l| l.contains("fixed3") && l.contains("TOPDOWN.SLOTS"))
+        .unwrap_or_else(|| panic!("{plan}"));
+    assert!(lines[lead - 1].contains("group"), "{plan}");
+    let metrics = lines[lead + 1..]
+        .iter()
+        .take_while(|l| l.trim_start().starts_with("metric"))
+        .count();
+    assert_eq!(metrics, 8, "{plan}");
+    assert!(plan.contains("PERF_METRICS.MEMORY_BOUND"), "{plan}");
+}

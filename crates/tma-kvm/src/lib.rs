@@ -1,1 +1,76 @@
-//! KVM VM-exit accounting from the kvm tracepoints (tracefs format parsing, raw record decoding, VMX/SVM/TDX exit-reason tables).
+//! KVM VM-exit accounting from the `kvm:*` tracepoints, in the manner of `perf kvm stat`.
+//!
+//! # How it works
+//! * [`tracefs::Tracefs`] finds tracefs (`/sys/kernel/tracing`, then
+//!   `/sys/kernel/debug/tracing`; the root is a parameter) and mounts it when absent; what this
+//!   process mounted, and only that, is unmounted on drop, also after an error or Ctrl-C.
+//! * [`format::EventFormat`] parses each tracepoint's `format` file: ids and field offsets are
+//!   read, never assumed, because field sets differ between kernels.
+//! * [`decode::Decoder`] turns raw records into [`decode::KvmEvent`]s using those offsets.
+//!   `kvm_exit` reasons are named per record from its `isa` field ([`reasons`]: VMX incl. TDX's
+//!   TDCALL, SVM incl. SEV-ES codes); unknown codes keep their number.
+//! * [`stats::Aggregator`] counts exits by reason, pairs each `kvm_exit` with the next
+//!   `kvm_entry` of the same thread for the handling time, and summarises the VMM-level events
+//!   (`kvm_userspace_exit`, `kvm_pio`, `kvm_mmio`, `kvm_msr`, `kvm_cpuid`, `kvm_emulate_insn`).
+//! * [`session::run`] samples every kvm tracepoint with `sample_period = 1` and
+//!   `PERF_SAMPLE_RAW | TID | TIME | CPU` from per-CPU ring buffers.
+//!
+//! # Tracepoints are not PMU counters
+//! `PERF_TYPE_TRACEPOINT` events are software events fired by static trace points in the
+//! kernel, so this crate works on hosts and VMs without a hardware PMU. Opening them needs
+//! root, or CAP_PERFMON plus read access to tracefs. All `unsafe` code (perf_event_open, the
+//! mmap ring, mount/umount, signal handling) is in the small `sys` module.
+//!
+//! # Backends that emit no `kvm_exit`
+//! Some KVM vendor modules (the software `kvm_pvm`, for one) never fire `kvm_exit`/`kvm_entry`
+//! while the VMM-level events fire exactly. [`tracefs::detect_backend`] names the module, and
+//! the report then says in one line that this backend does not emit `kvm_exit` and shows the
+//! VMM-level breakdown instead of an empty table.
+//!
+//! The [`runner`] module is a tiny VMM (used by the `tma-kvm-runner` test binary) whose guest
+//! performs known numbers of exit-causing operations.
+
+pub mod decode;
+pub mod format;
+pub mod reasons;
+pub mod record;
+pub mod render;
+pub mod runner;
+pub mod session;
+pub mod stats;
+mod sys;
+pub mod tracefs;
+
+pub use decode::{Decoder, KvmEvent};
+pub use format::EventFormat;
+pub use reasons::{ExitReason, Isa};
+pub use render::{render, RenderOptions};
+pub use session::{run, SessionConfig, Target};
+pub use stats::{Aggregator, KvmReport, Sample};
+pub use tracefs::{detect_backend, Backend, Tracefs};
+
+/// Errors of this crate. Messages say what was wrong and what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KvmError {
+    #[error("tracepoint format: {0}")]
+    Format(String),
+    #[error("bad trace record: {0}")]
+    Record(String),
+    #[error("{0}")]
+    Tracefs(String),
+    #[error("no kvm tracepoints under {0}: the kvm module is not loaded (load kvm_intel or kvm_amd) or this kernel lacks them")]
+    NoKvmEvents(String),
+    #[error("{0}")]
+    Permission(String),
+    #[error("{0}")]
+    Perf(String),
+    #[error("no process with pid {0}")]
+    NoSuchProcess(u32),
+    #[error("pid {0} is not a VMM: it has no /dev/kvm or kvm-vm/kvm-vcpu file descriptor and no kvm-vcpu thread; pass the pid of the QEMU/Firecracker/cloud-hypervisor process")]
+    NotAVmm(u32),
+    #[error("{0}")]
+    Launch(String),
+    #[error("guest runner: {0}")]
+    Runner(String),
+}

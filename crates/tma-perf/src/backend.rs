@@ -76,8 +76,8 @@ pub enum RunError {
     Attr(#[from] AttrError),
     #[error(
         "permission denied opening {event} (perf_event_paranoid is {paranoid}): run \
-         `sudo sysctl kernel.perf_event_paranoid=1` for your own processes (-1 for -a), or grant \
-         CAP_PERFMON (`sudo setcap cap_perfmon+ep $(command -v tma)`)"
+         `sudo sysctl kernel.perf_event_paranoid=1` to count your own processes, or =0 for -a and \
+         other users' processes, or grant CAP_PERFMON (`sudo setcap cap_perfmon+ep $(command -v tma)`)"
     )]
     Permission { event: String, paranoid: String },
     #[error("no such process: {0} (check the pid with `ps -p {0}`)")]
@@ -310,6 +310,9 @@ pub fn software_events() -> Vec<EventSpec> {
 #[derive(Debug, Default)]
 pub struct Live;
 
+/// Groups the kernel refused: (group index, reason).
+type FailedGroups = Vec<(usize, String)>;
+
 /// Where counters attach: (pid or -1, cpu or -1, CPU label, thread label).
 type AttachPoint = (i32, i32, Option<u32>, Option<u32>);
 
@@ -395,7 +398,7 @@ fn open_groups(
     points: &[AttachPoint],
     mode: AttachMode,
     proc_root: &Path,
-) -> Result<(Vec<OpenGroup>, Vec<(usize, String)>), RunError> {
+) -> Result<(Vec<OpenGroup>, FailedGroups), RunError> {
     let mut out = Vec::new();
     let mut failed: Vec<(usize, String)> = Vec::new();
     let mut first_err: Option<RunError> = None;
@@ -704,13 +707,10 @@ impl Backend for Live {
         }
         intervals.push(last);
         drop(groups);
-        let mut ending = ending;
         if let Some((held, pidfd)) = child.take() {
-            if let Some(e) = stop_child(held.pid, pidfd.as_ref()) {
-                if ending != Ending::Interrupted {
-                    ending = exit_ending(e);
-                }
-            }
+            // Stopped by Ctrl-C or --duration: that is how the run ended, whatever the
+            // (terminated) child's status says.
+            let _ = stop_child(held.pid, pidfd.as_ref());
         }
         Ok(Measurement {
             start_unix_s,

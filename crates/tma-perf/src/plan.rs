@@ -298,10 +298,12 @@ pub fn plan(
     for set in sets {
         let mut pending: Vec<&EventSpec> = Vec::new();
         for e in set {
-            if is_counter_event(e) && !e.taken_alone && !placed.contains(&e.name) {
-                if !pending.iter().any(|p| p.name == e.name) {
-                    pending.push(e);
-                }
+            if is_counter_event(e)
+                && !e.taken_alone
+                && !placed.contains(&e.name)
+                && !pending.iter().any(|p| p.name == e.name)
+            {
+                pending.push(e);
             }
         }
         for e in &pending {

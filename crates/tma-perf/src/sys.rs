@@ -171,8 +171,10 @@ pub fn spawn_held(path: &CString, argv: &[CString]) -> io::Result<HeldChild> {
     let (err_r, err_w) = cloexec_pipe()?;
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());
-    // SAFETY: after fork the child only calls async-signal-safe functions (read, execv,
-    // write, _exit) on memory prepared before the fork (`path`, `ptrs`), then execs or exits.
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: after fork the child only calls async-signal-safe functions (prctl, getppid,
+    // read, execv, write, _exit) on memory prepared before the fork (`path`, `ptrs`), then execs or exits.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(io::Error::last_os_error());
@@ -180,6 +182,11 @@ pub fn spawn_held(path: &CString, argv: &[CString]) -> io::Result<HeldChild> {
     if pid == 0 {
         // SAFETY: see above; child side of the fork.
         unsafe {
+            // If tma dies (even by SIGKILL) the command gets SIGTERM: no orphan keeps running.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            if libc::getppid() != parent {
+                libc::_exit(127);
+            }
             let mut byte = 0u8;
             let n = libc::read(go_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1);
             if n != 1 {

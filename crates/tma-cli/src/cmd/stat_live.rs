@@ -571,10 +571,7 @@ fn plan_for(
     sets.push(encode(&all)?);
     sets.push(backend::software_events());
     sets.push(extra.to_vec());
-    let lim = limits_for(model, false);
-    let lim_nmi = limits_for(model, nmi);
-    let _ = lim;
-    Ok(plan::plan(&sets, &lim_nmi)?)
+    Ok(plan::plan(&sets, &limits_for(model, nmi))?)
 }
 
 /// Group indices of a plan that hold hardware counters (one run each with --no-multiplex).
@@ -911,11 +908,6 @@ fn measure(
             if ending == Ending::Interrupted {
                 return Ok(out);
             }
-            if let Ending::Exited(c) = ending {
-                if c == 127 && matches!(s.target, Target::Command(_)) {
-                    // The command could not run properly; do not repeat it.
-                }
-            }
         }
     }
     Ok(out)
@@ -1146,17 +1138,10 @@ fn hardware(
             s.args.repeat.unwrap_or(1),
             s.args.interval_ms.is_some(),
         );
-        let snap_view = Snapshot {
-            target: s.target.clone(),
-            settings: settings.clone(),
-            plans: vec![plan.clone()],
-            runs: Vec::new(),
-            ..snapshot_of(s, settings.clone())
-        };
         let mut run = StatRun::evaluate(
             model,
             &s.cpu_source,
-            source_text(&s.target, &plan, &snap_view.settings),
+            source_text(&s.target, &plan, &settings),
             s.args.interval_ms.is_some(),
             &intervals,
             &request,
@@ -1181,7 +1166,7 @@ fn hardware(
             let bd = BreakdownCtx {
                 model,
                 cpu_source: &s.cpu_source,
-                source: source_text(&s.target, &plan, &snap_view.settings),
+                source: source_text(&s.target, &plan, &settings),
                 request: &request,
                 plan: &plan,
                 cores: &s.cpu_cores,

@@ -1,0 +1,79 @@
+//! Clock backends other than the TSC: PERF_COUNT_HW_CPU_CYCLES through perf_event_open
+//! (perf-event2), read with read(2) (`perf`) or from user space through the perf mmap page and
+//! rdpmc (`rdpmc`, perf-event2's `Sampler::read_user`).
+
+use std::io;
+
+/// Why the cycles event cannot be used, in words a user can act on.
+pub fn explain_open_error(e: &io::Error, paranoid: Option<i32>) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) => {
+            "no hardware PMU (cycles event not supported)".to_string()
+        }
+        Some(libc::EACCES) | Some(libc::EPERM) => format!(
+            "permission denied opening the cycles event (perf_event_paranoid={}); run as root or \
+             `sysctl kernel.perf_event_paranoid=1`",
+            paranoid.map_or("?".to_string(), |p| p.to_string())
+        ),
+        _ => format!("cannot open the cycles event: {e}"),
+    }
+}
+
+fn paranoid() -> Option<i32> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+}
+
+/// Open a user-space-only cycles counter on the calling thread.
+pub fn open_cycles() -> Result<perf_event::Counter, String> {
+    perf_event::Builder::new(perf_event::events::Hardware::CPU_CYCLES)
+        .exclude_kernel(true)
+        .exclude_hv(true)
+        .build()
+        .map_err(|e| explain_open_error(&e, paranoid()))
+}
+
+/// Whether a clock can be used on this machine (Err carries the reason, e.g.
+/// "no hardware PMU (cycles event not supported)").
+pub fn available(clock: crate::ClockKind) -> Result<(), String> {
+    match clock {
+        crate::ClockKind::Tsc => {
+            if std::is_x86_feature_detected!("sse2") {
+                Ok(())
+            } else {
+                Err("no TSC".into())
+            }
+        }
+        crate::ClockKind::Perf => open_cycles().map(|_| ()),
+        crate::ClockKind::Rdpmc => {
+            let c = open_cycles()?;
+            let mut s = c
+                .sampled(0)
+                .map_err(|e| format!("cannot map the perf page: {e}"))?;
+            s.enable()
+                .map_err(|e| format!("cannot enable the cycles counter: {e}"))?;
+            if s.read_user().count().is_some() {
+                Ok(())
+            } else {
+                Err("the kernel does not allow user-space counter reads (cap_user_rdpmc=0)".into())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_errors_are_explained() {
+        let e = io::Error::from_raw_os_error(libc::ENOENT);
+        assert_eq!(
+            explain_open_error(&e, Some(2)),
+            "no hardware PMU (cycles event not supported)"
+        );
+        let e = io::Error::from_raw_os_error(libc::EACCES);
+        assert!(explain_open_error(&e, Some(3)).contains("perf_event_paranoid=3"));
+    }
+}

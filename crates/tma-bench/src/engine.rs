@@ -1,0 +1,608 @@
+//! The measurement engine. The parent builds every harness image (pure bytes), forks; the
+//! child pins itself, locks memory, maps the images W^X, installs the fault handlers, runs the
+//! calibration self-check and every job, and streams results back through a pipe. The parent
+//! enforces a deadline and turns faults into messages.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::harness::{self, Image};
+use crate::stats;
+use crate::sys;
+use crate::{BenchError, ClockKind};
+
+/// Methodology parameters (see /work/shared/MICROBENCH-METHOD.md and the crate docs).
+#[derive(Debug, Clone)]
+pub struct Method {
+    /// Two unroll counts; the per-copy cost is the difference of the two runs.
+    pub unroll: (usize, usize),
+    /// Accepted repetitions per figure (median reported).
+    pub reps: usize,
+    /// Trials per unroll count within a repetition (minimum taken).
+    pub trials: usize,
+    /// Iterations are doubled until one run of the larger unroll takes this many TSC ticks.
+    pub min_ticks: u64,
+    /// A repetition is rejected when the calibrations before and after differ by more.
+    pub reject: f64,
+    /// At most `reps * max_rep_factor` repetitions are attempted per figure.
+    pub max_rep_factor: usize,
+    /// Extra attempts for a figure whose p10-p90 spread exceeds `retry_spread`.
+    pub retries: usize,
+    pub retry_spread: f64,
+    /// The imul/add self-check tolerance (relative).
+    pub self_check_tol: f64,
+    pub timeout: Duration,
+    pub cpu: Option<usize>,
+}
+
+impl Default for Method {
+    fn default() -> Self {
+        Method {
+            unroll: (64, 128),
+            reps: 11,
+            trials: 3,
+            min_ticks: 100_000,
+            reject: 0.002,
+            max_rep_factor: 4,
+            retries: 2,
+            retry_spread: 0.02,
+            self_check_tol: 0.01,
+            timeout: Duration::from_secs(120),
+            cpu: None,
+        }
+    }
+}
+
+impl Method {
+    /// `--precise`: 21 reps x 5 trials x 200k-tick regions.
+    pub fn precise() -> Method {
+        Method {
+            reps: 21,
+            trials: 5,
+            min_ticks: 200_000,
+            ..Method::default()
+        }
+    }
+}
+
+/// A job: one body at two unroll counts (image indices).
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub small: usize,
+    pub large: usize,
+}
+
+/// Jobs 0 and 1 are always the calibration (`add rax, rax`) and check (`imul rax, rax`) chains.
+pub const CALIB_JOB: usize = 0;
+pub const CHECK_JOB: usize = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Msg {
+    Clock {
+        clock: ClockKind,
+        error: Option<String>,
+    },
+    SelfCheck {
+        clock: ClockKind,
+        ratio: f64,
+        add_ticks: f64,
+        ok: bool,
+    },
+    Figure {
+        job: usize,
+        clock: ClockKind,
+        values: Vec<f64>,
+        raw_ticks: Vec<f64>,
+        rejected: usize,
+        attempts: usize,
+    },
+    Note(String),
+}
+
+const TAG_JSON: u64 = 0x150A;
+
+/// A fault reported by the child's signal handler.
+#[derive(Debug, Clone, Copy)]
+pub struct Fault {
+    pub signal: i32,
+    pub code: i64,
+    /// Offset of the faulting RIP in the code buffer.
+    pub offset: u64,
+    pub addr: u64,
+    pub job: Option<usize>,
+}
+
+/// What came back from the child.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub msgs: Vec<Msg>,
+    pub fault: Option<Fault>,
+    pub timed_out: bool,
+    pub exit: Option<String>,
+}
+
+/// Images laid out in one buffer at 64-byte boundaries.
+pub struct Layout {
+    pub bytes: Vec<u8>,
+    pub offsets: Vec<usize>,
+    pub images: Vec<Image>,
+}
+
+impl Layout {
+    pub fn new(images: Vec<Image>) -> Layout {
+        let mut bytes = Vec::new();
+        let mut offsets = Vec::new();
+        for img in &images {
+            let pad = (64 - bytes.len() % 64) % 64;
+            bytes.extend(std::iter::repeat_n(0xCCu8, pad));
+            offsets.push(bytes.len());
+            bytes.extend_from_slice(&img.bytes);
+        }
+        Layout {
+            bytes,
+            offsets,
+            images,
+        }
+    }
+
+    /// (image index, offset within image) for a buffer offset.
+    pub fn locate(&self, off: usize) -> Option<(usize, usize)> {
+        let i = self.offsets.partition_point(|&o| o <= off).checked_sub(1)?;
+        let rel = off - self.offsets[i];
+        (rel < self.images[i].bytes.len()).then_some((i, rel))
+    }
+}
+
+fn send(fd: &OwnedFd, m: &Msg) {
+    let Ok(json) = serde_json::to_vec(m) else {
+        return;
+    };
+    let mut frame = Vec::with_capacity(json.len() + 16);
+    frame.extend_from_slice(&TAG_JSON.to_le_bytes());
+    frame.extend_from_slice(&(json.len() as u64).to_le_bytes());
+    frame.extend_from_slice(&json);
+    let _ = sys::write_all(fd, &frame);
+}
+
+fn parse_frames(buf: &[u8], out: &mut Outcome) {
+    let mut p = 0;
+    let u64_at = |p: usize| -> Option<u64> {
+        buf.get(p..p + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+    };
+    while let Some(tag) = u64_at(p) {
+        if tag == TAG_JSON {
+            let Some(len) = u64_at(p + 8) else { break };
+            let start = p + 16;
+            let end = start + len as usize;
+            let Some(body) = buf.get(start..end) else {
+                break;
+            };
+            if let Ok(m) = serde_json::from_slice::<Msg>(body) {
+                out.msgs.push(m);
+            }
+            p = end;
+        } else if tag == sys::TAG_FAULT {
+            let f: Vec<u64> = (0..5).filter_map(|i| u64_at(p + 8 + 8 * i)).collect();
+            if f.len() < 5 {
+                break;
+            }
+            out.fault = Some(Fault {
+                signal: f[0] as i32,
+                code: f[1] as i64,
+                offset: f[2],
+                addr: f[3],
+                job: (f[4] != u64::MAX).then_some(f[4] as usize),
+            });
+            p += 48;
+        } else {
+            break;
+        }
+    }
+}
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Run `jobs` (figures wanted for `wanted`, a list of job indices) on `clocks` in a forked child.
+pub fn run(
+    layout: &Layout,
+    jobs: &[Job],
+    wanted: &[usize],
+    clocks: &[ClockKind],
+    method: &Method,
+) -> Result<Outcome, BenchError> {
+    // One measurement at a time per process: two would compete for the CPU.
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let io = |what: &str, e: std::io::Error| BenchError::Os {
+        what: what.to_string(),
+        source: e,
+    };
+    let cpu = method.cpu.or_else(sys::current_cpu).unwrap_or(0);
+    let allowed = sys::allowed_cpus();
+    if !allowed.contains(&cpu) {
+        return Err(BenchError::BadOption(format!(
+            "--cpu {cpu}: this process may only run on CPUs {allowed:?}"
+        )));
+    }
+    // ...and one at a time per machine (best effort: without a writable temp dir, no lock).
+    let _machine_lock = sys::FileLock::acquire(&std::env::temp_dir().join("tma-bench.lock")).ok();
+    let (rd, wr) = sys::pipe().map_err(|e| io("pipe", e))?;
+    match sys::fork().map_err(|e| io("fork", e))? {
+        sys::Forked::Child => {
+            drop(rd);
+            child_main(layout, jobs, wanted, clocks, method, cpu, wr)
+        }
+        sys::Forked::Parent(pid) => {
+            drop(wr);
+            let deadline = Instant::now() + method.timeout + Duration::from_secs(2);
+            let mut buf = Vec::new();
+            let finished = sys::read_until_eof(&rd, &mut buf, deadline)
+                .map_err(|e| io("read from child", e))?;
+            let mut out = Outcome::default();
+            if !finished {
+                sys::kill_child(pid);
+                out.timed_out = true;
+            }
+            let exit = sys::wait_child(pid).map_err(|e| io("waitpid", e))?;
+            parse_frames(&buf, &mut out);
+            match exit {
+                sys::ChildExit::Code(0) => {}
+                sys::ChildExit::Code(3) if out.fault.is_some() => {}
+                sys::ChildExit::Code(c) => {
+                    out.exit = Some(format!("measurement process exited with status {c}"))
+                }
+                sys::ChildExit::Signal(s) => {
+                    out.exit = Some(format!(
+                        "measurement process killed by {}",
+                        sys::signal_name(s)
+                    ))
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// One clock reading around a call.
+enum Counter {
+    Tsc,
+    Perf(perf_event::Counter),
+    Rdpmc(perf_event::Sampler),
+}
+
+impl Counter {
+    fn open(clock: ClockKind) -> Result<Counter, String> {
+        match clock {
+            ClockKind::Tsc => Ok(Counter::Tsc),
+            ClockKind::Perf => {
+                let mut c = crate::clock::open_cycles().map_err(|e| e.to_string())?;
+                c.enable()
+                    .map_err(|e| format!("perf: cannot enable cycles counter: {e}"))?;
+                Ok(Counter::Perf(c))
+            }
+            ClockKind::Rdpmc => {
+                let c = crate::clock::open_cycles().map_err(|e| e.to_string())?;
+                let mut s = c
+                    .sampled(0)
+                    .map_err(|e| format!("rdpmc: cannot map the perf page: {e}"))?;
+                s.enable()
+                    .map_err(|e| format!("rdpmc: cannot enable: {e}"))?;
+                if s.read_user().count().is_none() {
+                    return Err("rdpmc: the kernel does not allow user-space counter reads (cap_user_rdpmc=0; see /sys/bus/event_source/devices/cpu/rdpmc)".into());
+                }
+                Ok(Counter::Rdpmc(s))
+            }
+        }
+    }
+
+    fn read(&mut self) -> u64 {
+        match self {
+            Counter::Tsc => 0,
+            Counter::Perf(c) => c.read().unwrap_or(0),
+            Counter::Rdpmc(s) => s.read_user().count().unwrap_or(0),
+        }
+    }
+}
+
+/// (spread, values, raw ticks, rejected, attempts) of one attempt at a figure.
+type Attempt = (f64, Vec<f64>, Vec<f64>, usize, usize);
+
+struct Child<'a> {
+    code: sys::Mapping,
+    scratch: sys::Mapping,
+    layout: &'a Layout,
+    jobs: &'a [Job],
+    method: &'a Method,
+    iters: Vec<u64>,
+    /// Calibrate with the add chain only (for the imul/add self-check).
+    add_only: bool,
+}
+
+#[derive(Clone, Copy)]
+struct Sample {
+    ticks: f64,
+    cycles: f64,
+}
+
+impl Child<'_> {
+    fn call(&self, img: usize, iters: u64, ctr: &mut Counter) -> (u64, u64) {
+        let c0 = ctr.read();
+        let t = self
+            .code
+            .call(self.layout.offsets[img], iters, self.scratch.as_mut_ptr());
+        let c1 = ctr.read();
+        (t, c1.wrapping_sub(c0))
+    }
+
+    /// Per-copy cost of a job: min over trials of each unroll, then the difference.
+    fn time(&self, job: usize, ctr: &mut Counter) -> Sample {
+        sys::set_current_job(job as u64);
+        let j = &self.jobs[job];
+        let iters = self.iters[job];
+        let (mut t1, mut t2, mut c1, mut c2) = (u64::MAX, u64::MAX, u64::MAX, u64::MAX);
+        for _ in 0..self.method.trials {
+            let (t, c) = self.call(j.small, iters, ctr);
+            t1 = t1.min(t);
+            c1 = c1.min(c);
+            let (t, c) = self.call(j.large, iters, ctr);
+            t2 = t2.min(t);
+            c2 = c2.min(c);
+        }
+        let (u1, u2) = self.method.unroll;
+        let denom = (iters * (u2 - u1) as u64) as f64;
+        Sample {
+            ticks: (t2 as f64 - t1 as f64) / denom,
+            cycles: (c2 as f64 - c1 as f64) / denom,
+        }
+    }
+
+    /// TSC ticks per core cycle now: the add chain (1 cycle per add) and, unless only the add
+    /// chain is wanted (self-check), the imul chain (3 cycles per imul); the smaller estimate
+    /// wins, because a chain can be slowed (e.g. by a busy SMT sibling contending for ALUs)
+    /// but never sped up.
+    fn calibrate(&self, ctr: &mut Counter) -> f64 {
+        let add = self.time(CALIB_JOB, ctr).ticks;
+        if self.add_only {
+            return add;
+        }
+        add.min(self.time(CHECK_JOB, ctr).ticks / 3.0)
+    }
+
+    fn autosize(&mut self, job: usize) {
+        let mut ctr = Counter::Tsc;
+        sys::set_current_job(job as u64);
+        let large = self.jobs[job].large;
+        let mut iters: u64 = 4;
+        // Warm-up (never timed) then grow until the large run is long enough.
+        self.call(large, iters, &mut ctr);
+        loop {
+            let t = (0..2)
+                .map(|_| self.call(large, iters, &mut ctr).0)
+                .min()
+                .unwrap_or(0);
+            if t >= self.method.min_ticks || iters >= 1 << 26 {
+                break;
+            }
+            // Scale to just above the target (5% margin) rather than doubling, so regions are
+            // not up to twice as long as the method needs; grow at most 64x per step.
+            let factor = (self.method.min_ticks as f64 * 1.05 / t.max(1) as f64).clamp(1.1, 64.0);
+            iters = ((iters as f64 * factor).ceil() as u64).clamp(iters + 1, 1 << 26);
+        }
+        self.iters[job] = iters;
+    }
+
+    fn figure(&mut self, job: usize, clock: ClockKind, ctr: &mut Counter) -> Msg {
+        let m = self.method;
+        let mut best: Option<Attempt> = None;
+        for _attempt in 0..=m.retries {
+            let mut values = Vec::new();
+            let mut raw = Vec::new();
+            let mut rejected = 0;
+            let mut attempts = 0;
+            let mut calib = Counter::Tsc;
+            let mut c_prev = if clock == ClockKind::Tsc {
+                self.calibrate(&mut calib)
+            } else {
+                0.0
+            };
+            while values.len() < m.reps && attempts < m.reps * m.max_rep_factor {
+                attempts += 1;
+                let s = self.time(job, ctr);
+                if clock == ClockKind::Tsc {
+                    let c = self.calibrate(&mut calib);
+                    let lo = c.min(c_prev);
+                    let moved = (c - c_prev).abs() / lo;
+                    c_prev = c;
+                    if lo.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) || moved > m.reject
+                    {
+                        rejected += 1;
+                        continue;
+                    }
+                    values.push(s.ticks / lo);
+                } else {
+                    values.push(s.cycles);
+                }
+                raw.push(s.ticks);
+            }
+            let spread = if values.len() >= 3 {
+                stats::rel_spread(&values)
+            } else {
+                f64::INFINITY
+            };
+            // A figure is clean when every repetition it needed was found within the attempt
+            // budget and its p10-p90 spread is small; otherwise measure it again (bounded) and
+            // keep the cleanest attempt.
+            let complete = values.len() >= m.reps;
+            let score = (!complete as u8, spread);
+            let better = best
+                .as_ref()
+                .is_none_or(|b| score < ((b.1.len() < m.reps) as u8, b.0));
+            if better {
+                best = Some((spread, values, raw, rejected, attempts));
+            }
+            if complete && spread <= m.retry_spread {
+                break;
+            }
+        }
+        let (_, values, raw_ticks, rejected, attempts) = best.unwrap_or_default();
+        Msg::Figure {
+            job,
+            clock,
+            values,
+            raw_ticks,
+            rejected,
+            attempts,
+        }
+    }
+}
+
+fn child_main(
+    layout: &Layout,
+    jobs: &[Job],
+    wanted: &[usize],
+    clocks: &[ClockKind],
+    method: &Method,
+    cpu: usize,
+    wr: OwnedFd,
+) -> ! {
+    let fail = |wr: &OwnedFd, msg: String| -> ! {
+        send(wr, &Msg::Note(format!("fatal: {msg}")));
+        sys::exit_now(4)
+    };
+    if let Err(e) = sys::pin_to_cpu(cpu) {
+        fail(&wr, format!("cannot pin to CPU {cpu}: {e}"));
+    }
+    if let Err(e) = sys::mlockall() {
+        send(
+            &wr,
+            &Msg::Note(format!(
+                "mlockall failed ({e}); pages may fault during timing"
+            )),
+        );
+    }
+    let mut code = match sys::Mapping::rw(layout.bytes.len()) {
+        Ok(m) => m,
+        Err(e) => fail(&wr, format!("mmap code buffer: {e}")),
+    };
+    if let Err(e) = code.write(0, &layout.bytes).and_then(|_| code.seal_exec()) {
+        fail(&wr, format!("prepare W^X code buffer: {e}"));
+    }
+    let mut scratch = match sys::Mapping::rw(harness::SCRATCH_LEN) {
+        Ok(m) => m,
+        Err(e) => fail(&wr, format!("mmap scratch buffer: {e}")),
+    };
+    let _ = scratch.write(harness::POOL_OFFSET, &harness::pool_bytes());
+    // Touch the scratch buffer so no page faults happen while timing.
+    let zero = vec![0u8; harness::SCRATCH_USER];
+    let _ = scratch.write(0, &zero);
+    sys::set_fault_context(wr.as_raw_fd(), code.addr());
+    if let Err(e) = sys::install_fault_handlers() {
+        fail(&wr, format!("sigaction: {e}"));
+    }
+    sys::alarm(method.timeout.as_secs().max(1) as u32);
+    let mut ch = Child {
+        code,
+        scratch,
+        layout,
+        jobs,
+        method,
+        iters: vec![0; jobs.len()],
+        add_only: true,
+    };
+    ch.autosize(CALIB_JOB);
+    ch.autosize(CHECK_JOB);
+    for &j in wanted {
+        ch.autosize(j);
+    }
+    for &clock in clocks {
+        let mut ctr = match Counter::open(clock) {
+            Ok(c) => c,
+            Err(e) => {
+                send(
+                    &wr,
+                    &Msg::Clock {
+                        clock,
+                        error: Some(e),
+                    },
+                );
+                continue;
+            }
+        };
+        send(&wr, &Msg::Clock { clock, error: None });
+        // Self-check: imul chain / add chain = 3 (on the TSC clock it validates calibration).
+        let mut check = None;
+        // Bounded patience: a burst of host noise can bias the add chain for a while.
+        ch.add_only = true;
+        for attempt in 0..5 {
+            if attempt > 0 {
+                std::thread::sleep(Duration::from_millis(30));
+            }
+            if let Msg::Figure {
+                values, raw_ticks, ..
+            } = ch.figure(CHECK_JOB, clock, &mut ctr)
+            {
+                let ratio = if clock == ClockKind::Tsc {
+                    stats::median(&values)
+                } else {
+                    let add = match ch.figure(CALIB_JOB, clock, &mut ctr) {
+                        Msg::Figure { values, .. } => stats::median(&values),
+                        _ => f64::NAN,
+                    };
+                    stats::median(&values) / add
+                };
+                let ok = ((ratio - 3.0) / 3.0).abs() <= method.self_check_tol;
+                let add_ticks = stats::median(&raw_ticks) / ratio;
+                check = Some((ratio, add_ticks, ok));
+                if ok {
+                    break;
+                }
+            }
+        }
+        ch.add_only = false;
+        let (ratio, add_ticks, ok) = check.unwrap_or((f64::NAN, f64::NAN, false));
+        send(
+            &wr,
+            &Msg::SelfCheck {
+                clock,
+                ratio,
+                add_ticks,
+                ok,
+            },
+        );
+        if !ok {
+            continue;
+        }
+        for &j in wanted {
+            let m = ch.figure(j, clock, &mut ctr);
+            send(&wr, &m);
+        }
+    }
+    sys::set_current_job(u64::MAX);
+    drop(wr);
+    sys::exit_now(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip() {
+        let mut buf = Vec::new();
+        let m = Msg::Note("hi".into());
+        let json = serde_json::to_vec(&m).unwrap();
+        buf.extend_from_slice(&TAG_JSON.to_le_bytes());
+        buf.extend_from_slice(&(json.len() as u64).to_le_bytes());
+        buf.extend_from_slice(&json);
+        for v in [sys::TAG_FAULT, 8, 1, 77, 0, 5] {
+            buf.extend_from_slice(&v.to_le_bytes());
+        }
+        let mut out = Outcome::default();
+        parse_frames(&buf, &mut out);
+        assert_eq!(out.msgs.len(), 1);
+        let f = out.fault.unwrap();
+        assert_eq!((f.signal, f.code, f.offset, f.job), (8, 1, 77, Some(5)));
+    }
+}

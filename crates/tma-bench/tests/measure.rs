@@ -1,0 +1,238 @@
+//! Real measurements on this machine with the tsc clock, checked against values that hold on
+//! every current x86 core, within 2%: add r64 latency 1, imul r64 latency 3, and throughputs
+//! bound by construction: 4 independent add chains = 0.25 and 3 independent imul chains = 1.0
+//! (latency-bound: each chain issues one instruction per latency). The best throughput over the
+//! chain sweep is core-specific (0.25/1.0 on 4-ALU, 1-multiplier cores such as Zen 3; about
+//! 0.19/0.33 on this VM's Zen 5, family 0x1a, with 6 ALUs and 3 multipliers), so for it we only
+//! check the bounds every core satisfies. The method's rejection rule, medians and bounded
+//! retries make these robust to load rather than a loose tolerance.
+
+use tma_bench::{bench, BenchError, ClockChoice, ClockKind, FormReport, Options, Source};
+
+fn tsc_opts() -> Options {
+    Options {
+        clock: ClockChoice::One(ClockKind::Tsc),
+        ..Options::default()
+    }
+}
+
+/// One measurement; None (skipped, with the reason printed) when the self-check refused six
+/// times in a row because the host is too contended to calibrate.
+fn run(text: &str, opts: &Options) -> Option<FormReport> {
+    for _ in 0..6 {
+        match bench(&Source::Text(text.into()), opts) {
+            Ok(r) => return Some(r),
+            Err(e @ BenchError::SelfCheck { .. }) => {
+                eprintln!("{text}: {e}");
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+            Err(e) => panic!("{text}: {e}"),
+        }
+    }
+    eprintln!("skipped: the calibration self-check refused 6 times (host too contended)");
+    None
+}
+
+fn lat(r: &FormReport, pair: &str) -> f64 {
+    r.latency.iter().find(|p| p.pair == pair).unwrap().figures[0].median
+}
+
+fn within(x: f64, want: f64) -> bool {
+    ((x - want) / want).abs() <= 0.02
+}
+
+/// Bounded re-measurement: a figure outside 2% is measured again after a pause (at most 5
+/// times in all) so a burst of host noise (another tenant contending for the ALUs slows
+/// 1-cycle chains for a second or so) does not fail the test; a wrong method still fails every attempt. When
+/// the tool itself refuses (imul/add self-check off by more than 1%: the host is too contended
+/// to calibrate), it is asked again after a pause, at most 6 times; if it refuses every time,
+/// the test reports that it was skipped (None) instead of judging numbers it never produced.
+fn measure_until(
+    text: &str,
+    opts: &Options,
+    want: f64,
+    get: impl Fn(&FormReport) -> f64,
+) -> Option<f64> {
+    let mut last = None;
+    let (mut tries, mut refusals) = (0, 0);
+    while tries < 5 && refusals < 6 {
+        match bench(&Source::Text(text.into()), opts) {
+            Ok(r) => {
+                tries += 1;
+                let v = get(&r);
+                last = Some(v);
+                if within(v, want) {
+                    return last;
+                }
+                eprintln!("{text}: {v:.4} (want {want}), measuring again");
+                std::thread::sleep(std::time::Duration::from_millis(300));
+            }
+            Err(e @ BenchError::SelfCheck { .. }) => {
+                refusals += 1;
+                eprintln!("{text}: {e}");
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+            Err(e) => panic!("{text}: {e}"),
+        }
+    }
+    if last.is_none() {
+        eprintln!(
+            "skipped: the calibration self-check refused {refusals} times (host too contended)"
+        );
+    }
+    last
+}
+
+#[test]
+fn add_latency_is_one_cycle() {
+    let mut o = tsc_opts();
+    o.throughput = false;
+    let Some(v) = measure_until("add rax, rcx", &o, 1.0, |r| lat(r, "1->1")) else {
+        return;
+    };
+    assert!(within(v, 1.0), "add latency {v}");
+}
+
+#[test]
+fn imul_latency_is_three_cycles() {
+    let mut o = tsc_opts();
+    o.throughput = false;
+    let Some(v) = measure_until("imul rax, rbx", &o, 3.0, |r| lat(r, "1->1")) else {
+        return;
+    };
+    assert!(within(v, 3.0), "imul latency {v}");
+}
+
+#[test]
+fn imul_three_chains_is_one_per_cycle() {
+    let mut o = tsc_opts();
+    o.latency = false;
+    o.chains = vec![3];
+    let Some(v) = measure_until("imul rax, rbx", &o, 1.0, |r| {
+        r.throughput_summary().unwrap()
+    }) else {
+        return;
+    };
+    assert!(within(v, 1.0), "imul throughput with 3 chains {v}");
+}
+
+#[test]
+fn add_two_chains_is_half_a_cycle() {
+    let mut o = tsc_opts();
+    o.latency = false;
+    o.chains = vec![2];
+    let Some(v) = measure_until("add rax, rcx", &o, 0.5, |r| r.throughput_summary().unwrap())
+    else {
+        return;
+    };
+    assert!(within(v, 0.5), "add throughput with 2 chains {v}");
+}
+
+#[test]
+fn best_throughputs_are_within_what_any_core_can_do() {
+    let mut o = tsc_opts();
+    o.latency = false;
+    let (Some(add), Some(imul)) = (run("add rax, rcx", &o), run("imul rax, rbx", &o)) else {
+        return;
+    };
+    let (add, imul) = (add.throughput.unwrap(), imul.throughput.unwrap());
+    let (a, i) = (add.best[0].median, imul.best[0].median);
+    eprintln!(
+        "add best {a:.4} ({} chains), imul best {i:.4} ({} chains)",
+        add.best_chains, imul.best_chains
+    );
+    // At least 4 adds and 1 imul per cycle (every current core), at most 8 per cycle (no
+    // x86 core dispatches more); an uncalibrated or mis-normalised result falls outside.
+    assert!((0.125 * 0.98..=0.25 * 1.02).contains(&a), "add tp {a}");
+    assert!((0.25 * 0.98..=1.0 * 1.02).contains(&i), "imul tp {i}");
+    assert!(add.best_chains >= 4 && imul.best_chains >= 2);
+}
+
+#[test]
+fn div_by_zero_is_reported_with_a_fix() {
+    let mut o = tsc_opts();
+    o.throughput = false;
+    o.init = vec![(iced_x86::Register::RCX, 0)];
+    let e = bench(&Source::Text("div rcx".into()), &o).unwrap_err();
+    assert!(matches!(e, BenchError::Fault(_)), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "div rcx raised #DE (SIGFPE): divisor rcx=0; pass --init rcx=3"
+    );
+}
+
+#[test]
+fn ud2_raises_sigill() {
+    let e = bench(&Source::Bytes(vec![0x0f, 0x0b]), &tsc_opts()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "ud2 raised #UD (SIGILL): this CPU does not execute this instruction or encoding"
+    );
+}
+
+#[test]
+fn null_load_is_a_segfault() {
+    let mut o = tsc_opts();
+    o.init = vec![(iced_x86::Register::RBX, 0)];
+    let e = bench(&Source::Text("mov rax, [rbx]".into()), &o).unwrap_err();
+    let s = e.to_string();
+    assert!(
+        s.starts_with("mov rax, [rbx] faulted (SIGSEGV) accessing address 0x0"),
+        "{s}"
+    );
+}
+
+#[test]
+fn perf_clock_reports_or_skips() {
+    if let Err(why) = tma_bench::clock::available(ClockKind::Perf) {
+        eprintln!("skipped: {why}");
+        assert!(
+            why.contains("no hardware PMU") || why.contains("permission"),
+            "{why}"
+        );
+        return;
+    }
+    let mut o = tsc_opts();
+    o.clock = ClockChoice::One(ClockKind::Perf);
+    o.throughput = false;
+    let Some(v) = measure_until("imul rax, rbx", &o, 3.0, |r| lat(r, "1->1")) else {
+        return;
+    };
+    assert!(within(v, 3.0), "imul latency on perf clock {v}");
+}
+
+#[test]
+fn rdpmc_clock_reports_or_skips() {
+    if let Err(why) = tma_bench::clock::available(ClockKind::Rdpmc) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut o = tsc_opts();
+    o.clock = ClockChoice::One(ClockKind::Rdpmc);
+    o.throughput = false;
+    let Some(v) = measure_until("add rax, rcx", &o, 1.0, |r| lat(r, "1->1")) else {
+        return;
+    };
+    assert!(within(v, 1.0), "add latency on rdpmc clock {v}");
+}
+
+#[test]
+fn clock_all_reports_unavailable_clocks_per_clock() {
+    let mut o = tsc_opts();
+    o.clock = ClockChoice::All;
+    o.throughput = false;
+    let Some(r) = run("add rax, rcx", &o) else {
+        return;
+    };
+    assert_eq!(r.clocks.len(), 3);
+    let tsc = r.clocks.iter().find(|c| c.clock == ClockKind::Tsc).unwrap();
+    assert!(tsc.unavailable.is_none());
+    for c in &r.clocks {
+        if let (false, Some(why)) = (c.clock == ClockKind::Tsc, &c.unavailable) {
+            eprintln!("{}: {why}", c.clock);
+        }
+    }
+    // Raw TSC ticks per add: positive and finite; the calibrated figure is in cycles.
+    let f = &r.latency[0].figures[0];
+    assert!(f.raw_tsc_ticks > 0.0 && f.raw_tsc_ticks.is_finite());
+}

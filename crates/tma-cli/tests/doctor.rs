@@ -1,0 +1,150 @@
+//! `tma doctor` end to end: for real on this machine, and against copies of the fake trees in
+//! tests/fixtures/doctor for --fix / --restore (never the real system).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TMA: &str = env!("CARGO_BIN_EXE_tma");
+
+fn tree(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/doctor")
+        .join(name)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let t = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &t);
+        } else {
+            std::fs::copy(e.path(), &t).unwrap();
+        }
+    }
+}
+
+fn has_cpu_pmu() -> bool {
+    std::fs::read_dir("/sys/bus/event_source/devices")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()).any(|e| {
+                let n = e.file_name();
+                let n = n.to_string_lossy();
+                n == "cpu" || n.starts_with("cpu_")
+            })
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn real_run_states_the_pmu_situation() {
+    let out = Command::new(TMA).arg("doctor").output().unwrap();
+    assert!(out.status.success());
+    let s = String::from_utf8_lossy(&out.stdout);
+    if has_cpu_pmu() {
+        assert!(s.contains("hardware PMU present"), "{s}");
+    } else {
+        // This project's CI VM: no vPMU.
+        assert!(s.contains("no hardware PMU"), "{s}");
+        assert!(s.contains("[problem] pmu"), "{s}");
+    }
+    for id in [
+        "paranoid",
+        "nmi_watchdog",
+        "thp",
+        "tsc",
+        "hypervisor",
+        "smt",
+    ] {
+        assert!(s.contains(&format!(" {id} ")), "{id} missing:\n{s}");
+    }
+    assert!(s.contains("TSC measured"), "{s}");
+}
+
+#[test]
+fn json_has_the_schema_and_every_check() {
+    let out = Command::new(TMA)
+        .args(["doctor", "--json", "--root"])
+        .arg(tree("this-vm"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "tma.doctor");
+    assert_eq!(v["schema_version"], 1);
+    let checks = v["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 14);
+    let pmu = checks.iter().find(|c| c["id"] == "pmu").unwrap();
+    assert_eq!(pmu["status"], "problem");
+    assert!(pmu["summary"].as_str().unwrap().contains("no hardware PMU"));
+}
+
+#[test]
+fn fix_and_restore_on_a_fake_tree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("t");
+    copy_dir(&tree("misconfigured"), &base);
+    let state = tmp.path().join("state.json");
+    let out = Command::new(TMA)
+        .args(["doctor", "--fix", "--root"])
+        .arg(&base)
+        .arg("--state")
+        .arg(&state)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("echo 0 > /proc/sys/kernel/perf_event_paranoid"),
+        "{err}"
+    );
+    assert!(err.contains("--restore"), "{err}");
+    let rd = |rel: &str| std::fs::read_to_string(base.join(rel)).unwrap();
+    assert_eq!(rd("proc/sys/kernel/nmi_watchdog"), "0\n");
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("[ok     ] nmi_watchdog"), "{s}");
+    let out = Command::new(TMA)
+        .args(["doctor", "--root"])
+        .arg(&base)
+        .arg("--restore")
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(rd("proc/sys/kernel/nmi_watchdog"), "1\n");
+    assert_eq!(rd("proc/sys/kernel/perf_event_paranoid"), "3\n");
+    // A restore from a missing file is a clear one-line error, exit code 2.
+    let out = Command::new(TMA)
+        .args(["doctor", "--root"])
+        .arg(&base)
+        .arg("--restore")
+        .arg(tmp.path().join("nope.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot read state file"), "{err}");
+    // --fix where nothing is fixable changes nothing.
+    let ok = tmp.path().join("ok");
+    copy_dir(&tree("intel-baremetal"), &ok);
+    let out = Command::new(TMA)
+        .args(["doctor", "--fix", "--root"])
+        .arg(&ok)
+        .arg("--state")
+        .arg(tmp.path().join("s2.json"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to fix"));
+    assert!(!tmp.path().join("s2.json").exists());
+}
+
+#[test]
+fn bad_root_is_a_clear_error() {
+    let out = Command::new(TMA)
+        .args(["doctor", "--root", "/nonexistent-tma"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("must contain proc/ and sys/"));
+}

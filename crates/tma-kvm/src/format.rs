@@ -1,0 +1,226 @@
+//! Parser for tracefs `events/<system>/<event>/format` files.
+//!
+//! The kernel describes each tracepoint's raw record layout in text: one `field:` line per
+//! member with its C type, byte offset, size and signedness, then a `print fmt:` line. Field
+//! sets change between kernels (for `kvm_exit`: `isa` since 2.6.38, `info1`/`info2`/`intr_info`/
+//! `error_code` later, `requests` in 6.x), so decoders must look offsets up here instead of
+//! assuming them.
+
+use crate::KvmError;
+
+/// One field of a tracepoint record.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Field {
+    /// Field name (`exit_reason`, `common_pid`, `insn` for `__u8 insn[15]`).
+    pub name: String,
+    /// C type as written by the kernel, without the name (`unsigned int`, `__u8[15]`).
+    pub c_type: String,
+    /// Byte offset inside the raw record.
+    pub offset: usize,
+    /// Size in bytes.
+    pub size: usize,
+    /// Whether the kernel marks it signed.
+    pub signed: bool,
+}
+
+/// A parsed `format` file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct EventFormat {
+    /// Event name (`kvm_exit`).
+    pub name: String,
+    /// Tracepoint id (the `config` for `PERF_TYPE_TRACEPOINT`; differs per boot and kernel).
+    pub id: u64,
+    /// All fields, common ones included, in file order.
+    pub fields: Vec<Field>,
+    /// The `print fmt:` text.
+    pub print_fmt: String,
+}
+
+impl EventFormat {
+    /// Parse the text of a `format` file.
+    pub fn parse(bytes: &[u8]) -> Result<EventFormat, KvmError> {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|_| KvmError::Format("format file is not UTF-8 text".into()))?;
+        let mut name = None;
+        let mut id = None;
+        let mut fields = Vec::new();
+        let mut print_fmt = String::new();
+        for (lineno, line) in text.lines().enumerate() {
+            let t = line.trim();
+            if let Some(v) = t.strip_prefix("name:") {
+                name = Some(v.trim().to_string());
+            } else if let Some(v) = t.strip_prefix("ID:") {
+                id = Some(v.trim().parse::<u64>().map_err(|_| {
+                    KvmError::Format(format!("line {}: bad ID `{}`", lineno + 1, v.trim()))
+                })?);
+            } else if t.starts_with("field:") {
+                fields.push(
+                    parse_field(t).map_err(|m| {
+                        KvmError::Format(format!("line {}: {m}: `{t}`", lineno + 1))
+                    })?,
+                );
+            } else if let Some(v) = t.strip_prefix("print fmt:") {
+                print_fmt = v.trim().to_string();
+            }
+        }
+        let name = name.ok_or_else(|| KvmError::Format("no `name:` line".into()))?;
+        let id = id.ok_or_else(|| KvmError::Format(format!("{name}: no `ID:` line")))?;
+        if fields.is_empty() {
+            return Err(KvmError::Format(format!("{name}: no `field:` lines")));
+        }
+        Ok(EventFormat {
+            name,
+            id,
+            fields,
+            print_fmt,
+        })
+    }
+
+    /// The field called `name`, if this kernel has it.
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// The field called `name`, or an error naming the event and the field.
+    pub fn require(&self, name: &str) -> Result<&Field, KvmError> {
+        self.field(name).ok_or_else(|| {
+            KvmError::Format(format!(
+                "tracepoint {} has no field `{name}` (fields: {})",
+                self.name,
+                self.fields
+                    .iter()
+                    .map(|f| f.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })
+    }
+}
+
+fn parse_field(line: &str) -> Result<Field, String> {
+    let mut decl = None;
+    let mut offset = None;
+    let mut size = None;
+    let mut signed = false;
+    for part in line.split(';') {
+        let part = part.trim();
+        if let Some(v) = part.strip_prefix("field:") {
+            decl = Some(v.trim());
+        } else if let Some(v) = part.strip_prefix("offset:") {
+            offset = Some(v.trim().parse::<usize>().map_err(|_| "bad offset")?);
+        } else if let Some(v) = part.strip_prefix("size:") {
+            size = Some(v.trim().parse::<usize>().map_err(|_| "bad size")?);
+        } else if let Some(v) = part.strip_prefix("signed:") {
+            signed = v.trim() == "1";
+        }
+    }
+    let decl = decl.ok_or("no declaration")?;
+    let offset = offset.ok_or("no offset")?;
+    let size = size.ok_or("no size")?;
+    // `unsigned int exit_reason`, `__u8 insn[15]`, `__data_loc char[] name`.
+    let (decl_noarr, arr) = match decl.find('[') {
+        Some(i) => (&decl[..i], &decl[i..]),
+        None => (decl, ""),
+    };
+    let decl_noarr = decl_noarr.trim_end();
+    let split = decl_noarr
+        .rfind(|c: char| c.is_whitespace() || c == '*')
+        .ok_or("declaration has no type")?;
+    let name = decl_noarr[split + 1..].trim();
+    if name.is_empty() {
+        return Err("declaration has no name".into());
+    }
+    let c_type = format!("{}{}", decl_noarr[..=split].trim(), arr);
+    Ok(Field {
+        name: name.to_string(),
+        c_type,
+        offset,
+        size,
+        signed,
+    })
+}
+
+impl Field {
+    /// Read this field from a raw record as an unsigned integer (little endian, sizes 1/2/4/8;
+    /// signed fields are sign-extended to 64 bits). `None` if the record is too short or the
+    /// size is not an integer size.
+    pub fn read_u64(&self, raw: &[u8]) -> Option<u64> {
+        let b = raw.get(self.offset..self.offset.checked_add(self.size)?)?;
+        let v = match self.size {
+            1 => {
+                if self.signed {
+                    b[0] as i8 as i64 as u64
+                } else {
+                    b[0] as u64
+                }
+            }
+            2 => {
+                let v = u16::from_le_bytes([b[0], b[1]]);
+                if self.signed {
+                    v as i16 as i64 as u64
+                } else {
+                    v as u64
+                }
+            }
+            4 => {
+                let v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                if self.signed {
+                    v as i32 as i64 as u64
+                } else {
+                    v as u64
+                }
+            }
+            8 => u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+            _ => return None,
+        };
+        Some(v)
+    }
+
+    /// The field's bytes inside `raw`.
+    pub fn bytes<'a>(&self, raw: &'a [u8]) -> Option<&'a [u8]> {
+        raw.get(self.offset..self.offset.checked_add(self.size)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_fields_and_arrays() {
+        let txt = b"name: x\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\tfield:__u8 insn[15];\toffset:21;\tsize:15;\tsigned:0;\n\tfield:const char * name;\toffset:40;\tsize:8;\tsigned:0;\n\nprint fmt: \"%d\", REC->x\n";
+        let f = EventFormat::parse(txt).unwrap();
+        assert_eq!(f.id, 7);
+        assert_eq!(f.fields.len(), 4);
+        let insn = f.field("insn").unwrap();
+        assert_eq!(
+            (insn.offset, insn.size, insn.c_type.as_str()),
+            (21, 15, "__u8[15]")
+        );
+        assert_eq!(f.field("name").unwrap().c_type, "const char *");
+        assert!(f.field("common_pid").unwrap().signed);
+        assert_eq!(f.print_fmt, "\"%d\", REC->x");
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        assert!(EventFormat::parse(b"hello").is_err());
+        assert!(EventFormat::parse(b"name: x\nID: zz\n").is_err());
+        assert!(EventFormat::parse(b"name: x\nID: 1\n").is_err());
+        assert!(EventFormat::parse(b"name: x\nID: 1\nfield:int a;\toffset:q;\tsize:4;\n").is_err());
+        assert!(EventFormat::parse(&[0xff, 0xfe]).is_err());
+    }
+
+    #[test]
+    fn reads_sign_extended() {
+        let f = Field {
+            name: "e".into(),
+            c_type: "int".into(),
+            offset: 0,
+            size: 4,
+            signed: true,
+        };
+        assert_eq!(f.read_u64(&(-4i32).to_le_bytes()), Some((-4i64) as u64));
+        assert_eq!(f.read_u64(&[1, 2]), None);
+    }
+}

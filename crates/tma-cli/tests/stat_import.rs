@@ -489,3 +489,27 @@ fn close_siblings_are_called_ambiguous() {
     // No counted-share column when everything ran 100% of the time.
     assert!(!text.contains("counted]"), "{text}");
 }
+
+#[test]
+fn requested_nodes_are_shown_even_under_threshold() {
+    let o = run(&[
+        "stat",
+        "--import",
+        ZEN4,
+        "--cpu",
+        "zen4",
+        "--nodes",
+        "retiring_microcode",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let l = text
+        .lines()
+        .find(|l| l.starts_with("  retiring_microcode"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(l.contains("6.1%") && l.contains("below"), "{l}");
+    assert!(
+        text.contains("TMA level 1 under retiring_microcode"),
+        "{text}"
+    );
+}

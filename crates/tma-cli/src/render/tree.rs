@@ -265,7 +265,19 @@ pub fn status_text(n: &NodeResult, ir: &IntervalReport, model: &Model) -> Option
 /// Whether the text tree shows a node: every level-1 node; deeper nodes when their parent
 /// is shown and they are over threshold, on the bottleneck path, without a threshold
 /// verdict, or without a value (so problems are never hidden); everything with `-v`.
-fn visible(report: &Report, verbose: u8) -> Vec<bool> {
+fn visible(report: &Report, verbose: u8, model: &Model, requested: &[String]) -> Vec<bool> {
+    // Nodes the user named with --nodes, and their ancestors, are always shown.
+    let mut forced: Vec<&str> = Vec::new();
+    for name in requested {
+        let mut cur = model.node(name);
+        while let Some(n) = cur {
+            if forced.contains(&n.name) || forced.len() > model.nodes.len() {
+                break;
+            }
+            forced.push(n.name);
+            cur = n.parent.and_then(|p| model.node(p));
+        }
+    }
     let mut shown: Vec<bool> = Vec::with_capacity(report.nodes.len());
     for (i, n) in report.nodes.iter().enumerate() {
         let parent_shown = match &n.parent {
@@ -280,6 +292,7 @@ fn visible(report: &Report, verbose: u8) -> Vec<bool> {
             || verbose > 0
             || n.above_threshold != Some(false)
             || n.value.is_none()
+            || forced.iter().any(|f| f.eq_ignore_ascii_case(&n.name))
             || report.bottleneck.path.iter().any(|b| b == &n.name);
         shown.push(parent_shown && interesting);
     }
@@ -344,7 +357,7 @@ fn render_tree(
     opts: &RenderOptions,
 ) -> Result<(), ReportError> {
     let r = &ir.report;
-    let shown = visible(r, opts.verbose);
+    let shown = visible(r, opts.verbose, run.model, &run.request.nodes);
     let name_w = r
         .nodes
         .iter()

@@ -509,7 +509,7 @@ fn requested_nodes_are_shown_even_under_threshold() {
         .unwrap_or_else(|| panic!("{text}"));
     assert!(l.contains("6.1%") && l.contains("below"), "{l}");
     assert!(
-        text.contains("TMA level 1 for retiring_microcode (with ancestors and subtree)"),
+        text.contains("TMA level 1 under retiring_microcode"),
         "{text}"
     );
 }

@@ -326,7 +326,7 @@ pub fn render_text(
     let subset = if run.request.nodes.is_empty() {
         String::new()
     } else {
-        format!(" for {} (with ancestors and subtree)", run.request.nodes.join(", "))
+        format!(" under {}", run.request.nodes.join(", "))
     };
     writeln!(
         w,

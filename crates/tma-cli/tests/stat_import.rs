@@ -513,3 +513,77 @@ fn requested_nodes_are_shown_even_under_threshold() {
         "{text}"
     );
 }
+
+#[test]
+fn example_runs_anywhere_and_is_labelled() {
+    let o = run(&["stat", "--example"]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("backend_bound_cpu"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("backend_bound_cpu") && l.contains("<==")),
+        "{out}"
+    );
+    assert!(out.contains("bundled-example"), "{out}");
+    assert!(
+        stderr(&o).contains("synthetic"),
+        "label missing: {}",
+        stderr(&o)
+    );
+    // The example is an import: live-only flags are refused, not ignored.
+    let o = run(&["stat", "--example", "-a"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+/// SKX level 1 divides by core clocks, which are `THREAD_ANY / 2` with SMT on and `THREAD`
+/// with SMT off: the --smt flag must reach the formulas.
+#[test]
+fn smt_flag_reaches_the_formulas() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("skx.csv");
+    let rows = [
+        ("IDQ_UOPS_NOT_DELIVERED.CORE", 400_000u64),
+        ("CPU_CLK_UNHALTED.THREAD", 1_000_000),
+        ("CPU_CLK_UNHALTED.THREAD_ANY", 4_000_000),
+        ("UOPS_ISSUED.ANY", 1_500_000),
+        ("UOPS_RETIRED.RETIRE_SLOTS", 1_400_000),
+        ("INT_MISC.RECOVERY_CYCLES", 10_000),
+        ("INT_MISC.RECOVERY_CYCLES_ANY", 20_000),
+        ("INST_RETIRED.ANY", 1_200_000),
+        ("UOPS_RETIRED.MACRO_FUSED", 100_000),
+    ];
+    let text: String = rows
+        .iter()
+        .map(|(e, v)| format!("{v},,{e},1000000,100.00,,\n"))
+        .collect();
+    std::fs::write(&csv, text).unwrap();
+    let p = csv.to_str().unwrap();
+    let fe = |smt: Option<&str>| -> f64 {
+        let mut a = vec!["stat", "--import", p, "--cpu", "skx", "--json"];
+        if let Some(s) = smt {
+            a.extend(["--smt", s]);
+        }
+        let o = run(&a);
+        assert!(o.status.success(), "stderr: {}", stderr(&o));
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let nodes = j["intervals"][0]["nodes"].as_array().unwrap().clone();
+        let n = nodes
+            .iter()
+            .find(|n| n["name"] == "Frontend_Bound")
+            .unwrap();
+        n["value"].as_f64().unwrap()
+    };
+    // SMT off: 400k / (4 * 1M) = 10%; SMT on: 400k / (4 * 4M / 2) = 5%.
+    assert!((fe(None) - 10.0).abs() < 1e-9);
+    assert!((fe(Some("off")) - 10.0).abs() < 1e-9);
+    assert!((fe(Some("on")) - 5.0).abs() < 1e-9);
+    let o = run(&["stat", "--import", p, "--cpu", "skx"]);
+    assert!(
+        stderr(&o).contains("--smt on"),
+        "no SMT note: {}",
+        stderr(&o)
+    );
+    let o = run(&["stat", "--import", p, "--cpu", "skx", "--smt", "maybe"]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -20,8 +20,16 @@ use crate::render::tree::{self, RenderOptions, StatRun};
 pub struct Args {
     /// Read a recording instead of counting: `perf stat -x,` CSV, `perf stat -j` JSON, or a
     /// `tma stat --record` snapshot.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "example")]
     pub import: Option<PathBuf>,
+    /// Analyse the bundled example recording (synthetic Zen 4 counts of a SHA-256 run, solved
+    /// from the methodology's published percentages): real output on any machine.
+    #[arg(long)]
+    pub example: bool,
+    /// Whether SMT (Hyper-Threading) was on where an imported `perf stat` file was recorded;
+    /// some Intel formulas depend on it. Live runs and snapshots know it already.
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    pub smt: Option<String>,
     /// CPU model whose tables to use (e.g. spr, icx, zen4); default: from the recording, else
     /// this machine.
     #[arg(long, value_name = "NAME")]
@@ -94,13 +102,46 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let Some(path) = args.import.clone() else {
+/// The bundled example recording behind `tma stat --example`.
+const EXAMPLE_CSV: &[u8] =
+    include_bytes!("../../../../tests/fixtures/import/zen4-sha256-synthetic.csv");
+
+pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
+    let (bytes, path) = if args.example {
+        check_import_flags(&args)?;
+        if args.cpu.is_none() {
+            args.cpu = Some("zen4".into());
+        }
+        if args.level == 1 {
+            args.level = 2;
+        }
+        eprintln!(
+            "tma: bundled example: synthetic Zen 4 counts of a SHA-256 run, solved from the \
+             methodology's published percentages (not measured on this machine)"
+        );
+        (
+            EXAMPLE_CSV.to_vec(),
+            PathBuf::from("bundled-example-zen4-sha256.csv"),
+        )
+    } else if let Some(path) = args.import.clone() {
+        check_import_flags(&args)?;
+        let bytes =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        (bytes, path)
+    } else {
+        if args.smt.is_some() {
+            bail!("--smt describes an imported recording; live runs read the topology themselves");
+        }
         return crate::cmd::stat_live::run(&args);
     };
-    check_import_flags(&args)?;
+    if import::detect(&bytes).ok() == Some(ImportFormat::TmaSnapshot) {
+        if args.smt.is_some() {
+            bail!("--smt is not needed with a snapshot: it records the machine's topology");
+        }
+        return crate::cmd::stat_live::import_snapshot(&bytes, &path, &args);
+    }
     let opts = render_options(&args);
-    let run = import_run(&path, &args)?;
+    let run = import_run(&bytes, &path, &args)?;
     crate::render::emit(args.output.as_deref(), |w| {
         if args.json {
             tree::render_json(w, &run, &opts)
@@ -215,14 +256,10 @@ pub fn cpuinfo_path() -> PathBuf {
 }
 
 /// Read, parse, resolve and evaluate a recording.
-fn import_run(path: &Path, args: &Args) -> anyhow::Result<StatRun> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+fn import_run(bytes: &[u8], path: &Path, args: &Args) -> anyhow::Result<StatRun> {
     let file = path.display().to_string();
-    let format = import::detect(&bytes).with_context(|| file.clone())?;
-    if format == ImportFormat::TmaSnapshot {
-        return crate::cmd::stat_live::replay_snapshot(&bytes, path, args);
-    }
-    let rec = import::parse(&bytes).with_context(|| file.clone())?;
+    import::detect(bytes).with_context(|| file.clone())?;
+    let rec = import::parse(bytes).with_context(|| file.clone())?;
     let (model, source) = select_model(
         args.cpu.as_deref(),
         rec.cpu_hint.as_deref(),
@@ -245,9 +282,21 @@ fn import_run(path: &Path, args: &Args) -> anyhow::Result<StatRun> {
         Breakdown::PerCpu => ", per-CPU rows summed".to_string(),
         Breakdown::PerThread => ", per-thread rows summed".to_string(),
     };
+    let smt = args.smt.as_deref().map(|v| v == "on");
+    if smt.is_none() && model.nodes.iter().any(|n| n.formula.contains("#smt_on")) {
+        eprintln!(
+            "tma: note: assuming SMT was off where {file} was recorded; pass --smt on if it was \
+             (some {} formulas differ)",
+            model.key
+        );
+    }
     let sel = tree::Request {
         level: args.level,
         nodes: args.nodes.clone(),
+        topology: smt.map(|smt| tma_perf::snapshot::Topology {
+            smt,
+            ..Default::default()
+        }),
     };
     let mut run = StatRun::evaluate(
         model,

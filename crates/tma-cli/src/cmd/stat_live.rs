@@ -14,10 +14,9 @@
 //! per-event counts with enabled/running times), so scaling, counted shares, --no-multiplex,
 //! --repeat and --drilldown run end to end on a machine without a PMU.
 //!
-//! Replay: [`replay_snapshot`] gives the tree of a hardware snapshot (last drill-down step)
-//! for `stat.rs` to render; [`import_snapshot`] prints everything a live run printed (each
-//! drill-down step, per-core / per-thread trees, software-only counts) and is the entry
-//! `stat.rs` should call for `tma.snapshot` files.
+//! Replay: [`import_snapshot`] prints everything a live run printed (each drill-down step,
+//! per-core / per-thread trees, software-only counts); `stat.rs` routes `tma.snapshot` files
+//! to it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -156,32 +155,8 @@ fn run_with(args: &Args, synthetic: Option<Synthetic>) -> anyhow::Result<ExitCod
     software_only(&mut session, &reason, &extra, &roots)
 }
 
-/// `tma stat --import SNAPSHOT`: the tree of a hardware snapshot (see also
-/// [`import_snapshot`], which also replays software-only, drill-down and --repeat snapshots).
-pub fn replay_snapshot(bytes: &[u8], path: &Path, args: &Args) -> anyhow::Result<StatRun> {
-    let snap = snapshot::read(bytes).with_context(|| path.display().to_string())?;
-    if !snap.hardware {
-        bail!(
-            "{} holds only software counts (recorded where hardware counters were not available); \
-             there is no TMA tree to print",
-            path.display()
-        );
-    }
-    let model = snapshot_model(&snap, args)?;
-    let last_step = snap.runs.iter().map(|r| r.step).max().unwrap_or(0);
-    let (request, intervals) = step_intervals(&snap, last_step)?;
-    evaluate(
-        model,
-        &snap.settings_cpu_source(),
-        &snap,
-        request,
-        &intervals,
-    )
-}
-
 /// `tma stat --import SNAPSHOT` with everything the live run printed: every drill-down step,
 /// the software counts of a run without PMU. Output to stdout or `-o`, notes to stderr.
-#[allow(dead_code)] // for `stat.rs` to route snapshots here; see the module docs
 pub fn import_snapshot(bytes: &[u8], path: &Path, args: &Args) -> anyhow::Result<ExitCode> {
     let snap = snapshot::read(bytes).with_context(|| path.display().to_string())?;
     let mut out = Vec::new();
@@ -318,6 +293,7 @@ fn step_request(snap: &Snapshot, step: u32) -> anyhow::Result<Request> {
         return Ok(Request {
             level: snap.settings.level,
             nodes: snap.settings.nodes.clone(),
+            topology: Some(snap.topology.clone()),
         });
     }
     // Drill-down steps are recorded in settings.nodes as "STEP:LEVEL:NODE" entries.
@@ -336,7 +312,11 @@ fn step_request(snap: &Snapshot, step: u32) -> anyhow::Result<Request> {
                 .unwrap_or_default();
         }
     }
-    Ok(Request { level, nodes })
+    Ok(Request {
+        level,
+        nodes,
+        topology: Some(snap.topology.clone()),
+    })
 }
 
 /// Everything counted so far, for the snapshot.
@@ -1090,6 +1070,7 @@ fn hardware(
         } else {
             s.args.nodes.clone()
         },
+        topology: Some(Topology::discover(&s.opts.sys_root)),
     };
     let mut step = 0u32;
     let mut out: Vec<u8> = Vec::new();
@@ -1206,6 +1187,7 @@ fn hardware(
                 request = Request {
                     level: request.level + 1,
                     nodes: vec![node.clone()],
+                    topology: request.topology.clone(),
                 };
                 step += 1;
             }

@@ -15,9 +15,33 @@ use tma_report::ReportError;
 pub struct Request {
     pub level: u8,
     pub nodes: Vec<String>,
+    /// Topology of the measured machine, for the formulas' `#smt_on` / `#num_cpus_online`
+    /// constants: discovered for live runs, stored in snapshots, given with `--smt` on import.
+    /// `None` means unknown: SMT off and one CPU are assumed (see `Request::constants`).
+    pub topology: Option<tma_perf::snapshot::Topology>,
 }
 
 impl Request {
+    /// The formula constants for one interval of this request.
+    pub fn constants(&self, duration_s: Option<f64>) -> Constants {
+        let mut c = Constants {
+            duration_s,
+            ..Constants::default()
+        };
+        if let Some(t) = &self.topology {
+            c.smt_on = t.smt;
+            c.threads_per_core = match (t.smt, t.cores) {
+                (false, _) => 1,
+                (true, 0) => 2,
+                (true, cores) => (t.cpus / cores).max(2),
+            };
+            c.num_cpus_online = t.cpus.max(1);
+            c.num_cores = t.cores.max(1);
+            c.num_sockets = t.sockets.max(1);
+        }
+        c
+    }
+
     pub fn selection(&self) -> Selection {
         Selection {
             max_level: self.level,
@@ -123,10 +147,7 @@ impl StatRun {
         let evaluator = tma_metrics::Evaluator::new(model, &sel)?;
         let mut out = Vec::with_capacity(intervals.len());
         for iv in intervals {
-            let consts = Constants {
-                duration_s: duration_of(iv),
-                ..Constants::default()
-            };
+            let consts = request.constants(duration_of(iv));
             let report = evaluator.evaluate(&IntervalValues(iv), &consts);
             out.push(interval_report(iv, report));
         }

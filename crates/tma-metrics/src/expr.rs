@@ -26,6 +26,9 @@ use std::fmt;
 /// Deeper input is rejected with a [`ParseError`] instead of risking a stack overflow.
 pub const MAX_DEPTH: usize = 200;
 
+/// Maximum height of the AST (a chain `a + b + c ...` of N terms is N high).
+pub const MAX_HEIGHT: usize = 1000;
+
 /// A formula parse error: byte offset into the source, message, and the source itself so
 /// `Display` can show the formula with a caret under the offending position.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -603,12 +606,23 @@ impl<'s> Parser<'s> {
         Ok(())
     }
 
-    fn if_expr(&mut self) -> Result<Expr, ParseError> {
+    /// Tree height check: every sub-tree stays at most [`MAX_HEIGHT`] high, so the
+    /// recursive walks (evaluation, Display, Drop) stay shallow.
+    fn height(&self, h: usize) -> Result<usize, ParseError> {
+        if h > MAX_HEIGHT {
+            return Err(self.err(format!(
+                "formula too deeply nested (more than {MAX_HEIGHT} operators in one chain)"
+            )));
+        }
+        Ok(h)
+    }
+
+    fn if_expr(&mut self) -> Result<(Expr, usize), ParseError> {
         self.enter()?;
-        let then = self.binary(1)?;
+        let (then, ht) = self.binary(1)?;
         let r = if self.tok == Tok::If {
             self.bump()?;
-            let cond = self.binary(1)?;
+            let (cond, hc) = self.binary(1)?;
             if self.tok != Tok::Else {
                 return Err(self.err(format!(
                     "expected 'else' after the condition of 'if', found {}",
@@ -616,14 +630,18 @@ impl<'s> Parser<'s> {
                 )));
             }
             self.bump()?;
-            let otherwise = self.if_expr()?;
-            Expr::If {
-                then: Box::new(then),
-                cond: Box::new(cond),
-                otherwise: Box::new(otherwise),
-            }
+            let (otherwise, ho) = self.if_expr()?;
+            let h = self.height(1 + ht.max(hc).max(ho))?;
+            (
+                Expr::If {
+                    then: Box::new(then),
+                    cond: Box::new(cond),
+                    otherwise: Box::new(otherwise),
+                },
+                h,
+            )
         } else {
-            then
+            (then, ht)
         };
         self.depth -= 1;
         Ok(r)
@@ -638,47 +656,48 @@ impl<'s> Parser<'s> {
     }
 
     /// Precedence climbing, left associative.
-    fn binary(&mut self, min_prec: u8) -> Result<Expr, ParseError> {
-        let mut lhs = self.unary()?;
+    fn binary(&mut self, min_prec: u8) -> Result<(Expr, usize), ParseError> {
+        let (mut lhs, mut h) = self.unary()?;
         while let Some(op) = self.cur_binop() {
             let p = op.precedence();
             if p < min_prec {
                 break;
             }
             self.bump()?;
-            let rhs = self.binary(p + 1)?;
+            let (rhs, hr) = self.binary(p + 1)?;
+            h = self.height(1 + h.max(hr))?;
             lhs = Expr::Bin(op, Box::new(lhs), Box::new(rhs));
         }
-        Ok(lhs)
+        Ok((lhs, h))
     }
 
-    fn unary(&mut self) -> Result<Expr, ParseError> {
+    fn unary(&mut self) -> Result<(Expr, usize), ParseError> {
         if self.tok == Tok::Minus {
             self.enter()?;
             self.bump()?;
-            let inner = self.unary()?;
+            let (inner, h) = self.unary()?;
             self.depth -= 1;
-            return Ok(Expr::Neg(Box::new(inner)));
+            return Ok((Expr::Neg(Box::new(inner)), h + 1));
         }
         self.primary()
     }
 
-    fn primary(&mut self) -> Result<Expr, ParseError> {
+    fn primary(&mut self) -> Result<(Expr, usize), ParseError> {
         let tok = std::mem::replace(&mut self.tok, Tok::End);
         let start = self.pos;
         match tok {
             Tok::Num(n) => {
                 self.bump()?;
-                Ok(Expr::Num(n))
+                Ok((Expr::Num(n), 1))
             }
             Tok::Const(c) => {
                 self.bump()?;
-                Ok(Expr::Const(c))
+                Ok((Expr::Const(c), 1))
             }
             Tok::Ident(name) => {
                 self.bump()?;
                 if self.tok != Tok::LParen {
-                    return Ok(Expr::Ident(Ident { text: name }));
+                    return Ok((Expr::Ident(Ident { text: name }), 1));
                 }
                 let func = match name.to_ascii_lowercase().as_str() {
                     "min" => Func::Min,
@@ -693,23 +712,21 @@ impl<'s> Parser<'s> {
                         ))
                     }
                 };
-                self.enter()?;
                 self.bump()?;
-                let a = self.if_expr()?;
+                let (a, ha) = self.if_expr()?;
                 self.expect(
                     Tok::Comma,
                     &format!("',' ({} takes two arguments)", func.name()),
                 )?;
-                let b = self.if_expr()?;
+                let (b, hb) = self.if_expr()?;
                 self.expect(
                     Tok::RParen,
                     &format!("')' ({} takes two arguments)", func.name()),
                 )?;
-                self.depth -= 1;
-                Ok(Expr::Call(func, Box::new(a), Box::new(b)))
+                let h = self.height(1 + ha.max(hb))?;
+                Ok((Expr::Call(func, Box::new(a), Box::new(b)), h))
             }
             Tok::LParen => {
-                self.enter()?;
                 self.bump()?;
                 let e = self.if_expr()?;
                 if self.tok != Tok::RParen {
@@ -719,7 +736,6 @@ impl<'s> Parser<'s> {
                     )));
                 }
                 self.bump()?;
-                self.depth -= 1;
                 Ok(e)
             }
             other => {
@@ -749,7 +765,7 @@ pub fn parse(src: &str) -> Result<Expr, ParseError> {
     if p.tok == Tok::End {
         return Err(p.err("empty formula"));
     }
-    let e = p.if_expr()?;
+    let (e, _) = p.if_expr()?;
     if p.tok != Tok::End {
         let msg = match p.tok {
             Tok::RParen => "unmatched ')'".to_string(),

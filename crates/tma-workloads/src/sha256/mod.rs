@@ -10,6 +10,7 @@
 //!   core towards the instruction's throughput bound.
 
 mod portable;
+pub mod run;
 
 #[cfg(target_arch = "x86_64")]
 mod ni;

@@ -2,11 +2,55 @@
 //! is readable (no PMU, as in many VMs) and the TSC does not tick at the core clock.
 //!
 //! Method (see MICROBENCH-METHOD.md): time a long chain of dependent `add` instructions, which
-//! retire at exactly one per core cycle on every current x86 core, against the monotonic wall
-//! clock. Adds per second is the core frequency. The minimum time over a few trials is used
+//! retire at exactly one per core cycle on every current x86 core, against the thread's CPU
+//! time (so time spent waiting for a CPU on a loaded machine is not counted). Adds per second is the core frequency. The minimum time over a few trials is used
 //! (interrupts and preemption only ever add time).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// A point in time for timing a region: the calling thread's CPU time (which, unlike wall
+/// time, does not advance while the thread waits for a CPU on a loaded machine) and the
+/// monotonic wall clock.
+#[derive(Debug, Clone, Copy)]
+pub struct Stamp {
+    cpu: Option<Duration>,
+    wall: Instant,
+}
+
+impl Stamp {
+    /// Now.
+    pub fn now() -> Stamp {
+        Stamp {
+            cpu: thread_cpu_time(),
+            wall: Instant::now(),
+        }
+    }
+
+    /// Seconds since `self`: thread CPU time if available, else wall time.
+    pub fn cpu_seconds(&self) -> f64 {
+        match (self.cpu, thread_cpu_time()) {
+            (Some(a), Some(b)) => b.saturating_sub(a).as_secs_f64(),
+            _ => self.wall_seconds(),
+        }
+    }
+
+    /// Wall-clock seconds since `self`.
+    pub fn wall_seconds(&self) -> f64 {
+        self.wall.elapsed().as_secs_f64()
+    }
+}
+
+/// CPU time consumed by the calling thread (`CLOCK_THREAD_CPUTIME_ID`), `None` if unavailable.
+pub fn thread_cpu_time() -> Option<Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec that outlives the call; clock_gettime only
+    // writes to it.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+}
 
 /// A measured core-clock frequency.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -57,9 +101,9 @@ pub fn calibrate() -> Option<CoreClock> {
         // Size the chain to about 4 ms at an assumed 1-5 GHz by doubling until it takes 2 ms.
         let mut iters: u64 = 1_000;
         loop {
-            let t = Instant::now();
+            let t = Stamp::now();
             std::hint::black_box(add_chain(std::hint::black_box(iters)));
-            let dt = t.elapsed().as_secs_f64();
+            let dt = t.cpu_seconds();
             if dt > 0.002 || iters > 1 << 30 {
                 iters = ((iters as f64) * 0.004 / dt.max(1e-9)).ceil() as u64;
                 break;
@@ -68,9 +112,9 @@ pub fn calibrate() -> Option<CoreClock> {
         }
         let mut best = f64::INFINITY;
         for _ in 0..5 {
-            let t = Instant::now();
+            let t = Stamp::now();
             std::hint::black_box(add_chain(std::hint::black_box(iters)));
-            best = best.min(t.elapsed().as_secs_f64());
+            best = best.min(t.cpu_seconds());
         }
         if !(best.is_finite() && best > 0.0) {
             return None;

@@ -26,6 +26,7 @@
 
 use std::time::Instant;
 
+use crate::clock::Stamp;
 use crate::rng::SplitMix64;
 
 /// Errors from configuring the workload.
@@ -134,22 +135,46 @@ impl DramChain {
         nodes.resize(n, Node::default());
 
         // Visit order: a Fisher-Yates shuffle of 0..n. Linking order[k] -> order[k+1] (mod n)
-        // gives a uniformly random n-cycle.
-        let mut order: Vec<u32> = (0..n).map(|i| i as u32).collect();
+        // gives a uniformly random n-cycle. The loops index plain slices with `while` so they
+        // stay reasonably fast in unoptimised (debug) builds too, where tests run them.
+        let mut order_vec: Vec<u32> = vec![0; n];
+        let order: &mut [u32] = &mut order_vec;
+        let mut i = 0;
+        while i < n {
+            order[i] = i as u32;
+            i += 1;
+        }
         let mut rng = SplitMix64::new(cfg.seed);
-        for i in (1..n).rev() {
+        let mut i = n - 1;
+        while i > 0 {
             let j = rng.below(i as u64 + 1) as usize;
-            order.swap(i, j);
+            let t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+            i -= 1;
         }
         let d = cfg.distance as usize;
-        for k in 0..n {
-            let node = &mut nodes[order[k] as usize];
-            node.next = order[(k + 1) % n];
-            node.jump = order[(k + d) % n];
-            node.value = k as u64;
+        let slots: &mut [Node] = &mut nodes;
+        let mut k = 0;
+        while k < n {
+            let mut next = k + 1;
+            if next == n {
+                next = 0;
+            }
+            let mut jump = k + d;
+            if jump >= n {
+                jump -= n;
+            }
+            slots[order[k] as usize] = Node {
+                next: order[next],
+                jump: order[jump],
+                value: k as u64,
+            };
+            k += 1;
         }
+        let start = order[0];
         Ok(DramChain {
-            start: order[0],
+            start,
             nodes,
             distance: cfg.distance,
         })
@@ -187,10 +212,12 @@ impl DramChain {
 pub fn chase(nodes: &[Node], start: u32, steps: u64) -> u64 {
     let mut p = start as usize;
     let mut sum = 0u64;
-    for _ in 0..steps {
+    let mut i = 0;
+    while i < steps {
         let node = &nodes[p];
         sum = sum.wrapping_add(node.value);
         p = node.next as usize;
+        i += 1;
     }
     sum ^ ((p as u64) << 40)
 }
@@ -201,11 +228,13 @@ pub fn chase(nodes: &[Node], start: u32, steps: u64) -> u64 {
 pub fn chase_prefetch(nodes: &[Node], start: u32, steps: u64) -> u64 {
     let mut p = start as usize;
     let mut sum = 0u64;
-    for _ in 0..steps {
+    let mut i = 0;
+    while i < steps {
         let node = &nodes[p];
         sys::prefetch(nodes.as_ptr().wrapping_add(node.jump as usize).cast());
         sum = sum.wrapping_add(node.value);
         p = node.next as usize;
+        i += 1;
     }
     sum ^ ((p as u64) << 40)
 }
@@ -225,8 +254,10 @@ pub struct DramResult {
     pub distance: u64,
     /// Seconds spent building the chain (not part of the timed region).
     pub setup_seconds: f64,
-    /// Seconds of the timed traversal.
+    /// CPU seconds of the timed traversal.
     pub seconds: f64,
+    /// Wall-clock seconds of the same region (larger on a loaded machine).
+    pub wall_seconds: f64,
     /// Timed seconds per access, in nanoseconds.
     pub ns_per_access: f64,
     /// Accesses per second.
@@ -245,13 +276,14 @@ pub fn run(cfg: &DramConfig) -> Result<DramResult, DramError> {
 
 /// Time `accesses` steps on an already built chain.
 pub fn run_on(chain: &DramChain, accesses: u64, prefetch: bool, setup_seconds: f64) -> DramResult {
-    let t = Instant::now();
+    let t = Stamp::now();
     let checksum = if prefetch {
         chase_prefetch(&chain.nodes, chain.start, accesses)
     } else {
         chase(&chain.nodes, chain.start, accesses)
     };
-    let seconds = t.elapsed().as_secs_f64();
+    let seconds = t.cpu_seconds();
+    let wall_seconds = t.wall_seconds();
     let checksum = std::hint::black_box(checksum);
     DramResult {
         bytes: chain.bytes(),
@@ -261,6 +293,7 @@ pub fn run_on(chain: &DramChain, accesses: u64, prefetch: bool, setup_seconds: f
         distance: chain.distance,
         setup_seconds,
         seconds,
+        wall_seconds,
         ns_per_access: if accesses > 0 {
             seconds * 1e9 / accesses as f64
         } else {

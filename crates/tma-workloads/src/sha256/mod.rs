@@ -302,7 +302,7 @@ pub fn digest_with(imp: Sha256Impl, data: &[u8]) -> Result<[u8; DIGEST_LEN], Sha
 }
 
 /// Default number of streams interleaved by [`update_many`] with SHA-NI.
-pub const DEFAULT_LANES: usize = 2;
+pub const DEFAULT_LANES: usize = 4;
 
 /// Feed `inputs[i]` to `hashers[i]` for every `i`, interleaving independent streams (up to
 /// [`DEFAULT_LANES`] at a time) when the hashers use SHA-NI. The result is exactly that of

@@ -280,6 +280,22 @@ fn open_input(name: &OsStr) -> io::Result<(Input, bool)> {
     Ok((Input::File(f), regular))
 }
 
+/// Hash one input to the end, on two threads when it is large or a stream.
+fn hash_input(imp: Sha256Impl, input: Input) -> io::Result<[u8; 32]> {
+    let big = match &input {
+        Input::Stdin(_) => true,
+        Input::File(f) => f
+            .metadata()
+            .map(|m| m.len() >= PIPELINE_MIN)
+            .unwrap_or(false),
+    };
+    if big {
+        hash_one_pipelined(imp, input)
+    } else {
+        hash_one(imp, input)
+    }
+}
+
 /// Read until `buf` is full or EOF; returns bytes read.
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
@@ -307,6 +323,56 @@ fn hash_one(imp: Sha256Impl, mut input: Input) -> io::Result<[u8; 32]> {
         }
         h.update(&buf[..n]);
     }
+    Ok(h.finalize())
+}
+
+/// Inputs at least this large (and standard input) are read by a second thread while this
+/// one hashes, so the copy out of the page cache overlaps the hashing on another core.
+const PIPELINE_MIN: u64 = 8 << 20;
+
+/// [`hash_one`] with reading and hashing on two threads (three rotating buffers).
+fn hash_one_pipelined(imp: Sha256Impl, input: Input) -> io::Result<[u8; 32]> {
+    use std::sync::mpsc::{channel, sync_channel};
+    let mut h = Sha256::with_impl(imp).map_err(io::Error::other)?;
+    std::thread::scope(|scope| {
+        let (full_tx, full_rx) = sync_channel::<io::Result<(Vec<u8>, usize)>>(2);
+        let (empty_tx, empty_rx) = channel::<Vec<u8>>();
+        for _ in 0..3 {
+            let _ = empty_tx.send(vec![0u8; CHUNK]);
+        }
+        scope.spawn(move || {
+            let mut input = input;
+            // Ends when the hashing side hangs up (both channels then fail) or at EOF/error.
+            while let Ok(mut buf) = empty_rx.recv() {
+                match read_full(&mut input, &mut buf) {
+                    Ok(n) => {
+                        if full_tx.send(Ok((buf, n))).is_err() || n == 0 {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = full_tx.send(Err(e));
+                        return;
+                    }
+                }
+            }
+        });
+        let result = loop {
+            match full_rx.recv() {
+                Ok(Ok((_, 0))) => break Ok(()),
+                Ok(Ok((buf, n))) => {
+                    h.update(&buf[..n]);
+                    let _ = empty_tx.send(buf);
+                }
+                Ok(Err(e)) => break Err(e),
+                Err(_) => break Err(io::Error::other("the reader thread stopped early")),
+            }
+        };
+        // Hang up so the reader thread ends before the scope joins it.
+        drop(empty_tx);
+        drop(full_rx);
+        result
+    })?;
     Ok(h.finalize())
 }
 
@@ -392,10 +458,15 @@ fn hash_files(
         let mut results: Vec<(usize, io::Result<[u8; 32]>)> =
             errors.into_iter().map(|(j, e)| (j, Err(e))).collect();
         if let Some((j, input)) = single {
-            results.push((j, hash_one(imp, input)));
+            results.push((j, hash_input(imp, input)));
         }
         let idx: Vec<usize> = batch.iter().map(|(j, _)| *j).collect();
-        let digests = hash_batch(imp, batch.into_iter().map(|(_, inp)| inp).collect());
+        let mut inputs: Vec<Input> = batch.into_iter().map(|(_, inp)| inp).collect();
+        let digests = if inputs.len() == 1 {
+            vec![hash_input(imp, inputs.remove(0))]
+        } else {
+            hash_batch(imp, inputs)
+        };
         results.extend(idx.into_iter().zip(digests));
         results.sort_by_key(|(j, _)| *j);
         for (j, r) in results {
@@ -578,7 +649,7 @@ fn check_file(
         } else {
             entry.name.clone()
         };
-        let result = open_input(&name_os).and_then(|(input, _)| hash_one(imp, input));
+        let result = open_input(&name_os).and_then(|(input, _)| hash_input(imp, input));
         match result {
             Err(e) => {
                 if args.ignore_missing && e.kind() == io::ErrorKind::NotFound {

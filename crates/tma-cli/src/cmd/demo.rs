@@ -459,9 +459,9 @@ fn demo_dram(demo: &mut Demo, args: &Args) {
         demo.heading("locate the hot code");
         demo.locate(
             &wl(false),
-            "the samples land in tma_workloads::dram::chase, on the instruction right after \
-             the `next` load (the one that waits for memory). The chain set-up also shows, \
-             since it runs before the timed loop.",
+            "the samples land in tma_workloads::dram::chase, on the load of `node.next` (or the \
+             instruction after it: timer samples can skid), the load every step waits for. The \
+             chain set-up (DramChain::build) also shows, since it runs before the timed loop.",
         );
     }
     demo.heading("apply the fix: jump-pointer prefetch 16 steps ahead, measure again");

@@ -4,4 +4,5 @@
 //! between counting and the formula engine.
 
 pub mod readings;
+pub mod sampling;
 pub use readings::*;

@@ -15,8 +15,9 @@
 //!   `/proc/sys/kernel/perf_event_max_sample_rate`);
 //! * `precise_ip` for the `:p`/`:pp`/`:ppp` forms.
 //!
-//! Targets: a launched command (one event with `inherit`, enabled on exec, so every fork and
-//! thread of it is followed) or an existing process (one event per thread with `inherit`).
+//! Targets: a launched command (one event per CPU with `inherit`, enabled on exec, so every
+//! fork and thread of it is followed) or an existing process (one event per thread that
+//! exists when sampling starts; the kernel cannot mmap inherited any-CPU events).
 //! The launched command is held back between fork and exec until the events exist; see
 //! [`spawn_held`].
 
@@ -334,8 +335,12 @@ impl Session {
                 .ok();
         validate_rate(cfg.rate, max.as_deref())?;
         let mut summary = SessionSummary::default();
-        let open_one = |tid: i32, inherit: bool, enable_on_exec: bool| {
+        let open_one = |tid: i32, cpu: Option<usize>, inherit: bool, enable_on_exec: bool| {
             let mut b = builder_for(&cfg);
+            match cpu {
+                Some(c) => b.one_cpu(c),
+                None => b.any_cpu(),
+            };
             b.observe_pid(tid)
                 .inherit(inherit)
                 .enable_on_exec(enable_on_exec)
@@ -356,22 +361,37 @@ impl Session {
         };
         match target {
             Target::Launch(argv) => {
+                // The kernel refuses to mmap an inherited per-task event on "any CPU", so
+                // (as perf record does) open one inherited event per CPU for the task.
+                let cpus = online_cpus(
+                    std::fs::read_to_string("/sys/devices/system/cpu/online")
+                        .ok()
+                        .as_deref(),
+                );
                 let child = spawn_held(argv)?;
                 let pid = child.pid;
-                match open_one(pid, true, true) {
-                    Ok((s, attr)) => Ok(Session {
-                        cfg,
-                        samplers: vec![s],
-                        attr,
-                        child: Some(child),
-                        pid,
-                        summary,
-                    }),
-                    Err(e) => {
-                        child.abort();
-                        Err(e)
+                let mut samplers = Vec::new();
+                let mut attr = Vec::new();
+                for cpu in cpus {
+                    match open_one(pid, Some(cpu), true, true) {
+                        Ok((s, a)) => {
+                            samplers.push(s);
+                            attr = a;
+                        }
+                        Err(e) => {
+                            child.abort();
+                            return Err(e);
+                        }
                     }
                 }
+                Ok(Session {
+                    cfg,
+                    samplers,
+                    attr,
+                    child: Some(child),
+                    pid,
+                    summary,
+                })
             }
             Target::Pid(pid) => {
                 let pid = *pid;
@@ -379,7 +399,7 @@ impl Session {
                 let mut samplers = Vec::new();
                 let mut attr = Vec::new();
                 for tid in tids {
-                    match open_one(tid, true, false) {
+                    match open_one(tid, None, false, false) {
                         Ok((s, a)) => {
                             samplers.push(s);
                             attr = a;
@@ -479,6 +499,30 @@ impl Session {
 
 fn page_size() -> usize {
     4096
+}
+
+/// CPU numbers from `/sys/devices/system/cpu/online` text (`0-3,6`); CPU 0 when unknown.
+pub fn online_cpus(text: Option<&str>) -> Vec<usize> {
+    let mut out = Vec::new();
+    for part in text.unwrap_or("").trim().split(',') {
+        let r = match part.split_once('-') {
+            Some((a, b)) => a
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .zip(b.trim().parse::<usize>().ok()),
+            None => part.trim().parse::<usize>().ok().map(|a| (a, a)),
+        };
+        if let Some((a, b)) = r {
+            if b >= a && b - a < 4096 {
+                out.extend(a..=b);
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push(0);
+    }
+    out
 }
 
 /// Thread ids of a process, from `<proc_root>/<pid>/task`.
@@ -704,6 +748,14 @@ mod tests {
         assert_ne!(flags & (1 << 10), 0, "freq bit");
         assert_ne!(flags & (1 << 18), 0, "sample_id_all bit");
         assert_ne!(flags & (1 << 23), 0, "mmap2 bit");
+    }
+
+    #[test]
+    fn online_cpu_lists() {
+        assert_eq!(online_cpus(Some("0-1\n")), vec![0, 1]);
+        assert_eq!(online_cpus(Some("0,2-3")), vec![0, 2, 3]);
+        assert_eq!(online_cpus(Some("garbage")), vec![0]);
+        assert_eq!(online_cpus(None), vec![0]);
     }
 
     #[test]

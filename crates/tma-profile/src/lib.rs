@@ -8,6 +8,7 @@
 //! ([`report::render_folded`]) or pprof ([`pprof::encode`]). [`record`] writes perf.data files.
 
 pub mod aggregate;
+pub mod choose;
 pub mod import;
 pub mod live;
 pub mod pprof;

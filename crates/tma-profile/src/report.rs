@@ -436,6 +436,14 @@ fn annotate(
     let mut decoder = Decoder::with_ip(64, bytes, s.start, DecoderOptions::NONE);
     let mut intel = IntelFormatter::new();
     let mut gas = GasFormatter::new();
+    for o in [intel.options_mut(), gas.options_mut()] {
+        o.set_uppercase_hex(false);
+        o.set_hex_prefix("0x");
+        o.set_hex_suffix("");
+        o.set_branch_leading_zeros(false);
+        o.set_show_branch_size(false);
+        o.set_space_after_operand_separator(true);
+    }
     let mut insn = Instruction::default();
     let mut rows = Vec::new();
     let mut sources: HashMap<String, Option<Vec<String>>> = HashMap::new();
@@ -509,11 +517,17 @@ pub fn render_folded(p: &Profile, w: &mut dyn std::io::Write) -> std::io::Result
     let mut merged: HashMap<String, u64> = HashMap::new();
     for (idx, n) in &p.stacks {
         let mut s = String::new();
+        let mut prev: Option<&str> = None;
         for (k, &i) in idx.iter().rev().enumerate() {
+            let f = &p.frames[i];
+            // Unsymbolized kernel frames in a row say nothing more than one does.
+            if f.function == "[kernel]" && prev == Some("[kernel]") {
+                continue;
+            }
+            prev = Some(&f.function);
             if k > 0 {
                 s.push(';');
             }
-            let f = &p.frames[i];
             // `;` separates frames and the last space separates the count: keep both out.
             s.push_str(&f.function.replace([';', '\n'], "_"));
         }

@@ -462,7 +462,11 @@ impl Session {
             }
             let finished = match self.child.as_mut() {
                 Some(c) => c.try_wait()?,
-                None => !self.cfg.proc_root.join(self.pid.to_string()).exists(),
+                None => !process_alive(
+                    std::fs::read(self.cfg.proc_root.join(format!("{}/stat", self.pid)))
+                        .ok()
+                        .as_deref(),
+                ),
             };
             let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
             if finished || timed_out {
@@ -499,6 +503,17 @@ impl Session {
 
 fn page_size() -> usize {
     4096
+}
+
+/// Whether `/proc/PID/stat` content describes a live process (`None`: the file is gone).
+/// Zombies (`Z`) and dead tasks (`X`) count as exited.
+pub fn process_alive(stat: Option<&[u8]>) -> bool {
+    let Some(stat) = stat else { return false };
+    // "pid (comm) S ...": comm may contain spaces and parentheses, so use the last ')'.
+    match stat.iter().rposition(|&b| b == b')') {
+        Some(i) => !matches!(stat.get(i + 2), Some(b'Z') | Some(b'X') | Some(b'x') | None),
+        None => false,
+    }
 }
 
 /// CPU numbers from `/sys/devices/system/cpu/online` text (`0-3,6`); CPU 0 when unknown.
@@ -748,6 +763,14 @@ mod tests {
         assert_ne!(flags & (1 << 10), 0, "freq bit");
         assert_ne!(flags & (1 << 18), 0, "sample_id_all bit");
         assert_ne!(flags & (1 << 23), 0, "mmap2 bit");
+    }
+
+    #[test]
+    fn zombies_count_as_exited() {
+        assert!(process_alive(Some(b"42 (a) b) R 1 2 3")));
+        assert!(!process_alive(Some(b"42 (sleep) Z 1 2 3")));
+        assert!(!process_alive(Some(b"garbage")));
+        assert!(!process_alive(None));
     }
 
     #[test]

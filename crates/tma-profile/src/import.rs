@@ -163,7 +163,10 @@ where
         events: perf_file
             .event_attributes()
             .iter()
-            .map(|a| a.name().unwrap_or("?").to_string())
+            .map(|a| match a.name() {
+                Some(n) => n.to_string(),
+                None => name_from_attr(&a.attr),
+            })
             .collect(),
         perf_version: perf_file.perf_version().ok().flatten().map(str::to_string),
         hostname: perf_file.hostname().ok().flatten().map(str::to_string),
@@ -178,6 +181,18 @@ where
         }
     }
     Ok(info)
+}
+
+/// An event name from the attr alone (files without the EVENT_DESC feature, such as the ones
+/// `--record` writes).
+fn name_from_attr(a: &linux_perf_data::linux_perf_event_reader::PerfEventAttr) -> String {
+    use linux_perf_data::linux_perf_event_reader::{PerfEventType, SoftwareCounterType};
+    match a.type_ {
+        PerfEventType::Software(SoftwareCounterType::CpuClock) => "cpu-clock".into(),
+        PerfEventType::Software(SoftwareCounterType::TaskClock) => "task-clock".into(),
+        PerfEventType::DynamicPmu(_, config, _, _) => format!("r{config:x}"),
+        other => format!("{other:?}"),
+    }
 }
 
 /// Read a perf.data file from disk.

@@ -23,7 +23,13 @@ pub struct PerfDataWriter {
 
 impl PerfDataWriter {
     /// `attr` is the `perf_event_attr` in file layout (`tma_perf::sampling::attr_bytes`).
-    pub fn new(attr: Vec<u8>) -> Self {
+    /// A trailing all-zero `config3` (attr size 136) is dropped so that perf versions built
+    /// against the 128-byte attr (which reject "a more recent ABI") read the file.
+    pub fn new(mut attr: Vec<u8>) -> Self {
+        if attr.len() == 136 && attr[128..].iter().all(|&b| b == 0) {
+            attr.truncate(128);
+            attr[4..8].copy_from_slice(&128u32.to_le_bytes());
+        }
         PerfDataWriter {
             attr,
             data: Vec::new(),

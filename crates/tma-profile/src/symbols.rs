@@ -55,6 +55,47 @@ pub fn demangle(name: &str) -> String {
     name.to_string()
 }
 
+fn collect_symbols(file: &object::File<'_>) -> Vec<Symbol> {
+    let mut raw: Vec<(u64, u64, &str)> = Vec::new();
+    for sym in file.symbols().chain(file.dynamic_symbols()) {
+        if sym.kind() != SymbolKind::Text || sym.address() == 0 || !sym.is_definition() {
+            continue;
+        }
+        if let Ok(name) = sym.name() {
+            if !name.is_empty() {
+                raw.push((sym.address(), sym.size(), name));
+            }
+        }
+    }
+    raw.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    raw.dedup_by_key(|s| s.0);
+    let mut symbols = Vec::with_capacity(raw.len());
+    for (i, &(start, size, name)) in raw.iter().enumerate() {
+        // Size 0 (hand-written asm): extend to the next symbol, at most 4 KiB.
+        let size = if size > 0 {
+            size
+        } else {
+            raw.get(i + 1)
+                .map(|n| (n.0 - start).min(4096))
+                .unwrap_or(16)
+        };
+        symbols.push(Symbol {
+            start,
+            size,
+            name: demangle(name),
+        });
+    }
+    symbols
+}
+
+/// Where a distribution keeps the debug file of a build id:
+/// `<root>/.build-id/<first byte hex>/<rest hex>.debug`.
+pub fn build_id_debug_path(root: &Path, build_id: &[u8]) -> Option<PathBuf> {
+    let (first, rest) = build_id.split_first()?;
+    let rest: String = rest.iter().map(|b| format!("{b:02x}")).collect();
+    Some(root.join(".build-id").join(format!("{first:02x}")).join(format!("{rest}.debug")))
+}
+
 /// One loaded ELF file.
 pub struct ElfModule {
     /// The file actually read (may differ from the recorded path, see [`Symbolizer`]).
@@ -68,6 +109,8 @@ pub struct ElfModule {
     /// The file has `.debug_line` (DWARF line tables).
     pub has_debug_lines: bool,
     pub build_id: Option<Vec<u8>>,
+    /// Separate debug file holding the line tables, when one was attached.
+    pub debug_path: Option<PathBuf>,
     lines: std::cell::OnceCell<Option<addr2line::Loader>>,
 }
 
@@ -115,35 +158,7 @@ impl ElfModule {
         let has_symtab = file.symbol_table().is_some();
         let has_debug_lines = file.section_by_name(".debug_line").is_some();
         let build_id = file.build_id().ok().flatten().map(|b| b.to_vec());
-        let mut raw: Vec<(u64, u64, &str)> = Vec::new();
-        for sym in file.symbols().chain(file.dynamic_symbols()) {
-            if sym.kind() != SymbolKind::Text || sym.address() == 0 || !sym.is_definition() {
-                continue;
-            }
-            if let Ok(name) = sym.name() {
-                if !name.is_empty() {
-                    raw.push((sym.address(), sym.size(), name));
-                }
-            }
-        }
-        raw.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        raw.dedup_by_key(|s| s.0);
-        let mut symbols = Vec::with_capacity(raw.len());
-        for (i, &(start, size, name)) in raw.iter().enumerate() {
-            // Size 0 (hand-written asm): extend to the next symbol, at most 4 KiB.
-            let size = if size > 0 {
-                size
-            } else {
-                raw.get(i + 1)
-                    .map(|n| (n.0 - start).min(4096))
-                    .unwrap_or(16)
-            };
-            symbols.push(Symbol {
-                start,
-                size,
-                name: demangle(name),
-            });
-        }
+        let symbols = collect_symbols(&file);
         Ok(ElfModule {
             path: path.to_path_buf(),
             data,
@@ -152,8 +167,41 @@ impl ElfModule {
             has_symtab,
             has_debug_lines,
             build_id,
+            debug_path: None,
             lines: std::cell::OnceCell::new(),
         })
+    }
+
+    /// Take symbols and line tables from a separate debug file (`/usr/lib/debug/...`) when
+    /// this file lacks them. Returns whether the debug file was used.
+    pub fn attach_debug_file(&mut self, debug: &Path) -> bool {
+        let Ok(data) = std::fs::read(debug) else {
+            return false;
+        };
+        let Ok(file) = object::File::parse(&*data) else {
+            return false;
+        };
+        if let (Some(a), Ok(Some(b))) = (&self.build_id, file.build_id()) {
+            if a.as_slice() != b {
+                return false;
+            }
+        }
+        let mut used = false;
+        if !self.has_symtab && file.symbol_table().is_some() {
+            let mut syms = collect_symbols(&file);
+            syms.extend(self.symbols.drain(..));
+            syms.sort_by(|a, b| a.start.cmp(&b.start).then(b.size.cmp(&a.size)));
+            syms.dedup_by_key(|s| s.start);
+            self.symbols = syms;
+            self.has_symtab = true;
+            used = true;
+        }
+        if !self.has_debug_lines && file.section_by_name(".debug_line").is_some() {
+            self.has_debug_lines = true;
+            self.debug_path = Some(debug.to_path_buf());
+            used = true;
+        }
+        used
     }
 
     /// File offset to SVMA through the `PT_LOAD` program headers.
@@ -201,7 +249,9 @@ impl ElfModule {
         }
         let loader = self
             .lines
-            .get_or_init(|| addr2line::Loader::new(&self.path).ok())
+            .get_or_init(|| {
+                addr2line::Loader::new(self.debug_path.as_deref().unwrap_or(&self.path)).ok()
+            })
             .as_ref()?;
         let loc = loader.find_location(svma).ok()??;
         Some((loc.file?.to_string(), loc.line?))
@@ -274,6 +324,8 @@ enum Slot {
 #[derive(Default)]
 pub struct Symbolizer {
     search_dirs: Vec<PathBuf>,
+    /// Root of separate debug files (`/usr/lib/debug`), looked up by build id.
+    pub debug_root: Option<PathBuf>,
     cache: HashMap<String, Slot>,
     /// Kernel symbols, when readable.
     pub kallsyms: Option<Kallsyms>,
@@ -292,6 +344,7 @@ impl Symbolizer {
     pub fn new(search_dirs: Vec<PathBuf>, kallsyms: Option<Kallsyms>) -> Self {
         Symbolizer {
             search_dirs,
+            debug_root: Some(PathBuf::from("/usr/lib/debug")),
             cache: HashMap::new(),
             kallsyms,
         }
@@ -328,7 +381,16 @@ impl Symbolizer {
                 continue;
             }
             match ElfModule::load(&c) {
-                Ok(m) => return Slot::Loaded(Box::new(m)),
+                Ok(mut m) => {
+                    if !m.has_symtab || !m.has_debug_lines {
+                        if let (Some(root), Some(bid)) = (&self.debug_root, &m.build_id) {
+                            if let Some(p) = build_id_debug_path(root, bid) {
+                                m.attach_debug_file(&p);
+                            }
+                        }
+                    }
+                    return Slot::Loaded(Box::new(m));
+                }
                 Err(e) => last = e.to_string(),
             }
         }
@@ -365,6 +427,15 @@ ffffffff81003000 T do_two [mod]\n",
         // kptr_restrict: all zero -> unusable.
         assert!(Kallsyms::parse(b"0000000000000000 T _text\n0000000000000000 t x\n").is_none());
         assert!(Kallsyms::parse(b"").is_none());
+    }
+
+    #[test]
+    fn debug_file_path_from_build_id() {
+        assert_eq!(
+            build_id_debug_path(Path::new("/usr/lib/debug"), &[0xab, 0xcd, 0x01]).unwrap(),
+            Path::new("/usr/lib/debug/.build-id/ab/cd01.debug")
+        );
+        assert!(build_id_debug_path(Path::new("/x"), &[]).is_none());
     }
 
     #[test]

@@ -206,6 +206,29 @@ fn imported_fixture_matches_perf_report() {
     assert!((main["percent"].as_f64().unwrap() - 5.71).abs() < 0.01);
 }
 
+/// Golden text report of the fixture. Source-line rows are left out of the comparison: their
+/// text depends on where the checkout lives (DWARF holds the absolute source path).
+#[test]
+fn text_report_golden() {
+    let f = fixtures();
+    let o = run(&[
+        "locate",
+        "--import",
+        f.join("chase.perf.data").to_str().unwrap(),
+        "--symdir",
+        f.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let strip = |t: &str| -> String {
+        t.lines()
+            .filter(|l| !l.contains("chase.c:"))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    let golden = std::fs::read_to_string(f.join("chase.report.txt")).unwrap();
+    assert_eq!(strip(&stdout(&o)), strip(&golden));
+}
+
 #[test]
 fn folded_stacks_from_call_graph_fixture() {
     let f = fixtures();

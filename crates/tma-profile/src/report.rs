@@ -266,7 +266,8 @@ pub fn analyze(
     let c = agg.counts();
     if c.kernel_samples > 0 && sym.kallsyms.is_none() {
         notes.push(format!(
-            "{} kernel samples shown as [kernel]: kernel symbols (/proc/kallsyms) unavailable",
+            "{} kernel samples shown as [kernel]: no kernel symbols (live: --kernel with a \
+             readable /proc/kallsyms; imported data: --kallsyms FILE from that machine)",
             c.kernel_samples
         ));
     }

@@ -93,7 +93,11 @@ fn collect_symbols(file: &object::File<'_>) -> Vec<Symbol> {
 pub fn build_id_debug_path(root: &Path, build_id: &[u8]) -> Option<PathBuf> {
     let (first, rest) = build_id.split_first()?;
     let rest: String = rest.iter().map(|b| format!("{b:02x}")).collect();
-    Some(root.join(".build-id").join(format!("{first:02x}")).join(format!("{rest}.debug")))
+    Some(
+        root.join(".build-id")
+            .join(format!("{first:02x}"))
+            .join(format!("{rest}.debug")),
+    )
 }
 
 /// One loaded ELF file.

@@ -25,7 +25,43 @@
 //!   any other identifier is an event id, resolved with [`Model::event`] after stripping
 //!   the modifiers (see [`EventId`]).
 //!
+//! * `TSC` is an event id (kind [`EventKind::Tsc`], perf `msr/tsc/`): the TSC tick count of
+//!   ONE CPU over the measurement, i.e. `#tsc_freq * #duration_time` (perfmon's
+//!   `SYSTEM_TSC_FREQ` in its tick-count role). Frequency, CPU-utilization and some latency
+//!   nodes use it. When counts are summed over N CPUs, the summed `msr/tsc/` is N times it;
+//!   an engine may substitute `#tsc_freq * #duration_time` when the TSC was not counted;
+//! * the modifiers that occur are `cN` (counter mask), `e1` (edge), `i1` (invert), `u0xNN`
+//!   (replace the umask), `SUP` / `USER` (kernel-only / user-only), `perf_metrics` and
+//!   `percore` (no effect on the encoding), `ocr_msr_val=0xN` (offcore MSR value, config1) and
+//!   `retire_latency` (the operand is the event's average retire latency in cycles, see
+//!   [`Model::retire_latencies`]); [`Model::encode`] applies them.
+//!
+//! There is no `>=`/`<=`/`!`: the converter writes perfmon's `a >= b` as `( ( a < b ) ^ 1 )`.
+//! perfmon node names starting with a digit get a leading `_` (`_4K_Aliasing`) so that they
+//! are identifiers.
+//!
 //! Values are in the node's [`Unit`]: TMA nodes are percent of slots (0..100), as in perfmon.
 
+//!
+//! # API
+//! * [`models`], [`by_name`] (`--cpu NAME`), [`identify`] (CPUID, mapfile rules),
+//!   [`parse_cpuinfo`];
+//! * [`Model::encode`], [`Model::perf_event_spec`], [`Model::resolve_perf_event`] /
+//!   [`Model::resolve_perf_event_all`], [`Model::event_ids`] (module [`encode`]).
+//!
+//! # Regenerating the Intel tables
+//! `cargo xtask gen-tables [--data DIR]` (default `../shared/pmu-data` from the workspace
+//! root) rewrites `src/generated/`; `cargo xtask check-tables` exits non-zero when the
+//! checked-in files differ from what the converter makes. See `crates/tma-catalog/README.md`.
+
+pub mod amd;
+pub mod descriptions;
+pub mod encode;
+pub mod error;
+pub mod generated;
+pub mod registry;
 pub mod types;
+
+pub use error::CatalogError;
+pub use registry::{by_name, cpuid_string, identify, models, parse_cpuinfo, supported_names};
 pub use types::*;

@@ -204,3 +204,33 @@ impl Model {
         })
     }
 }
+
+/// How to program one event id (base event plus modifiers) with `perf_event_open`.
+/// Produced by [`Model::encode`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Encoding {
+    /// sysfs PMU name: the model's core PMU (`cpu`, `cpu_core`), or `msr` for the TSC.
+    pub pmu: &'static str,
+    /// `perf_event_attr.config` for that PMU (raw event select layout).
+    pub config: u64,
+    /// `perf_event_attr.config1` (offcore response / load latency / frontend MSR value).
+    pub config1: u64,
+    pub kind: EventKind,
+    /// Fixed counter index when the (unmodified) event lives on one.
+    pub fixed: Option<u8>,
+    /// General-purpose counters the event may use (bit i = counter i); 0 = fixed only.
+    pub counter_mask: u32,
+    pub precise: bool,
+    pub taken_alone: bool,
+    /// Extra MSR programmed with `config1`, 0 when none.
+    pub msr_index: u16,
+    /// `:SUP` modifier: count kernel mode only.
+    pub exclude_user: bool,
+    /// `:USER` modifier: count user mode only.
+    pub exclude_kernel: bool,
+    /// `:retire_latency` modifier: the operand is the event's average retire latency
+    /// (TPEBS sampling, or the model's default from [`Model::retire_latencies`]).
+    pub retire_latency: bool,
+    /// The event id this encodes, as given.
+    pub name: String,
+}

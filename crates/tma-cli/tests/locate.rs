@@ -490,3 +490,48 @@ fn attached_process_that_exits_ends_the_session() {
     let v = json(&o);
     assert!(v["notes"].to_string().contains("exited"), "{}", stdout(&o));
 }
+
+#[test]
+fn node_event_from_catalog_falls_back_to_cpu_clock_without_pmu() {
+    if Path::new("/sys/bus/event_source/devices/cpu").exists() {
+        eprintln!("skipped: this machine has a PMU (the test checks the fallback)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let o = run(&[
+        "locate",
+        "--cpu",
+        "spr",
+        "--node",
+        "L1_Bound",
+        "--json",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    if !can_sample(&o) {
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["event"], "cpu-clock");
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains("instead of MEM_LOAD_RETIRED.L1_HIT:pp"),
+        "{notes}"
+    );
+    // Unknown nodes and nodes without a locate-with event are errors.
+    let o = run(&[
+        "locate",
+        "--cpu",
+        "spr",
+        "--node",
+        "No_Such_Node",
+        "--",
+        "true",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown node"));
+}

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use tma_catalog::{EventDef, EventId, Model, NodeDef, Vendor};
+use tma_catalog::{EventId, Model, NodeDef};
 use tma_perf::sampling::SampleEvent;
 
 /// Errors from choosing the event.
@@ -19,6 +19,8 @@ pub enum ChoiceError {
     UnknownEvent(String),
     #[error("no CPU model table for this machine, so {0} cannot be resolved; use -e rNNNN or -e cpu-clock")]
     NoModel(String),
+    #[error("cannot encode the event: {0}")]
+    Encode(String),
     #[error("bad precise modifier in {0:?}: use :p, :pp or :ppp")]
     BadModifier(String),
 }
@@ -69,30 +71,6 @@ pub struct Chosen {
     pub notes: Vec<String>,
 }
 
-/// `perf_event_attr` config of a catalog event (raw `cpu` PMU encoding).
-/// Intel: event | umask<<8 | edge<<18 | any<<21 | inv<<23 | cmask<<24, extra MSR in config1.
-/// AMD: event[7:0] | umask<<8 | event[11:8]<<32, same edge/inv/cmask bits.
-pub fn encode(vendor: Vendor, e: &EventDef) -> (u64, u64) {
-    let code = u64::from(e.code);
-    let mut c = (code & 0xff) | (u64::from(e.umask) << 8) | (u64::from(e.cmask) << 24);
-    if e.edge {
-        c |= 1 << 18;
-    }
-    if e.inv {
-        c |= 1 << 23;
-    }
-    match vendor {
-        Vendor::Intel => {
-            if e.any_thread {
-                c |= 1 << 21;
-            }
-        }
-        Vendor::Amd => c |= ((code >> 8) & 0xf) << 32,
-    }
-    let config1 = if e.msr_index != 0 { e.msr_value } else { 0 };
-    (c, config1)
-}
-
 fn precise_from_modifiers(spec: &str, mods: &[&str]) -> Result<Option<u8>, ChoiceError> {
     let mut p = None;
     for m in mods {
@@ -137,7 +115,20 @@ pub fn resolve_event(
     let def = model
         .event(id.base)
         .ok_or_else(|| ChoiceError::UnknownEvent(spec.to_string()))?;
-    let (config, config1) = encode(model.vendor, def);
+    // The catalog encodes the counting modifiers (c, u, e, i, ...); the precise level is ours.
+    let mut counting = id.base.to_string();
+    for m in id
+        .modifiers
+        .iter()
+        .filter(|m| m.is_empty() || !m.chars().all(|c| c == 'p'))
+    {
+        counting.push(':');
+        counting.push_str(m);
+    }
+    let enc = model
+        .encode(&counting)
+        .map_err(|e| ChoiceError::Encode(e.to_string()))?;
+    let (config, config1) = (enc.config, enc.config1);
     // A precise-capable event without an explicit level gets :pp, as perf's `:P` would.
     let precise = precise.unwrap_or(if def.precise { 2 } else { 0 });
     let name = if precise > 0 && !spec.contains(':') {
@@ -293,7 +284,7 @@ pub fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tma_catalog::{CoreKind, EventKind, Topdown, Unit};
+    use tma_catalog::{CoreKind, EventDef, EventKind, Topdown, Unit, Vendor};
 
     const fn ev(name: &'static str, code: u16, umask: u8, precise: bool) -> EventDef {
         EventDef {
@@ -438,17 +429,13 @@ mod tests {
     }
 
     #[test]
-    fn amd_extended_event_select() {
-        let mut model_events = EVENTS[2];
-        model_events.umask = 0x3;
-        let (c, _) = encode(
-            Vendor::Amd,
-            &EventDef {
-                code: 0x1c3,
-                ..model_events
-            },
+    fn counting_modifiers_go_to_the_catalog_encoding() {
+        let (e, p) = resolve_event("CYCLE_ACTIVITY.STALLS_L3_MISS:c6:p", Some(&MODEL), 4).unwrap();
+        assert_eq!(p, 1);
+        assert!(
+            matches!(e, SampleEvent::Raw { config, .. } if config == 0x0600_06a3),
+            "{e:?}"
         );
-        assert_eq!(c, 0xc3 | 0x300 | (1 << 32));
     }
 
     #[test]
@@ -486,6 +473,31 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.precise, 2);
+    }
+
+    /// Every locate-with event of every catalog model resolves to an encoding.
+    #[test]
+    fn every_catalog_locate_event_resolves() {
+        let mut failures = Vec::new();
+        let mut n = 0;
+        for m in tma_catalog::models() {
+            for node in m.nodes.iter().filter(|n| !n.locate_with.is_empty()) {
+                n += 1;
+                if let Err(e) = choose(&Request::Node(node.name.into()), Some(m), Some(&PMU)) {
+                    failures.push(format!("{} {}: {e}", m.key, node.name));
+                }
+            }
+        }
+        assert!(
+            n > 20,
+            "only {n} nodes with locate-with events in the catalog"
+        );
+        assert!(
+            failures.is_empty(),
+            "{} of {n} failed:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub struct Args {
     /// Sample the locate-with event of this TMA node (first listed; :pp when precise).
     #[arg(long, conflicts_with = "event")]
     pub node: Option<String>,
+    /// CPU model tables to use (`tma list --cpu` keys); default: this machine's CPU.
+    #[arg(long, value_name = "KEY")]
+    pub cpu: Option<String>,
     /// Sample this event: a catalog name (with :p/:pp/:ppp), rHEX, cpu-clock or task-clock.
     #[arg(short = 'e', long = "event")]
     pub event: Option<String>,
@@ -82,6 +85,16 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
+/// This machine's model tables, when the catalog knows the CPU.
+fn this_cpu_model() -> Option<&'static tma_catalog::Model> {
+    let info = std::fs::read("/proc/cpuinfo").ok()?;
+    let (vendor, family, model, stepping) = tma_catalog::parse_cpuinfo(&info).ok()?;
+    tma_catalog::identify(&vendor, family, model, stepping)
+        .ok()?
+        .into_iter()
+        .next()
+}
+
 fn read_kallsyms(path: &std::path::Path) -> Option<Kallsyms> {
     std::fs::read(path).ok().and_then(|b| Kallsyms::parse(&b))
 }
@@ -128,9 +141,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             (None, None) => Request::Bottleneck(None),
         };
         let pmu = choose::core_pmu(std::path::Path::new("/sys"));
-        // The catalog's model tables and the live stat pass are wired in by their owners;
-        // until then no model is known here and the default request is sampled as cpu-clock.
-        let chosen = choose::choose(&request, None, pmu.as_ref())?;
+        let model = match &args.cpu {
+            Some(k) => Some(tma_catalog::by_name(k)?),
+            None => this_cpu_model(),
+        };
+        // With no --node/-e, the live stat pass that names the bottleneck is wired in with
+        // the live counting engine; until then Request::Bottleneck(None) samples cpu-clock.
+        let chosen = choose::choose(&request, model, pmu.as_ref())?;
         // The text report repeats the notes at its end; other formats get them on stderr.
         if args.json || args.folded || args.output.is_some() {
             for n in &chosen.notes {

@@ -1,0 +1,955 @@
+//! The converter: Intel perfmon JSON (BSD-3-Clause) -> Rust tables in
+//! `crates/tma-catalog/src/generated/`. Pure function of the data folder, deterministic.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::Value;
+
+#[path = "../../crates/tma-catalog/src/descriptions.rs"]
+mod descriptions;
+
+/// Where the generated files go, relative to the workspace root.
+pub const OUT_DIR: &str = "crates/tma-catalog/src/generated";
+
+/// One platform we convert.
+struct Platform {
+    key: &'static str,
+    name: &'static str,
+    /// perfmon folder under `intel/`.
+    dir: &'static str,
+    /// Core event file (P-core file on hybrids).
+    core: &'static str,
+    metrics: &'static str,
+    fp_arith: Option<&'static str>,
+    retire_latency: Option<&'static str>,
+    hybrid: bool,
+    /// Issue width used by TMA (slots per cycle). Not a field of the perfmon JSON; from the
+    /// microarchitectures: Skylake-family 4-wide (the SKL/SKX/CLX metrics compute slots as
+    /// `4 * core clocks`), Sunny/Willow Cove (ICL, ICX, TGL) 5-wide, Golden Cove and Redwood
+    /// Cove (SPR, EMR, GNR, ADL-P, MTL-P) 6-wide.
+    width: u32,
+}
+
+const PLATFORMS: &[Platform] = &[
+    Platform {
+        key: "skx",
+        name: "Skylake-SP",
+        dir: "SKX",
+        core: "events/skylakex_core.json",
+        metrics: "metrics/skylakex_metrics.json",
+        fp_arith: Some("events/skylakex_fp_arith_inst.json"),
+        retire_latency: None,
+        hybrid: false,
+        width: 4,
+    },
+    Platform {
+        key: "clx",
+        name: "Cascade Lake-SP",
+        dir: "CLX",
+        core: "events/cascadelakex_core.json",
+        metrics: "metrics/cascadelakex_metrics.json",
+        fp_arith: Some("events/cascadelakex_fp_arith_inst.json"),
+        retire_latency: None,
+        hybrid: false,
+        width: 4,
+    },
+    Platform {
+        key: "icx",
+        name: "Ice Lake-SP",
+        dir: "ICX",
+        core: "events/icelakex_core.json",
+        metrics: "metrics/icelakex_metrics.json",
+        fp_arith: None,
+        retire_latency: None,
+        hybrid: false,
+        width: 5,
+    },
+    Platform {
+        key: "spr",
+        name: "Sapphire Rapids",
+        dir: "SPR",
+        core: "events/sapphirerapids_core.json",
+        metrics: "metrics/sapphirerapids_metrics.json",
+        fp_arith: None,
+        retire_latency: None,
+        hybrid: false,
+        width: 6,
+    },
+    Platform {
+        key: "emr",
+        name: "Emerald Rapids",
+        dir: "EMR",
+        core: "events/emeraldrapids_core.json",
+        metrics: "metrics/emeraldrapids_metrics.json",
+        fp_arith: None,
+        retire_latency: None,
+        hybrid: false,
+        width: 6,
+    },
+    Platform {
+        key: "gnr",
+        name: "Granite Rapids",
+        dir: "GNR",
+        core: "events/graniterapids_core.json",
+        metrics: "metrics/graniterapids_metrics.json",
+        fp_arith: None,
+        retire_latency: Some("metrics/graniterapids_retire_latency.json"),
+        hybrid: false,
+        width: 6,
+    },
+    Platform {
+        key: "skl",
+        name: "Skylake (client; also Kaby/Coffee/Comet Lake)",
+        dir: "SKL",
+        core: "events/skylake_core.json",
+        metrics: "metrics/skylake_metrics.json",
+        fp_arith: Some("events/skylake_fp_arith_inst.json"),
+        retire_latency: None,
+        hybrid: false,
+        width: 4,
+    },
+    Platform {
+        key: "icl",
+        name: "Ice Lake (client)",
+        dir: "ICL",
+        core: "events/icelake_core.json",
+        metrics: "metrics/icelake_metrics.json",
+        fp_arith: None,
+        retire_latency: None,
+        hybrid: false,
+        width: 5,
+    },
+    Platform {
+        key: "tgl",
+        name: "Tiger Lake",
+        dir: "TGL",
+        core: "events/tigerlake_core.json",
+        metrics: "metrics/tigerlake_metrics.json",
+        fp_arith: None,
+        retire_latency: None,
+        hybrid: false,
+        width: 5,
+    },
+    Platform {
+        key: "adl",
+        name: "Alder Lake / Raptor Lake P-core (Golden Cove)",
+        dir: "ADL",
+        core: "events/alderlake_goldencove_core.json",
+        metrics: "metrics/alderlake_metrics_goldencove_core.json",
+        fp_arith: None,
+        retire_latency: None,
+        hybrid: true,
+        width: 6,
+    },
+    Platform {
+        key: "mtl",
+        name: "Meteor Lake P-core (Redwood Cove)",
+        dir: "MTL",
+        core: "events/meteorlake_redwoodcove_core.json",
+        metrics: "metrics/meteorlake_metrics_redwoodcove_core.json",
+        fp_arith: None,
+        retire_latency: None,
+        hybrid: true,
+        width: 6,
+    },
+];
+
+/// PERF_METRICS pseudo events and their byte index (README section 4.3 / 6).
+const PERF_METRICS: [&str; 8] = [
+    "PERF_METRICS.RETIRING",
+    "PERF_METRICS.BAD_SPECULATION",
+    "PERF_METRICS.FRONTEND_BOUND",
+    "PERF_METRICS.BACKEND_BOUND",
+    "PERF_METRICS.HEAVY_OPERATIONS",
+    "PERF_METRICS.BRANCH_MISPREDICTS",
+    "PERF_METRICS.FETCH_LATENCY",
+    "PERF_METRICS.MEMORY_BOUND",
+];
+
+fn read_json(path: &Path) -> Result<Value> {
+    let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))
+}
+
+fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+    v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+/// First number of a perfmon field (`"0x2A,0x2B"` -> 0x2A); hex or decimal; empty -> 0.
+fn num(field: &str) -> Result<u64> {
+    let first = field.split(',').next().unwrap_or("").trim();
+    if first.is_empty() || first == "null" || first == "NA" {
+        return Ok(0);
+    }
+    let r = if let Some(h) = first
+        .strip_prefix("0x")
+        .or_else(|| first.strip_prefix("0X"))
+    {
+        u64::from_str_radix(h, 16)
+    } else {
+        first.parse()
+    };
+    r.map_err(|_| anyhow!("bad number `{field}`"))
+}
+
+/// One row of the generated EVENTS table.
+#[derive(Clone)]
+struct Ev {
+    name: String,
+    code: u64,
+    umask: u64,
+    cmask: u64,
+    inv: bool,
+    edge: bool,
+    any: bool,
+    msr_index: u64,
+    msr_value: u64,
+    counter_mask: u32,
+    fixed: Option<u8>,
+    precise: bool,
+    taken_alone: bool,
+    kind: String,
+    sample_after: u64,
+}
+
+fn event_from_json(e: &Value) -> Result<Ev> {
+    let name = s(e, "EventName").to_string();
+    let counter = s(e, "Counter");
+    let (counter_mask, fixed) = if let Some(n) = counter.strip_prefix("Fixed counter") {
+        (0u32, Some(num(n)? as u8))
+    } else {
+        let mut m = 0u32;
+        for c in counter.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+            let i: u32 = c
+                .parse()
+                .map_err(|_| anyhow!("{name}: bad Counter `{counter}`"))?;
+            m |= 1 << i;
+        }
+        (m, None)
+    };
+    let mut code = num(s(e, "EventCode"))?;
+    let mut umask = num(s(e, "UMask"))?;
+    let any = s(e, "AnyThread") == "1";
+    // Fixed-counter pseudo encodings (README 3.1): perfmon writes event 0x00 with umask =
+    // fixed index + 1. Use the real encodings perf uses: instructions 0xC0, core cycles 0x3C
+    // (with AnyThread where set); REF_TSC (0x0300) and TOPDOWN.SLOTS (0x0400) stay.
+    if code == 0 {
+        match (fixed, umask) {
+            (Some(0), 1) => (code, umask) = (0xC0, 0),
+            (Some(1), 2) => (code, umask) = (0x3C, 0),
+            _ => {}
+        }
+    }
+    // SKL/SKX/CLX use `PEBS` ("1" or "2" = can be precise), ICL and later `Precise`.
+    let precise = match e.get("Precise") {
+        Some(_) => s(e, "Precise") == "1",
+        None => matches!(s(e, "PEBS"), "1" | "2"),
+    };
+    let kind = if name == "TOPDOWN.SLOTS" {
+        "EventKind::Slots".to_string()
+    } else {
+        "EventKind::Core".to_string()
+    };
+    let msr_index = num(s(e, "MSRIndex"))?;
+    Ok(Ev {
+        code,
+        umask,
+        cmask: num(s(e, "CounterMask"))?,
+        inv: s(e, "Invert") == "1",
+        edge: s(e, "EdgeDetect") == "1",
+        any,
+        msr_index,
+        msr_value: if msr_index != 0 {
+            num(s(e, "MSRValue"))?
+        } else {
+            0
+        },
+        counter_mask,
+        fixed,
+        precise,
+        taken_alone: s(e, "TakenAlone") == "1",
+        kind,
+        sample_after: num(s(e, "SampleAfterValue"))?,
+        name,
+    })
+}
+
+fn pseudo_event(name: &str) -> Option<Ev> {
+    let blank = |kind: String, umask: u64| Ev {
+        name: name.to_string(),
+        code: 0,
+        umask,
+        cmask: 0,
+        inv: false,
+        edge: false,
+        any: false,
+        msr_index: 0,
+        msr_value: 0,
+        counter_mask: 0,
+        fixed: None,
+        precise: false,
+        taken_alone: false,
+        kind,
+        sample_after: 0,
+    };
+    if let Some(b) = PERF_METRICS.iter().position(|p| *p == name) {
+        return Some(blank(
+            format!("EventKind::PerfMetrics({b})"),
+            0x80 + b as u64,
+        ));
+    }
+    if name == "TSC" {
+        return Some(blank("EventKind::Tsc".to_string(), 0));
+    }
+    None
+}
+
+/// Split a perfmon formula into tokens; identifiers are `[A-Za-z_][A-Za-z0-9_]*`.
+fn rewrite_formula(formula: &str, mut map: impl FnMut(&str) -> Result<String>) -> Result<String> {
+    let b = formula.as_bytes();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_alphabetic() || c == b'_' {
+            let st = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            let w = &formula[st..i];
+            match w {
+                "if" | "else" | "min" | "max" => out.push_str(w),
+                _ => out.push_str(&map(w)?),
+            }
+        } else if c.is_ascii_digit() || c == b'.' {
+            let st = i;
+            while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
+                i += 1;
+            }
+            if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+                i += 1;
+                if i < b.len() && (b[i] == b'-' || b[i] == b'+') {
+                    i += 1;
+                }
+                while i < b.len() && b[i].is_ascii_digit() {
+                    i += 1;
+                }
+            }
+            out.push_str(&formula[st..i]);
+        } else {
+            out.push(c as char);
+            i += 1;
+        }
+    }
+    // Collapse runs of blanks so the output is tidy and stable.
+    let mut toks: Vec<String> = out.split_whitespace().map(str::to_string).collect();
+    // perfmon writes `a >= b` as `a > = b` (GNR retire-latency guards). The formula
+    // language has no `>=` / `<=`: write `( ( a < b ) ^ 1 )`, i.e. not(a < b), which the
+    // language's logical xor gives exactly. Only single-token operands occur; anything
+    // else is refused rather than guessed.
+    let operand = |t: &str| {
+        t.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '#' || c == '.')
+    };
+    let mut i = 0;
+    while i + 1 < toks.len() {
+        if (toks[i] == ">" || toks[i] == "<") && toks[i + 1] == "=" {
+            if i == 0 || i + 2 >= toks.len() || !operand(&toks[i - 1]) || !operand(&toks[i + 2]) {
+                bail!(
+                    "cannot rewrite `{} =` with a compound operand in `{formula}`",
+                    toks[i]
+                );
+            }
+            let flipped = if toks[i] == ">" { "<" } else { ">" };
+            let rewritten = format!("( ( {} {flipped} {} ) ^ 1 )", toks[i - 1], toks[i + 2]);
+            toks.splice(i - 1..i + 3, [rewritten]);
+        }
+        i += 1;
+    }
+    Ok(toks.join(" "))
+}
+
+/// A perfmon metric name as a formula-language identifier: names that start with a digit
+/// (`4K_Aliasing`) get a leading `_` (`_4K_Aliasing`), because identifiers cannot start
+/// with a digit (crates/tma-catalog/src/lib.rs).
+fn ident(name: &str) -> String {
+    if name.starts_with(|c: char| c.is_ascii_digit()) {
+        format!("_{name}")
+    } else {
+        name.to_string()
+    }
+}
+
+fn word_in(text: &str, word: &str) -> bool {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .any(|w| w == word)
+}
+
+/// A constant of a perfmon metric as a formula-language expression (lib.rs docs).
+fn constant(name: &str, base_formula: &str, tma_category: bool) -> Result<String> {
+    Ok(match name {
+        "HYPERTHREADING_ON" => "#smt_on".into(),
+        "THREADS_PER_CORE" => "#threads".into(),
+        "DURATIONTIMEINMILLISECONDS" => "( #duration_time * 1000 )".into(),
+        // README 3.2: Info_System_Core_Frequency's BaseFormula names it `tsc`, the TSC tick
+        // count over the run. Every TMA-category metric that has this constant uses it that
+        // way, directly (BaseFormula `tsc`) or through Info_System_Core_Frequency /
+        // Info_System_CPUs_Utilized, which perfmon inlines into the expanded Formula
+        // (checked over all 11 platforms). Only the non-TMA `cpu_operating_frequency`
+        // (`a / b * c / 1e9`, no duration) uses it as a frequency in Hz; we do not convert
+        // non-TMA metrics, but keep the rule for it.
+        "SYSTEM_TSC_FREQ" if tma_category || word_in(base_formula, "tsc") => "TSC".into(),
+        "SYSTEM_TSC_FREQ" => "#tsc_freq".into(),
+        "SOCKET_COUNT" => "#num_sockets".into(),
+        "CHAS_PER_SOCKET" => "#chas_per_socket".into(),
+        "CORES_PER_SOCKET" => "( #num_cores / #num_sockets )".into(),
+        "system.sockets[0].cpus.count * system.socket_count" => "#num_cpus_online".into(),
+        n if n.parse::<f64>().is_ok() => n.to_string(),
+        n => bail!("unknown constant `{n}`"),
+    })
+}
+
+struct NodeOut {
+    name: String,
+    parent: Option<String>,
+    level: u64,
+    formula: String,
+    threshold: String,
+    locate: Vec<String>,
+    description: String,
+    unit: &'static str,
+    count_domain: String,
+    /// perfmon's `Level` when it differed from the depth in the tree.
+    relevelled_from: Option<u64>,
+    /// perfmon gave no ParentCategory; the parent was taken from the threshold.
+    parent_inferred: bool,
+}
+
+struct MetricOut {
+    name: String,
+    formula: String,
+    description: String,
+    unit: &'static str,
+}
+
+fn metric_description(name: &str) -> String {
+    if let Some(d) = descriptions::describe_metric(name) {
+        return d.to_string();
+    }
+    let (kind, rest) = match name.split_once('_') {
+        Some(("Info", r)) => ("Info", r),
+        Some(("Bottleneck", r)) => ("Bottleneck", r),
+        _ => ("TMA", name),
+    };
+    format!(
+        "TMA {} metric {} (see formula)",
+        kind.to_lowercase(),
+        rest.replace('_', " ")
+    )
+}
+
+/// Generate every file: `(path relative to the workspace root, content)`, sorted by path.
+pub fn generate(data: &Path) -> Result<Vec<(PathBuf, String)>> {
+    let intel = data.join("intel");
+    let mut files = Vec::new();
+    let license = fs::read_to_string(intel.join("LICENSE"))
+        .with_context(|| format!("reading {}", intel.join("LICENSE").display()))?;
+    files.push((
+        PathBuf::from(OUT_DIR).join("LICENSE-intel-perfmon"),
+        format!(
+            "The files in this folder are generated from the Intel perfmon data\n\
+             (https://github.com/intel/perfmon), which carries the following notice.\n\n{license}"
+        ),
+    ));
+    for p in PLATFORMS {
+        let text = gen_platform(&intel, p).with_context(|| format!("platform {}", p.key))?;
+        files.push((PathBuf::from(OUT_DIR).join(format!("{}.rs", p.key)), text));
+    }
+    files.push((PathBuf::from(OUT_DIR).join("mod.rs"), gen_mod(&intel)?));
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(files)
+}
+
+const HEADER: &str = "// @generated by `cargo xtask gen-tables` from the Intel perfmon data\n\
+// (BSD-3-Clause; notice in LICENSE-intel-perfmon next to this file). Do not edit by hand:\n\
+// change xtask/src/gen.rs or crates/tma-catalog/src/descriptions.rs and regenerate.\n";
+
+fn gen_mod(intel: &Path) -> Result<String> {
+    let map = fs::read_to_string(intel.join("mapfile.csv"))
+        .with_context(|| format!("reading {}", intel.join("mapfile.csv").display()))?;
+    let mut rows: Vec<(String, &str)> = Vec::new();
+    for line in map.lines().skip(1) {
+        let cols: Vec<&str> = line.split(',').collect();
+        if cols.len() < 4 || cols[3] != "metrics" {
+            continue;
+        }
+        let dir = cols[2]
+            .trim_start_matches('/')
+            .split('/')
+            .next()
+            .unwrap_or("");
+        if let Some(p) = PLATFORMS
+            .iter()
+            .find(|p| p.dir == dir && cols[2].ends_with(p.metrics))
+        {
+            let row = (cols[0].to_string(), p.key);
+            if !rows.contains(&row) {
+                rows.push(row);
+            }
+        }
+    }
+    let mut o = String::from(HEADER);
+    o.push_str("\n//! Generated Intel tables, one module per platform, and the mapfile rows that pick them.\n\n");
+    o.push_str("use crate::types::Model;\n\n");
+    for p in PLATFORMS {
+        writeln!(o, "#[rustfmt::skip]\npub mod {};", p.key)?;
+    }
+    o.push_str("\n/// Every generated model.\npub static MODELS: &[&Model] = &[\n");
+    for p in PLATFORMS {
+        writeln!(o, "    &{}::MODEL,", p.key)?;
+    }
+    o.push_str("];\n\n/// `intel/mapfile.csv` rows (EventType `metrics`) in file order: perf-CPUID regex, model key.\n");
+    o.push_str("pub static CPUID_ROWS: &[(&str, &str)] = &[\n");
+    for (pat, key) in rows {
+        writeln!(o, "    ({pat:?}, {key:?}),")?;
+    }
+    o.push_str("];\n");
+    Ok(o)
+}
+
+fn gen_platform(intel: &Path, p: &Platform) -> Result<String> {
+    let dir = intel.join(p.dir);
+    let core = read_json(&dir.join(p.core))?;
+    let events_version = s(&core["Header"], "Version").to_string();
+    let mut catalog: HashMap<String, Ev> = HashMap::new();
+    let mut max_gp = 0u32;
+    let mut fixed_set = BTreeSet::new();
+    let mut sources = vec![core];
+    if let Some(f) = p.fp_arith {
+        // The fp_arith files describe FP_ARITH umask bits; rows with an EventName (none in
+        // this data) are merged like core events.
+        sources.push(read_json(&dir.join(f))?);
+    }
+    for src in &sources {
+        for e in src["Events"].as_array().into_iter().flatten() {
+            if s(e, "EventName").is_empty() {
+                continue;
+            }
+            let ev = event_from_json(e)?;
+            if ev.counter_mask != 0 {
+                max_gp = max_gp.max(32 - ev.counter_mask.leading_zeros());
+            }
+            if let Some(f) = ev.fixed {
+                fixed_set.insert(f);
+            }
+            catalog.entry(ev.name.clone()).or_insert(ev);
+        }
+    }
+    let lookup =
+        |base: &str| -> Option<Ev> { catalog.get(base).cloned().or_else(|| pseudo_event(base)) };
+
+    let metrics_json = read_json(&dir.join(p.metrics))?;
+    let header = &metrics_json["Header"];
+    let all: Vec<&Value> = metrics_json["Metrics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .collect();
+    let legacy: HashMap<&str, String> = all
+        .iter()
+        .map(|m| (s(m, "LegacyName"), ident(s(m, "MetricName"))))
+        .collect();
+
+    let levels: HashMap<&str, (String, u64)> = all
+        .iter()
+        .map(|m| {
+            let lvl = m["Level"].as_u64().unwrap_or(1);
+            (s(m, "LegacyName"), (ident(s(m, "MetricName")), lvl))
+        })
+        .collect();
+    let mut used: BTreeMap<String, Ev> = BTreeMap::new();
+    let mut nodes: Vec<NodeOut> = Vec::new();
+    let mut metrics: Vec<MetricOut> = Vec::new();
+    let mut dropped: Vec<String> = Vec::new();
+    let mut uses_perf_metrics_l2 = false;
+    let mut uses_perf_metrics = false;
+
+    for m in all.iter().filter(|m| s(m, "Category") == "TMA") {
+        let perfmon_name = s(m, "MetricName");
+        let name_owned = ident(perfmon_name);
+        let name = name_owned.as_str();
+        let is_node = !name.starts_with("Info_") && !name.starts_with("Bottleneck_");
+        let base_formula = s(m, "BaseFormula");
+        // Convert; on failure an Info/Bottleneck metric is dropped, a tree node is an error.
+        let conv = (|| -> Result<(String, Vec<Ev>)> {
+            let mut aliases: HashMap<&str, String> = HashMap::new();
+            let mut evs = Vec::new();
+            for e in m["Events"].as_array().into_iter().flatten() {
+                let id = s(e, "Name");
+                let base = id.split(':').next().unwrap_or("");
+                let ev =
+                    lookup(base).ok_or_else(|| anyhow!("event `{base}` is not a core event"))?;
+                evs.push(ev);
+                aliases.insert(s(e, "Alias"), id.to_string());
+            }
+            for c in m["Constants"].as_array().into_iter().flatten() {
+                let v = constant(s(c, "Name"), base_formula, s(m, "Category") == "TMA")?;
+                if v == "TSC" {
+                    evs.push(pseudo_event("TSC").expect("TSC is a pseudo event"));
+                }
+                aliases.insert(s(c, "Alias"), v);
+            }
+            let f = rewrite_formula(s(m, "Formula"), |w| {
+                aliases.get(w).cloned().ok_or_else(|| {
+                    anyhow!("formula word `{w}` is neither an event nor a constant alias")
+                })
+            })?;
+            Ok((f, evs))
+        })();
+        let (formula, evs) = match conv {
+            Ok(x) => x,
+            Err(e) if !is_node => {
+                dropped.push(format!("{name}: {e}"));
+                continue;
+            }
+            Err(e) => return Err(e.context(format!("tree node {name}"))),
+        };
+        for ev in evs {
+            if ev.kind.starts_with("EventKind::PerfMetrics") {
+                uses_perf_metrics = true;
+                if PERF_METRICS[4..].contains(&ev.name.as_str()) {
+                    uses_perf_metrics_l2 = true;
+                }
+            }
+            used.entry(ev.name.clone()).or_insert(ev);
+        }
+        let domain = s(m, "CountDomain");
+        let unit = if domain.contains("Slots") {
+            "Unit::PercentSlots"
+        } else if s(m, "UnitOfMeasure") == "percent" || is_node {
+            "Unit::Percent"
+        } else {
+            "Unit::Number"
+        };
+        if !is_node {
+            metrics.push(MetricOut {
+                name: name.to_string(),
+                formula,
+                description: metric_description(name),
+                unit,
+            });
+            continue;
+        }
+        let th = &m["Threshold"];
+        let level = m["Level"].as_u64().unwrap_or(1);
+        let threshold = {
+            let tm: HashMap<&str, &str> = th["ThresholdMetrics"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| (s(t, "Alias"), s(t, "Value")))
+                .collect();
+            rewrite_formula(s(th, "Formula"), |w| {
+                let leg = tm
+                    .get(w)
+                    .ok_or_else(|| anyhow!("threshold word `{w}` is not an alias"))?;
+                legacy
+                    .get(leg)
+                    .map(|n| n.to_string())
+                    .ok_or_else(|| anyhow!("threshold refers to unknown `{leg}`"))
+            })
+            .with_context(|| format!("threshold of {name}"))?
+        };
+        let mut locate = Vec::new();
+        for l in s(m, "LocateWith").split(';').map(str::trim) {
+            if l.is_empty() || l == "#NA" {
+                continue;
+            }
+            let base = l.split(':').next().unwrap_or("");
+            let ev = lookup(base).ok_or_else(|| anyhow!("{name}: locate-with `{l}` unknown"))?;
+            used.entry(ev.name.clone()).or_insert(ev);
+            locate.push(l.to_string());
+        }
+        let mut parent_inferred = false;
+        let parent = match s(m, "ParentCategory") {
+            "" if level > 1 => {
+                // ICX MEM_Bandwidth / MEM_Latency have no ParentCategory. Their threshold
+                // names the ancestors; the one a level up is the parent.
+                let from_threshold = th["ThresholdMetrics"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|t| levels.get(s(t, "Value")))
+                    .find(|(_, l)| *l + 1 == level)
+                    .map(|(n, _)| n.clone());
+                parent_inferred = true;
+                Some(from_threshold.ok_or_else(|| {
+                    anyhow!("{name}: level {level} without ParentCategory, and its threshold names no level-{} node", level - 1)
+                })?)
+            }
+            "" => None,
+            p => Some(ident(p)),
+        };
+        let description = match descriptions::describe(perfmon_name) {
+            Some(d) => d.to_string(),
+            None if level <= 3 => {
+                bail!("no description for level-{level} node {name}: add it to descriptions.rs")
+            }
+            None => format!(
+                "Level-{level} share of {} (see formula)",
+                parent.as_deref().unwrap_or("the tree")
+            ),
+        };
+        nodes.push(NodeOut {
+            name: name.to_string(),
+            parent,
+            level,
+            formula,
+            threshold,
+            locate,
+            description,
+            unit,
+            count_domain: domain.to_string(),
+            relevelled_from: None,
+            parent_inferred,
+        });
+    }
+    // Thresholds may only name kept nodes / metrics.
+    let known: BTreeSet<&str> = nodes
+        .iter()
+        .map(|n| n.name.as_str())
+        .chain(metrics.iter().map(|m| m.name.as_str()))
+        .collect();
+    for n in &nodes {
+        for w in n
+            .threshold
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        {
+            if w.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) && !known.contains(w) {
+                bail!("threshold of {} names `{w}`, which was not kept", n.name);
+            }
+        }
+    }
+    let mut nodes = preorder(nodes)?;
+    for n in &mut nodes {
+        if n.description.is_empty() {
+            if n.level <= 3 {
+                bail!(
+                    "no description for level-{} node {}: add it to descriptions.rs",
+                    n.level,
+                    n.name
+                );
+            }
+            n.description = format!(
+                "Level-{} share of {} (see formula)",
+                n.level,
+                n.parent.as_deref().unwrap_or("the tree")
+            );
+        }
+    }
+
+    let retire: Vec<(String, f64)> = match p.retire_latency {
+        None => Vec::new(),
+        Some(f) => {
+            let j = read_json(&dir.join(f))?;
+            let mut v: Vec<(String, f64)> = j["Data"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, d)| {
+                    let mean = d["MEAN"]
+                        .as_f64()
+                        .or_else(|| d["MEAN"].as_str().and_then(|x| x.parse().ok()))
+                        .ok_or_else(|| anyhow!("{k}: no MEAN"))?;
+                    Ok((k.clone(), mean))
+                })
+                .collect::<Result<_>>()?;
+            v.sort_by(|a, b| a.0.cmp(&b.0));
+            v
+        }
+    };
+
+    let topdown = if uses_perf_metrics_l2 {
+        "Topdown::PerfMetricsL2"
+    } else if uses_perf_metrics {
+        "Topdown::PerfMetricsL1"
+    } else {
+        "Topdown::Generic"
+    };
+
+    // ---- emit ----
+    let mut o = String::from(HEADER);
+    writeln!(
+        o,
+        "//\n// {} ({}): {} tree nodes, {} helper metrics, {} events.",
+        p.name,
+        p.key,
+        nodes.len(),
+        metrics.len(),
+        used.len()
+    )?;
+    if !dropped.is_empty() {
+        o.push_str("// Info metrics left out (they need uncore or non-core inputs):\n");
+        for d in &dropped {
+            writeln!(o, "//   {d}")?;
+        }
+    }
+    for n in nodes.iter().filter(|n| n.relevelled_from.is_some()) {
+        writeln!(
+            o,
+            "// {}: perfmon Level {} but its parent {} is level {}; placed at level {}.",
+            n.name,
+            n.relevelled_from.unwrap_or(0),
+            n.parent.as_deref().unwrap_or("-"),
+            n.level - 1,
+            n.level
+        )?;
+    }
+    for n in nodes.iter().filter(|n| n.parent_inferred) {
+        writeln!(
+            o,
+            "// {}: no ParentCategory in perfmon; parent {} taken from its threshold.",
+            n.name,
+            n.parent.as_deref().unwrap_or("-")
+        )?;
+    }
+    o.push_str("\nuse crate::types::*;\n\n");
+    o.push_str("static EVENTS: &[EventDef] = &[\n");
+    for e in used.values() {
+        writeln!(
+            o,
+            "    EventDef {{ name: {:?}, code: {:#x}, umask: {:#x}, cmask: {}, inv: {}, edge: {}, any_thread: {}, msr_index: {:#x}, msr_value: {:#x}, counter_mask: {:#x}, fixed: {:?}, precise: {}, taken_alone: {}, kind: {}, sample_after: {} }},",
+            e.name, e.code, e.umask, e.cmask, e.inv, e.edge, e.any, e.msr_index, e.msr_value,
+            e.counter_mask, e.fixed, e.precise, e.taken_alone, e.kind, e.sample_after
+        )?;
+    }
+    o.push_str("];\n\nstatic NODES: &[NodeDef] = &[\n");
+    for n in &nodes {
+        writeln!(o, "    NodeDef {{")?;
+        writeln!(o, "        name: {:?},", n.name)?;
+        writeln!(o, "        parent: {:?},", n.parent)?;
+        writeln!(o, "        level: {},", n.level)?;
+        writeln!(o, "        formula: {:?},", n.formula)?;
+        writeln!(o, "        threshold: {:?},", n.threshold)?;
+        writeln!(o, "        locate_with: &{:?},", n.locate)?;
+        writeln!(o, "        description: {:?},", n.description)?;
+        writeln!(o, "        unit: {},", n.unit)?;
+        writeln!(o, "        count_domain: {:?},", n.count_domain)?;
+        writeln!(o, "    }},")?;
+    }
+    o.push_str("];\n\nstatic METRICS: &[MetricDef] = &[\n");
+    for m in &metrics {
+        writeln!(
+            o,
+            "    MetricDef {{ name: {:?}, formula: {:?}, description: {:?}, unit: {} }},",
+            m.name, m.formula, m.description, m.unit
+        )?;
+    }
+    o.push_str("];\n\n");
+    o.push_str("static RETIRE_LATENCIES: &[(&str, f64)] = &[\n");
+    for (k, v) in &retire {
+        writeln!(o, "    ({k:?}, {v:?}),")?;
+    }
+    o.push_str("];\n\n");
+    let source = format!(
+        "Intel perfmon {} metrics {} (TMA {}), events {}",
+        p.dir,
+        s(header, "Version"),
+        s(header, "TmaVersion"),
+        events_version
+    );
+    writeln!(o, "pub static MODEL: Model = Model {{")?;
+    writeln!(o, "    key: {:?},", p.key)?;
+    writeln!(o, "    name: {:?},", p.name)?;
+    writeln!(o, "    vendor: Vendor::Intel,")?;
+    writeln!(
+        o,
+        "    core_kind: {},",
+        if p.hybrid {
+            "CoreKind::Performance"
+        } else {
+            "CoreKind::Uniform"
+        }
+    )?;
+    writeln!(
+        o,
+        "    pmu: {:?},",
+        if p.hybrid { "cpu_core" } else { "cpu" }
+    )?;
+    writeln!(o, "    source: {source:?},")?;
+    writeln!(
+        o,
+        "    // Issue width of the microarchitecture (xtask/src/gen.rs, PLATFORMS)."
+    )?;
+    writeln!(o, "    slots_per_cycle: {},", p.width)?;
+    writeln!(
+        o,
+        "    // Highest index in the core file's `Counter` fields + 1 (the SMT-on view)."
+    )?;
+    writeln!(o, "    gp_counters: {max_gp},")?;
+    writeln!(
+        o,
+        "    // Distinct `Fixed counter N` values in the core file."
+    )?;
+    writeln!(o, "    fixed_counters: {},", fixed_set.len())?;
+    writeln!(
+        o,
+        "    // From the PERF_METRICS.* events the metrics use (L2 slices present or not)."
+    )?;
+    writeln!(o, "    topdown: {topdown},")?;
+    o.push_str("    events: EVENTS,\n    nodes: NODES,\n    metrics: METRICS,\n    retire_latencies: RETIRE_LATENCIES,\n};\n");
+    Ok(o)
+}
+
+/// Order nodes parent-first: depth-first, siblings in file order.
+fn preorder(nodes: Vec<NodeOut>) -> Result<Vec<NodeOut>> {
+    let names: BTreeSet<String> = nodes.iter().map(|n| n.name.clone()).collect();
+    for n in &nodes {
+        if let Some(p) = &n.parent {
+            if !names.contains(p) {
+                bail!("node {} has unknown parent {p}", n.name);
+            }
+        }
+    }
+    let mut slots: Vec<Option<NodeOut>> = nodes.into_iter().map(Some).collect();
+    let mut out = Vec::with_capacity(slots.len());
+    fn visit(parent: Option<&str>, slots: &mut Vec<Option<NodeOut>>, out: &mut Vec<NodeOut>) {
+        let idx: Vec<usize> = slots
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.as_ref().is_some_and(|n| n.parent.as_deref() == parent))
+            .map(|(i, _)| i)
+            .collect();
+        for i in idx {
+            if let Some(n) = slots[i].take() {
+                let name = n.name.clone();
+                out.push(n);
+                visit(Some(&name), slots, out);
+            }
+        }
+    }
+    visit(None, &mut slots, &mut out);
+    if out.len() != slots.len() {
+        bail!("the node tree has a cycle");
+    }
+    // The level is the depth in the tree. perfmon's `Level` disagrees with the parent link
+    // for a few SKL-era nodes (e.g. SKX Serializing_Operation: Level 3 under a level-4
+    // parent); the parent link wins so that every child is one level below its parent.
+    let mut depth: HashMap<String, u64> = HashMap::new();
+    for n in &mut out {
+        let d = n
+            .parent
+            .as_ref()
+            .and_then(|p| depth.get(p))
+            .map_or(1, |d| d + 1);
+        if d != n.level {
+            n.relevelled_from = Some(n.level);
+        }
+        n.level = d;
+        depth.insert(n.name.clone(), d);
+    }
+    Ok(out)
+}

@@ -295,22 +295,22 @@ impl Aggregator {
                     self.stacks.insert(self.scratch.clone(), 1);
                 }
             }
-            EventRecord::Mmap(m) => {
-                if m.is_executable && m.pid != -1 && m.cpu_mode != CpuMode::Kernel {
-                    let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
-                    self.map(m.pid, m.address, m.length, m.page_offset, &path, None);
-                }
+            EventRecord::Mmap(m)
+                if m.is_executable && m.pid != -1 && m.cpu_mode != CpuMode::Kernel =>
+            {
+                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                self.map(m.pid, m.address, m.length, m.page_offset, &path, None);
             }
-            EventRecord::Mmap2(m) => {
-                // PROT_EXEC = 4
-                if m.protection & 4 != 0 && m.pid != -1 && m.cpu_mode != CpuMode::Kernel {
-                    let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
-                    let bid = match m.file_id {
-                        linux_perf_event_reader::Mmap2FileId::BuildId(b) => Some(b),
-                        _ => None,
-                    };
-                    self.map(m.pid, m.address, m.length, m.page_offset, &path, bid);
-                }
+            // PROT_EXEC = 4
+            EventRecord::Mmap2(m)
+                if m.protection & 4 != 0 && m.pid != -1 && m.cpu_mode != CpuMode::Kernel =>
+            {
+                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                let bid = match m.file_id {
+                    linux_perf_event_reader::Mmap2FileId::BuildId(b) => Some(b),
+                    _ => None,
+                };
+                self.map(m.pid, m.address, m.length, m.page_offset, &path, bid);
             }
             EventRecord::Comm(c) => {
                 let p = self.processes.entry(c.pid).or_default();
@@ -319,11 +319,9 @@ impl Aggregator {
                 }
                 p.comm = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
             }
-            EventRecord::Fork(f) => {
-                if f.pid != f.ppid {
-                    let parent = self.processes.get(&f.ppid).cloned().unwrap_or_default();
-                    self.processes.insert(f.pid, parent);
-                }
+            EventRecord::Fork(f) if f.pid != f.ppid => {
+                let parent = self.processes.get(&f.ppid).cloned().unwrap_or_default();
+                self.processes.insert(f.pid, parent);
             }
             EventRecord::Exit(_) => {
                 // Keep the maps: samples of the exiting process may still follow in the

@@ -151,10 +151,7 @@ pub fn import_bytes(bytes: &[u8], agg: &mut Aggregator) -> Result<ImportInfo, Im
 fn run<R: Read>(
     reader: Result<PerfFileReader<R>, linux_perf_data::Error>,
     agg: &mut Aggregator,
-) -> Result<ImportInfo, ImportError>
-where
-    R: Read,
-{
+) -> Result<ImportInfo, ImportError> {
     let PerfFileReader {
         mut perf_file,
         mut record_iter,

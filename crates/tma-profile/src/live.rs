@@ -95,7 +95,7 @@ mod tests {
     /// A perf_event_attr image like the one sampling gives the kernel: cpu-clock,
     /// IP|TID|TIME|CPU|PERIOD, freq, sample_id_all, mmap2.
     fn attr() -> RecordParseInfo {
-        let mut a = vec![0u8; 136];
+        let mut a = [0u8; 136];
         a[0..4].copy_from_slice(&1u32.to_le_bytes());
         a[4..8].copy_from_slice(&136u32.to_le_bytes());
         a[16..24].copy_from_slice(&4000u64.to_le_bytes());
@@ -145,13 +145,14 @@ mod tests {
                 info,
             );
             let (a, b) = sample.split_at(cut);
-            let data: Vec<&[u8]> = if cut == 0 { vec![b] } else { vec![a, b] };
+            let both = [a, b];
+            let data: &[&[u8]] = if cut == 0 { &both[1..] } else { &both[..] };
             handle_raw(
                 &mut agg,
                 &RawRecord {
                     ty: 9,
                     misc: 2,
-                    data: &data,
+                    data,
                 },
                 info,
             );

@@ -89,7 +89,7 @@ impl PerfDataWriter {
 fn push_padded_str(body: &mut Vec<u8>, s: &str) {
     body.extend_from_slice(s.as_bytes());
     body.push(0);
-    while body.len() % 8 != 0 {
+    while !body.len().is_multiple_of(8) {
         body.push(0);
     }
 }

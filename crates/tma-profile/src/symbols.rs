@@ -193,7 +193,7 @@ impl ElfModule {
         let mut used = false;
         if !self.has_symtab && file.symbol_table().is_some() {
             let mut syms = collect_symbols(&file);
-            syms.extend(self.symbols.drain(..));
+            syms.append(&mut self.symbols);
             syms.sort_by(|a, b| a.start.cmp(&b.start).then(b.size.cmp(&a.size)));
             syms.dedup_by_key(|s| s.start);
             self.symbols = syms;

@@ -535,3 +535,42 @@ fn node_event_from_catalog_falls_back_to_cpu_clock_without_pmu() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("unknown node"));
 }
+
+#[test]
+fn attach_to_running_process_uses_its_existing_mappings() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build_chase(dir.path()) else {
+        return;
+    };
+    // Small array (quick set-up), effectively endless chase.
+    let mut child = Command::new(&exe)
+        .args(["1", "100000000000"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = dir.path().join("r.json");
+    let pid = child.id().to_string();
+    let o = run(&[
+        "locate",
+        "-e",
+        "cpu-clock",
+        "-p",
+        &pid,
+        "--duration",
+        "1",
+        "--json",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let _ = child.kill();
+    let _ = child.wait();
+    if !can_sample(&o) {
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(v["counts"]["samples"].as_u64().unwrap() > 50, "{v}");
+    // The binary was mapped before sampling began: only /proc/PID/maps tells where.
+    assert_eq!(v["functions"][0]["function"], "chase", "{v}");
+}

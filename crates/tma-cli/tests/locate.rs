@@ -574,3 +574,45 @@ fn attach_to_running_process_uses_its_existing_mappings() {
     // The binary was mapped before sampling began: only /proc/PID/maps tells where.
     assert_eq!(v["functions"][0]["function"], "chase", "{v}");
 }
+
+#[test]
+fn import_picks_one_event_of_a_multi_event_file() {
+    let f = fixtures();
+    let data = f.join("two-events.perf.data");
+    let sym = f.to_str().unwrap();
+    let o = run(&[
+        "locate",
+        "--import",
+        data.to_str().unwrap(),
+        "--symdir",
+        sym,
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    // perf report: 142 cpu-clock samples (87.32% chase), 142 task-clock samples.
+    assert_eq!(v["event"], "cpu-clock");
+    assert_eq!(v["counts"]["samples"], 142);
+    assert!((v["functions"][0]["percent"].as_f64().unwrap() - 87.32).abs() < 0.01);
+    assert!(v["notes"].to_string().contains("2 events"));
+    let o = run(&[
+        "locate",
+        "--import",
+        data.to_str().unwrap(),
+        "--symdir",
+        sym,
+        "--json",
+        "-e",
+        "task-clock",
+    ]);
+    let v = json(&o);
+    assert_eq!(v["event"], "task-clock");
+    assert_eq!(v["counts"]["samples"], 142);
+    let o = run(&["locate", "--import", data.to_str().unwrap(), "-e", "cycles"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("has no event \"cycles\""),
+        "{}",
+        stderr(&o)
+    );
+}

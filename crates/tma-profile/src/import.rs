@@ -32,6 +32,8 @@ pub enum ImportError {
     Version1,
     #[error("perf.data is truncated: {what} ends at byte {end}, but the file has {len} bytes")]
     Truncated { what: String, end: u64, len: u64 },
+    #[error("the file has no event {want:?}; it has: {have}")]
+    NoSuchEvent { want: String, have: String },
     #[error("perf.data header is inconsistent: {0}")]
     BadHeader(String),
     #[error("cannot parse perf.data: {0}")]
@@ -46,6 +48,8 @@ pub struct ImportInfo {
     pub perf_version: Option<String>,
     pub hostname: Option<String>,
     pub cmdline: Option<String>,
+    /// Index into `events` of the event whose samples were kept.
+    pub chosen: usize,
 }
 
 fn u64_at(b: &[u8], off: usize) -> Option<u64> {
@@ -127,17 +131,28 @@ pub fn check_header(bytes: &[u8]) -> Result<(), ImportError> {
     Ok(())
 }
 
-/// Read a whole perf.data image into `agg`.
+/// Read a whole perf.data image into `agg`: all non-sample records, and the samples of the
+/// first event (see [`import_bytes_event`] to pick another).
 pub fn import_bytes(bytes: &[u8], agg: &mut Aggregator) -> Result<ImportInfo, ImportError> {
+    import_bytes_event(bytes, agg, None)
+}
+
+/// Like [`import_bytes`], keeping the samples of the event named `event` (as perf stored it,
+/// with or without its `:u`/`:ppp` suffix).
+pub fn import_bytes_event(
+    bytes: &[u8],
+    agg: &mut Aggregator,
+    event: Option<&str>,
+) -> Result<ImportInfo, ImportError> {
     check_header(bytes)?;
     let is_pipe = u64_at(bytes, 8) == Some(16);
     // linux-perf-data asserts on some malformed inputs; keep a panic there from taking the
     // whole program down and report it as a parse error.
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if is_pipe {
-            run(PerfFileReader::parse_pipe(Cursor::new(bytes)), agg)
+            run(PerfFileReader::parse_pipe(Cursor::new(bytes)), agg, event)
         } else {
-            run(PerfFileReader::parse_file(Cursor::new(bytes)), agg)
+            run(PerfFileReader::parse_file(Cursor::new(bytes)), agg, event)
         }
     }));
     match result {
@@ -151,6 +166,7 @@ pub fn import_bytes(bytes: &[u8], agg: &mut Aggregator) -> Result<ImportInfo, Im
 fn run<R: Read>(
     reader: Result<PerfFileReader<R>, linux_perf_data::Error>,
     agg: &mut Aggregator,
+    event: Option<&str>,
 ) -> Result<ImportInfo, ImportError> {
     let PerfFileReader {
         mut perf_file,
@@ -168,10 +184,36 @@ fn run<R: Read>(
         perf_version: perf_file.perf_version().ok().flatten().map(str::to_string),
         hostname: perf_file.hostname().ok().flatten().map(str::to_string),
         cmdline: perf_file.cmdline().ok().flatten().map(|v| v.join(" ")),
+        chosen: 0,
     };
+    let chosen = match event {
+        None => 0,
+        Some(want) => info
+            .events
+            .iter()
+            .position(|e| {
+                e.eq_ignore_ascii_case(want)
+                    || e.split(':')
+                        .next()
+                        .is_some_and(|b| b.eq_ignore_ascii_case(want))
+            })
+            .ok_or_else(|| ImportError::NoSuchEvent {
+                want: want.to_string(),
+                have: info.events.join(", "),
+            })?,
+    };
+    let mut info = info;
+    info.chosen = chosen;
     loop {
         match record_iter.next_record(&mut perf_file) {
-            Ok(Some(PerfFileRecord::EventRecord { record, .. })) => agg.handle(&record),
+            Ok(Some(PerfFileRecord::EventRecord { attr_index, record })) => {
+                if attr_index == chosen
+                    || record.record_type
+                        != linux_perf_data::linux_perf_event_reader::RecordType::SAMPLE
+                {
+                    agg.handle(&record)
+                }
+            }
             Ok(Some(PerfFileRecord::UserRecord(_))) => {}
             Ok(None) => break,
             Err(e) => return Err(ImportError::Parse(e.to_string())),
@@ -196,12 +238,13 @@ fn name_from_attr(a: &linux_perf_data::linux_perf_event_reader::PerfEventAttr) -
 pub fn import_file(
     path: &std::path::Path,
     agg: &mut Aggregator,
+    event: Option<&str>,
 ) -> Result<ImportInfo, ImportError> {
     let bytes = std::fs::read(path).map_err(|source| ImportError::Read {
         path: path.display().to_string(),
         source,
     })?;
-    import_bytes(&bytes, agg)
+    import_bytes_event(&bytes, agg, event)
 }
 
 #[cfg(test)]

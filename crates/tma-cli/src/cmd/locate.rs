@@ -122,9 +122,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if !args.command.is_empty() {
             bail!("--import reads a file: give no command");
         }
-        let info = tma_profile::import::import_file(path, &mut agg)
+        if args.node.is_some() {
+            bail!("--node chooses what to sample; with --import use -e EVENT to pick an event of the file");
+        }
+        let info = tma_profile::import::import_file(path, &mut agg, args.event.as_deref())
             .with_context(|| format!("cannot import {}", path.display()))?;
-        event_name = info.events.first().cloned().unwrap_or_else(|| "?".into());
+        event_name = info
+            .events
+            .get(info.chosen)
+            .cloned()
+            .unwrap_or_else(|| "?".into());
+        if info.events.len() > 1 {
+            notes.push(format!(
+                "the file has {} events ({}); showing {} (pick one with -e)",
+                info.events.len(),
+                info.events.join(", "),
+                event_name
+            ));
+        }
         kallsyms = args.kallsyms.as_deref().and_then(read_kallsyms);
     } else {
         let target = match (args.pid, args.command.is_empty()) {

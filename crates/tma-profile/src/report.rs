@@ -203,6 +203,9 @@ pub fn analyze(
         .collect();
 
     // Which function to annotate.
+    // A function asked for by name but without samples is still disassembled when one of
+    // the sampled modules defines it.
+    let mut unsampled: Option<(String, String, crate::symbols::Symbol)> = None;
     let target: Option<usize> = match &opts.annotate {
         Some(name) => {
             let found = rows
@@ -211,9 +214,20 @@ pub fn analyze(
             match found {
                 Some(&(_, leaf)) => Some(leaf),
                 None => {
-                    notes.push(format!(
-                        "no samples in a function named {name:?}: nothing to annotate"
-                    ));
+                    for md in modules {
+                        if let Ok(m) = sym.module(&md.path) {
+                            if let Some(s) = m.symbol_named(name) {
+                                unsampled =
+                                    Some((md.path.clone(), md.name().to_string(), s.clone()));
+                                break;
+                            }
+                        }
+                    }
+                    if unsampled.is_none() {
+                        notes.push(format!(
+                            "no function named {name:?} in the sampled modules: nothing to annotate"
+                        ));
+                    }
                     None
                 }
             }
@@ -238,6 +252,12 @@ pub fn analyze(
             |a| per_addr.get(&(path.clone(), a)).copied().unwrap_or(0),
             opts.syntax,
         ))
+    });
+    let annotation = annotation.or_else(|| {
+        let (path, mname, s) = unsampled?;
+        let m = sym.module(&path).ok()?;
+        let bytes = m.bytes_at(s.start, s.size)?;
+        Some(annotate(m, &s, bytes, &mname, |_| 0, opts.syntax))
     });
 
     stripped.sort();

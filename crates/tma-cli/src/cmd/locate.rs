@@ -56,7 +56,7 @@ pub struct Args {
     /// Rows in the function table.
     #[arg(long, default_value_t = 20)]
     pub top: usize,
-    /// Print the `tma.locate` v1 JSON document.
+    /// Print the `tma.locate` v1 JSON document (the sampled command shares stdout: add -o FILE).
     #[arg(long, conflicts_with = "folded")]
     pub json: bool,
     /// Print folded stacks (`a;b;c count`) for flame graphs (use with -g).

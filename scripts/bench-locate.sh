@@ -32,8 +32,9 @@ echo "recording ${SECS}s of cpu-clock at ${FREQ} Hz (call graphs) ..." >&2
 # The workload runs until killed; perf stops after SECS.
 perf record -q -e cpu-clock -F "$FREQ" -g -o "$WORK/big.perf.data" -- \
     timeout "$SECS" "$WORK/chase" 64 100000000000 >/dev/null 2>&1 || true
-SAMPLES=$(perf report --stdio -i "$WORK/big.perf.data" --sort comm 2>/dev/null |
-    awk '/^# Samples:/{print $3; exit}')
+# (perf report abbreviates the count, "69K": take the exact number from tma's JSON.)
+SAMPLES=$("$TMA" locate --import "$WORK/big.perf.data" --json 2>/dev/null |
+    awk -F'[:,]' '/"samples":/{gsub(/ /, "", $2); print $2; exit}')
 SIZE=$(stat -c %s "$WORK/big.perf.data")
 echo "file: $((SIZE / 1024)) KiB, samples: $SAMPLES" >&2
 

@@ -666,3 +666,52 @@ fn annotate_a_named_function_in_att_syntax() {
     assert_eq!(v["annotation"]["function"], "_start", "{}", stdout(&o));
     assert_eq!(v["annotation"]["samples"], 0);
 }
+
+#[test]
+fn kernel_samples_named_from_kallsyms_when_readable() {
+    let readable = std::fs::read("/proc/kallsyms")
+        .ok()
+        .and_then(|b| tma_profile::symbols::Kallsyms::parse(&b))
+        .is_some();
+    if !readable {
+        eprintln!("skipped: /proc/kallsyms hides addresses here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build_chase(dir.path()) else {
+        return;
+    };
+    let out = dir.path().join("r.json");
+    // 16 MiB of fresh memory: page faults give kernel samples.
+    let o = run(&[
+        "locate",
+        "--kernel",
+        "-e",
+        "cpu-clock",
+        "--top",
+        "0",
+        "--json",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+        "16",
+        "100000",
+    ]);
+    if !can_sample(&o) || stderr(&o).contains("error") {
+        eprintln!("skipped: kernel sampling not permitted: {}", stderr(&o));
+        return;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let rows = v["functions"].as_array().unwrap();
+    let kernel: Vec<&serde_json::Value> =
+        rows.iter().filter(|r| r["module"] == "[kernel]").collect();
+    if kernel.is_empty() {
+        eprintln!("skipped: no kernel samples this time");
+        return;
+    }
+    assert!(
+        kernel.iter().all(|r| r["function"] != "[kernel]"),
+        "kernel rows named from kallsyms: {kernel:?}"
+    );
+}

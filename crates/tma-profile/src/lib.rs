@@ -16,6 +16,12 @@ pub mod record;
 pub mod report;
 pub mod symbols;
 
-/// JSON schema name and version of `tma locate --json`.
+/// JSON schema name and version of `tma locate --json`: the envelope
+/// `{"schema": "tma.locate", "schema_version": 1, ...}` around a [`report::Profile`]:
+/// `event` (sampled event name), `counts` ({samples, period, lost, lost_records,
+/// kernel_samples, unknown_samples, bad_records, throttled}), `functions` ([{function, module,
+/// samples, percent}], hottest first), `annotation` (optional: {function, module, start, size,
+/// syntax: "intel"|"att", samples, instructions: [{address, text, samples, percent, hottest,
+/// file?, line?, source?}]}), `notes` ([string]). Addresses are ELF virtual addresses (SVMA).
 pub const JSON_SCHEMA: &str = "tma.locate";
 pub const JSON_SCHEMA_VERSION: u32 = 1;

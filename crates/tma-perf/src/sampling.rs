@@ -43,20 +43,20 @@ pub enum SamplingError {
     FreqTooHigh { requested: u64, max: u64 },
     #[error("sampling frequency and period must be positive")]
     ZeroRate,
-    #[error("cannot read {path}: {source}")]
-    Proc { path: String, source: io::Error },
+    #[error("cannot read {path}: {err}")]
+    Proc { path: String, err: io::Error },
     #[error("process {pid} does not exist (or has exited); check the pid with `ps -p {pid}`")]
     NoSuchProcess { pid: i32 },
-    #[error("cannot open the sampling event {event}: {source}{hint}")]
+    #[error("cannot open the sampling event {event}: {err}{hint}")]
     Open {
         event: String,
-        source: io::Error,
+        err: io::Error,
         hint: String,
     },
-    #[error("cannot map the ring buffer of {event}: {source}")]
-    Mmap { event: String, source: io::Error },
-    #[error("cannot start {program}: {source}")]
-    Spawn { program: String, source: io::Error },
+    #[error("cannot map the ring buffer of {event}: {err}")]
+    Mmap { event: String, err: io::Error },
+    #[error("cannot start {program}: {err}")]
+    Spawn { program: String, err: io::Error },
     #[error("no command given: pass one after `--`, or -p PID")]
     NoCommand,
     #[error("waiting for the sampled processes failed: {0}")]
@@ -349,13 +349,13 @@ impl Session {
             let counter = b.build().map_err(|source| SamplingError::Open {
                 event: cfg.event.name().to_string(),
                 hint: open_hint(&source, &cfg.proc_root, &cfg.event),
-                source,
+                err: source,
             })?;
             let sampler = counter
                 .sampled(cfg.mmap_pages.max(1) * page_size())
                 .map_err(|source| SamplingError::Mmap {
                     event: cfg.event.name().to_string(),
-                    source,
+                    err: source,
                 })?;
             Ok::<_, SamplingError>((sampler, attr))
         };
@@ -404,8 +404,8 @@ impl Session {
                             samplers.push(s);
                             attr = a;
                         }
-                        Err(SamplingError::Open { source, .. })
-                            if source.raw_os_error() == Some(libc::ESRCH) =>
+                        Err(SamplingError::Open { err, .. })
+                            if err.raw_os_error() == Some(libc::ESRCH) =>
                         {
                             summary.threads_vanished += 1;
                         }
@@ -549,7 +549,7 @@ pub fn list_threads(proc_root: &Path, pid: i32) -> Result<Vec<i32>, SamplingErro
         } else {
             SamplingError::Proc {
                 path: dir.display().to_string(),
-                source: e,
+                err: e,
             }
         }
     })?;
@@ -579,7 +579,7 @@ impl HeldChild {
         if let Some(mut go) = self.go.take() {
             go.write_all(b"g").map_err(|source| SamplingError::Spawn {
                 program: self.program.clone(),
-                source,
+                err: source,
             })?;
         }
         self.join()
@@ -589,11 +589,11 @@ impl HeldChild {
         if let Some(t) = self.thread.take() {
             let r = t.join().map_err(|_| SamplingError::Spawn {
                 program: self.program.clone(),
-                source: io::Error::other("spawning thread panicked"),
+                err: io::Error::other("spawning thread panicked"),
             })?;
             self.child = Some(r.map_err(|source| SamplingError::Spawn {
                 program: self.program.clone(),
-                source,
+                err: source,
             })?);
         }
         Ok(())
@@ -638,7 +638,7 @@ fn spawn_held(argv: &[String]) -> Result<HeldChild, SamplingError> {
     let (program, args) = argv.split_first().ok_or(SamplingError::NoCommand)?;
     let spawn_err = |source| SamplingError::Spawn {
         program: program.clone(),
-        source,
+        err: source,
     };
     let (pid_r, pid_w) = sys::pipe().map_err(spawn_err)?;
     let (go_r, go_w) = sys::pipe().map_err(spawn_err)?;

@@ -15,11 +15,8 @@ use crate::aggregate::Aggregator;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ImportError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("cannot read {path}: {err}")]
+    Read { path: String, err: std::io::Error },
     #[error(
         "not a perf.data file (magic {magic:?}, expected \"PERFILE2\"); \
          record one with `perf record` or `tma locate --record`"
@@ -242,7 +239,7 @@ pub fn import_file(
 ) -> Result<ImportInfo, ImportError> {
     let bytes = std::fs::read(path).map_err(|source| ImportError::Read {
         path: path.display().to_string(),
-        source,
+        err: source,
     })?;
     import_bytes_event(&bytes, agg, event)
 }

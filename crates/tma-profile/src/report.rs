@@ -595,8 +595,18 @@ pub fn render_text(p: &Profile) -> String {
                 Syntax::Att => "AT&T",
             }
         );
+        let show = shown_instructions(a);
         let mut last: Option<(Option<&str>, Option<u32>)> = None;
-        for r in &a.instructions {
+        let mut prev_shown: Option<usize> = None;
+        for (k, r) in a.instructions.iter().enumerate() {
+            if !show[k] {
+                continue;
+            }
+            if prev_shown.is_some_and(|p| p + 1 != k) || (prev_shown.is_none() && k > 0) {
+                let _ = writeln!(out, "{:>10}  ...", "");
+                last = None;
+            }
+            prev_shown = Some(k);
             let here = (r.file.as_deref(), r.line);
             if r.line.is_some() && last != Some(here) {
                 let fname = r
@@ -629,6 +639,20 @@ pub fn render_text(p: &Profile) -> String {
             );
         }
     }
+    if let Some(a) = &p.annotation {
+        let show = shown_instructions(a);
+        let n = show.iter().filter(|&&b| b).count();
+        if show.last() == Some(&false) {
+            let _ = writeln!(out, "{:>10}  ...", "");
+        }
+        if n < a.instructions.len() {
+            let _ = writeln!(
+                out,
+                "({n} of {} instructions shown, around the {HOT_WINDOWS} hottest; --json has all)",
+                a.instructions.len()
+            );
+        }
+    }
     if !p.notes.is_empty() {
         let _ = writeln!(out);
         for n in &p.notes {
@@ -636,6 +660,37 @@ pub fn render_text(p: &Profile) -> String {
         }
     }
     out
+}
+
+/// Functions longer than this are shown around their hottest instructions only.
+const FULL_LISTING_MAX: usize = 80;
+const HOT_WINDOWS: usize = 10;
+const WINDOW: usize = 6;
+
+fn shown_instructions(a: &Annotation) -> Vec<bool> {
+    let n = a.instructions.len();
+    if n <= FULL_LISTING_MAX {
+        return vec![true; n];
+    }
+    let mut hot: Vec<usize> = (0..n).filter(|&i| a.instructions[i].samples > 0).collect();
+    hot.sort_by(|&x, &y| a.instructions[y].samples.cmp(&a.instructions[x].samples));
+    hot.truncate(HOT_WINDOWS);
+    let mut show = vec![false; n];
+    for h in hot {
+        for s in show
+            .iter_mut()
+            .take((h + WINDOW + 1).min(n))
+            .skip(h.saturating_sub(WINDOW))
+        {
+            *s = true;
+        }
+    }
+    if !show.iter().any(|&b| b) {
+        for s in show.iter_mut().take(FULL_LISTING_MAX) {
+            *s = true;
+        }
+    }
+    show
 }
 
 struct Rows {

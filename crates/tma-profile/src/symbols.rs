@@ -15,11 +15,8 @@ use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SymbolError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("cannot read {path}: {err}")]
+    Read { path: String, err: std::io::Error },
     #[error("{path} is not an ELF file the symbolizer can read: {reason}")]
     Parse { path: String, reason: String },
 }
@@ -133,7 +130,7 @@ impl ElfModule {
     pub fn load(path: &Path) -> Result<ElfModule, SymbolError> {
         let data = std::fs::read(path).map_err(|source| SymbolError::Read {
             path: path.display().to_string(),
-            source,
+            err: source,
         })?;
         Self::from_bytes(path, data)
     }

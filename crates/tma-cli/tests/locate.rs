@@ -715,3 +715,31 @@ fn kernel_samples_named_from_kallsyms_when_readable() {
         "kernel rows named from kallsyms: {kernel:?}"
     );
 }
+
+#[test]
+fn duration_stops_a_launched_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let start = std::time::Instant::now();
+    let o = run(&[
+        "locate",
+        "-e",
+        "cpu-clock",
+        "--duration",
+        "0.5",
+        "--json",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sleep",
+        "30",
+    ]);
+    if !can_sample(&o) {
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Loose bound: far less than the command's 30 s.
+    assert!(start.elapsed() < std::time::Duration::from_secs(20));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(v["notes"].to_string().contains("SIGTERM"), "{v}");
+}

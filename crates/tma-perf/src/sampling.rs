@@ -120,7 +120,8 @@ pub struct SamplingConfig {
     pub precise: u8,
     /// Record call chains (frame pointers; kernel-walked).
     pub callchain: bool,
-    /// Stop after this long (the launched command keeps running and is then waited for).
+    /// Stop after this long: an attached process is left alone; a launched command gets
+    /// SIGTERM (as `perf stat --timeout` does) and is waited for.
     pub duration: Option<Duration>,
     /// Also sample kernel code (needs perf_event_paranoid <= 1 or root).
     pub include_kernel: bool,
@@ -170,6 +171,9 @@ pub struct SessionSummary {
     pub threads_vanished: usize,
     /// Wall time sampled.
     pub elapsed: Duration,
+    /// The duration ran out while the launched command was still running (it was sent
+    /// SIGTERM).
+    pub stopped_at_duration: bool,
 }
 
 /// Check a sampling frequency against the kernel's limit (`max_rate_text` is the content of
@@ -473,6 +477,12 @@ impl Session {
                 if finished && self.child.is_none() {
                     self.summary.target_vanished = true;
                 }
+                if timed_out && !finished {
+                    if let Some(c) = self.child.as_ref() {
+                        sys::terminate(c.pid);
+                        self.summary.stopped_at_duration = true;
+                    }
+                }
                 // Stop the events, then drain what is left.
                 for s in self.samplers.iter_mut() {
                     let _ = s.as_counter_mut().disable();
@@ -677,6 +687,17 @@ mod sys {
     use std::io;
     use std::os::fd::{AsRawFd, FromRawFd};
     use std::os::unix::process::CommandExt;
+
+    /// Send SIGTERM to a child we started (and have not reaped, so the pid is still ours).
+    pub(super) fn terminate(pid: i32) {
+        if pid > 0 {
+            // SAFETY: kill(2) has no memory-safety preconditions; `pid` is our own unreaped
+            // child, so it cannot have been recycled for another process.
+            unsafe {
+                libc::kill(pid, libc::SIGTERM);
+            }
+        }
+    }
 
     /// A pipe whose ends close on exec.
     pub(super) fn pipe() -> io::Result<(File, File)> {

@@ -32,7 +32,7 @@ pub struct Args {
     /// Attach to this process (all its threads) instead of running a command.
     #[arg(short = 'p', long, conflicts_with = "import")]
     pub pid: Option<i32>,
-    /// Stop sampling after this many seconds.
+    /// Stop sampling after this many seconds (a launched command is then sent SIGTERM).
     #[arg(long, value_name = "S")]
     pub duration: Option<f64>,
     /// Sample every N events.
@@ -226,7 +226,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 summary.threads_vanished
             ));
         }
-        if let Some(sig) = summary.signal {
+        if summary.stopped_at_duration {
+            notes.push(format!(
+                "sampling stopped after --duration {}s; the command was sent SIGTERM",
+                args.duration.unwrap_or(0.0)
+            ));
+        } else if let Some(sig) = summary.signal {
             notes.push(format!("the command was killed by signal {sig}"));
             exit = ExitCode::from(128u8.saturating_add(sig as u8));
         } else if let Some(code) = summary.exit_code {

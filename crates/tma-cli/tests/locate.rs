@@ -436,6 +436,31 @@ fn truncated_garbage_and_old_perf_data_are_clear_errors() {
         "no panic: {}",
         stderr(&o)
     );
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    // Random byte damage all over the file (deterministic xorshift): a result or one error
+    // line, never a panic message.
+    let mut x: u64 = 0x9e3779b97f4a7c15;
+    for round in 0..12 {
+        let mut b = full.clone();
+        for _ in 0..50 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let j = (x % b.len() as u64) as usize;
+            b[j] = (x >> 32) as u8;
+        }
+        std::fs::write(&p, &b).unwrap();
+        let o = run(&["locate", "--import", p.to_str().unwrap()]);
+        let e = stderr(&o);
+        assert!(
+            matches!(o.status.code(), Some(0) | Some(2)),
+            "round {round}: {e}"
+        );
+        assert!(
+            !e.contains("panicked") && e.lines().count() <= 1,
+            "round {round}: {e}"
+        );
+    }
 }
 
 #[test]

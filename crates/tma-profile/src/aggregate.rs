@@ -229,9 +229,11 @@ impl Aggregator {
             self.counts.bad_records += 1;
             return;
         }
-        let parsed = match rec.parse() {
-            Ok(p) => p,
-            Err(_) => {
+        // linux-perf-event-reader can overflow (debug builds panic) on absurd lengths in a
+        // corrupt record: such a record is skipped and counted like any other bad one.
+        let parsed = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rec.parse())) {
+            Ok(Ok(p)) => p,
+            _ => {
                 self.counts.bad_records += 1;
                 return;
             }

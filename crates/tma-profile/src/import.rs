@@ -145,6 +145,10 @@ pub fn import_bytes_event(
     let is_pipe = u64_at(bytes, 8) == Some(16);
     // linux-perf-data asserts on some malformed inputs; keep a panic there from taking the
     // whole program down and report it as a parse error.
+    // The default hook would print the panic message of a caught parser panic; silence it
+    // for the duration of the import (the failure is reported as an error instead).
+    let prev_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if is_pipe {
             run(PerfFileReader::parse_pipe(Cursor::new(bytes)), agg, event)
@@ -152,6 +156,7 @@ pub fn import_bytes_event(
             run(PerfFileReader::parse_file(Cursor::new(bytes)), agg, event)
         }
     }));
+    std::panic::set_hook(prev_hook);
     match result {
         Ok(r) => r,
         Err(_) => Err(ImportError::Parse(

@@ -768,3 +768,32 @@ fn duration_stops_a_launched_command() {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert!(v["notes"].to_string().contains("SIGTERM"), "{v}");
 }
+
+#[test]
+fn children_of_the_command_are_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build_chase(dir.path()) else {
+        return;
+    };
+    let out = dir.path().join("r.json");
+    // sh forks, the child execs chase: its samples must be there (inherit + comm/mmap).
+    let script = format!("{} 16 2000000 >/dev/null; true", exe.display());
+    let o = run(&[
+        "locate",
+        "-e",
+        "cpu-clock",
+        "--json",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    if !can_sample(&o) {
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["functions"][0]["function"], "chase", "{v}");
+}

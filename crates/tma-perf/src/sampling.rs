@@ -449,6 +449,9 @@ impl Session {
     ) -> Result<SessionSummary, SamplingError> {
         let start = Instant::now();
         let deadline = self.cfg.duration.map(|d| start + d);
+        // Ctrl-C goes to the whole foreground group: let it end the command, not us, so the
+        // samples taken so far are still reported (as `perf record`/`time` do).
+        let _sigint = self.child.as_ref().map(|_| sys::IgnoreSigint::new());
         if let Some(child) = self.child.as_mut() {
             child.release()?;
         }
@@ -688,6 +691,30 @@ mod sys {
     use std::os::fd::{AsRawFd, FromRawFd};
     use std::os::unix::process::CommandExt;
 
+    /// SIGINT ignored in this process while alive; the previous disposition comes back on
+    /// drop. (The launched command was forked before, so it keeps the default action.)
+    pub(super) struct IgnoreSigint(libc::sighandler_t);
+
+    impl IgnoreSigint {
+        pub(super) fn new() -> Self {
+            // SAFETY: installing SIG_IGN involves no handler code; signal(2) has no
+            // memory-safety preconditions.
+            IgnoreSigint(unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) })
+        }
+    }
+
+    impl Drop for IgnoreSigint {
+        fn drop(&mut self) {
+            if self.0 != libc::SIG_ERR {
+                // SAFETY: restores the disposition signal(2) returned earlier, which was a
+                // valid disposition for SIGINT.
+                unsafe {
+                    libc::signal(libc::SIGINT, self.0);
+                }
+            }
+        }
+    }
+
     /// Send SIGTERM to a child we started (and have not reaped, so the pid is still ours).
     pub(super) fn terminate(pid: i32) {
         if pid > 0 {
@@ -728,6 +755,11 @@ mod sys {
             let w = unsafe { libc::write(pid_fd, bytes.as_ptr().cast(), bytes.len()) };
             if w != bytes.len() as isize {
                 return Err(io::Error::last_os_error());
+            }
+            // The command gets the default Ctrl-C action even though we ignore it later.
+            // SAFETY: signal(2) is async-signal-safe; SIG_DFL runs no code of ours.
+            unsafe {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
             }
             let mut b = 0u8;
             loop {

@@ -34,7 +34,7 @@ perf record -q -e cpu-clock -F "$FREQ" -g -o "$WORK/big.perf.data" -- \
     timeout "$SECS" "$WORK/chase" 64 100000000000 >/dev/null 2>&1 || true
 # (perf report abbreviates the count, "69K": take the exact number from tma's JSON.)
 SAMPLES=$("$TMA" locate --import "$WORK/big.perf.data" --json 2>/dev/null |
-    awk -F'[:,]' '/"samples":/{gsub(/ /, "", $2); print $2; exit}')
+    awk -F'[:,]' '!done && /"samples":/{gsub(/ /, "", $2); print $2; done=1}')
 SIZE=$(stat -c %s "$WORK/big.perf.data")
 echo "file: $((SIZE / 1024)) KiB, samples: $SAMPLES" >&2
 

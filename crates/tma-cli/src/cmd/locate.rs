@@ -280,9 +280,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match &args.output {
         Some(path) => tma_report::write_atomic(path, render)?,
         None => {
+            // Render first, then write: a closed pipe (`| head`) surfaces as a plain
+            // io::Error, which main treats as success like any Unix filter.
+            let mut buf = Vec::new();
+            render(&mut buf)?;
             let stdout = std::io::stdout();
             let mut lock = stdout.lock();
-            render(&mut lock)?;
+            lock.write_all(&buf)?;
             lock.flush()?;
         }
     }

@@ -5,7 +5,9 @@
 //!
 //! Layers: [`event`] (what to count) -> [`attr`] (perf_event_attr) with PMUs from [`sysfs`]
 //! -> [`plan`] (groups that fit the counters) -> [`backend`] (Live / Replay run a plan on a
-//! target) -> [`snapshot`] (record and replay). The only `unsafe` is in [`sys`].
+//! target) -> [`snapshot`] (record and replay); [`sampling`] opens sampling events and hands the
+//! ring-buffer records to the profile crate. `unsafe` lives only in [`sys`] and in
+//! `sampling`'s own `sys` submodule.
 
 pub mod attr;
 pub mod backend;
@@ -13,6 +15,7 @@ pub mod event;
 pub mod import;
 pub mod plan;
 pub mod readings;
+pub mod sampling;
 pub mod snapshot;
 pub mod sys;
 pub mod sysfs;

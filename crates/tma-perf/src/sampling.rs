@@ -1,0 +1,843 @@
+//! Sampling with `perf_event_open` and the mmap ring buffer.
+//!
+//! This module opens the sampling events, runs or attaches to the target and hands every
+//! kernel record, as raw bytes, to a callback. It does **not** parse sample records: the
+//! bytes go to the same parser that reads `perf.data` files (`tma-profile`), so everything
+//! downstream of the ring buffer is tested with recorded files. A record that wraps around
+//! the end of the ring is passed as two slices ([`RawRecord::data`]), which
+//! `linux_perf_event_reader::RawData::Split` accepts directly.
+//!
+//! What is requested from the kernel:
+//! * `sample_type = IP | TID | TIME | CPU | PERIOD` (`| CALLCHAIN` with call graphs);
+//! * `mmap`, `mmap2`, `comm`, `task` (fork/exit) and `sample_id_all`, so that addresses can
+//!   be mapped to files and threads to commands;
+//! * a period (`--period`) or a frequency (`--freq`, checked against
+//!   `/proc/sys/kernel/perf_event_max_sample_rate`);
+//! * `precise_ip` for the `:p`/`:pp`/`:ppp` forms.
+//!
+//! Targets: a launched command (one event per CPU with `inherit`, enabled on exec, so every
+//! fork and thread of it is followed) or an existing process (one event per thread that
+//! exists when sampling starts; the kernel cannot mmap inherited any-CPU events).
+//! The launched command is held back between fork and exec until the events exist; see
+//! [`spawn_held`].
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use perf_event::events::{Raw, Software};
+use perf_event::{Builder, SampleFlag, SampleSkid, Sampler};
+
+/// Default sampling frequency, as `perf record` uses.
+pub const DEFAULT_FREQ_HZ: u64 = 4000;
+
+/// Errors from setting up or running a sampling session.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SamplingError {
+    #[error(
+        "sampling frequency {requested} Hz is above the kernel limit of {max} Hz \
+         (/proc/sys/kernel/perf_event_max_sample_rate); use --freq {max} or lower, \
+         or --period N"
+    )]
+    FreqTooHigh { requested: u64, max: u64 },
+    #[error("sampling frequency and period must be positive")]
+    ZeroRate,
+    #[error("cannot read {path}: {err}")]
+    Proc { path: String, err: io::Error },
+    #[error("process {pid} does not exist (or has exited); check the pid with `ps -p {pid}`")]
+    NoSuchProcess { pid: i32 },
+    #[error("cannot open the sampling event {event}: {err}{hint}")]
+    Open {
+        event: String,
+        err: io::Error,
+        hint: String,
+    },
+    #[error("cannot map the ring buffer of {event}: {err}")]
+    Mmap { event: String, err: io::Error },
+    #[error("cannot start {program}: {err}")]
+    Spawn { program: String, err: io::Error },
+    #[error("no command given: pass one after `--`, or -p PID")]
+    NoCommand,
+    #[error("waiting for the sampled processes failed: {0}")]
+    Wait(io::Error),
+}
+
+/// What to sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SampleEvent {
+    /// The software `cpu-clock` timer (works without a hardware PMU).
+    CpuClock,
+    /// The software `task-clock` timer.
+    TaskClock,
+    /// A hardware event given by its `perf_event_attr` encoding.
+    Raw {
+        /// Human name, for messages (`MEM_LOAD_RETIRED.L3_MISS:pp`).
+        name: String,
+        /// PMU type from sysfs (`/sys/bus/event_source/devices/cpu/type`, 4 for `cpu`).
+        pmu_type: u32,
+        config: u64,
+        config1: u64,
+        config2: u64,
+    },
+}
+
+impl SampleEvent {
+    /// Name used in messages and reports.
+    pub fn name(&self) -> &str {
+        match self {
+            SampleEvent::CpuClock => "cpu-clock",
+            SampleEvent::TaskClock => "task-clock",
+            SampleEvent::Raw { name, .. } => name,
+        }
+    }
+}
+
+/// How often to sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rate {
+    /// One sample every N events (`--period`).
+    Period(u64),
+    /// Target samples per second (`--freq`); the kernel adjusts the period.
+    Freq(u64),
+}
+
+/// Who to sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Run this command (program and arguments) and follow it, its threads and children.
+    Launch(Vec<String>),
+    /// Attach to an existing process and all its threads.
+    Pid(i32),
+}
+
+/// A sampling session's settings.
+#[derive(Debug, Clone)]
+pub struct SamplingConfig {
+    pub event: SampleEvent,
+    pub rate: Rate,
+    /// `precise_ip`: 0 (arbitrary skid) ..= 3 (zero skid required).
+    pub precise: u8,
+    /// Record call chains (frame pointers; kernel-walked).
+    pub callchain: bool,
+    /// Stop after this long: an attached process is left alone; a launched command gets
+    /// SIGTERM (as `perf stat --timeout` does) and is waited for.
+    pub duration: Option<Duration>,
+    /// Also sample kernel code (needs perf_event_paranoid <= 1 or root).
+    pub include_kernel: bool,
+    /// Ring buffer data pages per event (power of two).
+    pub mmap_pages: usize,
+    /// Root of procfs (`/proc`), injectable for tests.
+    pub proc_root: PathBuf,
+}
+
+impl SamplingConfig {
+    /// cpu-clock at [`DEFAULT_FREQ_HZ`], no call chains, user space only.
+    pub fn new(event: SampleEvent) -> Self {
+        SamplingConfig {
+            event,
+            rate: Rate::Freq(DEFAULT_FREQ_HZ),
+            precise: 0,
+            callchain: false,
+            duration: None,
+            include_kernel: false,
+            mmap_pages: 128,
+            proc_root: PathBuf::from("/proc"),
+        }
+    }
+}
+
+/// One kernel record from the ring buffer, without its 8-byte header.
+#[derive(Debug, Clone, Copy)]
+pub struct RawRecord<'a> {
+    /// `perf_event_header.type` (PERF_RECORD_*).
+    pub ty: u32,
+    /// `perf_event_header.misc`.
+    pub misc: u16,
+    /// The record body: one slice, or two when it wraps around the end of the ring.
+    pub data: &'a [&'a [u8]],
+}
+
+/// What happened during a session, besides the records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionSummary {
+    /// Exit status of the launched command (`None` for -p, or when killed by a signal).
+    pub exit_code: Option<i32>,
+    /// Signal that ended the launched command, if any.
+    pub signal: Option<i32>,
+    /// The attached process had gone before the session ended.
+    pub target_vanished: bool,
+    /// Threads whose events could not be opened because they exited in the meantime.
+    pub threads_vanished: usize,
+    /// Wall time sampled.
+    pub elapsed: Duration,
+    /// The duration ran out while the launched command was still running (it was sent
+    /// SIGTERM).
+    pub stopped_at_duration: bool,
+}
+
+/// Check a sampling frequency against the kernel's limit (`max_rate_text` is the content of
+/// `/proc/sys/kernel/perf_event_max_sample_rate`; `None` when unreadable, then not checked).
+pub fn validate_rate(rate: Rate, max_rate_text: Option<&str>) -> Result<(), SamplingError> {
+    match rate {
+        Rate::Period(0) | Rate::Freq(0) => Err(SamplingError::ZeroRate),
+        Rate::Period(_) => Ok(()),
+        Rate::Freq(f) => {
+            let max = max_rate_text.and_then(|t| t.trim().parse::<u64>().ok());
+            match max {
+                Some(max) if f > max => Err(SamplingError::FreqTooHigh { requested: f, max }),
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
+/// `perf_event_attr` as the bytes a perf.data file stores (little-endian, 136-byte v8 layout),
+/// so that the record parser can be set up from the very attr the kernel was given.
+pub fn attr_bytes(b: &Builder<'_>, cfg: &SamplingConfig) -> Vec<u8> {
+    let a = b.attrs();
+    let (period_or_freq, config1, config2) = match (&cfg.rate, &cfg.event) {
+        (
+            Rate::Period(p),
+            SampleEvent::Raw {
+                config1, config2, ..
+            },
+        ) => (*p, *config1, *config2),
+        (
+            Rate::Freq(f),
+            SampleEvent::Raw {
+                config1, config2, ..
+            },
+        ) => (*f, *config1, *config2),
+        (Rate::Period(p), _) => (*p, 0, 0),
+        (Rate::Freq(f), _) => (*f, 0, 0),
+    };
+    let flags = a._bitfield_1.get(0, 64);
+    let mut v = Vec::with_capacity(136);
+    v.extend_from_slice(&a.type_.to_le_bytes());
+    v.extend_from_slice(&136u32.to_le_bytes());
+    v.extend_from_slice(&a.config.to_le_bytes());
+    v.extend_from_slice(&period_or_freq.to_le_bytes());
+    v.extend_from_slice(&a.sample_type.to_le_bytes());
+    v.extend_from_slice(&a.read_format.to_le_bytes());
+    v.extend_from_slice(&flags.to_le_bytes());
+    v.extend_from_slice(&0u32.to_le_bytes()); // wakeup_events
+    v.extend_from_slice(&a.bp_type.to_le_bytes());
+    v.extend_from_slice(&config1.to_le_bytes());
+    v.extend_from_slice(&config2.to_le_bytes());
+    v.extend_from_slice(&a.branch_sample_type.to_le_bytes());
+    v.extend_from_slice(&a.sample_regs_user.to_le_bytes());
+    v.extend_from_slice(&a.sample_stack_user.to_le_bytes());
+    v.extend_from_slice(&a.clockid.to_le_bytes());
+    v.extend_from_slice(&a.sample_regs_intr.to_le_bytes());
+    v.extend_from_slice(&a.aux_watermark.to_le_bytes());
+    v.extend_from_slice(&a.sample_max_stack.to_le_bytes());
+    v.extend_from_slice(&0u16.to_le_bytes());
+    v.extend_from_slice(&a.aux_sample_size.to_le_bytes());
+    v.extend_from_slice(&0u32.to_le_bytes());
+    v.extend_from_slice(&a.sig_data.to_le_bytes());
+    v.extend_from_slice(&a.config3.to_le_bytes());
+    v
+}
+
+fn builder_for(cfg: &SamplingConfig) -> Builder<'static> {
+    let mut b = match &cfg.event {
+        SampleEvent::CpuClock => Builder::new(Software::CPU_CLOCK),
+        SampleEvent::TaskClock => Builder::new(Software::TASK_CLOCK),
+        SampleEvent::Raw {
+            pmu_type,
+            config,
+            config1,
+            config2,
+            ..
+        } => {
+            let mut b = Builder::new(Raw::new(*config).config1(*config1).config2(*config2));
+            b.attrs_mut().type_ = *pmu_type;
+            b
+        }
+    };
+    let mut flags =
+        SampleFlag::IP | SampleFlag::TID | SampleFlag::TIME | SampleFlag::CPU | SampleFlag::PERIOD;
+    if cfg.callchain {
+        flags |= SampleFlag::CALLCHAIN;
+    }
+    b.sample(flags)
+        .mmap(true)
+        .mmap2(true)
+        .comm(true)
+        .comm_exec(true)
+        .task(true)
+        .sample_id_all(true)
+        .exclude_kernel(!cfg.include_kernel)
+        .exclude_hv(true)
+        .wakeup_events(1)
+        .any_cpu();
+    match cfg.rate {
+        Rate::Period(p) => b.sample_period(p),
+        Rate::Freq(f) => b.sample_frequency(f),
+    };
+    b.precise_ip(match cfg.precise {
+        0 => SampleSkid::Arbitrary,
+        1 => SampleSkid::Constant,
+        2 => SampleSkid::RequestZero,
+        _ => SampleSkid::RequireZero,
+    });
+    if cfg.callchain {
+        b.exclude_callchain_kernel(!cfg.include_kernel);
+    }
+    b
+}
+
+fn open_hint(err: &io::Error, proc_root: &Path, event: &SampleEvent) -> String {
+    let paranoid = std::fs::read_to_string(proc_root.join("sys/kernel/perf_event_paranoid"))
+        .ok()
+        .map(|s| s.trim().to_string());
+    match err.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => format!(
+            " (perf_event_paranoid is {}; run as root, or `echo 1 | sudo tee \
+             /proc/sys/kernel/perf_event_paranoid`)",
+            paranoid.as_deref().unwrap_or("unknown")
+        ),
+        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV)
+            if matches!(event, SampleEvent::Raw { .. }) =>
+        {
+            " (no hardware PMU for this event here: sample cpu-clock instead)".into()
+        }
+        Some(libc::EINVAL) if matches!(event, SampleEvent::Raw { .. }) => {
+            " (the PMU rejected the encoding or the precise level; try a lower :p level)".into()
+        }
+        _ => String::new(),
+    }
+}
+
+/// An open sampling session: events are open, the launched command (if any) is held before
+/// exec until [`Session::run`].
+pub struct Session {
+    cfg: SamplingConfig,
+    samplers: Vec<Sampler>,
+    attr: Vec<u8>,
+    child: Option<HeldChild>,
+    pid: i32,
+    summary: SessionSummary,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("event", &self.cfg.event)
+            .field("events_open", &self.samplers.len())
+            .field("pid", &self.pid)
+            .finish()
+    }
+}
+
+impl Session {
+    /// Validate the settings, start (held) or find the target and open the events.
+    pub fn open(cfg: SamplingConfig, target: &Target) -> Result<Session, SamplingError> {
+        let max =
+            std::fs::read_to_string(cfg.proc_root.join("sys/kernel/perf_event_max_sample_rate"))
+                .ok();
+        validate_rate(cfg.rate, max.as_deref())?;
+        let mut summary = SessionSummary::default();
+        let open_one = |tid: i32, cpu: Option<usize>, inherit: bool, enable_on_exec: bool| {
+            let mut b = builder_for(&cfg);
+            match cpu {
+                Some(c) => b.one_cpu(c),
+                None => b.any_cpu(),
+            };
+            b.observe_pid(tid)
+                .inherit(inherit)
+                .enable_on_exec(enable_on_exec)
+                .enabled(!enable_on_exec);
+            let attr = attr_bytes(&b, &cfg);
+            let counter = b.build().map_err(|source| SamplingError::Open {
+                event: cfg.event.name().to_string(),
+                hint: open_hint(&source, &cfg.proc_root, &cfg.event),
+                err: source,
+            })?;
+            let sampler = counter
+                .sampled(cfg.mmap_pages.max(1) * page_size())
+                .map_err(|source| SamplingError::Mmap {
+                    event: cfg.event.name().to_string(),
+                    err: source,
+                })?;
+            Ok::<_, SamplingError>((sampler, attr))
+        };
+        match target {
+            Target::Launch(argv) => {
+                // The kernel refuses to mmap an inherited per-task event on "any CPU", so
+                // (as perf record does) open one inherited event per CPU for the task.
+                let cpus = online_cpus(
+                    std::fs::read_to_string("/sys/devices/system/cpu/online")
+                        .ok()
+                        .as_deref(),
+                );
+                let child = spawn_held(argv)?;
+                let pid = child.pid;
+                let mut samplers = Vec::new();
+                let mut attr = Vec::new();
+                for cpu in cpus {
+                    match open_one(pid, Some(cpu), true, true) {
+                        Ok((s, a)) => {
+                            samplers.push(s);
+                            attr = a;
+                        }
+                        Err(e) => {
+                            child.abort();
+                            return Err(e);
+                        }
+                    }
+                }
+                Ok(Session {
+                    cfg,
+                    samplers,
+                    attr,
+                    child: Some(child),
+                    pid,
+                    summary,
+                })
+            }
+            Target::Pid(pid) => {
+                let pid = *pid;
+                let tids = list_threads(&cfg.proc_root, pid)?;
+                let mut samplers = Vec::new();
+                let mut attr = Vec::new();
+                for tid in tids {
+                    match open_one(tid, None, false, false) {
+                        Ok((s, a)) => {
+                            samplers.push(s);
+                            attr = a;
+                        }
+                        Err(SamplingError::Open { err, .. })
+                            if err.raw_os_error() == Some(libc::ESRCH) =>
+                        {
+                            summary.threads_vanished += 1;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                if samplers.is_empty() {
+                    return Err(SamplingError::NoSuchProcess { pid });
+                }
+                Ok(Session {
+                    cfg,
+                    samplers,
+                    attr,
+                    child: None,
+                    pid,
+                    summary,
+                })
+            }
+        }
+    }
+
+    /// The `perf_event_attr` given to the kernel, in perf.data's on-disk layout.
+    pub fn attr_bytes(&self) -> &[u8] {
+        &self.attr
+    }
+
+    /// Pid of the launched or attached process.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Release the launched command, then hand every record to `on_record` until the target
+    /// exits or the duration is over.
+    pub fn run(
+        mut self,
+        on_record: &mut dyn FnMut(RawRecord<'_>),
+    ) -> Result<SessionSummary, SamplingError> {
+        let start = Instant::now();
+        let deadline = self.cfg.duration.map(|d| start + d);
+        // Ctrl-C goes to the whole foreground group: let it end the command, not us, so the
+        // samples taken so far are still reported (as `perf record`/`time` do).
+        let _sigint = self.child.as_ref().map(|_| sys::IgnoreSigint::new());
+        if let Some(child) = self.child.as_mut() {
+            child.release()?;
+        }
+        loop {
+            let mut got = 0usize;
+            for s in self.samplers.iter_mut() {
+                while let Some(rec) = s.next_record() {
+                    got += 1;
+                    on_record(RawRecord {
+                        ty: rec.ty(),
+                        misc: rec.misc(),
+                        data: rec.data(),
+                    });
+                }
+            }
+            let finished = match self.child.as_mut() {
+                Some(c) => c.try_wait()?,
+                None => !process_alive(
+                    std::fs::read(self.cfg.proc_root.join(format!("{}/stat", self.pid)))
+                        .ok()
+                        .as_deref(),
+                ),
+            };
+            let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
+            if finished || timed_out {
+                if finished && self.child.is_none() {
+                    self.summary.target_vanished = true;
+                }
+                if timed_out && !finished {
+                    if let Some(c) = self.child.as_ref() {
+                        sys::terminate(c.pid);
+                        self.summary.stopped_at_duration = true;
+                    }
+                }
+                // Stop the events, then drain what is left.
+                for s in self.samplers.iter_mut() {
+                    let _ = s.as_counter_mut().disable();
+                    while let Some(rec) = s.next_record() {
+                        on_record(RawRecord {
+                            ty: rec.ty(),
+                            misc: rec.misc(),
+                            data: rec.data(),
+                        });
+                    }
+                }
+                break;
+            }
+            if got == 0 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        self.summary.elapsed = start.elapsed();
+        if let Some(mut child) = self.child.take() {
+            let status = child.wait()?;
+            use std::os::unix::process::ExitStatusExt;
+            self.summary.exit_code = status.code();
+            self.summary.signal = status.signal();
+        }
+        Ok(self.summary)
+    }
+}
+
+fn page_size() -> usize {
+    4096
+}
+
+/// Whether `/proc/PID/stat` content describes a live process (`None`: the file is gone).
+/// Zombies (`Z`) and dead tasks (`X`) count as exited.
+pub fn process_alive(stat: Option<&[u8]>) -> bool {
+    let Some(stat) = stat else { return false };
+    // "pid (comm) S ...": comm may contain spaces and parentheses, so use the last ')'.
+    match stat.iter().rposition(|&b| b == b')') {
+        Some(i) => !matches!(stat.get(i + 2), Some(b'Z') | Some(b'X') | Some(b'x') | None),
+        None => false,
+    }
+}
+
+/// CPU numbers from `/sys/devices/system/cpu/online` text (`0-3,6`); CPU 0 when unknown.
+pub fn online_cpus(text: Option<&str>) -> Vec<usize> {
+    let mut out = Vec::new();
+    for part in text.unwrap_or("").trim().split(',') {
+        let r = match part.split_once('-') {
+            Some((a, b)) => a
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .zip(b.trim().parse::<usize>().ok()),
+            None => part.trim().parse::<usize>().ok().map(|a| (a, a)),
+        };
+        if let Some((a, b)) = r {
+            if b >= a && b - a < 4096 {
+                out.extend(a..=b);
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push(0);
+    }
+    out
+}
+
+/// Thread ids of a process, from `<proc_root>/<pid>/task`.
+pub fn list_threads(proc_root: &Path, pid: i32) -> Result<Vec<i32>, SamplingError> {
+    let dir = proc_root.join(pid.to_string()).join("task");
+    let rd = std::fs::read_dir(&dir).map_err(|e| {
+        if e.kind() == io::ErrorKind::NotFound {
+            SamplingError::NoSuchProcess { pid }
+        } else {
+            SamplingError::Proc {
+                path: dir.display().to_string(),
+                err: e,
+            }
+        }
+    })?;
+    let mut tids: Vec<i32> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+        .collect();
+    tids.sort_unstable();
+    if tids.is_empty() {
+        return Err(SamplingError::NoSuchProcess { pid });
+    }
+    Ok(tids)
+}
+
+/// A launched command stopped between fork and exec.
+struct HeldChild {
+    pid: i32,
+    go: Option<std::fs::File>,
+    thread: Option<std::thread::JoinHandle<io::Result<std::process::Child>>>,
+    child: Option<std::process::Child>,
+    program: String,
+}
+
+impl HeldChild {
+    fn release(&mut self) -> Result<(), SamplingError> {
+        use std::io::Write;
+        if let Some(mut go) = self.go.take() {
+            go.write_all(b"g").map_err(|source| SamplingError::Spawn {
+                program: self.program.clone(),
+                err: source,
+            })?;
+        }
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<(), SamplingError> {
+        if let Some(t) = self.thread.take() {
+            let r = t.join().map_err(|_| SamplingError::Spawn {
+                program: self.program.clone(),
+                err: io::Error::other("spawning thread panicked"),
+            })?;
+            self.child = Some(r.map_err(|source| SamplingError::Spawn {
+                program: self.program.clone(),
+                err: source,
+            })?);
+        }
+        Ok(())
+    }
+
+    fn try_wait(&mut self) -> Result<bool, SamplingError> {
+        match self.child.as_mut() {
+            Some(c) => Ok(c.try_wait().map_err(SamplingError::Wait)?.is_some()),
+            None => Ok(true),
+        }
+    }
+
+    fn wait(&mut self) -> Result<std::process::ExitStatus, SamplingError> {
+        match self.child.as_mut() {
+            Some(c) => c.wait().map_err(SamplingError::Wait),
+            None => Err(SamplingError::Wait(io::Error::other(
+                "command was not started",
+            ))),
+        }
+    }
+
+    /// Give up: any byte other than `g` makes the child exit before exec.
+    fn abort(mut self) {
+        use std::io::Write;
+        if let Some(mut go) = self.go.take() {
+            let _ = go.write_all(b"x");
+        }
+        let _ = self.join();
+        if let Some(mut c) = self.child.take() {
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Start `argv` so that it stops after fork, before exec, until released.
+///
+/// `std::process::Command::spawn` only returns once exec has happened, so it runs on a helper
+/// thread; the child reports its pid through one pipe and waits for a byte on another
+/// (see `sys::hold_before_exec`).
+fn spawn_held(argv: &[String]) -> Result<HeldChild, SamplingError> {
+    use std::io::Read;
+    let (program, args) = argv.split_first().ok_or(SamplingError::NoCommand)?;
+    let spawn_err = |source| SamplingError::Spawn {
+        program: program.clone(),
+        err: source,
+    };
+    let (pid_r, pid_w) = sys::pipe().map_err(spawn_err)?;
+    let (go_r, go_w) = sys::pipe().map_err(spawn_err)?;
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args);
+    sys::hold_before_exec(&mut cmd, pid_w, go_r);
+    let thread = std::thread::spawn(move || cmd.spawn());
+    let mut pid_r = pid_r;
+    let mut buf = [0u8; 4];
+    let mut held = HeldChild {
+        pid: 0,
+        go: Some(go_w),
+        thread: Some(thread),
+        child: None,
+        program: program.clone(),
+    };
+    match pid_r.read_exact(&mut buf) {
+        Ok(()) => {
+            held.pid = i32::from_ne_bytes(buf);
+            Ok(held)
+        }
+        Err(_) => {
+            // The child never reached the hold point: spawn failed (fork error).
+            held.go.take();
+            match held.join() {
+                Err(e) => Err(e),
+                Ok(()) => Err(spawn_err(io::Error::other("child did not report its pid"))),
+            }
+        }
+    }
+}
+
+/// The only unsafe code of sampling: the pre-exec hold of a launched command.
+mod sys {
+    use std::fs::File;
+    use std::io;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::unix::process::CommandExt;
+
+    /// SIGINT ignored in this process while alive; the previous disposition comes back on
+    /// drop. (The launched command was forked before, so it keeps the default action.)
+    pub(super) struct IgnoreSigint(libc::sighandler_t);
+
+    impl IgnoreSigint {
+        pub(super) fn new() -> Self {
+            // SAFETY: installing SIG_IGN involves no handler code; signal(2) has no
+            // memory-safety preconditions.
+            IgnoreSigint(unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) })
+        }
+    }
+
+    impl Drop for IgnoreSigint {
+        fn drop(&mut self) {
+            if self.0 != libc::SIG_ERR {
+                // SAFETY: restores the disposition signal(2) returned earlier, which was a
+                // valid disposition for SIGINT.
+                unsafe {
+                    libc::signal(libc::SIGINT, self.0);
+                }
+            }
+        }
+    }
+
+    /// Send SIGTERM to a child we started (and have not reaped, so the pid is still ours).
+    pub(super) fn terminate(pid: i32) {
+        if pid > 0 {
+            // SAFETY: kill(2) has no memory-safety preconditions; `pid` is our own unreaped
+            // child, so it cannot have been recycled for another process.
+            unsafe {
+                libc::kill(pid, libc::SIGTERM);
+            }
+        }
+    }
+
+    /// A pipe whose ends close on exec.
+    pub(super) fn pipe() -> io::Result<(File, File)> {
+        let mut fds = [0i32; 2];
+        // SAFETY: `fds` is a valid, writable array of two c_ints, as pipe2 requires.
+        let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 succeeded, so both fds are open and owned by nobody else.
+        let files = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+        Ok(files)
+    }
+
+    /// Make `cmd`'s child write its pid to `pid_w`, then block until a byte arrives on `go_r`:
+    /// `g` lets it exec, anything else (or EOF) makes the spawn fail without exec.
+    pub(super) fn hold_before_exec(cmd: &mut std::process::Command, pid_w: File, go_r: File) {
+        let pid_fd = pid_w.as_raw_fd();
+        let go_fd = go_r.as_raw_fd();
+        let hook = move || -> io::Result<()> {
+            // Keep the parent's File objects alive (and so the fds open) in the closure.
+            let _keep = (&pid_w, &go_r);
+            // SAFETY: getpid is async-signal-safe and has no preconditions.
+            let pid = unsafe { libc::getpid() };
+            let bytes = pid.to_ne_bytes();
+            // SAFETY: write(2) is async-signal-safe; `bytes` is valid for 4 bytes and
+            // `pid_fd` is open (owned by `pid_w`, captured above).
+            let w = unsafe { libc::write(pid_fd, bytes.as_ptr().cast(), bytes.len()) };
+            if w != bytes.len() as isize {
+                return Err(io::Error::last_os_error());
+            }
+            // The command gets the default Ctrl-C action even though we ignore it later.
+            // SAFETY: signal(2) is async-signal-safe; SIG_DFL runs no code of ours.
+            unsafe {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+            }
+            let mut b = 0u8;
+            loop {
+                // SAFETY: read(2) is async-signal-safe; `b` is a valid 1-byte buffer and
+                // `go_fd` is open (owned by `go_r`, captured above).
+                let r = unsafe { libc::read(go_fd, (&mut b as *mut u8).cast(), 1) };
+                if r == 1 && b == b'g' {
+                    return Ok(());
+                }
+                if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                // No allocation here (between fork and exec): a plain errno.
+                return Err(io::Error::from_raw_os_error(libc::ECANCELED));
+            }
+        };
+        // SAFETY: the hook only calls async-signal-safe functions (getpid, write, read) and
+        // allocates nothing on its success path, as required between fork and exec.
+        unsafe {
+            cmd.pre_exec(hook);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn freq_checked_against_kernel_limit() {
+        assert!(validate_rate(Rate::Freq(4000), Some("100000\n")).is_ok());
+        let e = validate_rate(Rate::Freq(200_000), Some("100000\n")).unwrap_err();
+        assert!(e.to_string().contains("100000"), "{e}");
+        assert!(validate_rate(Rate::Freq(200_000), None).is_ok());
+        assert!(matches!(
+            validate_rate(Rate::Period(0), None),
+            Err(SamplingError::ZeroRate)
+        ));
+    }
+
+    #[test]
+    fn attr_bytes_have_perf_data_layout() {
+        let mut cfg = SamplingConfig::new(SampleEvent::CpuClock);
+        cfg.callchain = true;
+        let b = builder_for(&cfg);
+        let v = attr_bytes(&b, &cfg);
+        assert_eq!(v.len(), 136);
+        assert_eq!(u32::from_le_bytes(v[0..4].try_into().unwrap()), 1); // PERF_TYPE_SOFTWARE
+        assert_eq!(u64::from_le_bytes(v[16..24].try_into().unwrap()), 4000);
+        let st = u64::from_le_bytes(v[24..32].try_into().unwrap());
+        // IP | TID | TIME | CALLCHAIN | CPU | PERIOD
+        assert_eq!(st, 0x1 | 0x2 | 0x4 | 0x20 | 0x80 | 0x100);
+        let flags = u64::from_le_bytes(v[40..48].try_into().unwrap());
+        assert_ne!(flags & (1 << 10), 0, "freq bit");
+        assert_ne!(flags & (1 << 18), 0, "sample_id_all bit");
+        assert_ne!(flags & (1 << 23), 0, "mmap2 bit");
+    }
+
+    #[test]
+    fn zombies_count_as_exited() {
+        assert!(process_alive(Some(b"42 (a) b) R 1 2 3")));
+        assert!(!process_alive(Some(b"42 (sleep) Z 1 2 3")));
+        assert!(!process_alive(Some(b"garbage")));
+        assert!(!process_alive(None));
+    }
+
+    #[test]
+    fn online_cpu_lists() {
+        assert_eq!(online_cpus(Some("0-1\n")), vec![0, 1]);
+        assert_eq!(online_cpus(Some("0,2-3")), vec![0, 2, 3]);
+        assert_eq!(online_cpus(Some("garbage")), vec![0]);
+        assert_eq!(online_cpus(None), vec![0]);
+    }
+
+    #[test]
+    fn missing_pid_is_a_clear_error() {
+        let dir = std::env::temp_dir().join("tma-no-such-proc-root");
+        let e = list_threads(&dir, 4242).unwrap_err();
+        assert!(matches!(e, SamplingError::NoSuchProcess { pid: 4242 }));
+    }
+}

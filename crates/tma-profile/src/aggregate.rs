@@ -1,0 +1,473 @@
+//! Records to sample counts: the one path for live ring-buffer data and perf.data files.
+//!
+//! [`Aggregator::handle`] takes a `linux_perf_event_reader::RawEventRecord`, whichever way
+//! it was obtained: from a perf.data file ([`crate::import`]) or from the ring buffer
+//! ([`crate::live`], which wraps the ring's one or two slices in `RawData::Single`/`Split`).
+//! It keeps per-process memory maps (mmap/mmap2, fork, exec), and counts samples per call
+//! stack, each frame resolved to a module and a file offset. No file is opened here:
+//! symbolization happens once per distinct address afterwards ([`crate::symbols`]).
+
+use std::collections::HashMap;
+
+use linux_perf_event_reader::constants::{
+    PERF_CONTEXT_GUEST, PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER,
+    PERF_RECORD_MISC_MMAP_BUILD_ID,
+};
+use linux_perf_event_reader::{CpuMode, EventRecord, RawData, RawEventRecord, RecordType};
+
+/// PERF_RECORD_LOST_SAMPLES (not parsed by linux-perf-event-reader 0.10).
+const PERF_RECORD_LOST_SAMPLES: u32 = 13;
+
+/// Index into [`Aggregator::modules`].
+pub type ModuleId = u32;
+
+/// One resolved stack frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Frame {
+    /// User code in a mapped file: module and offset in that file.
+    File { module: ModuleId, offset: u64 },
+    /// Kernel code at this address.
+    Kernel(u64),
+    /// An address in no known mapping (JIT code, anonymous memory, missing mmap record).
+    Unknown(u64),
+}
+
+/// A mapped file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Module {
+    /// Path as the kernel reported it (`/usr/lib/x86_64-linux-gnu/libc.so.6`).
+    pub path: String,
+    /// GNU build id, when the mmap2 record carried it.
+    pub build_id: Option<Vec<u8>>,
+    /// Lowest start address seen for the module (first mapping), for pprof mappings.
+    pub start: u64,
+    pub end: u64,
+}
+
+impl Module {
+    /// File name without directories.
+    pub fn name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or(&self.path)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Mapping {
+    start: u64,
+    end: u64,
+    pgoff: u64,
+    module: ModuleId,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Process {
+    comm: String,
+    /// Sorted by start, non-overlapping (a new mapping cuts away what it covers).
+    maps: Vec<Mapping>,
+}
+
+impl Process {
+    fn add(&mut self, m: Mapping) {
+        let mut out = Vec::with_capacity(self.maps.len() + 2);
+        for &old in &self.maps {
+            if old.end <= m.start || old.start >= m.end {
+                out.push(old);
+                continue;
+            }
+            if old.start < m.start {
+                out.push(Mapping {
+                    end: m.start,
+                    ..old
+                });
+            }
+            if old.end > m.end {
+                out.push(Mapping {
+                    start: m.end,
+                    pgoff: old.pgoff + (m.end - old.start),
+                    ..old
+                });
+            }
+        }
+        out.push(m);
+        out.sort_by_key(|x| x.start);
+        self.maps = out;
+    }
+
+    fn find(&self, addr: u64) -> Option<&Mapping> {
+        let i = self.maps.partition_point(|m| m.start <= addr);
+        let m = self.maps.get(i.checked_sub(1)?)?;
+        (addr < m.end).then_some(m)
+    }
+}
+
+/// Counts kept while reading records.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counts {
+    /// Sample records seen.
+    pub samples: u64,
+    /// Sum of the samples' periods (events, or nanoseconds for cpu-clock).
+    pub period: u64,
+    /// Samples the kernel reports it dropped (PERF_RECORD_LOST / LOST_SAMPLES).
+    pub lost: u64,
+    /// PERF_RECORD_LOST records (ring buffer overflows).
+    pub lost_records: u64,
+    /// Samples whose leaf is in the kernel.
+    pub kernel_samples: u64,
+    /// Samples whose leaf is in no known mapping.
+    pub unknown_samples: u64,
+    /// Records that could not be parsed and were skipped.
+    pub bad_records: u64,
+    /// Throttle records (the kernel lowered the rate).
+    pub throttled: u64,
+}
+
+/// Sample counts per stack, plus the module table and process names.
+#[derive(Debug, Default)]
+pub struct Aggregator {
+    processes: HashMap<i32, Process>,
+    modules: Vec<Module>,
+    module_index: HashMap<String, ModuleId>,
+    /// Leaf first. Non-leaf user frames hold `return address - 1` (inside the call).
+    stacks: HashMap<Vec<Frame>, u64>,
+    /// Samples per process name (comm).
+    comms: HashMap<String, u64>,
+    counts: Counts,
+    scratch: Vec<Frame>,
+    /// Keep whole call chains (`-g`); otherwise only the sampled ip is used.
+    pub keep_callchains: bool,
+}
+
+impl Aggregator {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Counters.
+    pub fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    /// Modules seen in mmap records.
+    pub fn modules(&self) -> &[Module] {
+        &self.modules
+    }
+
+    /// Samples per stack (leaf first).
+    pub fn stacks(&self) -> &HashMap<Vec<Frame>, u64> {
+        &self.stacks
+    }
+
+    /// Samples per command name.
+    pub fn comms(&self) -> &HashMap<String, u64> {
+        &self.comms
+    }
+
+    fn module_id(
+        &mut self,
+        path: &str,
+        build_id: Option<Vec<u8>>,
+        start: u64,
+        end: u64,
+    ) -> ModuleId {
+        if let Some(&id) = self.module_index.get(path) {
+            let m = &mut self.modules[id as usize];
+            m.start = m.start.min(start);
+            m.end = m.end.max(end);
+            if m.build_id.is_none() {
+                m.build_id = build_id;
+            }
+            return id;
+        }
+        let id = self.modules.len() as ModuleId;
+        self.modules.push(Module {
+            path: path.to_string(),
+            build_id,
+            start,
+            end,
+        });
+        self.module_index.insert(path.to_string(), id);
+        id
+    }
+
+    /// Record an existing mapping (from `/proc/PID/maps` when attaching to a running process).
+    pub fn add_mapping(&mut self, pid: i32, start: u64, end: u64, pgoff: u64, path: &str) {
+        if end <= start {
+            return;
+        }
+        let module = self.module_id(path, None, start, end);
+        self.processes.entry(pid).or_default().add(Mapping {
+            start,
+            end,
+            pgoff,
+            module,
+        });
+    }
+
+    /// Set a process's command name (from `/proc/PID/comm` when attaching).
+    pub fn set_comm(&mut self, pid: i32, comm: &str) {
+        self.processes.entry(pid).or_default().comm = comm.trim().to_string();
+    }
+
+    /// Process one kernel record. Malformed records are counted in `bad_records`, not fatal.
+    pub fn handle(&mut self, rec: &RawEventRecord<'_>) {
+        if rec.record_type.0 == PERF_RECORD_LOST_SAMPLES {
+            // struct { u64 lost; struct sample_id; }
+            let mut b = [0u8; 8];
+            let mut d = rec.data;
+            match d.read_exact(&mut b) {
+                Ok(()) => {
+                    self.counts.lost += match rec.parse_info.endian {
+                        linux_perf_event_reader::Endianness::LittleEndian => u64::from_le_bytes(b),
+                        linux_perf_event_reader::Endianness::BigEndian => u64::from_be_bytes(b),
+                    }
+                }
+                Err(_) => self.counts.bad_records += 1,
+            }
+            return;
+        }
+        if rec.record_type == RecordType::MMAP2 && !mmap2_build_id_ok(rec) {
+            self.counts.bad_records += 1;
+            return;
+        }
+        // linux-perf-event-reader can overflow (debug builds panic) on absurd lengths in a
+        // corrupt record: such a record is skipped and counted like any other bad one.
+        let parsed = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rec.parse())) {
+            Ok(Ok(p)) => p,
+            _ => {
+                self.counts.bad_records += 1;
+                return;
+            }
+        };
+        match parsed {
+            EventRecord::Sample(s) => {
+                let pid = s.pid.unwrap_or(-1);
+                self.counts.samples += 1;
+                self.counts.period += s.period.unwrap_or(1);
+                self.scratch.clear();
+                let mut mode = s.cpu_mode;
+                match (&s.callchain, self.keep_callchains) {
+                    (Some(cc), true) if !cc.is_empty() => {
+                        let mut first = true;
+                        for i in 0..cc.len() {
+                            let Some(a) = cc.get(i) else { break };
+                            if a >= PERF_CONTEXT_MAX {
+                                mode = match a {
+                                    PERF_CONTEXT_KERNEL => CpuMode::Kernel,
+                                    PERF_CONTEXT_USER => CpuMode::User,
+                                    x if x <= PERF_CONTEXT_GUEST => CpuMode::GuestUser,
+                                    _ => CpuMode::Hypervisor,
+                                };
+                                continue;
+                            }
+                            let addr = if first { a } else { a.saturating_sub(1) };
+                            let f = self.resolve(pid, addr, mode);
+                            self.scratch.push(f);
+                            first = false;
+                        }
+                    }
+                    _ => {
+                        if let Some(ip) = s.ip {
+                            let f = self.resolve(pid, ip, mode);
+                            self.scratch.push(f);
+                        }
+                    }
+                }
+                if self.scratch.is_empty() {
+                    self.scratch.push(Frame::Unknown(s.ip.unwrap_or(0)));
+                }
+                match self.scratch[0] {
+                    Frame::Kernel(_) => self.counts.kernel_samples += 1,
+                    Frame::Unknown(_) => self.counts.unknown_samples += 1,
+                    Frame::File { .. } => {}
+                }
+                let comm = self
+                    .processes
+                    .get(&pid)
+                    .map(|p| p.comm.as_str())
+                    .filter(|c| !c.is_empty())
+                    .unwrap_or("[unknown]");
+                if let Some(n) = self.comms.get_mut(comm) {
+                    *n += 1;
+                } else {
+                    self.comms.insert(comm.to_string(), 1);
+                }
+                if let Some(n) = self.stacks.get_mut(&self.scratch) {
+                    *n += 1;
+                } else {
+                    self.stacks.insert(self.scratch.clone(), 1);
+                }
+            }
+            EventRecord::Mmap(m)
+                if m.is_executable && m.pid != -1 && m.cpu_mode != CpuMode::Kernel =>
+            {
+                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                self.map(m.pid, m.address, m.length, m.page_offset, &path, None);
+            }
+            // PROT_EXEC = 4
+            EventRecord::Mmap2(m)
+                if m.protection & 4 != 0 && m.pid != -1 && m.cpu_mode != CpuMode::Kernel =>
+            {
+                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                let bid = match m.file_id {
+                    linux_perf_event_reader::Mmap2FileId::BuildId(b) => Some(b),
+                    _ => None,
+                };
+                self.map(m.pid, m.address, m.length, m.page_offset, &path, bid);
+            }
+            EventRecord::Comm(c) => {
+                let p = self.processes.entry(c.pid).or_default();
+                if c.is_execve {
+                    p.maps.clear();
+                }
+                p.comm = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
+            }
+            EventRecord::Fork(f) if f.pid != f.ppid => {
+                let parent = self.processes.get(&f.ppid).cloned().unwrap_or_default();
+                self.processes.insert(f.pid, parent);
+            }
+            EventRecord::Exit(_) => {
+                // Keep the maps: samples of the exiting process may still follow in the
+                // stream (records of several CPUs are interleaved).
+            }
+            EventRecord::Lost(l) => {
+                self.counts.lost += l.count;
+                self.counts.lost_records += 1;
+            }
+            EventRecord::Throttle(_) => self.counts.throttled += 1,
+            _ => {}
+        }
+    }
+
+    fn map(
+        &mut self,
+        pid: i32,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        path: &str,
+        bid: Option<Vec<u8>>,
+    ) {
+        let Some(end) = start.checked_add(len) else {
+            self.counts.bad_records += 1;
+            return;
+        };
+        if len == 0 {
+            return;
+        }
+        let module = self.module_id(path, bid, start, end);
+        self.processes.entry(pid).or_default().add(Mapping {
+            start,
+            end,
+            pgoff,
+            module,
+        });
+    }
+
+    fn resolve(&self, pid: i32, addr: u64, mode: CpuMode) -> Frame {
+        if matches!(mode, CpuMode::Kernel | CpuMode::GuestKernel) {
+            return Frame::Kernel(addr);
+        }
+        match self.processes.get(&pid).and_then(|p| p.find(addr)) {
+            Some(m) => Frame::File {
+                module: m.module,
+                offset: addr - m.start + m.pgoff,
+            },
+            None => Frame::Unknown(addr),
+        }
+    }
+}
+
+/// linux-perf-event-reader asserts (panics) on an mmap2 build id longer than 20 bytes;
+/// check that byte before parsing.
+fn mmap2_build_id_ok(rec: &RawEventRecord<'_>) -> bool {
+    if rec.misc & PERF_RECORD_MISC_MMAP_BUILD_ID == 0 {
+        return true;
+    }
+    // pid, tid (8) + addr, len, pgoff (24) -> build id length byte at 32.
+    match rec.data.get(32..33) {
+        Some(RawData::Single(b)) => b.first().is_some_and(|&n| n <= 20),
+        Some(RawData::Split(a, b)) => a.first().or(b.first()).is_some_and(|&n| n <= 20),
+        None => false,
+    }
+}
+
+/// Parse `/proc/PID/maps` text into (start, end, offset, path) of executable file mappings.
+pub fn parse_proc_maps(text: &[u8]) -> Vec<(u64, u64, u64, String)> {
+    let text = String::from_utf8_lossy(text);
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut it = line.split_ascii_whitespace();
+        let (Some(range), Some(perms), Some(off), Some(_dev), Some(_inode)) =
+            (it.next(), it.next(), it.next(), it.next(), it.next())
+        else {
+            continue;
+        };
+        let path: Vec<&str> = it.collect();
+        let path = path.join(" ");
+        if !perms.contains('x') || path.is_empty() {
+            continue;
+        }
+        let Some((a, b)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(a), Ok(b), Ok(off)) = (
+            u64::from_str_radix(a, 16),
+            u64::from_str_radix(b, 16),
+            u64::from_str_radix(off, 16),
+        ) else {
+            continue;
+        };
+        out.push((a, b, off, path));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_maps_keeps_executable_file_mappings() {
+        let maps = b"55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 123 /tmp/a.out\n\
+55d0c0a01000-55d0c0a02000 r-xp 00001000 08:01 123 /tmp/a.out\n\
+7f0000000000-7f0000021000 rw-p 00000000 00:00 0 \n\
+7ffd1000000-7ffd1002000 r-xp 00000000 00:00 0 [vdso]\n\
+garbage line\n";
+        let m = parse_proc_maps(maps);
+        assert_eq!(
+            m,
+            vec![
+                (
+                    0x55d0c0a01000,
+                    0x55d0c0a02000,
+                    0x1000,
+                    "/tmp/a.out".to_string()
+                ),
+                (0x7ffd1000000, 0x7ffd1002000, 0, "[vdso]".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn overlapping_mapping_cuts_the_old_one() {
+        let mut p = Process::default();
+        p.add(Mapping {
+            start: 0x1000,
+            end: 0x5000,
+            pgoff: 0,
+            module: 0,
+        });
+        p.add(Mapping {
+            start: 0x2000,
+            end: 0x3000,
+            pgoff: 0,
+            module: 1,
+        });
+        assert_eq!(p.find(0x1800).unwrap().module, 0);
+        assert_eq!(p.find(0x2800).unwrap().module, 1);
+        let tail = p.find(0x4000).unwrap();
+        assert_eq!((tail.module, tail.pgoff, tail.start), (0, 0x2000, 0x3000));
+        assert!(p.find(0x5000).is_none());
+        assert!(p.find(0x10).is_none());
+    }
+}

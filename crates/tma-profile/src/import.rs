@@ -1,0 +1,286 @@
+//! `perf.data` files (made by `perf record`, or by `tma locate --record`) through the same
+//! [`Aggregator`] as live samples.
+//!
+//! The header is checked here before linux-perf-data sees the file: that crate allocates the
+//! sizes the header claims, so a truncated or corrupt file must be rejected first, with a
+//! message that says what is wrong.
+
+use std::io::{Cursor, Read};
+
+use linux_perf_data::{PerfFileReader, PerfFileRecord};
+
+use crate::aggregate::Aggregator;
+
+/// Errors from reading a perf.data file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportError {
+    #[error("cannot read {path}: {err}")]
+    Read { path: String, err: std::io::Error },
+    #[error(
+        "not a perf.data file (magic {magic:?}, expected \"PERFILE2\"); \
+         record one with `perf record` or `tma locate --record`"
+    )]
+    BadMagic { magic: String },
+    #[error(
+        "unsupported perf.data version 1 (magic \"PERFFILE\", perf before 2.6.38); \
+         re-record it with a current perf"
+    )]
+    Version1,
+    #[error("perf.data is truncated: {what} ends at byte {end}, but the file has {len} bytes")]
+    Truncated { what: String, end: u64, len: u64 },
+    #[error("the file has no event {want:?}; it has: {have}")]
+    NoSuchEvent { want: String, have: String },
+    #[error("perf.data header is inconsistent: {0}")]
+    BadHeader(String),
+    #[error("cannot parse perf.data: {0}")]
+    Parse(String),
+}
+
+/// Facts from the file header.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ImportInfo {
+    /// Event names as perf stored them (`cpu-clock:u`).
+    pub events: Vec<String>,
+    pub perf_version: Option<String>,
+    pub hostname: Option<String>,
+    pub cmdline: Option<String>,
+    /// Index into `events` of the event whose samples were kept.
+    pub chosen: usize,
+}
+
+fn u64_at(b: &[u8], off: usize) -> Option<u64> {
+    b.get(off..off + 8)
+        .and_then(|s| s.try_into().ok())
+        .map(u64::from_le_bytes)
+}
+
+/// Check the file header against the file length (little-endian files, perf's normal case).
+pub fn check_header(bytes: &[u8]) -> Result<(), ImportError> {
+    let len = bytes.len() as u64;
+    let magic = bytes.get(..8).unwrap_or(bytes);
+    match magic {
+        b"PERFILE2" => {}
+        b"PERFFILE" => return Err(ImportError::Version1),
+        b"2ELIFREP" => return Ok(()), // big-endian: left to the parser's own checks
+        _ => {
+            return Err(ImportError::BadMagic {
+                magic: String::from_utf8_lossy(magic).escape_debug().to_string(),
+            })
+        }
+    }
+    let header_size = u64_at(bytes, 8).ok_or(ImportError::Truncated {
+        what: "the file header".into(),
+        end: 16,
+        len,
+    })?;
+    if header_size == 16 {
+        return Ok(()); // pipe mode: records follow directly
+    }
+    if header_size < 104 {
+        return Err(ImportError::BadHeader(format!(
+            "header size {header_size} is smaller than the 104 bytes of perf's header"
+        )));
+    }
+    if header_size > len {
+        return Err(ImportError::Truncated {
+            what: "the file header".into(),
+            end: header_size,
+            len,
+        });
+    }
+    let section = |off: usize, what: &str| -> Result<(u64, u64), ImportError> {
+        let o = u64_at(bytes, off).unwrap_or(0);
+        let s = u64_at(bytes, off + 8).unwrap_or(0);
+        let end = o.checked_add(s).ok_or_else(|| {
+            ImportError::BadHeader(format!("{what} offset {o} + size {s} overflows"))
+        })?;
+        if end > len {
+            return Err(ImportError::Truncated {
+                what: what.to_string(),
+                end,
+                len,
+            });
+        }
+        Ok((o, s))
+    };
+    section(24, "the attribute section")?;
+    let (doff, dsize) = section(40, "the data section")?;
+    section(56, "the event types section")?;
+    // Feature bitmap: 256 bits at 72; one 16-byte section descriptor per set bit, right
+    // after the data section.
+    let mut nfeat = 0u64;
+    for i in 0..4 {
+        nfeat += u64::from(u64_at(bytes, 72 + 8 * i).unwrap_or(0).count_ones());
+    }
+    let table = doff + dsize;
+    let table_end = table + 16 * nfeat;
+    if table_end > len {
+        return Err(ImportError::Truncated {
+            what: "the feature section table".into(),
+            end: table_end,
+            len,
+        });
+    }
+    for k in 0..nfeat {
+        section((table + 16 * k) as usize, "a feature section")?;
+    }
+    Ok(())
+}
+
+/// Read a whole perf.data image into `agg`: all non-sample records, and the samples of the
+/// first event (see [`import_bytes_event`] to pick another).
+pub fn import_bytes(bytes: &[u8], agg: &mut Aggregator) -> Result<ImportInfo, ImportError> {
+    import_bytes_event(bytes, agg, None)
+}
+
+/// Like [`import_bytes`], keeping the samples of the event named `event` (as perf stored it,
+/// with or without its `:u`/`:ppp` suffix).
+pub fn import_bytes_event(
+    bytes: &[u8],
+    agg: &mut Aggregator,
+    event: Option<&str>,
+) -> Result<ImportInfo, ImportError> {
+    check_header(bytes)?;
+    let is_pipe = u64_at(bytes, 8) == Some(16);
+    // linux-perf-data asserts on some malformed inputs; keep a panic there from taking the
+    // whole program down and report it as a parse error.
+    // The default hook would print the panic message of a caught parser panic; silence it
+    // for the duration of the import (the failure is reported as an error instead).
+    let prev_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if is_pipe {
+            run(PerfFileReader::parse_pipe(Cursor::new(bytes)), agg, event)
+        } else {
+            run(PerfFileReader::parse_file(Cursor::new(bytes)), agg, event)
+        }
+    }));
+    std::panic::set_hook(prev_hook);
+    match result {
+        Ok(r) => r,
+        Err(_) => Err(ImportError::Parse(
+            "the record parser rejected malformed data".into(),
+        )),
+    }
+}
+
+fn run<R: Read>(
+    reader: Result<PerfFileReader<R>, linux_perf_data::Error>,
+    agg: &mut Aggregator,
+    event: Option<&str>,
+) -> Result<ImportInfo, ImportError> {
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = reader.map_err(|e| ImportError::Parse(e.to_string()))?;
+    let info = ImportInfo {
+        events: perf_file
+            .event_attributes()
+            .iter()
+            .map(|a| match a.name() {
+                Some(n) => n.to_string(),
+                None => name_from_attr(&a.attr),
+            })
+            .collect(),
+        perf_version: perf_file.perf_version().ok().flatten().map(str::to_string),
+        hostname: perf_file.hostname().ok().flatten().map(str::to_string),
+        cmdline: perf_file.cmdline().ok().flatten().map(|v| v.join(" ")),
+        chosen: 0,
+    };
+    let chosen = match event {
+        None => 0,
+        Some(want) => info
+            .events
+            .iter()
+            .position(|e| {
+                e.eq_ignore_ascii_case(want)
+                    || e.split(':')
+                        .next()
+                        .is_some_and(|b| b.eq_ignore_ascii_case(want))
+            })
+            .ok_or_else(|| ImportError::NoSuchEvent {
+                want: want.to_string(),
+                have: info.events.join(", "),
+            })?,
+    };
+    let mut info = info;
+    info.chosen = chosen;
+    loop {
+        match record_iter.next_record(&mut perf_file) {
+            Ok(Some(PerfFileRecord::EventRecord { attr_index, record })) => {
+                if attr_index == chosen
+                    || record.record_type
+                        != linux_perf_data::linux_perf_event_reader::RecordType::SAMPLE
+                {
+                    agg.handle(&record)
+                }
+            }
+            Ok(Some(PerfFileRecord::UserRecord(_))) => {}
+            Ok(None) => break,
+            Err(e) => return Err(ImportError::Parse(e.to_string())),
+        }
+    }
+    Ok(info)
+}
+
+/// An event name from the attr alone (files without the EVENT_DESC feature, such as the ones
+/// `--record` writes).
+fn name_from_attr(a: &linux_perf_data::linux_perf_event_reader::PerfEventAttr) -> String {
+    use linux_perf_data::linux_perf_event_reader::{PerfEventType, SoftwareCounterType};
+    match a.type_ {
+        PerfEventType::Software(SoftwareCounterType::CpuClock) => "cpu-clock".into(),
+        PerfEventType::Software(SoftwareCounterType::TaskClock) => "task-clock".into(),
+        PerfEventType::DynamicPmu(_, config, _, _) => format!("r{config:x}"),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Read a perf.data file from disk.
+pub fn import_file(
+    path: &std::path::Path,
+    agg: &mut Aggregator,
+    event: Option<&str>,
+) -> Result<ImportInfo, ImportError> {
+    let bytes = std::fs::read(path).map_err(|source| ImportError::Read {
+        path: path.display().to_string(),
+        err: source,
+    })?;
+    import_bytes_event(&bytes, agg, event)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_garbage_and_old_versions() {
+        let mut agg = Aggregator::new();
+        assert!(matches!(
+            import_bytes(b"hello world, not perf", &mut agg),
+            Err(ImportError::BadMagic { .. })
+        ));
+        assert!(matches!(
+            import_bytes(b"PERFFILE\0\0\0\0\0\0\0\0", &mut agg),
+            Err(ImportError::Version1)
+        ));
+        assert!(matches!(
+            import_bytes(b"PERFILE2", &mut agg),
+            Err(ImportError::Truncated { .. })
+        ));
+        assert!(import_bytes(b"", &mut agg).is_err());
+    }
+
+    #[test]
+    fn rejects_a_header_pointing_past_the_end() {
+        let mut h = vec![0u8; 104];
+        h[..8].copy_from_slice(b"PERFILE2");
+        h[8..16].copy_from_slice(&104u64.to_le_bytes());
+        // data section at 104, size 1 MiB
+        h[40..48].copy_from_slice(&104u64.to_le_bytes());
+        h[48..56].copy_from_slice(&(1u64 << 20).to_le_bytes());
+        let e = import_bytes(&h, &mut Aggregator::new()).unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+        assert!(e.to_string().contains("data section"), "{e}");
+    }
+}

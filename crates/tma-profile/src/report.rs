@@ -1,0 +1,746 @@
+//! From sample counts to the report: hot functions, annotated instructions, call stacks.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use iced_x86::{Decoder, DecoderOptions, Formatter, GasFormatter, Instruction, IntelFormatter};
+use serde::Serialize;
+
+use crate::aggregate::{Aggregator, Counts, Frame};
+use crate::symbols::Symbolizer;
+
+/// Assembly syntax of the annotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Syntax {
+    #[default]
+    Intel,
+    Att,
+}
+
+/// What to put in the report.
+#[derive(Debug, Clone, Default)]
+pub struct ReportOptions {
+    /// Annotate this function instead of the hottest one.
+    pub annotate: Option<String>,
+    pub syntax: Syntax,
+    /// Rows in the function table (0 = all).
+    pub top: usize,
+}
+
+/// A resolved stack frame.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResolvedFrame {
+    /// Function name, `[kernel]`, or `[unknown] 0xADDR` when no symbol covers the address.
+    pub function: String,
+    /// Module file name (`libc.so.6`), `[kernel]` or `[unknown]`.
+    pub module: String,
+    /// Full module path as recorded, when the frame is in a file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub module_path: Option<String>,
+    /// SVMA in the module (or the raw address for kernel/unknown frames).
+    pub address: u64,
+    /// Start of the function symbol, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function_start: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+/// One row of the hot-function table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FunctionRow {
+    pub function: String,
+    pub module: String,
+    /// Samples whose leaf (sampled instruction) is in this function.
+    pub samples: u64,
+    /// Share of all samples, in percent.
+    pub percent: f64,
+}
+
+/// One disassembled instruction.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InsnRow {
+    pub address: u64,
+    pub text: String,
+    pub samples: u64,
+    /// Share of the function's samples, in percent.
+    pub percent: f64,
+    pub hottest: bool,
+    /// Source location, when DWARF line tables exist.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// The source line's text, when the file is readable here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// The disassembly of one function with per-instruction samples.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Annotation {
+    pub function: String,
+    pub module: String,
+    pub start: u64,
+    pub size: u64,
+    pub syntax: Syntax,
+    /// Samples in the function.
+    pub samples: u64,
+    pub instructions: Vec<InsnRow>,
+}
+
+/// The analysed profile (`tma.locate` JSON v1 payload).
+#[derive(Debug, Clone, Serialize)]
+pub struct Profile {
+    pub event: String,
+    pub counts: Counts,
+    pub functions: Vec<FunctionRow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotation: Option<Annotation>,
+    pub notes: Vec<String>,
+    /// Distinct frames; stacks refer to them by index.
+    #[serde(skip)]
+    pub frames: Vec<ResolvedFrame>,
+    /// (frame indices, leaf first; samples).
+    #[serde(skip)]
+    pub stacks: Vec<(Vec<usize>, u64)>,
+    /// Modules with their recorded paths, address range and build ids (for pprof).
+    #[serde(skip)]
+    pub modules: Vec<crate::aggregate::Module>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum FuncKey {
+    Sym { module: u32, start: u64 },
+    Addr { module: u32, svma: u64 },
+    Kernel(Option<String>),
+    Unknown(u64),
+}
+
+/// Resolve every frame, count samples per function and annotate the chosen function.
+pub fn analyze(
+    agg: &Aggregator,
+    sym: &mut Symbolizer,
+    event: &str,
+    opts: &ReportOptions,
+) -> Profile {
+    let modules = agg.modules();
+    let mut notes = Vec::new();
+    let mut frame_index: HashMap<Frame, usize> = HashMap::new();
+    let mut frames: Vec<ResolvedFrame> = Vec::new();
+    let mut keys: Vec<FuncKey> = Vec::new();
+    // Per-module facts for notes.
+    let mut stripped: Vec<String> = Vec::new();
+    let mut unreadable: Vec<String> = Vec::new();
+    let mut mismatched: Vec<String> = Vec::new();
+
+    let mut stacks: Vec<(Vec<usize>, u64)> = Vec::with_capacity(agg.stacks().len());
+    let mut sorted: Vec<(&Vec<Frame>, &u64)> = agg.stacks().iter().collect();
+    sorted.sort();
+    for (stack, &n) in sorted {
+        let mut idx = Vec::with_capacity(stack.len());
+        for f in stack {
+            let i = match frame_index.get(f) {
+                Some(&i) => i,
+                None => {
+                    let (rf, key) = resolve_frame(
+                        *f,
+                        modules,
+                        sym,
+                        &mut stripped,
+                        &mut unreadable,
+                        &mut mismatched,
+                    );
+                    frames.push(rf);
+                    keys.push(key);
+                    frame_index.insert(*f, frames.len() - 1);
+                    frames.len() - 1
+                }
+            };
+            idx.push(i);
+        }
+        stacks.push((idx, n));
+    }
+
+    // Leaf samples per function and per instruction.
+    let total = agg.counts().samples;
+    let mut per_func: HashMap<&FuncKey, (u64, usize)> = HashMap::new();
+    let mut per_addr: HashMap<(String, u64), u64> = HashMap::new();
+    for (idx, n) in &stacks {
+        let Some(&leaf) = idx.first() else { continue };
+        let e = per_func.entry(&keys[leaf]).or_insert((0, leaf));
+        e.0 += n;
+        if let Some(p) = &frames[leaf].module_path {
+            *per_addr
+                .entry((p.clone(), frames[leaf].address))
+                .or_default() += n;
+        }
+    }
+    let mut rows: Vec<(u64, usize)> = per_func.values().copied().collect();
+    rows.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then_with(|| frames[a.1].function.cmp(&frames[b.1].function))
+    });
+    let pct = |n: u64, of: u64| {
+        if of == 0 {
+            0.0
+        } else {
+            n as f64 * 100.0 / of as f64
+        }
+    };
+    let functions: Vec<FunctionRow> = rows
+        .iter()
+        .take(if opts.top == 0 { usize::MAX } else { opts.top })
+        .map(|&(n, leaf)| FunctionRow {
+            function: frames[leaf].function.clone(),
+            module: frames[leaf].module.clone(),
+            samples: n,
+            percent: pct(n, total),
+        })
+        .collect();
+
+    // Which function to annotate.
+    // A function asked for by name but without samples is still disassembled when one of
+    // the sampled modules defines it.
+    let mut unsampled: Option<(String, String, crate::symbols::Symbol)> = None;
+    let target: Option<usize> = match &opts.annotate {
+        Some(name) => {
+            let found = rows
+                .iter()
+                .find(|&&(_, leaf)| name_matches(&frames[leaf].function, name));
+            match found {
+                Some(&(_, leaf)) => Some(leaf),
+                None => {
+                    for md in modules {
+                        if let Ok(m) = sym.module(&md.path) {
+                            if let Some(s) = m.symbol_named(name) {
+                                unsampled =
+                                    Some((md.path.clone(), md.name().to_string(), s.clone()));
+                                break;
+                            }
+                        }
+                    }
+                    if unsampled.is_none() {
+                        notes.push(format!(
+                            "no function named {name:?} in the sampled modules: nothing to annotate"
+                        ));
+                    }
+                    None
+                }
+            }
+        }
+        None => rows
+            .iter()
+            .find(|&&(_, leaf)| frames[leaf].function_start.is_some())
+            .map(|&(_, leaf)| leaf),
+    };
+    let annotation = target.and_then(|leaf| {
+        let f = &frames[leaf];
+        let path = f.module_path.clone()?;
+        let start = f.function_start?;
+        let m = sym.module(&path).ok()?;
+        let s = m.symbol_at(start)?.clone();
+        let bytes = m.bytes_at(s.start, s.size)?;
+        Some(annotate(
+            m,
+            &s,
+            bytes,
+            &f.module,
+            |a| per_addr.get(&(path.clone(), a)).copied().unwrap_or(0),
+            opts.syntax,
+        ))
+    });
+    let annotation = annotation.or_else(|| {
+        let (path, mname, s) = unsampled?;
+        let m = sym.module(&path).ok()?;
+        let bytes = m.bytes_at(s.start, s.size)?;
+        Some(annotate(m, &s, bytes, &mname, |_| 0, opts.syntax))
+    });
+
+    stripped.sort();
+    stripped.dedup();
+    for p in stripped {
+        notes.push(format!(
+            "{p} has no symbol table (stripped): its samples are shown by address; \
+             use an unstripped build or install its debug symbols to see function names"
+        ));
+    }
+    unreadable.sort();
+    unreadable.dedup();
+    for why in unreadable {
+        notes.push(format!(
+            "cannot symbolize: {why}; its samples are shown by address"
+        ));
+    }
+    mismatched.sort();
+    mismatched.dedup();
+    for p in mismatched {
+        notes.push(format!(
+            "{p}: build id differs from the recorded one (the file changed since recording); \
+             names may be wrong"
+        ));
+    }
+    let c = agg.counts();
+    if c.kernel_samples > 0 && sym.kallsyms.is_none() {
+        notes.push(format!(
+            "{} kernel samples shown as [kernel]: no kernel symbols (live: --kernel with a \
+             readable /proc/kallsyms; imported data: --kallsyms FILE from that machine)",
+            c.kernel_samples
+        ));
+    }
+    if c.lost > 0 {
+        notes.push(format!(
+            "{} samples lost ({} ring-buffer overflows): lower --freq or raise the buffer",
+            c.lost, c.lost_records
+        ));
+    }
+    if c.bad_records > 0 {
+        notes.push(format!("{} malformed records skipped", c.bad_records));
+    }
+    if total == 0 {
+        notes.push("no samples: the command ran too briefly, or the event never fired".into());
+    }
+
+    Profile {
+        event: event.to_string(),
+        counts: c.clone(),
+        functions,
+        annotation,
+        notes,
+        frames,
+        stacks,
+        modules: modules.to_vec(),
+    }
+}
+
+fn name_matches(function: &str, wanted: &str) -> bool {
+    function == wanted
+        || function
+            .strip_prefix(wanted)
+            .is_some_and(|r| r.starts_with('(') || r.starts_with("::h"))
+}
+
+fn resolve_frame(
+    f: Frame,
+    modules: &[crate::aggregate::Module],
+    sym: &mut Symbolizer,
+    stripped: &mut Vec<String>,
+    unreadable: &mut Vec<String>,
+    mismatched: &mut Vec<String>,
+) -> (ResolvedFrame, FuncKey) {
+    match f {
+        Frame::Kernel(addr) => {
+            let name = sym
+                .kallsyms
+                .as_ref()
+                .and_then(|k| k.lookup(addr))
+                .map(str::to_string);
+            (
+                ResolvedFrame {
+                    function: name.clone().unwrap_or_else(|| "[kernel]".into()),
+                    module: "[kernel]".into(),
+                    module_path: None,
+                    address: addr,
+                    function_start: None,
+                    file: None,
+                    line: None,
+                },
+                FuncKey::Kernel(name),
+            )
+        }
+        Frame::Unknown(addr) => (
+            ResolvedFrame {
+                function: format!("[unknown] {addr:#x}"),
+                module: "[unknown]".into(),
+                module_path: None,
+                address: addr,
+                function_start: None,
+                file: None,
+                line: None,
+            },
+            FuncKey::Unknown(addr),
+        ),
+        Frame::File { module, offset } => {
+            let Some(md) = modules.get(module as usize) else {
+                return resolve_frame(
+                    Frame::Unknown(offset),
+                    modules,
+                    sym,
+                    stripped,
+                    unreadable,
+                    mismatched,
+                );
+            };
+            let mname = md.name().to_string();
+            match sym.module(&md.path) {
+                Ok(m) => {
+                    if let (Some(a), Some(b)) = (&md.build_id, &m.build_id) {
+                        if a != b {
+                            mismatched.push(md.path.clone());
+                        }
+                    }
+                    let svma = m.offset_to_svma(offset).unwrap_or(offset);
+                    match m.symbol_at(svma) {
+                        Some(s) => {
+                            let line = m.line_at(svma);
+                            (
+                                ResolvedFrame {
+                                    function: s.name.clone(),
+                                    module: mname,
+                                    module_path: Some(md.path.clone()),
+                                    address: svma,
+                                    function_start: Some(s.start),
+                                    file: line.as_ref().map(|l| l.0.clone()),
+                                    line: line.map(|l| l.1),
+                                },
+                                FuncKey::Sym {
+                                    module,
+                                    start: s.start,
+                                },
+                            )
+                        }
+                        None => {
+                            if !m.has_symtab {
+                                stripped.push(md.path.clone());
+                            }
+                            (
+                                ResolvedFrame {
+                                    function: format!("[unknown] {svma:#x}"),
+                                    module: mname,
+                                    module_path: Some(md.path.clone()),
+                                    address: svma,
+                                    function_start: None,
+                                    file: None,
+                                    line: None,
+                                },
+                                FuncKey::Addr { module, svma },
+                            )
+                        }
+                    }
+                }
+                Err(why) => {
+                    if !md.path.starts_with('[') {
+                        unreadable.push(why.to_string());
+                    }
+                    (
+                        ResolvedFrame {
+                            function: format!("[unknown] {offset:#x}"),
+                            module: mname,
+                            module_path: None,
+                            address: offset,
+                            function_start: None,
+                            file: None,
+                            line: None,
+                        },
+                        FuncKey::Addr {
+                            module,
+                            svma: offset,
+                        },
+                    )
+                }
+            }
+        }
+    }
+}
+
+fn annotate(
+    m: &crate::symbols::ElfModule,
+    s: &crate::symbols::Symbol,
+    bytes: &[u8],
+    module: &str,
+    samples_at: impl Fn(u64) -> u64,
+    syntax: Syntax,
+) -> Annotation {
+    let mut decoder = Decoder::with_ip(64, bytes, s.start, DecoderOptions::NONE);
+    let mut intel = IntelFormatter::new();
+    let mut gas = GasFormatter::new();
+    for o in [intel.options_mut(), gas.options_mut()] {
+        o.set_uppercase_hex(false);
+        o.set_hex_prefix("0x");
+        o.set_hex_suffix("");
+        o.set_branch_leading_zeros(false);
+        o.set_show_branch_size(false);
+        o.set_space_after_operand_separator(true);
+    }
+    let mut insn = Instruction::default();
+    let mut rows = Vec::new();
+    let mut sources: HashMap<String, Option<Vec<String>>> = HashMap::new();
+    let mut total = 0u64;
+    while decoder.can_decode() {
+        decoder.decode_out(&mut insn);
+        let mut text = String::new();
+        match syntax {
+            Syntax::Intel => intel.format(&insn, &mut text),
+            Syntax::Att => gas.format(&insn, &mut text),
+        }
+        let addr = insn.ip();
+        let n = samples_at(addr);
+        total += n;
+        let (file, line) = match m.line_at(addr) {
+            Some((f, l)) => (Some(f), Some(l)),
+            None => (None, None),
+        };
+        let source = match (&file, line) {
+            (Some(f), Some(l)) if l > 0 => sources
+                .entry(f.clone())
+                .or_insert_with(|| {
+                    std::fs::read_to_string(f)
+                        .ok()
+                        .map(|t| t.lines().map(str::to_string).collect())
+                })
+                .as_ref()
+                .and_then(|lines| lines.get(l as usize - 1))
+                .map(|t| t.trim().to_string()),
+            _ => None,
+        };
+        rows.push(InsnRow {
+            address: addr,
+            text,
+            samples: n,
+            percent: 0.0,
+            hottest: false,
+            file,
+            line,
+            source,
+        });
+    }
+    // Samples may also fall on addresses inside the function that the linear decode did not
+    // start an instruction at (data in code); they still count for the function total.
+    if let Some(max) = rows.iter().map(|r| r.samples).max().filter(|&m| m > 0) {
+        if let Some(r) = rows.iter_mut().find(|r| r.samples == max) {
+            r.hottest = true;
+        }
+    }
+    for r in &mut rows {
+        r.percent = if total == 0 {
+            0.0
+        } else {
+            r.samples as f64 * 100.0 / total as f64
+        };
+    }
+    Annotation {
+        function: s.name.clone(),
+        module: module.to_string(),
+        start: s.start,
+        size: s.size,
+        syntax,
+        samples: total,
+        instructions: rows,
+    }
+}
+
+/// Folded stacks (`root;caller;leaf count` per line), as flamegraph.pl and inferno read.
+pub fn render_folded(p: &Profile, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let mut lines: Vec<(String, u64)> = Vec::with_capacity(p.stacks.len());
+    let mut merged: HashMap<String, u64> = HashMap::new();
+    for (idx, n) in &p.stacks {
+        let mut s = String::new();
+        let mut prev: Option<&str> = None;
+        for (k, &i) in idx.iter().rev().enumerate() {
+            let f = &p.frames[i];
+            // Unsymbolized kernel frames in a row say nothing more than one does.
+            if f.function == "[kernel]" && prev == Some("[kernel]") {
+                continue;
+            }
+            prev = Some(&f.function);
+            if k > 0 {
+                s.push(';');
+            }
+            // `;` separates frames and the last space separates the count: keep both out.
+            s.push_str(&f.function.replace([';', '\n'], "_"));
+        }
+        *merged.entry(s).or_default() += n;
+    }
+    lines.extend(merged);
+    lines.sort();
+    for (s, n) in lines {
+        writeln!(w, "{s} {n}")?;
+    }
+    Ok(())
+}
+
+/// The terminal report: function table, then the annotation, then notes.
+pub fn render_text(p: &Profile) -> String {
+    let mut out = String::new();
+    let c = &p.counts;
+    let _ = writeln!(
+        out,
+        "{} samples of {} ({} lost)",
+        c.samples, p.event, c.lost
+    );
+    let _ = writeln!(out);
+    let mut t = tma_table(&["Samples", "%", "Module", "Function"]);
+    for r in &p.functions {
+        t.push(vec![
+            r.samples.to_string(),
+            format!("{:.1}%", r.percent),
+            r.module.clone(),
+            r.function.clone(),
+        ]);
+    }
+    out.push_str(&render_rows(&t, &[0, 1]));
+    if let Some(a) = &p.annotation {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{} ({}), {} samples, {} syntax; => marks the hottest instruction",
+            a.function,
+            a.module,
+            a.samples,
+            match a.syntax {
+                Syntax::Intel => "Intel",
+                Syntax::Att => "AT&T",
+            }
+        );
+        let show = shown_instructions(a);
+        let mut last: Option<(Option<&str>, Option<u32>)> = None;
+        let mut prev_shown: Option<usize> = None;
+        for (k, r) in a.instructions.iter().enumerate() {
+            if !show[k] {
+                continue;
+            }
+            if prev_shown.is_some_and(|p| p + 1 != k) || (prev_shown.is_none() && k > 0) {
+                let _ = writeln!(out, "{:>10}  ...", "");
+                last = None;
+            }
+            prev_shown = Some(k);
+            let here = (r.file.as_deref(), r.line);
+            if r.line.is_some() && last != Some(here) {
+                let fname = r
+                    .file
+                    .as_deref()
+                    .map(|f| f.rsplit('/').next().unwrap_or(f))
+                    .unwrap_or("?");
+                let _ = writeln!(
+                    out,
+                    "{:>8}  {}:{}  {}",
+                    "",
+                    fname,
+                    r.line.unwrap_or(0),
+                    r.source.as_deref().unwrap_or("")
+                );
+            }
+            last = Some(here);
+            let pct = if r.samples > 0 {
+                format!("{:.1}%", r.percent)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "{:>7} {} {:>8x}:  {}",
+                pct,
+                if r.hottest { "=>" } else { "  " },
+                r.address,
+                r.text
+            );
+        }
+    }
+    if let Some(a) = &p.annotation {
+        let show = shown_instructions(a);
+        let n = show.iter().filter(|&&b| b).count();
+        if show.last() == Some(&false) {
+            let _ = writeln!(out, "{:>10}  ...", "");
+        }
+        if n < a.instructions.len() {
+            let _ = writeln!(
+                out,
+                "({n} of {} instructions shown, around the {HOT_WINDOWS} hottest; --json has all)",
+                a.instructions.len()
+            );
+        }
+    }
+    if !p.notes.is_empty() {
+        let _ = writeln!(out);
+        for n in &p.notes {
+            let _ = writeln!(out, "note: {n}");
+        }
+    }
+    out
+}
+
+/// Functions longer than this are shown around their hottest instructions only.
+const FULL_LISTING_MAX: usize = 80;
+const HOT_WINDOWS: usize = 10;
+const WINDOW: usize = 6;
+
+fn shown_instructions(a: &Annotation) -> Vec<bool> {
+    let n = a.instructions.len();
+    if n <= FULL_LISTING_MAX {
+        return vec![true; n];
+    }
+    let mut hot: Vec<usize> = (0..n).filter(|&i| a.instructions[i].samples > 0).collect();
+    hot.sort_by(|&x, &y| a.instructions[y].samples.cmp(&a.instructions[x].samples));
+    hot.truncate(HOT_WINDOWS);
+    let mut show = vec![false; n];
+    for h in hot {
+        for s in show
+            .iter_mut()
+            .take((h + WINDOW + 1).min(n))
+            .skip(h.saturating_sub(WINDOW))
+        {
+            *s = true;
+        }
+    }
+    if !show.iter().any(|&b| b) {
+        for s in show.iter_mut().take(FULL_LISTING_MAX) {
+            *s = true;
+        }
+    }
+    show
+}
+
+struct Rows {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Rows {
+    fn push(&mut self, r: Vec<String>) {
+        self.rows.push(r);
+    }
+}
+
+fn tma_table(h: &[&str]) -> Rows {
+    Rows {
+        header: h.iter().map(|s| s.to_string()).collect(),
+        rows: Vec::new(),
+    }
+}
+
+/// Plain padded columns (right-aligned numbers), last column unpadded.
+fn render_rows(t: &Rows, right: &[usize]) -> String {
+    let n = t.header.len();
+    let mut w = vec![0usize; n];
+    for r in std::iter::once(&t.header).chain(t.rows.iter()) {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |r: &Vec<String>, out: &mut String| {
+        let mut s = String::new();
+        for (i, c) in r.iter().enumerate() {
+            if i > 0 {
+                s.push_str("  ");
+            }
+            if i + 1 == n {
+                s.push_str(c);
+            } else if right.contains(&i) {
+                let _ = write!(s, "{c:>width$}", width = w[i]);
+            } else {
+                let _ = write!(s, "{c:<width$}", width = w[i]);
+            }
+        }
+        out.push_str(s.trim_end());
+        out.push('\n');
+    };
+    line(&t.header, &mut out);
+    for r in &t.rows {
+        line(r, &mut out);
+    }
+    out
+}

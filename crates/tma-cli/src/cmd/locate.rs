@@ -150,18 +150,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 bail!("nothing to sample: give a command after `--`, -p PID, or --import FILE")
             }
         };
-        let request = match (&args.node, &args.event) {
-            (Some(n), _) => Request::Node(n.clone()),
-            (None, Some(e)) => Request::Event(e.clone()),
-            (None, None) => Request::Bottleneck(None),
-        };
         let pmu = choose::core_pmu(std::path::Path::new("/sys"));
         let model = match &args.cpu {
             Some(k) => Some(tma_catalog::by_name(k)?),
             None => this_cpu_model(),
         };
-        // With no --node/-e, the live stat pass that names the bottleneck is wired in with
-        // the live counting engine; until then Request::Bottleneck(None) samples cpu-clock.
+        let request = match (&args.node, &args.event) {
+            (Some(n), _) => Request::Node(n.clone()),
+            (None, Some(e)) => Request::Event(e.clone()),
+            // No PMU: there is nothing to count, and `choose` explains the cpu-clock fallback.
+            (None, None) if pmu.is_none() => Request::Bottleneck(None),
+            (None, None) => Request::Bottleneck(quick_stat_bottleneck(&args, &target, model)?),
+        };
         let chosen = choose::choose(&request, model, pmu.as_ref())?;
         // The text report repeats the notes at its end; other formats get them on stderr.
         if args.json || args.folded || args.output.is_some() {
@@ -291,4 +291,93 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(exit)
+}
+
+/// With no `--node` or `-e` on a machine with a PMU: run `tma stat -l 3` on the same target
+/// (the command runs once more, as with toplev) and return the bottleneck node it names.
+fn quick_stat_bottleneck(
+    args: &Args,
+    target: &Target,
+    model: Option<&'static tma_catalog::Model>,
+) -> anyhow::Result<Option<String>> {
+    let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let json = dir.path().join("stat.json");
+    let mut cmd_args: Vec<String> = vec!["stat".into(), "-l".into(), "3".into(), "--json".into()];
+    cmd_args.extend(["-o".into(), json.display().to_string()]);
+    if let Some(m) = model {
+        cmd_args.extend(["--cpu".into(), m.key.to_string()]);
+    }
+    match target {
+        Target::Pid(pid) => {
+            let secs = args.duration.unwrap_or(2.0);
+            cmd_args.extend([
+                "-p".into(),
+                pid.to_string(),
+                "--duration".into(),
+                secs.to_string(),
+            ]);
+        }
+        Target::Launch(cmd) => {
+            cmd_args.push("--".into());
+            cmd_args.extend(cmd.iter().cloned());
+        }
+    }
+    eprintln!(
+        "tma: no --node or -e: finding the bottleneck first with `tma {}`",
+        cmd_args.join(" ")
+    );
+    let exe = std::env::current_exe().context("cannot find the tma executable")?;
+    let status = std::process::Command::new(exe)
+        .args(&cmd_args)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .context("cannot run the quick stat pass")?;
+    if !json.exists() {
+        bail!("the quick stat pass (exit status {status}) wrote no result; pass --node NAME or -e EVENT");
+    }
+    let bytes = std::fs::read(&json).context("cannot read the quick stat pass result")?;
+    Ok(bottleneck_of_stat_json(&bytes))
+}
+
+/// The bottleneck node of the last interval of a `tma.stat` JSON document.
+fn bottleneck_of_stat_json(bytes: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let iv = v.get("intervals")?.as_array()?.last()?;
+    iv.get("bottleneck")?
+        .get("node")?
+        .as_str()
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod quick_stat_tests {
+    use super::bottleneck_of_stat_json;
+
+    #[test]
+    fn bottleneck_is_read_from_the_last_interval() {
+        let j = br#"{"schema":"tma.stat","intervals":[
+            {"bottleneck":{"node":"Frontend_Bound"}},
+            {"bottleneck":{"node":"DRAM_Bound","path":["Backend_Bound","Memory_Bound","DRAM_Bound"]}}]}"#;
+        assert_eq!(bottleneck_of_stat_json(j).as_deref(), Some("DRAM_Bound"));
+        assert_eq!(
+            bottleneck_of_stat_json(br#"{"intervals":[{"bottleneck":{"node":null}}]}"#),
+            None
+        );
+        assert_eq!(bottleneck_of_stat_json(b"not json"), None);
+    }
+
+    /// The quick pass reads what `tma stat --json` really writes (the bundled example).
+    #[test]
+    fn reads_real_stat_json() {
+        let exe = env!("CARGO_BIN_EXE_tma");
+        let o = std::process::Command::new(exe)
+            .args(["stat", "--example", "--json"])
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        assert_eq!(
+            bottleneck_of_stat_json(&o.stdout).as_deref(),
+            Some("backend_bound_cpu")
+        );
+    }
 }

@@ -101,6 +101,97 @@ pub struct PairFilter {
     pub to: Option<String>,
 }
 
+/// One parsed `--init` item.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InitValue {
+    /// A general-purpose register (64-bit name) and its value.
+    Gpr(Register, u64),
+    /// A vector register as named (xmm/ymm/zmm) and the 64 bytes loaded into its zmm slot.
+    Vector(Register, Vec<u8>),
+}
+
+/// Parse one `--init REG=VALUE` item.
+///
+/// General-purpose registers take an integer (`rcx=3`, `rdx=0x10`, `rax=-1`).
+/// Vector registers (`xmmN`, `ymmN`, `zmmN`) take:
+/// - `0x` and hex digits, whose count sets the element width that is broadcast: up to 8 digits
+///   a 32-bit lane (`xmm1=0x3f800000` is f32 1.0 in every lane), up to 16 a 64-bit lane
+///   (`xmm1=0x3ff0000000000000` is f64 1.0 in every lane), up to 32 a full 128-bit value, up to
+///   64 a 256-bit value, up to 128 a 512-bit value; written most significant digit first, as a
+///   number (the last digits are lane 0); `_` separators are allowed; a value wider than the
+///   named register is an error;
+/// - `f32:X` or `f64:X`: the float X broadcast to every 32- or 64-bit lane (`xmm1=f64:1.5`).
+///
+/// The value is repeated to fill the whole 512-bit register, so wider aliases of the named
+/// register see the same pattern. Registers not named keep the default: f32 1.5 in every lane
+/// (0x3fc00000; as f64 lanes 0x3fc000003fc00000, about 0.125: normal, never denormal).
+pub fn parse_init(spec: &str) -> Result<InitValue, BenchError> {
+    let bad = |reason: String| BenchError::BadOption(format!("--init {spec}: {reason}"));
+    let Some((r, v)) = spec.split_once('=') else {
+        return Err(bad(
+            "expected REG=VALUE, e.g. rcx=3 or xmm1=0x3f800000".into()
+        ));
+    };
+    let (r, v) = (r.trim(), v.trim());
+    let reg = asm::register_by_name(r).ok_or_else(|| bad(format!("unknown register `{r}`")))?;
+    if reg.is_xmm() || reg.is_ymm() || reg.is_zmm() {
+        let width = reg.size();
+        let lane: Vec<u8> = if let Some(f) = v.strip_prefix("f32:") {
+            let x: f32 = f
+                .trim()
+                .parse()
+                .map_err(|_| bad(format!("`{f}` is not a number")))?;
+            x.to_le_bytes().to_vec()
+        } else if let Some(f) = v.strip_prefix("f64:") {
+            let x: f64 = f
+                .trim()
+                .parse()
+                .map_err(|_| bad(format!("`{f}` is not a number")))?;
+            x.to_le_bytes().to_vec()
+        } else if let Some(h) = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+            let digits: String = h.chars().filter(|c| *c != '_').collect();
+            if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Err(bad(format!("`{v}` is not a hex number")));
+            }
+            let bytes = match digits.len() {
+                0..=8 => 4,
+                9..=16 => 8,
+                17..=32 => 16,
+                33..=64 => 32,
+                65..=128 => 64,
+                n => return Err(bad(format!("{n} hex digits is more than 512 bits"))),
+            };
+            if bytes > width {
+                return Err(bad(format!(
+                    "a {}-bit value does not fit {} ({} bits)",
+                    bytes * 8,
+                    asm::register_name(reg),
+                    width * 8
+                )));
+            }
+            let padded = format!("{digits:0>w$}", w = bytes * 2);
+            let mut le: Vec<u8> = (0..bytes)
+                .map(|i| u8::from_str_radix(&padded[i * 2..i * 2 + 2], 16).unwrap_or(0))
+                .collect();
+            le.reverse();
+            le
+        } else {
+            return Err(bad(format!(
+                "vector values are hex with 0x (the digit count sets the lane width: 0x3f800000 = 32-bit lanes) or f32:X / f64:X, not `{v}`"
+            )));
+        };
+        let full: Vec<u8> = lane.iter().copied().cycle().take(64).collect();
+        return Ok(InitValue::Vector(reg, full));
+    }
+    if !reg.is_gpr64() {
+        return Err(bad(format!(
+            "name the 64-bit register (e.g. rcx) or a vector register (xmm/ymm/zmm), not `{r}`"
+        )));
+    }
+    let val = asm::parse_value(v).ok_or_else(|| bad(format!("`{v}` is not a number")))?;
+    Ok(InitValue::Gpr(reg, val))
+}
+
 /// What to measure and how.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -112,6 +203,9 @@ pub struct Options {
     pub clock: ClockChoice,
     /// `--init reg=value` for general-purpose registers.
     pub init: Vec<(Register, u64)>,
+    /// `--init xmmN=...` (ymm/zmm too): the register's initial bytes, little-endian, 64 bytes
+    /// (the value repeated to fill zmmN; see [`parse_init`]).
+    pub vec_init: Vec<(Register, Vec<u8>)>,
     pub method: Method,
 }
 
@@ -124,6 +218,7 @@ impl Default for Options {
             chains: vec![1, 2, 4, 8, 12],
             clock: ClockChoice::Auto,
             init: Vec::new(),
+            vec_init: Vec::new(),
             method: Method::default(),
         }
     }
@@ -428,6 +523,18 @@ fn bench_inner(
             )));
         }
     }
+    let mut vec_vals: Vec<(usize, Vec<u8>)> = Vec::new();
+    for (r, b) in &opts.vec_init {
+        let n = plan::reg_number(r.full_register())
+            .filter(|_| r.is_xmm() || r.is_ymm() || r.is_zmm())
+            .ok_or_else(|| {
+                BenchError::BadOption(format!(
+                    "--init {}: not a vector register",
+                    asm::register_name(*r)
+                ))
+            })?;
+        vec_vals.push((n, b.clone()));
+    }
     let mut notes = Vec::new();
     let mut variants: Vec<plan::Variant> = vec![
         plan::Variant {
@@ -612,7 +719,8 @@ fn bench_inner(
             large: images.len() - 1,
         });
     }
-    let layout = engine::Layout::new(images);
+    let mut layout = engine::Layout::new(images);
+    layout.pool = harness::pool_with(&vec_vals);
     let wanted: Vec<usize> = {
         let mut w: Vec<usize> = planned
             .latency
@@ -818,6 +926,11 @@ fn bench_inner(
     })
 }
 
+fn job_of(f: &engine::Fault, layout: &engine::Layout, jobs: &[engine::Job]) -> Option<usize> {
+    let (img, _) = layout.locate(f.offset as usize)?;
+    jobs.iter().position(|j| j.small == img || j.large == img)
+}
+
 fn fault_message(
     f: &engine::Fault,
     layout: &engine::Layout,
@@ -867,6 +980,17 @@ fn fault_message(
                 if ins.op0_kind() == iced_x86::OpKind::Register {
                     let d = ins.op0_register();
                     let dn = asm::register_name(d);
+                    let body_writes_divisor = job_of(f, layout, jobs).is_some_and(|j| {
+                        variants[j].chains.iter().flatten().any(|i| {
+                            i.mnemonic() != ins.mnemonic()
+                                && plan::data_ops(i).iter().any(|o| {
+                                    o.written && o.reg.full_register() == d.full_register()
+                                })
+                        })
+                    });
+                    if body_writes_divisor {
+                        return format!("{text} raised #DE (SIGFPE): divisor zero or quotient too large; {dn} is written by the body, so check the values that feed it");
+                    }
                     match value(d) {
                         Some(0) => {
                             return format!("{text} raised #DE (SIGFPE): divisor {dn}=0; pass --init {}=3", asm::register_name(d.full_register()))
@@ -985,6 +1109,67 @@ mod tests {
             m.starts_with("vpaddd zmm0, zmm0, zmm0 raised #UD (SIGILL)"),
             "{m}"
         );
+    }
+
+    #[test]
+    fn vector_init_syntax() {
+        let v = |s: &str| match parse_init(s).unwrap() {
+            InitValue::Vector(r, b) => (asm::register_name(r), b),
+            other => panic!("{other:?}"),
+        };
+        // 8 digits: a 32-bit lane broadcast over the whole register.
+        let (r, b) = v("xmm1=0x3f800000");
+        assert_eq!(r, "xmm1");
+        assert_eq!(b.len(), 64);
+        assert_eq!(&b[..8], &[0, 0, 0x80, 0x3f, 0, 0, 0x80, 0x3f]);
+        // 16 digits: a 64-bit lane; leading zeros count.
+        let (_, b) = v("ymm2=0x0000000000000001");
+        assert_eq!(&b[..16], &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+        // A full 128-bit value: the last digits are lane 0; repeated in the upper lanes.
+        let (_, b) = v("xmm3=0x00000000_00000010_00000000_00000002");
+        assert_eq!(u64::from_le_bytes(b[..8].try_into().unwrap()), 2);
+        assert_eq!(u64::from_le_bytes(b[8..16].try_into().unwrap()), 0x10);
+        assert_eq!(b[16..32], b[..16]);
+        let (_, b) = v("zmm4=f64:1.5");
+        assert_eq!(f64::from_le_bytes(b[56..64].try_into().unwrap()), 1.5);
+        let (_, b) = v("xmm0=f32:-2");
+        assert_eq!(f32::from_le_bytes(b[60..64].try_into().unwrap()), -2.0);
+        assert_eq!(
+            parse_init("rcx=3").unwrap(),
+            InitValue::Gpr(Register::RCX, 3)
+        );
+        for (bad, why) in [
+            ("xmm1=1.5", "vector values are hex"),
+            (
+                "xmm1=0x1234567890abcdef1234567890abcdef1",
+                "does not fit xmm1",
+            ),
+            ("xmm1=0xzz", "not a hex number"),
+            ("ecx=1", "64-bit register"),
+            ("foo=1", "unknown register"),
+            ("xmm1", "expected REG=VALUE"),
+        ] {
+            let e = parse_init(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn default_vector_pattern_is_normal_in_f32_and_f64_lanes() {
+        let p = harness::pool_bytes();
+        let f32s = p
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()));
+        let f64s = p
+            .chunks(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()));
+        assert!(f32s.clone().all(|x| x.is_normal() && x == 1.5));
+        assert!(f64s.clone().all(|x| x.is_normal()));
+        // --init values land in the named register's slot only.
+        let q = harness::pool_with(&[(3, vec![0u8; 64])]);
+        assert!(q[3 * 64..4 * 64].iter().all(|&b| b == 0));
+        assert_eq!(q[..3 * 64], p[..3 * 64]);
+        assert_eq!(q[4 * 64..], p[4 * 64..]);
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub fn reg_file(r: Register) -> Option<RegFile> {
 }
 
 /// Number of a full register within its file (rax=0, rcx=1 ..., zmm5=5).
-fn reg_number(full: Register) -> Option<usize> {
+pub fn reg_number(full: Register) -> Option<usize> {
     let class = match reg_file(full)? {
         RegFile::Gpr => RegClass::R64,
         RegFile::Vec => RegClass::Zmm,

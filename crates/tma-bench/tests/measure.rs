@@ -161,6 +161,43 @@ fn div_by_zero_is_reported_with_a_fix() {
     );
 }
 
+/// `--init` for vector registers reaches the registers, lane 0 = the last hex digits: the body
+/// moves one 64-bit lane of xmm1 into the divisor, which faults exactly when that lane is 0.
+#[test]
+fn vector_init_values_reach_the_register() {
+    let mut o = tsc_opts();
+    o.throughput = false;
+    let init = |s: &str| match tma_bench::parse_init(s).unwrap() {
+        tma_bench::InitValue::Vector(r, b) => vec![(r, b)],
+        other => panic!("{other:?}"),
+    };
+    let run = |body: &str, o: &Options| bench(&Source::Text(body.into()), o);
+    // Lane 0 zero, lane 1 non-zero: movq faults, pextrq of lane 1 does not.
+    o.vec_init = init("xmm1=0x00000000000000100000000000000000");
+    let e = run("movq rcx, xmm1; div rcx", &o).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("div rcx raised #DE (SIGFPE): divisor zero or quotient too large; rcx is written by the body"),
+        "{e}"
+    );
+    match run("pextrq rcx, xmm1, 1; div rcx", &o) {
+        Ok(_) | Err(BenchError::SelfCheck { .. }) => {}
+        Err(e) => panic!("lane 1 is 0x10, not 0: {e}"),
+    }
+    // The other way round.
+    o.vec_init = init("xmm1=0x00000000000000000000000000000010");
+    assert!(run("pextrq rcx, xmm1, 1; div rcx", &o)
+        .unwrap_err()
+        .to_string()
+        .contains("#DE"));
+    // Without --init the default pattern (f32 1.5 lanes) is non-zero in every lane.
+    o.vec_init.clear();
+    match run("movq rcx, xmm1; div rcx", &o) {
+        Ok(_) | Err(BenchError::SelfCheck { .. }) => {}
+        Err(e) => panic!("default pattern: {e}"),
+    }
+}
+
 #[test]
 fn ud2_raises_sigill() {
     let e = bench(&Source::Bytes(vec![0x0f, 0x0b]), &tsc_opts()).unwrap_err();

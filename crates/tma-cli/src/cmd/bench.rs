@@ -9,7 +9,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use serde::Serialize;
 use tma_bench::{
-    asm, ClockChoice, ClockKind, FormReport, Method, Options, PairFilter, ShaReport, Source,
+    asm, ClockChoice, ClockKind, FormReport, InitValue, Method, Options, PairFilter, ShaReport,
+    Source,
 };
 
 /// Measure instruction latency (per input->output operand pair) and reciprocal throughput
@@ -17,7 +18,7 @@ use tma_bench::{
 /// without a PMU (calibrated rdtsc).
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  tma bench 'sha256rnds2 xmm1, xmm2'\n  tma bench 'mulx r64, r64, r64' --lat\n  tma bench 'add rax, rcx; imul rdx, rax' --tp -v\n  tma bench 'div rcx' --init rcx=7,rdx=0\n  tma bench --bytes 0f38cbca\n  tma bench --preset sha\n  tma bench --file forms.txt --progress --compare ref.csv\n\nRegisters: r15 is the loop counter, r14 points at a 1 MiB scratch buffer (use [r14+disp]), rsp is the stack; bodies may not write them."
+    after_help = "Examples:\n  tma bench 'sha256rnds2 xmm1, xmm2'\n  tma bench 'mulx r64, r64, r64' --lat\n  tma bench 'add rax, rcx; imul rdx, rax' --tp -v\n  tma bench 'div rcx' --init rcx=7,rdx=0\n  tma bench 'mulps xmm0, xmm1' --init xmm1=0x3f800000,xmm0=f64:2.5\n  tma bench --bytes 0f38cbca\n  tma bench --preset sha\n  tma bench --file forms.txt --progress --compare ref.csv\n\nRegisters: r15 is the loop counter, r14 points at a 1 MiB scratch buffer (use [r14+disp]), rsp is the stack; bodies may not write them."
 )]
 pub struct Args {
     /// Instructions in Intel syntax separated by `;`. Operand kinds (r64, xmm, ymm, m64) let tma pick.
@@ -52,7 +53,10 @@ pub struct Args {
     /// Cycle source: auto (perf cycles when available, else calibrated tsc), tsc, perf, rdpmc, all.
     #[arg(long, default_value = "auto", value_parser = ["auto", "tsc", "perf", "rdpmc", "all"])]
     pub clock: String,
-    /// Initial register values, e.g. rcx=3,rdx=0.
+    /// Initial register values, e.g. rcx=3,rdx=0. Vector registers: xmm1=0x3f800000 (hex digit
+    /// count sets the broadcast lane: <=8 digits 32-bit, <=16 64-bit, <=32 a full 128-bit value,
+    /// <=64 256-bit, <=128 512-bit; last digits are lane 0), or xmm1=f32:1.5 / f64:1.5.
+    /// Unnamed vector registers hold f32 1.5 in every lane (normal, never denormal).
     #[arg(long, value_delimiter = ',', value_name = "REG=VALUE")]
     pub init: Vec<String>,
     /// The two unroll counts whose difference is taken.
@@ -201,15 +205,12 @@ fn split_csv(line: &str) -> Vec<String> {
 
 fn options(a: &Args) -> anyhow::Result<Options> {
     let mut init = Vec::new();
+    let mut vec_init = Vec::new();
     for kv in &a.init {
-        let Some((r, v)) = kv.split_once('=') else {
-            bail!("--init {kv}: expected REG=VALUE, e.g. rcx=3")
-        };
-        let reg = asm::register_by_name(r)
-            .with_context(|| format!("--init {kv}: unknown register `{r}`"))?;
-        let val =
-            asm::parse_value(v).with_context(|| format!("--init {kv}: `{v}` is not a number"))?;
-        init.push((reg, val));
+        match tma_bench::parse_init(kv)? {
+            InitValue::Gpr(r, v) => init.push((r, v)),
+            InitValue::Vector(r, b) => vec_init.push((r, b)),
+        }
     }
     let [u1, u2] = a.unroll[..] else {
         bail!("--unroll needs two counts, e.g. 64,128")
@@ -247,6 +248,7 @@ fn options(a: &Args) -> anyhow::Result<Options> {
         chains: a.chains.clone(),
         clock,
         init,
+        vec_init,
         method,
     })
 }

@@ -260,7 +260,63 @@ pub struct PairResult {
     /// The timed body, with the registers actually used.
     pub body: String,
     pub note: Option<String>,
+    /// For a pair across register files: upper bounds (chain minus the 1-cycle minimum of the
+    /// connector); see `derived` for the lower bound and how they were obtained.
     pub figures: Vec<Figure>,
+    /// Set when the pair crosses register files and the figure is derived, not measured alone.
+    pub derived: Option<Derived>,
+}
+
+/// How a cross-file latency was derived (first usable clock), in core cycles.
+///
+/// The chain `instruction; connector` takes `chain` = L + c_back per copy; the connector round
+/// trip `connector_forth; connector` takes `round_trip` = c_forth + c_back. Every register-file
+/// crossing takes at least one cycle, so L <= chain - 1 (`upper`) and
+/// L = chain - round_trip + c_forth >= chain - round_trip + 1 (`lower`). The two are equal
+/// only when the round trip is 2 cycles.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Derived {
+    /// The instruction closing the chain (e.g. `movq xmm1, rax`).
+    pub connector: String,
+    /// The timed round trip of the two connectors.
+    pub round_trip_body: String,
+    pub chain: f64,
+    pub round_trip: f64,
+    pub lower: f64,
+    pub upper: f64,
+}
+
+/// Upper-bound figures and the derivation for a cross-file pair.
+fn derive(chain: &[Figure], rt: &[Figure], p: &plan::PairPlan) -> (Vec<Figure>, Option<Derived>) {
+    let figures: Vec<Figure> = chain
+        .iter()
+        .map(|f| {
+            let median = (f.median - 1.0).max(0.0);
+            let (snapped, snapped_ok) = stats::snap(median);
+            Figure {
+                median,
+                p10: (f.p10 - 1.0).max(0.0),
+                p90: (f.p90 - 1.0).max(0.0),
+                snapped,
+                snapped_ok,
+                // Raw ticks stay those of the timed chain (instruction + connector).
+                ..f.clone()
+            }
+        })
+        .collect();
+    let derived = chain.first().and_then(|c| {
+        let r = rt.iter().find(|r| r.clock == c.clock)?;
+        let upper = (c.median - 1.0).max(0.0);
+        Some(Derived {
+            connector: p.connector.clone().unwrap_or_default(),
+            round_trip_body: p.round_trip.as_ref().map(|v| v.text()).unwrap_or_default(),
+            chain: c.median,
+            round_trip: r.median,
+            lower: (c.median - r.median + 1.0).clamp(0.0, upper),
+            upper,
+        })
+    });
+    (figures, derived)
 }
 
 /// Throughput for one chain count.
@@ -389,8 +445,8 @@ fn has_kind(text: &str) -> bool {
 }
 
 struct Planned {
-    /// (job index in the job list)
-    latency: Vec<(plan::PairPlan, usize)>,
+    /// (pair, job index of its chain, job index of its connector round trip)
+    latency: Vec<(plan::PairPlan, usize, Option<usize>)>,
     tp: Vec<(usize, plan::Variant, usize)>,
 }
 
@@ -590,6 +646,8 @@ fn bench_inner(
                     chains: vec![instrs.clone()],
                 },
                 note: None,
+                connector: None,
+                round_trip: None,
             }]
         } else {
             pairs
@@ -616,7 +674,8 @@ fn bench_inner(
         }
         for p in pairs {
             let j = add_variant(&mut variants, p.variant.clone());
-            planned.latency.push((p, j));
+            let rt = p.round_trip.clone().map(|v| add_variant(&mut variants, v));
+            planned.latency.push((p, j, rt));
         }
     }
     let mut skipped_chains = Vec::new();
@@ -725,7 +784,7 @@ fn bench_inner(
         let mut w: Vec<usize> = planned
             .latency
             .iter()
-            .map(|(_, j)| *j)
+            .flat_map(|(_, j, rt)| std::iter::once(*j).chain(*rt))
             .chain(planned.tp.iter().map(|t| t.2))
             .collect();
         w.sort_unstable();
@@ -854,13 +913,21 @@ fn bench_inner(
     let latency = planned
         .latency
         .iter()
-        .map(|(p, j)| PairResult {
-            pair: p.pair.clone(),
-            from: p.from.clone(),
-            to: p.to.clone(),
-            body: p.variant.text(),
-            note: p.note.clone(),
-            figures: figures_of(*j),
+        .map(|(p, j, rt)| {
+            let chain = figures_of(*j);
+            let (figures, derived) = match rt {
+                None => (chain, None),
+                Some(rt) => derive(&chain, &figures_of(*rt), p),
+            };
+            PairResult {
+                pair: p.pair.clone(),
+                from: p.from.clone(),
+                to: p.to.clone(),
+                body: p.variant.text(),
+                note: p.note.clone(),
+                figures,
+                derived,
+            }
         })
         .collect();
     let throughput = if planned.tp.is_empty() {

@@ -20,6 +20,8 @@ pub enum RegFile {
     Vec,
     Mm,
     K,
+    /// The arithmetic flags (modelled only for instructions that read flags).
+    Flags,
 }
 
 pub fn reg_file(r: Register) -> Option<RegFile> {
@@ -44,6 +46,7 @@ pub fn reg_number(full: Register) -> Option<usize> {
         RegFile::Vec => RegClass::Zmm,
         RegFile::Mm => RegClass::Mm,
         RegFile::K => RegClass::K,
+        RegFile::Flags => return None,
     };
     (0..32).find(|&n| class.nth(n) == Some(full))
 }
@@ -201,12 +204,40 @@ pub struct DataOp {
     pub addr: Option<AddrRole>,
     pub read: bool,
     pub written: bool,
+    /// The arithmetic flags (`reg` is `Register::None`).
+    pub flags: bool,
 }
 
+impl DataOp {
+    pub fn file(&self) -> Option<RegFile> {
+        if self.flags {
+            Some(RegFile::Flags)
+        } else {
+            reg_file(self.reg)
+        }
+    }
+    pub fn name(&self) -> String {
+        if self.flags {
+            "flags".into()
+        } else {
+            asm::register_name(self.reg)
+        }
+    }
+    fn same_reg(&self, other: &DataOp) -> bool {
+        self.flags == other.flags && self.reg.full_register() == other.reg.full_register()
+    }
+}
+
+/// Whether the operand's old value reaches the output. A conditional write (cmovcc's
+/// destination) keeps the old value when the condition is false, so it is an input too.
 fn reads(a: OpAccess) -> bool {
     matches!(
         a,
-        OpAccess::Read | OpAccess::ReadWrite | OpAccess::CondRead | OpAccess::ReadCondWrite
+        OpAccess::Read
+            | OpAccess::ReadWrite
+            | OpAccess::CondRead
+            | OpAccess::ReadCondWrite
+            | OpAccess::CondWrite
     )
 }
 fn writes(a: OpAccess) -> bool {
@@ -243,6 +274,7 @@ pub fn data_ops(ins: &Instruction) -> Vec<DataOp> {
             addr: None,
             read: reads(acc),
             written: writes(acc),
+            flags: false,
         });
     }
     let mut next = ins.op_count() as usize + 1;
@@ -272,6 +304,7 @@ pub fn data_ops(ins: &Instruction) -> Vec<DataOp> {
                 addr: Some(role),
                 read: true,
                 written: false,
+                flags: false,
             });
         }
     }
@@ -294,11 +327,33 @@ pub fn data_ops(ins: &Instruction) -> Vec<DataOp> {
             addr: None,
             read: reads(u.access()),
             written: writes(u.access()),
+            flags: false,
         });
         next += 1;
     }
     out.extend(implicit);
     out
+}
+
+/// Register operands plus the arithmetic flags as one more operand (label after the registers)
+/// when the instruction reads flags (adc, sbb, rcl, cmovcc, setcc...): then flags inputs and
+/// outputs take part in latency pairs. Flags written by an instruction that does not read them
+/// are not listed (every ALU instruction writes them; those pairs are not measured).
+pub fn latency_ops(ins: &Instruction) -> Vec<DataOp> {
+    let mut ops = data_ops(ins);
+    if ins.rflags_read() != 0 {
+        let label = ops.iter().map(|o| o.label).max().unwrap_or(0) + 1;
+        ops.push(DataOp {
+            label,
+            reg: Register::None,
+            explicit: None,
+            addr: None,
+            read: true,
+            written: ins.rflags_modified() != 0,
+            flags: true,
+        });
+    }
+    ops
 }
 
 /// A body to time: per-chain copies of the instructions.
@@ -337,6 +392,11 @@ pub struct PairPlan {
     pub to: String,
     pub variant: Variant,
     pub note: Option<String>,
+    /// Cross-file pairs: the connector instruction that closes the chain (output -> input).
+    pub connector: Option<String>,
+    /// Cross-file pairs: the connector round trip (input -> output file -> input), measured
+    /// separately; latency = chain - connector, bounded using this round trip.
+    pub round_trip: Option<Variant>,
 }
 
 /// A pair that cannot be measured, with the reason.
@@ -366,12 +426,15 @@ fn set_addr(ins: &Instruction, role: Option<AddrRole>, full: Register) -> Option
     Some(n)
 }
 
-fn links(ins: &Instruction) -> Vec<String> {
-    let ops = data_ops(ins);
+fn links(ins: &Instruction, broken: &[Register]) -> Vec<String> {
+    let ops = latency_ops(ins);
     let mut v = Vec::new();
-    for i in ops.iter().filter(|o| o.read) {
+    for i in ops
+        .iter()
+        .filter(|o| o.read && !(broken.contains(&o.reg.full_register()) && !o.flags))
+    {
         for o in ops.iter().filter(|o| o.written) {
-            if i.reg.full_register() == o.reg.full_register() || (i.label == o.label) {
+            if i.same_reg(o) || (i.label == o.label) {
                 v.push(format!("{}->{}", i.label, o.label));
             }
         }
@@ -379,27 +442,189 @@ fn links(ins: &Instruction) -> Vec<String> {
     v
 }
 
-/// Latency pairs of a single instruction (every register input -> register output of the same
-/// register file), as a chain through that pair.
+/// A connector: one instruction moving a value from register file to register file, so a
+/// latency chain can cross files. Its latency is not known alone; the round trip of the two
+/// directions is measured and the pair's latency is reported as bounds.
+#[derive(Debug, Clone)]
+pub struct Connector {
+    /// The instruction closing the chain (output register -> input register).
+    pub back: Instruction,
+    /// The opposite direction (input register -> output register).
+    pub forth: Instruction,
+}
+
+fn with2(code: iced_x86::Code, a: Register, b: Register) -> Option<Instruction> {
+    let i = Instruction::with2(code, a, b).ok()?;
+    asm::encode(&i).ok()?;
+    Some(i)
+}
+
+/// A one-instruction move from `from` (an output of the instruction) to `to` (an input).
+/// `vex`: the instruction is VEX/EVEX encoded (use vmovq, no SSE/AVX mixing).
+fn connector_one(from: &DataOp, to: &DataOp, vex: bool) -> Option<Instruction> {
+    use iced_x86::Code as C;
+    let num = |r: Register| reg_number(r.full_register());
+    let xmm = |r: Register| RegClass::Xmm.nth(num(r)?);
+    let r64 = |r: Register| Some(r.full_register());
+    match (from.file()?, to.file()?) {
+        (RegFile::Gpr, RegFile::Vec) => {
+            let x = xmm(to.reg)?;
+            let code = if num(to.reg)? >= 16 {
+                C::EVEX_Vmovq_xmm_rm64
+            } else if vex {
+                C::VEX_Vmovq_xmm_rm64
+            } else {
+                C::Movq_xmm_rm64
+            };
+            with2(code, x, r64(from.reg)?)
+        }
+        (RegFile::Vec, RegFile::Gpr) => {
+            let x = xmm(from.reg)?;
+            let code = if num(from.reg)? >= 16 {
+                C::EVEX_Vmovq_rm64_xmm
+            } else if vex {
+                C::VEX_Vmovq_rm64_xmm
+            } else {
+                C::Movq_rm64_xmm
+            };
+            with2(code, r64(to.reg)?, x)
+        }
+        (RegFile::Gpr, RegFile::Mm) => with2(C::Movq_mm_rm64, to.reg, r64(from.reg)?),
+        (RegFile::Mm, RegFile::Gpr) => with2(C::Movq_rm64_mm, r64(to.reg)?, from.reg),
+        (RegFile::Gpr, RegFile::K) => with2(
+            C::VEX_Kmovw_kr_r32,
+            to.reg,
+            RegClass::R32.nth(num(from.reg)?)?,
+        ),
+        (RegFile::K, RegFile::Gpr) => with2(
+            C::VEX_Kmovw_r32_kr,
+            RegClass::R32.nth(num(to.reg)?)?,
+            from.reg,
+        ),
+        (RegFile::Gpr, RegFile::Flags) => with2(C::Test_rm64_r64, r64(from.reg)?, r64(from.reg)?),
+        (RegFile::Flags, RegFile::Gpr) => {
+            let i = Instruction::with1(C::Setb_rm8, RegClass::R8.nth(num(to.reg)?)?).ok()?;
+            asm::encode(&i).ok()?;
+            Some(i)
+        }
+        _ => None,
+    }
+}
+
+/// Connectors closing a chain from `o` (output, file B) back to `i` (input, file A).
+pub fn connector(i: &DataOp, o: &DataOp, vex: bool) -> Option<Connector> {
+    Some(Connector {
+        back: connector_one(o, i, vex)?,
+        forth: connector_one(i, o, vex)?,
+    })
+}
+
+/// `mov r64, spare` before the instruction for every general-purpose register it reads and
+/// writes that is not the chain's input, so only the selected pair carries the chain.
+fn breakers(ins: &Instruction, input: &DataOp, extra_used: &[Register]) -> Vec<Instruction> {
+    let ops = latency_ops(ins);
+    let mut used: BTreeSet<Register> = ops.iter().map(|o| o.reg.full_register()).collect();
+    used.extend(extra_used.iter().map(|r| r.full_register()));
+    if ins.op_kinds().any(|k| k == OpKind::Memory) {
+        used.insert(ins.memory_base().full_register());
+        used.insert(ins.memory_index().full_register());
+    }
+    let mut spares = [
+        Register::R13,
+        Register::R12,
+        Register::R11,
+        Register::R10,
+        Register::R9,
+        Register::R8,
+    ]
+    .into_iter()
+    .filter(|r| !used.contains(r));
+    let mut out = Vec::new();
+    for o in &ops {
+        if o.flags || !o.read || !o.written || o.explicit.is_none() || o.same_reg(input) {
+            continue;
+        }
+        if reg_file(o.reg) != Some(RegFile::Gpr) {
+            continue;
+        }
+        let Some(sp) = spares.next() else { break };
+        if let Some(m) = with2(iced_x86::Code::Mov_rm64_r64, o.reg.full_register(), sp) {
+            out.push(m);
+        }
+    }
+    out
+}
+
+fn note_links(l: Vec<String>, pair: &str) -> Option<String> {
+    let others: Vec<&String> = l.iter().filter(|p| **p != pair).collect();
+    (!others.is_empty()).then(|| {
+        format!(
+            "chain also runs through {}",
+            others
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+/// Latency pairs of a single instruction (every register or flags input -> output), as a
+/// chain through that pair. Pairs across register files close the chain with a connector
+/// instruction and carry the round-trip variant to measure (see [`PairPlan::round_trip`]).
 pub fn latency_pairs(ins: &Instruction) -> (Vec<PairPlan>, Vec<SkippedPair>) {
-    let ops = data_ops(ins);
+    let ops = latency_ops(ins);
+    let vex = matches!(
+        ins.code().op_code().encoding(),
+        iced_x86::EncodingKind::VEX | iced_x86::EncodingKind::EVEX
+    );
     let mut plans = Vec::new();
     let mut skipped = Vec::new();
     for i in ops.iter().filter(|o| o.read) {
         for o in ops.iter().filter(|o| o.written) {
             let pair = format!("{}->{}", i.label, o.label);
-            if reg_file(i.reg) != reg_file(o.reg) {
-                skipped.push(SkippedPair {
-                    pair,
-                    reason: format!(
-                        "{} and {} are in different register files (needs a connector instruction)",
-                        asm::register_name(i.reg),
-                        asm::register_name(o.reg)
+            if i.file() != o.file() {
+                let Some(c) = connector(i, o, vex) else {
+                    skipped.push(SkippedPair {
+                        pair,
+                        reason: format!(
+                            "{} and {} are in register files tma has no connector instruction between",
+                            i.name(),
+                            o.name()
+                        ),
+                    });
+                    continue;
+                };
+                let br = breakers(ins, i, &[]);
+                let broken: Vec<Register> = br.iter().map(|b| b.op0_register()).collect();
+                let mut body = br;
+                body.push(*ins);
+                body.push(c.back);
+                plans.push(PairPlan {
+                    pair: pair.clone(),
+                    from: i.name(),
+                    to: o.name(),
+                    variant: Variant { chains: vec![body] },
+                    // The connector overwrites the input register (setb only its low byte),
+                    // so paths that loop through the input alone are cut.
+                    note: note_links(
+                        links(ins, &broken)
+                            .into_iter()
+                            .filter(|l| {
+                                c.back.mnemonic() == iced_x86::Mnemonic::Setb
+                                    || !l.starts_with(&format!("{}->", i.label))
+                            })
+                            .collect(),
+                        "-",
                     ),
+                    connector: Some(asm::format(&c.back)),
+                    round_trip: Some(Variant {
+                        chains: vec![vec![c.forth, c.back]],
+                    }),
                 });
                 continue;
             }
-            let same = i.reg.full_register() == o.reg.full_register();
+            let same = i.same_reg(o);
             if !same
                 && matches!(
                     ins.mnemonic(),
@@ -430,26 +655,24 @@ pub fn latency_pairs(ins: &Instruction) -> (Vec<PairPlan>, Vec<SkippedPair>) {
                 });
                 continue;
             };
-            let l = links(&var);
-            let others: Vec<&String> = l.iter().filter(|p| **p != pair).collect();
-            let note = (!others.is_empty()).then(|| {
-                format!(
-                    "chain also runs through {}",
-                    others
-                        .iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            });
+            // Flags -> flags: break the other read-write registers so only flags chain.
+            let (body, broken) = if i.flags {
+                let br = breakers(&var, i, &[]);
+                let broken: Vec<Register> = br.iter().map(|b| b.op0_register()).collect();
+                let mut body = br;
+                body.push(var);
+                (body, broken)
+            } else {
+                (vec![var], Vec::new())
+            };
             plans.push(PairPlan {
-                pair,
-                from: asm::register_name(i.reg),
-                to: asm::register_name(o.reg),
-                variant: Variant {
-                    chains: vec![vec![var]],
-                },
-                note,
+                pair: pair.clone(),
+                from: i.name(),
+                to: o.name(),
+                variant: Variant { chains: vec![body] },
+                note: note_links(links(&var, &broken), &pair),
+                connector: None,
+                round_trip: None,
             });
         }
     }
@@ -732,6 +955,83 @@ mod tests {
         assert!(throughput_variant(&[ins("div rcx")], 2)
             .unwrap_err()
             .contains("implicitly"));
+    }
+
+    fn pair_texts(t: &str) -> Vec<String> {
+        let (p, _) = latency_pairs(&ins(t));
+        p.iter()
+            .map(|p| {
+                format!(
+                    "{} {}->{}: {}{}",
+                    p.pair,
+                    p.from,
+                    p.to,
+                    p.variant.text(),
+                    p.round_trip
+                        .as_ref()
+                        .map(|r| format!(" | rt {}", r.text()))
+                        .unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cross_file_pairs_close_the_chain_with_a_connector() {
+        assert_eq!(
+            pair_texts("movd eax, xmm1"),
+            ["2->1 xmm1->eax: movd eax, xmm1; movq xmm1, rax | rt movq rax, xmm1; movq xmm1, rax"]
+        );
+        assert_eq!(
+            pair_texts("vpbroadcastd ymm0, eax"),
+            ["2->1 eax->ymm0: vpbroadcastd ymm0, eax; vmovq rax, xmm0 | rt vmovq xmm0, rax; vmovq rax, xmm0"]
+        );
+        assert_eq!(
+            pair_texts("cvtsi2sd xmm0, rax"),
+            [
+                "1->1 xmm0->xmm0: cvtsi2sd xmm0, rax",
+                "2->1 rax->xmm0: cvtsi2sd xmm0, rax; movq rax, xmm0 | rt movq xmm0, rax; movq rax, xmm0"
+            ]
+        );
+        let (p, _) = latency_pairs(&ins("pinsrq xmm1, rax, 1"));
+        assert_eq!(p[1].connector.as_deref(), Some("movq rax, xmm1"));
+        assert!(p[1].note.as_deref().unwrap().contains("1->1"));
+        // High EVEX registers use the EVEX form of the connector.
+        assert!(pair_texts("vpbroadcastd zmm17, eax")[0].contains("vmovq rax, xmm17"));
+        // Mask registers.
+        assert!(pair_texts("kmovq rax, k1")[0].contains("kmovw k1, eax"));
+    }
+
+    #[test]
+    fn flags_are_an_operand_of_flag_readers() {
+        assert_eq!(
+            pair_texts("adc rax, rbx"),
+            [
+                "1->1 rax->rax: adc rax, rbx",
+                "1->3 rax->flags: adc rax, rbx; setb al | rt test rax, rax; setb al",
+                "2->1 rbx->rax: adc rax, rax",
+                "2->3 rbx->flags: mov rax, r13; adc rax, rbx; setb bl | rt test rbx, rbx; setb bl",
+                "3->1 flags->rax: mov rax, r13; adc rax, rbx; test rax, rax | rt setb al; test rax, rax",
+                "3->3 flags->flags: mov rax, r13; adc rax, rbx",
+            ]
+        );
+        // cmovcc keeps its old destination when the condition is false: 1->1 is a pair.
+        assert_eq!(
+            pair_texts("cmovc rax, rbx"),
+            [
+                "1->1 rax->rax: cmovb rax, rbx",
+                "2->1 rbx->rax: cmovb rax, rax",
+                "3->1 flags->rax: mov rax, r13; cmovb rax, rbx; test rax, rax | rt setb al; test rax, rax",
+            ]
+        );
+        assert_eq!(
+            pair_texts("setc al"),
+            ["2->1 flags->al: setb al; test rax, rax | rt setb al; test rax, rax"]
+        );
+        // Flags writers that do not read flags get no flags operand.
+        assert!(pair_texts("add rax, rbx")
+            .iter()
+            .all(|p| !p.contains("flags")));
     }
 
     #[test]

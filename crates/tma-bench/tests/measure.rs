@@ -93,6 +93,68 @@ fn add_latency_is_one_cycle() {
     assert!(within(v, 1.0), "add latency {v}");
 }
 
+/// A pair across register files is closed with a connector and derived from the chain and the
+/// connector round trip. `movq rax, xmm1` closed by `movq xmm1, rax` is the very same loop as
+/// the round trip (timed once), so the lower bound is exactly 1 and the upper chain - 1.
+#[test]
+fn cross_file_pair_is_derived_from_connector_round_trip() {
+    let mut o = tsc_opts();
+    o.throughput = false;
+    let Some(r) = run("movq rax, xmm1", &o) else {
+        return;
+    };
+    let p = r.latency.iter().find(|p| p.pair == "2->1").unwrap();
+    assert_eq!(p.body, "movq rax, xmm1; movq xmm1, rax");
+    let d = p.derived.as_ref().expect("cross-file pair is derived");
+    assert_eq!(d.connector, "movq xmm1, rax");
+    assert_eq!(d.round_trip_body, "movq rax, xmm1; movq xmm1, rax");
+    assert_eq!(d.chain, d.round_trip);
+    assert_eq!(d.lower, 1.0);
+    assert!((d.upper - (d.chain - 1.0)).abs() < 1e-9, "{d:?}");
+    assert!((p.figures[0].median - d.upper).abs() < 1e-9, "{d:?}");
+    assert!(
+        (d.lower - (d.chain - d.round_trip + 1.0).clamp(0.0, d.upper)).abs() < 1e-9,
+        "{d:?}"
+    );
+    // Two crossings take at least 2 cycles.
+    assert!(d.round_trip >= 1.96, "{d:?}");
+}
+
+/// adc reads and writes the flags: flags->flags is a 1-cycle chain on every current core
+/// (the carry chain of multi-word additions), with rax's own chain broken by a mov.
+#[test]
+fn adc_flags_pairs_are_measured() {
+    let mut o = tsc_opts();
+    o.throughput = false;
+    let Some(v) = measure_until("adc rax, rbx", &o, 1.0, |r| lat(r, "3->3")) else {
+        return;
+    };
+    assert!(within(v, 1.0), "adc flags->flags {v}");
+    let Some(r) = run("adc rax, rbx", &o) else {
+        return;
+    };
+    let pairs: Vec<String> = r
+        .latency
+        .iter()
+        .map(|p| format!("{} {}->{}", p.pair, p.from, p.to))
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            "1->1 rax->rax",
+            "1->3 rax->flags",
+            "2->1 rbx->rax",
+            "2->3 rbx->flags",
+            "3->1 flags->rax",
+            "3->3 flags->flags"
+        ]
+    );
+    let p = r.latency.iter().find(|p| p.pair == "3->1").unwrap();
+    let d = p.derived.as_ref().unwrap();
+    assert_eq!(d.connector, "test rax, rax");
+    assert!(d.lower <= d.upper && d.upper >= 0.98, "{d:?}");
+}
+
 #[test]
 fn imul_latency_is_three_cycles() {
     let mut o = tsc_opts();

@@ -307,7 +307,11 @@ fn render_table(
                     } else {
                         format!("{} {}->{}", p.pair, p.from, p.to)
                     },
-                    fmt_fig(fig),
+                    if p.derived.is_some() {
+                        format!("≤{}", fmt_fig(fig))
+                    } else {
+                        fmt_fig(fig)
+                    },
                     String::new(),
                     fig.clock.to_string(),
                     spread(fig),
@@ -318,6 +322,17 @@ fn render_table(
                     row.push(format!("{:.3}", fig.raw_tsc_ticks));
                 }
                 let mut note = p.note.clone().unwrap_or_default();
+                if let Some(d) = &p.derived {
+                    let n = format!(
+                        "derived, not measured alone: chain with connector `{}` = {:.3}, connector round trip `{}` = {:.3}, so latency in [{:.3}, {:.3}] (each connector >= 1 cycle)",
+                        d.connector, d.chain, d.round_trip_body, d.round_trip, d.lower, d.upper
+                    );
+                    note = if note.is_empty() {
+                        n
+                    } else {
+                        format!("{n}; {note}")
+                    };
+                }
                 if p.body != body_text {
                     note = if note.is_empty() {
                         format!("timed: {}", p.body)
@@ -429,6 +444,12 @@ fn render_table(
     tma_report::align_right(&mut t, &[2, 3, 6, 7]);
     writeln!(w, "{t}")?;
     writeln!(w, "cycles per instruction (per body copy for several instructions); * = not within 2% of an integer or a multiple of 1/12")?;
+    if forms
+        .iter()
+        .any(|f| f.latency.iter().any(|p| p.derived.is_some()))
+    {
+        writeln!(w, "≤ = upper bound for a pair across register files (chain through a connector instruction minus 1 cycle); see the note for both bounds")?;
+    }
     // Clock lines (from the first form; they are the same machine).
     if let Some(f) = forms.first() {
         for c in &f.clocks {

@@ -595,9 +595,11 @@ fn bench_inner(
     let mut variants: Vec<plan::Variant> = vec![
         plan::Variant {
             chains: vec![vec![calib_ins(iced_x86::Code::Add_rm64_r64)]],
+            reloads: Vec::new(),
         },
         plan::Variant {
             chains: vec![vec![calib_ins(iced_x86::Code::Imul_r64_rm64)]],
+            reloads: Vec::new(),
         },
     ];
     let mut planned = Planned {
@@ -644,6 +646,7 @@ fn bench_inner(
                 to: "-".into(),
                 variant: plan::Variant {
                     chains: vec![instrs.clone()],
+                    reloads: Vec::new(),
                 },
                 note: None,
                 connector: None,
@@ -701,7 +704,10 @@ fn bench_inner(
             ins,
         ];
         div_spares = vec![(spares[0], a), (spares[1], dx)];
-        let v = plan::Variant { chains: vec![body] };
+        let v = plan::Variant {
+            chains: vec![body],
+            reloads: Vec::new(),
+        };
         let j = add_variant(&mut variants, v.clone());
         planned.tp.push((1, v, j));
         notes.push(format!(
@@ -725,6 +731,23 @@ fn bench_inner(
                     skipped_chains.push((k, reason));
                 }
             }
+        }
+        if let Some((_, v, _)) = planned.tp.iter().find(|t| !t.1.reloads.is_empty()) {
+            let moves: Vec<String> = v
+                .reloads
+                .iter()
+                .map(|(sp, r)| {
+                    format!(
+                        "mov {}, {}",
+                        asm::register_name(*r),
+                        asm::register_name(*sp)
+                    )
+                })
+                .collect();
+            notes.push(format!(
+                "throughput copies reload implicit registers before each instruction ({}; the spare holds the register's initial value) so copies are independent; the moves are timed with it, so the throughput is an upper bound for the instruction alone",
+                moves.join(", ")
+            ));
         }
         if planned.tp.is_empty() {
             let reason = skipped_chains
@@ -757,6 +780,16 @@ fn bench_inner(
     for (r, v) in &inits {
         if let Some(slot) = gprs.iter_mut().find(|(g, _)| g == r) {
             slot.1 = *v;
+        }
+    }
+    // Reload spares start with the value of the register they reload.
+    for (_, v, _) in &planned.tp {
+        for (sp, src) in &v.reloads {
+            if let Some(val) = gprs.iter().find(|(g, _)| g == src).map(|x| x.1) {
+                if let Some(slot) = gprs.iter_mut().find(|(g, _)| g == sp) {
+                    slot.1 = val;
+                }
+            }
         }
     }
     let (u1, u2) = opts.method.unroll;
@@ -1102,9 +1135,11 @@ mod tests {
         let ins = asm::resolve(&asm::parse_insn(text).unwrap()).unwrap().instr;
         let calib = plan::Variant {
             chains: vec![vec![calib_ins(iced_x86::Code::Add_rm64_r64)]],
+            reloads: Vec::new(),
         };
         let body = plan::Variant {
             chains: vec![vec![ins]],
+            reloads: Vec::new(),
         };
         let variants = vec![calib, body];
         let mut images = Vec::new();
@@ -1261,6 +1296,7 @@ mod tests {
         };
         let v = vec![plan::Variant {
             chains: vec![vec![Instruction::with(iced_x86::Code::Nopd)]],
+            reloads: Vec::new(),
         }];
         let m = fault_message(
             &f,

@@ -361,6 +361,10 @@ pub fn latency_ops(ins: &Instruction) -> Vec<DataOp> {
 pub struct Variant {
     /// One entry per independent chain; each is the list of instructions of one body copy.
     pub chains: Vec<Vec<Instruction>>,
+    /// Reload registers `(spare, source)`: the harness gives `spare` the initial value of
+    /// `source`, and the body copies `mov source, spare` before the instruction that reads or
+    /// partly writes the implicit register `source` (throughput of mul, cwd, rdtsc...).
+    pub reloads: Vec<(Register, Register)>,
 }
 
 impl Variant {
@@ -604,7 +608,10 @@ pub fn latency_pairs(ins: &Instruction) -> (Vec<PairPlan>, Vec<SkippedPair>) {
                     pair: pair.clone(),
                     from: i.name(),
                     to: o.name(),
-                    variant: Variant { chains: vec![body] },
+                    variant: Variant {
+                        chains: vec![body],
+                        reloads: Vec::new(),
+                    },
                     // The connector overwrites the input register (setb only its low byte),
                     // so paths that loop through the input alone are cut.
                     note: note_links(
@@ -620,6 +627,7 @@ pub fn latency_pairs(ins: &Instruction) -> (Vec<PairPlan>, Vec<SkippedPair>) {
                     connector: Some(asm::format(&c.back)),
                     round_trip: Some(Variant {
                         chains: vec![vec![c.forth, c.back]],
+                        reloads: Vec::new(),
                     }),
                 });
                 continue;
@@ -669,7 +677,10 @@ pub fn latency_pairs(ins: &Instruction) -> (Vec<PairPlan>, Vec<SkippedPair>) {
                 pair: pair.clone(),
                 from: i.name(),
                 to: o.name(),
-                variant: Variant { chains: vec![body] },
+                variant: Variant {
+                    chains: vec![body],
+                    reloads: Vec::new(),
+                },
                 note: note_links(links(&var, &broken), &pair),
                 connector: None,
                 round_trip: None,
@@ -685,23 +696,67 @@ pub fn throughput_variant(body: &[Instruction], k: usize) -> Result<Variant, Str
     let mut used: BTreeSet<Register> = BTreeSet::new();
     let mut written: Vec<Register> = Vec::new();
     let mut addr_regs = BTreeSet::new();
+    // Per instruction: implicit registers to reload before it.
+    let mut reload_before: Vec<Vec<Register>> = Vec::new();
+    let mut implicit_writes = false;
+    let mut factory = InstructionInfoFactory::new();
     for ins in body {
-        for d in data_ops(ins) {
+        if matches!(
+            ins.mnemonic(),
+            iced_x86::Mnemonic::Cpuid | iced_x86::Mnemonic::Serialize
+        ) {
+            return Err(format!(
+                "{} is serializing (no two copies overlap, so its throughput is its latency; in a VM cpuid also exits to the hypervisor)",
+                asm::format(ins)
+            ));
+        }
+        let ops = data_ops(ins);
+        let explicit_written: BTreeSet<Register> = ops
+            .iter()
+            .filter(|d| d.written && d.explicit.is_some())
+            .map(|d| d.reg.full_register())
+            .collect();
+        for d in &ops {
             used.insert(d.reg.full_register());
-            if d.written {
-                if d.explicit.is_none() {
-                    return Err(format!(
-                        "{} writes {} implicitly, so its copies cannot be made independent",
-                        asm::format(ins),
-                        asm::register_name(d.reg)
-                    ));
-                }
+            if d.written && d.explicit.is_some() {
                 let f = d.reg.full_register();
                 if !written.contains(&f) {
                     written.push(f);
                 }
             }
         }
+        let info = factory.info(ins);
+        let mut reloads = Vec::new();
+        for u in info.used_registers() {
+            let r = u.register();
+            let full = r.full_register();
+            if !writes(u.access()) || explicit_written.contains(&full) || is_mem_reg(ins, r) {
+                continue;
+            }
+            match reg_file(r) {
+                None => continue,
+                Some(RegFile::Gpr) => {}
+                Some(_) => {
+                    return Err(format!(
+                        "{} writes {} implicitly, so its copies cannot be made independent",
+                        asm::format(ins),
+                        asm::register_name(r)
+                    ))
+                }
+            }
+            used.insert(full);
+            implicit_writes = true;
+            let read = info
+                .used_registers()
+                .iter()
+                .any(|v| v.register().full_register() == full && reads(v.access()))
+                || ops.iter().any(|d| d.reg.full_register() == full && d.read);
+            let partial = r.size() < 4;
+            if (read || partial) && !reloads.contains(&full) {
+                reloads.push(full);
+            }
+        }
+        reload_before.push(reloads);
         if ins.op_kinds().any(|k| k == OpKind::Memory) {
             for r in [ins.memory_base(), ins.memory_index()] {
                 if r != Register::None {
@@ -711,15 +766,65 @@ pub fn throughput_variant(body: &[Instruction], k: usize) -> Result<Variant, Str
             }
         }
     }
-    if written.is_empty() {
+    if written.is_empty() && !implicit_writes {
         return Err("the body writes no register, so chains are already independent".into());
     }
-    if let Some(r) = written.iter().find(|r| addr_regs.contains(r)) {
+    let all_reloads: Vec<Register> = {
+        let mut v: Vec<Register> = reload_before.iter().flatten().copied().collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    if let Some(r) = written
+        .iter()
+        .chain(&all_reloads)
+        .find(|r| addr_regs.contains(r))
+    {
         return Err(format!(
             "{} is both written and used as an address register",
             asm::register_name(*r)
         ));
     }
+    if written.is_empty() && k > 1 {
+        return Err(
+            "only implicit registers are written, so one chain of copies is already independent"
+                .into(),
+        );
+    }
+    // Spare registers holding the reload values, taken from the end of the pool.
+    let mut spare_pool: Vec<Register> = GPR_POOL
+        .iter()
+        .rev()
+        .filter_map(|&n| RegClass::R64.nth(n))
+        .filter(|r| !used.contains(r))
+        .collect();
+    let mut reloads: Vec<(Register, Register)> = Vec::new();
+    for &r in &all_reloads {
+        let Some(sp) = spare_pool.first().copied() else {
+            return Err("no free general-purpose register left to hold reload values".into());
+        };
+        spare_pool.remove(0);
+        used.insert(sp);
+        reloads.push((sp, r));
+    }
+    let with_reloads = |copy: &[Instruction]| -> Result<Vec<Instruction>, String> {
+        let mut out = Vec::new();
+        for (ins, rl) in copy.iter().zip(&reload_before) {
+            for r in rl {
+                let sp = reloads
+                    .iter()
+                    .find(|(_, s)| s == r)
+                    .map(|x| x.0)
+                    .ok_or("reload register missing")?;
+                out.push(
+                    with2(iced_x86::Code::Mov_rm64_r64, *r, sp)
+                        .ok_or("reload move does not encode")?,
+                );
+            }
+            out.push(*ins);
+        }
+        Ok(out)
+    };
     let mut free: HashMap<RegFile, Vec<Register>> = HashMap::new();
     let gprs: Vec<Register> = GPR_POOL
         .iter()
@@ -752,7 +857,7 @@ pub fn throughput_variant(body: &[Instruction], k: usize) -> Result<Variant, Str
             .filter(|r| !used.contains(r))
             .collect(),
     );
-    let mut chains = vec![body.to_vec()];
+    let mut chains = vec![with_reloads(body)?];
     let mut cursor: HashMap<RegFile, usize> = HashMap::new();
     for _c in 1..k {
         let mut map: HashMap<Register, Register> = HashMap::new();
@@ -784,9 +889,9 @@ pub fn throughput_variant(body: &[Instruction], k: usize) -> Result<Variant, Str
             asm::encode(&n).map_err(|e| format!("renamed copy does not encode: {e}"))?;
             copy.push(n);
         }
-        chains.push(copy);
+        chains.push(with_reloads(&copy)?);
     }
-    Ok(Variant { chains })
+    Ok(Variant { chains, reloads })
 }
 
 /// Turn operand kinds (`r64`, `xmm`) into concrete registers, avoiding every register named
@@ -952,9 +1057,30 @@ mod tests {
                 "imul rsi, rbx"
             ]
         );
-        assert!(throughput_variant(&[ins("div rcx")], 2)
+        // Implicit registers: reloaded from a spare before each copy when read (mul reads
+        // rax); write-only full-width ones (rdx) are renamed by the core.
+        let v = throughput_variant(&[ins("mul rcx")], 1).unwrap();
+        assert_eq!(v.text(), "mov rax, r13; mul rcx");
+        assert_eq!(v.reloads, [(Register::R13, Register::RAX)]);
+        let v = throughput_variant(&[ins("mul rax")], 1).unwrap();
+        assert_eq!(v.text(), "mov rax, r13; mul rax");
+        let v = throughput_variant(&[ins("rdtsc")], 1).unwrap();
+        assert_eq!(v.text(), "rdtsc");
+        assert!(v.reloads.is_empty());
+        assert!(throughput_variant(&[ins("rdtsc")], 2)
             .unwrap_err()
-            .contains("implicitly"));
+            .contains("already independent"));
+        // A 16-bit implicit write (dx) merges into the old value: reloaded too; ax is only read.
+        assert_eq!(
+            throughput_variant(&[ins("cwd")], 1).unwrap().text(),
+            "mov rdx, r13; cwd"
+        );
+        // Explicit destinations renamed per chain, implicit ones reloaded in every copy.
+        let v = throughput_variant(&[ins("mulx rax, rbx, rcx")], 2).unwrap();
+        assert_eq!(v.chains.len(), 2);
+        assert!(throughput_variant(&[ins("cpuid")], 1)
+            .unwrap_err()
+            .contains("serializing"));
     }
 
     fn pair_texts(t: &str) -> Vec<String> {

@@ -155,6 +155,30 @@ fn adc_flags_pairs_are_measured() {
     assert!(d.lower <= d.upper && d.upper >= 0.98, "{d:?}");
 }
 
+/// mul writes rdx:rax implicitly and reads rax: copies are made independent by reloading rax
+/// from a spare register; the result is bounded by the latency chain (every core overlaps
+/// independent multiplies at least somewhat: at most 1 per latency) and by 4 per cycle.
+#[test]
+fn mul_throughput_uses_reloads() {
+    let mut o = tsc_opts();
+    o.latency = false;
+    let Some(r) = run("mul rcx", &o) else {
+        return;
+    };
+    let tp = r.throughput.as_ref().expect("mul throughput measured");
+    assert_eq!(tp.per_chains[0].body, "mov rax, r13; mul rcx");
+    let v = tp.best[0].median;
+    assert!((0.25 * 0.98..=3.0 * 1.02).contains(&v), "mul tp {v}");
+    assert!(
+        r.notes.iter().any(|n| n.contains("mov rax, r13")),
+        "{:?}",
+        r.notes
+    );
+    if let Some(c) = run("cpuid", &o) {
+        assert!(c.throughput_note.unwrap().contains("serializing"));
+    }
+}
+
 #[test]
 fn imul_latency_is_three_cycles() {
     let mut o = tsc_opts();

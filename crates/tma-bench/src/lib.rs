@@ -352,7 +352,8 @@ pub struct ClockStatus {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FormReport {
     pub input: String,
-    /// Operand-value preset the figures are for (`div`/`idiv`: "fast" or "slow"), if any.
+    /// Operand-value preset the figures are for (`div`/`idiv` and FP div/sqrt: "fast: ..." or
+    /// "slow: ..."), if any.
     pub preset: Option<String>,
     pub instructions: Vec<String>,
     pub bytes: String,
@@ -471,21 +472,119 @@ fn calib_ins(code: iced_x86::Code) -> Instruction {
 
 /// Measure one source with the operand values as given (defaults plus `--init`).
 pub fn bench(src: &Source, opts: &Options) -> Result<FormReport, BenchError> {
-    bench_inner(src, opts, &plan::host_has, None)
+    bench_inner(src, opts, &plan::host_has, None, None)
 }
 
 /// Measure one source; a lone `div`/`idiv` whose rax, rdx and divisor were not set with
 /// `--init` is measured twice, with the "fast" and the "slow" operand preset (their cost
-/// depends on the values), one report each.
+/// depends on the values), one report each; likewise a lone FP division or square root
+/// (divsd, vdivps, sqrtsd...) when no vector register was set with `--init` ([`FpPreset`]).
 pub fn bench_all(src: &Source, opts: &Options) -> Result<Vec<FormReport>, BenchError> {
     let (_, instrs) = prepare(src, &plan::host_has)?;
     if let Some(presets) = DivPreset::applicable(&instrs, &opts.init) {
         return presets
             .iter()
-            .map(|p| bench_inner(src, opts, &plan::host_has, Some(p)))
+            .map(|p| bench_inner(src, opts, &plan::host_has, Some(p), None))
+            .collect();
+    }
+    if let Some(presets) = FpPreset::applicable(&instrs, &opts.vec_init) {
+        return presets
+            .iter()
+            .map(|p| bench_inner(src, opts, &plan::host_has, None, Some(p)))
             .collect();
     }
     Ok(vec![bench(src, opts)?])
+}
+
+/// Operand-value presets for FP division and square root (their latency may depend on the
+/// values on some cores): every lane of every vector register gets the same value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FpPreset {
+    pub name: &'static str,
+    /// Lane bits for f32 and f64 elements.
+    pub f32_bits: u32,
+    pub f64_bits: u64,
+}
+
+impl FpPreset {
+    /// Fast: 1.0 (x / 1.0 and sqrt(1.0) stay 1.0 along a chain).
+    pub const FAST: FpPreset = FpPreset {
+        name: "fast",
+        f32_bits: 0x3F80_0000,
+        f64_bits: 0x3FF0_0000_0000_0000,
+    };
+    /// Slow: a value just above 1.0 with many mantissa bits set. A division chain x / d keeps
+    /// dense mantissas and, d being so close to 1, stays a normal number for the longest
+    /// timed run (d^-30000 is about 0.002, far above the smallest normal number).
+    pub const SLOW: FpPreset = FpPreset {
+        name: "slow",
+        f32_bits: 0x3F80_06A7,
+        f64_bits: 0x3FF0_00D4_E5F6_A7B9,
+    };
+
+    fn is_fp_div_sqrt(ins: &Instruction) -> Option<bool> {
+        let m = format!("{:?}", ins.mnemonic()).to_ascii_lowercase();
+        let core = m.strip_prefix('v').unwrap_or(&m);
+        let kind = [
+            "divss", "divsd", "divps", "divpd", "sqrtss", "sqrtsd", "sqrtps", "sqrtpd",
+        ]
+        .iter()
+        .find(|k| core == **k)?;
+        Some(kind.ends_with("ss") || kind.ends_with("ps"))
+    }
+
+    /// The presets for a lone FP div/sqrt with no vector `--init`, else None.
+    fn applicable(
+        instrs: &[Instruction],
+        vec_init: &[(Register, Vec<u8>)],
+    ) -> Option<[FpPreset; 2]> {
+        let [ins] = instrs else { return None };
+        Self::is_fp_div_sqrt(ins)?;
+        vec_init
+            .is_empty()
+            .then_some([FpPreset::FAST, FpPreset::SLOW])
+    }
+
+    /// 64 bytes of lanes for the instruction's element type.
+    fn lanes(&self, ins: &Instruction) -> Vec<u8> {
+        let lane = if Self::is_fp_div_sqrt(ins) == Some(true) {
+            self.f32_bits.to_le_bytes().to_vec()
+        } else {
+            self.f64_bits.to_le_bytes().to_vec()
+        };
+        lane.into_iter().cycle().take(64).collect()
+    }
+
+    fn describe(&self, ins: &Instruction) -> String {
+        let sqrt = format!("{:?}", ins.mnemonic())
+            .to_ascii_lowercase()
+            .contains("sqrt");
+        let (ty, bits, value) = if Self::is_fp_div_sqrt(ins) == Some(true) {
+            (
+                "f32",
+                format!("{:#x}", self.f32_bits),
+                f32::from_bits(self.f32_bits) as f64,
+            )
+        } else {
+            (
+                "f64",
+                format!("{:#x}", self.f64_bits),
+                f64::from_bits(self.f64_bits),
+            )
+        };
+        let mut d = format!(
+            "{}: every lane of every vector register = {ty} {value} ({bits})",
+            self.name
+        );
+        if self.name == "slow" {
+            d.push_str(if sqrt {
+                "; a square-root latency chain converges to 1.0 within a few dozen steps, so the slow values hold for throughput only"
+            } else {
+                "; a pair that divides a register by itself (2->1) computes 1.0 from the first step"
+            });
+        }
+        d
+    }
 }
 
 /// uops.info-style operand presets for integer division.
@@ -561,7 +660,7 @@ pub fn bench_with_probe(
     opts: &Options,
     probe: plan::FeatureProbe,
 ) -> Result<FormReport, BenchError> {
-    bench_inner(src, opts, probe, None)
+    bench_inner(src, opts, probe, None, None)
 }
 
 fn bench_inner(
@@ -569,6 +668,7 @@ fn bench_inner(
     opts: &Options,
     probe: plan::FeatureProbe,
     div: Option<&DivPreset>,
+    fp: Option<&FpPreset>,
 ) -> Result<FormReport, BenchError> {
     let (input, instrs) = prepare(src, probe)?;
     for (r, _) in &opts.init {
@@ -590,6 +690,10 @@ fn bench_inner(
                 ))
             })?;
         vec_vals.push((n, b.clone()));
+    }
+    if let Some(p) = fp {
+        let lanes = p.lanes(&instrs[0]);
+        vec_vals = (0..32).map(|n| (n, lanes.clone())).collect();
     }
     let mut notes = Vec::new();
     let mut variants: Vec<plan::Variant> = vec![
@@ -1013,7 +1117,9 @@ fn bench_inner(
         .collect();
     Ok(FormReport {
         input,
-        preset: div.map(|d| d.describe(&instrs[0])),
+        preset: div
+            .map(|d| d.describe(&instrs[0]))
+            .or_else(|| fp.map(|p| p.describe(&instrs[0]))),
         instructions: instrs.iter().map(asm::format).collect(),
         bytes: hex(&bytes),
         cpu: opts.method.cpu.or_else(sys::current_cpu).unwrap_or(0),
@@ -1254,6 +1360,39 @@ mod tests {
             let e = parse_init(bad).unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn fp_presets_apply_to_lone_fp_div_and_sqrt() {
+        let one = |t: &str| vec![asm::resolve(&asm::parse_insn(t).unwrap()).unwrap().instr];
+        for t in [
+            "divsd xmm0, xmm1",
+            "vdivps ymm0, ymm1, ymm2",
+            "sqrtss xmm0, xmm1",
+            "vsqrtpd zmm1, zmm2",
+        ] {
+            assert!(FpPreset::applicable(&one(t), &[]).is_some(), "{t}");
+        }
+        for t in ["mulsd xmm0, xmm1", "addps xmm0, xmm1", "rsqrtps xmm0, xmm1"] {
+            assert!(FpPreset::applicable(&one(t), &[]).is_none(), "{t}");
+        }
+        // --init of a vector register turns the presets off.
+        let init = vec![(Register::XMM1, vec![0u8; 64])];
+        assert!(FpPreset::applicable(&one("divsd xmm0, xmm1"), &init).is_none());
+        // Lanes by element type; every value normal, fast = 1.0, slow != 1.0.
+        let ps = FpPreset::SLOW.lanes(&one("divps xmm0, xmm1")[0]);
+        let x = f32::from_le_bytes(ps[4..8].try_into().unwrap());
+        assert!(x.is_normal() && x > 1.0 && x < 1.001);
+        // Stays normal along the longest chain: 30000 divisions.
+        assert!(x.powi(-30000).is_normal());
+        let pd = FpPreset::SLOW.lanes(&one("divpd xmm0, xmm1")[0]);
+        let y = f64::from_le_bytes(pd[8..16].try_into().unwrap());
+        assert!(y.is_normal() && y > 1.0 && y.powi(-30000) > 1e-3);
+        let f = FpPreset::FAST.lanes(&one("sqrtsd xmm0, xmm1")[0]);
+        assert_eq!(f64::from_le_bytes(f[..8].try_into().unwrap()), 1.0);
+        assert!(FpPreset::SLOW
+            .describe(&one("sqrtsd xmm0, xmm1")[0])
+            .starts_with("slow: every lane of every vector register = f64 1.0002"));
     }
 
     #[test]

@@ -179,6 +179,59 @@ fn mul_throughput_uses_reloads() {
     }
 }
 
+/// [`run`] for `bench_all` (presets).
+fn run_all(text: &str, opts: &Options) -> Option<Vec<FormReport>> {
+    for _ in 0..6 {
+        match tma_bench::bench_all(&Source::Text(text.into()), opts) {
+            Ok(r) => return Some(r),
+            Err(e @ BenchError::SelfCheck { .. }) => {
+                eprintln!("{text}: {e}");
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+            Err(e) => panic!("{text}: {e}"),
+        }
+    }
+    eprintln!("skipped: the calibration self-check refused 6 times (host too contended)");
+    None
+}
+
+/// A lone FP division or square root is measured with the fast and the slow value preset,
+/// each report saying which; an explicit vector --init turns the presets off.
+#[test]
+fn fp_div_sqrt_presets() {
+    let mut o = tsc_opts();
+    o.chains = vec![4];
+    for t in ["divsd xmm0, xmm1", "sqrtps xmm0, xmm1"] {
+        let Some(r) = run_all(t, &o) else { return };
+        let presets: Vec<&str> = r
+            .iter()
+            .map(|f| f.preset.as_deref().unwrap().split(':').next().unwrap())
+            .collect();
+        assert_eq!(presets, ["fast", "slow"], "{t}");
+        for f in &r {
+            // Both presets give a plausible FP divide/sqrt latency (a few to a few dozen cycles).
+            let l = f.latency_summary().unwrap();
+            assert!((3.0..60.0).contains(&l), "{t}: {l}");
+        }
+        assert!(r[1]
+            .preset
+            .as_deref()
+            .unwrap()
+            .contains(if t.starts_with("div") {
+                "f64 1.0002"
+            } else {
+                "f32 1.0002"
+            }));
+    }
+    o.vec_init = vec![(iced_x86::Register::XMM1, 1.5f64.to_le_bytes().repeat(8))];
+    o.throughput = false;
+    let Some(r) = run_all("divsd xmm0, xmm1", &o) else {
+        return;
+    };
+    assert_eq!(r.len(), 1);
+    assert!(r[0].preset.is_none());
+}
+
 #[test]
 fn imul_latency_is_three_cycles() {
     let mut o = tsc_opts();

@@ -380,11 +380,13 @@ fn render_table(
                         (
                             tp.best_chains,
                             fig,
-                            String::from(if f.preset.is_some() {
-                                "independent copies (rax/rdx reloaded)"
-                            } else {
-                                "best over chain sweep"
-                            }),
+                            String::from(
+                                if f.preset.as_deref().is_some_and(|p| p.contains("rdx:rax")) {
+                                    "independent copies (rax/rdx reloaded)"
+                                } else {
+                                    "best over chain sweep"
+                                },
+                            ),
                         )
                     })
                     .collect()

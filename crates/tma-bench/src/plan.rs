@@ -435,7 +435,7 @@ fn links(ins: &Instruction, broken: &[Register]) -> Vec<String> {
     let mut v = Vec::new();
     for i in ops
         .iter()
-        .filter(|o| o.read && !(broken.contains(&o.reg.full_register()) && !o.flags))
+        .filter(|o| o.read && (o.flags || !broken.contains(&o.reg.full_register())))
     {
         for o in ops.iter().filter(|o| o.written) {
             if i.same_reg(o) || (i.label == o.label) {

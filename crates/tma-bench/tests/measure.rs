@@ -210,7 +210,7 @@ fn fp_div_sqrt_presets() {
         assert_eq!(presets, ["fast", "slow"], "{t}");
         for f in &r {
             // Both presets give a plausible FP divide/sqrt latency (a few to a few dozen cycles).
-            let l = f.latency_summary().unwrap();
+            let l = f.latency_summary().unwrap_or_else(|| panic!("{f:?}"));
             assert!((3.0..60.0).contains(&l), "{t}: {l}");
         }
         assert!(r[1]

@@ -1,7 +1,7 @@
 //! `tma bench`: instruction latency and throughput in core cycles.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -82,7 +82,8 @@ pub struct Args {
     /// Compare with a CSV of reference values (columns: instruction,latency,throughput); differences over 5% are marked.
     #[arg(long, value_name = "FILE")]
     pub compare: Option<PathBuf>,
-    /// Show a progress bar (for --file and --preset).
+    /// Show progress on stderr (for --file and --preset): a bar on a terminal, one line per
+    /// input otherwise. Never written to stdout or the -o file.
     #[arg(long)]
     pub progress: bool,
     /// Show every chain count and clock details.
@@ -619,6 +620,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut sha = None;
     if args.preset.as_deref() == Some("sha") {
         let pb = args.progress.then(|| spinner("SHA preset"));
+        if args.progress && !std::io::stderr().is_terminal() {
+            eprintln!("tma bench: measuring the SHA preset");
+        }
         let r = tma_bench::preset_sha(&opts)?;
         if let Some(pb) = pb {
             pb.finish_and_clear();
@@ -628,7 +632,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else if sources.len() == 1 {
         forms.extend(tma_bench::bench_all(&sources[0], &opts)?);
     } else {
-        let pb = args.progress.then(|| {
+        // A bar on a terminal; one plain line per input when stderr is a file or a pipe (a
+        // log), where indicatif would draw nothing.
+        let lines = args.progress && !std::io::stderr().is_terminal();
+        let pb = (args.progress && !lines).then(|| {
             let pb = indicatif::ProgressBar::new(sources.len() as u64);
             pb.set_style(
                 indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}")
@@ -636,13 +643,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
             pb
         });
-        for s in &sources {
+        for (i, s) in sources.iter().enumerate() {
             let input = match s {
                 Source::Text(t) => t.clone(),
                 Source::Bytes(b) => format!("{b:02x?}"),
             };
             if let Some(pb) = &pb {
                 pb.set_message(input.clone());
+            }
+            if lines {
+                eprintln!("tma bench: [{}/{}] {input}", i + 1, sources.len());
             }
             match tma_bench::bench_all(s, &opts) {
                 Ok(r) => forms.extend(r),

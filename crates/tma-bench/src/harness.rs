@@ -348,7 +348,7 @@ mod tests {
             (VecInit::Avx, 16),
             (VecInit::Avx512, 32),
         ] {
-            let img = build_image(&[c.clone()], 2, &GPR_DEFAULTS, vec, true).unwrap();
+            let img = build_image(std::slice::from_ref(&c), 2, &GPR_DEFAULTS, vec, true).unwrap();
             let d = Decoder::new(64, &img.bytes[..img.body_start], DecoderOptions::NONE);
             let mut loads = Vec::new();
             for ins in d.into_iter() {

@@ -17,6 +17,23 @@
 //! 11 accepted repetitions is reported with p10/p90. A self-check (imul chain / add chain = 3
 //! within 1%) must pass before any figure is reported.
 //!
+//! Latency pairs: every register input -> register output of one instruction; the arithmetic
+//! flags count as one more operand for instructions that read them (adc, sbb, rcl, cmovcc,
+//! setcc), and other read-write general-purpose registers are cut off the chain with
+//! `mov reg, spare`. A pair across register files (xmm -> GPR, GPR -> flags...) is closed by a
+//! connector instruction of the other direction (`movq`, `vmovq`, `kmovw`, `test`, `setb`); the
+//! round trip of the two connectors is timed too and the latency reported as bounds
+//! ([`Derived`]: upper = chain - 1, lower = chain - round trip + 1, each connector taking at
+//! least one cycle).
+//!
+//! Throughput: written registers renamed over N chains; implicit registers that an instruction
+//! reads or partly writes (mul's rax) are reloaded from a spare before each copy (the moves are
+//! timed, so the figure is an upper bound); serializing instructions are refused.
+//!
+//! Values: `div`/`idiv` and FP division/square root run with a "fast" and a "slow" operand
+//! preset ([`DivPreset`], [`FpPreset`]) unless the user set the operands with `--init`
+//! ([`parse_init`], which also takes vector registers).
+//!
 //! Registers: r15 is the loop counter, r14 points at a 1 MiB scratch buffer (memory operands
 //! `[r14+disp]`), rsp is the stack; bodies may not write any of them.
 
@@ -836,6 +853,16 @@ fn bench_inner(
                 }
             }
         }
+        if !planned.tp.is_empty()
+            && instrs
+                .iter()
+                .any(|i| i.rflags_read() != 0 && i.rflags_modified() & i.rflags_read() != 0)
+        {
+            notes.push(
+                "throughput copies also chain through the flags (each reads flags the previous copy wrote), so the throughput is at best the flags latency"
+                    .into(),
+            );
+        }
         if let Some((_, v, _)) = planned.tp.iter().find(|t| !t.1.reloads.is_empty()) {
             let moves: Vec<String> = v
                 .reloads
@@ -1042,6 +1069,15 @@ fn bench_inner(
         .filter(|s| s.self_check_ok == Some(true))
         .map(|s| s.clock)
         .collect();
+    // Every wanted figure must have come back for every clock that passed its self-check.
+    for c in &good {
+        if let Some(j) = wanted.iter().find(|j| !figs.contains_key(&(**j, *c))) {
+            return Err(BenchError::Measurement(format!(
+                "the measurement process returned no {c} figure for `{}`; try again",
+                variants[*j].text()
+            )));
+        }
+    }
     let figures_of = |j: usize| -> Vec<Figure> {
         good.iter()
             .filter_map(|c| figs.get(&(j, *c)).cloned())

@@ -106,6 +106,18 @@ fn bad_input_is_one_line_exit_2() {
             "no operand pair matches",
         ),
         (vec!["--bytes", "0f0"], "even number of hex digits"),
+        (
+            vec!["addps xmm0, xmm1", "--init", "xmm1=1.5"],
+            "vector values are hex",
+        ),
+        (
+            vec![
+                "addps xmm0, xmm1",
+                "--init",
+                "xmm1=0x1_00000000_00000000_00000000_00000000",
+            ],
+            "does not fit xmm1",
+        ),
         (vec![], "nothing to measure"),
     ] {
         let o = tma(&args);
@@ -360,4 +372,86 @@ fn clock_all_table_shows_raw_ticks_and_unavailable_clocks() {
             );
         }
     }
+}
+
+/// A pair across register files is printed as an upper bound (≤) with the connector, the
+/// round trip and both bounds; JSON carries the derivation.
+#[test]
+fn cross_file_pair_is_shown_as_a_bound() {
+    let Some(o) = measured(&["pmovmskb eax, xmm0", "--lat", "--clock", "tsc"]) else {
+        return;
+    };
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("2->1 xmm0->eax   ≤"), "{out}");
+    assert!(
+        out.contains("derived, not measured alone: chain with connector `movq xmm0, rax` = "),
+        "{out}"
+    );
+    assert!(
+        out.contains("connector round trip `movq rax, xmm0; movq xmm0, rax` = "),
+        "{out}"
+    );
+    assert!(
+        out.contains("≤ = upper bound for a pair across register files"),
+        "{out}"
+    );
+    let Some(o) = measured(&["pmovmskb eax, xmm0", "--lat", "--clock", "tsc", "--json"]) else {
+        return;
+    };
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p = &v["forms"][0]["latency"][0];
+    let d = &p["derived"];
+    assert_eq!(d["connector"], "movq xmm0, rax");
+    let (chain, upper, lower) = (
+        d["chain"].as_f64().unwrap(),
+        d["upper"].as_f64().unwrap(),
+        d["lower"].as_f64().unwrap(),
+    );
+    assert!((chain - 1.0 - upper).abs() < 1e-9 && lower <= upper, "{d}");
+    assert_eq!(p["figures"][0]["median"].as_f64().unwrap(), upper);
+}
+
+/// FP division runs with both value presets, each row labelled and each preset printed.
+#[test]
+fn fp_division_presets_are_labelled() {
+    let Some(o) = measured(&[
+        "divsd xmm0, xmm1",
+        "--lat",
+        "--pair",
+        "1->1",
+        "--clock",
+        "tsc",
+    ]) else {
+        return;
+    };
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("divsd xmm0, xmm1 [fast]"), "{out}");
+    assert!(out.contains("divsd xmm0, xmm1 [slow]"), "{out}");
+    assert!(
+        out.contains(
+            "preset fast: every lane of every vector register = f64 1 (0x3ff0000000000000)"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("preset slow: every lane of every vector register = f64 1.0002"),
+        "{out}"
+    );
+    // --init of a vector register: the values are the user's, no presets.
+    let Some(o) = measured(&[
+        "divsd xmm0, xmm1",
+        "--lat",
+        "--pair",
+        "1->1",
+        "--clock",
+        "tsc",
+        "--init",
+        "xmm1=f64:3.0",
+    ]) else {
+        return;
+    };
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("[fast]") && !out.contains("preset"), "{out}");
 }

@@ -1083,26 +1083,38 @@ fn bench_inner(
             .filter_map(|c| figs.get(&(j, *c)).cloned())
             .collect()
     };
-    let latency = planned
-        .latency
-        .iter()
-        .map(|(p, j, rt)| {
-            let chain = figures_of(*j);
-            let (figures, derived) = match rt {
-                None => (chain, None),
-                Some(rt) => derive(&chain, &figures_of(*rt), p),
-            };
-            PairResult {
-                pair: p.pair.clone(),
-                from: p.from.clone(),
-                to: p.to.clone(),
-                body: p.variant.text(),
-                note: p.note.clone(),
-                figures,
-                derived,
-            }
-        })
-        .collect();
+    let mut latency = Vec::new();
+    for (p, j, rt) in &planned.latency {
+        let chain = figures_of(*j);
+        let (figures, derived) = match rt {
+            None => (chain, None),
+            Some(rt) => derive(&chain, &figures_of(*rt), p),
+        };
+        // Instruction and connector each take at least a cycle: a shorter chain means the
+        // value does not flow through the pair (a dependency-breaking idiom such as
+        // `sbb rax, rax`, or a shorter path through other operands carries the loop).
+        if let Some(d) = derived.as_ref().filter(|d| d.chain < 1.9) {
+            let why = format!(
+                "the chain through the connector `{}` took {:.3} cycles (< 2), so the output does not depend on {} through this pair here (dependency-breaking idiom, or another path carries the chain); no latency to report",
+                d.connector, d.chain, p.from
+            );
+            notes.push(format!(
+                "pair {} {}->{} not reported: {why}",
+                p.pair, p.from, p.to
+            ));
+            skipped_pairs.push((p.pair.clone(), why));
+            continue;
+        }
+        latency.push(PairResult {
+            pair: p.pair.clone(),
+            from: p.from.clone(),
+            to: p.to.clone(),
+            body: p.variant.text(),
+            note: p.note.clone(),
+            figures,
+            derived,
+        });
+    }
     let throughput = if planned.tp.is_empty() {
         None
     } else {

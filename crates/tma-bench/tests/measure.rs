@@ -232,6 +232,42 @@ fn fp_div_sqrt_presets() {
     assert!(r[0].preset.is_none());
 }
 
+/// A cross-file chain takes at least 2 cycles (instruction + connector). `sbb rax, rax` only
+/// depends on the carry on AMD cores, so its rax->flags chains loop through flags alone in
+/// about 1 cycle: those pairs must be withheld with the reason, never reported as "<= 0".
+#[test]
+fn cross_file_pairs_shorter_than_two_cycles_are_withheld() {
+    let mut o = tsc_opts();
+    o.throughput = false;
+    let Some(r) = run("sbb rax, rax", &o) else {
+        return;
+    };
+    for p in &r.latency {
+        if let Some(d) = &p.derived {
+            assert!(
+                d.chain >= 1.9,
+                "{} reported from a {:.3}-cycle chain",
+                p.pair,
+                d.chain
+            );
+        }
+    }
+    let withheld: Vec<&str> = r
+        .latency_skipped
+        .iter()
+        .filter(|(_, why)| why.contains("(< 2)"))
+        .map(|(p, _)| p.as_str())
+        .collect();
+    for p in &withheld {
+        assert!(
+            r.notes.iter().any(|n| n.starts_with(&format!("pair {p} "))),
+            "{:?}",
+            r.notes
+        );
+    }
+    eprintln!("withheld on this CPU: {withheld:?}");
+}
+
 #[test]
 fn imul_latency_is_three_cycles() {
     let mut o = tsc_opts();

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod render;
 
 /// Top-down Microarchitecture Analysis: identify the bottleneck, locate it, measure instructions.
 #[derive(Debug, Parser)]

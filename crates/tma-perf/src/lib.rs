@@ -2,6 +2,18 @@
 //! planning, multiplex scaling and sampling; Live, Replay (snapshots, imported `perf stat`
 //! output) and Software backends. Every backend produces [`Reading`]s, the one currency
 //! between counting and the formula engine.
+//!
+//! Layers: [`event`] (what to count) -> [`attr`] (perf_event_attr) with PMUs from [`sysfs`]
+//! -> [`plan`] (groups that fit the counters) -> [`backend`] (Live / Replay run a plan on a
+//! target) -> [`snapshot`] (record and replay). The only `unsafe` is in [`sys`].
 
+pub mod attr;
+pub mod backend;
+pub mod event;
+pub mod import;
+pub mod plan;
 pub mod readings;
+pub mod snapshot;
+pub mod sys;
+pub mod sysfs;
 pub use readings::*;

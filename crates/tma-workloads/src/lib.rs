@@ -1,1 +1,12 @@
-//! Case-study workloads: SHA-256 (portable and SHA-NI) and a DRAM-bound random-access kernel with an optional software prefetch.
+//! Case-study workloads for `tma`: SHA-256 (portable and SHA-NI) and a DRAM-bound
+//! random-access kernel with an optional software prefetch.
+//!
+//! These are real workloads, not mocks: `tma workload` runs them as ordinary processes so the
+//! analysis commands (`tma stat`, `tma locate`) can be pointed at them, `tma sha256sum` uses
+//! the SHA-256 code as a drop-in for coreutils, and `tma demo` walks through the method on
+//! them.
+
+pub mod clock;
+pub mod dram;
+pub mod rng;
+pub mod sha256;

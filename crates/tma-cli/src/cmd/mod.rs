@@ -8,4 +8,5 @@ pub mod list;
 pub mod locate;
 pub mod sha256sum;
 pub mod stat;
+pub mod stat_live;
 pub mod workload;

@@ -1,0 +1,89 @@
+//! `tma demo --quick`: the structure of the walkthrough (each step prints the `tma` command it
+//! runs, the before/after table is there) and the SHA-NI speedup. Steps whose sub-command
+//! cannot run on this machine (no PMU for `tma stat`, ...) must degrade, not abort.
+
+use std::process::Command;
+
+const TMA: &str = env!("CARGO_BIN_EXE_tma");
+
+fn demo(case: &str) -> String {
+    let o = Command::new(TMA)
+        .args(["demo", case, "--quick"])
+        .output()
+        .expect("run tma demo");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "tma demo {case} failed: {}\n{out}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+fn speedup(out: &str) -> f64 {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("speedup: "))
+        .unwrap_or_else(|| panic!("no speedup line in:\n{out}"));
+    line["speedup: ".len()..]
+        .split('x')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn sha256_walkthrough() {
+    let out = demo("sha256");
+    for cmd in [
+        "$ tma stat -- tma workload sha256 --impl portable",
+        "$ tma locate -- tma workload sha256 --impl portable",
+        "$ tma bench --preset sha",
+    ] {
+        assert!(out.contains(cmd), "missing `{cmd}` in:\n{out}");
+    }
+    for step in [
+        "Step 1: measure",
+        "Step 2: locate",
+        "Step 3: apply the fix",
+        "compare",
+    ] {
+        assert!(out.contains(step), "missing `{step}` in:\n{out}");
+    }
+    assert!(out.contains("Before/after"), "{out}");
+    assert!(out.contains(" portable "), "{out}");
+    let has_ni = std::fs::read_to_string("/proc/cpuinfo")
+        .map(|c| c.contains(" sha_ni"))
+        .unwrap_or(false);
+    if !has_ni {
+        eprintln!("skipped the speedup check: no SHA-NI on this CPU");
+        return;
+    }
+    assert!(
+        out.contains("$ tma stat -- tma workload sha256 --impl ni"),
+        "{out}"
+    );
+    assert!(out.contains("SHA-NI, 1 stream"), "{out}");
+    let s = speedup(&out);
+    assert!(s > 1.0, "SHA-NI not faster than portable: {s}x\n{out}");
+}
+
+#[test]
+fn dram_walkthrough() {
+    let out = demo("dram");
+    for cmd in [
+        "$ tma stat -- tma workload dram --size 128M",
+        "$ tma locate -- tma workload dram",
+        "--prefetch",
+    ] {
+        assert!(out.contains(cmd), "missing `{cmd}` in:\n{out}");
+    }
+    assert!(out.contains("Before/after"), "{out}");
+    assert!(
+        out.contains("no prefetch") && out.contains("cycles/access"),
+        "{out}"
+    );
+    let s = speedup(&out);
+    assert!(s > 1.0, "prefetch not faster: {s}x\n{out}");
+}

@@ -1,0 +1,577 @@
+//! End-to-end tests of live `tma stat`: real perf_event_open with software events (they work
+//! on this machine), and the synthetic backend (`TMA_REPLAY_BACKEND`, test-only) for the
+//! hardware paths: multiplex scaling, counted shares, --no-multiplex, --repeat, --drilldown,
+//! --record / --import byte for byte.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn tma() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tma"));
+    c.env_remove("TMA_REPLAY_BACKEND")
+        .env_remove("TMA_SYSFS_ROOT")
+        .env_remove("TMA_PROC_ROOT");
+    c
+}
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(rel)
+}
+
+fn synthetic() -> Command {
+    let mut c = tma();
+    c.env(
+        "TMA_REPLAY_BACKEND",
+        fixture("live/synthetic-zen4-sha256.json"),
+    );
+    c
+}
+
+fn run(c: &mut Command) -> Output {
+    c.stdin(Stdio::null()).output().expect("run tma")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn has_core_pmu() -> bool {
+    ["cpu", "cpu_core", "cpu_atom"]
+        .iter()
+        .any(|p| Path::new("/sys/bus/event_source/devices").join(p).exists())
+}
+
+/// Processes whose command line is exactly `argv` (to find leftovers).
+fn processes_with_cmdline(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want) {
+            // Zombies have an empty cmdline, so a match is a live process.
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn assert_one_line_error(o: &Output, needle: &str) {
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
+    assert!(lines[0].starts_with("tma: error: "), "{err}");
+    assert!(err.contains(needle), "{err:?} lacks {needle:?}");
+    assert!(o.stdout.is_empty());
+}
+
+// ------------------------------------------------------------------ real counting
+
+#[test]
+fn exit_status_is_forwarded_and_software_counts_printed() {
+    let o = run(tma().args(["stat", "--", "sh", "-c", "echo child-says-hi; exit 3"]));
+    assert_eq!(o.status.code(), Some(3));
+    let out = text(&o.stdout);
+    assert!(out.starts_with("child-says-hi\n"), "{out}");
+    if has_core_pmu() {
+        eprintln!("skipped the no-PMU checks: this machine has a hardware PMU");
+        return;
+    }
+    let err = text(&o.stderr);
+    assert!(err.contains("hardware counters are not available"), "{err}");
+    assert!(err.contains("tma stat --import"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one paragraph: {err}");
+    for ev in [
+        "task-clock",
+        "context-switches",
+        "cpu-migrations",
+        "page-faults",
+        "seconds wall time",
+        "CPUs utilized",
+    ] {
+        assert!(out.contains(ev), "{ev} missing: {out}");
+    }
+    // Never a tree from missing counters.
+    assert!(!out.contains("Bottleneck"), "{out}");
+}
+
+#[test]
+fn repeat_prints_mean_and_spread() {
+    let o = run(tma().args(["stat", "--repeat", "3", "--", "sh", "-c", "exit 0"]));
+    assert_eq!(o.status.code(), Some(0));
+    if !has_core_pmu() {
+        let out = text(&o.stdout);
+        assert!(out.contains("mean of 3 runs"), "{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.contains("task-clock") && l.contains("( +- ")),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn killed_command_gives_128_plus_signal() {
+    let o = run(tma().args(["stat", "--", "sh", "-c", "kill -TERM $$"]));
+    assert_eq!(o.status.code(), Some(128 + 15));
+}
+
+#[test]
+fn ctrl_c_prints_partial_counts_and_leaves_no_child() {
+    let argv = ["sleep", "5.4321"];
+    let child = tma()
+        .args(["stat", "--"])
+        .args(argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the measured command runs.
+    let t0 = Instant::now();
+    while processes_with_cmdline(&argv).is_empty() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !processes_with_cmdline(&argv).is_empty(),
+        "the command never started"
+    );
+    // SAFETY: sending SIGINT to the child we spawned, identified by its pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("interrupted"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(t0.elapsed() < Duration::from_secs(5), "did not stop early");
+    let out = text(&o.stdout);
+    if !has_core_pmu() {
+        assert!(out.contains("task-clock"), "{out}");
+    }
+    assert!(processes_with_cmdline(&argv).is_empty(), "leftover sleep");
+}
+
+#[test]
+fn interval_output() {
+    let o = run(tma().args(["stat", "-I", "200", "--", "sleep", "0.7"]));
+    assert_eq!(o.status.code(), Some(0));
+    let out = text(&o.stdout);
+    let n = out.matches("--- interval").count();
+    assert!((3..=6).contains(&n), "{n} intervals: {out}");
+    let o = run(tma().args(["stat", "-I", "200", "--compact", "--", "sleep", "0.5"]));
+    let out = text(&o.stdout);
+    if !has_core_pmu() {
+        assert!(out.starts_with("time_s,task-clock,"), "{out}");
+        assert!(out.lines().count() >= 3, "{out}");
+    }
+}
+
+#[test]
+fn attach_to_pid_that_exits_mid_run() {
+    let mut sleeper = Command::new("sleep").arg("0.4").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    let t0 = Instant::now();
+    let h = std::thread::spawn(move || sleeper.wait());
+    let o = run(tma().args(["stat", "-p", &pid, "--duration", "20"]));
+    h.join().unwrap().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert!(text(&o.stderr).contains("exited"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn system_wide_on_one_cpu() {
+    let o = run(tma().args(["stat", "-a", "-C", "0", "--duration", "0.2"]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    if !has_core_pmu() {
+        assert!(text(&o.stdout).contains("CPUs 0"), "{}", text(&o.stdout));
+    }
+}
+
+#[test]
+fn bad_input_one_line_errors() {
+    assert_one_line_error(&run(tma().args(["stat", "-I", "0", "--", "true"])), "-I 0");
+    assert_one_line_error(
+        &run(tma().args(["stat", "-a", "-C", "0-x"])),
+        "bad CPU list",
+    );
+    assert_one_line_error(
+        &run(tma().args(["stat", "-a", "-C", "4000", "--duration", "0.1"])),
+        "CPU 4000",
+    );
+    assert_one_line_error(
+        &run(tma().args(["stat", "-p", "999999999"])),
+        "no such process",
+    );
+    assert_one_line_error(
+        &run(tma().args(["stat", "--", "no-such-command-for-tma"])),
+        "command not found",
+    );
+    assert_one_line_error(
+        &run(tma().args(["stat", "-e", "bogus_event", "--", "true"])),
+        "unknown event",
+    );
+    assert_one_line_error(&run(tma().args(["stat"])), "nothing to measure");
+    assert_one_line_error(
+        &run(tma().args(["stat", "--repeat", "0", "--", "true"])),
+        "--repeat 0",
+    );
+}
+
+#[test]
+fn record_software_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("s.json");
+    let o = run(tma()
+        .args(["stat", "--record"])
+        .arg(&snap)
+        .args(["--", "true"]));
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&snap).unwrap()).unwrap();
+    assert_eq!(v["schema"], "tma.snapshot");
+    assert_eq!(v["schema_version"], 1);
+    assert!(v["topology"]["cpus"].as_u64().unwrap() >= 1);
+    assert!(
+        v["runs"][0]["measurement"]["intervals"][0]["groups"][0]["time_enabled_ns"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    if !has_core_pmu() {
+        assert_eq!(v["hardware"], false);
+    }
+}
+
+// ------------------------------------------------------------------ synthetic backend
+
+#[test]
+fn multiplex_scaling_and_counted_share() {
+    let o = run(synthetic().args(["stat", "--cpu", "zen4", "-l", "2", "--", "true"]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    // The chosen true counts are those of the pmu-data methodology case (backend_bound_cpu
+    // 65.9%); raw readings are 1/2, 1/4 of them, so only correct scaling gives these values.
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} missing: {out}"))
+            .to_string()
+    };
+    assert!(line("backend_bound").contains("67.6%"), "{out}");
+    assert!(line("backend_bound_cpu").contains("65.9%"), "{out}");
+    assert!(line("backend_bound_cpu").contains("<=="), "{out}");
+    assert!(line("frontend_bound").contains("6.2%"), "{out}");
+    // Per-node counted share: group 1 (level 1 events) ran 50% of the time, group 2 (the
+    // level-2 splits) 25%; a node shows the least of its events.
+    assert!(line("backend_bound").contains("50.0% counted"), "{out}");
+    assert!(line("backend_bound_cpu").contains("25.0% counted"), "{out}");
+    assert!(line("frontend_bound").contains("50.0% counted"), "{out}");
+    assert!(out.contains("2 counter groups multiplexed"), "{out}");
+}
+
+#[test]
+fn no_multiplex_runs_once_per_group_and_combines() {
+    let o = run(synthetic().args([
+        "stat",
+        "--cpu",
+        "zen4",
+        "-l",
+        "2",
+        "--no-multiplex",
+        "-v",
+        "--",
+        "true",
+    ]));
+    assert_eq!(o.status.code(), Some(0));
+    let err = text(&o.stderr);
+    assert!(err.contains("runs 2 times"), "{err}");
+    assert!(err.contains("plan: 3 groups"), "{err}");
+    let out = text(&o.stdout);
+    assert!(out.contains("2 runs, one per counter group"), "{out}");
+    // Same values, and every event counted all the time.
+    assert!(out.contains("65.9%"), "{out}");
+    assert!(!out.contains("% counted"), "{out}");
+}
+
+#[test]
+fn drilldown_descends_into_the_bottleneck() {
+    let o = run(synthetic().args(["stat", "--cpu", "zen4", "--drilldown", "-v", "--", "true"]));
+    assert_eq!(o.status.code(), Some(0));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("drill-down: 2 runs: backend_bound -> backend_bound_cpu"),
+        "{err}"
+    );
+    // Second plan: only the backend subtree's events (and cycles), no frontend events.
+    let plans: Vec<&str> = err.split("plan: ").skip(1).collect();
+    assert_eq!(plans.len(), 2, "{err}");
+    assert!(plans[0].contains("no_ops_from_frontend"));
+    assert!(!plans[1].contains("no_ops_from_frontend"), "{}", plans[1]);
+    assert!(
+        plans[1].contains("ex_no_retire.load_not_complete"),
+        "{}",
+        plans[1]
+    );
+    let out = text(&o.stdout);
+    assert_eq!(out.matches("AMD Zen 4 (zen4").count(), 2, "{out}");
+    assert!(out.contains("under backend_bound"), "{out}");
+}
+
+#[test]
+fn record_then_import_is_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    for extra in [
+        &[][..],
+        &["-I", "1000"],
+        &["-I", "1000", "--compact"],
+        &["--json"],
+        &["--csv"],
+        &["--no-multiplex"],
+        &["--repeat", "2"],
+        &["-v"],
+    ] {
+        let snap = dir.path().join("snap.json");
+        let live = run(synthetic()
+            .args(["stat", "--cpu", "zen4", "-l", "2", "--record"])
+            .arg(&snap)
+            .args(extra)
+            .args(["--", "true"]));
+        assert_eq!(
+            live.status.code(),
+            Some(0),
+            "{extra:?}: {}",
+            text(&live.stderr)
+        );
+        let render_flags: Vec<&str> = extra
+            .iter()
+            .copied()
+            .filter(|f| ["--json", "--csv", "--compact", "-v"].contains(f))
+            .collect();
+        let imp = run(tma()
+            .args(["stat", "-l", "2", "--import"])
+            .arg(&snap)
+            .args(&render_flags));
+        assert_eq!(
+            imp.status.code(),
+            Some(0),
+            "{extra:?}: {}",
+            text(&imp.stderr)
+        );
+        assert_eq!(text(&live.stdout), text(&imp.stdout), "{extra:?}");
+        assert!(!live.stdout.is_empty());
+    }
+}
+
+#[test]
+fn record_is_atomic_on_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("never.json");
+    let o = run(synthetic()
+        .args(["stat", "--cpu", "zen4", "--record"])
+        .arg(&snap)
+        .args(["--", "no-such-command-for-tma"]));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!snap.exists());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+// ------------------------------------------------------------------ hardware PMU
+
+/// On a host with a PMU: `cargo test -p tma-cli --test stat_live -- --ignored pmu_`.
+#[test]
+#[ignore = "needs a hardware PMU"]
+fn pmu_live_tree_for_a_command() {
+    let o = run(tma().args([
+        "stat",
+        "-l",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done",
+    ]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("Bottleneck") || out.contains("No bottleneck"),
+        "{out}"
+    );
+    assert!(!text(&o.stderr).contains("not available"));
+}
+
+#[test]
+fn per_core_trees_from_per_cpu_readings() {
+    let o = run(synthetic().args([
+        "stat",
+        "--cpu",
+        "zen4",
+        "-a",
+        "-C",
+        "0,1",
+        "--per-core",
+        "--duration",
+        "1",
+    ]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    // One aggregated tree plus one per core; the counts were split over the CPUs, so each
+    // core's tree gives the same fractions.
+    assert_eq!(out.matches("AMD Zen 4 (zen4").count(), 3, "{out}");
+    assert!(out.contains(", core S"), "{out}");
+    assert_eq!(out.matches("backend_bound       67.6%").count(), 3, "{out}");
+}
+
+#[test]
+fn per_thread_software_counts() {
+    let mut sleeper = Command::new("sleep").arg("0.3").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    let o = run(tma().args(["stat", "-p", &pid, "--per-thread", "--duration", "5"]));
+    sleeper.wait().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    if !has_core_pmu() {
+        assert!(
+            text(&o.stdout).contains(&format!("--- thread {pid} ---")),
+            "{}",
+            text(&o.stdout)
+        );
+    }
+    assert_one_line_error(
+        &run(tma().args(["stat", "--per-thread", "--", "true"])),
+        "--per-thread needs",
+    );
+    assert_one_line_error(
+        &run(tma().args(["stat", "--per-core", "--", "true"])),
+        "--per-core needs",
+    );
+}
+
+#[test]
+fn pmu_in_sysfs_but_open_fails_falls_back_to_software() {
+    if has_core_pmu() {
+        eprintln!("skipped: this machine has a hardware PMU, opening would succeed");
+        return;
+    }
+    // A fake sysfs that claims a Sapphire Rapids PMU: perf_event_open itself then says no.
+    let o = run(tma().env("TMA_SYSFS_ROOT", fixture("sysfs/spr")).args([
+        "stat",
+        "--cpu",
+        "spr",
+        "--",
+        "sh",
+        "-c",
+        "echo ran-once; exit 5",
+    ]));
+    assert_eq!(o.status.code(), Some(5));
+    let err = text(&o.stderr);
+    assert!(err.contains("perf_event_open of TOPDOWN.SLOTS"), "{err}");
+    assert!(err.contains("hardware counters are not available"), "{err}");
+    let out = text(&o.stdout);
+    // The command ran exactly once (the held child was discarded before exec).
+    assert_eq!(out.lines().filter(|l| *l == "ran-once").count(), 1, "{out}");
+    assert!(
+        out.contains("task-clock") && !out.contains("Bottleneck"),
+        "{out}"
+    );
+}
+
+#[test]
+fn permission_denied_names_paranoid_and_fix() {
+    // As an unprivileged user, system-wide counting needs perf_event_paranoid <= 0.
+    let paranoid =
+        std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
+    let is_root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+    });
+    if !is_root
+        || paranoid.trim().parse::<i32>().unwrap_or(-1) < 1
+        || !Path::new("/usr/bin/setpriv").exists()
+    {
+        eprintln!("skipped: needs root (to drop to nobody), setpriv, and perf_event_paranoid >= 1");
+        return;
+    }
+    let o = run(Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_tma"))
+        .args(["stat", "-a", "-C", "0", "--duration", "0.1"]));
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("perf_event_paranoid is {}", paranoid.trim())),
+        "{err}"
+    );
+    assert!(
+        err.contains("sudo sysctl kernel.perf_event_paranoid="),
+        "{err}"
+    );
+    assert!(err.contains("CAP_PERFMON"), "{err}");
+    assert!(o.stdout.is_empty());
+}
+
+fn wait_for(argv: &[&str], present: bool) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        if processes_with_cmdline(argv).is_empty() != present {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn duration_stops_a_command_without_leftovers() {
+    let t0 = Instant::now();
+    let o = run(tma().args(["stat", "--duration", "0.3", "--", "sleep", "6.1234"]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(wait_for(&["sleep", "6.1234"], false), "leftover sleep");
+}
+
+#[test]
+fn killing_tma_does_not_orphan_the_command() {
+    let argv = ["sleep", "7.2345"];
+    let mut child = tma()
+        .args(["stat", "--"])
+        .args(argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(&argv, true), "the command never started");
+    child.kill().unwrap(); // SIGKILL: tma cannot clean up itself
+    child.wait().unwrap();
+    assert!(wait_for(&argv, false), "the command outlived tma");
+}
+
+#[test]
+fn spr_plan_puts_topdown_events_under_slots() {
+    let o = run(synthetic().args(["stat", "--cpu", "spr", "-l", "2", "-v", "--", "true"]));
+    let err = text(&o.stderr);
+    let plan = err
+        .split("plan: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{err}"));
+    let lines: Vec<&str> = plan.lines().collect();
+    // The first hardware group is led by slots on fixed counter 3; the PERF_METRICS slices
+    // follow it without counters.
+    let lead = lines
+        .iter()
+        .position(|l| l.contains("fixed3") && l.contains("TOPDOWN.SLOTS"))
+        .unwrap_or_else(|| panic!("{plan}"));
+    assert!(lines[lead - 1].contains("group"), "{plan}");
+    let metrics = lines[lead + 1..]
+        .iter()
+        .take_while(|l| l.trim_start().starts_with("metric"))
+        .count();
+    assert_eq!(metrics, 8, "{plan}");
+    assert!(plan.contains("PERF_METRICS.MEMORY_BOUND"), "{plan}");
+}

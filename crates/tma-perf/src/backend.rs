@@ -1,0 +1,1278 @@
+//! Running a [`Plan`] on a [`Target`]: the [`Backend`] trait, the [`Live`] backend
+//! (perf_event_open; with a software-event plan it is the "Software" backend that works on a
+//! machine without a PMU), and the [`Replay`] backend (recorded raw readings with chosen
+//! enabled/running times).
+//!
+//! Every backend returns a [`Measurement`] of *raw* group readings per interval; readings,
+//! multiplex scaling and aggregation are derived from it by one function
+//! ([`Measurement::interval_readings`]) so live runs and replays print the same figures.
+
+use std::ffi::CString;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::attr::{attr_for, check_group, AttachMode, AttrError};
+use crate::event::{EventSpec, SoftwareEvent};
+use crate::plan::Plan;
+use crate::readings::{Interval, Reading, ReadingStatus};
+use crate::sys;
+use crate::sysfs::{self, Pmus};
+
+/// What to count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    /// Launch a command (argv[0] looked up in PATH), counters enabled at exec.
+    Command(Vec<String>),
+    /// Existing processes, all their threads.
+    Pids(Vec<i32>),
+    /// Existing threads.
+    Tids(Vec<i32>),
+    /// System-wide, on these CPUs (`None` = all online CPUs).
+    System(Option<Vec<u32>>),
+}
+
+/// Called with each finished interval as soon as it is read.
+pub type IntervalHook = std::sync::Arc<dyn Fn(&RawInterval) + Send + Sync>;
+
+/// How to run.
+#[derive(Clone, Default)]
+pub struct RunOptions {
+    /// `-I MS`: read deltas every this many milliseconds.
+    pub interval: Option<Duration>,
+    /// Stop after this long (attach and system-wide targets; a command also stops then).
+    pub duration: Option<Duration>,
+    /// sysfs root (`/sys`).
+    pub sys_root: PathBuf,
+    /// procfs root (`/proc`).
+    pub proc_root: PathBuf,
+    /// Called with each finished interval as soon as it is read (interval mode printing).
+    pub on_interval: Option<IntervalHook>,
+}
+
+impl RunOptions {
+    /// Options with the real `/sys` and `/proc`.
+    pub fn new() -> Self {
+        RunOptions {
+            sys_root: PathBuf::from("/sys"),
+            proc_root: PathBuf::from("/proc"),
+            ..Default::default()
+        }
+    }
+}
+
+/// Errors from counting.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("hardware counters are not available: perf_event_open of {event} failed: {source}")]
+    NoHardware {
+        event: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Attr(#[from] AttrError),
+    #[error(
+        "permission denied opening {event} (perf_event_paranoid is {paranoid}): run \
+         `sudo sysctl kernel.perf_event_paranoid=1` to count your own processes, or =0 for -a and \
+         other users' processes, or grant CAP_PERFMON (`sudo setcap cap_perfmon+ep $(command -v tma)`)"
+    )]
+    Permission { event: String, paranoid: String },
+    #[error("no such process: {0} (check the pid with `ps -p {0}`)")]
+    NoSuchProcess(i32),
+    #[error("command not found: {0} (not an executable file, and not in PATH)")]
+    CommandNotFound(String),
+    #[error("cannot run {cmd}: {source}")]
+    Exec { cmd: String, source: std::io::Error },
+    #[error("CPU {0} is not online (see /sys/devices/system/cpu/online)")]
+    BadCpu(u32),
+    #[error("kernel refused {event} (perf_event_open: {source})")]
+    Open {
+        event: String,
+        source: std::io::Error,
+    },
+    #[error("reading counters failed: {0}")]
+    Read(std::io::Error),
+    #[error("nothing to count: empty target list")]
+    EmptyTarget,
+    #[error("replay: {0}")]
+    Replay(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Raw readings of one group at one attach point for one interval (deltas).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupReading {
+    /// Index of the group in the plan.
+    pub group: usize,
+    /// CPU for system-wide counting, else `None`.
+    pub cpu: Option<u32>,
+    /// Thread for attached-thread counting, else `None`.
+    pub tid: Option<u32>,
+    pub time_enabled_ns: u64,
+    pub time_running_ns: u64,
+    /// One raw value per group member, in plan order.
+    pub values: Vec<u64>,
+}
+
+/// All group readings of one interval (or of the whole run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RawInterval {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub groups: Vec<GroupReading>,
+}
+
+/// How the counted target ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ending {
+    /// The launched command exited with this code.
+    Exited(i32),
+    /// The launched command was killed by this signal.
+    Signaled(i32),
+    /// Ctrl-C / SIGTERM stopped counting.
+    Interrupted,
+    /// `--duration` elapsed.
+    Duration,
+    /// Every attached process exited.
+    TargetsExited,
+}
+
+/// Everything one run counted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    /// Unix time (seconds) counting started.
+    pub start_unix_s: f64,
+    /// Wall-clock duration of the run, nanoseconds.
+    pub wall_ns: u64,
+    /// One entry per `-I` interval; a single entry for a run without `-I`.
+    pub intervals: Vec<RawInterval>,
+    pub ending: Ending,
+    /// Groups the kernel refused (index, reason); their events read as not supported.
+    #[serde(default)]
+    pub failed_groups: Vec<(usize, String)>,
+}
+
+impl Measurement {
+    /// The whole run as one raw interval (deltas summed per group and attach point).
+    pub fn total(&self) -> RawInterval {
+        let mut out = RawInterval {
+            start_s: self.intervals.first().map_or(0.0, |i| i.start_s),
+            end_s: self.intervals.last().map_or(0.0, |i| i.end_s),
+            groups: Vec::new(),
+        };
+        for iv in &self.intervals {
+            for g in &iv.groups {
+                match out
+                    .groups
+                    .iter_mut()
+                    .find(|o| o.group == g.group && o.cpu == g.cpu && o.tid == g.tid)
+                {
+                    Some(o) => {
+                        o.time_enabled_ns += g.time_enabled_ns;
+                        o.time_running_ns += g.time_running_ns;
+                        for (a, b) in o.values.iter_mut().zip(&g.values) {
+                            *a += b;
+                        }
+                    }
+                    None => out.groups.push(g.clone()),
+                }
+            }
+        }
+        out
+    }
+
+    /// Readings for one raw interval: per attach point scaled by its own enabled/running
+    /// time (`Reading::from_raw`), then summed into one aggregated reading per event. With
+    /// `breakdown`, the per-CPU / per-thread readings are kept too.
+    pub fn interval_readings(plan: &Plan, raw: &RawInterval, breakdown: bool) -> Interval {
+        let mut readings: Vec<Reading> = Vec::new();
+        let mut parts: Vec<Reading> = Vec::new();
+        for (gi, group) in plan.groups.iter().enumerate() {
+            let mut agg: Vec<Option<Agg>> = vec![None; group.events.len()];
+            for gr in raw.groups.iter().filter(|g| g.group == gi) {
+                for (k, ev) in group.events.iter().enumerate() {
+                    let v = gr.values.get(k).copied().unwrap_or(0);
+                    // Enabled for no time at all in this stretch (a per-task counter while the
+                    // task slept): nothing happened and nothing was missed, so the value is the
+                    // raw delta (0), fully counted, rather than "not counted".
+                    let mut r = if gr.time_enabled_ns == 0 {
+                        let mut r = Reading::from_raw(&ev.name, v, 0, 0);
+                        r.value = Some(v as f64);
+                        r.counted_share = Some(1.0);
+                        r.status = ReadingStatus::Counted;
+                        r
+                    } else {
+                        Reading::from_raw(&ev.name, v, gr.time_enabled_ns, gr.time_running_ns)
+                    };
+                    r.group = Some(gi);
+                    let a = agg[k].get_or_insert_with(Agg::default);
+                    a.raw += v;
+                    a.enabled += gr.time_enabled_ns;
+                    a.running += gr.time_running_ns;
+                    if let Some(x) = r.value {
+                        a.value += x;
+                        a.counted = true;
+                    }
+                    if breakdown && (gr.cpu.is_some() || gr.tid.is_some()) {
+                        r.cpu = gr.cpu;
+                        r.tid = gr.tid;
+                        parts.push(r);
+                    }
+                }
+            }
+            for (k, ev) in group.events.iter().enumerate() {
+                let r = match &agg[k] {
+                    // No reading of this group at all: it could not be opened.
+                    None => {
+                        let mut r = Reading::missing(&ev.name, ReadingStatus::NotSupported);
+                        r.group = Some(gi);
+                        r
+                    }
+                    Some(a) => Reading {
+                        event: ev.name.clone(),
+                        raw: Some(a.raw),
+                        value: a.counted.then_some(a.value),
+                        time_enabled_ns: Some(a.enabled),
+                        time_running_ns: Some(a.running),
+                        counted_share: Some(if a.enabled == 0 {
+                            1.0
+                        } else {
+                            (a.running as f64 / a.enabled as f64).min(1.0)
+                        }),
+                        status: if a.counted {
+                            ReadingStatus::Counted
+                        } else {
+                            ReadingStatus::NotCounted
+                        },
+                        group: Some(gi),
+                        cpu: None,
+                        tid: None,
+                    },
+                };
+                readings.push(r);
+            }
+        }
+        for (alias, name) in &plan.aliases {
+            if let Some(r) = readings.iter().find(|r| &r.event == name).cloned() {
+                readings.push(Reading {
+                    event: alias.clone(),
+                    ..r
+                });
+            }
+        }
+        readings.extend(parts);
+        Interval {
+            start_s: raw.start_s,
+            end_s: raw.end_s,
+            readings,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Agg {
+    raw: u64,
+    value: f64,
+    enabled: u64,
+    running: u64,
+    counted: bool,
+}
+
+/// A way of producing measurements for a plan.
+pub trait Backend {
+    fn run(
+        &mut self,
+        plan: &Plan,
+        target: &Target,
+        opts: &RunOptions,
+    ) -> Result<Measurement, RunError>;
+}
+
+/// The software counts `tma stat` always takes (and the only ones on a machine without PMU).
+pub fn software_events() -> Vec<EventSpec> {
+    [
+        SoftwareEvent::TaskClock,
+        SoftwareEvent::ContextSwitches,
+        SoftwareEvent::CpuMigrations,
+        SoftwareEvent::PageFaults,
+    ]
+    .into_iter()
+    .map(EventSpec::software)
+    .collect()
+}
+
+/// Real counting through perf_event_open.
+#[derive(Debug, Default)]
+pub struct Live;
+
+/// Groups the kernel refused: (group index, reason).
+type FailedGroups = Vec<(usize, String)>;
+
+/// Where counters attach: (pid or -1, cpu or -1, CPU label, thread label).
+type AttachPoint = (i32, i32, Option<u32>, Option<u32>);
+
+/// One opened group at one attach point.
+struct OpenGroup {
+    group: usize,
+    cpu: Option<u32>,
+    tid: Option<u32>,
+    leader: OwnedFd,
+    _members: Vec<OwnedFd>,
+    n: usize,
+    /// Last cumulative (enabled, running, values).
+    last: (u64, u64, Vec<u64>),
+}
+
+/// Look `cmd` up like execvp does: a name with a `/` is used as is, otherwise PATH is searched.
+pub fn resolve_command(cmd: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_exec = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if cmd.is_empty() {
+        return None;
+    }
+    if cmd.contains('/') {
+        let p = PathBuf::from(cmd);
+        return is_exec(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| d.join(cmd))
+        .find(|p| is_exec(p))
+}
+
+/// Online CPUs from `<sys_root>/devices/system/cpu/online`.
+pub fn online_cpus(sys_root: &Path) -> Vec<u32> {
+    std::fs::read_to_string(sys_root.join("devices/system/cpu/online"))
+        .ok()
+        .and_then(|s| sysfs::parse_cpu_list(&s))
+        .unwrap_or_else(|| vec![0])
+}
+
+/// Thread ids of a process from `<proc_root>/<pid>/task`.
+pub fn threads_of(proc_root: &Path, pid: i32) -> Result<Vec<i32>, RunError> {
+    let dir = proc_root.join(pid.to_string()).join("task");
+    let rd = std::fs::read_dir(&dir).map_err(|_| RunError::NoSuchProcess(pid))?;
+    let mut tids: Vec<i32> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+        .collect();
+    tids.sort_unstable();
+    Ok(tids)
+}
+
+fn map_open_error(ev: &EventSpec, e: std::io::Error, proc_root: &Path, pid: i32) -> RunError {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) if ev.needs_core_pmu() => {
+            RunError::NoHardware {
+                event: ev.name.clone(),
+                source: e,
+            }
+        }
+        Some(libc::EACCES) | Some(libc::EPERM) => RunError::Permission {
+            event: ev.name.clone(),
+            paranoid: sysfs::perf_event_paranoid(proc_root)
+                .map_or_else(|| "unknown".to_string(), |v| v.to_string()),
+        },
+        Some(libc::ESRCH) => RunError::NoSuchProcess(pid),
+        _ => RunError::Open {
+            event: ev.name.clone(),
+            source: e,
+        },
+    }
+}
+
+/// Open every group at every attach point. A group the kernel refuses for a reason that
+/// concerns only that group (EINVAL, EOPNOTSUPP on one event...) is left out and reported in
+/// the second list (its events then read as not supported); no PMU at all, no permission or
+/// a vanished process stop everything, as does every hardware group failing.
+fn open_groups(
+    plan: &Plan,
+    pmus: &Pmus,
+    points: &[AttachPoint],
+    mode: AttachMode,
+    proc_root: &Path,
+) -> Result<(Vec<OpenGroup>, FailedGroups), RunError> {
+    let mut out = Vec::new();
+    let mut failed: Vec<(usize, String)> = Vec::new();
+    let mut first_err: Option<RunError> = None;
+    for &(pid, cpu, cpu_label, tid_label) in points {
+        'group: for (gi, g) in plan.groups.iter().enumerate() {
+            if failed.iter().any(|(f, _)| *f == gi) {
+                continue;
+            }
+            let refs: Vec<&EventSpec> = g.events.iter().collect();
+            check_group(&refs)?;
+            let mut leader: Option<OwnedFd> = None;
+            let mut members = Vec::new();
+            for (k, ev) in g.events.iter().enumerate() {
+                let attr = attr_for(ev, pmus, mode, k == 0)?;
+                let fd = sys::perf_open(
+                    &attr,
+                    pid,
+                    cpu,
+                    leader.as_ref().map(|l| {
+                        use std::os::fd::AsRawFd;
+                        l.as_raw_fd()
+                    }),
+                );
+                let fd = match fd {
+                    Ok(fd) => fd,
+                    Err(e) => match map_open_error(ev, e, proc_root, pid) {
+                        err @ RunError::Open { .. } => {
+                            failed.push((gi, err.to_string()));
+                            first_err.get_or_insert(err);
+                            continue 'group;
+                        }
+                        fatal => return Err(fatal),
+                    },
+                };
+                if leader.is_none() {
+                    leader = Some(fd);
+                } else {
+                    members.push(fd);
+                }
+            }
+            if let Some(leader) = leader {
+                out.push(OpenGroup {
+                    group: gi,
+                    cpu: cpu_label,
+                    tid: tid_label,
+                    leader,
+                    _members: members,
+                    n: g.events.len(),
+                    last: (0, 0, vec![0; g.events.len()]),
+                });
+            }
+        }
+    }
+    // Groups that failed somewhere are dropped everywhere, so every attach point counts the
+    // same events.
+    out.retain(|o| !failed.iter().any(|(f, _)| *f == o.group));
+    if out.is_empty() {
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+    }
+    Ok((out, failed))
+}
+
+fn read_deltas(
+    groups: &mut [OpenGroup],
+    start_s: f64,
+    end_s: f64,
+) -> Result<RawInterval, RunError> {
+    let mut out = RawInterval {
+        start_s,
+        end_s,
+        groups: Vec::new(),
+    };
+    for g in groups.iter_mut() {
+        let r = sys::read_group(&g.leader, g.n).map_err(RunError::Read)?;
+        let values: Vec<u64> = r.values.iter().map(|v| v.0).collect();
+        let d = GroupReading {
+            group: g.group,
+            cpu: g.cpu,
+            tid: g.tid,
+            time_enabled_ns: r.time_enabled.saturating_sub(g.last.0),
+            time_running_ns: r.time_running.saturating_sub(g.last.1),
+            values: values
+                .iter()
+                .zip(&g.last.2)
+                .map(|(a, b)| a.saturating_sub(*b))
+                .collect(),
+        };
+        g.last = (r.time_enabled, r.time_running, values);
+        out.groups.push(d);
+    }
+    Ok(out)
+}
+
+/// Stop a launched child that is still running: SIGTERM, a grace period, SIGKILL; reap it.
+fn stop_child(pid: i32, pidfd: Option<&OwnedFd>) -> Option<sys::Exit> {
+    if let Ok(Some(e)) = sys::wait_pid(pid, true) {
+        return Some(e);
+    }
+    let _ = sys::kill(pid, libc::SIGTERM);
+    if let Some(fd) = pidfd {
+        let _ = sys::poll_readable(&[fd], 500);
+    }
+    if let Ok(Some(e)) = sys::wait_pid(pid, true) {
+        return Some(e);
+    }
+    let _ = sys::kill(pid, libc::SIGKILL);
+    loop {
+        match sys::wait_pid(pid, false) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Ok(e) => return e,
+            Err(_) => return None,
+        }
+    }
+}
+
+impl Backend for Live {
+    fn run(
+        &mut self,
+        plan: &Plan,
+        target: &Target,
+        opts: &RunOptions,
+    ) -> Result<Measurement, RunError> {
+        let pmus = Pmus::discover(&opts.sys_root).unwrap_or_default();
+        sys::install_interrupt_handler()?;
+        let mut child: Option<(sys::HeldChild, Option<OwnedFd>)> = None;
+        let mut watch: Vec<OwnedFd> = Vec::new();
+        let (points, mode): (Vec<AttachPoint>, AttachMode) = match target {
+            Target::Command(argv) => {
+                let cmd = argv.first().ok_or(RunError::EmptyTarget)?;
+                let path =
+                    resolve_command(cmd).ok_or_else(|| RunError::CommandNotFound(cmd.clone()))?;
+                let cpath = CString::new(path.as_os_str().as_encoded_bytes())
+                    .map_err(|_| RunError::CommandNotFound(cmd.clone()))?;
+                let cargv = argv
+                    .iter()
+                    .map(|a| CString::new(a.as_bytes()))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|_| RunError::CommandNotFound(cmd.clone()))?;
+                let held = sys::spawn_held(&cpath, &cargv)?;
+                let pid = held.pid;
+                child = Some((held, None));
+                (vec![(pid, -1, None, None)], AttachMode::LAUNCH)
+            }
+            Target::Pids(pids) => {
+                if pids.is_empty() {
+                    return Err(RunError::EmptyTarget);
+                }
+                let mut pts = Vec::new();
+                for &pid in pids {
+                    for tid in threads_of(&opts.proc_root, pid)? {
+                        pts.push((tid, -1, None, Some(tid as u32)));
+                    }
+                    watch.push(sys::pidfd_open(pid).map_err(|_| RunError::NoSuchProcess(pid))?);
+                }
+                (pts, AttachMode::PROCESS)
+            }
+            Target::Tids(tids) => {
+                if tids.is_empty() {
+                    return Err(RunError::EmptyTarget);
+                }
+                for &t in tids {
+                    if !opts.proc_root.join(t.to_string()).exists() {
+                        return Err(RunError::NoSuchProcess(t));
+                    }
+                }
+                (
+                    tids.iter()
+                        .map(|&t| (t, -1, None, Some(t as u32)))
+                        .collect(),
+                    AttachMode::SINGLE,
+                )
+            }
+            Target::System(cpus) => {
+                let online = online_cpus(&opts.sys_root);
+                let cpus = cpus.clone().unwrap_or_else(|| online.clone());
+                if let Some(bad) = cpus.iter().find(|c| !online.contains(c)) {
+                    return Err(RunError::BadCpu(*bad));
+                }
+                (
+                    cpus.iter()
+                        .map(|&c| (-1, c as i32, Some(c), None))
+                        .collect(),
+                    AttachMode::SINGLE,
+                )
+            }
+        };
+        let opened = open_groups(plan, &pmus, &points, mode, &opts.proc_root);
+        let (mut groups, failed_groups) = match opened {
+            Ok(g) => g,
+            Err(e) => {
+                if let Some((held, _)) = child.take() {
+                    let _ = sys::kill(held.pid, libc::SIGKILL);
+                    held.abort();
+                }
+                return Err(e);
+            }
+        };
+        let t0 = Instant::now();
+        let start_unix_s = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        if let Some((held, pidfd)) = child.as_mut() {
+            *pidfd = sys::pidfd_open(held.pid).ok();
+            if let Err(source) = held.release() {
+                return Err(RunError::Exec {
+                    cmd: match target {
+                        Target::Command(a) => a[0].clone(),
+                        _ => String::new(),
+                    },
+                    source,
+                });
+            }
+        } else {
+            for g in &groups {
+                sys::enable_group(&g.leader).map_err(RunError::Read)?;
+            }
+        }
+        let mut intervals = Vec::new();
+        let mut last_s = 0.0;
+        let mut next_tick = opts.interval.map(|i| t0 + i);
+        let deadline = opts.duration.map(|d| t0 + d);
+        let ending;
+        loop {
+            if sys::interrupted() {
+                ending = Ending::Interrupted;
+                break;
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                ending = Ending::Duration;
+                break;
+            }
+            if let Some(tick) = next_tick {
+                if now >= tick {
+                    let end_s = t0.elapsed().as_secs_f64();
+                    let iv = read_deltas(&mut groups, last_s, end_s)?;
+                    if let Some(cb) = &opts.on_interval {
+                        cb(&iv);
+                    }
+                    intervals.push(iv);
+                    last_s = end_s;
+                    next_tick = opts.interval.map(|i| tick + i);
+                    continue;
+                }
+            }
+            let wake = [next_tick, deadline].into_iter().flatten().min();
+            let timeout_ms = wake.map_or(-1, |w| {
+                w.saturating_duration_since(now)
+                    .as_millis()
+                    .clamp(1, i32::MAX as u128) as i32
+            });
+            let mut fds: Vec<&OwnedFd> = Vec::new();
+            if let Some((_, Some(p))) = &child {
+                fds.push(p);
+            }
+            fds.extend(watch.iter());
+            if fds.is_empty() {
+                if let Some((held, None)) = &child {
+                    // No pidfd (old kernel): poll the child every 50 ms.
+                    match sys::wait_pid(held.pid, true) {
+                        Ok(Some(e)) => {
+                            ending = exit_ending(e);
+                            child = None;
+                            break;
+                        }
+                        _ => std::thread::sleep(Duration::from_millis(
+                            timeout_ms.clamp(1, 50) as u64
+                        )),
+                    }
+                    continue;
+                }
+                std::thread::sleep(Duration::from_millis(if timeout_ms < 0 {
+                    100
+                } else {
+                    timeout_ms.min(100) as u64
+                }));
+                continue;
+            }
+            let ready = sys::poll_readable(&fds, timeout_ms)?;
+            if let Some((held, Some(_))) = &child {
+                if ready[0] {
+                    let e = loop {
+                        match sys::wait_pid(held.pid, false) {
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                            Ok(Some(e)) => break Some(e),
+                            _ => break None,
+                        }
+                    };
+                    ending = e.map_or(Ending::Exited(0), exit_ending);
+                    child = None;
+                    break;
+                }
+            } else if !watch.is_empty() && ready.iter().all(|r| *r) {
+                ending = Ending::TargetsExited;
+                break;
+            }
+        }
+        let end_s = t0.elapsed().as_secs_f64();
+        let wall_ns = t0.elapsed().as_nanos() as u64;
+        let last = read_deltas(&mut groups, last_s, end_s)?;
+        // The last (usually partial) stretch is always kept, so intervals add up to the run.
+        if let (Some(cb), Some(_)) = (&opts.on_interval, opts.interval) {
+            cb(&last);
+        }
+        intervals.push(last);
+        drop(groups);
+        if let Some((held, pidfd)) = child.take() {
+            // Stopped by Ctrl-C or --duration: that is how the run ended, whatever the
+            // (terminated) child's status says.
+            let _ = stop_child(held.pid, pidfd.as_ref());
+        }
+        Ok(Measurement {
+            start_unix_s,
+            wall_ns,
+            intervals,
+            ending,
+            failed_groups,
+        })
+    }
+}
+
+fn exit_ending(e: sys::Exit) -> Ending {
+    match e {
+        sys::Exit::Code(c) => Ending::Exited(c),
+        sys::Exit::Signal(s) => Ending::Signaled(s),
+    }
+}
+
+/// Replays recorded measurements, in order, one per `run` call. The plan must name the same
+/// events per group as when recorded.
+#[derive(Debug, Clone)]
+pub struct Replay {
+    pub recorded_plan: Plan,
+    pub runs: std::collections::VecDeque<Measurement>,
+}
+
+impl Backend for Replay {
+    fn run(
+        &mut self,
+        plan: &Plan,
+        _target: &Target,
+        _opts: &RunOptions,
+    ) -> Result<Measurement, RunError> {
+        let names = |p: &Plan| -> Vec<Vec<String>> {
+            p.groups
+                .iter()
+                .map(|g| g.events.iter().map(|e| e.name.clone()).collect())
+                .collect()
+        };
+        if names(plan) != names(&self.recorded_plan) {
+            return Err(RunError::Replay(
+                "the plan differs from the recorded one (different CPU, level or events)".into(),
+            ));
+        }
+        self.runs
+            .pop_front()
+            .ok_or_else(|| RunError::Replay("no more recorded runs".into()))
+    }
+}
+
+/// Restrict a measurement to some groups (a `--no-multiplex` run measures one group).
+pub fn only_groups(m: &Measurement, groups: &[usize]) -> Measurement {
+    let mut out = m.clone();
+    for iv in &mut out.intervals {
+        iv.groups.retain(|g| groups.contains(&g.group));
+    }
+    out
+}
+
+/// A plan holding only the given groups of `plan` (group indices are kept by the caller).
+pub fn sub_plan(plan: &Plan, groups: &[usize]) -> Plan {
+    Plan {
+        groups: plan
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                if groups.contains(&i) {
+                    g.clone()
+                } else {
+                    crate::plan::Group {
+                        pmu: g.pmu.clone(),
+                        events: Vec::new(),
+                        slots: Vec::new(),
+                    }
+                }
+            })
+            .collect(),
+        unschedulable: plan.unschedulable.clone(),
+        aliases: plan.aliases.clone(),
+    }
+}
+
+/// Merge the total readings of several runs that each measured different groups
+/// (`--no-multiplex`): one raw interval with every group once.
+pub fn combine_runs(runs: &[Measurement]) -> Measurement {
+    let mut groups = Vec::new();
+    let mut wall = 0;
+    for m in runs {
+        groups.extend(m.total().groups);
+        wall += m.wall_ns;
+    }
+    let end_s = wall as f64 / 1e9;
+    Measurement {
+        start_unix_s: runs.first().map_or(0.0, |m| m.start_unix_s),
+        wall_ns: wall,
+        intervals: vec![RawInterval {
+            start_s: 0.0,
+            end_s,
+            groups,
+        }],
+        ending: runs.last().map_or(Ending::Exited(0), |m| m.ending),
+        failed_groups: runs.iter().flat_map(|m| m.failed_groups.clone()).collect(),
+    }
+}
+
+/// Mean and relative spread (sample standard deviation as % of the mean) per event over
+/// repeated runs, from their aggregated readings.
+pub fn repeat_stats(plan: &Plan, runs: &[Measurement]) -> Vec<(String, f64, f64)> {
+    let totals: Vec<Interval> = runs
+        .iter()
+        .map(|m| Measurement::interval_readings(plan, &m.total(), false))
+        .collect();
+    let mut out = Vec::new();
+    for ev in plan.events() {
+        let vals: Vec<f64> = totals
+            .iter()
+            .filter_map(|t| t.get(&ev.name).and_then(|r| r.value))
+            .collect();
+        if vals.is_empty() {
+            continue;
+        }
+        let n = vals.len() as f64;
+        let mean = vals.iter().sum::<f64>() / n;
+        let sd = if vals.len() > 1 {
+            (vals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+        } else {
+            0.0
+        };
+        let pct = if mean != 0.0 {
+            100.0 * sd / mean.abs()
+        } else {
+            0.0
+        };
+        out.push((ev.name.clone(), mean, pct));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Group, Slot};
+
+    fn two_group_plan() -> Plan {
+        let g = |names: &[&str]| Group {
+            pmu: "cpu".into(),
+            events: names.iter().map(|n| EventSpec::raw(*n, "cpu", 1)).collect(),
+            slots: (0..names.len()).map(|i| Slot::Gp(i as u8)).collect(),
+        };
+        Plan {
+            groups: vec![g(&["A", "B"]), g(&["C"])],
+            unschedulable: vec![],
+            aliases: vec![("C_ALIAS".into(), "C".into())],
+        }
+    }
+
+    fn gr(group: usize, cpu: Option<u32>, en: u64, run: u64, values: &[u64]) -> GroupReading {
+        GroupReading {
+            group,
+            cpu,
+            tid: None,
+            time_enabled_ns: en,
+            time_running_ns: run,
+            values: values.to_vec(),
+        }
+    }
+
+    #[test]
+    fn multiplex_scaling_per_group() {
+        let plan = two_group_plan();
+        let raw = RawInterval {
+            start_s: 0.0,
+            end_s: 1.0,
+            groups: vec![
+                gr(0, None, 1000, 500, &[10, 20]),
+                gr(1, None, 1000, 250, &[7]),
+            ],
+        };
+        let iv = Measurement::interval_readings(&plan, &raw, false);
+        assert_eq!(iv.get("A").unwrap().value, Some(20.0));
+        assert_eq!(iv.get("B").unwrap().value, Some(40.0));
+        assert_eq!(iv.get("C").unwrap().value, Some(28.0));
+        assert_eq!(iv.get("C").unwrap().counted_share, Some(0.25));
+        assert_eq!(iv.get("C_ALIAS").unwrap().value, Some(28.0));
+    }
+
+    #[test]
+    fn idle_stretch_is_zero_not_missing() {
+        let plan = two_group_plan();
+        let raw = RawInterval {
+            start_s: 0.0,
+            end_s: 1.0,
+            groups: vec![gr(0, None, 0, 0, &[0, 0]), gr(1, None, 10, 0, &[0])],
+        };
+        let iv = Measurement::interval_readings(&plan, &raw, false);
+        assert_eq!(iv.get("A").unwrap().value, Some(0.0));
+        assert_eq!(iv.get("A").unwrap().status, ReadingStatus::Counted);
+        // Enabled but never on a counter: not counted, no value.
+        assert_eq!(iv.get("C").unwrap().value, None);
+    }
+
+    #[test]
+    fn per_cpu_scaled_then_summed() {
+        let plan = two_group_plan();
+        let raw = RawInterval {
+            start_s: 0.0,
+            end_s: 1.0,
+            groups: vec![
+                gr(0, Some(0), 100, 100, &[10, 1]),
+                gr(0, Some(1), 100, 50, &[10, 1]),
+                gr(1, Some(0), 100, 0, &[0]),
+                gr(1, Some(1), 100, 0, &[0]),
+            ],
+        };
+        let iv = Measurement::interval_readings(&plan, &raw, true);
+        // CPU0 10 + CPU1 10*2 = 30; share = 150/200.
+        let a = iv.get("A").unwrap();
+        assert_eq!(a.value, Some(30.0));
+        assert_eq!(a.counted_share, Some(0.75));
+        // Never scheduled anywhere: not counted, no value (never a silent zero).
+        let c = iv.get("C").unwrap();
+        assert_eq!(c.status, ReadingStatus::NotCounted);
+        assert_eq!(c.value, None);
+        let per_cpu: Vec<_> = iv
+            .readings
+            .iter()
+            .filter(|r| r.cpu == Some(1) && r.event == "A")
+            .collect();
+        assert_eq!(per_cpu[0].value, Some(20.0));
+    }
+
+    #[test]
+    fn totals_and_no_multiplex_combination_and_repeat() {
+        let plan = two_group_plan();
+        let m = |a: u64, c: u64| Measurement {
+            start_unix_s: 0.0,
+            wall_ns: 1_000_000_000,
+            intervals: vec![
+                RawInterval {
+                    start_s: 0.0,
+                    end_s: 0.5,
+                    groups: vec![gr(0, None, 50, 50, &[a, 1]), gr(1, None, 50, 50, &[c])],
+                },
+                RawInterval {
+                    start_s: 0.5,
+                    end_s: 1.0,
+                    groups: vec![gr(0, None, 50, 25, &[a, 1]), gr(1, None, 50, 25, &[c])],
+                },
+            ],
+            ending: Ending::Exited(0),
+            failed_groups: vec![],
+        };
+        let t = m(10, 3).total();
+        assert_eq!(t.groups[0].values, vec![20, 2]);
+        assert_eq!(
+            (t.groups[0].time_enabled_ns, t.groups[0].time_running_ns),
+            (100, 75)
+        );
+        // --no-multiplex: run 1 measured group 0, run 2 group 1.
+        let r1 = only_groups(&m(10, 0), &[0]);
+        let r2 = only_groups(&m(0, 3), &[1]);
+        let c = combine_runs(&[r1, r2]);
+        let iv = Measurement::interval_readings(&plan, &c.intervals[0], false);
+        assert_eq!(iv.get("C").unwrap().raw, Some(6));
+        assert_eq!(iv.get("A").unwrap().raw, Some(20));
+        let stats = repeat_stats(&plan, &[m(10, 3), m(20, 3)]);
+        let a = stats.iter().find(|s| s.0 == "A").unwrap();
+        // totals 20 and 40 raw over share 0.75 -> 26.67 and 53.33; mean 40, sd 18.86 -> 47.1%.
+        assert!((a.1 - 40.0).abs() < 1e-9);
+        assert!((a.2 - 47.14).abs() < 0.01, "{}", a.2);
+        let cst = stats.iter().find(|s| s.0 == "C").unwrap();
+        assert_eq!(cst.2, 0.0);
+    }
+
+    #[test]
+    fn open_errors_are_explained() {
+        let proc_root =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/live/proc-paranoid-3");
+        let hw = EventSpec::raw("INST_RETIRED.ANY", "cpu", 0xC0);
+        let e = map_open_error(
+            &hw,
+            std::io::Error::from_raw_os_error(libc::EACCES),
+            &proc_root,
+            1,
+        );
+        let msg = e.to_string();
+        assert!(matches!(e, RunError::Permission { .. }));
+        assert!(msg.contains("perf_event_paranoid is 3"), "{msg}");
+        assert!(
+            msg.contains("sudo sysctl kernel.perf_event_paranoid=1"),
+            "{msg}"
+        );
+        assert!(msg.contains("CAP_PERFMON"), "{msg}");
+        let e = map_open_error(
+            &hw,
+            std::io::Error::from_raw_os_error(libc::EPERM),
+            Path::new("/nonexistent"),
+            1,
+        );
+        assert!(e.to_string().contains("perf_event_paranoid is unknown"));
+        for errno in [libc::ENOENT, libc::EOPNOTSUPP, libc::ENODEV] {
+            let e = map_open_error(&hw, std::io::Error::from_raw_os_error(errno), &proc_root, 1);
+            assert!(matches!(e, RunError::NoHardware { .. }), "{errno}");
+        }
+        // A software event that fails with ENOENT is not "no PMU".
+        let sw = EventSpec::software(SoftwareEvent::TaskClock);
+        let e = map_open_error(
+            &sw,
+            std::io::Error::from_raw_os_error(libc::ENOENT),
+            &proc_root,
+            1,
+        );
+        assert!(matches!(e, RunError::Open { .. }));
+        let e = map_open_error(
+            &sw,
+            std::io::Error::from_raw_os_error(libc::ESRCH),
+            &proc_root,
+            42,
+        );
+        assert!(matches!(e, RunError::NoSuchProcess(42)));
+    }
+
+    #[test]
+    fn resolve_commands() {
+        assert!(resolve_command("sh").is_some());
+        assert!(resolve_command("/bin/sh").is_some());
+        assert!(resolve_command("definitely-not-a-command-xyz").is_none());
+        assert!(resolve_command("").is_none());
+    }
+
+    #[test]
+    fn replay_checks_the_plan() {
+        let plan = two_group_plan();
+        let m = Measurement {
+            start_unix_s: 0.0,
+            wall_ns: 1,
+            intervals: vec![],
+            ending: Ending::Exited(0),
+            failed_groups: vec![],
+        };
+        let mut r = Replay {
+            recorded_plan: plan.clone(),
+            runs: vec![m.clone()].into(),
+        };
+        assert_eq!(
+            r.run(&plan, &Target::Pids(vec![1]), &RunOptions::new())
+                .unwrap(),
+            m
+        );
+        assert!(r
+            .run(&plan, &Target::Pids(vec![1]), &RunOptions::new())
+            .is_err());
+        let mut other = plan.clone();
+        other.groups.pop();
+        let mut r = Replay {
+            recorded_plan: plan,
+            runs: vec![m].into(),
+        };
+        assert!(r
+            .run(&other, &Target::Pids(vec![1]), &RunOptions::new())
+            .is_err());
+    }
+}
+
+/// A backend that answers any plan from chosen true counts and chosen multiplexing shares
+/// (tests and demonstrations of scaling on machines without a PMU). Group `g` of the plan is
+/// "on a counter" for `running_share[g]` of the enabled time (the last entry repeats; none
+/// means 1.0), so each member reads `round(count * share)` raw, and scaling must recover
+/// `count`. Events without a chosen count read 0. In interval mode the run is cut into equal
+/// intervals of `-I` length, each with an equal part of the counts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Synthetic {
+    /// True counts over the whole run, by event name (case-insensitive).
+    pub events: std::collections::BTreeMap<String, u64>,
+    /// Share of the enabled time each plan group (by index) was on a counter, 0..=1; applied
+    /// only when the plan has more than one hardware group (otherwise nothing multiplexes).
+    #[serde(default)]
+    pub running_share: Vec<f64>,
+    /// Wall time (and enabled time) of each run.
+    pub wall_ns: u64,
+    /// How each run ends.
+    #[serde(default = "default_ending")]
+    pub ending: Ending,
+}
+
+fn default_ending() -> Ending {
+    Ending::Exited(0)
+}
+
+impl Default for Synthetic {
+    fn default() -> Self {
+        Synthetic {
+            events: Default::default(),
+            running_share: Vec::new(),
+            wall_ns: 0,
+            ending: default_ending(),
+        }
+    }
+}
+
+impl Synthetic {
+    fn chosen(&self, name: &str) -> Option<u64> {
+        self.events
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
+    }
+    fn share(&self, group: usize) -> f64 {
+        self.running_share
+            .get(group)
+            .or(self.running_share.last())
+            .copied()
+            .unwrap_or(1.0)
+            .clamp(0.0, 1.0)
+    }
+}
+
+impl Backend for Synthetic {
+    fn run(
+        &mut self,
+        plan: &Plan,
+        target: &Target,
+        opts: &RunOptions,
+    ) -> Result<Measurement, RunError> {
+        // System-wide on a CPU list: the counts are split evenly over the CPUs (per-CPU
+        // readings, as the live backend gives); otherwise one aggregated reading per group.
+        let cpus: Vec<Option<u32>> = match target {
+            Target::System(Some(c)) if !c.is_empty() => c.iter().map(|x| Some(*x)).collect(),
+            _ => vec![None],
+        };
+        let n_cpu = cpus.len() as u64;
+        let n_iv = match opts.interval {
+            Some(i) if i.as_nanos() > 0 => (self.wall_ns as u128 / i.as_nanos()).max(1) as u64,
+            _ => 1,
+        };
+        let wall_s = self.wall_ns as f64 / 1e9;
+        // Like the kernel, only multiplex when several hardware groups compete.
+        let hw_groups = plan
+            .groups
+            .iter()
+            .filter(|g| {
+                g.slots
+                    .iter()
+                    .any(|s| !matches!(s, crate::plan::Slot::NoCounter))
+            })
+            .count();
+        let mut intervals = Vec::new();
+        for k in 0..n_iv {
+            // Split a whole-run quantity evenly; the last interval takes the rest.
+            let part = |x: u64| {
+                let base = x / n_iv;
+                if k + 1 == n_iv {
+                    x - base * (n_iv - 1)
+                } else {
+                    base
+                }
+            };
+            let mut groups = Vec::new();
+            for (gi, g) in plan.groups.iter().enumerate() {
+                if g.events.is_empty() {
+                    continue;
+                }
+                let share = if hw_groups > 1 { self.share(gi) } else { 1.0 };
+                let enabled = self.wall_ns;
+                let running = (enabled as f64 * share).round() as u64;
+                for (ci, cpu) in cpus.iter().enumerate() {
+                    // Split over CPUs; the first CPU takes the rest.
+                    let per_cpu = |x: u64| {
+                        let base = x / n_cpu;
+                        if ci == 0 {
+                            x - base * (n_cpu - 1)
+                        } else {
+                            base
+                        }
+                    };
+                    groups.push(GroupReading {
+                        group: gi,
+                        cpu: *cpu,
+                        tid: None,
+                        time_enabled_ns: part(enabled),
+                        time_running_ns: part(running),
+                        values: g
+                            .events
+                            .iter()
+                            .map(|e| {
+                                self.chosen(&e.name)
+                                    .map_or(0, |c| part(per_cpu((c as f64 * share).round() as u64)))
+                            })
+                            .collect(),
+                    });
+                }
+            }
+            let iv = RawInterval {
+                start_s: wall_s * k as f64 / n_iv as f64,
+                end_s: wall_s * (k + 1) as f64 / n_iv as f64,
+                groups,
+            };
+            if let (Some(cb), Some(_)) = (&opts.on_interval, opts.interval) {
+                cb(&iv);
+            }
+            intervals.push(iv);
+        }
+        Ok(Measurement {
+            start_unix_s: 0.0,
+            wall_ns: self.wall_ns,
+            intervals,
+            ending: self.ending,
+            failed_groups: Vec::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod synthetic_tests {
+    use super::*;
+    use crate::plan::{Group, Slot};
+
+    #[test]
+    fn synthetic_counts_scale_like_live_ones() {
+        let plan = Plan {
+            groups: vec![
+                Group {
+                    pmu: "cpu".into(),
+                    events: vec![EventSpec::raw("A", "cpu", 1), EventSpec::raw("B", "cpu", 2)],
+                    slots: vec![Slot::Gp(0), Slot::Gp(1)],
+                },
+                Group {
+                    pmu: "cpu".into(),
+                    events: vec![EventSpec::raw("C", "cpu", 3)],
+                    slots: vec![Slot::Gp(0)],
+                },
+            ],
+            unschedulable: vec![],
+            aliases: vec![],
+        };
+        let mut s = Synthetic {
+            wall_ns: 1_000_000_000,
+            running_share: vec![0.25],
+            ..Default::default()
+        };
+        s.events.insert("a".into(), 400);
+        let m = s
+            .run(&plan, &Target::Pids(vec![]), &RunOptions::new())
+            .unwrap();
+        let iv = Measurement::interval_readings(&plan, &m.total(), false);
+        assert_eq!(iv.get("A").unwrap().value, Some(400.0));
+        assert_eq!(iv.get("A").unwrap().raw, Some(100));
+        assert_eq!(iv.get("A").unwrap().counted_share, Some(0.25));
+        assert_eq!(iv.get("B").unwrap().value, Some(0.0));
+        let mut o = RunOptions::new();
+        o.interval = Some(Duration::from_millis(300));
+        let m = s.run(&plan, &Target::Pids(vec![]), &o).unwrap();
+        assert_eq!(m.intervals.len(), 3);
+        assert_eq!(m.total().groups[0].values[0], 100);
+        // A single hardware group is never multiplexed.
+        let one = crate::backend::sub_plan(&plan, &[0]);
+        let m = s
+            .run(&one, &Target::Pids(vec![]), &RunOptions::new())
+            .unwrap();
+        let iv = Measurement::interval_readings(&one, &m.total(), false);
+        assert_eq!(iv.get("A").unwrap().raw, Some(400));
+        assert_eq!(iv.get("A").unwrap().counted_share, Some(1.0));
+    }
+}

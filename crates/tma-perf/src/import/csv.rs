@@ -1,0 +1,358 @@
+//! `perf stat -x<sep>` rows.
+//!
+//! A row is `[timestamp,] [aggregation columns,] value, unit, event, [variance%,]
+//! running-ns, running-%[, metric-value, metric-unit]`. perf does not quote fields, so an
+//! event spec with commas (`cpu/event=0x1a0,umask=0x1/`) spans several raw fields: fields
+//! are re-joined between the opening `pmu/` and the closing `/`.
+
+use std::borrow::Cow;
+
+use super::{ImportError, Row, RowValue};
+
+/// Pick the separator of a data line: the one of `,` `;` tab `|` that splits it into the
+/// most fields (`,` wins ties), after re-joining event specs.
+pub(super) fn detect_separator(line: &str) -> char {
+    let mut best = (',', split_fields(line, ',').len());
+    for sep in [';', '\t', '|'] {
+        let n = split_fields(line, sep).len();
+        if n > best.1 {
+            best = (sep, n);
+        }
+    }
+    best.0
+}
+
+pub(super) fn parse_rows(text: &str, sep: char) -> Result<Vec<Row>, ImportError> {
+    let mut rows = Vec::new();
+    let mut short: Option<bool> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim_end_matches('\r');
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        if t.starts_with("Performance counter stats for") {
+            return Err(ImportError::HumanReadable { line: i + 1 });
+        }
+        // A file whose first row has no counter-running columns (`value,unit,event` only)
+        // is read in that short layout; otherwise a short row is truncated.
+        let parsed = match (rows.is_empty(), short) {
+            (true, None) => match parse_line(line, sep, i + 1, false) {
+                Err(ImportError::Truncated { .. }) => {
+                    let r = parse_line(line, sep, i + 1, true);
+                    short = Some(r.is_ok());
+                    if r.is_err() {
+                        parse_line(line, sep, i + 1, false)
+                    } else {
+                        r
+                    }
+                }
+                r => {
+                    short = Some(false);
+                    r
+                }
+            },
+            (_, s) => parse_line(line, sep, i + 1, s == Some(true)),
+        };
+        if let Some(row) = parsed? {
+            rows.push(row);
+        }
+    }
+    if rows.is_empty() {
+        return Err(ImportError::NoData);
+    }
+    Ok(rows)
+}
+
+/// Split a line into fields: RFC-4180 quotes are honoured (a quoted field is one field even
+/// with separators inside), then unquoted fields of a `pmu/.../` spec are re-joined.
+fn split_fields(line: &str, sep: char) -> Vec<(Cow<'_, str>, bool)> {
+    // Fast path: nothing quoted and no `pmu/.../` spec.
+    if !line.contains(['"', '/']) {
+        return line.split(sep).map(|f| (Cow::Borrowed(f), false)).collect();
+    }
+    let mut raw: Vec<(String, bool)> = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut in_quotes = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_quotes {
+            if c == '"' {
+                if chars.peek() == Some(&'"') {
+                    cur.push('"');
+                    chars.next();
+                } else {
+                    in_quotes = false;
+                }
+            } else {
+                cur.push(c);
+            }
+        } else if c == '"' && cur.trim().is_empty() {
+            in_quotes = true;
+            quoted = true;
+            cur.clear();
+        } else if c == sep {
+            raw.push((std::mem::take(&mut cur), quoted));
+            quoted = false;
+        } else {
+            cur.push(c);
+        }
+    }
+    raw.push((cur, quoted));
+    // Re-join `pmu/a=1,b=2/mods`: a field with an odd number of '/' opens a spec that the
+    // next field with an odd number of '/' closes. Without a closer (e.g. a metric unit
+    // `K/sec` at the end), the fields stay as they are.
+    let mut out: Vec<(Cow<'_, str>, bool)> = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let (f, q) = &raw[i];
+        if !q && f.matches('/').count() % 2 == 1 {
+            if let Some(j) =
+                (i + 1..raw.len()).find(|&j| !raw[j].1 && raw[j].0.matches('/').count() % 2 == 1)
+            {
+                // Only join spans that look like event terms (`name=value` or a bare term).
+                let joined: Vec<&str> = raw[i..=j].iter().map(|(s, _)| s.as_str()).collect();
+                let middle_ok = raw[i + 1..j]
+                    .iter()
+                    .all(|(s, _)| !s.is_empty() && !s.contains(' '));
+                if middle_ok && !raw[j].0.is_empty() && is_term_start(&raw[j].0) {
+                    out.push((Cow::Owned(joined.join(&sep.to_string())), false));
+                    i = j + 1;
+                    continue;
+                }
+            }
+        }
+        out.push((Cow::Owned(f.clone()), *q));
+        i += 1;
+    }
+    out
+}
+
+/// The closing field of a `pmu/.../` spec starts with a term (`umask=0x1/`, `edge/u`).
+fn is_term_start(s: &str) -> bool {
+    s.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '/')
+}
+
+fn is_number(s: &str) -> bool {
+    let s = s.trim();
+    !s.is_empty() && s.parse::<f64>().is_ok_and(|v| v.is_finite())
+}
+
+fn is_value(s: &str) -> bool {
+    let s = s.trim();
+    is_number(s) || s == "<not counted>" || s == "<not supported>"
+}
+
+/// Digit groups joined by a thousands separator: `1,234,567`, `1.234.567`, `1 234 567`,
+/// `1'234'567`, or the same split across fields (`1`, `234`, `567`).
+fn is_grouped_number(s: &str) -> bool {
+    for sep in [',', '.', ' ', '\'', '\u{a0}', '\u{202f}'] {
+        let parts: Vec<&str> = s.trim().split(sep).collect();
+        if parts.len() >= 2
+            && (1..=3).contains(&parts[0].len())
+            && parts.iter().all(|p| p.chars().all(|c| c.is_ascii_digit()))
+            && parts[1..].iter().all(|p| p.len() == 3)
+        {
+            // `1.234` alone is a decimal number, not a grouped one.
+            if sep == '.' && parts.len() == 2 {
+                continue;
+            }
+            return true;
+        }
+    }
+    false
+}
+
+fn three_digits(s: &str) -> bool {
+    s.len() == 3 && s.chars().all(|c| c.is_ascii_digit())
+}
+
+/// Parse one data line; `Ok(None)` for lines that carry no count (metric-only lines of
+/// `perf stat -M`).
+/// `short`: the file has no counter-running columns (`value,unit,event` only).
+pub(super) fn parse_line(
+    line: &str,
+    sep: char,
+    lineno: usize,
+    short: bool,
+) -> Result<Option<Row>, ImportError> {
+    let fields = split_fields(line, sep);
+    let f: Vec<&str> = fields.iter().map(|(s, _)| s.as_ref().trim()).collect();
+    let truncated = || ImportError::Truncated {
+        line: lineno,
+        found: if f.len() == 1 {
+            "1 field".to_string()
+        } else {
+            format!("{} fields", f.len())
+        },
+    };
+    // Thousands separators, quoted (`"1,234,567",,cycles`) or not (`1,234,567,,cycles`).
+    for (s, q) in &fields {
+        if *q && is_grouped_number(s) {
+            return Err(ImportError::ThousandsSeparator {
+                line: lineno,
+                value: s.to_string(),
+            });
+        }
+    }
+    // Unquoted thousands separators split the count over fields: `1,234,567,,cycles`
+    // (or after a timestamp). A unit column is never a number, so digit groups there
+    // give it away.
+    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    for k in 0..2usize {
+        if k == 1 && !f.first().is_some_and(|t| is_number(t)) {
+            break;
+        }
+        if f.len() > k + 1 && digits(f[k]) && f[k].len() <= 3 && three_digits(f[k + 1]) {
+            let mut j = k + 1;
+            while j < f.len() && three_digits(f[j]) {
+                j += 1;
+            }
+            return Err(ImportError::ThousandsSeparator {
+                line: lineno,
+                value: f[k..j].join(&sep.to_string()),
+            });
+        }
+    }
+    let mut k = 0usize;
+    let mut timestamp = None;
+    let mut summary = false;
+    // Leading timestamp: a number followed by a value (a unit is never a number); the
+    // `--summary` rows that end `-I` output carry the word `summary` instead.
+    if f.first() == Some(&"summary") && f.len() > 1 && is_value(f[1]) {
+        summary = true;
+        k = 1;
+    } else if f.len() > 1 && is_number(f[0]) && is_value(f[1]) {
+        timestamp = Some(parse_f64(f[0], lineno, "timestamp")?);
+        k = 1;
+    }
+    // Aggregation columns.
+    let mut cpu = None;
+    let mut tid = None;
+    if let Some(col) = f.get(k) {
+        if let Some(n) = col.strip_prefix("CPU").and_then(|n| n.parse::<u32>().ok()) {
+            cpu = Some(n);
+            k += 1;
+        } else if let Some(flag) = aggregation_flag(col) {
+            if f.get(k + 1).is_some_and(|c| c.parse::<u32>().is_ok()) {
+                return Err(ImportError::UnsupportedAggregation {
+                    line: lineno,
+                    column: col.to_string(),
+                    flag,
+                });
+            }
+        } else if !is_value(col) && f.get(k + 1).is_some_and(|v| is_value(v)) {
+            // `--per-thread`: `comm-tid`.
+            if let Some(t) = col
+                .rsplit_once('-')
+                .and_then(|(_, t)| t.parse::<u32>().ok())
+            {
+                tid = Some(t);
+                k += 1;
+            }
+        }
+    }
+    if f.len() < k + 3 {
+        return Err(truncated());
+    }
+    let (value_s, unit, event) = (f[k], f[k + 1], f[k + 2]);
+    if value_s.is_empty() && event.is_empty() {
+        // `perf stat -M` prints metric-only lines with empty count and event columns.
+        return Ok(None);
+    }
+    if event.is_empty() {
+        return Err(truncated());
+    }
+    let value = match value_s {
+        "<not counted>" => RowValue::NotCounted,
+        "<not supported>" => RowValue::NotSupported,
+        s if is_grouped_number(s) && !is_number(s) => {
+            return Err(ImportError::ThousandsSeparator {
+                line: lineno,
+                value: s.to_string(),
+            })
+        }
+        s => RowValue::Count(parse_f64(s, lineno, "count")?),
+    };
+    if is_number(event) {
+        return Err(truncated());
+    }
+    let mut rest = k + 3;
+    // `-r N` adds a variance column such as `7.46%`.
+    if f.get(rest).is_some_and(|v| v.ends_with('%')) {
+        rest += 1;
+    }
+    let (running_ns, running_pct) = if short {
+        if f.len() > rest && f[rest..].iter().any(|x| !x.is_empty()) {
+            return Err(truncated());
+        }
+        (None, None)
+    } else if f.len() < rest + 2 {
+        return Err(truncated());
+    } else if f[rest].is_empty() && f[rest + 1].is_empty() {
+        // Empty counter-running columns: perf did not say.
+        (None, None)
+    } else {
+        let ns = parse_f64(f[rest], lineno, "counter-running time")?;
+        let pct = parse_f64(f[rest + 1], lineno, "running percentage")?;
+        if !(0.0..=100.0001).contains(&pct) || ns < 0.0 {
+            return Err(ImportError::BadNumber {
+                line: lineno,
+                field: "running percentage",
+                value: f[rest + 1].to_string(),
+            });
+        }
+        (Some(ns as u64), Some(pct))
+    };
+    Ok(Some(Row {
+        line: lineno,
+        timestamp,
+        summary,
+        cpu,
+        tid,
+        event: event.to_string(),
+        value,
+        unit: unit.to_string(),
+        running_ns,
+        running_pct,
+    }))
+}
+
+/// Columns of perf's `--per-socket`, `--per-die`, `--per-core`, `--per-node`,
+/// `--per-cache`, `--per-cluster` modes: `S0`, `S0-D0`, `S0-D0-C1`, `N0`, `S0-D0-L3-ID0`.
+fn aggregation_flag(col: &str) -> Option<&'static str> {
+    let starts_num = |s: &str, p: char| {
+        s.strip_prefix(p)
+            .is_some_and(|r| r.chars().next().is_some_and(|c| c.is_ascii_digit()))
+    };
+    if starts_num(col, 'N') && col[1..].chars().all(|c| c.is_ascii_digit()) {
+        return Some("--per-node");
+    }
+    if !starts_num(col, 'S') {
+        return None;
+    }
+    let parts: Vec<&str> = col.split('-').collect();
+    Some(match parts.as_slice() {
+        [_] => "--per-socket",
+        [_, d] if starts_num(d, 'D') => "--per-die",
+        [_, _, c] if starts_num(c, 'C') => "--per-core",
+        [_, _, c] if starts_num(c, 'L') => "--per-cache",
+        [_, _, ..] => "--per-cache",
+        _ => return None,
+    })
+}
+
+fn parse_f64(s: &str, line: usize, field: &'static str) -> Result<f64, ImportError> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| ImportError::BadNumber {
+            line,
+            field,
+            value: s.to_string(),
+        })
+}

@@ -1,0 +1,308 @@
+use super::*;
+
+fn fixture(name: &str) -> Vec<u8> {
+    let p = format!(
+        "{}/../../tests/fixtures/import/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
+}
+
+fn value(iv: &Interval, ev: &str) -> Option<f64> {
+    iv.get(ev).and_then(|r| r.value)
+}
+
+#[test]
+fn recorded_csv_software_events() {
+    let rec = parse(&fixture("perf-csv-sw.csv")).unwrap();
+    assert_eq!(rec.format, ImportFormat::PerfCsv { separator: ',' });
+    assert!(!rec.interval_mode);
+    assert_eq!(rec.intervals.len(), 1);
+    assert_eq!(
+        rec.events,
+        [
+            "task-clock",
+            "page-faults",
+            "context-switches",
+            "cpu-migrations"
+        ]
+    );
+    let iv = &rec.intervals[0];
+    // 0.69 msec -> ns.
+    assert_eq!(value(iv, "task-clock"), Some(0.76e6));
+    assert_eq!(value(iv, "page-faults"), Some(48.0));
+    let tc = iv.get("task-clock").unwrap();
+    assert_eq!(tc.time_running_ns, Some(757229));
+    assert_eq!(tc.counted_share, Some(1.0));
+}
+
+#[test]
+fn recorded_csv_not_supported() {
+    let rec = parse(&fixture("perf-csv-notsupported.csv")).unwrap();
+    let iv = &rec.intervals[0];
+    let c = iv.get("cycles").unwrap();
+    assert_eq!(c.status, ReadingStatus::NotSupported);
+    assert_eq!(c.value, None);
+    assert_eq!(
+        iv.get("instructions").unwrap().status,
+        ReadingStatus::NotSupported
+    );
+    assert!(value(iv, "task-clock").is_some());
+}
+
+#[test]
+fn recorded_csv_intervals() {
+    let rec = parse(&fixture("perf-csv-interval.csv")).unwrap();
+    assert!(rec.interval_mode);
+    assert_eq!(rec.intervals.len(), 4);
+    let first = &rec.intervals[0];
+    assert_eq!(first.start_s, 0.0);
+    assert!((first.end_s - 0.100).abs() < 0.01, "{}", first.end_s);
+    assert_eq!(rec.intervals[1].start_s, first.end_s);
+    for iv in &rec.intervals {
+        assert_eq!(iv.readings.len(), 4);
+    }
+    // The sleeping intervals are `<not counted>`, never a silent zero.
+    let nc = rec.intervals[1].get("task-clock").unwrap();
+    assert_eq!(nc.status, ReadingStatus::NotCounted);
+    assert_eq!(nc.value, None);
+}
+
+#[test]
+fn recorded_json() {
+    let rec = parse(&fixture("perf-json-sw.json")).unwrap();
+    assert_eq!(rec.format, ImportFormat::PerfJson);
+    let iv = &rec.intervals[0];
+    assert_eq!(
+        iv.get("cycles").unwrap().status,
+        ReadingStatus::NotSupported
+    );
+    assert!(value(iv, "page-faults").unwrap() > 0.0);
+    let rec = parse(&fixture("perf-json-interval.json")).unwrap();
+    assert!(rec.interval_mode);
+    assert_eq!(rec.intervals.len(), 3);
+    assert_eq!(
+        rec.intervals[1].get("page-faults").unwrap().status,
+        ReadingStatus::NotCounted
+    );
+}
+
+#[test]
+fn csv_and_json_agree_on_layout() {
+    let csv = parse(&fixture("perf-csv-interval.csv")).unwrap();
+    let json = parse(&fixture("perf-json-interval.json")).unwrap();
+    assert_eq!(csv.intervals.len() > 1, json.intervals.len() > 1);
+}
+
+#[test]
+fn per_cpu_rows_and_aggregation() {
+    let rec = parse(&fixture("perf-csv-per-cpu.csv")).unwrap();
+    assert_eq!(rec.breakdown, Breakdown::PerCpu);
+    let iv = &rec.intervals[0];
+    assert!(iv.get("task-clock").is_none());
+    let agg = aggregate(iv);
+    let cpus: f64 = iv
+        .readings
+        .iter()
+        .filter(|r| r.event == "context-switches")
+        .filter_map(|r| r.value)
+        .sum();
+    assert_eq!(value(&agg, "context-switches"), Some(cpus));
+}
+
+#[test]
+fn per_core_is_refused_clearly() {
+    let err = parse(&fixture("perf-csv-per-core.csv")).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ImportError::UnsupportedAggregation {
+                flag: "--per-core",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("-A"));
+}
+
+#[test]
+fn repeat_variance_column_and_semicolon() {
+    let rec = parse(&fixture("perf-csv-repeat.csv")).unwrap();
+    assert!(value(&rec.intervals[0], "page-faults").is_some());
+    let rec = parse(&fixture("perf-csv-semicolon.csv")).unwrap();
+    assert_eq!(rec.format, ImportFormat::PerfCsv { separator: ';' });
+    assert_eq!(rec.events, ["task-clock", "page-faults"]);
+}
+
+#[test]
+fn pmu_specs_with_commas_are_one_event() {
+    let text = "# cpu: zen4\n\
+        1000,,cpu/event=0x1a0,umask=0x1,cmask=6/,5000,40.00,,\n\
+        2000,,r76,5000,40.00,,\n\
+        3000,,cpu/event=0xc1/u,5000,100.00,1.2,insn per cycle\n";
+    let rec = parse(text.as_bytes()).unwrap();
+    assert_eq!(rec.cpu_hint.as_deref(), Some("zen4"));
+    assert_eq!(
+        rec.events,
+        [
+            "cpu/event=0x1a0,umask=0x1,cmask=6/",
+            "r76",
+            "cpu/event=0xc1/u"
+        ]
+    );
+    let r = rec.intervals[0]
+        .get("cpu/event=0x1a0,umask=0x1,cmask=6/")
+        .unwrap();
+    assert_eq!(r.value, Some(1000.0));
+    assert_eq!(r.counted_share, Some(0.4));
+}
+
+#[test]
+fn metric_only_lines_are_skipped() {
+    let text = "100,,cycles,5000,100.00,,\n,,,,,12.5,% tma_frontend_bound\n";
+    let rec = parse(text.as_bytes()).unwrap();
+    assert_eq!(rec.events, ["cycles"]);
+}
+
+#[test]
+fn bad_inputs_have_precise_errors() {
+    let cases: &[(&[u8], &str)] = &[
+        (b"", "empty"),
+        (b"\n  \n", "empty"),
+        (b"# started on x\n\n", "no counter lines"),
+        (b"\x7fELF\x02\x01\x01\x00\x00\x00", "binary"),
+        (b"PERFILE2\x00\x10\x00", "binary"),
+        (b"12,,cycles,100,100.00\n\xff\xfe,,x\n", "UTF-8"),
+        (b"12,,cycles,100,100.00\n13,,instr", "line 2: truncated"),
+        (b"12,,cycles\n13,", "line 2: truncated"),
+        (b"12,,cycles,100,100.00\n13,,instr,,\n14,,x", "line 3: truncated"),
+        (
+            b"12,,cycles,100,100.00\n13,,cycles,100,100.00\n",
+            "line 2: event `cycles` appears twice in one interval (first on line 1)",
+        ),
+        (
+            b"\"1,234,567\",,cycles,100,100.00\n",
+            "thousands separators",
+        ),
+        (b"1,234,567,,cycles,100,100.00\n", "LC_ALL=C"),
+        (b"1.234.567;;cycles;100;100,00\n", "thousands separators"),
+        (
+            b"\n Performance counter stats for 'true':\n\n   0.5 msec task-clock\n",
+            "human-readable",
+        ),
+        (b"abc,,cycles,100,100.00\n", "`abc` in the count column"),
+        (b"12,,cycles,100,250.00\n", "running percentage"),
+        (
+            b"{\"counter-value\" : \"1.0\", \"unit\" : \"\", \"event\" : \"cycles\"",
+            "line 1: invalid JSON (the line ends early: truncated)",
+        ),
+        (
+            b"{\"unit\" : \"\", \"event\" : \"cycles\"}\n",
+            "counter-value",
+        ),
+        (
+            b"{\"schema\": \"tma.stat\", \"schema_version\": 1}",
+            "`tma.stat` document",
+        ),
+        (
+            b"12,,cycles,100,100.00\n     0.1,13,,cycles,100,100.00\n",
+            "mixed",
+        ),
+        (
+            b"     0.1,12,,cycles,100,100.00\n13,,cycles,100,100.00\n     0.2,13,,cycles,100,100.00\n",
+            "line 3: interval and non-interval lines are mixed",
+        ),
+        (
+            b"     0.2,12,,cycles,100,100.00\n     0.1,13,,cycles,100,100.00\n",
+            "goes backwards",
+        ),
+    ];
+    for (input, want) in cases {
+        let err = parse(input).expect_err(&String::from_utf8_lossy(input));
+        let msg = err.to_string();
+        assert!(
+            msg.to_lowercase().contains(&want.to_lowercase()),
+            "input {:?}: `{msg}` lacks `{want}`",
+            String::from_utf8_lossy(input)
+        );
+        assert!(!msg.contains('\n'), "multi-line error: {msg}");
+    }
+}
+
+#[test]
+fn snapshot_is_detected_not_parsed() {
+    let s = br#"{"schema": "tma.snapshot", "schema_version": 1, "cpu": "zen4"}"#;
+    assert_eq!(detect(s).unwrap(), ImportFormat::TmaSnapshot);
+}
+
+#[test]
+fn resolve_renames_and_reports_unknown() {
+    let text = "10,,r76,5,100.00,,\n20,,ex_ret_ops,5,100.00,,\n3,,page-faults,5,100.00,,\n";
+    let rec = parse(text.as_bytes()).unwrap();
+    let known = |s: &str| match s.to_ascii_lowercase().as_str() {
+        "r76" => vec!["ls_not_halted_cyc".to_string()],
+        "ex_ret_ops" => vec!["ex_ret_ops".to_string(), "ex_ret_ops:alias".to_string()],
+        _ => vec![],
+    };
+    let out = resolve(&rec.intervals, "zen4", known, |_| None).unwrap();
+    assert_eq!(value(&out.intervals[0], "ls_not_halted_cyc"), Some(10.0));
+    assert_eq!(value(&out.intervals[0], "page-faults"), Some(3.0));
+    // Ids sharing one encoding all get the reading.
+    assert_eq!(value(&out.intervals[0], "ex_ret_ops:alias"), Some(20.0));
+    assert_eq!(out.generic, ["page-faults"]);
+
+    let text = "10,,TOPDOWN.SLOTS,5,100.00,,\n20,,INT_MISC.UOP_DROPPING,5,100.00,,\n";
+    let rec = parse(text.as_bytes()).unwrap();
+    let err = resolve(&rec.intervals, "zen4", |_| vec![], |_| Some("spr")).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("TOPDOWN.SLOTS, INT_MISC.UOP_DROPPING"),
+        "{msg}"
+    );
+    assert!(msg.contains("look like events of spr"), "{msg}");
+
+    let text = "10,,r76,5,100.00,,\n20,,ls_not_halted_cyc,5,100.00,,\n";
+    let rec = parse(text.as_bytes()).unwrap();
+    let err = resolve(
+        &rec.intervals,
+        "zen4",
+        |_| vec!["ls_not_halted_cyc".into()],
+        |_| None,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("same zen4 event"), "{err}");
+}
+
+#[test]
+fn interval_summary_rows_are_skipped() {
+    for f in [
+        "perf-csv-interval-summary.csv",
+        "perf-json-interval-summary.json",
+    ] {
+        let rec = parse(&fixture(f)).unwrap();
+        assert!(rec.interval_mode, "{f}");
+        assert_eq!(rec.intervals.len(), 2, "{f}");
+        assert_eq!(rec.events, ["task-clock", "page-faults"], "{f}");
+    }
+    // `--no-csv-summary`: the whole-run rows have no timestamp.
+    let text = "     0.1,5,,page-faults,100,100.00,,\n     0.2,6,,page-faults,100,100.00,,\n11,,page-faults,200,100.00,,\n";
+    let rec = parse(text.as_bytes()).unwrap();
+    assert_eq!(rec.intervals.len(), 2);
+}
+
+#[test]
+fn csv_without_running_columns() {
+    // `value,unit,event` only, and empty running columns: counted share unknown.
+    for text in [
+        "12,,cycles\n0.5,msec,task-clock\n",
+        "12,,cycles,,\n0.5,msec,task-clock,,\n",
+    ] {
+        let rec = parse(text.as_bytes()).unwrap();
+        let iv = &rec.intervals[0];
+        let c = iv.get("cycles").unwrap();
+        assert_eq!(c.value, Some(12.0), "{text}");
+        assert_eq!(c.counted_share, None, "{text}");
+        assert_eq!(value(iv, "task-clock"), Some(0.5e6));
+    }
+}

@@ -1,0 +1,340 @@
+//! The only `unsafe` of the counting path: `perf_event_open(2)`, group `read(2)`, the
+//! enable/disable ioctls, fork/exec of a launched command held at a pipe, pidfd polling, and a
+//! SIGINT/SIGTERM flag. Everything above this module is safe code.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use perf_event_open_sys::bindings as b;
+
+use crate::attr::Attr;
+
+/// Convert our [`Attr`] into the kernel struct (all other fields zero).
+fn to_kernel(a: &Attr) -> b::perf_event_attr {
+    let mut k = b::perf_event_attr::default();
+    k.type_ = a.type_;
+    k.size = std::mem::size_of::<b::perf_event_attr>() as u32;
+    k.config = a.config;
+    k.read_format = a.read_format;
+    k.__bindgen_anon_1.sample_period = a.sample_period;
+    k.__bindgen_anon_3.config1 = a.config1;
+    k.__bindgen_anon_4.config2 = a.config2;
+    k.set_disabled(a.disabled as u64);
+    k.set_inherit(a.inherit as u64);
+    k.set_enable_on_exec(a.enable_on_exec as u64);
+    k.set_exclude_kernel(a.exclude_kernel as u64);
+    k.set_exclude_user(a.exclude_user as u64);
+    k
+}
+
+/// Open one counter. `pid` -1 with a `cpu` counts the CPU; `group` is the leader's fd.
+pub fn perf_open(attr: &Attr, pid: i32, cpu: i32, group: Option<RawFd>) -> io::Result<OwnedFd> {
+    let mut k = to_kernel(attr);
+    let flags = b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong;
+    // SAFETY: `k` is a fully initialised perf_event_attr whose `size` matches the struct we
+    // pass; the kernel only reads it (and may write `size` back on E2BIG), and it outlives
+    // the call. The other arguments are plain integers.
+    let fd = unsafe {
+        perf_event_open_sys::perf_event_open(&mut k, pid, cpu, group.unwrap_or(-1), flags)
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by the kernel, is valid and owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// One `read(2)` of a group leader opened with [`crate::attr::READ_FORMAT`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupRead {
+    pub time_enabled: u64,
+    pub time_running: u64,
+    /// (value, id) per member, in the order the members were opened.
+    pub values: Vec<(u64, u64)>,
+}
+
+/// Read a whole group through its leader.
+pub fn read_group(leader: &OwnedFd, members: usize) -> io::Result<GroupRead> {
+    let mut buf = vec![0u64; 3 + 2 * members];
+    let bytes = buf.len() * 8;
+    // SAFETY: `buf` is a live, writable buffer of exactly `bytes` bytes; `read` writes at most
+    // that many and the fd is open for the duration of the call.
+    let n = unsafe { libc::read(leader.as_raw_fd(), buf.as_mut_ptr().cast(), bytes) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    parse_group_read(&buf, n as usize, members)
+}
+
+fn parse_group_read(buf: &[u64], n_bytes: usize, members: usize) -> io::Result<GroupRead> {
+    let words = n_bytes / 8;
+    if words < 3 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "short perf group read",
+        ));
+    }
+    let nr = buf[0] as usize;
+    if nr != members || words < 3 + 2 * nr {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("perf group read returned {nr} members, expected {members}"),
+        ));
+    }
+    Ok(GroupRead {
+        time_enabled: buf[1],
+        time_running: buf[2],
+        values: (0..nr).map(|i| (buf[3 + 2 * i], buf[4 + 2 * i])).collect(),
+    })
+}
+
+fn group_ioctl(fd: &OwnedFd, which: u32) -> io::Result<()> {
+    let arg = b::PERF_IOC_FLAG_GROUP;
+    // SAFETY: ENABLE/DISABLE/RESET take an integer flag argument and no pointer.
+    let r = unsafe {
+        match which {
+            0 => perf_event_open_sys::ioctls::ENABLE(fd.as_raw_fd(), arg),
+            1 => perf_event_open_sys::ioctls::DISABLE(fd.as_raw_fd(), arg),
+            _ => perf_event_open_sys::ioctls::RESET(fd.as_raw_fd(), arg),
+        }
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Enable a whole group through its leader.
+pub fn enable_group(leader: &OwnedFd) -> io::Result<()> {
+    group_ioctl(leader, 0)
+}
+
+/// Disable a whole group through its leader.
+pub fn disable_group(leader: &OwnedFd) -> io::Result<()> {
+    group_ioctl(leader, 1)
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_sig: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Catch SIGINT and SIGTERM into a flag (no SA_RESTART, so blocking waits return EINTR).
+pub fn install_interrupt_handler() -> io::Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the handler only
+        // stores to an atomic, which is async-signal-safe.
+        let r = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut())
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Was SIGINT / SIGTERM received since the handler was installed?
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// A forked child held before `execv` until [`HeldChild::release`].
+#[derive(Debug)]
+pub struct HeldChild {
+    pub pid: i32,
+    go: Option<OwnedFd>,
+    exec_err: OwnedFd,
+}
+
+fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a writable array of two ints as pipe2 requires.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both fds were just created by pipe2 and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Fork a child that waits on a pipe, then `execv(path, argv)` with the current environment.
+/// stdin/stdout/stderr are inherited, so the command talks to the terminal directly.
+pub fn spawn_held(path: &CString, argv: &[CString]) -> io::Result<HeldChild> {
+    let (go_r, go_w) = cloexec_pipe()?;
+    let (err_r, err_w) = cloexec_pipe()?;
+    let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: after fork the child only calls async-signal-safe functions (prctl, getppid,
+    // read, execv, write, _exit) on memory prepared before the fork (`path`, `ptrs`), then execs or exits.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: see above; child side of the fork.
+        unsafe {
+            // If tma dies (even by SIGKILL) the command gets SIGTERM: no orphan keeps running.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            if libc::getppid() != parent {
+                libc::_exit(127);
+            }
+            let mut byte = 0u8;
+            let n = libc::read(go_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1);
+            if n != 1 {
+                libc::_exit(127);
+            }
+            libc::execv(path.as_ptr(), ptrs.as_ptr());
+            let e = *libc::__errno_location();
+            let bytes = e.to_ne_bytes();
+            libc::write(err_w.as_raw_fd(), bytes.as_ptr().cast(), 4);
+            libc::_exit(127);
+        }
+    }
+    drop(go_r);
+    drop(err_w);
+    Ok(HeldChild {
+        pid,
+        go: Some(go_w),
+        exec_err: err_r,
+    })
+}
+
+impl HeldChild {
+    /// Let the child exec. Returns the exec error if `execv` failed (the child has exited
+    /// with 127 and is reaped here).
+    pub fn release(&mut self) -> io::Result<()> {
+        let Some(go) = self.go.take() else {
+            return Ok(());
+        };
+        let byte = [1u8];
+        // SAFETY: writing one byte from a live buffer to an open pipe fd.
+        let w = unsafe { libc::write(go.as_raw_fd(), byte.as_ptr().cast(), 1) };
+        drop(go);
+        if w != 1 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut buf = [0u8; 4];
+        // SAFETY: reading at most 4 bytes into a live 4-byte buffer; EOF means exec succeeded
+        // (the CLOEXEC write end closed).
+        let n = loop {
+            let n = unsafe { libc::read(self.exec_err.as_raw_fd(), buf.as_mut_ptr().cast(), 4) };
+            if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            break n;
+        };
+        if n == 4 {
+            let _ = wait_pid(self.pid, false);
+            return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(buf)));
+        }
+        Ok(())
+    }
+
+    /// Abandon the child before it execs: it exits on the closed pipe; reap it.
+    pub fn abort(mut self) {
+        self.go.take();
+        let _ = wait_pid(self.pid, false);
+    }
+}
+
+/// How a waited-for process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+/// `waitpid`; `nohang` returns `Ok(None)` while the child runs. EINTR is returned as an error
+/// of kind `Interrupted`.
+pub fn wait_pid(pid: i32, nohang: bool) -> io::Result<Option<Exit>> {
+    let mut status = 0;
+    // SAFETY: `status` is a valid out pointer for the call.
+    let r = unsafe { libc::waitpid(pid, &mut status, if nohang { libc::WNOHANG } else { 0 }) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if r == 0 {
+        return Ok(None);
+    }
+    if libc::WIFEXITED(status) {
+        Ok(Some(Exit::Code(libc::WEXITSTATUS(status))))
+    } else if libc::WIFSIGNALED(status) {
+        Ok(Some(Exit::Signal(libc::WTERMSIG(status))))
+    } else {
+        Ok(None)
+    }
+}
+
+/// Send a signal to a process.
+pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
+    // SAFETY: kill takes two integers; a stale pid only yields ESRCH.
+    if unsafe { libc::kill(pid, sig) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Does a process exist (signal 0)?
+pub fn pid_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence and permission.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// `pidfd_open(2)`: a fd that becomes readable when the process exits.
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: the syscall takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Wait until one of `fds` is readable or `timeout_ms` passes (-1 = forever).
+/// Returns which fds are readable; an interrupted wait returns all `false`.
+pub fn poll_readable(fds: &[&OwnedFd], timeout_ms: i32) -> io::Result<Vec<bool>> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|f| libc::pollfd {
+            fd: f.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `p` is a live array of `p.len()` pollfd structs for the duration of the call.
+    let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(vec![false; fds.len()]);
+        }
+        return Err(e);
+    }
+    Ok(p.iter().map(|x| x.revents != 0).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_read_layout() {
+        let buf = [2, 100, 50, 7, 11, 9, 12];
+        let g = parse_group_read(&buf, 56, 2).unwrap();
+        assert_eq!((g.time_enabled, g.time_running), (100, 50));
+        assert_eq!(g.values, vec![(7, 11), (9, 12)]);
+        assert!(parse_group_read(&buf, 56, 3).is_err());
+        assert!(parse_group_read(&buf, 16, 2).is_err());
+    }
+}

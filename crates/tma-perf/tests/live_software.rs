@@ -1,0 +1,285 @@
+//! Real perf_event_open counting with software events (they work on this machine, PMU or not),
+//! plus hardware-PMU tests that a capable host runs with
+//! `cargo test -p tma-perf -- --ignored pmu_`.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tma_perf::backend::Measurement;
+use tma_perf::backend::{software_events, Backend, Ending, Live, RunError, RunOptions, Target};
+use tma_perf::event::{EventSpec, SoftwareEvent, SpecKind};
+use tma_perf::plan::{self, Limits, Plan};
+use tma_perf::readings::ReadingStatus;
+use tma_perf::Interval;
+
+fn sw_plan() -> Plan {
+    Plan::software(&software_events())
+}
+
+fn total(plan: &Plan, m: &Measurement) -> Interval {
+    Measurement::interval_readings(plan, &m.total(), false)
+}
+
+fn sh(script: &str) -> Target {
+    Target::Command(vec!["sh".into(), "-c".into(), script.into()])
+}
+
+#[test]
+fn group_on_child_process_counts_and_forwards_exit() {
+    let plan = sw_plan();
+    let m = Live
+        .run(
+            &plan,
+            &sh("i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done; exit 3"),
+            &RunOptions::new(),
+        )
+        .unwrap();
+    assert_eq!(m.ending, Ending::Exited(3));
+    let t = total(&plan, &m);
+    let tc = t.get("task-clock").unwrap();
+    assert_eq!(tc.status, ReadingStatus::Counted);
+    // A 30k-iteration shell loop takes well over a millisecond of CPU.
+    assert!(tc.value.unwrap() > 1e6, "task-clock {:?}", tc.value);
+    let (en, run) = (tc.time_enabled_ns.unwrap(), tc.time_running_ns.unwrap());
+    assert!(en > 0 && run > 0 && run <= en);
+    // Software events are never multiplexed.
+    assert_eq!(tc.counted_share, Some(1.0));
+    assert!(t.get("page-faults").unwrap().value.unwrap() > 0.0);
+    // task-clock cannot exceed wall time by more than the CPUs available.
+    assert!(tc.value.unwrap() <= m.wall_ns as f64 * 2.0 + 1e7);
+}
+
+#[test]
+fn signal_death_is_reported() {
+    let plan = sw_plan();
+    let m = Live
+        .run(&plan, &sh("kill -9 $$"), &RunOptions::new())
+        .unwrap();
+    assert_eq!(m.ending, Ending::Signaled(9));
+}
+
+#[test]
+fn counters_follow_forked_children() {
+    // inherit: work done in a grandchild is counted.
+    let plan = Plan::software(&[EventSpec::software(SoftwareEvent::TaskClock)]);
+    let busy = "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done";
+    let m = Live
+        .run(&plan, &sh(&format!("sh -c '{busy}'")), &RunOptions::new())
+        .unwrap();
+    let tc = total(&plan, &m).get("task-clock").unwrap().value.unwrap();
+    assert!(tc > 1e6, "{tc}");
+}
+
+#[test]
+fn group_on_this_test_process() {
+    // Attach to our own process while a thread burns CPU.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let h = std::thread::spawn(move || {
+        let mut x = 0u64;
+        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        x
+    });
+    let plan = sw_plan();
+    let mut opts = RunOptions::new();
+    opts.duration = Some(Duration::from_millis(300));
+    let m = Live
+        .run(&plan, &Target::Pids(vec![std::process::id() as i32]), &opts)
+        .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    h.join().unwrap();
+    assert_eq!(m.ending, Ending::Duration);
+    let tc = total(&plan, &m).get("task-clock").unwrap().value.unwrap();
+    // The busy thread ran for most of the 300 ms (loose: the machine is shared).
+    assert!(tc > 30e6, "task-clock {tc}");
+    // Per-thread breakdown carries thread ids.
+    let iv = Measurement::interval_readings(&plan, &m.total(), true);
+    assert!(iv.readings.iter().any(|r| r.tid.is_some()));
+}
+
+#[test]
+fn interval_deltas_add_up_to_the_total() {
+    let plan = sw_plan();
+    let seen = Arc::new(Mutex::new(0usize));
+    let s2 = seen.clone();
+    let mut opts = RunOptions::new();
+    opts.interval = Some(Duration::from_millis(100));
+    opts.on_interval = Some(Arc::new(move |_iv| *s2.lock().unwrap() += 1));
+    let m = Live
+        .run(
+            &plan,
+            &sh("i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 0.45"),
+            &opts,
+        )
+        .unwrap();
+    assert!(m.intervals.len() >= 3, "{} intervals", m.intervals.len());
+    assert_eq!(*seen.lock().unwrap(), m.intervals.len());
+    for w in m.intervals.windows(2) {
+        assert!((w[0].end_s - w[1].start_s).abs() < 1e-12);
+    }
+    let sum: f64 = m
+        .intervals
+        .iter()
+        .map(|iv| {
+            Measurement::interval_readings(&plan, iv, false)
+                .get("task-clock")
+                .unwrap()
+                .value
+                .unwrap_or(0.0)
+        })
+        .sum();
+    let t = total(&plan, &m).get("task-clock").unwrap().value.unwrap();
+    assert!((sum - t).abs() < 1.0, "{sum} vs {t}");
+}
+
+#[test]
+fn system_wide_per_cpu() {
+    let plan = Plan::software(&[EventSpec::software(SoftwareEvent::CpuClock)]);
+    let mut opts = RunOptions::new();
+    opts.duration = Some(Duration::from_millis(100));
+    let m = Live
+        .run(&plan, &Target::System(Some(vec![0])), &opts)
+        .unwrap();
+    let iv = Measurement::interval_readings(&plan, &m.total(), true);
+    let c = iv.get("cpu-clock").unwrap().value.unwrap();
+    // cpu-clock on one CPU over ~100 ms of wall time.
+    assert!(c > 50e6 && c < 1e9, "{c}");
+    assert!(iv.readings.iter().any(|r| r.cpu == Some(0)));
+}
+
+#[test]
+fn bad_targets_are_errors_without_leftovers() {
+    let plan = sw_plan();
+    let e = Live.run(
+        &plan,
+        &Target::Command(vec!["no-such-command-xyz".into()]),
+        &RunOptions::new(),
+    );
+    assert!(matches!(e, Err(RunError::CommandNotFound(_))));
+    let e = Live.run(&plan, &Target::Pids(vec![999_999_999]), &RunOptions::new());
+    assert!(matches!(e, Err(RunError::NoSuchProcess(_))));
+    let e = Live.run(&plan, &Target::System(Some(vec![4096])), &RunOptions::new());
+    assert!(matches!(e, Err(RunError::BadCpu(4096))));
+}
+
+#[test]
+fn attached_process_exiting_mid_run_ends_counting() {
+    let mut child = std::process::Command::new("sleep")
+        .arg("0.3")
+        .spawn()
+        .unwrap();
+    let plan = sw_plan();
+    let mut opts = RunOptions::new();
+    opts.duration = Some(Duration::from_secs(20));
+    // Reap in a thread so the pidfd sees the exit.
+    let pid = child.id() as i32;
+    let h = std::thread::spawn(move || child.wait());
+    let m = Live.run(&plan, &Target::Pids(vec![pid]), &opts).unwrap();
+    h.join().unwrap().unwrap();
+    assert_eq!(m.ending, Ending::TargetsExited);
+    assert!(m.wall_ns < 10_000_000_000);
+}
+
+fn has_core_pmu() -> bool {
+    tma_perf::sysfs::Pmus::discover(Path::new("/sys")).is_ok_and(|p| p.has_core_pmu())
+}
+
+#[test]
+fn no_hardware_pmu_is_detected() {
+    if has_core_pmu() {
+        eprintln!("skipped: this machine has a hardware PMU");
+        return;
+    }
+    let plan = Plan::software(&[EventSpec {
+        kind: SpecKind::Hardware(0),
+        ..EventSpec::raw("cycles", "", 0)
+    }]);
+    let e = Live.run(&plan, &sh("true"), &RunOptions::new());
+    assert!(matches!(e, Err(RunError::NoHardware { .. })), "{e:?}");
+}
+
+#[test]
+#[ignore = "needs a hardware PMU"]
+fn pmu_cycles_and_instructions_on_a_child() {
+    let ev = |name: &str, id: u64| EventSpec {
+        kind: SpecKind::Hardware(id),
+        counter_mask: 0xf,
+        ..EventSpec::raw(name, "", id)
+    };
+    let plan = plan::plan(&[vec![ev("cycles", 0), ev("instructions", 1)]], &|_| {
+        Limits {
+            gp: 4,
+            fixed: 0,
+            nmi_watchdog: false,
+        }
+    })
+    .unwrap();
+    let m = Live
+        .run(
+            &plan,
+            &sh("i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done"),
+            &RunOptions::new(),
+        )
+        .unwrap();
+    let t = total(&plan, &m);
+    assert!(t.get("cycles").unwrap().value.unwrap() > 1e6);
+    assert!(t.get("instructions").unwrap().value.unwrap() > 1e6);
+}
+
+#[test]
+#[ignore = "needs a hardware PMU"]
+fn pmu_raw_core_event_from_sysfs_alias() {
+    let pmus = tma_perf::sysfs::Pmus::discover(Path::new("/sys")).unwrap();
+    let core = pmus.core_pmus()[0].clone();
+    let cfg = core
+        .encode_alias("cpu-cycles")
+        .or_else(|_| core.encode_alias("cycles"))
+        .unwrap();
+    let plan = Plan::software(&[EventSpec::raw("cycles-raw", core.name.clone(), cfg.config)]);
+    let m = Live.run(&plan, &sh("true"), &RunOptions::new()).unwrap();
+    assert!(total(&plan, &m).get("cycles-raw").unwrap().value.unwrap() > 0.0);
+}
+
+#[test]
+fn a_refused_group_is_left_out_and_reads_not_supported() {
+    // Group 1 is a tracepoint with an id that does not exist: the kernel refuses it, the
+    // software group still counts.
+    let good = software_events();
+    let bad = EventSpec::raw("bogus-tracepoint", "tracepoint", u64::MAX >> 1);
+    let plan = Plan {
+        groups: vec![
+            tma_perf::plan::Group {
+                pmu: "software".into(),
+                slots: vec![tma_perf::plan::Slot::NoCounter; good.len()],
+                events: good,
+            },
+            tma_perf::plan::Group {
+                pmu: "tracepoint".into(),
+                events: vec![bad],
+                slots: vec![tma_perf::plan::Slot::NoCounter],
+            },
+        ],
+        unschedulable: vec![],
+        aliases: vec![],
+    };
+    let m = Live.run(&plan, &sh("true"), &RunOptions::new()).unwrap();
+    assert_eq!(m.failed_groups.len(), 1, "{:?}", m.failed_groups);
+    assert_eq!(m.failed_groups[0].0, 1);
+    let t = total(&plan, &m);
+    assert_eq!(
+        t.get("bogus-tracepoint").unwrap().status,
+        ReadingStatus::NotSupported
+    );
+    assert_eq!(t.get("task-clock").unwrap().status, ReadingStatus::Counted);
+    // Only refused groups: the run fails with the kernel's reason.
+    let only_bad = Plan {
+        groups: vec![plan.groups[1].clone()],
+        unschedulable: vec![],
+        aliases: vec![],
+    };
+    let e = Live.run(&only_bad, &sh("true"), &RunOptions::new());
+    assert!(matches!(e, Err(RunError::Open { .. })), "{e:?}");
+}

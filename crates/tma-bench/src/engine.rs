@@ -128,6 +128,8 @@ pub struct Layout {
     pub bytes: Vec<u8>,
     pub offsets: Vec<usize>,
     pub images: Vec<Image>,
+    /// The vector constant pool written to the scratch buffer (initial vector register values).
+    pub pool: Vec<u8>,
 }
 
 impl Layout {
@@ -144,6 +146,7 @@ impl Layout {
             bytes,
             offsets,
             images,
+            pool: harness::pool_bytes(),
         }
     }
 
@@ -493,7 +496,7 @@ fn child_main(
         Ok(m) => m,
         Err(e) => fail(&wr, format!("mmap scratch buffer: {e}")),
     };
-    let _ = scratch.write(harness::POOL_OFFSET, &harness::pool_bytes());
+    let _ = scratch.write(harness::POOL_OFFSET, &layout.pool);
     // Touch the scratch buffer so no page faults happen while timing.
     let zero = vec![0u8; harness::SCRATCH_USER];
     let _ = scratch.write(0, &zero);

@@ -19,15 +19,37 @@ use crate::asm::RegClass;
 /// Offset in the scratch buffer of the vector constant pool (after the 1 MiB user area).
 pub const SCRATCH_USER: usize = 1 << 20;
 pub const POOL_OFFSET: usize = SCRATCH_USER;
-pub const POOL_LEN: usize = 64 * 8;
+/// One 64-byte slot per vector register (zmm0..zmm31; xmm/ymm N load the low bytes of slot N),
+/// then one slot for the mm registers.
+pub const POOL_SLOTS: usize = 33;
+pub const POOL_LEN: usize = 64 * POOL_SLOTS;
 pub const SCRATCH_LEN: usize = SCRATCH_USER + POOL_LEN + 4096;
+/// The default vector lane pattern (f32 1.5).
+pub const DEFAULT_LANE: u32 = 0x3FC0_0000;
 
-/// The vector pool pattern: f32 1.5 in every lane (as f64 lanes about 0.125; both are normal
-/// numbers, never denormal), so FP instructions run at their normal speed.
+/// The default vector pool: f32 1.5 in every lane (read as f64 lanes 0x3FC000003FC00000, about
+/// 0.125; both are normal numbers, never denormal), so FP instructions run at their normal speed.
 pub fn pool_bytes() -> Vec<u8> {
-    std::iter::repeat_n(0x3FC0_0000u32.to_le_bytes(), POOL_LEN / 4)
+    std::iter::repeat_n(DEFAULT_LANE.to_le_bytes(), POOL_LEN / 4)
         .flatten()
         .collect()
+}
+
+/// The pool with some vector registers' initial values replaced: `(n, bytes)` puts `bytes`
+/// (little-endian, up to 64) at the start of register n's slot; the rest keep the default.
+pub fn pool_with(values: &[(usize, Vec<u8>)]) -> Vec<u8> {
+    let mut p = pool_bytes();
+    for (n, b) in values {
+        if *n < 32 {
+            let len = b.len().min(64);
+            p[n * 64..n * 64 + len].copy_from_slice(&b[..len]);
+        }
+    }
+    p
+}
+
+fn slot(n: usize) -> i32 {
+    (POOL_OFFSET + 64 * n) as i32
 }
 
 /// The GPRs the harness initialises (everything but rsp, r14, r15) and their defaults:
@@ -112,38 +134,46 @@ fn init_code(
     vec: VecInit,
     mm: bool,
 ) -> Result<(), IcedError> {
-    let pool = POOL_OFFSET as i32;
     match vec {
         VecInit::None => {}
         VecInit::Sse => {
-            for x in [
+            for (n, x) in [
                 xmm0, xmm1, xmm2, xmm3, xmm4, xmm5, xmm6, xmm7, xmm8, xmm9, xmm10, xmm11, xmm12,
                 xmm13, xmm14, xmm15,
-            ] {
-                a.movdqu(x, xmmword_ptr(r14 + pool))?;
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                a.movdqu(x, xmmword_ptr(r14 + slot(n)))?;
             }
         }
         VecInit::Avx => {
-            for y in [
+            for (n, y) in [
                 ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7, ymm8, ymm9, ymm10, ymm11, ymm12,
                 ymm13, ymm14, ymm15,
-            ] {
-                a.vmovdqu(y, ymmword_ptr(r14 + pool))?;
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                a.vmovdqu(y, ymmword_ptr(r14 + slot(n)))?;
             }
         }
         VecInit::Avx512 => {
-            for z in [
+            for (n, z) in [
                 zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7, zmm8, zmm9, zmm10, zmm11, zmm12,
                 zmm13, zmm14, zmm15, zmm16, zmm17, zmm18, zmm19, zmm20, zmm21, zmm22, zmm23, zmm24,
                 zmm25, zmm26, zmm27, zmm28, zmm29, zmm30, zmm31,
-            ] {
-                a.vmovdqu64(z, zmmword_ptr(r14 + pool))?;
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                a.vmovdqu64(z, zmmword_ptr(r14 + slot(n)))?;
             }
         }
     }
     if mm {
         for m in [mm0, mm1, mm2, mm3, mm4, mm5, mm6, mm7] {
-            a.movq(m, qword_ptr(r14 + pool))?;
+            a.movq(m, qword_ptr(r14 + slot(32)))?;
         }
     }
     for &(r, v) in gprs {
@@ -306,5 +336,36 @@ mod tests {
             }
         }
         assert_eq!(writes_r14, 1);
+    }
+
+    #[test]
+    fn each_vector_register_loads_its_own_pool_slot() {
+        let c = Copy {
+            insns: vec![vec![0x90]],
+        };
+        for (vec, n) in [
+            (VecInit::Sse, 16),
+            (VecInit::Avx, 16),
+            (VecInit::Avx512, 32),
+        ] {
+            let img = build_image(std::slice::from_ref(&c), 2, &GPR_DEFAULTS, vec, true).unwrap();
+            let d = Decoder::new(64, &img.bytes[..img.body_start], DecoderOptions::NONE);
+            let mut loads = Vec::new();
+            for ins in d.into_iter() {
+                if ins.op_count() == 2
+                    && ins.op1_kind() == iced_x86::OpKind::Memory
+                    && ins.memory_base() == Register::R14
+                {
+                    loads.push((ins.op0_register(), ins.memory_displacement64() as usize));
+                }
+            }
+            assert_eq!(loads.len(), n + 8, "{vec:?}");
+            for (r, disp) in &loads[..n] {
+                let num = r.number();
+                assert_eq!(*disp, POOL_OFFSET + 64 * num, "{r:?}");
+            }
+            // mm0-7 share the last slot.
+            assert!(loads[n..].iter().all(|(_, d)| *d == POOL_OFFSET + 64 * 32));
+        }
     }
 }

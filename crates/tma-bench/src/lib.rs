@@ -17,6 +17,23 @@
 //! 11 accepted repetitions is reported with p10/p90. A self-check (imul chain / add chain = 3
 //! within 1%) must pass before any figure is reported.
 //!
+//! Latency pairs: every register input -> register output of one instruction; the arithmetic
+//! flags count as one more operand for instructions that read them (adc, sbb, rcl, cmovcc,
+//! setcc), and other read-write general-purpose registers are cut off the chain with
+//! `mov reg, spare`. A pair across register files (xmm -> GPR, GPR -> flags...) is closed by a
+//! connector instruction of the other direction (`movq`, `vmovq`, `kmovw`, `test`, `setb`); the
+//! round trip of the two connectors is timed too and the latency reported as bounds
+//! ([`Derived`]: upper = chain - 1, lower = chain - round trip + 1, each connector taking at
+//! least one cycle).
+//!
+//! Throughput: written registers renamed over N chains; implicit registers that an instruction
+//! reads or partly writes (mul's rax) are reloaded from a spare before each copy (the moves are
+//! timed, so the figure is an upper bound); serializing instructions are refused.
+//!
+//! Values: `div`/`idiv` and FP division/square root run with a "fast" and a "slow" operand
+//! preset ([`DivPreset`], [`FpPreset`]) unless the user set the operands with `--init`
+//! ([`parse_init`], which also takes vector registers).
+//!
 //! Registers: r15 is the loop counter, r14 points at a 1 MiB scratch buffer (memory operands
 //! `[r14+disp]`), rsp is the stack; bodies may not write any of them.
 
@@ -101,6 +118,97 @@ pub struct PairFilter {
     pub to: Option<String>,
 }
 
+/// One parsed `--init` item.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InitValue {
+    /// A general-purpose register (64-bit name) and its value.
+    Gpr(Register, u64),
+    /// A vector register as named (xmm/ymm/zmm) and the 64 bytes loaded into its zmm slot.
+    Vector(Register, Vec<u8>),
+}
+
+/// Parse one `--init REG=VALUE` item.
+///
+/// General-purpose registers take an integer (`rcx=3`, `rdx=0x10`, `rax=-1`).
+/// Vector registers (`xmmN`, `ymmN`, `zmmN`) take:
+/// - `0x` and hex digits, whose count sets the element width that is broadcast: up to 8 digits
+///   a 32-bit lane (`xmm1=0x3f800000` is f32 1.0 in every lane), up to 16 a 64-bit lane
+///   (`xmm1=0x3ff0000000000000` is f64 1.0 in every lane), up to 32 a full 128-bit value, up to
+///   64 a 256-bit value, up to 128 a 512-bit value; written most significant digit first, as a
+///   number (the last digits are lane 0); `_` separators are allowed; a value wider than the
+///   named register is an error;
+/// - `f32:X` or `f64:X`: the float X broadcast to every 32- or 64-bit lane (`xmm1=f64:1.5`).
+///
+/// The value is repeated to fill the whole 512-bit register, so wider aliases of the named
+/// register see the same pattern. Registers not named keep the default: f32 1.5 in every lane
+/// (0x3fc00000; as f64 lanes 0x3fc000003fc00000, about 0.125: normal, never denormal).
+pub fn parse_init(spec: &str) -> Result<InitValue, BenchError> {
+    let bad = |reason: String| BenchError::BadOption(format!("--init {spec}: {reason}"));
+    let Some((r, v)) = spec.split_once('=') else {
+        return Err(bad(
+            "expected REG=VALUE, e.g. rcx=3 or xmm1=0x3f800000".into()
+        ));
+    };
+    let (r, v) = (r.trim(), v.trim());
+    let reg = asm::register_by_name(r).ok_or_else(|| bad(format!("unknown register `{r}`")))?;
+    if reg.is_xmm() || reg.is_ymm() || reg.is_zmm() {
+        let width = reg.size();
+        let lane: Vec<u8> = if let Some(f) = v.strip_prefix("f32:") {
+            let x: f32 = f
+                .trim()
+                .parse()
+                .map_err(|_| bad(format!("`{f}` is not a number")))?;
+            x.to_le_bytes().to_vec()
+        } else if let Some(f) = v.strip_prefix("f64:") {
+            let x: f64 = f
+                .trim()
+                .parse()
+                .map_err(|_| bad(format!("`{f}` is not a number")))?;
+            x.to_le_bytes().to_vec()
+        } else if let Some(h) = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+            let digits: String = h.chars().filter(|c| *c != '_').collect();
+            if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Err(bad(format!("`{v}` is not a hex number")));
+            }
+            let bytes = match digits.len() {
+                0..=8 => 4,
+                9..=16 => 8,
+                17..=32 => 16,
+                33..=64 => 32,
+                65..=128 => 64,
+                n => return Err(bad(format!("{n} hex digits is more than 512 bits"))),
+            };
+            if bytes > width {
+                return Err(bad(format!(
+                    "a {}-bit value does not fit {} ({} bits)",
+                    bytes * 8,
+                    asm::register_name(reg),
+                    width * 8
+                )));
+            }
+            let padded = format!("{digits:0>w$}", w = bytes * 2);
+            let mut le: Vec<u8> = (0..bytes)
+                .map(|i| u8::from_str_radix(&padded[i * 2..i * 2 + 2], 16).unwrap_or(0))
+                .collect();
+            le.reverse();
+            le
+        } else {
+            return Err(bad(format!(
+                "vector values are hex with 0x (the digit count sets the lane width: 0x3f800000 = 32-bit lanes) or f32:X / f64:X, not `{v}`"
+            )));
+        };
+        let full: Vec<u8> = lane.iter().copied().cycle().take(64).collect();
+        return Ok(InitValue::Vector(reg, full));
+    }
+    if !reg.is_gpr64() {
+        return Err(bad(format!(
+            "name the 64-bit register (e.g. rcx) or a vector register (xmm/ymm/zmm), not `{r}`"
+        )));
+    }
+    let val = asm::parse_value(v).ok_or_else(|| bad(format!("`{v}` is not a number")))?;
+    Ok(InitValue::Gpr(reg, val))
+}
+
 /// What to measure and how.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -112,6 +220,9 @@ pub struct Options {
     pub clock: ClockChoice,
     /// `--init reg=value` for general-purpose registers.
     pub init: Vec<(Register, u64)>,
+    /// `--init xmmN=...` (ymm/zmm too): the register's initial bytes, little-endian, 64 bytes
+    /// (the value repeated to fill zmmN; see [`parse_init`]).
+    pub vec_init: Vec<(Register, Vec<u8>)>,
     pub method: Method,
 }
 
@@ -124,6 +235,7 @@ impl Default for Options {
             chains: vec![1, 2, 4, 8, 12],
             clock: ClockChoice::Auto,
             init: Vec::new(),
+            vec_init: Vec::new(),
             method: Method::default(),
         }
     }
@@ -165,7 +277,63 @@ pub struct PairResult {
     /// The timed body, with the registers actually used.
     pub body: String,
     pub note: Option<String>,
+    /// For a pair across register files: upper bounds (chain minus the 1-cycle minimum of the
+    /// connector); see `derived` for the lower bound and how they were obtained.
     pub figures: Vec<Figure>,
+    /// Set when the pair crosses register files and the figure is derived, not measured alone.
+    pub derived: Option<Derived>,
+}
+
+/// How a cross-file latency was derived (first usable clock), in core cycles.
+///
+/// The chain `instruction; connector` takes `chain` = L + c_back per copy; the connector round
+/// trip `connector_forth; connector` takes `round_trip` = c_forth + c_back. Every register-file
+/// crossing takes at least one cycle, so L <= chain - 1 (`upper`) and
+/// L = chain - round_trip + c_forth >= chain - round_trip + 1 (`lower`). The two are equal
+/// only when the round trip is 2 cycles.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Derived {
+    /// The instruction closing the chain (e.g. `movq xmm1, rax`).
+    pub connector: String,
+    /// The timed round trip of the two connectors.
+    pub round_trip_body: String,
+    pub chain: f64,
+    pub round_trip: f64,
+    pub lower: f64,
+    pub upper: f64,
+}
+
+/// Upper-bound figures and the derivation for a cross-file pair.
+fn derive(chain: &[Figure], rt: &[Figure], p: &plan::PairPlan) -> (Vec<Figure>, Option<Derived>) {
+    let figures: Vec<Figure> = chain
+        .iter()
+        .map(|f| {
+            let median = (f.median - 1.0).max(0.0);
+            let (snapped, snapped_ok) = stats::snap(median);
+            Figure {
+                median,
+                p10: (f.p10 - 1.0).max(0.0),
+                p90: (f.p90 - 1.0).max(0.0),
+                snapped,
+                snapped_ok,
+                // Raw ticks stay those of the timed chain (instruction + connector).
+                ..f.clone()
+            }
+        })
+        .collect();
+    let derived = chain.first().and_then(|c| {
+        let r = rt.iter().find(|r| r.clock == c.clock)?;
+        let upper = (c.median - 1.0).max(0.0);
+        Some(Derived {
+            connector: p.connector.clone().unwrap_or_default(),
+            round_trip_body: p.round_trip.as_ref().map(|v| v.text()).unwrap_or_default(),
+            chain: c.median,
+            round_trip: r.median,
+            lower: (c.median - r.median + 1.0).clamp(0.0, upper),
+            upper,
+        })
+    });
+    (figures, derived)
 }
 
 /// Throughput for one chain count.
@@ -201,7 +369,8 @@ pub struct ClockStatus {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FormReport {
     pub input: String,
-    /// Operand-value preset the figures are for (`div`/`idiv`: "fast" or "slow"), if any.
+    /// Operand-value preset the figures are for (`div`/`idiv` and FP div/sqrt: "fast: ..." or
+    /// "slow: ..."), if any.
     pub preset: Option<String>,
     pub instructions: Vec<String>,
     pub bytes: String,
@@ -294,8 +463,8 @@ fn has_kind(text: &str) -> bool {
 }
 
 struct Planned {
-    /// (job index in the job list)
-    latency: Vec<(plan::PairPlan, usize)>,
+    /// (pair, job index of its chain, job index of its connector round trip)
+    latency: Vec<(plan::PairPlan, usize, Option<usize>)>,
     tp: Vec<(usize, plan::Variant, usize)>,
 }
 
@@ -320,21 +489,119 @@ fn calib_ins(code: iced_x86::Code) -> Instruction {
 
 /// Measure one source with the operand values as given (defaults plus `--init`).
 pub fn bench(src: &Source, opts: &Options) -> Result<FormReport, BenchError> {
-    bench_inner(src, opts, &plan::host_has, None)
+    bench_inner(src, opts, &plan::host_has, None, None)
 }
 
 /// Measure one source; a lone `div`/`idiv` whose rax, rdx and divisor were not set with
 /// `--init` is measured twice, with the "fast" and the "slow" operand preset (their cost
-/// depends on the values), one report each.
+/// depends on the values), one report each; likewise a lone FP division or square root
+/// (divsd, vdivps, sqrtsd...) when no vector register was set with `--init` ([`FpPreset`]).
 pub fn bench_all(src: &Source, opts: &Options) -> Result<Vec<FormReport>, BenchError> {
     let (_, instrs) = prepare(src, &plan::host_has)?;
     if let Some(presets) = DivPreset::applicable(&instrs, &opts.init) {
         return presets
             .iter()
-            .map(|p| bench_inner(src, opts, &plan::host_has, Some(p)))
+            .map(|p| bench_inner(src, opts, &plan::host_has, Some(p), None))
+            .collect();
+    }
+    if let Some(presets) = FpPreset::applicable(&instrs, &opts.vec_init) {
+        return presets
+            .iter()
+            .map(|p| bench_inner(src, opts, &plan::host_has, None, Some(p)))
             .collect();
     }
     Ok(vec![bench(src, opts)?])
+}
+
+/// Operand-value presets for FP division and square root (their latency may depend on the
+/// values on some cores): every lane of every vector register gets the same value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FpPreset {
+    pub name: &'static str,
+    /// Lane bits for f32 and f64 elements.
+    pub f32_bits: u32,
+    pub f64_bits: u64,
+}
+
+impl FpPreset {
+    /// Fast: 1.0 (x / 1.0 and sqrt(1.0) stay 1.0 along a chain).
+    pub const FAST: FpPreset = FpPreset {
+        name: "fast",
+        f32_bits: 0x3F80_0000,
+        f64_bits: 0x3FF0_0000_0000_0000,
+    };
+    /// Slow: a value just above 1.0 with many mantissa bits set. A division chain x / d keeps
+    /// dense mantissas and, d being so close to 1, stays a normal number for the longest
+    /// timed run (d^-30000 is about 0.002, far above the smallest normal number).
+    pub const SLOW: FpPreset = FpPreset {
+        name: "slow",
+        f32_bits: 0x3F80_06A7,
+        f64_bits: 0x3FF0_00D4_E5F6_A7B9,
+    };
+
+    fn is_fp_div_sqrt(ins: &Instruction) -> Option<bool> {
+        let m = format!("{:?}", ins.mnemonic()).to_ascii_lowercase();
+        let core = m.strip_prefix('v').unwrap_or(&m);
+        let kind = [
+            "divss", "divsd", "divps", "divpd", "sqrtss", "sqrtsd", "sqrtps", "sqrtpd",
+        ]
+        .iter()
+        .find(|k| core == **k)?;
+        Some(kind.ends_with("ss") || kind.ends_with("ps"))
+    }
+
+    /// The presets for a lone FP div/sqrt with no vector `--init`, else None.
+    fn applicable(
+        instrs: &[Instruction],
+        vec_init: &[(Register, Vec<u8>)],
+    ) -> Option<[FpPreset; 2]> {
+        let [ins] = instrs else { return None };
+        Self::is_fp_div_sqrt(ins)?;
+        vec_init
+            .is_empty()
+            .then_some([FpPreset::FAST, FpPreset::SLOW])
+    }
+
+    /// 64 bytes of lanes for the instruction's element type.
+    fn lanes(&self, ins: &Instruction) -> Vec<u8> {
+        let lane = if Self::is_fp_div_sqrt(ins) == Some(true) {
+            self.f32_bits.to_le_bytes().to_vec()
+        } else {
+            self.f64_bits.to_le_bytes().to_vec()
+        };
+        lane.into_iter().cycle().take(64).collect()
+    }
+
+    fn describe(&self, ins: &Instruction) -> String {
+        let sqrt = format!("{:?}", ins.mnemonic())
+            .to_ascii_lowercase()
+            .contains("sqrt");
+        let (ty, bits, value) = if Self::is_fp_div_sqrt(ins) == Some(true) {
+            (
+                "f32",
+                format!("{:#x}", self.f32_bits),
+                f32::from_bits(self.f32_bits) as f64,
+            )
+        } else {
+            (
+                "f64",
+                format!("{:#x}", self.f64_bits),
+                f64::from_bits(self.f64_bits),
+            )
+        };
+        let mut d = format!(
+            "{}: every lane of every vector register = {ty} {value} ({bits})",
+            self.name
+        );
+        if self.name == "slow" {
+            d.push_str(if sqrt {
+                "; a square-root latency chain converges to 1.0 within a few dozen steps, so the slow values hold for throughput only"
+            } else {
+                "; a pair that divides a register by itself (2->1) computes 1.0 from the first step"
+            });
+        }
+        d
+    }
 }
 
 /// uops.info-style operand presets for integer division.
@@ -410,7 +677,7 @@ pub fn bench_with_probe(
     opts: &Options,
     probe: plan::FeatureProbe,
 ) -> Result<FormReport, BenchError> {
-    bench_inner(src, opts, probe, None)
+    bench_inner(src, opts, probe, None, None)
 }
 
 fn bench_inner(
@@ -418,6 +685,7 @@ fn bench_inner(
     opts: &Options,
     probe: plan::FeatureProbe,
     div: Option<&DivPreset>,
+    fp: Option<&FpPreset>,
 ) -> Result<FormReport, BenchError> {
     let (input, instrs) = prepare(src, probe)?;
     for (r, _) in &opts.init {
@@ -428,13 +696,31 @@ fn bench_inner(
             )));
         }
     }
+    let mut vec_vals: Vec<(usize, Vec<u8>)> = Vec::new();
+    for (r, b) in &opts.vec_init {
+        let n = plan::reg_number(r.full_register())
+            .filter(|_| r.is_xmm() || r.is_ymm() || r.is_zmm())
+            .ok_or_else(|| {
+                BenchError::BadOption(format!(
+                    "--init {}: not a vector register",
+                    asm::register_name(*r)
+                ))
+            })?;
+        vec_vals.push((n, b.clone()));
+    }
+    if let Some(p) = fp {
+        let lanes = p.lanes(&instrs[0]);
+        vec_vals = (0..32).map(|n| (n, lanes.clone())).collect();
+    }
     let mut notes = Vec::new();
     let mut variants: Vec<plan::Variant> = vec![
         plan::Variant {
             chains: vec![vec![calib_ins(iced_x86::Code::Add_rm64_r64)]],
+            reloads: Vec::new(),
         },
         plan::Variant {
             chains: vec![vec![calib_ins(iced_x86::Code::Imul_r64_rm64)]],
+            reloads: Vec::new(),
         },
     ];
     let mut planned = Planned {
@@ -481,8 +767,11 @@ fn bench_inner(
                 to: "-".into(),
                 variant: plan::Variant {
                     chains: vec![instrs.clone()],
+                    reloads: Vec::new(),
                 },
                 note: None,
+                connector: None,
+                round_trip: None,
             }]
         } else {
             pairs
@@ -509,7 +798,8 @@ fn bench_inner(
         }
         for p in pairs {
             let j = add_variant(&mut variants, p.variant.clone());
-            planned.latency.push((p, j));
+            let rt = p.round_trip.clone().map(|v| add_variant(&mut variants, v));
+            planned.latency.push((p, j, rt));
         }
     }
     let mut skipped_chains = Vec::new();
@@ -535,7 +825,10 @@ fn bench_inner(
             ins,
         ];
         div_spares = vec![(spares[0], a), (spares[1], dx)];
-        let v = plan::Variant { chains: vec![body] };
+        let v = plan::Variant {
+            chains: vec![body],
+            reloads: Vec::new(),
+        };
         let j = add_variant(&mut variants, v.clone());
         planned.tp.push((1, v, j));
         notes.push(format!(
@@ -559,6 +852,33 @@ fn bench_inner(
                     skipped_chains.push((k, reason));
                 }
             }
+        }
+        if !planned.tp.is_empty()
+            && instrs
+                .iter()
+                .any(|i| i.rflags_read() != 0 && i.rflags_modified() & i.rflags_read() != 0)
+        {
+            notes.push(
+                "throughput copies also chain through the flags (each reads flags the previous copy wrote), so the throughput is at best the flags latency"
+                    .into(),
+            );
+        }
+        if let Some((_, v, _)) = planned.tp.iter().find(|t| !t.1.reloads.is_empty()) {
+            let moves: Vec<String> = v
+                .reloads
+                .iter()
+                .map(|(sp, r)| {
+                    format!(
+                        "mov {}, {}",
+                        asm::register_name(*r),
+                        asm::register_name(*sp)
+                    )
+                })
+                .collect();
+            notes.push(format!(
+                "throughput copies reload implicit registers before each instruction ({}; the spare holds the register's initial value) so copies are independent; the moves are timed with it, so the throughput is an upper bound for the instruction alone",
+                moves.join(", ")
+            ));
         }
         if planned.tp.is_empty() {
             let reason = skipped_chains
@@ -593,6 +913,16 @@ fn bench_inner(
             slot.1 = *v;
         }
     }
+    // Reload spares start with the value of the register they reload.
+    for (_, v, _) in &planned.tp {
+        for (sp, src) in &v.reloads {
+            if let Some(val) = gprs.iter().find(|(g, _)| g == src).map(|x| x.1) {
+                if let Some(slot) = gprs.iter_mut().find(|(g, _)| g == sp) {
+                    slot.1 = val;
+                }
+            }
+        }
+    }
     let (u1, u2) = opts.method.unroll;
     if u1 == 0 || u2 <= u1 {
         return Err(BenchError::BadOption("--unroll A,B needs 0 < A < B".into()));
@@ -612,12 +942,13 @@ fn bench_inner(
             large: images.len() - 1,
         });
     }
-    let layout = engine::Layout::new(images);
+    let mut layout = engine::Layout::new(images);
+    layout.pool = harness::pool_with(&vec_vals);
     let wanted: Vec<usize> = {
         let mut w: Vec<usize> = planned
             .latency
             .iter()
-            .map(|(_, j)| *j)
+            .flat_map(|(_, j, rt)| std::iter::once(*j).chain(*rt))
             .chain(planned.tp.iter().map(|t| t.2))
             .collect();
         w.sort_unstable();
@@ -738,23 +1069,52 @@ fn bench_inner(
         .filter(|s| s.self_check_ok == Some(true))
         .map(|s| s.clock)
         .collect();
+    // Every wanted figure must have come back for every clock that passed its self-check.
+    for c in &good {
+        if let Some(j) = wanted.iter().find(|j| !figs.contains_key(&(**j, *c))) {
+            return Err(BenchError::Measurement(format!(
+                "the measurement process returned no {c} figure for `{}`; try again",
+                variants[*j].text()
+            )));
+        }
+    }
     let figures_of = |j: usize| -> Vec<Figure> {
         good.iter()
             .filter_map(|c| figs.get(&(j, *c)).cloned())
             .collect()
     };
-    let latency = planned
-        .latency
-        .iter()
-        .map(|(p, j)| PairResult {
+    let mut latency = Vec::new();
+    for (p, j, rt) in &planned.latency {
+        let chain = figures_of(*j);
+        let (figures, derived) = match rt {
+            None => (chain, None),
+            Some(rt) => derive(&chain, &figures_of(*rt), p),
+        };
+        // Instruction and connector each take at least a cycle: a shorter chain means the
+        // value does not flow through the pair (a dependency-breaking idiom such as
+        // `sbb rax, rax`, or a shorter path through other operands carries the loop).
+        if let Some(d) = derived.as_ref().filter(|d| d.chain < 1.9) {
+            let why = format!(
+                "the chain through the connector `{}` took {:.3} cycles (< 2), so the output does not depend on {} through this pair here (dependency-breaking idiom, or another path carries the chain); no latency to report",
+                d.connector, d.chain, p.from
+            );
+            notes.push(format!(
+                "pair {} {}->{} not reported: {why}",
+                p.pair, p.from, p.to
+            ));
+            skipped_pairs.push((p.pair.clone(), why));
+            continue;
+        }
+        latency.push(PairResult {
             pair: p.pair.clone(),
             from: p.from.clone(),
             to: p.to.clone(),
             body: p.variant.text(),
             note: p.note.clone(),
-            figures: figures_of(*j),
-        })
-        .collect();
+            figures,
+            derived,
+        });
+    }
     let throughput = if planned.tp.is_empty() {
         None
     } else {
@@ -805,7 +1165,9 @@ fn bench_inner(
         .collect();
     Ok(FormReport {
         input,
-        preset: div.map(|d| d.describe(&instrs[0])),
+        preset: div
+            .map(|d| d.describe(&instrs[0]))
+            .or_else(|| fp.map(|p| p.describe(&instrs[0]))),
         instructions: instrs.iter().map(asm::format).collect(),
         bytes: hex(&bytes),
         cpu: opts.method.cpu.or_else(sys::current_cpu).unwrap_or(0),
@@ -816,6 +1178,11 @@ fn bench_inner(
         throughput_note: tp_note,
         notes,
     })
+}
+
+fn job_of(f: &engine::Fault, layout: &engine::Layout, jobs: &[engine::Job]) -> Option<usize> {
+    let (img, _) = layout.locate(f.offset as usize)?;
+    jobs.iter().position(|j| j.small == img || j.large == img)
 }
 
 fn fault_message(
@@ -867,6 +1234,17 @@ fn fault_message(
                 if ins.op0_kind() == iced_x86::OpKind::Register {
                     let d = ins.op0_register();
                     let dn = asm::register_name(d);
+                    let body_writes_divisor = job_of(f, layout, jobs).is_some_and(|j| {
+                        variants[j].chains.iter().flatten().any(|i| {
+                            i.mnemonic() != ins.mnemonic()
+                                && plan::data_ops(i).iter().any(|o| {
+                                    o.written && o.reg.full_register() == d.full_register()
+                                })
+                        })
+                    });
+                    if body_writes_divisor {
+                        return format!("{text} raised #DE (SIGFPE): divisor zero or quotient too large; {dn} is written by the body, so check the values that feed it");
+                    }
                     match value(d) {
                         Some(0) => {
                             return format!("{text} raised #DE (SIGFPE): divisor {dn}=0; pass --init {}=3", asm::register_name(d.full_register()))
@@ -911,9 +1289,11 @@ mod tests {
         let ins = asm::resolve(&asm::parse_insn(text).unwrap()).unwrap().instr;
         let calib = plan::Variant {
             chains: vec![vec![calib_ins(iced_x86::Code::Add_rm64_r64)]],
+            reloads: Vec::new(),
         };
         let body = plan::Variant {
             chains: vec![vec![ins]],
+            reloads: Vec::new(),
         };
         let variants = vec![calib, body];
         let mut images = Vec::new();
@@ -988,6 +1368,100 @@ mod tests {
     }
 
     #[test]
+    fn vector_init_syntax() {
+        let v = |s: &str| match parse_init(s).unwrap() {
+            InitValue::Vector(r, b) => (asm::register_name(r), b),
+            other => panic!("{other:?}"),
+        };
+        // 8 digits: a 32-bit lane broadcast over the whole register.
+        let (r, b) = v("xmm1=0x3f800000");
+        assert_eq!(r, "xmm1");
+        assert_eq!(b.len(), 64);
+        assert_eq!(&b[..8], &[0, 0, 0x80, 0x3f, 0, 0, 0x80, 0x3f]);
+        // 16 digits: a 64-bit lane; leading zeros count.
+        let (_, b) = v("ymm2=0x0000000000000001");
+        assert_eq!(&b[..16], &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+        // A full 128-bit value: the last digits are lane 0; repeated in the upper lanes.
+        let (_, b) = v("xmm3=0x00000000_00000010_00000000_00000002");
+        assert_eq!(u64::from_le_bytes(b[..8].try_into().unwrap()), 2);
+        assert_eq!(u64::from_le_bytes(b[8..16].try_into().unwrap()), 0x10);
+        assert_eq!(b[16..32], b[..16]);
+        let (_, b) = v("zmm4=f64:1.5");
+        assert_eq!(f64::from_le_bytes(b[56..64].try_into().unwrap()), 1.5);
+        let (_, b) = v("xmm0=f32:-2");
+        assert_eq!(f32::from_le_bytes(b[60..64].try_into().unwrap()), -2.0);
+        assert_eq!(
+            parse_init("rcx=3").unwrap(),
+            InitValue::Gpr(Register::RCX, 3)
+        );
+        for (bad, why) in [
+            ("xmm1=1.5", "vector values are hex"),
+            (
+                "xmm1=0x1234567890abcdef1234567890abcdef1",
+                "does not fit xmm1",
+            ),
+            ("xmm1=0xzz", "not a hex number"),
+            ("ecx=1", "64-bit register"),
+            ("foo=1", "unknown register"),
+            ("xmm1", "expected REG=VALUE"),
+        ] {
+            let e = parse_init(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn fp_presets_apply_to_lone_fp_div_and_sqrt() {
+        let one = |t: &str| vec![asm::resolve(&asm::parse_insn(t).unwrap()).unwrap().instr];
+        for t in [
+            "divsd xmm0, xmm1",
+            "vdivps ymm0, ymm1, ymm2",
+            "sqrtss xmm0, xmm1",
+            "vsqrtpd zmm1, zmm2",
+        ] {
+            assert!(FpPreset::applicable(&one(t), &[]).is_some(), "{t}");
+        }
+        for t in ["mulsd xmm0, xmm1", "addps xmm0, xmm1", "rsqrtps xmm0, xmm1"] {
+            assert!(FpPreset::applicable(&one(t), &[]).is_none(), "{t}");
+        }
+        // --init of a vector register turns the presets off.
+        let init = vec![(Register::XMM1, vec![0u8; 64])];
+        assert!(FpPreset::applicable(&one("divsd xmm0, xmm1"), &init).is_none());
+        // Lanes by element type; every value normal, fast = 1.0, slow != 1.0.
+        let ps = FpPreset::SLOW.lanes(&one("divps xmm0, xmm1")[0]);
+        let x = f32::from_le_bytes(ps[4..8].try_into().unwrap());
+        assert!(x.is_normal() && x > 1.0 && x < 1.001);
+        // Stays normal along the longest chain: 30000 divisions.
+        assert!(x.powi(-30000).is_normal());
+        let pd = FpPreset::SLOW.lanes(&one("divpd xmm0, xmm1")[0]);
+        let y = f64::from_le_bytes(pd[8..16].try_into().unwrap());
+        assert!(y.is_normal() && y > 1.0 && y.powi(-30000) > 1e-3);
+        let f = FpPreset::FAST.lanes(&one("sqrtsd xmm0, xmm1")[0]);
+        assert_eq!(f64::from_le_bytes(f[..8].try_into().unwrap()), 1.0);
+        assert!(FpPreset::SLOW
+            .describe(&one("sqrtsd xmm0, xmm1")[0])
+            .starts_with("slow: every lane of every vector register = f64 1.0002"));
+    }
+
+    #[test]
+    fn default_vector_pattern_is_normal_in_f32_and_f64_lanes() {
+        let p = harness::pool_bytes();
+        let f32s = p
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()));
+        let f64s = p
+            .chunks(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()));
+        assert!(f32s.clone().all(|x| x.is_normal() && x == 1.5));
+        assert!(f64s.clone().all(|x| x.is_normal()));
+        // --init values land in the named register's slot only.
+        let q = harness::pool_with(&[(3, vec![0u8; 64])]);
+        assert!(q[3 * 64..4 * 64].iter().all(|&b| b == 0));
+        assert_eq!(q[..3 * 64], p[..3 * 64]);
+        assert_eq!(q[4 * 64..], p[4 * 64..]);
+    }
+
+    #[test]
     fn faults_outside_the_body_are_called_harness_bugs() {
         let gprs = harness::GPR_DEFAULTS;
         let layout = engine::Layout::new(vec![harness::build_image(
@@ -1009,6 +1483,7 @@ mod tests {
         };
         let v = vec![plan::Variant {
             chains: vec![vec![Instruction::with(iced_x86::Code::Nopd)]],
+            reloads: Vec::new(),
         }];
         let m = fault_message(
             &f,

@@ -20,6 +20,8 @@ pub enum RegFile {
     Vec,
     Mm,
     K,
+    /// The arithmetic flags (modelled only for instructions that read flags).
+    Flags,
 }
 
 pub fn reg_file(r: Register) -> Option<RegFile> {
@@ -38,12 +40,13 @@ pub fn reg_file(r: Register) -> Option<RegFile> {
 }
 
 /// Number of a full register within its file (rax=0, rcx=1 ..., zmm5=5).
-fn reg_number(full: Register) -> Option<usize> {
+pub fn reg_number(full: Register) -> Option<usize> {
     let class = match reg_file(full)? {
         RegFile::Gpr => RegClass::R64,
         RegFile::Vec => RegClass::Zmm,
         RegFile::Mm => RegClass::Mm,
         RegFile::K => RegClass::K,
+        RegFile::Flags => return None,
     };
     (0..32).find(|&n| class.nth(n) == Some(full))
 }
@@ -201,12 +204,40 @@ pub struct DataOp {
     pub addr: Option<AddrRole>,
     pub read: bool,
     pub written: bool,
+    /// The arithmetic flags (`reg` is `Register::None`).
+    pub flags: bool,
 }
 
+impl DataOp {
+    pub fn file(&self) -> Option<RegFile> {
+        if self.flags {
+            Some(RegFile::Flags)
+        } else {
+            reg_file(self.reg)
+        }
+    }
+    pub fn name(&self) -> String {
+        if self.flags {
+            "flags".into()
+        } else {
+            asm::register_name(self.reg)
+        }
+    }
+    fn same_reg(&self, other: &DataOp) -> bool {
+        self.flags == other.flags && self.reg.full_register() == other.reg.full_register()
+    }
+}
+
+/// Whether the operand's old value reaches the output. A conditional write (cmovcc's
+/// destination) keeps the old value when the condition is false, so it is an input too.
 fn reads(a: OpAccess) -> bool {
     matches!(
         a,
-        OpAccess::Read | OpAccess::ReadWrite | OpAccess::CondRead | OpAccess::ReadCondWrite
+        OpAccess::Read
+            | OpAccess::ReadWrite
+            | OpAccess::CondRead
+            | OpAccess::ReadCondWrite
+            | OpAccess::CondWrite
     )
 }
 fn writes(a: OpAccess) -> bool {
@@ -243,6 +274,7 @@ pub fn data_ops(ins: &Instruction) -> Vec<DataOp> {
             addr: None,
             read: reads(acc),
             written: writes(acc),
+            flags: false,
         });
     }
     let mut next = ins.op_count() as usize + 1;
@@ -272,6 +304,7 @@ pub fn data_ops(ins: &Instruction) -> Vec<DataOp> {
                 addr: Some(role),
                 read: true,
                 written: false,
+                flags: false,
             });
         }
     }
@@ -294,6 +327,7 @@ pub fn data_ops(ins: &Instruction) -> Vec<DataOp> {
             addr: None,
             read: reads(u.access()),
             written: writes(u.access()),
+            flags: false,
         });
         next += 1;
     }
@@ -301,11 +335,36 @@ pub fn data_ops(ins: &Instruction) -> Vec<DataOp> {
     out
 }
 
+/// Register operands plus the arithmetic flags as one more operand (label after the registers)
+/// when the instruction reads flags (adc, sbb, rcl, cmovcc, setcc...): then flags inputs and
+/// outputs take part in latency pairs. Flags written by an instruction that does not read them
+/// are not listed (every ALU instruction writes them; those pairs are not measured).
+pub fn latency_ops(ins: &Instruction) -> Vec<DataOp> {
+    let mut ops = data_ops(ins);
+    if ins.rflags_read() != 0 {
+        let label = ops.iter().map(|o| o.label).max().unwrap_or(0) + 1;
+        ops.push(DataOp {
+            label,
+            reg: Register::None,
+            explicit: None,
+            addr: None,
+            read: true,
+            written: ins.rflags_modified() != 0,
+            flags: true,
+        });
+    }
+    ops
+}
+
 /// A body to time: per-chain copies of the instructions.
 #[derive(Debug, Clone)]
 pub struct Variant {
     /// One entry per independent chain; each is the list of instructions of one body copy.
     pub chains: Vec<Vec<Instruction>>,
+    /// Reload registers `(spare, source)`: the harness gives `spare` the initial value of
+    /// `source`, and the body copies `mov source, spare` before the instruction that reads or
+    /// partly writes the implicit register `source` (throughput of mul, cwd, rdtsc...).
+    pub reloads: Vec<(Register, Register)>,
 }
 
 impl Variant {
@@ -337,6 +396,11 @@ pub struct PairPlan {
     pub to: String,
     pub variant: Variant,
     pub note: Option<String>,
+    /// Cross-file pairs: the connector instruction that closes the chain (output -> input).
+    pub connector: Option<String>,
+    /// Cross-file pairs: the connector round trip (input -> output file -> input), measured
+    /// separately; latency = chain - connector, bounded using this round trip.
+    pub round_trip: Option<Variant>,
 }
 
 /// A pair that cannot be measured, with the reason.
@@ -366,12 +430,15 @@ fn set_addr(ins: &Instruction, role: Option<AddrRole>, full: Register) -> Option
     Some(n)
 }
 
-fn links(ins: &Instruction) -> Vec<String> {
-    let ops = data_ops(ins);
+fn links(ins: &Instruction, broken: &[Register]) -> Vec<String> {
+    let ops = latency_ops(ins);
     let mut v = Vec::new();
-    for i in ops.iter().filter(|o| o.read) {
+    for i in ops
+        .iter()
+        .filter(|o| o.read && (o.flags || !broken.contains(&o.reg.full_register())))
+    {
         for o in ops.iter().filter(|o| o.written) {
-            if i.reg.full_register() == o.reg.full_register() || (i.label == o.label) {
+            if i.same_reg(o) || (i.label == o.label) {
                 v.push(format!("{}->{}", i.label, o.label));
             }
         }
@@ -379,27 +446,193 @@ fn links(ins: &Instruction) -> Vec<String> {
     v
 }
 
-/// Latency pairs of a single instruction (every register input -> register output of the same
-/// register file), as a chain through that pair.
+/// A connector: one instruction moving a value from register file to register file, so a
+/// latency chain can cross files. Its latency is not known alone; the round trip of the two
+/// directions is measured and the pair's latency is reported as bounds.
+#[derive(Debug, Clone)]
+pub struct Connector {
+    /// The instruction closing the chain (output register -> input register).
+    pub back: Instruction,
+    /// The opposite direction (input register -> output register).
+    pub forth: Instruction,
+}
+
+fn with2(code: iced_x86::Code, a: Register, b: Register) -> Option<Instruction> {
+    let i = Instruction::with2(code, a, b).ok()?;
+    asm::encode(&i).ok()?;
+    Some(i)
+}
+
+/// A one-instruction move from `from` (an output of the instruction) to `to` (an input).
+/// `vex`: the instruction is VEX/EVEX encoded (use vmovq, no SSE/AVX mixing).
+fn connector_one(from: &DataOp, to: &DataOp, vex: bool) -> Option<Instruction> {
+    use iced_x86::Code as C;
+    let num = |r: Register| reg_number(r.full_register());
+    let xmm = |r: Register| RegClass::Xmm.nth(num(r)?);
+    let r64 = |r: Register| Some(r.full_register());
+    match (from.file()?, to.file()?) {
+        (RegFile::Gpr, RegFile::Vec) => {
+            let x = xmm(to.reg)?;
+            let code = if num(to.reg)? >= 16 {
+                C::EVEX_Vmovq_xmm_rm64
+            } else if vex {
+                C::VEX_Vmovq_xmm_rm64
+            } else {
+                C::Movq_xmm_rm64
+            };
+            with2(code, x, r64(from.reg)?)
+        }
+        (RegFile::Vec, RegFile::Gpr) => {
+            let x = xmm(from.reg)?;
+            let code = if num(from.reg)? >= 16 {
+                C::EVEX_Vmovq_rm64_xmm
+            } else if vex {
+                C::VEX_Vmovq_rm64_xmm
+            } else {
+                C::Movq_rm64_xmm
+            };
+            with2(code, r64(to.reg)?, x)
+        }
+        (RegFile::Gpr, RegFile::Mm) => with2(C::Movq_mm_rm64, to.reg, r64(from.reg)?),
+        (RegFile::Mm, RegFile::Gpr) => with2(C::Movq_rm64_mm, r64(to.reg)?, from.reg),
+        (RegFile::Gpr, RegFile::K) => with2(
+            C::VEX_Kmovw_kr_r32,
+            to.reg,
+            RegClass::R32.nth(num(from.reg)?)?,
+        ),
+        (RegFile::K, RegFile::Gpr) => with2(
+            C::VEX_Kmovw_r32_kr,
+            RegClass::R32.nth(num(to.reg)?)?,
+            from.reg,
+        ),
+        (RegFile::Gpr, RegFile::Flags) => with2(C::Test_rm64_r64, r64(from.reg)?, r64(from.reg)?),
+        (RegFile::Flags, RegFile::Gpr) => {
+            let i = Instruction::with1(C::Setb_rm8, RegClass::R8.nth(num(to.reg)?)?).ok()?;
+            asm::encode(&i).ok()?;
+            Some(i)
+        }
+        _ => None,
+    }
+}
+
+/// Connectors closing a chain from `o` (output, file B) back to `i` (input, file A).
+pub fn connector(i: &DataOp, o: &DataOp, vex: bool) -> Option<Connector> {
+    Some(Connector {
+        back: connector_one(o, i, vex)?,
+        forth: connector_one(i, o, vex)?,
+    })
+}
+
+/// `mov r64, spare` before the instruction for every general-purpose register it reads and
+/// writes that is not the chain's input, so only the selected pair carries the chain.
+fn breakers(ins: &Instruction, input: &DataOp, extra_used: &[Register]) -> Vec<Instruction> {
+    let ops = latency_ops(ins);
+    let mut used: BTreeSet<Register> = ops.iter().map(|o| o.reg.full_register()).collect();
+    used.extend(extra_used.iter().map(|r| r.full_register()));
+    if ins.op_kinds().any(|k| k == OpKind::Memory) {
+        used.insert(ins.memory_base().full_register());
+        used.insert(ins.memory_index().full_register());
+    }
+    let mut spares = [
+        Register::R13,
+        Register::R12,
+        Register::R11,
+        Register::R10,
+        Register::R9,
+        Register::R8,
+    ]
+    .into_iter()
+    .filter(|r| !used.contains(r));
+    let mut out = Vec::new();
+    for o in &ops {
+        if o.flags || !o.read || !o.written || o.explicit.is_none() || o.same_reg(input) {
+            continue;
+        }
+        if reg_file(o.reg) != Some(RegFile::Gpr) {
+            continue;
+        }
+        let Some(sp) = spares.next() else { break };
+        if let Some(m) = with2(iced_x86::Code::Mov_rm64_r64, o.reg.full_register(), sp) {
+            out.push(m);
+        }
+    }
+    out
+}
+
+fn note_links(l: Vec<String>, pair: &str) -> Option<String> {
+    let others: Vec<&String> = l.iter().filter(|p| **p != pair).collect();
+    (!others.is_empty()).then(|| {
+        format!(
+            "chain also runs through {}",
+            others
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+/// Latency pairs of a single instruction (every register or flags input -> output), as a
+/// chain through that pair. Pairs across register files close the chain with a connector
+/// instruction and carry the round-trip variant to measure (see [`PairPlan::round_trip`]).
 pub fn latency_pairs(ins: &Instruction) -> (Vec<PairPlan>, Vec<SkippedPair>) {
-    let ops = data_ops(ins);
+    let ops = latency_ops(ins);
+    let vex = matches!(
+        ins.code().op_code().encoding(),
+        iced_x86::EncodingKind::VEX | iced_x86::EncodingKind::EVEX
+    );
     let mut plans = Vec::new();
     let mut skipped = Vec::new();
     for i in ops.iter().filter(|o| o.read) {
         for o in ops.iter().filter(|o| o.written) {
             let pair = format!("{}->{}", i.label, o.label);
-            if reg_file(i.reg) != reg_file(o.reg) {
-                skipped.push(SkippedPair {
-                    pair,
-                    reason: format!(
-                        "{} and {} are in different register files (needs a connector instruction)",
-                        asm::register_name(i.reg),
-                        asm::register_name(o.reg)
+            if i.file() != o.file() {
+                let Some(c) = connector(i, o, vex) else {
+                    skipped.push(SkippedPair {
+                        pair,
+                        reason: format!(
+                            "{} and {} are in register files tma has no connector instruction between",
+                            i.name(),
+                            o.name()
+                        ),
+                    });
+                    continue;
+                };
+                let br = breakers(ins, i, &[]);
+                let broken: Vec<Register> = br.iter().map(|b| b.op0_register()).collect();
+                let mut body = br;
+                body.push(*ins);
+                body.push(c.back);
+                plans.push(PairPlan {
+                    pair: pair.clone(),
+                    from: i.name(),
+                    to: o.name(),
+                    variant: Variant {
+                        chains: vec![body],
+                        reloads: Vec::new(),
+                    },
+                    // The connector overwrites the input register (setb only its low byte),
+                    // so paths that loop through the input alone are cut.
+                    note: note_links(
+                        links(ins, &broken)
+                            .into_iter()
+                            .filter(|l| {
+                                c.back.mnemonic() == iced_x86::Mnemonic::Setb
+                                    || !l.starts_with(&format!("{}->", i.label))
+                            })
+                            .collect(),
+                        "-",
                     ),
+                    connector: Some(asm::format(&c.back)),
+                    round_trip: Some(Variant {
+                        chains: vec![vec![c.forth, c.back]],
+                        reloads: Vec::new(),
+                    }),
                 });
                 continue;
             }
-            let same = i.reg.full_register() == o.reg.full_register();
+            let same = i.same_reg(o);
             if !same
                 && matches!(
                     ins.mnemonic(),
@@ -430,26 +663,27 @@ pub fn latency_pairs(ins: &Instruction) -> (Vec<PairPlan>, Vec<SkippedPair>) {
                 });
                 continue;
             };
-            let l = links(&var);
-            let others: Vec<&String> = l.iter().filter(|p| **p != pair).collect();
-            let note = (!others.is_empty()).then(|| {
-                format!(
-                    "chain also runs through {}",
-                    others
-                        .iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            });
+            // Flags -> flags: break the other read-write registers so only flags chain.
+            let (body, broken) = if i.flags {
+                let br = breakers(&var, i, &[]);
+                let broken: Vec<Register> = br.iter().map(|b| b.op0_register()).collect();
+                let mut body = br;
+                body.push(var);
+                (body, broken)
+            } else {
+                (vec![var], Vec::new())
+            };
             plans.push(PairPlan {
-                pair,
-                from: asm::register_name(i.reg),
-                to: asm::register_name(o.reg),
+                pair: pair.clone(),
+                from: i.name(),
+                to: o.name(),
                 variant: Variant {
-                    chains: vec![vec![var]],
+                    chains: vec![body],
+                    reloads: Vec::new(),
                 },
-                note,
+                note: note_links(links(&var, &broken), &pair),
+                connector: None,
+                round_trip: None,
             });
         }
     }
@@ -462,23 +696,67 @@ pub fn throughput_variant(body: &[Instruction], k: usize) -> Result<Variant, Str
     let mut used: BTreeSet<Register> = BTreeSet::new();
     let mut written: Vec<Register> = Vec::new();
     let mut addr_regs = BTreeSet::new();
+    // Per instruction: implicit registers to reload before it.
+    let mut reload_before: Vec<Vec<Register>> = Vec::new();
+    let mut implicit_writes = false;
+    let mut factory = InstructionInfoFactory::new();
     for ins in body {
-        for d in data_ops(ins) {
+        if matches!(
+            ins.mnemonic(),
+            iced_x86::Mnemonic::Cpuid | iced_x86::Mnemonic::Serialize
+        ) {
+            return Err(format!(
+                "{} is serializing (no two copies overlap, so its throughput is its latency; in a VM cpuid also exits to the hypervisor)",
+                asm::format(ins)
+            ));
+        }
+        let ops = data_ops(ins);
+        let explicit_written: BTreeSet<Register> = ops
+            .iter()
+            .filter(|d| d.written && d.explicit.is_some())
+            .map(|d| d.reg.full_register())
+            .collect();
+        for d in &ops {
             used.insert(d.reg.full_register());
-            if d.written {
-                if d.explicit.is_none() {
-                    return Err(format!(
-                        "{} writes {} implicitly, so its copies cannot be made independent",
-                        asm::format(ins),
-                        asm::register_name(d.reg)
-                    ));
-                }
+            if d.written && d.explicit.is_some() {
                 let f = d.reg.full_register();
                 if !written.contains(&f) {
                     written.push(f);
                 }
             }
         }
+        let info = factory.info(ins);
+        let mut reloads = Vec::new();
+        for u in info.used_registers() {
+            let r = u.register();
+            let full = r.full_register();
+            if !writes(u.access()) || explicit_written.contains(&full) || is_mem_reg(ins, r) {
+                continue;
+            }
+            match reg_file(r) {
+                None => continue,
+                Some(RegFile::Gpr) => {}
+                Some(_) => {
+                    return Err(format!(
+                        "{} writes {} implicitly, so its copies cannot be made independent",
+                        asm::format(ins),
+                        asm::register_name(r)
+                    ))
+                }
+            }
+            used.insert(full);
+            implicit_writes = true;
+            let read = info
+                .used_registers()
+                .iter()
+                .any(|v| v.register().full_register() == full && reads(v.access()))
+                || ops.iter().any(|d| d.reg.full_register() == full && d.read);
+            let partial = r.size() < 4;
+            if (read || partial) && !reloads.contains(&full) {
+                reloads.push(full);
+            }
+        }
+        reload_before.push(reloads);
         if ins.op_kinds().any(|k| k == OpKind::Memory) {
             for r in [ins.memory_base(), ins.memory_index()] {
                 if r != Register::None {
@@ -488,15 +766,65 @@ pub fn throughput_variant(body: &[Instruction], k: usize) -> Result<Variant, Str
             }
         }
     }
-    if written.is_empty() {
+    if written.is_empty() && !implicit_writes {
         return Err("the body writes no register, so chains are already independent".into());
     }
-    if let Some(r) = written.iter().find(|r| addr_regs.contains(r)) {
+    let all_reloads: Vec<Register> = {
+        let mut v: Vec<Register> = reload_before.iter().flatten().copied().collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    if let Some(r) = written
+        .iter()
+        .chain(&all_reloads)
+        .find(|r| addr_regs.contains(r))
+    {
         return Err(format!(
             "{} is both written and used as an address register",
             asm::register_name(*r)
         ));
     }
+    if written.is_empty() && k > 1 {
+        return Err(
+            "only implicit registers are written, so one chain of copies is already independent"
+                .into(),
+        );
+    }
+    // Spare registers holding the reload values, taken from the end of the pool.
+    let mut spare_pool: Vec<Register> = GPR_POOL
+        .iter()
+        .rev()
+        .filter_map(|&n| RegClass::R64.nth(n))
+        .filter(|r| !used.contains(r))
+        .collect();
+    let mut reloads: Vec<(Register, Register)> = Vec::new();
+    for &r in &all_reloads {
+        let Some(sp) = spare_pool.first().copied() else {
+            return Err("no free general-purpose register left to hold reload values".into());
+        };
+        spare_pool.remove(0);
+        used.insert(sp);
+        reloads.push((sp, r));
+    }
+    let with_reloads = |copy: &[Instruction]| -> Result<Vec<Instruction>, String> {
+        let mut out = Vec::new();
+        for (ins, rl) in copy.iter().zip(&reload_before) {
+            for r in rl {
+                let sp = reloads
+                    .iter()
+                    .find(|(_, s)| s == r)
+                    .map(|x| x.0)
+                    .ok_or("reload register missing")?;
+                out.push(
+                    with2(iced_x86::Code::Mov_rm64_r64, *r, sp)
+                        .ok_or("reload move does not encode")?,
+                );
+            }
+            out.push(*ins);
+        }
+        Ok(out)
+    };
     let mut free: HashMap<RegFile, Vec<Register>> = HashMap::new();
     let gprs: Vec<Register> = GPR_POOL
         .iter()
@@ -529,7 +857,7 @@ pub fn throughput_variant(body: &[Instruction], k: usize) -> Result<Variant, Str
             .filter(|r| !used.contains(r))
             .collect(),
     );
-    let mut chains = vec![body.to_vec()];
+    let mut chains = vec![with_reloads(body)?];
     let mut cursor: HashMap<RegFile, usize> = HashMap::new();
     for _c in 1..k {
         let mut map: HashMap<Register, Register> = HashMap::new();
@@ -561,9 +889,9 @@ pub fn throughput_variant(body: &[Instruction], k: usize) -> Result<Variant, Str
             asm::encode(&n).map_err(|e| format!("renamed copy does not encode: {e}"))?;
             copy.push(n);
         }
-        chains.push(copy);
+        chains.push(with_reloads(&copy)?);
     }
-    Ok(Variant { chains })
+    Ok(Variant { chains, reloads })
 }
 
 /// Turn operand kinds (`r64`, `xmm`) into concrete registers, avoiding every register named
@@ -729,9 +1057,107 @@ mod tests {
                 "imul rsi, rbx"
             ]
         );
-        assert!(throughput_variant(&[ins("div rcx")], 2)
+        // Implicit registers: reloaded from a spare before each copy when read (mul reads
+        // rax); write-only full-width ones (rdx) are renamed by the core.
+        let v = throughput_variant(&[ins("mul rcx")], 1).unwrap();
+        assert_eq!(v.text(), "mov rax, r13; mul rcx");
+        assert_eq!(v.reloads, [(Register::R13, Register::RAX)]);
+        let v = throughput_variant(&[ins("mul rax")], 1).unwrap();
+        assert_eq!(v.text(), "mov rax, r13; mul rax");
+        let v = throughput_variant(&[ins("rdtsc")], 1).unwrap();
+        assert_eq!(v.text(), "rdtsc");
+        assert!(v.reloads.is_empty());
+        assert!(throughput_variant(&[ins("rdtsc")], 2)
             .unwrap_err()
-            .contains("implicitly"));
+            .contains("already independent"));
+        // A 16-bit implicit write (dx) merges into the old value: reloaded too; ax is only read.
+        assert_eq!(
+            throughput_variant(&[ins("cwd")], 1).unwrap().text(),
+            "mov rdx, r13; cwd"
+        );
+        // Explicit destinations renamed per chain, implicit ones reloaded in every copy.
+        let v = throughput_variant(&[ins("mulx rax, rbx, rcx")], 2).unwrap();
+        assert_eq!(v.chains.len(), 2);
+        assert!(throughput_variant(&[ins("cpuid")], 1)
+            .unwrap_err()
+            .contains("serializing"));
+    }
+
+    fn pair_texts(t: &str) -> Vec<String> {
+        let (p, _) = latency_pairs(&ins(t));
+        p.iter()
+            .map(|p| {
+                format!(
+                    "{} {}->{}: {}{}",
+                    p.pair,
+                    p.from,
+                    p.to,
+                    p.variant.text(),
+                    p.round_trip
+                        .as_ref()
+                        .map(|r| format!(" | rt {}", r.text()))
+                        .unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cross_file_pairs_close_the_chain_with_a_connector() {
+        assert_eq!(
+            pair_texts("movd eax, xmm1"),
+            ["2->1 xmm1->eax: movd eax, xmm1; movq xmm1, rax | rt movq rax, xmm1; movq xmm1, rax"]
+        );
+        assert_eq!(
+            pair_texts("vpbroadcastd ymm0, eax"),
+            ["2->1 eax->ymm0: vpbroadcastd ymm0, eax; vmovq rax, xmm0 | rt vmovq xmm0, rax; vmovq rax, xmm0"]
+        );
+        assert_eq!(
+            pair_texts("cvtsi2sd xmm0, rax"),
+            [
+                "1->1 xmm0->xmm0: cvtsi2sd xmm0, rax",
+                "2->1 rax->xmm0: cvtsi2sd xmm0, rax; movq rax, xmm0 | rt movq xmm0, rax; movq rax, xmm0"
+            ]
+        );
+        let (p, _) = latency_pairs(&ins("pinsrq xmm1, rax, 1"));
+        assert_eq!(p[1].connector.as_deref(), Some("movq rax, xmm1"));
+        assert!(p[1].note.as_deref().unwrap().contains("1->1"));
+        // High EVEX registers use the EVEX form of the connector.
+        assert!(pair_texts("vpbroadcastd zmm17, eax")[0].contains("vmovq rax, xmm17"));
+        // Mask registers.
+        assert!(pair_texts("kmovq rax, k1")[0].contains("kmovw k1, eax"));
+    }
+
+    #[test]
+    fn flags_are_an_operand_of_flag_readers() {
+        assert_eq!(
+            pair_texts("adc rax, rbx"),
+            [
+                "1->1 rax->rax: adc rax, rbx",
+                "1->3 rax->flags: adc rax, rbx; setb al | rt test rax, rax; setb al",
+                "2->1 rbx->rax: adc rax, rax",
+                "2->3 rbx->flags: mov rax, r13; adc rax, rbx; setb bl | rt test rbx, rbx; setb bl",
+                "3->1 flags->rax: mov rax, r13; adc rax, rbx; test rax, rax | rt setb al; test rax, rax",
+                "3->3 flags->flags: mov rax, r13; adc rax, rbx",
+            ]
+        );
+        // cmovcc keeps its old destination when the condition is false: 1->1 is a pair.
+        assert_eq!(
+            pair_texts("cmovc rax, rbx"),
+            [
+                "1->1 rax->rax: cmovb rax, rbx",
+                "2->1 rbx->rax: cmovb rax, rax",
+                "3->1 flags->rax: mov rax, r13; cmovb rax, rbx; test rax, rax | rt setb al; test rax, rax",
+            ]
+        );
+        assert_eq!(
+            pair_texts("setc al"),
+            ["2->1 flags->al: setb al; test rax, rax | rt setb al; test rax, rax"]
+        );
+        // Flags writers that do not read flags get no flags operand.
+        assert!(pair_texts("add rax, rbx")
+            .iter()
+            .all(|p| !p.contains("flags")));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `tma bench`: instruction latency and throughput in core cycles.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -9,7 +9,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use serde::Serialize;
 use tma_bench::{
-    asm, ClockChoice, ClockKind, FormReport, Method, Options, PairFilter, ShaReport, Source,
+    asm, ClockChoice, ClockKind, FormReport, InitValue, Method, Options, PairFilter, ShaReport,
+    Source,
 };
 
 /// Measure instruction latency (per input->output operand pair) and reciprocal throughput
@@ -17,7 +18,7 @@ use tma_bench::{
 /// without a PMU (calibrated rdtsc).
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  tma bench 'sha256rnds2 xmm1, xmm2'\n  tma bench 'mulx r64, r64, r64' --lat\n  tma bench 'add rax, rcx; imul rdx, rax' --tp -v\n  tma bench 'div rcx' --init rcx=7,rdx=0\n  tma bench --bytes 0f38cbca\n  tma bench --preset sha\n  tma bench --file forms.txt --progress --compare ref.csv\n\nRegisters: r15 is the loop counter, r14 points at a 1 MiB scratch buffer (use [r14+disp]), rsp is the stack; bodies may not write them."
+    after_help = "Examples:\n  tma bench 'sha256rnds2 xmm1, xmm2'\n  tma bench 'mulx r64, r64, r64' --lat\n  tma bench 'add rax, rcx; imul rdx, rax' --tp -v\n  tma bench 'div rcx' --init rcx=7,rdx=0\n  tma bench 'mulps xmm0, xmm1' --init xmm1=0x3f800000,xmm0=f64:2.5\n  tma bench --bytes 0f38cbca\n  tma bench --preset sha\n  tma bench --file forms.txt --progress --compare ref.csv\n\nRegisters: r15 is the loop counter, r14 points at a 1 MiB scratch buffer (use [r14+disp]), rsp is the stack; bodies may not write them."
 )]
 pub struct Args {
     /// Instructions in Intel syntax separated by `;`. Operand kinds (r64, xmm, ymm, m64) let tma pick.
@@ -52,7 +53,10 @@ pub struct Args {
     /// Cycle source: auto (perf cycles when available, else calibrated tsc), tsc, perf, rdpmc, all.
     #[arg(long, default_value = "auto", value_parser = ["auto", "tsc", "perf", "rdpmc", "all"])]
     pub clock: String,
-    /// Initial register values, e.g. rcx=3,rdx=0.
+    /// Initial register values, e.g. rcx=3,rdx=0. Vector registers: xmm1=0x3f800000 (hex digit
+    /// count sets the broadcast lane: <=8 digits 32-bit, <=16 64-bit, <=32 a full 128-bit value,
+    /// <=64 256-bit, <=128 512-bit; last digits are lane 0), or xmm1=f32:1.5 / f64:1.5.
+    /// Unnamed vector registers hold f32 1.5 in every lane (normal, never denormal).
     #[arg(long, value_delimiter = ',', value_name = "REG=VALUE")]
     pub init: Vec<String>,
     /// The two unroll counts whose difference is taken.
@@ -78,7 +82,8 @@ pub struct Args {
     /// Compare with a CSV of reference values (columns: instruction,latency,throughput); differences over 5% are marked.
     #[arg(long, value_name = "FILE")]
     pub compare: Option<PathBuf>,
-    /// Show a progress bar (for --file and --preset).
+    /// Show progress on stderr (for --file and --preset): a bar on a terminal, one line per
+    /// input otherwise. Never written to stdout or the -o file.
     #[arg(long)]
     pub progress: bool,
     /// Show every chain count and clock details.
@@ -201,15 +206,12 @@ fn split_csv(line: &str) -> Vec<String> {
 
 fn options(a: &Args) -> anyhow::Result<Options> {
     let mut init = Vec::new();
+    let mut vec_init = Vec::new();
     for kv in &a.init {
-        let Some((r, v)) = kv.split_once('=') else {
-            bail!("--init {kv}: expected REG=VALUE, e.g. rcx=3")
-        };
-        let reg = asm::register_by_name(r)
-            .with_context(|| format!("--init {kv}: unknown register `{r}`"))?;
-        let val =
-            asm::parse_value(v).with_context(|| format!("--init {kv}: `{v}` is not a number"))?;
-        init.push((reg, val));
+        match tma_bench::parse_init(kv)? {
+            InitValue::Gpr(r, v) => init.push((r, v)),
+            InitValue::Vector(r, b) => vec_init.push((r, b)),
+        }
     }
     let [u1, u2] = a.unroll[..] else {
         bail!("--unroll needs two counts, e.g. 64,128")
@@ -247,6 +249,7 @@ fn options(a: &Args) -> anyhow::Result<Options> {
         chains: a.chains.clone(),
         clock,
         init,
+        vec_init,
         method,
     })
 }
@@ -305,7 +308,11 @@ fn render_table(
                     } else {
                         format!("{} {}->{}", p.pair, p.from, p.to)
                     },
-                    fmt_fig(fig),
+                    if p.derived.is_some() {
+                        format!("≤{}", fmt_fig(fig))
+                    } else {
+                        fmt_fig(fig)
+                    },
                     String::new(),
                     fig.clock.to_string(),
                     spread(fig),
@@ -316,6 +323,17 @@ fn render_table(
                     row.push(format!("{:.3}", fig.raw_tsc_ticks));
                 }
                 let mut note = p.note.clone().unwrap_or_default();
+                if let Some(d) = &p.derived {
+                    let n = format!(
+                        "derived, not measured alone: chain with connector `{}` = {:.3}, connector round trip `{}` = {:.3}, so latency in [{:.3}, {:.3}] (each connector >= 1 cycle)",
+                        d.connector, d.chain, d.round_trip_body, d.round_trip, d.lower, d.upper
+                    );
+                    note = if note.is_empty() {
+                        n
+                    } else {
+                        format!("{n}; {note}")
+                    };
+                }
                 if p.body != body_text {
                     note = if note.is_empty() {
                         format!("timed: {}", p.body)
@@ -363,11 +381,13 @@ fn render_table(
                         (
                             tp.best_chains,
                             fig,
-                            String::from(if f.preset.is_some() {
-                                "independent copies (rax/rdx reloaded)"
-                            } else {
-                                "best over chain sweep"
-                            }),
+                            String::from(
+                                if f.preset.as_deref().is_some_and(|p| p.contains("rdx:rax")) {
+                                    "independent copies (rax/rdx reloaded)"
+                                } else {
+                                    "best over chain sweep"
+                                },
+                            ),
                         )
                     })
                     .collect()
@@ -427,6 +447,12 @@ fn render_table(
     tma_report::align_right(&mut t, &[2, 3, 6, 7]);
     writeln!(w, "{t}")?;
     writeln!(w, "cycles per instruction (per body copy for several instructions); * = not within 2% of an integer or a multiple of 1/12")?;
+    if forms
+        .iter()
+        .any(|f| f.latency.iter().any(|p| p.derived.is_some()))
+    {
+        writeln!(w, "≤ = upper bound for a pair across register files (chain through a connector instruction minus 1 cycle); see the note for both bounds")?;
+    }
     // Clock lines (from the first form; they are the same machine).
     if let Some(f) = forms.first() {
         for c in &f.clocks {
@@ -594,6 +620,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut sha = None;
     if args.preset.as_deref() == Some("sha") {
         let pb = args.progress.then(|| spinner("SHA preset"));
+        if args.progress && !std::io::stderr().is_terminal() {
+            eprintln!("tma bench: measuring the SHA preset");
+        }
         let r = tma_bench::preset_sha(&opts)?;
         if let Some(pb) = pb {
             pb.finish_and_clear();
@@ -603,7 +632,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else if sources.len() == 1 {
         forms.extend(tma_bench::bench_all(&sources[0], &opts)?);
     } else {
-        let pb = args.progress.then(|| {
+        // A bar on a terminal; one plain line per input when stderr is a file or a pipe (a
+        // log), where indicatif would draw nothing.
+        let lines = args.progress && !std::io::stderr().is_terminal();
+        let pb = (args.progress && !lines).then(|| {
             let pb = indicatif::ProgressBar::new(sources.len() as u64);
             pb.set_style(
                 indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}")
@@ -611,13 +643,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
             pb
         });
-        for s in &sources {
+        for (i, s) in sources.iter().enumerate() {
             let input = match s {
                 Source::Text(t) => t.clone(),
                 Source::Bytes(b) => format!("{b:02x?}"),
             };
             if let Some(pb) = &pb {
                 pb.set_message(input.clone());
+            }
+            if lines {
+                eprintln!("tma bench: [{}/{}] {input}", i + 1, sources.len());
             }
             match tma_bench::bench_all(s, &opts) {
                 Ok(r) => forms.extend(r),

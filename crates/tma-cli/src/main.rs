@@ -63,8 +63,11 @@ fn main() -> ExitCode {
         Err(err) => {
             // A closed pipe (`tma list | head`) is not an error, as for any Unix filter.
             if err.chain().any(|c| {
-                c.downcast_ref::<std::io::Error>()
-                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+                let io = c.downcast_ref::<std::io::Error>().or_else(|| {
+                    c.downcast_ref::<tma_report::ReportError>()
+                        .and_then(tma_report::ReportError::io_error)
+                });
+                io.is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
             }) {
                 return ExitCode::SUCCESS;
             }

@@ -797,3 +797,17 @@ fn children_of_the_command_are_followed() {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(v["functions"][0]["function"], "chase", "{v}");
 }
+
+/// `tma locate` with no --node/-e on a PMU machine reads the bottleneck from the JSON of a
+/// quick `tma stat` pass (`intervals[-1].bottleneck.node`): pin that contract on real output.
+#[test]
+fn stat_json_names_the_bottleneck_where_locate_reads_it() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_tma"))
+        .args(["stat", "--example", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let last = v["intervals"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["bottleneck"]["node"], "backend_bound_cpu");
+}

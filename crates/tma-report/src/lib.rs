@@ -77,9 +77,17 @@ pub fn write_json<T: Serialize>(
         schema_version,
         payload,
     };
-    serde_json::to_writer_pretty(&mut *w, &env).map_err(|source| ReportError::Json {
-        what: "report",
-        source,
+    serde_json::to_writer_pretty(&mut *w, &env).map_err(|source| {
+        // A write failure (e.g. a closed pipe) stays an I/O error, so callers can tell it
+        // from a value that cannot be serialized.
+        if source.is_io() {
+            ReportError::Io(source.into())
+        } else {
+            ReportError::Json {
+                what: "report",
+                source,
+            }
+        }
     })?;
     writeln!(w)?;
     Ok(())
@@ -104,6 +112,16 @@ pub fn align_right(t: &mut comfy_table::Table, columns: &[usize]) {
     for &c in columns {
         if let Some(col) = t.column_mut(c) {
             col.set_cell_alignment(comfy_table::CellAlignment::Right);
+        }
+    }
+}
+
+impl ReportError {
+    /// The underlying I/O error, if this is one (used to treat a closed pipe as success).
+    pub fn io_error(&self) -> Option<&io::Error> {
+        match self {
+            ReportError::Output { source, .. } | ReportError::Io(source) => Some(source),
+            ReportError::Json { .. } => None,
         }
     }
 }
@@ -172,6 +190,24 @@ mod tests {
         assert_eq!(j["schema"], "tma.test");
         assert_eq!(j["schema_version"], 3);
         assert_eq!(j["x"], 7);
+    }
+
+    #[test]
+    fn json_write_failure_is_an_io_error() {
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::Error::from(io::ErrorKind::BrokenPipe))
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let e = write_json(&mut Closed, "tma.test", 1, &[1, 2, 3]).unwrap_err();
+        assert_eq!(
+            e.io_error().map(|e| e.kind()),
+            Some(io::ErrorKind::BrokenPipe)
+        );
     }
 
     #[test]

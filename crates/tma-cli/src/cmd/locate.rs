@@ -365,19 +365,4 @@ mod quick_stat_tests {
         );
         assert_eq!(bottleneck_of_stat_json(b"not json"), None);
     }
-
-    /// The quick pass reads what `tma stat --json` really writes (the bundled example).
-    #[test]
-    fn reads_real_stat_json() {
-        let exe = env!("CARGO_BIN_EXE_tma");
-        let o = std::process::Command::new(exe)
-            .args(["stat", "--example", "--json"])
-            .output()
-            .unwrap();
-        assert!(o.status.success());
-        assert_eq!(
-            bottleneck_of_stat_json(&o.stdout).as_deref(),
-            Some("backend_bound_cpu")
-        );
-    }
 }

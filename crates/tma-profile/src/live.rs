@@ -25,6 +25,17 @@ pub enum LiveError {
     Attr(std::io::Error),
 }
 
+/// What a live session returns besides the aggregated records.
+#[derive(Debug, Clone)]
+pub struct LiveOutcome {
+    pub summary: SessionSummary,
+    /// The `perf_event_attr` given to the kernel, in perf.data layout (for `--record`).
+    pub attr: Vec<u8>,
+    /// Records that arrived after later records had been aggregated (see
+    /// [`Reorder::late`]); their samples may be attributed to a stale or no mapping.
+    pub late_records: u64,
+}
+
 /// A live session feeding an [`Aggregator`]; optionally every record is also passed to
 /// `tap` (used by `--record` to write a perf.data file).
 ///
@@ -37,7 +48,7 @@ pub fn sample(
     target: &Target,
     agg: &mut Aggregator,
     mut tap: Option<&mut dyn FnMut(&RawRecord<'_>)>,
-) -> Result<(SessionSummary, Vec<u8>), LiveError> {
+) -> Result<LiveOutcome, LiveError> {
     let proc_root = cfg.proc_root.clone();
     let session = Session::open(cfg, target)?;
     let attr_bytes = session.attr_bytes().to_vec();
@@ -57,8 +68,12 @@ pub fn sample(
     }
     let summary =
         session.run(&mut |r: RawRecord<'_>| feed(&mut order, agg, tap.as_deref_mut(), info, &r))?;
-    finish(&mut order, agg, tap.as_deref_mut(), info);
-    Ok((summary, attr_bytes))
+    finish(&mut order, agg, tap, info);
+    Ok(LiveOutcome {
+        summary,
+        attr: attr_bytes,
+        late_records: order.late(),
+    })
 }
 
 /// One record from [`Session::run`]: buffered, or (a round marker) a flush.
@@ -229,7 +244,8 @@ pub(crate) mod tests {
     fn run_live(records: &[(u32, u16, Vec<u8>)]) -> (Aggregator, Vec<(u32, Vec<u8>)>) {
         let info = parse_info();
         let mut agg = Aggregator::new();
-        let mut order = Reorder::new(info);
+        // No slack: the rounds alone decide, as they do with real (nanosecond) times.
+        let mut order = Reorder::with_slack(info, 0);
         let mut seen: Vec<(u32, Vec<u8>)> = Vec::new();
         let mut tap = |r: &RawRecord<'_>| seen.push((r.ty, r.data.concat()));
         for (ty, misc, body) in records {

@@ -19,7 +19,11 @@
 //! a record still unread at the end of pass N was written after its ring was drained in
 //! pass N, hence after all of pass N-1, so its time is at least the largest time read up to
 //! the end of pass N-1. At the end of pass N everything up to that time can be delivered.
-//! The buffer therefore holds about two passes' worth of records.
+//! The buffer therefore holds about two passes' worth of records, and at least
+//! [`DEFAULT_SLACK_NS`] of them: the rule assumes a record is written within a pass of
+//! its timestamp, which a VM whose virtual CPU is descheduled mid-write can break, so
+//! records are also held until they are that much older than the newest one. A record
+//! that still arrives after later ones were delivered is counted ([`Reorder::late`]).
 //!
 //! perf.data imports are ordered by `linux-perf-data` itself, with the same round rule
 //! on `perf record` files (they carry FINISHED_ROUND records) and a full sort for files
@@ -27,6 +31,9 @@
 
 use linux_perf_event_reader::{RawData, RawEventRecord, RecordParseInfo, RecordType};
 use tma_perf::sampling::RawRecord;
+
+/// Records are held at least this long (perf clock, ns) behind the newest record seen.
+pub const DEFAULT_SLACK_NS: u64 = 100_000_000;
 
 #[derive(Debug)]
 struct Pending {
@@ -46,6 +53,8 @@ pub struct Reorder {
     prev_max: u64,
     /// Largest time pushed so far.
     cur_max: u64,
+    /// See [`DEFAULT_SLACK_NS`].
+    slack: u64,
     /// Time of the last record pushed (used for a record whose time cannot be read).
     last_time: u64,
     /// Time of the last record delivered.
@@ -60,8 +69,14 @@ pub struct Reorder {
 impl Reorder {
     /// `info` is the parse info of the session's attr (to find each record's time).
     pub fn new(info: RecordParseInfo) -> Self {
+        Self::with_slack(info, DEFAULT_SLACK_NS)
+    }
+
+    /// Like [`Reorder::new`], holding records at least `slack_ns` behind the newest one.
+    pub fn with_slack(info: RecordParseInfo, slack_ns: u64) -> Self {
         Reorder {
             info,
+            slack: slack_ns,
             pending: Vec::new(),
             prev_max: 0,
             cur_max: 0,
@@ -115,7 +130,7 @@ impl Reorder {
 
     /// End of a pass over all rings: deliver what no later record can precede.
     pub fn finish_round(&mut self, out: &mut dyn FnMut(&RawRecord<'_>)) {
-        let upto = self.prev_max;
+        let upto = self.prev_max.min(self.cur_max.saturating_sub(self.slack));
         self.flush(Some(upto), out);
         self.prev_max = self.cur_max;
     }
@@ -181,6 +196,10 @@ mod tests {
         b
     }
 
+    fn sink(out: &mut Vec<(u32, Vec<u8>)>) -> impl FnMut(&RawRecord<'_>) + '_ {
+        |rec: &RawRecord<'_>| out.push((rec.ty, rec.data.concat()))
+    }
+
     fn times(out: &[(u32, Vec<u8>)]) -> Vec<u64> {
         out.iter()
             .map(|(_, b)| u64::from_le_bytes(b[8..16].try_into().unwrap()))
@@ -189,9 +208,8 @@ mod tests {
 
     #[test]
     fn rounds_release_only_what_later_rounds_cannot_precede() {
-        let mut r = Reorder::new(info());
+        let mut r = Reorder::with_slack(info(), 0);
         let mut out: Vec<(u32, Vec<u8>)> = Vec::new();
-        let mut sink = |rec: &RawRecord<'_>| out.push((rec.ty, rec.data.concat()));
         // Round 1: ring 1 then ring 0.
         for t in [20, 30, 10, 25] {
             r.push(&RawRecord {
@@ -200,7 +218,7 @@ mod tests {
                 data: &[&lost(t)],
             });
         }
-        r.finish_round(&mut sink);
+        r.finish_round(&mut sink(&mut out));
         // Nothing is final after the first round (prev_max was 0).
         assert_eq!(r.pending(), 4);
         // Round 2 may still hold times >= 0 .. but not below round 0's max; here 27.
@@ -211,25 +229,54 @@ mod tests {
                 data: &[&lost(t)],
             });
         }
-        r.finish_round(&mut sink);
+        r.finish_round(&mut sink(&mut out));
+        // Up to round 1's max (30) is final now.
+        assert_eq!(times(&out), vec![10, 20, 25, 27, 30]);
         r.push(&RawRecord {
             ty: 2,
             misc: 0,
             data: &[&lost(31)],
         });
-        r.finish_round(&mut sink);
-        r.finish(&mut sink);
-        drop(sink);
+        r.finish_round(&mut sink(&mut out));
+        r.finish(&mut sink(&mut out));
         assert_eq!(times(&out), vec![10, 20, 25, 27, 30, 31, 35, 40]);
         assert_eq!(r.late(), 0);
         assert_eq!(r.pending(), 0);
     }
 
     #[test]
+    fn records_are_held_for_the_slack_and_late_ones_still_delivered() {
+        let mut r = Reorder::with_slack(info(), 100);
+        let mut out: Vec<(u32, Vec<u8>)> = Vec::new();
+        let push = |r: &mut Reorder, t: u64| {
+            r.push(&RawRecord {
+                ty: 2,
+                misc: 0,
+                data: &[&lost(t)],
+            })
+        };
+        for t in [10, 50] {
+            push(&mut r, t);
+        }
+        r.finish_round(&mut sink(&mut out));
+        push(&mut r, 150);
+        r.finish_round(&mut sink(&mut out));
+        // prev_max is 50 but the newest is 150: only times <= 50 are out.
+        assert_eq!(times(&out), vec![10, 50]);
+        push(&mut r, 300);
+        r.finish_round(&mut sink(&mut out));
+        assert_eq!(times(&out), vec![10, 50, 150]);
+        // Breaks the rule: older than what was delivered.
+        push(&mut r, 20);
+        r.finish(&mut sink(&mut out));
+        assert_eq!(times(&out), vec![10, 50, 150, 20, 300]);
+        assert_eq!(r.late(), 1);
+    }
+
+    #[test]
     fn equal_times_keep_arrival_order_and_untimed_records_follow_their_neighbour() {
         let mut r = Reorder::new(info());
         let mut out: Vec<(u32, Vec<u8>)> = Vec::new();
-        let mut sink = |rec: &RawRecord<'_>| out.push((rec.ty, rec.data.concat()));
         let a = lost(50);
         let mut b = lost(50);
         b[0] = 2; // different id, same time
@@ -254,8 +301,7 @@ mod tests {
             misc: 0,
             data: &[&lost(5)],
         });
-        r.finish(&mut sink);
-        drop(sink);
+        r.finish(&mut sink(&mut out));
         assert_eq!(out[0].1, lost(5));
         assert_eq!(out[1].1, a);
         assert_eq!(out[2].1, b);

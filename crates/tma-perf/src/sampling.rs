@@ -147,7 +147,17 @@ impl SamplingConfig {
     }
 }
 
-/// One kernel record from the ring buffer, without its 8-byte header.
+/// `PERF_RECORD_FINISHED_ROUND` (a perf.data "user" record type): [`Session::run`] passes
+/// one, with an empty body, after each pass that drained records from all ring buffers.
+/// Every ring is in time order but the rings are read one after the other, so records
+/// reach the callback out of time order across rings; a record not yet read when a pass
+/// ends was written after all records of the pass before it were read, which is what
+/// lets a consumer sort with a bounded buffer (perf's "ordered events"; see
+/// `tma_profile::order`).
+pub const PERF_RECORD_FINISHED_ROUND: u32 = 68;
+
+/// One kernel record from the ring buffer, without its 8-byte header (or a
+/// [`PERF_RECORD_FINISHED_ROUND`] marker).
 #[derive(Debug, Clone, Copy)]
 pub struct RawRecord<'a> {
     /// `perf_event_header.type` (PERF_RECORD_*).
@@ -442,7 +452,8 @@ impl Session {
     }
 
     /// Release the launched command, then hand every record to `on_record` until the target
-    /// exits or the duration is over.
+    /// exits or the duration is over. Records come ring by ring, so NOT in time order
+    /// across rings; a [`PERF_RECORD_FINISHED_ROUND`] marker ends each pass over the rings.
     pub fn run(
         mut self,
         on_record: &mut dyn FnMut(RawRecord<'_>),
@@ -475,6 +486,13 @@ impl Session {
                         .as_deref(),
                 ),
             };
+            if got > 0 {
+                on_record(RawRecord {
+                    ty: PERF_RECORD_FINISHED_ROUND,
+                    misc: 0,
+                    data: &[],
+                });
+            }
             let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
             if finished || timed_out {
                 if finished && self.child.is_none() {
@@ -497,6 +515,11 @@ impl Session {
                         });
                     }
                 }
+                on_record(RawRecord {
+                    ty: PERF_RECORD_FINISHED_ROUND,
+                    misc: 0,
+                    data: &[],
+                });
                 break;
             }
             if got == 0 {

@@ -1,6 +1,12 @@
 //! `perf.data` files (made by `perf record`, or by `tma locate --record`) through the same
 //! [`Aggregator`] as live samples.
 //!
+//! Records reach the aggregator in time order, as live records do ([`crate::order`]):
+//! `linux-perf-data`'s record iterator sorts by timestamp itself, flushing at perf's
+//! FINISHED_ROUND records (what `perf report` relies on too) and sorting the whole file at
+//! the end when it has none. No second sort is done here (`imports_are_time_ordered_too`
+//! in `live.rs` checks an out-of-order file).
+//!
 //! The header is checked here before linux-perf-data sees the file: that crate allocates the
 //! sizes the header claims, so a truncated or corrupt file must be rejected first, with a
 //! message that says what is wrong.

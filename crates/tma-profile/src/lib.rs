@@ -11,6 +11,7 @@ pub mod aggregate;
 pub mod choose;
 pub mod import;
 pub mod live;
+pub mod order;
 pub mod pprof;
 pub mod record;
 pub mod report;

@@ -195,16 +195,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         event_name = chosen.event.name().to_string();
         let record = args.record.is_some();
-        // The perf.data attr is known once the session is open: keep the records, then
-        // write the file.
+        // The perf.data attr is known once the session is open: keep the records (they come
+        // in time order, with perf's FINISHED_ROUND markers), then write the file.
         let mut records: Vec<(u32, u16, Vec<u8>)> = Vec::new();
         let mut collect = |r: &tma_perf::sampling::RawRecord<'_>| {
             if record {
                 records.push((r.ty, r.misc, r.data.concat()));
             }
         };
-        let (summary, attr) =
-            tma_profile::live::sample(cfg, &target, &mut agg, Some(&mut collect))?;
+        let tma_profile::live::LiveOutcome {
+            summary,
+            attr,
+            late_records,
+        } = tma_profile::live::sample(cfg, &target, &mut agg, Some(&mut collect))?;
+        if late_records > 0 {
+            notes.push(format!(
+                "{late_records} records reached tma too late to be put in time order; \
+                 samples among them may be attributed to [unknown] or an old mapping"
+            ));
+        }
         duration_ns = summary.elapsed.as_nanos().min(i64::MAX as u128) as i64;
         if let Some(path) = &args.record {
             let mut w = tma_profile::record::PerfDataWriter::new(attr);

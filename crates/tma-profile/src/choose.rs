@@ -172,30 +172,6 @@ pub fn node_event(model: &Model, node: &str) -> Result<(&'static NodeDef, String
     Ok((n, s))
 }
 
-/// The bottleneck of a stat pass: from level 1 down, the child with the largest value among
-/// those over their threshold, as far as levels go. `values` holds (node, value, over
-/// threshold) for the nodes measured.
-pub fn bottleneck<'m>(model: &'m Model, values: &[(&str, f64, bool)]) -> Option<&'m NodeDef> {
-    let get = |name: &str| {
-        values
-            .iter()
-            .find(|v| v.0.eq_ignore_ascii_case(name))
-            .filter(|v| v.2 && v.1.is_finite())
-            .map(|v| v.1)
-    };
-    let mut parent: Option<&'static NodeDef> = None;
-    loop {
-        let best = model
-            .children(parent.map(|p| p.name))
-            .filter_map(|n| get(n.name).map(|v| (n, v)))
-            .max_by(|a, b| a.1.total_cmp(&b.1));
-        match best {
-            Some((n, _)) => parent = Some(n),
-            None => return parent,
-        }
-    }
-}
-
 /// Choose the event. `pmu` is the core PMU ([`core_pmu`]); where it is `None`, hardware
 /// events fall back to cpu-clock with an explanation.
 pub fn choose(
@@ -453,18 +429,9 @@ mod tests {
         assert!(c.notes.is_empty());
     }
 
+    /// The bottleneck named by the stat pass is sampled with its node's precise event.
     #[test]
-    fn bottleneck_walks_down_the_tree() {
-        let vals = [
-            ("Backend_Bound", 60.0, true),
-            ("Retiring", 30.0, true),
-            ("Memory_Bound", 45.0, true),
-            ("DRAM_Bound", 35.0, true),
-        ];
-        assert_eq!(bottleneck(&MODEL, &vals).unwrap().name, "DRAM_Bound");
-        let vals = [("Backend_Bound", 60.0, true), ("Memory_Bound", 5.0, false)];
-        assert_eq!(bottleneck(&MODEL, &vals).unwrap().name, "Backend_Bound");
-        assert!(bottleneck(&MODEL, &[("Retiring", f64::NAN, true)]).is_none());
+    fn bottleneck_node_gets_its_locate_event() {
         // Then the node's event is chosen.
         let c = choose(
             &Request::Bottleneck(Some("Memory_Bound".into())),

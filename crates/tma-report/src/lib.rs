@@ -101,7 +101,7 @@ pub fn table(header: &[&str]) -> comfy_table::Table {
         .set_header(
             header
                 .iter()
-                .map(|h| comfy_table::Cell::new(h))
+                .map(comfy_table::Cell::new)
                 .collect::<Vec<_>>(),
         );
     t

@@ -293,7 +293,7 @@ fn step_request(snap: &Snapshot, step: u32) -> anyhow::Result<Request> {
         return Ok(Request {
             level: snap.settings.level,
             nodes: snap.settings.nodes.clone(),
-            topology: Some(snap.topology.clone()),
+            topology: Some(snap.topology),
         });
     }
     // Drill-down steps are recorded in settings.nodes as "STEP:LEVEL:NODE" entries.
@@ -315,7 +315,7 @@ fn step_request(snap: &Snapshot, step: u32) -> anyhow::Result<Request> {
     Ok(Request {
         level,
         nodes,
-        topology: Some(snap.topology.clone()),
+        topology: Some(snap.topology),
     })
 }
 
@@ -1187,7 +1187,7 @@ fn hardware(
                 request = Request {
                     level: request.level + 1,
                     nodes: vec![node.clone()],
-                    topology: request.topology.clone(),
+                    topology: request.topology,
                 };
                 step += 1;
             }

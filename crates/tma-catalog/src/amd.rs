@@ -5,7 +5,9 @@
 //!
 //! Values are percent of dispatch slots (×100), like the Intel TMA nodes.
 //! `total_dispatch_slots` = dispatch width × unhalted core cycles (width 6 on Zen 4,
-//! 8 on Zen 5, README 5.1 / 5.2). All divisions use `d_ratio` (0 when the denominator is 0).
+//! 8 on Zen 5, README 5.1 / 5.2). Shares of the slots divide plainly, so a
+//! run with no cycles counted says "division by zero" instead of printing a tree of zeros; the
+//! ratios between sub-events use `d_ratio` (0 when the denominator is 0), as the data defines.
 //!
 //! Thresholds (our choice, not from the data): a level-1 node is worth a look when it
 //! takes more than 20% of the slots (10% for SMT contention, 15% for bad speculation;
@@ -96,26 +98,26 @@ const D_RET: &str = "Slots that dispatched ops which went on to retire: useful w
 
 static ZEN4_NODES: &[NodeDef] = &[
     node("frontend_bound", None, 1,
-        "100 * d_ratio(de_no_dispatch_per_slot.no_ops_from_frontend, total_dispatch_slots)",
+        "100 * ( de_no_dispatch_per_slot.no_ops_from_frontend ) / total_dispatch_slots",
         "frontend_bound > 20", D_FE),
     node("bad_speculation", None, 1,
-        "100 * d_ratio(de_src_op_disp.all - ex_ret_ops, total_dispatch_slots)",
+        "100 * ( de_src_op_disp.all - ex_ret_ops ) / total_dispatch_slots",
         "bad_speculation > 15", D_BS),
     node("backend_bound", None, 1,
-        "100 * d_ratio(de_no_dispatch_per_slot.backend_stalls, total_dispatch_slots)",
+        "100 * ( de_no_dispatch_per_slot.backend_stalls ) / total_dispatch_slots",
         "backend_bound > 20", D_BE),
     node("smt_contention", None, 1,
-        "100 * d_ratio(de_no_dispatch_per_slot.smt_contention, total_dispatch_slots)",
+        "100 * ( de_no_dispatch_per_slot.smt_contention ) / total_dispatch_slots",
         "smt_contention > 10", D_SMT),
     node("retiring", None, 1,
-        "100 * d_ratio(ex_ret_ops, total_dispatch_slots)",
+        "100 * ( ex_ret_ops ) / total_dispatch_slots",
         "retiring > 70", D_RET),
     node("frontend_bound_latency", Some("frontend_bound"), 2,
-        "100 * d_ratio(6 * de_no_dispatch_per_slot.no_ops_from_frontend:c6, total_dispatch_slots)",
+        "100 * ( 6 * de_no_dispatch_per_slot.no_ops_from_frontend:c6 ) / total_dispatch_slots",
         "frontend_bound_latency > 10 & frontend_bound > 20",
         "Frontend slots lost in cycles where nothing at all arrived (fetch or decode stalled)"),
     node("frontend_bound_bandwidth", Some("frontend_bound"), 2,
-        "100 * d_ratio(de_no_dispatch_per_slot.no_ops_from_frontend - 6 * de_no_dispatch_per_slot.no_ops_from_frontend:c6, total_dispatch_slots)",
+        "100 * ( de_no_dispatch_per_slot.no_ops_from_frontend - 6 * de_no_dispatch_per_slot.no_ops_from_frontend:c6 ) / total_dispatch_slots",
         "frontend_bound_bandwidth > 10 & frontend_bound > 20",
         "Frontend slots lost in cycles where some, but fewer than 6, ops arrived"),
     node("bad_speculation_mispredicts", Some("bad_speculation"), 2,
@@ -146,26 +148,26 @@ static ZEN4_NODES: &[NodeDef] = &[
 
 static ZEN5_NODES: &[NodeDef] = &[
     node("frontend_bound", None, 1,
-        "100 * d_ratio(de_no_dispatch_per_slot.no_ops_from_frontend, total_dispatch_slots)",
+        "100 * ( de_no_dispatch_per_slot.no_ops_from_frontend ) / total_dispatch_slots",
         "frontend_bound > 20", D_FE),
     node("bad_speculation", None, 1,
-        "100 * d_ratio(de_src_op_disp.all - ex_ret_ops, total_dispatch_slots)",
+        "100 * ( de_src_op_disp.all - ex_ret_ops ) / total_dispatch_slots",
         "bad_speculation > 15", D_BS),
     node("backend_bound", None, 1,
-        "100 * d_ratio(de_no_dispatch_per_slot.backend_stalls, total_dispatch_slots)",
+        "100 * ( de_no_dispatch_per_slot.backend_stalls ) / total_dispatch_slots",
         "backend_bound > 20", D_BE),
     node("smt_contention", None, 1,
-        "100 * d_ratio(de_no_dispatch_per_slot.smt_contention, total_dispatch_slots)",
+        "100 * ( de_no_dispatch_per_slot.smt_contention ) / total_dispatch_slots",
         "smt_contention > 10", D_SMT),
     node("retiring", None, 1,
-        "100 * d_ratio(ex_ret_ops, total_dispatch_slots)",
+        "100 * ( ex_ret_ops ) / total_dispatch_slots",
         "retiring > 70", D_RET),
     node("frontend_bound_by_latency", Some("frontend_bound"), 2,
-        "100 * d_ratio(8 * de_no_dispatch_per_slot.no_ops_from_frontend:c8, total_dispatch_slots)",
+        "100 * ( 8 * de_no_dispatch_per_slot.no_ops_from_frontend:c8 ) / total_dispatch_slots",
         "frontend_bound_by_latency > 10 & frontend_bound > 20",
         "Frontend slots lost in cycles where nothing at all arrived (fetch or decode stalled)"),
     node("frontend_bound_by_bandwidth", Some("frontend_bound"), 2,
-        "100 * d_ratio(de_no_dispatch_per_slot.no_ops_from_frontend - 8 * de_no_dispatch_per_slot.no_ops_from_frontend:c8, total_dispatch_slots)",
+        "100 * ( de_no_dispatch_per_slot.no_ops_from_frontend - 8 * de_no_dispatch_per_slot.no_ops_from_frontend:c8 ) / total_dispatch_slots",
         "frontend_bound_by_bandwidth > 10 & frontend_bound > 20",
         "Frontend slots lost in cycles where some, but fewer than 8, ops arrived"),
     node("bad_speculation_from_mispredicts", Some("bad_speculation"), 2,
@@ -203,7 +205,7 @@ static ZEN4_METRICS: &[MetricDef] = &[
     },
     MetricDef {
         name: "ipc",
-        formula: "d_ratio(ex_ret_ops, ls_not_halted_cyc)",
+        formula: "ex_ret_ops / ls_not_halted_cyc",
         description: "Retired macro-ops per unhalted core cycle",
         unit: Unit::Number,
     },
@@ -218,7 +220,7 @@ static ZEN5_METRICS: &[MetricDef] = &[
     },
     MetricDef {
         name: "ipc",
-        formula: "d_ratio(ex_ret_ops, ls_not_halted_cyc)",
+        formula: "ex_ret_ops / ls_not_halted_cyc",
         description: "Retired macro-ops per unhalted core cycle",
         unit: Unit::Number,
     },

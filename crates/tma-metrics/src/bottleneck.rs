@@ -43,6 +43,9 @@ pub enum StopReason {
     NothingOverThreshold,
     /// The candidates (level 1, or the bottleneck's children) have no values.
     NotMeasured,
+    /// Some candidates have values but these have none (missing events, division by zero):
+    /// any of them could be the largest, so the descent stops rather than guess.
+    Undecided { not_computed: Vec<String> },
 }
 
 /// The result of the descent.
@@ -85,6 +88,14 @@ pub(crate) fn find(nodes: &[NodeResult]) -> Bottleneck {
         }
         if cands.iter().all(|&i| nodes[i].value.is_none()) {
             break StopReason::NotMeasured;
+        }
+        let not_computed: Vec<String> = cands
+            .iter()
+            .filter(|&&i| nodes[i].value.is_none())
+            .map(|&i| nodes[i].name.clone())
+            .collect();
+        if !not_computed.is_empty() {
+            break StopReason::Undecided { not_computed };
         }
         let mut over: Vec<(usize, f64)> = cands
             .iter()

@@ -1207,6 +1207,9 @@ fn hardware(
                         "nothing over threshold at level 1".to_string()
                     }
                     StopReason::NotMeasured => "not measured".to_string(),
+                    StopReason::Undecided { not_computed } => {
+                        format!("undecided: {} not computed", not_computed.join(", "))
+                    }
                 };
                 eprintln!(
                     "tma: drill-down: {} run{}: {} (stopped: {why})",

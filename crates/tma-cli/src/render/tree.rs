@@ -260,7 +260,7 @@ pub fn status_text(n: &NodeResult, ir: &IntervalReport, model: &Model) -> Option
         Status::DivisionByZero => {
             let mut zero: Vec<&str> = model
                 .node(&n.name)
-                .map(|d| tma_catalog::encode::formula_identifiers(d.formula))
+                .map(|d| formula_events(model, d.formula))
                 .unwrap_or_default()
                 .into_iter()
                 .filter(|id| ir.zero_events.iter().any(|z| z.eq_ignore_ascii_case(id)))
@@ -281,6 +281,32 @@ pub fn status_text(n: &NodeResult, ir: &IntervalReport, model: &Model) -> Option
         Status::MissingConstant(c) => Some(format!("missing constant: {c}")),
         Status::Error(e) => Some(format!("error: {e}")),
     }
+}
+
+/// The event identifiers of a formula, following references to other nodes and helper
+/// metrics of the model (e.g. AMD shares divide by `total_dispatch_slots`, a metric over
+/// `ls_not_halted_cyc`), so a "division by zero" can name the event that was 0.
+fn formula_events<'m>(model: &'m Model, formula: &'m str) -> Vec<&'m str> {
+    let mut out: Vec<&'m str> = Vec::new();
+    let mut todo = vec![formula];
+    let mut seen_refs: Vec<&'m str> = Vec::new();
+    while let Some(f) = todo.pop() {
+        for id in tma_catalog::encode::formula_identifiers(f) {
+            let referenced = model
+                .node(id)
+                .map(|n| (n.name, n.formula))
+                .or_else(|| model.metric(id).map(|m| (m.name, m.formula)));
+            match referenced {
+                Some((name, f)) if !seen_refs.contains(&name) => {
+                    seen_refs.push(name);
+                    todo.push(f);
+                }
+                Some(_) => {}
+                None => out.push(id),
+            }
+        }
+    }
+    out
 }
 
 /// Whether the text tree shows a node: every level-1 node; deeper nodes when their parent
@@ -508,6 +534,25 @@ fn closing(w: &mut dyn Write, run: &StatRun, r: &Report) -> Result<(), ReportErr
             writeln!(w, "No bottleneck: no level-1 node is over its threshold.")?;
             return Ok(());
         }
+        StopReason::Undecided { not_computed } => {
+            let where_ = if path.is_empty() {
+                "at level 1".to_string()
+            } else {
+                format!(
+                    "below {path} ({})",
+                    b.node.as_deref().map(val).unwrap_or_default()
+                )
+            };
+            writeln!(
+                w,
+                "Bottleneck: undecided {where_}: {} could not be computed (see above), and {} be the largest.",
+                not_computed.join(", "),
+                if not_computed.len() == 1 { "it could" } else { "any of them could" }
+            )?;
+            if path.is_empty() {
+                return Ok(());
+            }
+        }
         StopReason::NotMeasured if b.node.is_none() => {
             writeln!(
                 w,
@@ -612,6 +657,7 @@ fn bottleneck_short(b: &Bottleneck) -> String {
         (StopReason::Ambiguous { first, second, .. }, _) => {
             format!("{first} ~ {second} (ambiguous)")
         }
+        (StopReason::Undecided { .. }, None) => "undecided (nodes not computed)".into(),
         (_, Some(n)) => n.clone(),
         (StopReason::NothingOverThreshold, None) => "none over threshold".into(),
         _ => "not measured".into(),

@@ -160,3 +160,22 @@ fn bad_input_is_a_one_line_error() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("portable, ni, auto"), "{err}");
 }
+
+/// A workload with nothing to do has no throughput to print: refused, exit 2.
+#[test]
+fn empty_workloads_are_refused() {
+    for args in [
+        &["workload", "sha256", "--iters", "0"][..],
+        &["workload", "sha256", "--size", "0"][..],
+        &["workload", "dram", "--accesses", "0", "--size", "1M"][..],
+    ] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_tma"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("at least 1"), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+}

@@ -51,9 +51,32 @@ where
         render(&mut buf)?;
         buf.flush().map_err(out_err)?;
     }
+    // The temporary file is created 0600; give the result the mode a plain create would
+    // (0666 less the umask), or the mode of the file it replaces.
+    let mode = match std::fs::metadata(path) {
+        Ok(m) => std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777,
+        Err(_) => 0o666 & !current_umask(),
+    };
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(mode),
+    )
+    .map_err(out_err)?;
     tmp.as_file().sync_all().map_err(out_err)?;
     tmp.persist(path).map_err(|e| out_err(e.error))?;
     Ok(())
+}
+
+/// The process umask, from `/proc/self/status` (Linux 4.7+); 0o022 when unreadable.
+fn current_umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
 }
 
 /// A versioned JSON document: `{"schema": "tma.stat", "schema_version": 1, ...payload}`.
@@ -167,6 +190,21 @@ mod tests {
             0,
             "temp file left behind"
         );
+    }
+
+    #[test]
+    fn atomic_write_gets_a_normal_file_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("new.txt");
+        write_atomic(&p, |w| Ok(w.write_all(b"x")?)).unwrap();
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o666 & !current_umask(), "{mode:o}");
+        // Replacing keeps the old file's mode.
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+        write_atomic(&p, |w| Ok(w.write_all(b"y")?)).unwrap();
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
     }
 
     #[test]

@@ -211,6 +211,9 @@ fn run_sha(a: ShaArgs) -> anyhow::Result<ExitCode> {
     if a.streams == 0 {
         anyhow::bail!("--streams must be at least 1");
     }
+    if a.size == 0 || a.iters == 0 {
+        anyhow::bail!("--size and --iters must be at least 1: there is nothing to time otherwise");
+    }
     let cfg = Sha256Workload {
         imp,
         size_bytes: a.size,
@@ -275,6 +278,9 @@ fn run_sha(a: ShaArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_dram(a: DramArgs) -> anyhow::Result<ExitCode> {
+    if a.accesses == 0 {
+        anyhow::bail!("--accesses must be at least 1: there is nothing to time otherwise");
+    }
     let cfg = DramConfig {
         size_bytes: a.size,
         accesses: a.accesses,

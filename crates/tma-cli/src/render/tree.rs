@@ -598,13 +598,24 @@ fn closing(w: &mut dyn Write, run: &StatRun, r: &Report) -> Result<(), ReportErr
         };
         writeln!(w, "Locate with: {}{from}", b.locate_with.join(", "))?;
     }
-    for t in targets {
-        let cpu = if run.cpu_source.contains("this machine") {
-            String::new()
-        } else {
-            format!(" --cpu {}", run.model.key)
-        };
-        writeln!(w, "Next: tma locate{cpu} --node {t} -- {cmd}")?;
+    let cpu = if run.cpu_source.contains("this machine") {
+        String::new()
+    } else {
+        format!(" --cpu {}", run.model.key)
+    };
+    if b.locate_with.is_empty() {
+        // `--node` needs a locate-with event; without one, a time profile (cpu-clock) is
+        // the honest next step, and `-e EVENT` picks an event by hand.
+        if !targets.is_empty() {
+            writeln!(
+                w,
+                "Next: tma locate -e cpu-clock -- {cmd}   (a time profile; or -e EVENT for an event of your choice)"
+            )?;
+        }
+    } else {
+        for t in targets {
+            writeln!(w, "Next: tma locate{cpu} --node {t} -- {cmd}")?;
+        }
     }
     // A deeper level exists below the bottleneck: say how to get it.
     if let Some(node) = &b.node {

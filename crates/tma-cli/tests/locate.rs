@@ -811,3 +811,33 @@ fn stat_json_names_the_bottleneck_where_locate_reads_it() {
     let last = v["intervals"].as_array().unwrap().last().unwrap();
     assert_eq!(last["bottleneck"]["node"], "backend_bound_cpu");
 }
+
+/// `tma locate -p PID` ended by Ctrl-C reports the samples taken so far (as `perf record -p`).
+#[test]
+fn ctrl_c_on_an_attached_process_still_reports() {
+    let mut busy = std::process::Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    let tma = std::process::Command::new(env!("CARGO_BIN_EXE_tma"))
+        .args(["locate", "-p", &busy.id().to_string()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: plain kill(2) on the pid of a child we spawned and have not reaped.
+    unsafe { libc::kill(tma.id() as i32, libc::SIGINT) };
+    let o = tma.wait_with_output().unwrap();
+    let _ = busy.kill();
+    let _ = busy.wait();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("samples of cpu-clock"), "{out}");
+    assert!(out.contains("interrupted"), "{out}");
+}

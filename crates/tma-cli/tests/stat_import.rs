@@ -73,7 +73,10 @@ fn zen4_case_level2_bottleneck_is_backend_bound_cpu() {
     assert!(out.contains("Bottleneck: backend_bound > backend_bound_cpu (65.9%)"));
     // The zen4 tables name no locate-with event, so `--node` could not sample anything:
     // the suggestion is a time profile instead.
-    assert!(out.contains("Next: tma locate -e cpu-clock -- CMD"), "{out}");
+    assert!(
+        out.contains("Next: tma locate -e cpu-clock -- CMD"),
+        "{out}"
+    );
     assert!(!out.contains("--node backend_bound_cpu"), "{out}");
     assert!(out.contains("[ 50.0% counted]"));
     check_golden("zen4-l2.txt", &out);
@@ -493,7 +496,10 @@ fn close_siblings_are_called_ambiguous() {
         ),
         "{text}"
     );
-    assert!(text.contains("Next: tma locate -e cpu-clock -- CMD"), "{text}");
+    assert!(
+        text.contains("Next: tma locate -e cpu-clock -- CMD"),
+        "{text}"
+    );
     assert!(!text.contains("<=="), "{text}");
     // No counted-share column when everything ran 100% of the time.
     assert!(!text.contains("counted]"), "{text}");

@@ -61,6 +61,8 @@ pub enum SamplingError {
     NoCommand,
     #[error("waiting for the sampled processes failed: {0}")]
     Wait(io::Error),
+    #[error("cannot install the Ctrl-C handler: {0}")]
+    Signal(io::Error),
 }
 
 /// What to sample.
@@ -184,6 +186,9 @@ pub struct SessionSummary {
     /// The duration ran out while the launched command was still running (it was sent
     /// SIGTERM).
     pub stopped_at_duration: bool,
+    /// Sampling of an attached process was ended by Ctrl-C (SIGINT) or SIGTERM; the records
+    /// taken so far were all delivered.
+    pub interrupted: bool,
 }
 
 /// Check a sampling frequency against the kernel's limit (`max_rate_text` is the content of
@@ -463,6 +468,11 @@ impl Session {
         // Ctrl-C goes to the whole foreground group: let it end the command, not us, so the
         // samples taken so far are still reported (as `perf record`/`time` do).
         let _sigint = self.child.as_ref().map(|_| sys::IgnoreSigint::new());
+        // Attached to a process (no child to absorb Ctrl-C): catch SIGINT/SIGTERM into a
+        // flag, stop sampling and report what was taken, as `perf record -p` does.
+        if self.child.is_none() {
+            crate::sys::install_interrupt_handler().map_err(SamplingError::Signal)?;
+        }
         if let Some(child) = self.child.as_mut() {
             child.release()?;
         }
@@ -494,7 +504,11 @@ impl Session {
                 });
             }
             let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
-            if finished || timed_out {
+            let interrupted = self.child.is_none() && crate::sys::interrupted();
+            if interrupted {
+                self.summary.interrupted = true;
+            }
+            if finished || timed_out || interrupted {
                 if finished && self.child.is_none() {
                     self.summary.target_vanished = true;
                 }

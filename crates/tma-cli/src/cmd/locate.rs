@@ -229,6 +229,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if summary.target_vanished {
             notes.push("the attached process exited during sampling".into());
         }
+        if summary.interrupted {
+            notes.push("interrupted: the report covers the samples taken until Ctrl-C".into());
+        }
         if summary.threads_vanished > 0 {
             notes.push(format!(
                 "{} threads exited before their events could be opened",

@@ -86,7 +86,10 @@ pub enum Msg {
     },
     SelfCheck {
         clock: ClockKind,
+        /// NaN when too few calibrations agreed to compute it (JSON has no NaN: sent as null).
+        #[serde(with = "nan_as_null")]
         ratio: f64,
+        #[serde(with = "nan_as_null")]
         add_ticks: f64,
         ok: bool,
     },
@@ -158,6 +161,23 @@ impl Layout {
     }
 }
 
+/// JSON has no NaN: write a non-finite f64 as null and read null back as NaN.
+mod nan_as_null {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if v.is_finite() {
+            s.serialize_f64(*v)
+        } else {
+            s.serialize_none()
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+    }
+}
+
 fn send(fd: &OwnedFd, m: &Msg) {
     let Ok(json) = serde_json::to_vec(m) else {
         return;
@@ -183,8 +203,14 @@ fn parse_frames(buf: &[u8], out: &mut Outcome) {
             let Some(body) = buf.get(start..end) else {
                 break;
             };
-            if let Ok(m) = serde_json::from_slice::<Msg>(body) {
-                out.msgs.push(m);
+            match serde_json::from_slice::<Msg>(body) {
+                Ok(m) => out.msgs.push(m),
+                // Never drop a message silently: a lost verdict would look like no result.
+                Err(e) => {
+                    out.exit.get_or_insert_with(|| {
+                        format!("internal: a message from the measuring child could not be decoded: {e}")
+                    });
+                }
             }
             p = end;
         } else if tag == sys::TAG_FAULT {
@@ -722,6 +748,47 @@ fn child_main(
     sys::set_current_job(u64::MAX);
     drop(wr);
     sys::exit_now(0)
+}
+
+#[cfg(test)]
+mod nan_tests {
+    use super::*;
+
+    /// A self-check verdict without a ratio (too few calibrations agreed) must reach the
+    /// parent: before, NaN became JSON null, failed to decode and the verdict was dropped.
+    #[test]
+    fn self_check_without_ratio_round_trips() {
+        let m = Msg::SelfCheck {
+            clock: ClockKind::Tsc,
+            ratio: f64::NAN,
+            add_ticks: f64::NAN,
+            ok: false,
+        };
+        let json = serde_json::to_vec(&m).unwrap();
+        match serde_json::from_slice::<Msg>(&json).unwrap() {
+            Msg::SelfCheck { ratio, ok, .. } => assert!(ratio.is_nan() && !ok),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn undecodable_frames_are_an_error() {
+        let mut buf = Vec::new();
+        buf.extend_from_slice(&TAG_JSON.to_le_bytes());
+        buf.extend_from_slice(&3u64.to_le_bytes());
+        buf.extend_from_slice(b"{x}");
+        let mut out = Outcome {
+            msgs: Vec::new(),
+            fault: None,
+            timed_out: false,
+            exit: None,
+        };
+        parse_frames(&buf, &mut out);
+        assert!(out
+            .exit
+            .as_deref()
+            .is_some_and(|e| e.contains("could not be decoded")));
+    }
 }
 
 #[cfg(test)]

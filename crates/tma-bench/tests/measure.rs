@@ -7,17 +7,7 @@
 //! check the bounds every core satisfies. The method's rejection rule, medians and bounded
 //! retries make these robust to load rather than a loose tolerance.
 
-use tma_bench::{BenchError, ClockChoice, ClockKind, FormReport, Options, Source};
-
-/// The tests of this file measure timings: run them one at a time (cargo runs the tests of
-/// a binary on parallel threads, and two pinned measurements on a 2-CPU machine disturb
-/// each other's calibration).
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn bench(src: &Source, opts: &Options) -> Result<FormReport, BenchError> {
-    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    tma_bench::bench(src, opts)
-}
+use tma_bench::{bench, BenchError, ClockChoice, ClockKind, FormReport, Options, Source};
 
 /// Figures of a report that came back without any (withheld after a failed self-check).
 fn has_figures(r: &FormReport) -> bool {

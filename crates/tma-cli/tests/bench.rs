@@ -2,12 +2,7 @@
 
 use std::process::Command;
 
-/// One `tma bench` at a time: cargo runs these tests on parallel threads, and a second
-/// process busy on the other CPU disturbs the calibration of a timed run on a 2-CPU machine.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn tma(args: &[&str]) -> std::process::Output {
-    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     Command::new(env!("CARGO_BIN_EXE_tma"))
         .arg("bench")
         .args(args)

@@ -134,7 +134,8 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
         }
         return crate::cmd::stat_live::run(&args);
     };
-    if import::detect(&bytes).ok() == Some(ImportFormat::TmaSnapshot) {
+    let format = import::detect(&bytes).with_context(|| path.display().to_string())?;
+    if format == ImportFormat::TmaSnapshot {
         if args.smt.is_some() {
             bail!("--smt is not needed with a snapshot: it records the machine's topology");
         }
@@ -258,7 +259,6 @@ pub fn cpuinfo_path() -> PathBuf {
 /// Read, parse, resolve and evaluate a recording.
 fn import_run(bytes: &[u8], path: &Path, args: &Args) -> anyhow::Result<StatRun> {
     let file = path.display().to_string();
-    import::detect(bytes).with_context(|| file.clone())?;
     let rec = import::parse(bytes).with_context(|| file.clone())?;
     let (model, source) = select_model(
         args.cpu.as_deref(),

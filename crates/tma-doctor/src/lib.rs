@@ -128,8 +128,10 @@ pub fn render(w: &mut dyn std::io::Write, r: &DoctorReport) -> std::io::Result<(
     for c in &r.checks {
         writeln!(w, "[{:<7}] {:<12} {}", c.status.label(), c.id, c.summary)?;
         if c.status != Status::Ok || !c.explanation.is_empty() {
-            for line in wrap(&c.explanation, 92) {
-                writeln!(w, "{:24}{line}", "")?;
+            if !c.explanation.trim().is_empty() {
+                for line in tma_report::wrap(&c.explanation, &" ".repeat(24), 24 + 92) {
+                    writeln!(w, "{line}")?;
+                }
             }
         }
         if let Some(f) = &c.fix {
@@ -147,24 +149,6 @@ pub fn render(w: &mut dyn std::io::Write, r: &DoctorReport) -> std::io::Result<(
     writeln!(w)?;
     writeln!(w, "{ok} ok, {warn} warnings, {prob} problems")?;
     Ok(())
-}
-
-fn wrap(s: &str, width: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut line = String::new();
-    for word in s.split_whitespace() {
-        if !line.is_empty() && line.len() + 1 + word.len() > width {
-            out.push(std::mem::take(&mut line));
-        }
-        if !line.is_empty() {
-            line.push(' ');
-        }
-        line.push_str(word);
-    }
-    if !line.is_empty() {
-        out.push(line);
-    }
-    out
 }
 
 /// Errors of `--fix` / `--restore`.

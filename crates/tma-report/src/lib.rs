@@ -8,6 +8,11 @@
 //! * [`JsonEnvelope`]: every `--json` document carries `schema` (`tma.<kind>`) and
 //!   `schema_version`, so consumers can detect format changes.
 //! * [`table`]: the one table style used by terminal output.
+//! * [`wrap`], [`shell_quote`], [`shell_words`]: word wrapping and shell quoting ([`text`]).
+
+pub mod text;
+
+pub use text::{shell_quote, shell_words, wrap};
 
 use std::io::{self, Write};
 use std::path::Path;

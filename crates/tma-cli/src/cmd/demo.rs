@@ -57,23 +57,11 @@ struct Demo {
     failures: Vec<String>,
 }
 
-/// Quote an argument for display the way a POSIX shell would need it.
-fn shell_word(s: &str) -> String {
-    if !s.is_empty()
-        && s.bytes()
-            .all(|c| c.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
 fn show(args: &[String]) -> String {
     let mut s = String::from("$ tma");
     for a in args {
         s.push(' ');
-        s.push_str(&shell_word(a));
+        s.push_str(&tma_report::shell_quote(a));
     }
     s
 }

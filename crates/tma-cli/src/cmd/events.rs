@@ -86,7 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         args.command
             .iter()
-            .map(|a| shell_quote(a))
+            .map(|a| tma_report::shell_quote(a))
             .collect::<Vec<_>>()
             .join(" ")
     };
@@ -119,18 +119,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     })?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Quote a word for a POSIX shell when needed.
-pub fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
 }
 
 fn counter_kind(e: &Encoding) -> &'static str {
@@ -282,7 +270,7 @@ pub fn plan(model: &Model, sel: &Selection, output: &str, cmd: &str) -> anyhow::
     let perf_command = format!(
         "perf stat -x, {} -o {} -- {cmd}",
         es.join(" "),
-        shell_quote(output)
+        tma_report::shell_quote(output)
     );
     let retire_latency_without_default = tma_metrics::required_retire_latencies(model, sel)?
         .into_iter()
@@ -371,7 +359,7 @@ fn render_perf_cmd(
     writeln!(
         w,
         "# then: tma stat --import {} --cpu {} -l {}{nodes}",
-        shell_quote(&args.perf_output),
+        tma_report::shell_quote(&args.perf_output),
         model.key,
         args.level
     )?;
@@ -425,8 +413,8 @@ mod tests {
 
     #[test]
     fn quoting() {
-        assert_eq!(shell_quote("./app"), "./app");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(tma_report::shell_quote("./app"), "./app");
+        assert_eq!(tma_report::shell_quote("a b"), "'a b'");
+        assert_eq!(tma_report::shell_quote("it's"), "'it'\\''s'");
     }
 }

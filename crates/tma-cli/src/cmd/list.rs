@@ -10,7 +10,7 @@ use tma_catalog::{Model, NodeDef, Unit};
 use tma_report::ReportError;
 
 use crate::cmd::stat::{cpuinfo_path, select_model};
-use crate::render::wrap::wrap;
+use tma_report::wrap;
 
 /// Show the TMA tree of a CPU: nodes, descriptions, formulas, thresholds, locate-with events.
 #[derive(Debug, clap::Args)]

@@ -627,26 +627,9 @@ fn mean_interval(ivs: &[Interval]) -> Interval {
     out
 }
 
-/// Join argv for display, single-quoting words that need it.
-fn shell_words(argv: &[String]) -> String {
-    argv.iter()
-        .map(|a| {
-            if !a.is_empty()
-                && a.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
-            {
-                a.clone()
-            } else {
-                format!("'{}'", a.replace('\'', "'\\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 fn describe_target(t: &Target) -> String {
     match t {
-        Target::Command(argv) => format!("`{}`", shell_words(argv)),
+        Target::Command(argv) => format!("`{}`", tma_report::shell_words(argv)),
         Target::Pids(p) => format!(
             "pid {}",
             p.iter()

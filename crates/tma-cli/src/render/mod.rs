@@ -3,7 +3,6 @@
 //! golden files.
 
 pub mod tree;
-pub mod wrap;
 
 use std::io::Write;
 use std::path::Path;

@@ -10,3 +10,4 @@ pub mod clock;
 pub mod dram;
 pub mod rng;
 pub mod sha256;
+pub mod sha256sum;

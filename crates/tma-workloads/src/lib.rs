@@ -11,3 +11,4 @@ pub mod dram;
 pub mod rng;
 pub mod sha256;
 pub mod sha256sum;
+pub mod workload;

@@ -1,0 +1,108 @@
+//! Output of `tma workload`: the text summary and the `tma.workload` v1 JSON document.
+
+use std::io::{self, Write};
+
+use super::{ClockReport, WorkloadReport};
+
+/// JSON schema name of the `--json` / `--report` document.
+pub const SCHEMA: &str = "tma.workload";
+/// JSON schema version of the `--json` / `--report` document.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Write `report` as the `tma.workload` v1 JSON document.
+pub fn json(w: &mut dyn Write, report: &WorkloadReport) -> Result<(), tma_report::ReportError> {
+    tma_report::write_json(w, SCHEMA, SCHEMA_VERSION, report)
+}
+
+/// Write the text summary of `report`.
+pub fn text(w: &mut dyn Write, report: &WorkloadReport) -> io::Result<()> {
+    if let Some(s) = &report.sha256 {
+        writeln!(
+            w,
+            "sha256 workload: impl {}, {} stream{} x {} iteration{} of {} bytes = {} bytes hashed",
+            report.imp,
+            s.streams,
+            plural(s.streams as u64),
+            s.iters,
+            plural(s.iters),
+            s.buffer_bytes,
+            s.bytes
+        )?;
+        writeln!(
+            w,
+            "  runtime      {:.6} s CPU time ({:.6} s wall clock)",
+            report.seconds, report.wall_seconds
+        )?;
+        writeln!(
+            w,
+            "  throughput   {:.3} GB/s   {:.4} ns/byte",
+            s.gb_per_second, s.ns_per_byte
+        )?;
+        write_cycles(w, "cycles/byte ", s.cycles_per_byte, report.clock.as_ref())?;
+        writeln!(w, "  digest       {} (stream 0)", s.digest)?;
+    }
+    if let Some(d) = &report.dram {
+        writeln!(
+            w,
+            "dram workload: pointer chase over {} bytes ({} nodes), {} dependent loads, {}",
+            d.bytes,
+            d.nodes,
+            d.accesses,
+            if d.prefetch {
+                format!("software prefetch {} steps ahead", d.distance)
+            } else {
+                "no prefetch".to_string()
+            }
+        )?;
+        writeln!(
+            w,
+            "  setup        {:.3} s (building the chain, not timed)",
+            d.setup_seconds
+        )?;
+        writeln!(
+            w,
+            "  runtime      {:.6} s CPU time ({:.6} s wall clock)",
+            report.seconds, report.wall_seconds
+        )?;
+        writeln!(
+            w,
+            "  throughput   {:.0} accesses/s   {:.2} ns/access",
+            d.accesses_per_second, d.ns_per_access
+        )?;
+        write_cycles(
+            w,
+            "cycles/access",
+            d.cycles_per_access,
+            report.clock.as_ref(),
+        )?;
+        writeln!(w, "  checksum     {:#018x}", d.checksum)?;
+    }
+    Ok(())
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+fn write_cycles(
+    w: &mut dyn Write,
+    label: &str,
+    v: Option<f64>,
+    clock: Option<&ClockReport>,
+) -> io::Result<()> {
+    match (v, clock) {
+        (Some(v), Some(c)) => writeln!(
+            w,
+            "  {label:<12} {v:.3} (core clock {:.3} GHz from a timed dependent add chain; \
+             before {:.3}, after {:.3})",
+            c.core_hz / 1e9,
+            c.before_hz / 1e9,
+            c.after_hz / 1e9
+        ),
+        _ => writeln!(w, "  {label:<12} not measured (no core-clock calibration)"),
+    }
+}

@@ -1,0 +1,559 @@
+//! `tma demo [sha256|dram]`: the method, walked through on this machine with a bundled case.
+//!
+//! Every step runs a real `tma` command as a child process of the `tma` executable named in
+//! [`DemoConfig::exe`] and prints it first (`$ tma ...`), so the user can repeat it by hand.
+//! The steps are: measure (`tma stat` on the slow variant: the TMA tree, or on a machine
+//! without a PMU the explanation and the software counts), locate (`tma locate`: hot function
+//! and instruction), apply the fix (SHA-NI instead of portable; the software prefetch on),
+//! measure again, and compare. A step that fails prints why and the walkthrough continues;
+//! figures come from the workloads' own `--report` JSON (`tma.workload` v1), cycles from
+//! their core-clock calibration.
+//!
+//! This is its own crate rather than part of `tma-workloads` because it orchestrates other
+//! `tma` commands (stat, locate, bench, workload) as child processes and reads their reports;
+//! the workloads crate holds the measured kernels, compiled at opt-level 3 even in debug.
+
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use tma_workloads::workload::render::SCHEMA as WORKLOAD_SCHEMA;
+
+/// A bundled case study.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Case {
+    /// SHA-256: portable code vs the SHA-NI instructions (and interleaved streams).
+    Sha256,
+    /// DRAM-bound pointer chase vs the same chase with a software prefetch.
+    Dram,
+}
+
+/// What the walkthrough does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DemoConfig {
+    /// The `tma` executable whose subcommands the steps run.
+    pub exe: PathBuf,
+    /// Case studies, in order.
+    pub cases: Vec<Case>,
+    /// Small sizes: a walkthrough in seconds (figures are noisier).
+    pub quick: bool,
+    /// Directory for the workload reports (created if missing).
+    pub dir: PathBuf,
+    /// Keep `dir` at the end (and say so); otherwise it is removed.
+    pub keep_dir: bool,
+    /// Run the `tma locate` step.
+    pub locate: bool,
+    /// Run the `tma bench --preset sha` step.
+    pub bench: bool,
+    /// The executable is a debug build: print a note that the figures are not representative.
+    pub debug_build: bool,
+}
+
+/// Errors that stop the walkthrough (a failing step does not: it is reported and skipped).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DemoError {
+    #[error("cannot create the report directory {}: {err}", dir.display())]
+    ReportDir { dir: PathBuf, err: io::Error },
+    /// Writing the walkthrough's output failed (for example a closed pipe).
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// The end of a walkthrough.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DemoSummary {
+    /// The steps that failed, as `$ tma ...: why`.
+    pub failures: Vec<String>,
+}
+
+/// How a step's command ended.
+#[derive(Debug)]
+enum Outcome {
+    Ok,
+    Failed(String),
+}
+
+struct Demo<'a> {
+    out: &'a mut dyn Write,
+    exe: PathBuf,
+    dir: PathBuf,
+    step: usize,
+    failures: Vec<String>,
+}
+
+/// A step's command line as shown to the user: `$ tma ARGS`, shell-quoted.
+fn show(args: &[String]) -> String {
+    let mut words = vec!["tma".to_string()];
+    words.extend(args.iter().cloned());
+    format!("$ {}", tma_report::shell_words(&words))
+}
+
+fn strs(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+impl Demo<'_> {
+    fn heading(&mut self, title: &str) -> io::Result<()> {
+        self.step += 1;
+        writeln!(self.out)?;
+        writeln!(self.out, "Step {}: {title}", self.step)
+    }
+
+    fn say(&mut self, text: &str) -> io::Result<()> {
+        for line in text.lines() {
+            writeln!(self.out, "  {line}")?;
+        }
+        Ok(())
+    }
+
+    /// Run `tma ARGS` with the terminal as its stdout/stderr.
+    fn run(&mut self, args: &[String]) -> io::Result<Outcome> {
+        writeln!(self.out, "{}", show(args))?;
+        self.out.flush()?;
+        let status = Command::new(&self.exe)
+            .args(args.iter().map(OsString::from))
+            .status();
+        let outcome = match status {
+            Ok(s) if s.success() => Outcome::Ok,
+            Ok(s) => Outcome::Failed(match s.code() {
+                Some(c) => format!("exit status {c}"),
+                None => format!("terminated by {s}"),
+            }),
+            Err(e) => Outcome::Failed(format!("cannot start {}: {e}", self.exe.display())),
+        };
+        if let Outcome::Failed(why) = &outcome {
+            writeln!(
+                self.out,
+                "  -> this step failed ({why}); continuing with the next one"
+            )?;
+            self.failures.push(format!("{}: {why}", show(args)));
+        }
+        Ok(outcome)
+    }
+
+    fn report_path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Measure a workload under `tma stat`; if stat fails or the report is missing, run the
+    /// workload alone so the comparison still has its figures.
+    fn measure(&mut self, workload: &[String], report: &Path) -> io::Result<Option<Value>> {
+        let _ = std::fs::remove_file(report);
+        let mut wl = workload.to_vec();
+        wl.push("--report".into());
+        wl.push(report.display().to_string());
+        let mut stat = strs(&["stat", "--"]);
+        stat.extend(strs(&["tma"]));
+        stat.extend(wl.iter().cloned());
+        // `tma stat -- tma ...` must run this same executable: pass its path, show `tma`.
+        let mut real = strs(&["stat", "--"]);
+        real.push(self.exe.display().to_string());
+        real.extend(wl.iter().cloned());
+        writeln!(self.out, "{}", show(&stat))?;
+        self.out.flush()?;
+        let status = Command::new(&self.exe).args(&real).status();
+        match status {
+            Ok(s) if s.success() => {}
+            Ok(s) => {
+                let why = s
+                    .code()
+                    .map(|c| format!("exit status {c}"))
+                    .unwrap_or_else(|| s.to_string());
+                writeln!(self.out, "  -> `tma stat` failed ({why}); continuing")?;
+                self.failures.push(format!("{}: {why}", show(&stat)));
+            }
+            Err(e) => {
+                writeln!(self.out, "  -> cannot start tma stat: {e}; continuing")?;
+                self.failures.push(format!("{}: {e}", show(&stat)));
+            }
+        }
+        if let Some(v) = read_report(report) {
+            return Ok(Some(v));
+        }
+        writeln!(
+            self.out,
+            "  no workload report from that run; measuring the workload on its own:"
+        )?;
+        self.run(&wl)?;
+        let v = read_report(report);
+        if v.is_none() {
+            writeln!(self.out, "  -> no figures for this variant")?;
+        }
+        Ok(v)
+    }
+
+    fn locate(&mut self, workload: &[String], what: &str) -> io::Result<()> {
+        // Without the core-clock calibration: its add chain would show up among the samples.
+        let mut workload = workload.to_vec();
+        workload.push("--no-calibrate".into());
+        let mut real = strs(&["locate", "--"]);
+        real.push(self.exe.display().to_string());
+        real.extend(workload.iter().cloned());
+        let mut shown = strs(&["locate", "--", "tma"]);
+        shown.extend(workload.iter().cloned());
+        writeln!(self.out, "{}", show(&shown))?;
+        self.out.flush()?;
+        match Command::new(&self.exe).args(&real).status() {
+            Ok(s) if s.success() => {
+                self.say(&format!("Expected: {what}"))?;
+            }
+            Ok(s) => {
+                let why = s
+                    .code()
+                    .map(|c| format!("exit status {c}"))
+                    .unwrap_or_else(|| s.to_string());
+                writeln!(self.out, "  -> `tma locate` failed ({why}); continuing")?;
+                self.say(&format!("What it would show: {what}"))?;
+                self.failures.push(format!("{}: {why}", show(&shown)));
+            }
+            Err(e) => {
+                writeln!(self.out, "  -> cannot start tma locate: {e}; continuing")?;
+                self.failures.push(format!("{}: {e}", show(&shown)));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn read_report(path: &Path) -> Option<Value> {
+    let bytes = std::fs::read(path).ok()?;
+    let v: Value = serde_json::from_slice(&bytes).ok()?;
+    (v["schema"] == WORKLOAD_SCHEMA).then_some(v)
+}
+
+fn f(v: &Value, path: &[&str]) -> Option<f64> {
+    let mut cur = v;
+    for p in path {
+        cur = cur.get(p)?;
+    }
+    cur.as_f64()
+}
+
+fn fmt_opt(v: Option<f64>, prec: usize) -> String {
+    v.map(|x| format!("{x:.prec$}"))
+        .unwrap_or_else(|| "n/a".into())
+}
+
+/// Run the walkthrough, writing it to `out` (the steps' own output goes to the inherited
+/// standard output, so `out` is flushed before each step).
+pub fn run(cfg: &DemoConfig, out: &mut dyn Write) -> Result<DemoSummary, DemoError> {
+    std::fs::create_dir_all(&cfg.dir).map_err(|err| DemoError::ReportDir {
+        dir: cfg.dir.clone(),
+        err,
+    })?;
+    let mut demo = Demo {
+        out,
+        exe: cfg.exe.clone(),
+        dir: cfg.dir.clone(),
+        step: 0,
+        failures: Vec::new(),
+    };
+    let result = walk(&mut demo, cfg);
+    if !cfg.keep_dir {
+        let _ = std::fs::remove_dir_all(&cfg.dir);
+    }
+    result?;
+    Ok(DemoSummary {
+        failures: demo.failures,
+    })
+}
+
+fn walk(demo: &mut Demo<'_>, cfg: &DemoConfig) -> io::Result<()> {
+    if cfg.debug_build {
+        writeln!(
+            demo.out,
+            "note: this tma is a debug build, so the workloads run unoptimised and far from the\n\
+             \x20     hardware limits; build with `cargo build --release` for representative figures."
+        )?;
+    }
+    for case in &cfg.cases {
+        match case {
+            Case::Sha256 => demo_sha(demo, cfg)?,
+            Case::Dram => demo_dram(demo, cfg)?,
+        }
+    }
+    writeln!(demo.out)?;
+    if demo.failures.is_empty() {
+        writeln!(demo.out, "All steps ran.")?;
+    } else {
+        writeln!(
+            demo.out,
+            "Steps that failed (the walkthrough continued without them):"
+        )?;
+        for f in &demo.failures {
+            writeln!(demo.out, "  {f}")?;
+        }
+    }
+    if cfg.keep_dir {
+        writeln!(demo.out, "Workload reports kept in {}", cfg.dir.display())?;
+    }
+    Ok(())
+}
+
+fn demo_sha(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
+    let (size, iters) = if args.quick {
+        ("256K", "8")
+    } else {
+        ("1M", "512")
+    };
+    let wl = |imp: &str, streams: &str| {
+        strs(&[
+            "workload",
+            "sha256",
+            "--impl",
+            imp,
+            "--size",
+            size,
+            "--iters",
+            iters,
+            "--streams",
+            streams,
+        ])
+    };
+    writeln!(
+        demo.out,
+        "== tma demo sha256: portable SHA-256 vs the SHA-NI instructions =="
+    )?;
+    let ni = tma_workloads::sha256::Sha256Impl::Ni.is_available();
+    demo.say(&format!(
+        "The workload hashes {size}-byte buffers {iters} times. This CPU {} the SHA extensions.",
+        if ni { "has" } else { "lacks" }
+    ))?;
+
+    demo.heading("measure the portable implementation")?;
+    demo.say(
+        "TMA level 1 splits the pipeline slots into Frontend/Bad speculation/Backend/Retiring.\n\
+         Portable SHA-256 is about 3000 scalar ALU instructions per 64-byte block: expect\n\
+         Retiring to dominate, i.e. the code is fast at doing too much work. Without a PMU\n\
+         `tma stat` says so and shows the software counts it can still take.",
+    )?;
+    let before = demo.measure(&wl("portable", "1"), &demo.report_path("sha-portable.json"))?;
+
+    if args.locate {
+        demo.heading("locate the hot code")?;
+        demo.locate(
+            &wl("portable", "1"),
+            "nearly all samples in tma_workloads::sha256::portable::sha256_compress_portable, \
+             spread over the rotate/xor/add round instructions.",
+        )?;
+    }
+
+    demo.heading("apply the fix: SHA-NI (two rounds per SHA256RNDS2), measure again")?;
+    let after = if ni {
+        demo.measure(&wl("ni", "1"), &demo.report_path("sha-ni.json"))?
+    } else {
+        demo.say("skipped: this CPU lacks SHA-NI (CPUID flag `sha`)")?;
+        None
+    };
+
+    demo.heading("interleave independent streams (4 buffers at once)")?;
+    demo.say(
+        "One stream waits on the SHA256RNDS2 latency chain (32 dependent instructions per block);\n\
+         independent streams fill those waits, towards the instruction's throughput.",
+    )?;
+    let inter = if ni {
+        let wl4 = wl("ni", "4");
+        let report = demo.report_path("sha-ni-x4.json");
+        let _ = std::fs::remove_file(&report);
+        let mut a = wl4.clone();
+        a.push("--report".into());
+        a.push(report.display().to_string());
+        demo.run(&a)?;
+        read_report(&report)
+    } else {
+        demo.say("skipped: this CPU lacks SHA-NI")?;
+        None
+    };
+
+    let mut bounds: Option<(f64, f64)> = None;
+    if args.bench {
+        demo.heading("the instruction-level limit: measure the SHA-NI instructions")?;
+        let out = demo.report_path("bench-sha.json");
+        let _ = std::fs::remove_file(&out);
+        let mut b = strs(&["bench", "--preset", "sha", "--json", "-o"]);
+        b.push(out.display().to_string());
+        if let Outcome::Ok = demo.run(&b)? {
+            let v = std::fs::read(&out)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+            match v.as_ref().and_then(|v| {
+                Some((
+                    f(v, &["sha", "bounds", "one_stream_cycles_per_block"])? / 64.0,
+                    f(v, &["sha", "bounds", "interleaved_cycles_per_block"])? / 64.0,
+                ))
+            }) {
+                Some(bd) => {
+                    demo.say(&format!(
+                        "bounds: one stream {:.2} cycles/byte (latency chain), interleaved {:.2} cycles/byte (throughput)",
+                        bd.0, bd.1
+                    ))?;
+                    bounds = Some(bd);
+                }
+                None => demo.say("could not read the bounds from the bench report")?,
+            }
+        }
+    }
+
+    demo.heading("compare")?;
+    let rows: Vec<(&str, Option<&Value>, Option<f64>)> = vec![
+        ("portable", before.as_ref(), None),
+        ("SHA-NI, 1 stream", after.as_ref(), bounds.map(|b| b.0)),
+        ("SHA-NI, 4 streams", inter.as_ref(), bounds.map(|b| b.1)),
+    ];
+    let base = before
+        .as_ref()
+        .and_then(|v| f(v, &["sha256", "ns_per_byte"]));
+    let mut t = tma_report::table(&[
+        "variant",
+        "ns/byte",
+        "GB/s",
+        "cycles/byte",
+        "speedup",
+        "limit c/B",
+        "of limit",
+    ]);
+    for (name, v, bound) in &rows {
+        let nspb = v.and_then(|v| f(v, &["sha256", "ns_per_byte"]));
+        let cpb = v.and_then(|v| f(v, &["sha256", "cycles_per_byte"]));
+        let speed = match (base, nspb) {
+            (Some(b), Some(n)) if n > 0.0 => Some(b / n),
+            _ => None,
+        };
+        let of_limit = match (bound, cpb) {
+            (Some(b), Some(c)) if c > 0.0 => Some(100.0 * b / c),
+            _ => None,
+        };
+        t.add_row(vec![
+            name.to_string(),
+            fmt_opt(nspb, 3),
+            fmt_opt(v.and_then(|v| f(v, &["sha256", "gb_per_second"])), 3),
+            fmt_opt(cpb, 2),
+            speed
+                .map(|s| format!("{s:.2}x"))
+                .unwrap_or_else(|| "n/a".into()),
+            fmt_opt(*bound, 2),
+            of_limit
+                .map(|p| format!("{p:.0}%"))
+                .unwrap_or_else(|| "n/a".into()),
+        ]);
+    }
+    tma_report::align_right(&mut t, &[1, 2, 3, 4, 5, 6]);
+    writeln!(
+        demo.out,
+        "Before/after (CPU time of the timed region; cycles from the core-clock calibration):"
+    )?;
+    writeln!(demo.out, "{t}")?;
+    if let (Some(b), Some(n)) = (
+        base,
+        after
+            .as_ref()
+            .and_then(|v| f(v, &["sha256", "ns_per_byte"])),
+    ) {
+        writeln!(demo.out, "speedup: {:.2}x (SHA-NI over portable)", b / n)?;
+    }
+    if bounds.is_none() {
+        writeln!(
+            demo.out,
+            "(no instruction-level limit: the `tma bench --preset sha` step did not give one)"
+        )?;
+    }
+    Ok(())
+}
+
+fn demo_dram(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
+    let (size, accesses) = if args.quick {
+        ("128M", "1000000")
+    } else {
+        ("512M", "20000000")
+    };
+    let wl = |prefetch: bool| {
+        let mut v = strs(&["workload", "dram", "--size", size, "--accesses", accesses]);
+        if prefetch {
+            v.push("--prefetch".into());
+        }
+        v
+    };
+    writeln!(
+        demo.out,
+        "== tma demo dram: a dependent pointer chase through {size}, then with a prefetch =="
+    )?;
+    demo.say(
+        "Each load's address comes from the previous load, through a random cycle over a buffer\n\
+         far larger than the last-level cache: one DRAM round trip per step, no prefetcher can\n\
+         guess the next address.",
+    )?;
+    demo.heading("measure the chase")?;
+    demo.say(
+        "Expected TMA: Backend_Bound > Memory_Bound > DRAM_Bound (latency, not bandwidth). Without\n\
+         a PMU `tma stat` says so and shows the software counts.",
+    )?;
+    let before = demo.measure(&wl(false), &demo.report_path("dram.json"))?;
+    if args.locate {
+        demo.heading("locate the hot code")?;
+        demo.locate(
+            &wl(false),
+            "the samples land in tma_workloads::dram::chase, on the load of `node.next` (or the \
+             instruction after it: timer samples can skid), the load every step waits for. The \
+             chain set-up (DramChain::build) also shows, since it runs before the timed loop.",
+        )?;
+    }
+    demo.heading("apply the fix: jump-pointer prefetch 16 steps ahead, measure again")?;
+    demo.say(
+        "Each node also stores the node 16 steps further on; prefetching it keeps up to 16\n\
+         misses in flight, so a step costs about latency/16 until other limits take over.",
+    )?;
+    let after = demo.measure(&wl(true), &demo.report_path("dram-prefetch.json"))?;
+
+    demo.heading("compare")?;
+    let base = before
+        .as_ref()
+        .and_then(|v| f(v, &["dram", "ns_per_access"]));
+    let mut t = tma_report::table(&[
+        "variant",
+        "ns/access",
+        "accesses/s",
+        "cycles/access",
+        "speedup",
+    ]);
+    for (name, v) in [
+        ("no prefetch", before.as_ref()),
+        ("prefetch", after.as_ref()),
+    ] {
+        let ns = v.and_then(|v| f(v, &["dram", "ns_per_access"]));
+        let speed = match (base, ns) {
+            (Some(b), Some(n)) if n > 0.0 => Some(b / n),
+            _ => None,
+        };
+        t.add_row(vec![
+            name.to_string(),
+            fmt_opt(ns, 2),
+            fmt_opt(v.and_then(|v| f(v, &["dram", "accesses_per_second"])), 0),
+            fmt_opt(v.and_then(|v| f(v, &["dram", "cycles_per_access"])), 1),
+            speed
+                .map(|s| format!("{s:.2}x"))
+                .unwrap_or_else(|| "n/a".into()),
+        ]);
+    }
+    tma_report::align_right(&mut t, &[1, 2, 3, 4]);
+    writeln!(
+        demo.out,
+        "Before/after (CPU time of the timed region; cycles from the core-clock calibration):"
+    )?;
+    writeln!(demo.out, "{t}")?;
+    if let (Some(b), Some(n)) = (
+        base,
+        after
+            .as_ref()
+            .and_then(|v| f(v, &["dram", "ns_per_access"])),
+    ) {
+        writeln!(
+            demo.out,
+            "speedup: {:.2}x (prefetch over no prefetch)",
+            b / n
+        )?;
+    }
+    Ok(())
+}

@@ -557,3 +557,59 @@ fn demo_dram(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_shown_shell_quoted() {
+        assert_eq!(
+            show(&strs(&["stat", "--", "tma", "a b"])),
+            "$ tma stat -- tma 'a b'"
+        );
+    }
+
+    #[test]
+    fn only_workload_reports_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        std::fs::write(&p, br#"{"schema": "tma.stat", "x": 1}"#).unwrap();
+        assert!(read_report(&p).is_none());
+        std::fs::write(
+            &p,
+            br#"{"schema": "tma.workload", "dram": {"ns_per_access": 2.5}}"#,
+        )
+        .unwrap();
+        let v = read_report(&p).unwrap();
+        assert_eq!(f(&v, &["dram", "ns_per_access"]), Some(2.5));
+        assert_eq!(fmt_opt(f(&v, &["dram", "nope"]), 2), "n/a");
+    }
+
+    #[test]
+    fn failing_steps_are_reported_and_the_walkthrough_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let reports = dir.path().join("reports");
+        let cfg = DemoConfig {
+            exe: dir.path().join("no-such-tma"),
+            cases: vec![Case::Dram],
+            quick: true,
+            dir: reports.clone(),
+            keep_dir: false,
+            locate: true,
+            bench: true,
+            debug_build: false,
+        };
+        let mut out = Vec::new();
+        let summary = run(&cfg, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("Step 1: measure the chase"), "{text}");
+        assert!(text.contains("cannot start tma stat"), "{text}");
+        assert!(text.contains("Steps that failed"), "{text}");
+        assert!(!summary.failures.is_empty());
+        assert!(
+            !reports.exists(),
+            "the temporary report directory is removed"
+        );
+    }
+}

@@ -41,3 +41,79 @@ fn line_formats() {
     let l = parse_line(format!("\\{hex}  a\\nb").as_bytes(), &mut st).unwrap();
     assert_eq!(l.name, b"a\nb");
 }
+
+use super::{run, Sha256sumConfig, Sha256sumOutcome, Stdio};
+
+/// Run with `input` as standard input; returns (outcome, stdout, stderr).
+fn run_with(cfg: &Sha256sumConfig, input: &[u8]) -> (Sha256sumOutcome, String, String) {
+    let mut stdin = std::io::Cursor::new(input.to_vec());
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let outcome = run(
+        cfg,
+        Stdio {
+            stdin: &mut stdin,
+            stdout: &mut out,
+            stderr: &mut err,
+        },
+    )
+    .unwrap();
+    (
+        outcome,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    )
+}
+
+const ABC: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+
+#[test]
+fn hashes_standard_input_through_the_given_streams() {
+    let cfg = Sha256sumConfig::default();
+    let (outcome, out, err) = run_with(&cfg, b"abc");
+    assert_eq!(outcome, Sha256sumOutcome::Ok);
+    assert_eq!(out, format!("{ABC}  -\n"));
+    assert_eq!(err, "");
+    let tag = Sha256sumConfig {
+        tag: true,
+        ..Sha256sumConfig::default()
+    };
+    assert_eq!(run_with(&tag, b"abc").1, format!("SHA256 (-) = {ABC}\n"));
+}
+
+#[test]
+fn checks_standard_input_and_reports_missing_files() {
+    let cfg = Sha256sumConfig {
+        check: true,
+        ..Sha256sumConfig::default()
+    };
+    let list = format!("{ABC}  /nonexistent/tma-sha256sum-test\n");
+    let (outcome, out, err) = run_with(&cfg, list.as_bytes());
+    assert_eq!(outcome, Sha256sumOutcome::Failed);
+    assert_eq!(
+        out,
+        "/nonexistent/tma-sha256sum-test: FAILED open or read\n"
+    );
+    assert!(err.contains("No such file or directory"), "{err}");
+    assert!(
+        err.contains("WARNING: 1 listed file could not be read"),
+        "{err}"
+    );
+}
+
+#[test]
+fn contradictory_options_are_usage_errors() {
+    let cfg = Sha256sumConfig {
+        check: true,
+        tag: true,
+        ..Sha256sumConfig::default()
+    };
+    let (outcome, out, err) = run_with(&cfg, b"");
+    assert_eq!(outcome, Sha256sumOutcome::Usage);
+    assert_eq!(outcome.exit_code(), 1);
+    assert_eq!(out, "");
+    assert_eq!(
+        err,
+        "tma sha256sum: the --tag option is meaningless when verifying checksums\n\
+         Try 'tma sha256sum --help' for more information.\n"
+    );
+}

@@ -3,8 +3,12 @@
 //!
 //! These are real workloads, not mocks: `tma workload` runs them as ordinary processes so the
 //! analysis commands (`tma stat`, `tma locate`) can be pointed at them, `tma sha256sum` uses
-//! the SHA-256 code as a drop-in for coreutils, and `tma demo` walks through the method on
-//! them.
+//! the SHA-256 code as a drop-in for coreutils, and `tma demo` (crate `tma-demo`) walks
+//! through the method on them.
+//!
+//! * [`workload`]: the `tma workload` run (config, `tma.workload` report, [`workload::render`]).
+//! * [`sha256sum`]: the coreutils-compatible `sha256sum` (config, run over given streams).
+//! * [`sha256`], [`dram`], [`clock`], [`rng`]: the kernels and their timing.
 
 pub mod clock;
 pub mod dram;

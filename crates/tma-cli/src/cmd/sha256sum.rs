@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::io::{self, BufWriter};
 use std::process::ExitCode;
 
-use tma_workloads::sha256sum::{self, Sha256sumConfig, Sha256sumError, Stdio};
+use tma_workloads::sha256sum::{self, Sha256sumConfig, Sha256sumError, Streams};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -73,7 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cfg = args.into_config();
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
-    let io = Stdio {
+    let io = Streams {
         stdin: &mut io::stdin(),
         stdout: &mut out,
         stderr: &mut io::stderr(),

@@ -110,7 +110,7 @@ pub enum Sha256sumError {
 }
 
 /// The standard streams of a run.
-pub struct Stdio<'a> {
+pub struct Streams<'a> {
     /// Standard input (`-`); read on a second thread for large inputs, hence `Send`.
     pub stdin: &'a mut (dyn Read + Send),
     /// Output lines; flushed before every diagnostic and at the end.
@@ -162,7 +162,7 @@ fn usage_problem(cfg: &Sha256sumConfig) -> Option<String> {
 }
 
 /// Hash (or with `check`, verify) the configured files.
-pub fn run(cfg: &Sha256sumConfig, io: Stdio<'_>) -> Result<Sha256sumOutcome, Sha256sumError> {
+pub fn run(cfg: &Sha256sumConfig, io: Streams<'_>) -> Result<Sha256sumOutcome, Sha256sumError> {
     let imp = Sha256Impl::parse(&cfg.imp)?;
     if !imp.is_available() {
         return Err(Sha256Error::NiUnavailable.into());
@@ -174,7 +174,7 @@ pub fn run(cfg: &Sha256sumConfig, io: Stdio<'_>) -> Result<Sha256sumOutcome, Sha
     if files.is_empty() {
         files.push(OsString::from("-"));
     }
-    let Stdio {
+    let Streams {
         stdin,
         stdout: out,
         stderr: err,

@@ -42,7 +42,7 @@ fn line_formats() {
     assert_eq!(l.name, b"a\nb");
 }
 
-use super::{run, Sha256sumConfig, Sha256sumOutcome, Stdio};
+use super::{run, Sha256sumConfig, Sha256sumOutcome, Streams};
 
 /// Run with `input` as standard input; returns (outcome, stdout, stderr).
 fn run_with(cfg: &Sha256sumConfig, input: &[u8]) -> (Sha256sumOutcome, String, String) {
@@ -50,7 +50,7 @@ fn run_with(cfg: &Sha256sumConfig, input: &[u8]) -> (Sha256sumOutcome, String, S
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let outcome = run(
         cfg,
-        Stdio {
+        Streams {
             stdin: &mut stdin,
             stdout: &mut out,
             stderr: &mut err,

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
-mod render;
+mod output;
 
 /// Top-down Microarchitecture Analysis: identify the bottleneck, locate it, measure instructions.
 #[derive(Debug, Parser)]
@@ -18,6 +18,8 @@ mod render;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    root: cmd::args::RootArg,
 }
 
 #[derive(Debug, Subcommand)]
@@ -47,13 +49,13 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Stat(a) => cmd::stat::run(a),
-        Command::Events(a) => cmd::events::run(a),
-        Command::List(a) => cmd::list::run(a),
+        Command::Stat(a) => cmd::stat::run(a, &cli.root),
+        Command::Events(a) => cmd::events::run(a, &cli.root),
+        Command::List(a) => cmd::list::run(a, &cli.root),
         Command::Locate(a) => cmd::locate::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Kvm(a) => cmd::kvm::run(a),
-        Command::Doctor(a) => cmd::doctor::run(a),
+        Command::Doctor(a) => cmd::doctor::run(a, &cli.root),
         Command::Workload(a) => cmd::workload::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Sha256sum(a) => cmd::sha256sum::run(a),
@@ -63,10 +65,16 @@ fn main() -> ExitCode {
         Err(err) => {
             // A closed pipe (`tma list | head`) is not an error, as for any Unix filter.
             if err.chain().any(|c| {
-                let io = c.downcast_ref::<std::io::Error>().or_else(|| {
-                    c.downcast_ref::<tma_report::ReportError>()
-                        .and_then(tma_report::ReportError::io_error)
-                });
+                let io = c
+                    .downcast_ref::<std::io::Error>()
+                    .or_else(|| {
+                        c.downcast_ref::<tma_report::ReportError>()
+                            .and_then(tma_report::ReportError::io_error)
+                    })
+                    .or_else(|| {
+                        c.downcast_ref::<tma_stat::StatError>()
+                            .and_then(tma_stat::StatError::io_error)
+                    });
                 io.is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
             }) {
                 return ExitCode::SUCCESS;

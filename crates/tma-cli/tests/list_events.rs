@@ -11,10 +11,9 @@ fn repo_root() -> PathBuf {
 
 fn tma() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tma"));
-    c.env(
-        "TMA_CPUINFO",
-        repo_root().join("tests/fixtures/import/cpuinfo-amd-epyc-zen5.txt"),
-    );
+    // This machine's CPU, for commands without --cpu: an AMD EPYC Zen 5 (fixture root).
+    c.arg("--root")
+        .arg(repo_root().join("tests/fixtures/roots/zen5"));
     c.current_dir(repo_root());
     c
 }

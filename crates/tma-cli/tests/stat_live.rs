@@ -1,5 +1,5 @@
 //! End-to-end tests of live `tma stat`: real perf_event_open with software events (they work
-//! on this machine), and the synthetic backend (`TMA_REPLAY_BACKEND`, test-only) for the
+//! on this machine), and the synthetic backend (`--synthetic-backend`, a hidden test-only flag) for the
 //! hardware paths: multiplex scaling, counted shares, --no-multiplex, --repeat, --drilldown,
 //! --record / --import byte for byte.
 
@@ -8,11 +8,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn tma() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tma"));
-    c.env_remove("TMA_REPLAY_BACKEND")
-        .env_remove("TMA_SYSFS_ROOT")
-        .env_remove("TMA_PROC_ROOT");
-    c
+    Command::new(env!("CARGO_BIN_EXE_tma"))
 }
 
 fn fixture(rel: &str) -> PathBuf {
@@ -21,12 +17,13 @@ fn fixture(rel: &str) -> PathBuf {
         .join(rel)
 }
 
+/// `tma stat` with the synthetic backend (hidden flag `--synthetic-backend`, test-only)
+/// instead of perf_event_open; the caller adds the other arguments of `tma stat`.
 fn synthetic() -> Command {
     let mut c = tma();
-    c.env(
-        "TMA_REPLAY_BACKEND",
-        fixture("live/synthetic-zen4-sha256.json"),
-    );
+    c.arg("stat")
+        .arg("--synthetic-backend")
+        .arg(fixture("live/synthetic-zen4-sha256.json"));
     c
 }
 
@@ -253,7 +250,7 @@ fn record_software_snapshot() {
 
 #[test]
 fn multiplex_scaling_and_counted_share() {
-    let o = run(synthetic().args(["stat", "--cpu", "zen4", "-l", "2", "--", "true"]));
+    let o = run(synthetic().args(["--cpu", "zen4", "-l", "2", "--", "true"]));
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let out = text(&o.stdout);
     // The chosen true counts are those of the pmu-data methodology case (backend_bound_cpu
@@ -279,7 +276,6 @@ fn multiplex_scaling_and_counted_share() {
 #[test]
 fn no_multiplex_runs_once_per_group_and_combines() {
     let o = run(synthetic().args([
-        "stat",
         "--cpu",
         "zen4",
         "-l",
@@ -302,7 +298,7 @@ fn no_multiplex_runs_once_per_group_and_combines() {
 
 #[test]
 fn drilldown_descends_into_the_bottleneck() {
-    let o = run(synthetic().args(["stat", "--cpu", "zen4", "--drilldown", "-v", "--", "true"]));
+    let o = run(synthetic().args(["--cpu", "zen4", "--drilldown", "-v", "--", "true"]));
     assert_eq!(o.status.code(), Some(0));
     let err = text(&o.stderr);
     assert!(
@@ -339,7 +335,7 @@ fn record_then_import_is_byte_identical() {
     ] {
         let snap = dir.path().join("snap.json");
         let live = run(synthetic()
-            .args(["stat", "--cpu", "zen4", "-l", "2", "--record"])
+            .args(["--cpu", "zen4", "-l", "2", "--record"])
             .arg(&snap)
             .args(extra)
             .args(["--", "true"]));
@@ -374,7 +370,7 @@ fn record_is_atomic_on_failure() {
     let dir = tempfile::tempdir().unwrap();
     let snap = dir.path().join("never.json");
     let o = run(synthetic()
-        .args(["stat", "--cpu", "zen4", "--record"])
+        .args(["--cpu", "zen4", "--record"])
         .arg(&snap)
         .args(["--", "no-such-command-for-tma"]));
     assert_eq!(o.status.code(), Some(2));
@@ -409,7 +405,6 @@ fn pmu_live_tree_for_a_command() {
 #[test]
 fn per_core_trees_from_per_cpu_readings() {
     let o = run(synthetic().args([
-        "stat",
         "--cpu",
         "zen4",
         "-a",
@@ -459,8 +454,10 @@ fn pmu_in_sysfs_but_open_fails_falls_back_to_software() {
         return;
     }
     // A fake sysfs that claims a Sapphire Rapids PMU: perf_event_open itself then says no.
-    let o = run(tma().env("TMA_SYSFS_ROOT", fixture("sysfs/spr")).args([
+    let o = run(tma().args([
         "stat",
+        "--root",
+        fixture("roots/spr").to_str().unwrap(),
         "--cpu",
         "spr",
         "--",
@@ -554,7 +551,7 @@ fn killing_tma_does_not_orphan_the_command() {
 
 #[test]
 fn spr_plan_puts_topdown_events_under_slots() {
-    let o = run(synthetic().args(["stat", "--cpu", "spr", "-l", "2", "-v", "--", "true"]));
+    let o = run(synthetic().args(["--cpu", "spr", "-l", "2", "-v", "--", "true"]));
     let err = text(&o.stderr);
     let plan = err
         .split("plan: ")

@@ -35,9 +35,6 @@ pub enum Target {
     System(Option<Vec<u32>>),
 }
 
-/// Called with each finished interval as soon as it is read.
-pub type IntervalHook = std::sync::Arc<dyn Fn(&RawInterval) + Send + Sync>;
-
 /// How to run.
 #[derive(Clone, Default)]
 pub struct RunOptions {
@@ -49,8 +46,6 @@ pub struct RunOptions {
     pub sys_root: PathBuf,
     /// procfs root (`/proc`).
     pub proc_root: PathBuf,
-    /// Called with each finished interval as soon as it is read (interval mode printing).
-    pub on_interval: Option<IntervalHook>,
 }
 
 impl RunOptions {
@@ -285,12 +280,26 @@ struct Agg {
 
 /// A way of producing measurements for a plan.
 pub trait Backend {
+    /// Run `plan` on `target`. In interval mode (`opts.interval`), `on_interval` gets each
+    /// interval as soon as it is read, in order (the same ones the measurement then holds),
+    /// so a caller can print or export while counting goes on.
+    fn run_with(
+        &mut self,
+        plan: &Plan,
+        target: &Target,
+        opts: &RunOptions,
+        on_interval: &mut dyn FnMut(&RawInterval),
+    ) -> Result<Measurement, RunError>;
+
+    /// [`Backend::run_with`] without an interval callback.
     fn run(
         &mut self,
         plan: &Plan,
         target: &Target,
         opts: &RunOptions,
-    ) -> Result<Measurement, RunError>;
+    ) -> Result<Measurement, RunError> {
+        self.run_with(plan, target, opts, &mut |_| {})
+    }
 }
 
 /// The software counts `tma stat` always takes (and the only ones on a machine without PMU).
@@ -517,11 +526,12 @@ fn stop_child(pid: i32, pidfd: Option<&OwnedFd>) -> Option<sys::Exit> {
 }
 
 impl Backend for Live {
-    fn run(
+    fn run_with(
         &mut self,
         plan: &Plan,
         target: &Target,
         opts: &RunOptions,
+        on_interval: &mut dyn FnMut(&RawInterval),
     ) -> Result<Measurement, RunError> {
         let pmus = Pmus::discover(&opts.sys_root).unwrap_or_default();
         sys::install_interrupt_handler()?;
@@ -637,9 +647,7 @@ impl Backend for Live {
                 if now >= tick {
                     let end_s = t0.elapsed().as_secs_f64();
                     let iv = read_deltas(&mut groups, last_s, end_s)?;
-                    if let Some(cb) = &opts.on_interval {
-                        cb(&iv);
-                    }
+                    on_interval(&iv);
                     intervals.push(iv);
                     last_s = end_s;
                     next_tick = opts.interval.map(|i| tick + i);
@@ -702,8 +710,8 @@ impl Backend for Live {
         let wall_ns = t0.elapsed().as_nanos() as u64;
         let last = read_deltas(&mut groups, last_s, end_s)?;
         // The last (usually partial) stretch is always kept, so intervals add up to the run.
-        if let (Some(cb), Some(_)) = (&opts.on_interval, opts.interval) {
-            cb(&last);
+        if opts.interval.is_some() {
+            on_interval(&last);
         }
         intervals.push(last);
         drop(groups);
@@ -729,35 +737,47 @@ fn exit_ending(e: sys::Exit) -> Ending {
     }
 }
 
-/// Replays recorded measurements, in order, one per `run` call. The plan must name the same
-/// events per group as when recorded.
-#[derive(Debug, Clone)]
+/// Replays recorded measurements, in order, one per `run` call: what a `tma stat --record`
+/// snapshot holds, so a replay goes through the same session code as the live run. Each run
+/// was recorded with a plan; the plan asked for must name the same events in each of its
+/// non-empty groups (a `--no-multiplex` run asks for a sub-plan with the other groups
+/// emptied). In interval mode the recorded intervals go to the interval callback in order.
+#[derive(Debug, Clone, Default)]
 pub struct Replay {
-    pub recorded_plan: Plan,
-    pub runs: std::collections::VecDeque<Measurement>,
+    pub runs: std::collections::VecDeque<(Plan, Measurement)>,
 }
 
 impl Backend for Replay {
-    fn run(
+    fn run_with(
         &mut self,
         plan: &Plan,
         _target: &Target,
-        _opts: &RunOptions,
+        opts: &RunOptions,
+        on_interval: &mut dyn FnMut(&RawInterval),
     ) -> Result<Measurement, RunError> {
-        let names = |p: &Plan| -> Vec<Vec<String>> {
-            p.groups
-                .iter()
-                .map(|g| g.events.iter().map(|e| e.name.clone()).collect())
-                .collect()
-        };
-        if names(plan) != names(&self.recorded_plan) {
+        let (recorded, m) = self
+            .runs
+            .pop_front()
+            .ok_or_else(|| RunError::Replay("no more recorded runs".into()))?;
+        let same = plan.groups.len() == recorded.groups.len()
+            && plan.groups.iter().zip(&recorded.groups).all(|(a, b)| {
+                a.events.is_empty()
+                    || a.events
+                        .iter()
+                        .map(|e| &e.name)
+                        .eq(b.events.iter().map(|e| &e.name))
+            });
+        if !same {
             return Err(RunError::Replay(
                 "the plan differs from the recorded one (different CPU, level or events)".into(),
             ));
         }
-        self.runs
-            .pop_front()
-            .ok_or_else(|| RunError::Replay("no more recorded runs".into()))
+        if opts.interval.is_some() {
+            for iv in &m.intervals {
+                on_interval(iv);
+            }
+        }
+        Ok(m)
     }
 }
 
@@ -1053,8 +1073,7 @@ mod tests {
             failed_groups: vec![],
         };
         let mut r = Replay {
-            recorded_plan: plan.clone(),
-            runs: vec![m.clone()].into(),
+            runs: vec![(plan.clone(), m.clone())].into(),
         };
         assert_eq!(
             r.run(&plan, &Target::Pids(vec![1]), &RunOptions::new())
@@ -1067,8 +1086,7 @@ mod tests {
         let mut other = plan.clone();
         other.groups.pop();
         let mut r = Replay {
-            recorded_plan: plan,
-            runs: vec![m].into(),
+            runs: vec![(plan, m)].into(),
         };
         assert!(r
             .run(&other, &Target::Pids(vec![1]), &RunOptions::new())
@@ -1130,11 +1148,12 @@ impl Synthetic {
 }
 
 impl Backend for Synthetic {
-    fn run(
+    fn run_with(
         &mut self,
         plan: &Plan,
         target: &Target,
         opts: &RunOptions,
+        on_interval: &mut dyn FnMut(&RawInterval),
     ) -> Result<Measurement, RunError> {
         // System-wide on a CPU list: the counts are split evenly over the CPUs (per-CPU
         // readings, as the live backend gives); otherwise one aggregated reading per group.
@@ -1209,8 +1228,8 @@ impl Backend for Synthetic {
                 end_s: wall_s * (k + 1) as f64 / n_iv as f64,
                 groups,
             };
-            if let (Some(cb), Some(_)) = (&opts.on_interval, opts.interval) {
-                cb(&iv);
+            if opts.interval.is_some() {
+                on_interval(&iv);
             }
             intervals.push(iv);
         }

@@ -3,7 +3,7 @@
 //! `cargo test -p tma-perf -- --ignored pmu_`.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tma_perf::backend::Measurement;
@@ -103,20 +103,19 @@ fn group_on_this_test_process() {
 #[test]
 fn interval_deltas_add_up_to_the_total() {
     let plan = sw_plan();
-    let seen = Arc::new(Mutex::new(0usize));
-    let s2 = seen.clone();
+    let mut seen = Vec::new();
     let mut opts = RunOptions::new();
     opts.interval = Some(Duration::from_millis(100));
-    opts.on_interval = Some(Arc::new(move |_iv| *s2.lock().unwrap() += 1));
     let m = Live
-        .run(
+        .run_with(
             &plan,
             &sh("i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 0.45"),
             &opts,
+            &mut |iv| seen.push(iv.clone()),
         )
         .unwrap();
     assert!(m.intervals.len() >= 3, "{} intervals", m.intervals.len());
-    assert_eq!(*seen.lock().unwrap(), m.intervals.len());
+    assert_eq!(seen, m.intervals);
     for w in m.intervals.windows(2) {
         assert!((w[0].end_s - w[1].start_s).abs() < 1e-12);
     }

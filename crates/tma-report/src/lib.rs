@@ -121,6 +121,85 @@ pub fn write_json<T: Serialize>(
     Ok(())
 }
 
+/// A versioned JSON document whose last field is an array written one element at a time, so
+/// a document of a million intervals never exists in memory. The bytes are exactly those
+/// [`write_json`] writes for the same document (pretty, two-space indent, final newline).
+///
+/// `begin` writes the envelope and the `head` fields, then opens `array_field`; `item`
+/// appends one element; `end` closes the array and the document.
+#[derive(Debug)]
+pub struct JsonStream {
+    count: usize,
+    buf: Vec<u8>,
+}
+
+impl JsonStream {
+    /// Write the envelope, `head`'s fields (a struct that serializes to an object) and the
+    /// opening of `array_field`.
+    pub fn begin<T: Serialize>(
+        w: &mut dyn Write,
+        schema: &str,
+        schema_version: u32,
+        head: &T,
+        array_field: &str,
+    ) -> Result<JsonStream, ReportError> {
+        let mut buf = Vec::new();
+        write_json(&mut buf, schema, schema_version, head)?;
+        // `{\n  ...last field\n}\n`: drop the closing brace, continue the object.
+        while buf.last().is_some_and(|b| b.is_ascii_whitespace()) {
+            buf.pop();
+        }
+        buf.pop();
+        while buf.last().is_some_and(|b| b.is_ascii_whitespace()) {
+            buf.pop();
+        }
+        let key = serde_json::to_string(array_field).map_err(|source| ReportError::Json {
+            what: "field name",
+            source,
+        })?;
+        let sep = if buf.last() == Some(&b'{') { "" } else { "," };
+        write!(buf, "{sep}\n  {key}: [")?;
+        w.write_all(&buf)?;
+        buf.clear();
+        Ok(JsonStream { count: 0, buf })
+    }
+
+    /// Append one element to the array.
+    pub fn item<T: Serialize>(&mut self, w: &mut dyn Write, item: &T) -> Result<(), ReportError> {
+        self.buf.clear();
+        serde_json::to_writer_pretty(&mut self.buf, item).map_err(|source| ReportError::Json {
+            what: "report",
+            source,
+        })?;
+        w.write_all(if self.count == 0 {
+            b"\n    "
+        } else {
+            b",\n    "
+        })?;
+        // Indent by the two levels the element sits at. JSON strings hold no raw newline,
+        // so every newline in the output is a line break of the layout.
+        let mut rest: &[u8] = &self.buf;
+        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
+            w.write_all(&rest[..=i])?;
+            w.write_all(b"    ")?;
+            rest = &rest[i + 1..];
+        }
+        w.write_all(rest)?;
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Close the array and the document.
+    pub fn end(self, w: &mut dyn Write) -> Result<(), ReportError> {
+        if self.count == 0 {
+            w.write_all(b"]\n}\n")?;
+        } else {
+            w.write_all(b"\n  ]\n}\n")?;
+        }
+        Ok(())
+    }
+}
+
 /// A table in the house style: no outer borders, header underlined, columns padded.
 pub fn table(header: &[&str]) -> comfy_table::Table {
     let mut t = comfy_table::Table::new();
@@ -179,6 +258,59 @@ pub fn csv_row<S: AsRef<str>>(w: &mut dyn Write, fields: &[S]) -> io::Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_stream_writes_what_write_json_writes() {
+        #[derive(Serialize)]
+        struct Head<'a> {
+            name: &'a str,
+            list: Vec<u32>,
+        }
+        #[derive(Serialize)]
+        struct Item {
+            a: u32,
+            b: Vec<&'static str>,
+            c: Option<f64>,
+        }
+        #[derive(Serialize)]
+        struct Whole<'a> {
+            #[serde(flatten)]
+            head: Head<'a>,
+            items: Vec<Item>,
+        }
+        for n in [0usize, 1, 3] {
+            let items = || {
+                (0..n as u32).map(|i| Item {
+                    a: i,
+                    b: if i == 1 { vec![] } else { vec!["x\ny", "z"] },
+                    c: (i > 0).then_some(0.5),
+                })
+            };
+            let mut want = Vec::new();
+            let whole = Whole {
+                head: Head {
+                    name: "t",
+                    list: vec![1, 2],
+                },
+                items: items().collect(),
+            };
+            write_json(&mut want, "tma.test", 1, &whole).unwrap();
+            let mut got = Vec::new();
+            let head = Head {
+                name: "t",
+                list: vec![1, 2],
+            };
+            let mut s = JsonStream::begin(&mut got, "tma.test", 1, &head, "items").unwrap();
+            for it in items() {
+                s.item(&mut got, &it).unwrap();
+            }
+            s.end(&mut got).unwrap();
+            assert_eq!(
+                String::from_utf8(got).unwrap(),
+                String::from_utf8(want).unwrap()
+            );
+        }
+    }
 
     #[test]
     fn atomic_write_leaves_nothing_on_error() {

@@ -27,9 +27,6 @@ pub struct Args {
     /// Write the report to FILE (atomically) instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Read proc/ and sys/ under DIR instead of /proc and /sys (fake trees, tests).
-    #[arg(long, value_name = "DIR", hide = true)]
-    pub root: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -40,8 +37,8 @@ struct JsonOut<'a> {
     restored: &'a [FixedValue],
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (roots, cpuid) = match &args.root {
+pub fn run(args: Args, root: &crate::cmd::args::RootArg) -> anyhow::Result<ExitCode> {
+    let (roots, cpuid) = match &root.root {
         Some(r) => {
             if !r.join("proc").is_dir() || !r.join("sys").is_dir() {
                 bail!("--root {} must contain proc/ and sys/", r.display());

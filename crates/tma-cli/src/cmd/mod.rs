@@ -1,4 +1,5 @@
 //! One module per subcommand: clap `Args` -> plain config -> library call -> rendering.
+pub mod args;
 pub mod bench;
 pub mod demo;
 pub mod doctor;
@@ -8,5 +9,4 @@ pub mod list;
 pub mod locate;
 pub mod sha256sum;
 pub mod stat;
-pub mod stat_live;
 pub mod workload;

@@ -1,213 +1,141 @@
-//! The TMA tree of `tma stat`, as text, JSON (`tma.stat` v1) and CSV. Shared by the import
-//! path and live counting: both build a [`StatRun`] (one [`tma_metrics::Report`] per
-//! interval) and call [`render_text`], [`render_json`] or [`render_csv`].
+//! The TMA tree of `tma stat` as text, JSON (`tma.stat` v1) and CSV, written one interval at
+//! a time ([`TreeWriter`]), so live runs print as they count and a long import streams from
+//! input to output. [`render`] writes a whole [`StatRun`].
 
 use std::io::Write;
 
 use serde::Serialize;
 use tma_catalog::{Model, Unit};
-use tma_metrics::{Bottleneck, Constants, NodeResult, Report, Selection, Status, StopReason};
-use tma_perf::{Interval, ReadingStatus};
-use tma_report::ReportError;
+use tma_metrics::{Bottleneck, NodeResult, Report, Status, StopReason};
+use tma_report::{JsonStream, ReportError};
 
-/// Which part of the tree to compute.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
-    pub level: u8,
-    pub nodes: Vec<String>,
-    /// Topology of the measured machine, for the formulas' `#smt_on` / `#num_cpus_online`
-    /// constants: discovered for live runs, stored in snapshots, given with `--smt` on import.
-    /// `None` means unknown: SMT off and one CPU are assumed (see `Request::constants`).
-    pub topology: Option<tma_perf::snapshot::Topology>,
-}
+use crate::eval::{EventState, IntervalReport, RunInfo, StatRun};
 
-impl Request {
-    /// The formula constants for one interval of this request.
-    pub fn constants(&self, duration_s: Option<f64>) -> Constants {
-        let mut c = Constants {
-            duration_s,
-            ..Constants::default()
-        };
-        if let Some(t) = &self.topology {
-            c.smt_on = t.smt;
-            c.threads_per_core = match (t.smt, t.cores) {
-                (false, _) => 1,
-                (true, 0) => 2,
-                (true, cores) => (t.cpus / cores).max(2),
-            };
-            c.num_cpus_online = t.cpus.max(1);
-            c.num_cores = t.cores.max(1);
-            c.num_sockets = t.sockets.max(1);
-        }
-        c
-    }
+/// The schema name of `tma stat --json`.
+pub const SCHEMA: &str = "tma.stat";
+/// Its version.
+pub const SCHEMA_VERSION: u32 = 1;
 
-    pub fn selection(&self) -> Selection {
-        Selection {
-            max_level: self.level,
-            nodes: self.nodes.clone(),
-        }
-    }
+/// Which layout to write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Format {
+    /// The indented tree (or one `--compact` line per interval), with closing lines.
+    #[default]
+    Text,
+    /// `tma.stat` version 1: every node of every interval, full precision.
+    Json,
+    /// One row per node (per interval), full precision.
+    Csv,
 }
 
 /// How to print.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RenderOptions {
+    pub format: Format,
     /// 0: hide nodes under threshold; 1+: show every node.
     pub verbose: u8,
-    /// One line per interval instead of one tree per interval.
+    /// One line per interval instead of one tree per interval (interval data, text).
     pub compact: bool,
 }
 
-/// How one event of an interval was (not) measured, for status texts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[allow(clippy::enum_variant_names)] // the names mirror perf's `<not counted>` wording
-pub enum EventState {
-    /// Absent from the data.
-    NotRecorded,
-    NotCounted,
-    NotSupported,
-}
-
-/// One evaluated stretch of time.
-#[derive(Debug, Clone)]
-pub struct IntervalReport {
-    pub start_s: f64,
-    pub end_s: f64,
-    pub report: Report,
-    /// Why each missing event of the report is missing (by canonical id).
-    pub missing_states: Vec<(String, EventState)>,
-    /// Events that counted exactly 0 (to explain divisions by zero).
-    pub zero_events: Vec<String>,
-    /// Every counted event of the interval is 0.
-    pub all_zero: bool,
-}
-
-/// Everything the renderers need: the model, where the data came from, and the reports.
-#[derive(Debug, Clone)]
-pub struct StatRun {
-    pub model: &'static Model,
-    /// How the model was chosen: "from --cpu", "identified from this machine"...
-    pub cpu_source: String,
-    /// Where the data came from: "imported from FILE (perf stat -x, CSV)", "counted live".
-    pub source: String,
-    /// Interval data (`-I`): one report per interval.
-    pub interval_mode: bool,
-    pub request: Request,
-    pub intervals: Vec<IntervalReport>,
-    /// The command `tma locate` should run, when known (else `CMD`).
-    pub command: Option<String>,
-    /// For imported data: each perf event spec and the event id it was read as.
-    pub event_map: Vec<(String, String)>,
-}
-
-/// [`tma_metrics::Values`] over one interval's aggregated readings.
-struct IntervalValues<'a>(&'a Interval);
-
-impl tma_metrics::Values for IntervalValues<'_> {
-    fn event(&self, id: &str) -> Option<f64> {
-        self.0.get(id).and_then(|r| r.value)
+/// Write a whole run.
+pub fn render(w: &mut dyn Write, run: &StatRun, opts: &RenderOptions) -> Result<(), ReportError> {
+    let mut t = TreeWriter::new(opts.clone());
+    t.begin(w, &run.info)?;
+    for ir in &run.intervals {
+        t.interval(w, &run.info, ir)?;
     }
-    fn counted_share(&self, id: &str) -> Option<f64> {
-        self.0.get(id).and_then(|r| r.counted_share)
-    }
+    t.end(w, &run.info)
 }
 
-impl StatRun {
-    /// Evaluate the requested tree on every interval (formulas are compiled once per model
-    /// and cached by `tma_metrics`).
-    pub fn evaluate(
-        model: &'static Model,
-        cpu_source: &str,
-        source: String,
-        interval_mode: bool,
-        intervals: &[Interval],
-        request: &Request,
-    ) -> anyhow::Result<StatRun> {
-        let sel = request.selection();
-        let required = tma_metrics::required_events(model, &sel)?;
-        let present = required
-            .iter()
-            .any(|id| intervals.iter().any(|iv| iv.get(id).is_some()));
-        if !present {
-            let some: Vec<&str> = required.iter().take(4).map(String::as_str).collect();
-            anyhow::bail!(
-                "the data holds none of the {} events the {} level-{} tree needs (e.g. {}); \
-                 record them with the command from `tma events --cpu {} -l {} --perf-cmd`",
-                required.len(),
-                model.key,
-                request.level,
-                some.join(", "),
-                model.key,
-                request.level
-            );
+/// Writes a run interval by interval: [`TreeWriter::begin`], then
+/// [`TreeWriter::interval`] for each, then [`TreeWriter::end`]. The bytes equal what
+/// [`render`] writes for the same run.
+#[derive(Debug)]
+pub struct TreeWriter {
+    opts: RenderOptions,
+    count: usize,
+    json: Option<JsonStream>,
+    /// `--compact`: the level-1 columns (name, width), fixed by the first interval.
+    columns: Vec<(String, Unit, usize)>,
+}
+
+impl TreeWriter {
+    pub fn new(opts: RenderOptions) -> TreeWriter {
+        TreeWriter {
+            opts,
+            count: 0,
+            json: None,
+            columns: Vec::new(),
         }
-        // Prepared once (compiled formulas, node order), evaluated per interval.
-        let evaluator = tma_metrics::Evaluator::new(model, &sel)?;
-        let mut out = Vec::with_capacity(intervals.len());
-        for iv in intervals {
-            let consts = request.constants(duration_of(iv));
-            let report = evaluator.evaluate(&IntervalValues(iv), &consts);
-            out.push(interval_report(iv, report));
-        }
-        Ok(StatRun {
-            model,
-            cpu_source: cpu_source.to_string(),
-            source,
-            interval_mode,
-            request: request.clone(),
-            intervals: out,
-            command: None,
-            event_map: Vec::new(),
-        })
     }
-}
 
-fn duration_of(iv: &Interval) -> Option<f64> {
-    if iv.end_s > iv.start_s {
-        return Some(iv.end_s - iv.start_s);
+    /// Intervals written so far.
+    pub fn count(&self) -> usize {
+        self.count
     }
-    iv.get("duration_time")
-        .and_then(|r| r.value)
-        .map(|ns| ns / 1e9)
-}
 
-/// Pair a report with the facts about its interval that status texts need.
-pub fn interval_report(iv: &Interval, report: Report) -> IntervalReport {
-    let mut missing_states = Vec::new();
-    for n in &report.nodes {
-        for e in &n.missing_events {
-            if missing_states.iter().any(|(m, _)| m == e) {
-                continue;
+    /// The header: text lines, the JSON envelope, or the CSV header row.
+    pub fn begin(&mut self, w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
+        match self.opts.format {
+            Format::Text => text_header(w, info),
+            Format::Csv => csv_header(w),
+            Format::Json => {
+                self.json = Some(JsonStream::begin(
+                    w,
+                    SCHEMA,
+                    SCHEMA_VERSION,
+                    &json_head(info),
+                    "intervals",
+                )?);
+                Ok(())
             }
-            let st = match iv.get(e).map(|r| r.status) {
-                Some(ReadingStatus::NotSupported) => EventState::NotSupported,
-                Some(ReadingStatus::NotCounted) => EventState::NotCounted,
-                _ => EventState::NotRecorded,
-            };
-            missing_states.push((e.clone(), st));
         }
     }
-    let zero_events = iv
-        .readings
-        .iter()
-        .filter(|r| r.cpu.is_none() && r.tid.is_none() && r.value == Some(0.0))
-        .map(|r| r.event.clone())
-        .collect();
-    let counted: Vec<f64> = iv
-        .readings
-        .iter()
-        .filter(|r| r.cpu.is_none() && r.tid.is_none())
-        .filter_map(|r| r.value)
-        .collect();
-    IntervalReport {
-        start_s: iv.start_s,
-        end_s: iv.end_s,
-        report,
-        missing_states,
-        all_zero: !counted.is_empty() && counted.iter().all(|&v| v == 0.0),
-        zero_events,
+
+    /// One interval.
+    pub fn interval(
+        &mut self,
+        w: &mut dyn Write,
+        info: &RunInfo,
+        ir: &IntervalReport,
+    ) -> Result<(), ReportError> {
+        match self.opts.format {
+            Format::Text if info.interval_mode && self.opts.compact => {
+                if self.count == 0 {
+                    self.columns = compact_columns(ir);
+                    compact_header(w, &self.columns)?;
+                }
+                compact_line(w, &self.columns, ir)?;
+            }
+            Format::Text => {
+                writeln!(w)?;
+                if info.interval_mode {
+                    writeln!(
+                        w,
+                        "--- interval {:.3} s .. {:.3} s ---",
+                        ir.start_s, ir.end_s
+                    )?;
+                }
+                render_tree(w, info, ir, &self.opts)?;
+            }
+            Format::Csv => csv_rows(w, info, ir)?,
+            Format::Json => {
+                if let Some(j) = self.json.as_mut() {
+                    j.item(w, &json_interval(info, ir))?;
+                }
+            }
+        }
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Whatever closes the document (the JSON brackets).
+    pub fn end(&mut self, w: &mut dyn Write, _info: &RunInfo) -> Result<(), ReportError> {
+        if let Some(j) = self.json.take() {
+            j.end(w)?;
+        }
+        Ok(())
     }
 }
 
@@ -353,58 +281,38 @@ fn share_text(s: Option<f64>) -> Option<String> {
 
 // ------------------------------------------------------------------ text
 
-/// The indented tree (or compact lines) with header and closing lines.
-pub fn render_text(
-    w: &mut dyn Write,
-    run: &StatRun,
-    opts: &RenderOptions,
-) -> Result<(), ReportError> {
-    let m = run.model;
+fn text_header(w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
+    let m = info.model;
     writeln!(
         w,
         "{} ({}, {}), {}",
-        m.name, m.key, run.cpu_source, run.source
+        m.name, m.key, info.cpu_source, info.source
     )?;
-    let levels = if run.request.level == 1 {
+    let levels = if info.request.level == 1 {
         "level 1".to_string()
     } else {
-        format!("levels 1-{}", run.request.level)
+        format!("levels 1-{}", info.request.level)
     };
-    let subset = if run.request.nodes.is_empty() {
+    let subset = if info.request.nodes.is_empty() {
         String::new()
     } else {
-        format!(" under {}", run.request.nodes.join(", "))
+        format!(" under {}", info.request.nodes.join(", "))
     };
     writeln!(
         w,
         "TMA {levels}{subset}; values in % of pipeline slots unless noted; `below` = under threshold"
     )?;
-    if run.interval_mode && opts.compact {
-        return render_compact(w, run);
-    }
-    let many = run.intervals.len() > 1 || run.interval_mode;
-    for ir in &run.intervals {
-        writeln!(w)?;
-        if many {
-            writeln!(
-                w,
-                "--- interval {:.3} s .. {:.3} s ---",
-                ir.start_s, ir.end_s
-            )?;
-        }
-        render_tree(w, run, ir, opts)?;
-    }
     Ok(())
 }
 
 fn render_tree(
     w: &mut dyn Write,
-    run: &StatRun,
+    info: &RunInfo,
     ir: &IntervalReport,
     opts: &RenderOptions,
 ) -> Result<(), ReportError> {
     let r = &ir.report;
-    let shown = visible(r, opts.verbose, run.model, &run.request.nodes);
+    let shown = visible(r, opts.verbose, info.model, &info.request.nodes);
     let name_w = r
         .nodes
         .iter()
@@ -431,7 +339,7 @@ fn render_tree(
             ""
         };
         let mut line = format!("{name:<name_w$}{value:>8}  {marker:<5}");
-        if let Some(d) = domain_note(n, run.model) {
+        if let Some(d) = domain_note(n, info.model) {
             line.push_str("  ");
             line.push_str(&d);
         }
@@ -439,7 +347,7 @@ fn render_tree(
             line.push_str("  ");
             line.push_str(&s);
         }
-        if let Some(s) = status_text(n, ir, run.model) {
+        if let Some(s) = status_text(n, ir, info.model) {
             line.push_str("  ");
             line.push_str(&s);
         }
@@ -476,10 +384,10 @@ fn render_tree(
         writeln!(
             w,
             "Nodes with missing events could not be computed; `tma events --cpu {} -l {} --perf-cmd` records them all.",
-            run.model.key, run.request.level
+            info.model.key, info.request.level
         )?;
     }
-    closing(w, run, r)
+    closing(w, info, r)
 }
 
 /// For a node not measured in slots, what its percentage is of (`(% of cycles)`).
@@ -503,7 +411,7 @@ fn domain_note(n: &NodeResult, model: &Model) -> Option<String> {
 }
 
 /// The closing lines: the bottleneck, its locate-with events and the command to run next.
-fn closing(w: &mut dyn Write, run: &StatRun, r: &Report) -> Result<(), ReportError> {
+fn closing(w: &mut dyn Write, info: &RunInfo, r: &Report) -> Result<(), ReportError> {
     let b: &Bottleneck = &r.bottleneck;
     let val = |name: &str| {
         r.node(name)
@@ -577,7 +485,7 @@ fn closing(w: &mut dyn Write, run: &StatRun, r: &Report) -> Result<(), ReportErr
             }
         }
     }
-    let cmd = run.command.as_deref().unwrap_or("CMD");
+    let cmd = info.command.as_deref().unwrap_or("CMD");
     let targets: Vec<&str> = match (&b.stop, &b.node) {
         (StopReason::Ambiguous { first, second, .. }, _) => vec![first, second],
         (_, Some(n)) => vec![n],
@@ -588,7 +496,7 @@ fn closing(w: &mut dyn Write, run: &StatRun, r: &Report) -> Result<(), ReportErr
             writeln!(
                 w,
                 "Locate with: the {} tables name no sampling event for {t}.",
-                run.model.key
+                info.model.key
             )?;
         }
     } else {
@@ -598,10 +506,10 @@ fn closing(w: &mut dyn Write, run: &StatRun, r: &Report) -> Result<(), ReportErr
         };
         writeln!(w, "Locate with: {}{from}", b.locate_with.join(", "))?;
     }
-    let cpu = if run.cpu_source.contains("this machine") {
+    let cpu = if info.cpu_source.contains("this machine") {
         String::new()
     } else {
-        format!(" --cpu {}", run.model.key)
+        format!(" --cpu {}", info.model.key)
     };
     if b.locate_with.is_empty() {
         // `--node` needs a locate-with event; without one, a time profile (cpu-clock) is
@@ -619,47 +527,59 @@ fn closing(w: &mut dyn Write, run: &StatRun, r: &Report) -> Result<(), ReportErr
     }
     // A deeper level exists below the bottleneck: say how to get it.
     if let Some(node) = &b.node {
-        if b.stop == StopReason::Leaf && run.model.children(Some(node)).next().is_some() {
+        if b.stop == StopReason::Leaf && info.model.children(Some(node)).next().is_some() {
             writeln!(
                 w,
                 "Deeper: {node} has children at level {}; record them with `tma events --cpu {} -l {} --nodes {node} --perf-cmd`.",
-                run.request.level + 1,
-                run.model.key,
-                run.request.level + 1
+                info.request.level + 1,
+                info.model.key,
+                info.request.level + 1
             )?;
         }
     }
     Ok(())
 }
 
-/// One line per interval: level-1 values and the bottleneck.
-fn render_compact(w: &mut dyn Write, run: &StatRun) -> Result<(), ReportError> {
-    let Some(first) = run.intervals.first() else {
-        return Ok(());
-    };
-    let cols: Vec<&NodeResult> = first.report.nodes.iter().filter(|n| n.level == 1).collect();
-    let widths: Vec<usize> = cols.iter().map(|n| n.name.len().max(7)).collect();
+/// `--compact`: the level-1 columns of the first interval, with their widths.
+fn compact_columns(first: &IntervalReport) -> Vec<(String, Unit, usize)> {
+    first
+        .report
+        .nodes
+        .iter()
+        .filter(|n| n.level == 1)
+        .map(|n| (n.name.clone(), n.unit, n.name.len().max(7)))
+        .collect()
+}
+
+fn compact_header(w: &mut dyn Write, cols: &[(String, Unit, usize)]) -> Result<(), ReportError> {
     writeln!(w)?;
     let mut head = format!("{:>10}", "end (s)");
-    for (n, wd) in cols.iter().zip(&widths) {
-        head.push_str(&format!("  {:>wd$}", n.name));
+    for (name, _, wd) in cols {
+        head.push_str(&format!("  {name:>wd$}"));
     }
     head.push_str("  bottleneck");
     writeln!(w, "{head}")?;
-    for ir in &run.intervals {
-        let mut line = format!("{:>10.3}", ir.end_s);
-        for (c, wd) in cols.iter().zip(&widths) {
-            let v = ir
-                .report
-                .node(&c.name)
-                .and_then(|n| n.value.map(|v| fmt_value(v, n.unit)))
-                .unwrap_or_else(|| "-".into());
-            line.push_str(&format!("  {v:>wd$}"));
-        }
-        line.push_str("  ");
-        line.push_str(&bottleneck_short(&ir.report.bottleneck));
-        writeln!(w, "{}", line.trim_end())?;
+    Ok(())
+}
+
+/// One line per interval: level-1 values and the bottleneck.
+fn compact_line(
+    w: &mut dyn Write,
+    cols: &[(String, Unit, usize)],
+    ir: &IntervalReport,
+) -> Result<(), ReportError> {
+    let mut line = format!("{:>10.3}", ir.end_s);
+    for (name, _, wd) in cols {
+        let v = ir
+            .report
+            .node(name)
+            .and_then(|n| n.value.map(|v| fmt_value(v, n.unit)))
+            .unwrap_or_else(|| "-".into());
+        line.push_str(&format!("  {v:>wd$}"));
     }
+    line.push_str("  ");
+    line.push_str(&bottleneck_short(&ir.report.bottleneck));
+    writeln!(w, "{}", line.trim_end())?;
     Ok(())
 }
 
@@ -687,7 +607,6 @@ struct StatJson<'a> {
     /// Imported data: how each perf event spec was read.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     events: Vec<EventMapJson<'a>>,
-    intervals: Vec<IntervalJson<'a>>,
 }
 
 #[derive(Serialize)]
@@ -739,66 +658,54 @@ fn status_code(s: &Status) -> &'static str {
     }
 }
 
-/// `tma.stat` version 1: every node of every interval, full precision.
-pub fn render_json(
-    w: &mut dyn Write,
-    run: &StatRun,
-    _opts: &RenderOptions,
-) -> Result<(), ReportError> {
-    let doc = StatJson {
+fn json_head(info: &RunInfo) -> StatJson<'_> {
+    StatJson {
         cpu: CpuJson {
-            key: run.model.key,
-            name: run.model.name,
-            chosen: &run.cpu_source,
+            key: info.model.key,
+            name: info.model.name,
+            chosen: &info.cpu_source,
         },
-        source: &run.source,
-        interval_mode: run.interval_mode,
-        level: run.request.level,
-        nodes_requested: &run.request.nodes,
-        events: run
+        source: &info.source,
+        interval_mode: info.interval_mode,
+        level: info.request.level,
+        nodes_requested: &info.request.nodes,
+        events: info
             .event_map
             .iter()
             .map(|(perf, id)| EventMapJson { perf, id })
             .collect(),
-        intervals: run
-            .intervals
+    }
+}
+
+fn json_interval<'a>(info: &RunInfo, ir: &'a IntervalReport) -> IntervalJson<'a> {
+    IntervalJson {
+        start_s: ir.start_s,
+        end_s: ir.end_s,
+        nodes: ir
+            .report
+            .nodes
             .iter()
-            .map(|ir| IntervalJson {
-                start_s: ir.start_s,
-                end_s: ir.end_s,
-                nodes: ir
-                    .report
-                    .nodes
-                    .iter()
-                    .map(|n| NodeJson {
-                        name: &n.name,
-                        parent: n.parent.as_deref(),
-                        level: n.level,
-                        value: n.value,
-                        unit: n.unit,
-                        status: status_code(&n.status),
-                        status_detail: status_text(n, ir, run.model),
-                        missing_events: &n.missing_events,
-                        above_threshold: n.above_threshold,
-                        counted_share: n.counted_share,
-                        bottleneck: ir.report.bottleneck.node.as_deref() == Some(&n.name),
-                    })
-                    .collect(),
-                bottleneck: &ir.report.bottleneck,
+            .map(|n| NodeJson {
+                name: &n.name,
+                parent: n.parent.as_deref(),
+                level: n.level,
+                value: n.value,
+                unit: n.unit,
+                status: status_code(&n.status),
+                status_detail: status_text(n, ir, info.model),
+                missing_events: &n.missing_events,
+                above_threshold: n.above_threshold,
+                counted_share: n.counted_share,
+                bottleneck: ir.report.bottleneck.node.as_deref() == Some(&n.name),
             })
             .collect(),
-    };
-    tma_report::write_json(w, "tma.stat", 1, &doc)
+        bottleneck: &ir.report.bottleneck,
+    }
 }
 
 // ------------------------------------------------------------------ CSV
 
-/// One row per node (per interval), full precision.
-pub fn render_csv(
-    w: &mut dyn Write,
-    run: &StatRun,
-    _opts: &RenderOptions,
-) -> Result<(), ReportError> {
+fn csv_header(w: &mut dyn Write) -> Result<(), ReportError> {
     tma_report::csv_row(
         w,
         &[
@@ -816,39 +723,41 @@ pub fn render_csv(
             "detail",
         ],
     )?;
-    for ir in &run.intervals {
-        let b = &ir.report.bottleneck;
-        for n in &ir.report.nodes {
-            let role = if b.node.as_deref() == Some(n.name.as_str()) {
-                "bottleneck"
-            } else if b.path.iter().any(|p| p == &n.name) {
-                "path"
-            } else {
-                ""
-            };
-            let unit = match n.unit {
-                Unit::PercentSlots => "percent_slots",
-                Unit::Percent => "percent",
-                Unit::Number => "number",
-            };
-            tma_report::csv_row(
-                w,
-                &[
-                    ir.start_s.to_string(),
-                    ir.end_s.to_string(),
-                    n.name.clone(),
-                    n.parent.clone().unwrap_or_default(),
-                    n.level.to_string(),
-                    n.value.map(|v| v.to_string()).unwrap_or_default(),
-                    unit.to_string(),
-                    status_code(&n.status).to_string(),
-                    n.above_threshold.map(|b| b.to_string()).unwrap_or_default(),
-                    n.counted_share.map(|s| s.to_string()).unwrap_or_default(),
-                    role.to_string(),
-                    status_text(n, ir, run.model).unwrap_or_default(),
-                ],
-            )?;
-        }
+    Ok(())
+}
+
+fn csv_rows(w: &mut dyn Write, info: &RunInfo, ir: &IntervalReport) -> Result<(), ReportError> {
+    let b = &ir.report.bottleneck;
+    for n in &ir.report.nodes {
+        let role = if b.node.as_deref() == Some(n.name.as_str()) {
+            "bottleneck"
+        } else if b.path.iter().any(|p| p == &n.name) {
+            "path"
+        } else {
+            ""
+        };
+        let unit = match n.unit {
+            Unit::PercentSlots => "percent_slots",
+            Unit::Percent => "percent",
+            Unit::Number => "number",
+        };
+        tma_report::csv_row(
+            w,
+            &[
+                ir.start_s.to_string(),
+                ir.end_s.to_string(),
+                n.name.clone(),
+                n.parent.clone().unwrap_or_default(),
+                n.level.to_string(),
+                n.value.map(|v| v.to_string()).unwrap_or_default(),
+                unit.to_string(),
+                status_code(&n.status).to_string(),
+                n.above_threshold.map(|b| b.to_string()).unwrap_or_default(),
+                n.counted_share.map(|s| s.to_string()).unwrap_or_default(),
+                role.to_string(),
+                status_text(n, ir, info.model).unwrap_or_default(),
+            ],
+        )?;
     }
     Ok(())
 }

@@ -1,0 +1,228 @@
+//! From readings to the TMA tree: the formula constants of a request, one [`IntervalReport`]
+//! per interval (evaluated one at a time by [`TreeEval`], so a long recording streams), and
+//! [`StatRun`], the evaluated run the renderers and other commands (`tma locate`) use.
+
+use serde::Serialize;
+use tma_catalog::Model;
+use tma_metrics::{Bottleneck, Constants, Report, Selection};
+use tma_perf::{Interval, ReadingStatus};
+
+use crate::StatError;
+
+/// Which part of the tree to compute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub level: u8,
+    pub nodes: Vec<String>,
+    /// Topology of the measured machine, for the formulas' `#smt_on` / `#num_cpus_online`
+    /// constants: discovered for live runs, stored in snapshots, given with `--smt` on import.
+    /// `None` means unknown: SMT off and one CPU are assumed (see [`Request::constants`]).
+    pub topology: Option<tma_perf::snapshot::Topology>,
+}
+
+impl Request {
+    /// The formula constants for one interval of this request.
+    pub fn constants(&self, duration_s: Option<f64>) -> Constants {
+        let mut c = Constants {
+            duration_s,
+            ..Constants::default()
+        };
+        if let Some(t) = &self.topology {
+            c.smt_on = t.smt;
+            c.threads_per_core = match (t.smt, t.cores) {
+                (false, _) => 1,
+                (true, 0) => 2,
+                (true, cores) => (t.cpus / cores).max(2),
+            };
+            c.num_cpus_online = t.cpus.max(1);
+            c.num_cores = t.cores.max(1);
+            c.num_sockets = t.sockets.max(1);
+        }
+        c
+    }
+
+    /// The node selection of this request.
+    pub fn selection(&self) -> Selection {
+        Selection {
+            max_level: self.level,
+            nodes: self.nodes.clone(),
+        }
+    }
+}
+
+/// How one event of an interval was (not) measured, for status texts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(clippy::enum_variant_names)] // the names mirror perf's `<not counted>` wording
+pub enum EventState {
+    /// Absent from the data.
+    NotRecorded,
+    NotCounted,
+    NotSupported,
+}
+
+/// One evaluated stretch of time.
+#[derive(Debug, Clone)]
+pub struct IntervalReport {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub report: Report,
+    /// Why each missing event of the report is missing (by canonical id).
+    pub missing_states: Vec<(String, EventState)>,
+    /// Events that counted exactly 0 (to explain divisions by zero).
+    pub zero_events: Vec<String>,
+    /// Every counted event of the interval is 0.
+    pub all_zero: bool,
+}
+
+/// What is known about a run before its first interval: the renderers' header.
+#[derive(Debug, Clone)]
+pub struct RunInfo {
+    pub model: &'static Model,
+    /// How the model was chosen: "from --cpu", "identified from this machine"...
+    pub cpu_source: String,
+    /// Where the data came from: "imported from FILE (perf stat -x, CSV)", "counted live...".
+    pub source: String,
+    /// Interval data (`-I`): one report per interval.
+    pub interval_mode: bool,
+    pub request: Request,
+    /// The command `tma locate` should run, when known (else `CMD`).
+    pub command: Option<String>,
+    /// For imported data: each perf event spec and the event id it was read as.
+    pub event_map: Vec<(String, String)>,
+}
+
+/// An evaluated run: its header and every interval.
+#[derive(Debug, Clone)]
+pub struct StatRun {
+    pub info: RunInfo,
+    pub intervals: Vec<IntervalReport>,
+}
+
+impl StatRun {
+    /// Evaluate the requested tree on every interval (formulas compiled once).
+    pub fn evaluate(info: RunInfo, intervals: &[Interval]) -> Result<StatRun, StatError> {
+        let ev = TreeEval::new(&info)?;
+        ev.check_present(intervals.iter())?;
+        let intervals = intervals.iter().map(|iv| ev.eval(iv)).collect();
+        Ok(StatRun { info, intervals })
+    }
+
+    /// The bottleneck of the last interval (the whole run when there are no intervals).
+    pub fn bottleneck(&self) -> Option<&Bottleneck> {
+        self.intervals.last().map(|ir| &ir.report.bottleneck)
+    }
+}
+
+/// [`tma_metrics::Values`] over one interval's aggregated readings.
+struct IntervalValues<'a>(&'a Interval);
+
+impl tma_metrics::Values for IntervalValues<'_> {
+    fn event(&self, id: &str) -> Option<f64> {
+        self.0.get(id).and_then(|r| r.value)
+    }
+    fn counted_share(&self, id: &str) -> Option<f64> {
+        self.0.get(id).and_then(|r| r.counted_share)
+    }
+}
+
+/// The tree of one request, prepared once and evaluated interval by interval.
+pub struct TreeEval {
+    model: &'static Model,
+    request: Request,
+    required: std::collections::BTreeSet<String>,
+    evaluator: tma_metrics::Evaluator<'static>,
+}
+
+impl TreeEval {
+    /// Compile the formulas of the run's request.
+    pub fn new(info: &RunInfo) -> Result<TreeEval, StatError> {
+        let sel = info.request.selection();
+        Ok(TreeEval {
+            model: info.model,
+            request: info.request.clone(),
+            required: tma_metrics::required_events(info.model, &sel)?,
+            evaluator: tma_metrics::Evaluator::new(info.model, &sel)?,
+        })
+    }
+
+    /// An error unless the data (these intervals; a stream passes its first one) holds at
+    /// least one of the events the tree needs: a recording of other events would otherwise
+    /// print a tree of dashes.
+    pub fn check_present<'a>(
+        &self,
+        intervals: impl Iterator<Item = &'a Interval> + Clone,
+    ) -> Result<(), StatError> {
+        let present = self
+            .required
+            .iter()
+            .any(|id| intervals.clone().any(|iv| iv.get(id).is_some()));
+        if present {
+            return Ok(());
+        }
+        let some: Vec<&str> = self.required.iter().take(4).map(String::as_str).collect();
+        let (key, level) = (self.model.key, self.request.level);
+        Err(StatError::NoEvents(format!(
+            "the data holds none of the {} events the {key} level-{level} tree needs (e.g. {}); \
+             record them with the command from `tma events --cpu {key} -l {level} --perf-cmd`",
+            self.required.len(),
+            some.join(", "),
+        )))
+    }
+
+    /// Evaluate one interval.
+    pub fn eval(&self, iv: &Interval) -> IntervalReport {
+        let consts = self.request.constants(duration_of(iv));
+        let report = self.evaluator.evaluate(&IntervalValues(iv), &consts);
+        interval_report(iv, report)
+    }
+}
+
+fn duration_of(iv: &Interval) -> Option<f64> {
+    if iv.end_s > iv.start_s {
+        return Some(iv.end_s - iv.start_s);
+    }
+    iv.get("duration_time")
+        .and_then(|r| r.value)
+        .map(|ns| ns / 1e9)
+}
+
+/// Pair a report with the facts about its interval that status texts need.
+fn interval_report(iv: &Interval, report: Report) -> IntervalReport {
+    let mut missing_states: Vec<(String, EventState)> = Vec::new();
+    for n in &report.nodes {
+        for e in &n.missing_events {
+            if missing_states.iter().any(|(m, _)| m == e) {
+                continue;
+            }
+            let st = match iv.get(e).map(|r| r.status) {
+                Some(ReadingStatus::NotSupported) => EventState::NotSupported,
+                Some(ReadingStatus::NotCounted) => EventState::NotCounted,
+                _ => EventState::NotRecorded,
+            };
+            missing_states.push((e.clone(), st));
+        }
+    }
+    let aggregated = || {
+        iv.readings
+            .iter()
+            .filter(|r| r.cpu.is_none() && r.tid.is_none())
+    };
+    let zero_events = aggregated()
+        .filter(|r| r.value == Some(0.0))
+        .map(|r| r.event.clone())
+        .collect();
+    let mut any = false;
+    let all_zero = aggregated().filter_map(|r| r.value).all(|v| {
+        any = true;
+        v == 0.0
+    });
+    IntervalReport {
+        start_s: iv.start_s,
+        end_s: iv.end_s,
+        report,
+        missing_states,
+        all_zero: any && all_zero,
+        zero_events,
+    }
+}

@@ -1,0 +1,278 @@
+//! The `tma stat` use case as a library: count the events of a TMA tree for a command, pids,
+//! threads or the whole system (or read a recording of them), evaluate the tree and write it.
+//!
+//! The CLI turns its arguments into a [`StatConfig`] and calls [`run`]; `tma locate` calls
+//! [`run`] too, for the bottleneck ([`Outcome::bottleneck`]) of a quick pass. Data flow:
+//!
+//! * [`model`]: which CPU tables to use (`--cpu`, the recording, this machine's cpuinfo).
+//! * [`plan`]: the one event-group planner (used by `tma events --perf-cmd` too).
+//! * `session`: a live run or the replay of a `--record` snapshot, through the same code
+//!   (backend: perf_event_open, the synthetic backend, or the snapshot's readings);
+//!   drill-down, `--repeat`, `--no-multiplex`, per-core / per-thread trees, software counts
+//!   without a PMU.
+//! * `import`: `perf stat -x,` / `-j` recordings, streamed one interval at a time.
+//! * [`eval`]: readings to [`eval::IntervalReport`]s; [`render`]: text, JSON, CSV.
+//!
+//! Output goes to the writer the caller passes (standard output, or the temporary file of
+//! an atomic `-o FILE`), interval by interval as it is computed; notes and warnings go to a
+//! second writer (standard error).
+
+mod error;
+pub mod eval;
+mod import;
+pub mod model;
+pub mod plan;
+pub mod render;
+mod session;
+mod shim;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+pub use error::StatError;
+pub use eval::{IntervalReport, Request, RunInfo, StatRun};
+pub use model::{select_model, CpuSource};
+pub use render::tree::{Format, RenderOptions};
+use tma_metrics::Bottleneck;
+use tma_perf::backend::{Ending, Synthetic};
+
+use crate::error::usage;
+
+/// What to analyse.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Input {
+    /// Count live (the target is in [`LiveOptions`]).
+    #[default]
+    Live,
+    /// Read a recording: `perf stat -x,` CSV, `perf stat -j` JSON or a `tma stat --record`
+    /// snapshot.
+    Import(PathBuf),
+    /// The bundled example recording (synthetic Zen 4 counts of a SHA-256 run).
+    Example,
+}
+
+/// Where live counts come from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum BackendChoice {
+    /// perf_event_open.
+    #[default]
+    Live,
+    /// Chosen counts (tests and demonstrations of the hardware paths without a PMU).
+    Synthetic(Synthetic),
+}
+
+/// The settings of live counting (ignored for imports, which refuse them).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LiveOptions {
+    /// The command to launch (argv).
+    pub command: Vec<String>,
+    pub pids: Vec<u32>,
+    pub tids: Vec<u32>,
+    /// System-wide.
+    pub all_cpus: bool,
+    /// System-wide on these CPUs (`0-3,8`).
+    pub cpu_list: Option<String>,
+    /// `-I MS`.
+    pub interval_ms: Option<u64>,
+    pub per_core: bool,
+    pub per_thread: bool,
+    /// Save a snapshot of the raw readings here.
+    pub record: Option<PathBuf>,
+    /// Run the target once per counter group.
+    pub no_multiplex: bool,
+    /// Run the target N times and average.
+    pub repeat: Option<u32>,
+    /// Measure level 1, then descend into the bottleneck one level per run.
+    pub drilldown: bool,
+    /// Stop after this many seconds.
+    pub duration_s: Option<f64>,
+    /// Extra events (`-e`).
+    pub events: Vec<String>,
+    pub backend: BackendChoice,
+}
+
+/// Everything `tma stat` needs; no clap, no environment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatConfig {
+    pub input: Input,
+    /// CPU model name (`--cpu`).
+    pub cpu: Option<String>,
+    /// Deepest tree level.
+    pub level: u8,
+    /// Only these nodes and their subtrees.
+    pub nodes: Vec<String>,
+    /// Whether SMT was on where an imported perf stat file was recorded.
+    pub smt: Option<bool>,
+    pub render: RenderOptions,
+    pub live: LiveOptions,
+    /// The sysfs root (`/sys`).
+    pub sys_root: PathBuf,
+    /// The procfs root (`/proc`); this machine's CPU is read from its `cpuinfo`.
+    pub proc_root: PathBuf,
+    /// The command line a `--record` snapshot stores.
+    pub command_line: Vec<String>,
+}
+
+impl Default for StatConfig {
+    fn default() -> Self {
+        StatConfig {
+            input: Input::Live,
+            cpu: None,
+            level: 1,
+            nodes: Vec::new(),
+            smt: None,
+            render: RenderOptions::default(),
+            live: LiveOptions::default(),
+            sys_root: PathBuf::from("/sys"),
+            proc_root: PathBuf::from("/proc"),
+            command_line: Vec::new(),
+        }
+    }
+}
+
+impl StatConfig {
+    /// The cpuinfo file that identifies this machine.
+    pub fn cpuinfo(&self) -> PathBuf {
+        self.proc_root.join("cpuinfo")
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// How the counted target ended (live runs); `None` for imports and replays.
+    pub ending: Option<Ending>,
+    /// The bottleneck of the last tree written (the last drill-down step, the last
+    /// interval); `None` without hardware counters.
+    pub bottleneck: Option<Bottleneck>,
+}
+
+impl Outcome {
+    /// The exit status `tma stat` ends with: the command's own (128+N when killed by signal
+    /// N, 130 after Ctrl-C), 0 otherwise.
+    pub fn exit_status(&self) -> u8 {
+        match self.ending {
+            Some(Ending::Exited(c)) => c.clamp(0, 255) as u8,
+            Some(Ending::Signaled(s)) => (128 + s).clamp(0, 255) as u8,
+            Some(Ending::Interrupted) => 130,
+            Some(Ending::Duration | Ending::TargetsExited) | None => 0,
+        }
+    }
+}
+
+/// The bundled example recording behind `tma stat --example`.
+const EXAMPLE_CSV: &[u8] =
+    include_bytes!("../../../tests/fixtures/import/zen4-sha256-synthetic.csv");
+/// The name the example goes by in the output.
+const EXAMPLE_NAME: &str = "bundled-example-zen4-sha256.csv";
+
+/// Run `tma stat`: the tree (or software counts) to `out`, notes and warnings to `notes`.
+pub fn run(
+    cfg: &StatConfig,
+    out: &mut dyn Write,
+    notes: &mut dyn Write,
+) -> Result<Outcome, StatError> {
+    match &cfg.input {
+        Input::Live => {
+            if cfg.smt.is_some() {
+                return Err(usage(
+                    "--smt describes an imported recording; live runs read the topology themselves",
+                ));
+            }
+            session::run_live(cfg, &cfg.live, out, notes)
+        }
+        Input::Example => {
+            check_import_flags(&cfg.live)?;
+            let mut c = cfg.clone();
+            c.cpu.get_or_insert_with(|| "zen4".into());
+            if c.level == 1 {
+                c.level = 2;
+            }
+            writeln!(
+                notes,
+                "tma: bundled example: synthetic Zen 4 counts of a SHA-256 run, solved from the \
+                 methodology's published percentages (not measured on this machine)"
+            )?;
+            import::run_perf_stat(&c, EXAMPLE_CSV, EXAMPLE_NAME, out, notes)
+        }
+        Input::Import(path) => {
+            check_import_flags(&cfg.live)?;
+            import_file(cfg, path, out, notes)
+        }
+    }
+}
+
+/// `--import FILE`: a snapshot is read whole and replayed; perf stat output streams.
+fn import_file(
+    cfg: &StatConfig,
+    path: &Path,
+    out: &mut dyn Write,
+    notes: &mut dyn Write,
+) -> Result<Outcome, StatError> {
+    let read_err = |source| StatError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = path.display().to_string();
+    let f = std::fs::File::open(path).map_err(read_err)?;
+    let mut input = BufReader::with_capacity(1 << 16, f);
+    let prefix = input.fill_buf().map_err(read_err)?;
+    match shim::sniff(prefix) {
+        shim::Sniff::PerfText => import::run_perf_stat(cfg, input, &file, out, notes),
+        shim::Sniff::TmaDocument => {
+            let mut bytes = Vec::new();
+            input.read_to_end(&mut bytes).map_err(read_err)?;
+            let format = tma_perf::import::detect(&bytes).map_err(|source| StatError::Import {
+                file: file.clone(),
+                source,
+            })?;
+            if format != tma_perf::import::ImportFormat::TmaSnapshot {
+                return import::run_perf_stat(cfg, &bytes[..], &file, out, notes);
+            }
+            if cfg.smt.is_some() {
+                return Err(usage(
+                    "--smt is not needed with a snapshot: it records the machine's topology",
+                ));
+            }
+            let snap = tma_perf::snapshot::read(&bytes).map_err(|source| StatError::Snapshot {
+                file: file.clone(),
+                source,
+            })?;
+            session::replay(cfg, snap, out, notes)
+        }
+    }
+}
+
+/// Live-only settings make no sense with a recording: say so instead of ignoring them.
+fn check_import_flags(a: &LiveOptions) -> Result<(), StatError> {
+    let mut bad: Vec<&str> = Vec::new();
+    if !a.command.is_empty() {
+        bad.push("-- CMD");
+    }
+    for (set, name) in [
+        (!a.pids.is_empty(), "-p"),
+        (!a.tids.is_empty(), "-t"),
+        (a.all_cpus, "-a"),
+        (a.cpu_list.is_some(), "-C"),
+        (a.interval_ms.is_some(), "-I"),
+        (a.per_core, "--per-core"),
+        (a.per_thread, "--per-thread"),
+        (a.record.is_some(), "--record"),
+        (a.no_multiplex, "--no-multiplex"),
+        (a.repeat.is_some(), "--repeat"),
+        (a.drilldown, "--drilldown"),
+        (a.duration_s.is_some(), "--duration"),
+        (!a.events.is_empty(), "-e"),
+    ] {
+        if set {
+            bad.push(name);
+        }
+    }
+    if !bad.is_empty() {
+        return Err(usage(format!(
+            "--import reads a recording and cannot be combined with {} (those are for live counting)",
+            bad.join(", ")
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,6 @@
+//! Renderers of `tma stat`, `tma events` and `tma list` results, on `tma-report` primitives.
+
+pub mod counts;
+pub mod events;
+pub mod list;
+pub mod tree;

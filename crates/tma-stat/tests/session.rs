@@ -1,0 +1,202 @@
+//! `tma_stat::run` in-process: live runs with the synthetic backend (the hardware paths on a
+//! machine without a PMU) and with real software events, recorded and replayed; a replay
+//! must write exactly what the live run wrote.
+
+use std::path::{Path, PathBuf};
+
+use tma_perf::backend::Synthetic;
+use tma_stat::{BackendChoice, Format, Input, LiveOptions, RenderOptions, StatConfig};
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(rel)
+}
+
+fn zen4_synthetic() -> BackendChoice {
+    let bytes = std::fs::read(fixture("live/synthetic-zen4-sha256.json")).unwrap();
+    BackendChoice::Synthetic(serde_json::from_slice::<Synthetic>(&bytes).unwrap())
+}
+
+fn has_core_pmu() -> bool {
+    ["cpu", "cpu_core", "cpu_atom"]
+        .iter()
+        .any(|p| Path::new("/sys/bus/event_source/devices").join(p).exists())
+}
+
+/// Run `cfg` live with `--record`, then replay the snapshot with `replay` settings; return
+/// (live output, replay output, live notes).
+fn live_then_replay(mut cfg: StatConfig, replay: StatConfig) -> (String, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("s.json");
+    cfg.live.record = Some(snap.clone());
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
+    tma_stat::run(&cfg, &mut out, &mut notes).unwrap();
+    let replay = StatConfig {
+        input: Input::Import(snap),
+        ..replay
+    };
+    let mut again = Vec::new();
+    tma_stat::run(&replay, &mut again, &mut Vec::new()).unwrap();
+    (
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(again).unwrap(),
+        String::from_utf8(notes).unwrap(),
+    )
+}
+
+fn command(argv: &[&str], cpu: Option<&str>, backend: BackendChoice) -> StatConfig {
+    StatConfig {
+        cpu: cpu.map(String::from),
+        live: LiveOptions {
+            command: argv.iter().map(|s| s.to_string()).collect(),
+            backend,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+#[test]
+fn software_record_replay_same_output() {
+    if has_core_pmu() {
+        eprintln!("skipped: this machine has a hardware PMU (the software-only path is not taken)");
+        return;
+    }
+    let (live, replay, notes) = live_then_replay(
+        command(&["true"], None, BackendChoice::Live),
+        StatConfig::default(),
+    );
+    assert!(live.contains("task-clock"), "{live}");
+    assert!(
+        notes.contains("hardware counters are not available"),
+        "{notes}"
+    );
+    assert_eq!(live, replay);
+    let mut cfg = command(&["sleep", "0.25"], None, BackendChoice::Live);
+    cfg.live.interval_ms = Some(100);
+    let (live, replay, _) = live_then_replay(cfg, StatConfig::default());
+    assert!(live.contains("--- interval"), "{live}");
+    assert_eq!(live, replay);
+}
+
+#[test]
+fn drilldown_record_replay_same_output() {
+    let mut cfg = command(&["true"], Some("zen4"), zen4_synthetic());
+    cfg.live.drilldown = true;
+    let (live, replay, notes) = live_then_replay(cfg, StatConfig::default());
+    assert_eq!(live.matches("AMD Zen 4").count(), 2, "{live}");
+    assert!(notes.contains("tma: drill-down: 2 runs"), "{notes}");
+    assert_eq!(live, replay);
+}
+
+#[test]
+fn extra_events_record_replay_same_output() {
+    let mut cfg = command(&["true"], Some("zen4"), zen4_synthetic());
+    cfg.live.events = vec!["ex_ret_ucode_ops,cs".into()];
+    let (live, replay, _) = live_then_replay(cfg, StatConfig::default());
+    // 366e6 true count, read a quarter of the time (2 hardware groups) and scaled back.
+    assert!(
+        live.contains("           366000000  ex_ret_ucode_ops  [25.0% counted]"),
+        "{live}"
+    );
+    assert!(live.contains("  context-switches\n"), "{live}");
+    assert_eq!(live, replay);
+    let mut bad = command(&["true"], Some("zen4"), zen4_synthetic());
+    bad.live.events = vec!["no_such_event".into()];
+    let e = tma_stat::run(&bad, &mut Vec::new(), &mut Vec::new()).unwrap_err();
+    assert!(e.to_string().contains("unknown event"), "{e}");
+}
+
+#[test]
+fn per_core_record_replay_same_output() {
+    let mut cfg = command(&[], Some("zen4"), zen4_synthetic());
+    cfg.level = 2;
+    cfg.live.cpu_list = Some("0".into());
+    cfg.live.per_core = true;
+    cfg.live.duration_s = Some(1.0);
+    let (live, replay, _) = live_then_replay(cfg, StatConfig::default());
+    assert!(live.contains(", core S"), "{live}");
+    assert_eq!(live, replay);
+}
+
+/// Interval mode streams: every format of a live run equals the replay's, and the JSON is
+/// one valid document whatever the number of intervals.
+#[test]
+fn interval_streams_in_every_format() {
+    for (format, compact) in [
+        (Format::Text, false),
+        (Format::Text, true),
+        (Format::Json, false),
+        (Format::Csv, false),
+    ] {
+        let render = RenderOptions {
+            format,
+            compact,
+            verbose: 0,
+        };
+        let mut cfg = command(&["true"], Some("zen4"), zen4_synthetic());
+        cfg.level = 2;
+        cfg.render = render.clone();
+        cfg.live.interval_ms = Some(100);
+        let replay = StatConfig {
+            render,
+            ..Default::default()
+        };
+        let (live, again, _) = live_then_replay(cfg, replay);
+        assert_eq!(live, again, "{format:?} compact={compact}");
+        if format == Format::Json {
+            let v: serde_json::Value = serde_json::from_str(&live).unwrap();
+            assert!(v["intervals"].as_array().unwrap().len() > 1, "{live}");
+        }
+    }
+}
+
+/// `tma locate` asks for the bottleneck in-process.
+#[test]
+fn outcome_names_the_bottleneck() {
+    let mut cfg = command(&["true"], Some("zen4"), zen4_synthetic());
+    cfg.level = 2;
+    let o = tma_stat::run(&cfg, &mut std::io::sink(), &mut Vec::new()).unwrap();
+    let b = o.bottleneck.clone().expect("a bottleneck");
+    assert_eq!(
+        b.path.first().map(String::as_str),
+        Some("backend_bound"),
+        "{b:?}"
+    );
+    assert_eq!(o.exit_status(), 0);
+}
+
+/// Flags that need a live target are refused with a recording, naming each flag.
+#[test]
+fn import_refuses_live_flags() {
+    let cfg = StatConfig {
+        input: Input::Example,
+        live: LiveOptions {
+            all_cpus: true,
+            interval_ms: Some(100),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let e = tma_stat::run(&cfg, &mut Vec::new(), &mut Vec::new())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("-a, -I"), "{e}");
+}
+
+/// The example streams through the same import path as a file and names its bottleneck.
+#[test]
+fn example_runs_anywhere() {
+    let cfg = StatConfig {
+        input: Input::Example,
+        proc_root: PathBuf::from("/nonexistent"),
+        ..Default::default()
+    };
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
+    let o = tma_stat::run(&cfg, &mut out, &mut notes).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.starts_with("AMD Zen 4 (zen4, from --cpu)"), "{out}");
+    assert!(out.contains("Bottleneck:"), "{out}");
+    assert!(o.bottleneck.and_then(|b| b.node).is_some());
+}

@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# Benchmark (not a test): how fast `tma stat --import` reads a long interval recording, and
-# how fast `tma list` starts, both reported as ratios to `perf` start-up measured in the same
-# run on the same machine.
+# Benchmark (not a test): time and peak memory of `tma stat --import` on a long interval
+# recording, in every output mode (tree text, --compact, --csv, --json), against peers
+# measured in the same run on the same machine:
+#   * `awk` summing every count of the same file: the floor for reading and splitting the
+#     text once (what any importer must at least do);
+#   * `perf --version` and `tma list` start-up (fixed costs).
+# Goal (issue "One home per concern"): 1,000,000 intervals in < 10 s and < 100 MB peak RSS in
+# every mode: intervals stream from input to output, memory does not grow with their number.
+# The script exits non-zero when a 1,000,000-interval run misses the goal.
 #
-#   scripts/bench-import.sh            # 10,000 intervals
-#   INTERVALS=50000 scripts/bench-import.sh
+#   scripts/bench-import.sh                 # 1,000,000 intervals (about 830 MB of CSV)
+#   INTERVALS=100000 scripts/bench-import.sh
 #
-# Uses hyperfine when installed (apt-get install hyperfine), else a `date +%s%N` loop.
+# Needs GNU time (/usr/bin/time, Debian package `time`; installed when missing).
 # The recording is generated here (awk), never by tma itself: 12 Zen 4 level-2 events per
 # interval in `perf stat -x, -I 100` layout, with counts that vary per interval.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-INTERVALS=${INTERVALS:-10000}
-RUNS=${RUNS:-10}
+INTERVALS=${INTERVALS:-1000000}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
 
 echo "building release tma..." >&2
@@ -48,50 +53,59 @@ if [ "$got" -lt "$INTERVALS" ]; then
   exit 1
 fi
 
-declare -A MEAN CPU
-# measure NAME 'command line' (no shell features: hyperfine runs it with -N; output is
-# discarded; a non-zero exit status is ignored, `perf stat -h` exits 129 by design).
+if [ ! -x /usr/bin/time ]; then
+  apt-get install -y -q time >/dev/null 2>&1 ||
+    { echo "error: GNU time (/usr/bin/time) is needed: apt-get install time" >&2; exit 1; }
+fi
+
+# measure NAME CMD...: wall seconds, CPU seconds and peak RSS (KiB) of one run; the output is
+# written (to /dev/null), as when a user redirects it to a file.
 measure() {
-  local name=$1 cmd=$2
-  if command -v hyperfine >/dev/null; then
-    hyperfine -N -i --warmup 3 --runs "$RUNS" --export-json "$work/$name.json" "$cmd" >/dev/null 2>&1
-    MEAN[$name]=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["mean"])' "$work/$name.json")
-    CPU[$name]=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(r["user"]+r["system"])' "$work/$name.json")
-  else
-    local start end
-    $cmd >/dev/null 2>&1 || true
-    start=$(date +%s%N)
-    for _ in $(seq "$RUNS"); do $cmd >/dev/null 2>&1 || true; done
-    end=$(date +%s%N)
-    MEAN[$name]=$(awk -v a="$start" -v b="$end" -v r="$RUNS" 'BEGIN { printf "%.6f", (b - a) / r / 1e9 }')
-    CPU[$name]=nan
-  fi
+  local name=$1; shift
+  /usr/bin/time -o "$work/$name.time" -f '%e %U %S %M' "$@" >/dev/null 2>"$work/$name.err" || {
+    echo "error: $name failed:" >&2; cat "$work/$name.err" >&2; exit 1; }
+  local wall user sys rss
+  read -r wall user sys rss < "$work/$name.time"
+  echo "$name $wall $(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }') $rss" >> "$work/results"
 }
 
-measure perf_version "perf --version"
-measure perf_stat_help "perf stat -h"
-measure tma_version "$TMA --version"
-measure tma_list "$TMA list --cpu zen4"
-measure import_compact "$TMA stat --import $rec --cpu zen4 -l 2 --compact"
-measure import_json "$TMA stat --import $rec --cpu zen4 -l 2 --json"
-measure import_tree "$TMA stat --import $rec --cpu zen4 -l 2"
+: > "$work/results"
+measure perf_version perf --version
+measure tma_list "$TMA" list --cpu zen4
+measure awk_sum awk -F, '{ s[$4] += $2 } END { for (e in s) n++; print n }' "$rec"
+measure tma_tree "$TMA" stat --import "$rec" --cpu zen4 -l 2
+measure tma_compact "$TMA" stat --import "$rec" --cpu zen4 -l 2 --compact
+measure tma_csv "$TMA" stat --import "$rec" --cpu zen4 -l 2 --csv
+measure tma_json "$TMA" stat --import "$rec" --cpu zen4 -l 2 --json
 
-python3 - "$INTERVALS" \
-  "${MEAN[perf_version]}" "${MEAN[perf_stat_help]}" "${MEAN[tma_version]}" "${MEAN[tma_list]}" \
-  "${MEAN[import_compact]}" "${MEAN[import_json]}" "${MEAN[import_tree]}" \
-  "${CPU[perf_version]}" "${CPU[perf_stat_help]}" "${CPU[tma_version]}" "${CPU[tma_list]}" \
-  "${CPU[import_compact]}" "${CPU[import_json]}" "${CPU[import_tree]}" <<'EOF'
+python3 - "$INTERVALS" "$lines" "$size" "$work/results" <<'EOF'
 import sys
-n = int(sys.argv[1])
-wall = list(map(float, sys.argv[2:9]))
-cpu = list(map(float, sys.argv[9:16]))
-names = ["perf --version", "perf stat -h", "tma --version", "tma list --cpu zen4",
-         f"tma stat --import ({n} intervals) --compact",
-         f"tma stat --import ({n} intervals) --json",
-         f"tma stat --import ({n} intervals) trees"]
-print("Wall time is what a user waits; CPU time (user+sys) is steadier on a loaded machine.")
-print(f"{'what':46} {'wall':>10} {'x perf -v':>10} {'x stat -h':>10} {'cpu':>10} {'x perf -v':>10}")
-for name, t, c in zip(names, wall, cpu):
-    print(f"{name:46} {t*1000:8.2f}ms {t/wall[0]:9.2f}x {t/wall[1]:9.2f}x {c*1000:8.2f}ms {c/cpu[0]:9.2f}x")
-print(f"import: {n/wall[4]:,.0f} intervals/s wall, {cpu[4]/n*1e6:.1f} us CPU per interval (compact)")
+n, lines, size, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+r = {}
+for line in open(path):
+    name, wall, cpu, rss = line.split()
+    r[name] = (float(wall), float(cpu), int(rss))
+floor = r["awk_sum"][0]
+labels = {
+    "perf_version": "perf --version",
+    "tma_list": "tma list --cpu zen4",
+    "awk_sum": "awk: sum counts per event (read floor)",
+    "tma_tree": "tma stat --import (tree per interval)",
+    "tma_compact": "tma stat --import --compact",
+    "tma_csv": "tma stat --import --csv",
+    "tma_json": "tma stat --import --json",
+}
+print(f"recording: {n:,} intervals, {lines:,} lines, {size}")
+print(f"{'what':42} {'wall':>8} {'cpu':>8} {'peak RSS':>9} {'x awk':>7}")
+missed = []
+for name, label in labels.items():
+    wall, cpu, rss = r[name]
+    print(f"{label:42} {wall:7.2f}s {cpu:7.2f}s {rss/1024:7.1f}MB {wall/max(floor, 0.01):6.2f}x")
+    if name.startswith("tma_stat") or name in ("tma_tree", "tma_compact", "tma_csv", "tma_json"):
+        if not (wall < 10 and rss < 100 * 1024):
+            missed.append(label)
+print(f"import: {n/max(r['tma_compact'][0], 0.01):,.0f} intervals/s wall (--compact)")
+if missed and n >= 1_000_000:
+    print("MISSED the goal (< 10 s and < 100 MB for 1,000,000 intervals): " + "; ".join(missed))
+    sys.exit(1)
 EOF

@@ -4,8 +4,7 @@
 
 use std::io::{BufRead, Write};
 
-use crate::shim::{IntervalReader, Resolver};
-use tma_perf::import::{self, Breakdown};
+use tma_perf::import::{self, Breakdown, IntervalReader, Resolver};
 use tma_perf::snapshot::Topology;
 
 use crate::eval::{Request, RunInfo, TreeEval};
@@ -63,8 +62,8 @@ pub(crate) fn run_perf_stat(
     let eval = TreeEval::new(&info)?;
     let mut resolver = Resolver::new(
         model.key,
-        Box::new(|spec: &str| model.resolve_perf_event_all(spec).unwrap_or_default()),
-        Box::new(|unknown: &[String]| crate::model::guess_other_cpu(unknown, model)),
+        |spec: &str| model.resolve_perf_event_all(spec).unwrap_or_default(),
+        |unknown: &[String]| crate::model::guess_other_cpu(unknown, model),
     );
     let aggregated = reader.breakdown() == Breakdown::Aggregated;
     let mut writer = TreeWriter::new(cfg.render.clone());
@@ -80,7 +79,7 @@ pub(crate) fn run_perf_stat(
             // The header names how each event spec was read: known from the first interval,
             // where perf lists every event it counted.
             eval.check_present(std::iter::once(&iv))?;
-            info.event_map = resolver.mapping().to_vec();
+            info.event_map = resolver.mapping();
             writer.begin(out, &info)?;
         }
         let ir = eval.eval(&iv);

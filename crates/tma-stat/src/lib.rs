@@ -24,7 +24,6 @@ pub mod model;
 pub mod plan;
 pub mod render;
 mod session;
-mod shim;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -217,30 +216,28 @@ fn import_file(
     let f = std::fs::File::open(path).map_err(read_err)?;
     let mut input = BufReader::with_capacity(1 << 16, f);
     let prefix = input.fill_buf().map_err(read_err)?;
-    match shim::sniff(prefix) {
-        shim::Sniff::PerfText => import::run_perf_stat(cfg, input, &file, out, notes),
-        shim::Sniff::TmaDocument => {
-            let mut bytes = Vec::new();
-            input.read_to_end(&mut bytes).map_err(read_err)?;
-            let format = tma_perf::import::detect(&bytes).map_err(|source| StatError::Import {
-                file: file.clone(),
-                source,
-            })?;
-            if format != tma_perf::import::ImportFormat::TmaSnapshot {
-                return import::run_perf_stat(cfg, &bytes[..], &file, out, notes);
-            }
-            if cfg.smt.is_some() {
-                return Err(usage(
-                    "--smt is not needed with a snapshot: it records the machine's topology",
-                ));
-            }
-            let snap = tma_perf::snapshot::read(&bytes).map_err(|source| StatError::Snapshot {
-                file: file.clone(),
-                source,
-            })?;
-            session::replay(cfg, snap, out, notes)
-        }
+    if !tma_perf::import::is_document(prefix) {
+        return import::run_perf_stat(cfg, input, &file, out, notes);
     }
+    let mut bytes = Vec::new();
+    input.read_to_end(&mut bytes).map_err(read_err)?;
+    let format = tma_perf::import::detect(&bytes).map_err(|source| StatError::Import {
+        file: file.clone(),
+        source,
+    })?;
+    if format != tma_perf::import::ImportFormat::TmaSnapshot {
+        return import::run_perf_stat(cfg, &bytes[..], &file, out, notes);
+    }
+    if cfg.smt.is_some() {
+        return Err(usage(
+            "--smt is not needed with a snapshot: it records the machine's topology",
+        ));
+    }
+    let snap = tma_perf::snapshot::read(&bytes).map_err(|source| StatError::Snapshot {
+        file: file.clone(),
+        source,
+    })?;
+    session::replay(cfg, snap, out, notes)
 }
 
 /// Live-only settings make no sense with a recording: say so instead of ignoring them.

@@ -7,6 +7,11 @@
 
 use std::borrow::Cow;
 
+use smallvec::SmallVec;
+
+/// Fields of one line: perf writes at most about a dozen, so they stay on the stack.
+type Fields<'a> = SmallVec<[(Cow<'a, str>, bool); 16]>;
+
 use super::{ImportError, Row, RowValue};
 
 /// Pick the separator of a data line: the one of `,` `;` tab `|` that splits it into the
@@ -22,51 +27,9 @@ pub(super) fn detect_separator(line: &str) -> char {
     best.0
 }
 
-pub(super) fn parse_rows(text: &str, sep: char) -> Result<Vec<Row>, ImportError> {
-    let mut rows = Vec::new();
-    let mut short: Option<bool> = None;
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim_end_matches('\r');
-        let t = line.trim();
-        if t.is_empty() || t.starts_with('#') {
-            continue;
-        }
-        if t.starts_with("Performance counter stats for") {
-            return Err(ImportError::HumanReadable { line: i + 1 });
-        }
-        // A file whose first row has no counter-running columns (`value,unit,event` only)
-        // is read in that short layout; otherwise a short row is truncated.
-        let parsed = match (rows.is_empty(), short) {
-            (true, None) => match parse_line(line, sep, i + 1, false) {
-                Err(ImportError::Truncated { .. }) => {
-                    let r = parse_line(line, sep, i + 1, true);
-                    short = Some(r.is_ok());
-                    if r.is_err() {
-                        parse_line(line, sep, i + 1, false)
-                    } else {
-                        r
-                    }
-                }
-                r => {
-                    short = Some(false);
-                    r
-                }
-            },
-            (_, s) => parse_line(line, sep, i + 1, s == Some(true)),
-        };
-        if let Some(row) = parsed? {
-            rows.push(row);
-        }
-    }
-    if rows.is_empty() {
-        return Err(ImportError::NoData);
-    }
-    Ok(rows)
-}
-
 /// Split a line into fields: RFC-4180 quotes are honoured (a quoted field is one field even
 /// with separators inside), then unquoted fields of a `pmu/.../` spec are re-joined.
-fn split_fields(line: &str, sep: char) -> Vec<(Cow<'_, str>, bool)> {
+fn split_fields(line: &str, sep: char) -> Fields<'_> {
     // Fast path: nothing quoted and no `pmu/.../` spec.
     if !line.contains(['"', '/']) {
         return line.split(sep).map(|f| (Cow::Borrowed(f), false)).collect();
@@ -103,7 +66,7 @@ fn split_fields(line: &str, sep: char) -> Vec<(Cow<'_, str>, bool)> {
     // Re-join `pmu/a=1,b=2/mods`: a field with an odd number of '/' opens a spec that the
     // next field with an odd number of '/' closes. Without a closer (e.g. a metric unit
     // `K/sec` at the end), the fields stay as they are.
-    let mut out: Vec<(Cow<'_, str>, bool)> = Vec::with_capacity(raw.len());
+    let mut out: Fields<'_> = SmallVec::with_capacity(raw.len());
     let mut i = 0;
     while i < raw.len() {
         let (f, q) = &raw[i];
@@ -137,8 +100,17 @@ fn is_term_start(s: &str) -> bool {
 }
 
 fn is_number(s: &str) -> bool {
+    number(s).is_some()
+}
+
+/// `s` as a finite number.
+fn number(s: &str) -> Option<f64> {
     let s = s.trim();
-    !s.is_empty() && s.parse::<f64>().is_ok_and(|v| v.is_finite())
+    // Every number starts with a digit, a sign or a point: reject names at once.
+    if !s.starts_with(|c: char| c.is_ascii_digit() || matches!(c, '-' | '+' | '.')) {
+        return None;
+    }
+    s.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
 fn is_value(s: &str) -> bool {
@@ -149,17 +121,23 @@ fn is_value(s: &str) -> bool {
 /// Digit groups joined by a thousands separator: `1,234,567`, `1.234.567`, `1 234 567`,
 /// `1'234'567`, or the same split across fields (`1`, `234`, `567`).
 fn is_grouped_number(s: &str) -> bool {
+    let s = s.trim();
+    // Cheap reject: a grouped number holds only digits and separators.
+    if !s.starts_with(|c: char| c.is_ascii_digit()) {
+        return false;
+    }
     for sep in [',', '.', ' ', '\'', '\u{a0}', '\u{202f}'] {
-        let parts: Vec<&str> = s.trim().split(sep).collect();
-        if parts.len() >= 2
-            && (1..=3).contains(&parts[0].len())
-            && parts.iter().all(|p| p.chars().all(|c| c.is_ascii_digit()))
-            && parts[1..].iter().all(|p| p.len() == 3)
-        {
-            // `1.234` alone is a decimal number, not a grouped one.
-            if sep == '.' && parts.len() == 2 {
-                continue;
-            }
+        let mut parts = s.split(sep);
+        let first = parts.next().unwrap_or("");
+        let mut groups = 0usize;
+        let ok = (1..=3).contains(&first.len())
+            && first.bytes().all(|c| c.is_ascii_digit())
+            && parts.all(|p| {
+                groups += 1;
+                p.len() == 3 && p.bytes().all(|c| c.is_ascii_digit())
+            });
+        // `1.234` alone is a decimal number, not a grouped one.
+        if ok && groups >= 1 && !(sep == '.' && groups == 1) {
             return true;
         }
     }
@@ -180,7 +158,9 @@ pub(super) fn parse_line(
     short: bool,
 ) -> Result<Option<Row>, ImportError> {
     let fields = split_fields(line, sep);
-    let f: Vec<&str> = fields.iter().map(|(s, _)| s.as_ref().trim()).collect();
+    let f: SmallVec<[&str; 16]> = fields.iter().map(|(s, _)| s.as_ref().trim()).collect();
+    // The first field, when it is a number: a timestamp (`-I`) or the count.
+    let first_number = f.first().and_then(|t| number(t));
     let truncated = || ImportError::Truncated {
         line: lineno,
         found: if f.len() == 1 {
@@ -203,7 +183,7 @@ pub(super) fn parse_line(
     // give it away.
     let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
     for k in 0..2usize {
-        if k == 1 && !f.first().is_some_and(|t| is_number(t)) {
+        if k == 1 && first_number.is_none() {
             break;
         }
         if f.len() > k + 1 && digits(f[k]) && f[k].len() <= 3 && three_digits(f[k + 1]) {
@@ -225,8 +205,8 @@ pub(super) fn parse_line(
     if f.first() == Some(&"summary") && f.len() > 1 && is_value(f[1]) {
         summary = true;
         k = 1;
-    } else if f.len() > 1 && is_number(f[0]) && is_value(f[1]) {
-        timestamp = Some(parse_f64(f[0], lineno, "timestamp")?);
+    } else if let (Some(t), true) = (first_number, f.len() > 1 && is_value(f[1])) {
+        timestamp = Some(t);
         k = 1;
     }
     // Aggregation columns.
@@ -269,13 +249,16 @@ pub(super) fn parse_line(
     let value = match value_s {
         "<not counted>" => RowValue::NotCounted,
         "<not supported>" => RowValue::NotSupported,
-        s if is_grouped_number(s) && !is_number(s) => {
-            return Err(ImportError::ThousandsSeparator {
-                line: lineno,
-                value: s.to_string(),
-            })
-        }
-        s => RowValue::Count(parse_f64(s, lineno, "count")?),
+        s => match parse_f64(s, lineno, "count") {
+            Ok(v) => RowValue::Count(v),
+            Err(_) if is_grouped_number(s) => {
+                return Err(ImportError::ThousandsSeparator {
+                    line: lineno,
+                    value: s.to_string(),
+                })
+            }
+            Err(e) => return Err(e),
+        },
     };
     if is_number(event) {
         return Err(truncated());

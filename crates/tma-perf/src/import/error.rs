@@ -10,6 +10,8 @@ pub enum ImportError {
     Empty,
     #[error("the file is binary, not text (byte {offset} is 0x{byte:02x}); import the text output of `perf stat -x,` or `perf stat -j`, not perf.data")]
     Binary { offset: usize, byte: u8 },
+    #[error("reading the recording failed: {why}")]
+    Io { why: String },
     #[error("line {line}: not valid UTF-8 text; import the text output of `perf stat -x,` or `perf stat -j`")]
     NotUtf8 { line: usize },
     #[error("the file holds no counter lines (only comments or blank lines); was the command run with `perf stat -x,` or `-j` and `-o FILE`?")]

@@ -6,39 +6,40 @@ use serde_json::{Map, Value};
 
 use super::{ImportError, Row, RowValue};
 
-pub(super) fn parse_rows(text: &str) -> Result<Vec<Row>, ImportError> {
-    let mut rows = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let lineno = i + 1;
-        let t = raw.trim();
-        if t.is_empty() || t.starts_with('#') {
-            continue;
+/// Parse one non-blank, non-comment line; `Ok(None)` for objects that carry no count
+/// (metric-only objects of `perf stat -M`).
+pub(super) fn parse_line(t: &str, lineno: usize) -> Result<Option<Row>, ImportError> {
+    let obj: Map<String, Value> = match serde_json::from_str::<Value>(t) {
+        Ok(Value::Object(o)) => o,
+        Ok(_) => {
+            return Err(ImportError::BadJson {
+                line: lineno,
+                why: "not a JSON object".into(),
+            })
         }
-        let obj: Map<String, Value> = match serde_json::from_str::<Value>(t) {
-            Ok(Value::Object(o)) => o,
-            Ok(_) => {
-                return Err(ImportError::BadJson {
-                    line: lineno,
-                    why: "not a JSON object".into(),
-                })
-            }
-            Err(e) => {
-                let why = if e.is_eof() {
-                    "the line ends early: truncated".to_string()
-                } else {
-                    e.to_string()
-                };
-                return Err(ImportError::BadJson { line: lineno, why });
-            }
-        };
-        if let Some(row) = parse_object(&obj, lineno)? {
-            rows.push(row);
+        Err(e) => {
+            let why = if e.is_eof() {
+                "the line ends early: truncated".to_string()
+            } else {
+                e.to_string()
+            };
+            return Err(ImportError::BadJson { line: lineno, why });
         }
+    };
+    if let Some(schema) = obj.get("schema").and_then(Value::as_str) {
+        // One of tma's own documents written on one line.
+        return Err(if schema == "tma.snapshot" {
+            ImportError::Snapshot {
+                why: "snapshots are replayed by `tma stat --import`, not read as perf stat output"
+                    .into(),
+            }
+        } else {
+            ImportError::NotARecording {
+                schema: schema.to_string(),
+            }
+        });
     }
-    if rows.is_empty() {
-        return Err(ImportError::NoData);
-    }
-    Ok(rows)
+    parse_object(&obj, lineno)
 }
 
 fn parse_object(obj: &Map<String, Value>, line: usize) -> Result<Option<Row>, ImportError> {

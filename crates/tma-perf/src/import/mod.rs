@@ -21,12 +21,14 @@
 mod csv;
 mod error;
 mod json;
+mod reader;
 mod resolve;
 
 pub use error::{ImportError, ResolveError};
-pub use resolve::{aggregate, resolve, ResolveOutcome};
+pub use reader::IntervalReader;
+pub use resolve::{aggregate, is_generic_event, resolve, ResolveOutcome, Resolver};
 
-use crate::readings::{Interval, Reading, ReadingStatus};
+use crate::readings::Interval;
 
 /// What kind of recording a file holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,9 +52,10 @@ impl std::fmt::Display for ImportFormat {
 }
 
 /// Which breakdown the rows of a recording carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Breakdown {
     /// One row per event (perf's default aggregation).
+    #[default]
     Aggregated,
     /// `-A` / `--no-aggr`: one row per CPU ([`Reading::cpu`] set).
     PerCpu,
@@ -117,30 +120,50 @@ pub fn detect(bytes: &[u8]) -> Result<ImportFormat, ImportError> {
     Err(ImportError::NoData)
 }
 
-/// Parse a `perf stat -x<sep>` or `perf stat -j` recording.
+/// Whether a file that starts with `prefix` is a JSON document (one of tma's own files, such
+/// as a snapshot) rather than perf stat output, judged by its first non-blank, non-comment
+/// line: a lone `{` or an object with a `"schema"` key. Such files are read whole (see
+/// [`detect`]); perf stat output streams through [`IntervalReader`].
+pub fn is_document(prefix: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(prefix);
+    match text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        Some(l) => l.starts_with('{') && (l == "{" || l.contains("\"schema\"")),
+        None => false,
+    }
+}
+
+/// Parse a whole `perf stat -x<sep>` or `perf stat -j` recording into memory.
 ///
 /// tma snapshots are not handled here (see `ImportFormat::TmaSnapshot`): the caller hands
-/// those to the snapshot reader.
+/// those to the snapshot reader. Long recordings should stream through [`IntervalReader`].
 pub fn parse(bytes: &[u8]) -> Result<Recording, ImportError> {
-    let format = detect(bytes)?;
-    // detect() validated UTF-8.
-    let text = std::str::from_utf8(bytes).map_err(|e| ImportError::NotUtf8 {
-        line: line_of(bytes, e.valid_up_to()),
-    })?;
-    let cpu_hint = cpu_hint(text);
-    let rows = match format {
-        ImportFormat::PerfCsv { separator } => csv::parse_rows(text, separator)?,
-        ImportFormat::PerfJson => json::parse_rows(text)?,
-        ImportFormat::TmaSnapshot => {
-            return Err(ImportError::Snapshot {
-                why: "snapshots are read by the snapshot module, not the perf importer".into(),
-            })
+    if is_document(bytes) {
+        match detect(bytes)? {
+            ImportFormat::TmaSnapshot => {
+                return Err(ImportError::Snapshot {
+                    why: "snapshots are read by the snapshot module, not the perf importer".into(),
+                })
+            }
+            _ => {}
         }
-    };
-    let mut rec = assemble(rows)?;
-    rec.format = format;
-    rec.cpu_hint = cpu_hint;
-    Ok(rec)
+    }
+    let mut reader = IntervalReader::new(bytes)?;
+    let mut intervals = Vec::new();
+    while let Some(iv) = reader.next_interval()? {
+        intervals.push(iv);
+    }
+    Ok(Recording {
+        format: reader.format(),
+        interval_mode: reader.interval_mode(),
+        breakdown: reader.breakdown(),
+        cpu_hint: reader.cpu_hint().map(str::to_string),
+        events: reader.events().to_vec(),
+        intervals,
+    })
 }
 
 /// One counter row of either format, before grouping into intervals.
@@ -166,134 +189,14 @@ pub(crate) enum RowValue {
     NotSupported,
 }
 
-/// Group rows into intervals, check duplicates and interval order, build readings.
-fn assemble(rows: Vec<Row>) -> Result<Recording, ImportError> {
-    let Some(first) = rows.first() else {
-        return Err(ImportError::NoData);
-    };
-    let interval_mode = first.timestamp.is_some() || first.summary;
-    let breakdown = if first.cpu.is_some() {
-        Breakdown::PerCpu
-    } else if first.tid.is_some() {
-        Breakdown::PerThread
-    } else {
-        Breakdown::Aggregated
-    };
-    let mut intervals: Vec<Interval> = Vec::new();
-    let mut events: Vec<String> = Vec::new();
-    let mut event_index: std::collections::HashMap<String, usize> = Default::default();
-    // (event index, cpu, tid) -> line of first occurrence, within the current interval.
-    let mut seen: std::collections::HashMap<(usize, Option<u32>, Option<u32>), usize> =
-        Default::default();
-    let mut current_ts: Option<f64> = None;
-    let mut prev_end = 0.0f64;
-    let mut duration_ns: Option<f64> = None;
-    let mut in_summary = false;
-    for row in rows {
-        // `perf stat -I --summary` ends with whole-run rows (`summary,...` in CSV, rows
-        // without `interval` in JSON or with --no-csv-summary): the intervals already hold
-        // the data, so they are skipped.
-        if interval_mode && (row.summary || row.timestamp.is_none()) {
-            in_summary = true;
-            continue;
-        }
-        if row.summary || row.timestamp.is_some() != interval_mode || in_summary {
-            return Err(ImportError::MixedIntervals { line: row.line });
-        }
-        let new_interval = match (row.timestamp, current_ts) {
-            (Some(t), Some(c)) => t != c,
-            (_, None) => true,
-            (None, Some(_)) => false,
-        };
-        if new_interval {
-            if let (Some(t), Some(c)) = (row.timestamp, current_ts) {
-                if t < c {
-                    return Err(ImportError::IntervalOrder {
-                        line: row.line,
-                        time: t,
-                        previous: c,
-                    });
-                }
-            }
-            let end = row.timestamp.unwrap_or(0.0);
-            intervals.push(Interval {
-                start_s: if interval_mode { prev_end } else { 0.0 },
-                end_s: end,
-                readings: Vec::new(),
-            });
-            prev_end = end;
-            current_ts = Some(row.timestamp.unwrap_or(0.0));
-            seen.clear();
-        }
-        let idx = match event_index.get(row.event.as_str()) {
-            Some(&i) => i,
-            None => {
-                event_index.insert(row.event.clone(), events.len());
-                events.push(row.event.clone());
-                events.len() - 1
-            }
-        };
-        let key = (idx, row.cpu, row.tid);
-        if let Some(&first_line) = seen.get(&key) {
-            return Err(ImportError::Duplicate {
-                line: row.line,
-                event: row.event,
-                first_line,
-            });
-        }
-        seen.insert(key, row.line);
-        let scale = unit_to_ns(&row.unit);
-        let is_duration = row.event == "duration_time";
-        let mut reading = match row.value {
-            RowValue::Count(v) => Reading::from_scaled(row.event, v * scale, row.running_pct),
-            RowValue::NotCounted => Reading::missing(row.event, ReadingStatus::NotCounted),
-            RowValue::NotSupported => Reading::missing(row.event, ReadingStatus::NotSupported),
-        };
-        reading.time_running_ns = row.running_ns;
-        if row.running_pct.is_none() && reading.value.is_some() {
-            // perf did not say how long the event was counted.
-            reading.counted_share = None;
-        }
-        reading.cpu = row.cpu;
-        reading.tid = row.tid;
-        if !interval_mode && is_duration && row.cpu.is_none() {
-            duration_ns = reading.value;
-        }
-        // `intervals` is non-empty: the first row always opens one.
-        if let Some(iv) = intervals.last_mut() {
-            iv.readings.push(reading);
-        }
-    }
-    if let (false, Some(ns), Some(iv)) = (interval_mode, duration_ns, intervals.first_mut()) {
-        iv.end_s = ns / 1e9;
-    }
-    Ok(Recording {
-        format: ImportFormat::PerfJson,
-        interval_mode,
-        breakdown,
-        cpu_hint: None,
-        intervals,
-        events,
-    })
-}
-
 /// Factor that turns a value printed in `unit` into nanoseconds (1 for non-time units).
-fn unit_to_ns(unit: &str) -> f64 {
+pub(crate) fn unit_to_ns(unit: &str) -> f64 {
     match unit {
         "msec" | "ms" => 1e6,
         "usec" | "us" => 1e3,
         "sec" | "s" => 1e9,
         _ => 1.0,
     }
-}
-
-/// `# cpu: KEY` metadata comment.
-fn cpu_hint(text: &str) -> Option<String> {
-    text.lines()
-        .filter_map(|l| l.trim().strip_prefix('#'))
-        .filter_map(|l| l.trim().strip_prefix("cpu:"))
-        .map(|k| k.trim().to_string())
-        .find(|k| !k.is_empty())
 }
 
 /// Reject binary data early: NUL bytes or control characters other than tab/CR/LF/FF.

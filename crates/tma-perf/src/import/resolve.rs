@@ -58,94 +58,150 @@ pub struct ResolveOutcome {
     pub generic: Vec<String>,
 }
 
-/// Rename every reading's `event` from its perf spec to the canonical ids given by
-/// `resolve_spec` (normally `Model::resolve_perf_event_all`; empty = unknown). When several
-/// ids share the spec's encoding (`TOPDOWN.SLOTS` and `TOPDOWN.SLOTS:perf_metrics`), the
-/// reading is provided under each of them.
+/// Renames readings from perf specs to a model's canonical event ids, one interval at a time.
+/// Each spec is looked up once and remembered.
 ///
-/// Specs the model does not know and that are not generic perf events are an error; when
-/// `guess_other_cpu` names a model on which they resolve, the error says so. Two specs
-/// resolving to the same canonical id in one interval are an error too.
-pub fn resolve(
-    intervals: &[Interval],
+/// `resolve_spec` is normally `Model::resolve_perf_event_all` (empty = unknown). When several
+/// ids share the spec's encoding (`TOPDOWN.SLOTS` and `TOPDOWN.SLOTS:perf_metrics`), the
+/// reading is provided under each of them. Specs the model does not know and that are not
+/// generic perf events are an error; when `guess_other_cpu` names a model on which they
+/// resolve, the error says so. Two specs resolving to the same canonical id are an error too.
+pub struct Resolver<F, G> {
     model_key: &'static str,
-    mut resolve_spec: impl FnMut(&str) -> Vec<String>,
-    guess_other_cpu: impl FnOnce(&[String]) -> Option<&'static str>,
-) -> Result<ResolveOutcome, ResolveError> {
-    let mut map: HashMap<String, Vec<String>> = HashMap::new();
-    let mut order: Vec<String> = Vec::new();
-    for iv in intervals {
-        for r in &iv.readings {
-            if !map.contains_key(&r.event) {
-                let c = resolve_spec(&r.event);
-                map.insert(r.event.clone(), c);
-                order.push(r.event.clone());
-            }
+    resolve_spec: F,
+    guess_other_cpu: G,
+    map: HashMap<String, Vec<String>>,
+    /// Specs in order of first appearance.
+    order: Vec<String>,
+    /// canonical id -> the spec that resolved to it.
+    by_canonical: HashMap<String, String>,
+}
+
+impl<F, G> Resolver<F, G>
+where
+    F: FnMut(&str) -> Vec<String>,
+    G: FnMut(&[String]) -> Option<&'static str>,
+{
+    pub fn new(model_key: &'static str, resolve_spec: F, guess_other_cpu: G) -> Self {
+        Resolver {
+            model_key,
+            resolve_spec,
+            guess_other_cpu,
+            map: HashMap::new(),
+            order: Vec::new(),
+            by_canonical: HashMap::new(),
         }
     }
-    let unknown: Vec<String> = order
-        .iter()
-        .filter(|s| map[*s].is_empty() && !is_generic_event(s))
-        .cloned()
-        .collect();
-    if !unknown.is_empty() {
-        let other_cpu = guess_other_cpu(&unknown);
-        return Err(ResolveError::UnknownEvents {
-            model: model_key,
-            events: unknown,
-            other_cpu,
-        });
-    }
-    // Two specs for one canonical event.
-    let mut by_canonical: HashMap<&str, &str> = HashMap::new();
-    for spec in &order {
-        for c in &map[spec] {
-            if let Some(first) = by_canonical.insert(c.as_str(), spec.as_str()) {
-                if first != spec {
+
+    /// Look up the specs not seen before; unknown specs among them are reported together.
+    pub fn learn<'s>(
+        &mut self,
+        specs: impl IntoIterator<Item = &'s str>,
+    ) -> Result<(), ResolveError> {
+        let mut unknown: Vec<String> = Vec::new();
+        for spec in specs {
+            if self.map.contains_key(spec) {
+                continue;
+            }
+            let ids = (self.resolve_spec)(spec);
+            if ids.is_empty() && !is_generic_event(spec) {
+                if !unknown.iter().any(|u| u == spec) {
+                    unknown.push(spec.to_string());
+                }
+                continue;
+            }
+            for c in &ids {
+                if let Some(first) = self.by_canonical.get(c) {
                     return Err(ResolveError::SameEvent {
-                        model: model_key,
-                        first: first.to_string(),
-                        second: spec.clone(),
+                        model: self.model_key,
+                        first: first.clone(),
+                        second: spec.to_string(),
                         canonical: c.clone(),
                     });
                 }
+                self.by_canonical.insert(c.clone(), spec.to_string());
             }
+            self.map.insert(spec.to_string(), ids);
+            self.order.push(spec.to_string());
         }
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        Err(ResolveError::UnknownEvents {
+            model: self.model_key,
+            other_cpu: (self.guess_other_cpu)(&unknown),
+            events: unknown,
+        })
     }
-    let out = intervals
-        .iter()
-        .map(|iv| {
-            let mut readings = Vec::with_capacity(iv.readings.len());
-            for r in &iv.readings {
-                match map.get(&r.event).map(Vec::as_slice) {
-                    Some([]) | None => readings.push(r.clone()),
-                    Some(ids) => {
-                        for id in ids {
-                            let mut c = r.clone();
-                            c.event = id.clone();
-                            readings.push(c);
-                        }
+
+    /// Rename the readings of one interval.
+    pub fn resolve(&mut self, iv: Interval) -> Result<Interval, ResolveError> {
+        self.learn(iv.readings.iter().map(|r| r.event.as_str()))?;
+        Ok(self.rename(iv))
+    }
+
+    /// Rename readings whose specs have all been learnt.
+    fn rename(&self, iv: Interval) -> Interval {
+        let mut readings = Vec::with_capacity(iv.readings.len());
+        for r in iv.readings {
+            match self.map.get(&r.event).map(Vec::as_slice) {
+                Some([]) | None => readings.push(r),
+                Some([id]) => readings.push(Reading {
+                    event: id.clone(),
+                    ..r
+                }),
+                Some(ids) => {
+                    for id in ids {
+                        let mut c = r.clone();
+                        c.event = id.clone();
+                        readings.push(c);
                     }
                 }
             }
-            Interval {
-                start_s: iv.start_s,
-                end_s: iv.end_s,
-                readings,
-            }
-        })
-        .collect();
-    Ok(ResolveOutcome {
-        intervals: out,
-        mapping: order
+        }
+        Interval {
+            start_s: iv.start_s,
+            end_s: iv.end_s,
+            readings,
+        }
+    }
+
+    /// perf spec -> canonical id, for every spec the model knows, in order of appearance.
+    pub fn mapping(&self) -> Vec<(String, String)> {
+        self.order
             .iter()
-            .filter_map(|s| map[s].first().map(|c| (s.clone(), c.clone())))
-            .collect(),
-        generic: order
+            .filter_map(|s| self.map[s].first().map(|c| (s.clone(), c.clone())))
+            .collect()
+    }
+
+    /// Generic events kept under their perf name.
+    pub fn generic(&self) -> Vec<String> {
+        self.order
             .iter()
-            .filter(|s| map[*s].is_empty())
+            .filter(|s| self.map[*s].is_empty())
             .cloned()
-            .collect(),
+            .collect()
+    }
+}
+
+/// [`Resolver`] over a whole recording held in memory: every spec of every interval is
+/// checked before any reading is renamed.
+pub fn resolve(
+    intervals: &[Interval],
+    model_key: &'static str,
+    resolve_spec: impl FnMut(&str) -> Vec<String>,
+    guess_other_cpu: impl FnMut(&[String]) -> Option<&'static str>,
+) -> Result<ResolveOutcome, ResolveError> {
+    let mut r = Resolver::new(model_key, resolve_spec, guess_other_cpu);
+    r.learn(
+        intervals
+            .iter()
+            .flat_map(|iv| iv.readings.iter().map(|x| x.event.as_str())),
+    )?;
+    Ok(ResolveOutcome {
+        intervals: intervals.iter().map(|iv| r.rename(iv.clone())).collect(),
+        mapping: r.mapping(),
+        generic: r.generic(),
     })
 }
 

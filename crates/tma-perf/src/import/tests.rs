@@ -1,4 +1,5 @@
 use super::*;
+use crate::readings::ReadingStatus;
 
 fn fixture(name: &str) -> Vec<u8> {
     let p = format!(
@@ -305,4 +306,87 @@ fn csv_without_running_columns() {
         assert_eq!(c.counted_share, None, "{text}");
         assert_eq!(value(iv, "task-clock"), Some(0.5e6));
     }
+}
+
+/// An endless `perf stat -I` CSV recording produced on demand: the reader must hand out
+/// intervals without reaching the end of its input.
+struct EndlessIntervals {
+    next: u64,
+    pending: Vec<u8>,
+    pos: usize,
+}
+
+impl std::io::Read for EndlessIntervals {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.pos == self.pending.len() {
+            self.next += 1;
+            let t = self.next as f64 * 0.1;
+            self.pending = format!(
+                "{t:.3},{},,cycles,100000,100.00,,\n{t:.3},{},,instructions,100000,100.00,,\n",
+                1000 + self.next,
+                2000 + self.next
+            )
+            .into_bytes();
+            self.pos = 0;
+        }
+        let n = buf.len().min(self.pending.len() - self.pos);
+        buf[..n].copy_from_slice(&self.pending[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+#[test]
+fn intervals_stream_from_an_endless_input() {
+    let input = std::io::BufReader::with_capacity(
+        256,
+        EndlessIntervals {
+            next: 0,
+            pending: Vec::new(),
+            pos: 0,
+        },
+    );
+    let mut reader = IntervalReader::new(input).unwrap();
+    assert!(reader.interval_mode());
+    for k in 1..=1000u64 {
+        let iv = reader.next_interval().unwrap().unwrap();
+        assert!((iv.end_s - k as f64 * 0.1).abs() < 1e-9, "interval {k}");
+        assert_eq!(iv.get("cycles").unwrap().value, Some((1000 + k) as f64));
+        assert_eq!(
+            iv.get("instructions").unwrap().value,
+            Some((2000 + k) as f64)
+        );
+    }
+}
+
+#[test]
+fn resolver_learns_specs_once_and_checks_them_per_interval() {
+    let text = "     0.1,10,,cycles,100,100.00\n     0.1,20,,r76,100,100.00\n\
+                     0.2,11,,cycles,100,100.00\n     0.2,21,,r76,100,100.00\n\
+                     0.3,12,,cycles,100,100.00\n     0.3,5,,rbad,100,100.00\n";
+    let mut reader = IntervalReader::new(text.as_bytes()).unwrap();
+    let mut lookups = 0;
+    let mut resolver = Resolver::new(
+        "zen4",
+        |s: &str| {
+            lookups += 1;
+            match s {
+                "r76" => vec!["ls_not_halted_cyc".to_string()],
+                _ => vec![],
+            }
+        },
+        |_: &[String]| None,
+    );
+    for _ in 0..2 {
+        let iv = resolver
+            .resolve(reader.next_interval().unwrap().unwrap())
+            .unwrap();
+        assert!(iv.get("ls_not_halted_cyc").is_some() && iv.get("cycles").is_some());
+    }
+    let err = resolver
+        .resolve(reader.next_interval().unwrap().unwrap())
+        .unwrap_err();
+    assert!(err.to_string().contains("rbad"), "{err}");
+    drop(resolver);
+    assert_eq!(lookups, 3, "each spec is looked up once");
 }

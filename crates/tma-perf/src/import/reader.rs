@@ -1,0 +1,353 @@
+//! The streaming reader: one line in, at most one [`Interval`] out, so a recording of any
+//! length is read in constant memory (one line buffer and the interval being assembled).
+
+use std::collections::HashMap;
+use std::io::BufRead;
+
+use super::{csv, json, unit_to_ns, Breakdown, ImportError, ImportFormat, Row, RowValue};
+use crate::readings::{Interval, Reading, ReadingStatus};
+
+/// Control characters are looked for in this many leading bytes: enough to reject perf.data
+/// or an executable at once without inspecting every byte of a large text file.
+const BINARY_CHECK_BYTES: usize = 64 * 1024;
+
+/// Reads a `perf stat -x<sep>` or `perf stat -j` recording one interval at a time.
+///
+/// [`IntervalReader::new`] reads up to the first counter line, which fixes the format, whether
+/// the data has `-I` intervals and which breakdown (`-A`, `--per-thread`) the rows carry.
+/// [`IntervalReader::next_interval`] then returns each interval once its last row has been
+/// read; errors name the line as [`parse`](super::parse) does.
+pub struct IntervalReader<R> {
+    input: R,
+    line: Vec<u8>,
+    lineno: usize,
+    offset: usize,
+    format: ImportFormat,
+    /// CSV: the file has no counter-running columns (decided on the first row).
+    short: bool,
+    cpu_hint: Option<String>,
+    first: Option<Row>,
+    asm: Assembler,
+    done: bool,
+}
+
+impl<R: BufRead> IntervalReader<R> {
+    /// Read up to the first counter line.
+    pub fn new(mut input: R) -> Result<Self, ImportError> {
+        let mut line = Vec::new();
+        let mut lineno = 0;
+        let mut offset = 0;
+        let mut cpu_hint = None;
+        let mut any_text = false;
+        loop {
+            let Some(text) = next_line(&mut input, &mut line, &mut lineno, &mut offset)? else {
+                return Err(if any_text {
+                    ImportError::NoData
+                } else {
+                    ImportError::Empty
+                });
+            };
+            let t = text.trim();
+            if t.is_empty() {
+                continue;
+            }
+            any_text = true;
+            if let Some(c) = t.strip_prefix('#') {
+                if let Some(key) = c.trim().strip_prefix("cpu:").map(str::trim) {
+                    if cpu_hint.is_none() && !key.is_empty() {
+                        cpu_hint = Some(key.to_string());
+                    }
+                }
+                continue;
+            }
+            if t.starts_with("Performance counter stats for") {
+                return Err(ImportError::HumanReadable { line: lineno });
+            }
+            let (format, short, row) = if t.starts_with('{') {
+                (ImportFormat::PerfJson, false, json::parse_line(t, lineno)?)
+            } else {
+                let separator = csv::detect_separator(t);
+                let text = text.trim_end_matches('\r');
+                // A file whose first row has no counter-running columns (`value,unit,event`
+                // only) is read in that short layout; otherwise a short row is truncated.
+                let (short, row) = match csv::parse_line(text, separator, lineno, false) {
+                    Err(e @ ImportError::Truncated { .. }) => {
+                        match csv::parse_line(text, separator, lineno, true) {
+                            Ok(r) => (true, r),
+                            Err(_) => return Err(e),
+                        }
+                    }
+                    r => (false, r?),
+                };
+                (ImportFormat::PerfCsv { separator }, short, row)
+            };
+            let mut reader = IntervalReader {
+                input,
+                line,
+                lineno,
+                offset,
+                format,
+                short,
+                cpu_hint,
+                first: None,
+                asm: Assembler::default(),
+                done: false,
+            };
+            // A metric-only first line fixes the format and layout but opens no interval.
+            let row = match row {
+                Some(row) => row,
+                None => reader.read_row()?.ok_or(ImportError::NoData)?,
+            };
+            reader.asm = Assembler::for_first(&row);
+            reader.first = Some(row);
+            return Ok(reader);
+        }
+    }
+
+    pub fn format(&self) -> ImportFormat {
+        self.format
+    }
+
+    /// `true` when the data came from `perf stat -I` (one [`Interval`] per timestamp).
+    pub fn interval_mode(&self) -> bool {
+        self.asm.interval_mode
+    }
+
+    pub fn breakdown(&self) -> Breakdown {
+        self.asm.breakdown
+    }
+
+    /// CPU named by a `# cpu: KEY` comment before the first counter line, if any.
+    pub fn cpu_hint(&self) -> Option<&str> {
+        self.cpu_hint.as_deref()
+    }
+
+    /// Distinct event specs read so far, in order of first appearance.
+    pub fn events(&self) -> &[String] {
+        &self.asm.events
+    }
+
+    /// The next complete interval, `None` at the end of the recording.
+    pub fn next_interval(&mut self) -> Result<Option<Interval>, ImportError> {
+        if self.done {
+            return Ok(None);
+        }
+        loop {
+            let row = match self.first.take() {
+                Some(r) => Some(r),
+                None => self.read_row()?,
+            };
+            let Some(row) = row else {
+                self.done = true;
+                return Ok(self.asm.finish());
+            };
+            if let Some(iv) = self.asm.push(row)? {
+                return Ok(Some(iv));
+            }
+        }
+    }
+
+    /// The next counter row in the layout fixed by the first row.
+    fn read_row(&mut self) -> Result<Option<Row>, ImportError> {
+        loop {
+            let Some(text) = next_line(
+                &mut self.input,
+                &mut self.line,
+                &mut self.lineno,
+                &mut self.offset,
+            )?
+            else {
+                return Ok(None);
+            };
+            let t = text.trim();
+            if t.is_empty() || t.starts_with('#') {
+                continue;
+            }
+            if t.starts_with("Performance counter stats for") {
+                return Err(ImportError::HumanReadable { line: self.lineno });
+            }
+            let row = match self.format {
+                ImportFormat::PerfCsv { separator } => csv::parse_line(
+                    text.trim_end_matches('\r'),
+                    separator,
+                    self.lineno,
+                    self.short,
+                )?,
+                _ => json::parse_line(t, self.lineno)?,
+            };
+            if row.is_some() {
+                return Ok(row);
+            }
+        }
+    }
+}
+
+/// Read one line into `buf` and return it as text without its line ending; `None` at the end.
+/// Binary data (control characters in the leading bytes) and invalid UTF-8 are errors.
+fn next_line<'b>(
+    input: &mut impl BufRead,
+    buf: &'b mut Vec<u8>,
+    lineno: &mut usize,
+    offset: &mut usize,
+) -> Result<Option<&'b str>, ImportError> {
+    buf.clear();
+    let n = input
+        .read_until(b'\n', buf)
+        .map_err(|e| ImportError::Io { why: e.to_string() })?;
+    if n == 0 {
+        return Ok(None);
+    }
+    *lineno += 1;
+    if *offset < BINARY_CHECK_BYTES {
+        let take = (BINARY_CHECK_BYTES - *offset).min(buf.len());
+        if let Some((i, &byte)) = buf[..take]
+            .iter()
+            .enumerate()
+            .find(|(_, &b)| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c))
+        {
+            return Err(ImportError::Binary {
+                offset: *offset + i,
+                byte,
+            });
+        }
+    }
+    *offset += n;
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+    }
+    std::str::from_utf8(buf)
+        .map(Some)
+        .map_err(|_| ImportError::NotUtf8 { line: *lineno })
+}
+
+/// Groups rows into intervals: checks duplicates and interval order, builds readings.
+#[derive(Default)]
+struct Assembler {
+    interval_mode: bool,
+    breakdown: Breakdown,
+    current: Option<Interval>,
+    current_ts: Option<f64>,
+    prev_end: f64,
+    duration_ns: Option<f64>,
+    in_summary: bool,
+    events: Vec<String>,
+    event_index: HashMap<String, usize>,
+    /// (event index, cpu, tid) -> line of first occurrence, within the current interval.
+    seen: HashMap<(usize, Option<u32>, Option<u32>), usize>,
+}
+
+impl Assembler {
+    /// The first row decides between interval and whole-run data and the breakdown.
+    fn for_first(first: &Row) -> Self {
+        Assembler {
+            interval_mode: first.timestamp.is_some() || first.summary,
+            breakdown: if first.cpu.is_some() {
+                Breakdown::PerCpu
+            } else if first.tid.is_some() {
+                Breakdown::PerThread
+            } else {
+                Breakdown::Aggregated
+            },
+            ..Default::default()
+        }
+    }
+
+    /// Add a row; returns the previous interval when this row opens a new one.
+    fn push(&mut self, row: Row) -> Result<Option<Interval>, ImportError> {
+        // `perf stat -I --summary` ends with whole-run rows (`summary,...` in CSV, rows
+        // without `interval` in JSON or with --no-csv-summary): the intervals already hold
+        // the data, so they are skipped.
+        if self.interval_mode && (row.summary || row.timestamp.is_none()) {
+            self.in_summary = true;
+            return Ok(None);
+        }
+        if row.summary || row.timestamp.is_some() != self.interval_mode || self.in_summary {
+            return Err(ImportError::MixedIntervals { line: row.line });
+        }
+        let new_interval = match (row.timestamp, self.current_ts) {
+            (Some(t), Some(c)) => t != c,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        };
+        let mut done = None;
+        if new_interval {
+            if let (Some(t), Some(c)) = (row.timestamp, self.current_ts) {
+                if t < c {
+                    return Err(ImportError::IntervalOrder {
+                        line: row.line,
+                        time: t,
+                        previous: c,
+                    });
+                }
+            }
+            let end = row.timestamp.unwrap_or(0.0);
+            let capacity = self.current.as_ref().map_or(0, |iv| iv.readings.len());
+            done = self.current.replace(Interval {
+                start_s: if self.interval_mode {
+                    self.prev_end
+                } else {
+                    0.0
+                },
+                end_s: end,
+                readings: Vec::with_capacity(capacity),
+            });
+            self.prev_end = end;
+            self.current_ts = Some(end);
+            self.seen.clear();
+        }
+        let idx = match self.event_index.get(row.event.as_str()) {
+            Some(&i) => i,
+            None => {
+                self.event_index
+                    .insert(row.event.clone(), self.events.len());
+                self.events.push(row.event.clone());
+                self.events.len() - 1
+            }
+        };
+        if let Some(&first_line) = self.seen.get(&(idx, row.cpu, row.tid)) {
+            return Err(ImportError::Duplicate {
+                line: row.line,
+                event: row.event,
+                first_line,
+            });
+        }
+        self.seen.insert((idx, row.cpu, row.tid), row.line);
+        let reading = reading_of(row);
+        if !self.interval_mode && reading.event == "duration_time" && reading.cpu.is_none() {
+            self.duration_ns = reading.value;
+        }
+        if let Some(iv) = self.current.as_mut() {
+            iv.readings.push(reading);
+        }
+        Ok(done)
+    }
+
+    /// The last interval (whole-run data: its end is `duration_time` when that was counted).
+    fn finish(&mut self) -> Option<Interval> {
+        let mut iv = self.current.take()?;
+        if let (false, Some(ns)) = (self.interval_mode, self.duration_ns) {
+            iv.end_s = ns / 1e9;
+        }
+        Some(iv)
+    }
+}
+
+fn reading_of(row: Row) -> Reading {
+    let scale = unit_to_ns(&row.unit);
+    let mut reading = match row.value {
+        RowValue::Count(v) => Reading::from_scaled(row.event, v * scale, row.running_pct),
+        RowValue::NotCounted => Reading::missing(row.event, ReadingStatus::NotCounted),
+        RowValue::NotSupported => Reading::missing(row.event, ReadingStatus::NotSupported),
+    };
+    reading.time_running_ns = row.running_ns;
+    if row.running_pct.is_none() && reading.value.is_some() {
+        // perf did not say how long the event was counted.
+        reading.counted_share = None;
+    }
+    reading.cpu = row.cpu;
+    reading.tid = row.tid;
+    reading
+}

@@ -96,11 +96,9 @@ impl DoctorReport {
 pub fn render(w: &mut dyn std::io::Write, r: &DoctorReport) -> std::io::Result<()> {
     for c in &r.checks {
         writeln!(w, "[{:<7}] {:<12} {}", c.status.label(), c.id, c.summary)?;
-        if c.status != Status::Ok || !c.explanation.is_empty() {
-            if !c.explanation.trim().is_empty() {
-                for line in tma_report::wrap(&c.explanation, &" ".repeat(24), 24 + 92) {
-                    writeln!(w, "{line}")?;
-                }
+        if !c.explanation.trim().is_empty() {
+            for line in tma_report::wrap(&c.explanation, &" ".repeat(24), 24 + 92) {
+                writeln!(w, "{line}")?;
             }
         }
         if let Some(f) = &c.fix {

@@ -7,8 +7,8 @@
 //! -> [`plan`] (groups that fit the counters) -> [`backend`] (Live / Replay run a plan on a
 //! target) -> [`snapshot`] (record and replay); [`sampling`] opens sampling events and hands the
 //! ring-buffer records to the profile crate. [`host`] is the one reader of host facts (CPU
-//! lists, paranoid, NMI watchdog, cpuinfo, topology) under injectable `/sys` and `/proc` roots. `unsafe` lives only in [`sys`] and in
-//! `sampling`'s own `sys` submodule.
+//! lists, paranoid, NMI watchdog, cpuinfo, topology) under injectable `/sys` and `/proc`
+//! roots. `unsafe` lives only in [`sys`] and in `sampling`'s own `sys` submodule.
 
 pub mod attr;
 pub mod backend;

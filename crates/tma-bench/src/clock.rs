@@ -20,9 +20,7 @@ pub fn explain_open_error(e: &io::Error, paranoid: Option<i32>) -> String {
 }
 
 fn paranoid() -> Option<i32> {
-    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
+    tma_perf::host::Host::system().perf_event_paranoid().ok()
 }
 
 /// Open a user-space-only cycles counter on the calling thread.

@@ -52,7 +52,7 @@ fn main() -> ExitCode {
         Command::Stat(a) => cmd::stat::run(a, &cli.root),
         Command::Events(a) => cmd::events::run(a, &cli.root),
         Command::List(a) => cmd::list::run(a, &cli.root),
-        Command::Locate(a) => cmd::locate::run(a),
+        Command::Locate(a) => cmd::locate::run(a, &cli.root),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Kvm(a) => cmd::kvm::run(a),
         Command::Doctor(a) => cmd::doctor::run(a, &cli.root),

@@ -1,50 +1,11 @@
 //! The individual checks.
 
+use tma_perf::host::CpuInfo;
+
 use crate::{Check, CpuidFacts, DoctorReport, Roots, Status};
 
 const CAP_SYS_ADMIN: u32 = 21;
 const CAP_PERFMON: u32 = 38;
-
-struct CpuInfo {
-    flags: Vec<String>,
-    vendor: Option<String>,
-    model_name: Option<String>,
-    mhz: Vec<f64>,
-}
-
-impl CpuInfo {
-    fn parse(text: &str) -> CpuInfo {
-        let mut c = CpuInfo {
-            flags: Vec::new(),
-            vendor: None,
-            model_name: None,
-            mhz: Vec::new(),
-        };
-        for line in text.lines() {
-            let Some((k, v)) = line.split_once(':') else {
-                continue;
-            };
-            let (k, v) = (k.trim(), v.trim());
-            match k {
-                "flags" if c.flags.is_empty() => {
-                    c.flags = v.split_whitespace().map(str::to_string).collect()
-                }
-                "vendor_id" if c.vendor.is_none() => c.vendor = Some(v.to_string()),
-                "model name" if c.model_name.is_none() => c.model_name = Some(v.to_string()),
-                "cpu MHz" => {
-                    if let Ok(x) = v.parse() {
-                        c.mhz.push(x)
-                    }
-                }
-                _ => {}
-            }
-        }
-        c
-    }
-    fn has(&self, f: &str) -> bool {
-        self.flags.iter().any(|x| x == f)
-    }
-}
 
 fn check(
     id: &'static str,
@@ -77,13 +38,6 @@ fn cpu_pmus(roots: &Roots) -> Vec<String> {
     v
 }
 
-fn cap_eff(roots: &Roots) -> Option<u64> {
-    let st = roots.read_proc("self/status")?;
-    st.lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-}
-
 /// The selected value of a sysfs choice file (`always [madvise] never` -> `madvise`); a file
 /// holding one bare word is that word.
 pub(crate) fn bracketed(s: &str) -> Option<String> {
@@ -96,25 +50,70 @@ pub(crate) fn bracketed(s: &str) -> Option<String> {
     Some(s[a + 1..a + b].to_string())
 }
 
-/// Run every check.
-pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
-    let info = CpuInfo::parse(&roots.read_proc("cpuinfo").unwrap_or_default());
-    let vendor = cpuid.vendor.clone().or_else(|| info.vendor.clone());
-    let pmus = cpu_pmus(roots);
-    let mut checks = Vec::new();
+/// What several checks look at, read once.
+struct Facts<'a> {
+    roots: &'a Roots,
+    cpuid: &'a CpuidFacts,
+    info: CpuInfo,
+    /// CPUID's vendor, else cpuinfo's.
+    vendor: Option<String>,
+    /// The core PMUs (`cpu`, or `cpu_core` / `cpu_atom`).
+    pmus: Vec<String>,
+    /// Online CPUs (CPU 0 when unknown).
+    cpus: Vec<u32>,
+}
 
-    // Hardware PMU.
-    let hypervisor = info.has("hypervisor");
-    checks.push(if !pmus.is_empty() {
+impl Facts<'_> {
+    /// A sysfs file's text, trimmed.
+    fn sys(&self, rel: &str) -> Option<String> {
+        self.roots.sys_text(rel).ok()
+    }
+}
+
+/// Run every check, in report order.
+pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
+    let info = roots.cpuinfo().unwrap_or_default();
+    let f = Facts {
+        roots,
+        cpuid,
+        vendor: cpuid.vendor.clone().or_else(|| info.vendor.clone()),
+        info,
+        pmus: cpu_pmus(roots),
+        cpus: roots.online_cpus_or_cpu0(),
+    };
+    let checks: [fn(&Facts) -> Check; 14] = [
+        pmu_check,
+        paranoid_check,
+        rdpmc_check,
+        nmi_watchdog_check,
+        counters_check,
+        hybrid_check,
+        smt_check,
+        governor_check,
+        boost_check,
+        cstate_check,
+        thp_check,
+        isolation_check,
+        hypervisor_check,
+        tsc_check,
+    ];
+    DoctorReport {
+        checks: checks.iter().map(|c| c(&f)).collect(),
+    }
+}
+
+/// Is there a hardware core PMU?
+fn pmu_check(f: &Facts) -> Check {
+    if !f.pmus.is_empty() {
         check(
             "pmu",
             Status::Ok,
-            format!("hardware PMU present ({})", pmus.join(", ")),
+            format!("hardware PMU present ({})", f.pmus.join(", ")),
             "Core PMU events (cycles, instructions, TMA slots) can be counted.",
             None,
         )
     } else {
-        let why = if hypervisor {
+        let why = if f.info.has_flag("hypervisor") {
             "This is a virtual machine (cpuinfo `hypervisor` flag) whose hypervisor exposes no virtual PMU, so the kernel registered no `cpu` PMU in /sys/bus/event_source/devices. Ask for a vPMU: KVM/QEMU `-cpu host,pmu=on`, libvirt `<pmu state='on'/>`, Firecracker/cloud instances: choose an instance type with PMU passthrough (e.g. bare-metal or a vPMU-enabled size)."
         } else {
             "No `cpu` PMU is registered in /sys/bus/event_source/devices on this bare-metal machine: the kernel lacks perf support for this CPU (CONFIG_PERF_EVENTS, CONFIG_CPU_SUP_INTEL/AMD) or the BIOS disabled the counters."
@@ -126,13 +125,13 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
             format!("{why} Software events, tracepoints and rdtsc still work; `tma stat --import` analyses recordings made elsewhere."),
             None,
         )
-    });
+    }
+}
 
-    // perf_event_paranoid and capabilities.
-    let paranoid = roots
-        .read_proc("sys/kernel/perf_event_paranoid")
-        .and_then(|s| s.trim().parse::<i32>().ok());
-    let caps = cap_eff(roots);
+/// perf_event_paranoid, with this process's capabilities.
+fn paranoid_check(f: &Facts) -> Check {
+    let paranoid = f.roots.perf_event_paranoid().ok();
+    let caps = f.roots.effective_capabilities().ok();
     let has_cap = |bit: u32| caps.is_some_and(|c| c & (1u64 << bit) != 0);
     let privileged = has_cap(CAP_PERFMON) || has_cap(CAP_SYS_ADMIN);
     let cap_text = match caps {
@@ -145,7 +144,7 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
         None => "capabilities unknown (no CapEff in /proc/self/status)".into(),
     };
     let fix_paranoid = Some("echo 0 > /proc/sys/kernel/perf_event_paranoid  (persist: `sysctl -w kernel.perf_event_paranoid=0` in /etc/sysctl.d/)".to_string());
-    checks.push(match paranoid {
+    match paranoid {
         None => check(
             "paranoid",
             Status::Problem,
@@ -185,18 +184,20 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
             },
             fix_paranoid,
         ),
-    });
+    }
+}
 
-    // rdpmc.
-    let rdpmc: Vec<(String, String)> = pmus
+/// May user space read counters with rdpmc?
+fn rdpmc_check(f: &Facts) -> Check {
+    let rdpmc: Vec<(String, String)> = f
+        .pmus
         .iter()
         .filter_map(|p| {
-            roots
-                .read_sys(&format!("bus/event_source/devices/{p}/rdpmc"))
-                .map(|v| (p.clone(), v.trim().to_string()))
+            f.sys(&format!("bus/event_source/devices/{p}/rdpmc"))
+                .map(|v| (p.clone(), v))
         })
         .collect();
-    checks.push(if pmus.is_empty() {
+    if f.pmus.is_empty() {
         check(
             "rdpmc",
             Status::Warning,
@@ -213,7 +214,11 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
             None,
         )
     } else if rdpmc.iter().any(|(_, v)| v == "0") {
-        let p = &rdpmc.iter().find(|(_, v)| v == "0").map(|x| x.0.clone()).unwrap_or_default();
+        let p = &rdpmc
+            .iter()
+            .find(|(_, v)| v == "0")
+            .map(|x| x.0.clone())
+            .unwrap_or_default();
         check(
             "rdpmc",
             Status::Warning,
@@ -230,72 +235,67 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
             Status::Ok,
             format!(
                 "user-space rdpmc allowed ({})",
-                rdpmc.iter().map(|(p, v)| format!("{p}/rdpmc={v}")).collect::<Vec<_>>().join(", ")
+                rdpmc
+                    .iter()
+                    .map(|(p, v)| format!("{p}/rdpmc={v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             "1 = allowed while a perf event is mmapped (default), 2 = always.",
             None,
         )
-    });
+    }
+}
 
-    // NMI watchdog.
-    let nmi = roots
-        .read_proc("sys/kernel/nmi_watchdog")
-        .map(|s| s.trim().to_string());
-    checks.push(match nmi.as_deref() {
-        Some("0") => check(
+/// Does the NMI watchdog hold a counter?
+fn nmi_watchdog_check(f: &Facts) -> Check {
+    match f.roots.nmi_watchdog() {
+        Ok(0) => check(
             "nmi_watchdog",
             Status::Ok,
             "NMI watchdog off",
             "No counter is reserved by the hard-lockup detector.",
             None,
         ),
-        Some(v) if pmus.is_empty() => check(
+        Ok(v) if f.pmus.is_empty() => check(
             "nmi_watchdog",
             Status::Ok,
             format!("NMI watchdog={v}, but there is no PMU counter for it to take"),
             "On machines with a PMU the hard-lockup detector permanently occupies one general-purpose counter.",
             None,
         ),
-        Some(v) => check(
+        Ok(v) => check(
             "nmi_watchdog",
             Status::Warning,
             format!("NMI watchdog on ({v}): it takes one general-purpose counter"),
             "The hard-lockup detector keeps a cycles event on one counter of every CPU, so TMA groups get one counter less and multiplex more.",
             Some("echo 0 > /proc/sys/kernel/nmi_watchdog  (persist: kernel.nmi_watchdog=0 in /etc/sysctl.d/)".into()),
         ),
-        None => check(
+        Err(_) => check(
             "nmi_watchdog",
             Status::Ok,
             "no NMI watchdog control (kernel built without the hard-lockup detector)",
             "",
             None,
         ),
-    });
+    }
+}
 
-    // Counters per core type.
-    checks.push(counters_check(
-        roots,
-        &pmus,
-        cpuid,
-        &info,
-        vendor.as_deref(),
-    ));
-
-    // Hybrid.
-    let hybrid: Vec<(String, String)> = pmus
+/// More than one core type (P-cores and E-cores)?
+fn hybrid_check(f: &Facts) -> Check {
+    let hybrid: Vec<(String, String)> = f
+        .pmus
         .iter()
         .filter(|p| p.starts_with("cpu_"))
         .map(|p| {
             (
                 p.clone(),
-                roots
-                    .read_sys(&format!("bus/event_source/devices/{p}/cpus"))
-                    .map(|s| s.trim().to_string())
+                f.sys(&format!("bus/event_source/devices/{p}/cpus"))
                     .unwrap_or_else(|| "?".into()),
             )
         })
         .collect();
-    checks.push(if hybrid.len() > 1 {
+    if hybrid.len() > 1 {
         check(
             "hybrid",
             Status::Warning,
@@ -318,16 +318,14 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
             "",
             None,
         )
-    });
+    }
+}
 
-    // SMT.
-    let smt_active = roots
-        .read_sys("devices/system/cpu/smt/active")
-        .map(|s| s.trim().to_string());
-    let smt_control = roots
-        .read_sys("devices/system/cpu/smt/control")
-        .map(|s| s.trim().to_string());
-    checks.push(match smt_active.as_deref() {
+/// Simultaneous multithreading on or off.
+fn smt_check(f: &Facts) -> Check {
+    let smt_active = f.sys("devices/system/cpu/smt/active");
+    let smt_control = f.sys("devices/system/cpu/smt/control");
+    match smt_active.as_deref() {
         Some("1") => check(
             "smt",
             Status::Ok,
@@ -343,24 +341,25 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
             None,
         ),
         None => check("smt", Status::Ok, "SMT state unknown (no /sys/devices/system/cpu/smt)", "", None),
-    });
+    }
+}
 
-    // Governor.
-    let cpus = online_cpus(roots);
+/// The cpufreq governor of the online CPUs.
+fn governor_check(f: &Facts) -> Check {
     let mut govs: Vec<(u32, String)> = Vec::new();
-    for c in &cpus {
-        if let Some(g) = roots.read_sys(&format!(
+    for c in &f.cpus {
+        if let Some(g) = f.sys(&format!(
             "devices/system/cpu/cpu{c}/cpufreq/scaling_governor"
         )) {
-            govs.push((*c, g.trim().to_string()));
+            govs.push((*c, g));
         }
     }
-    checks.push(if govs.is_empty() {
+    if govs.is_empty() {
         check(
             "governor",
             Status::Ok,
             "no cpufreq driver: the frequency is not controlled by this kernel",
-            if hypervisor {
+            if f.info.has_flag("hypervisor") {
                 "Typical of a VM: the host decides the frequency, so cycle-based figures can vary with host load."
             } else {
                 "The firmware or hardware manages the frequency."
@@ -368,7 +367,13 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
             None,
         )
     } else if govs.iter().all(|(_, g)| g == "performance") {
-        check("governor", Status::Ok, "cpufreq governor: performance on all CPUs", "", None)
+        check(
+            "governor",
+            Status::Ok,
+            "cpufreq governor: performance on all CPUs",
+            "",
+            None,
+        )
     } else {
         let mut distinct: Vec<&str> = govs.iter().map(|(_, g)| g.as_str()).collect();
         distinct.sort();
@@ -380,16 +385,14 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
             "Frequency changes during a run change cycle counts per unit of work and the time share of memory stalls. Use the performance governor while measuring.",
             Some("for g in /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor; do echo performance > $g; done".into()),
         )
-    });
+    }
+}
 
-    // Boost / turbo.
-    let no_turbo = roots
-        .read_sys("devices/system/cpu/intel_pstate/no_turbo")
-        .map(|s| s.trim().to_string());
-    let boost = roots
-        .read_sys("devices/system/cpu/cpufreq/boost")
-        .map(|s| s.trim().to_string());
-    checks.push(match (no_turbo.as_deref(), boost.as_deref()) {
+/// Turbo / boost frequencies.
+fn boost_check(f: &Facts) -> Check {
+    let no_turbo = f.sys("devices/system/cpu/intel_pstate/no_turbo");
+    let boost = f.sys("devices/system/cpu/cpufreq/boost");
+    match (no_turbo.as_deref(), boost.as_deref()) {
         (Some("0"), _) => check(
             "boost",
             Status::Warning,
@@ -407,18 +410,17 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
         ),
         (None, Some(_)) => check("boost", Status::Ok, "boost off (cpufreq/boost=0)", "", None),
         (None, None) => check("boost", Status::Ok, "no turbo/boost control visible", "", None),
-    });
+    }
+}
 
-    // Deepest C-state.
-    checks.push(cstate_check(roots, cpus.first().copied().unwrap_or(0)));
-
-    // THP.
-    let tdx = info.has("tdx_guest");
-    let thp = roots
-        .read_sys("kernel/mm/transparent_hugepage/enabled")
+/// Transparent huge pages (crucial in a TDX guest).
+fn thp_check(f: &Facts) -> Check {
+    let tdx = f.info.has_flag("tdx_guest");
+    let thp = f
+        .sys("kernel/mm/transparent_hugepage/enabled")
         .and_then(|s| bracketed(&s));
-    let defrag = roots
-        .read_sys("kernel/mm/transparent_hugepage/defrag")
+    let defrag = f
+        .sys("kernel/mm/transparent_hugepage/defrag")
         .and_then(|s| bracketed(&s));
     let thp_fix = Some("echo always > /sys/kernel/mm/transparent_hugepage/enabled".to_string());
     let tdx_note = if tdx {
@@ -426,7 +428,7 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
     } else {
         ""
     };
-    checks.push(match thp.as_deref() {
+    match thp.as_deref() {
         Some("always") => check(
             "thp",
             Status::Ok,
@@ -449,25 +451,25 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
             thp_fix,
         ),
         None => check("thp", Status::Warning, "transparent huge pages not available (CONFIG_TRANSPARENT_HUGEPAGE=n)", "Memory-intensive workloads pay more DTLB misses.", None),
-    });
+    }
+}
 
-    // nohz_full / isolcpus.
-    let cmdline = roots.read_proc("cmdline").unwrap_or_default();
+/// nohz_full / isolcpus CPUs.
+fn isolation_check(f: &Facts) -> Check {
+    let cmdline = f.roots.proc_text("cmdline").unwrap_or_default();
     let param = |name: &str| {
         cmdline
             .split_whitespace()
             .take_while(|w| *w != "--")
             .find_map(|w| w.strip_prefix(&format!("{name}=")).map(str::to_string))
     };
-    let nohz = roots
-        .read_sys("devices/system/cpu/nohz_full")
-        .map(|s| s.trim().to_string())
+    let nohz = f
+        .sys("devices/system/cpu/nohz_full")
         .filter(|s| !s.is_empty() && s != "(null)");
-    let isolated = roots
-        .read_sys("devices/system/cpu/isolated")
-        .map(|s| s.trim().to_string())
+    let isolated = f
+        .sys("devices/system/cpu/isolated")
         .filter(|s| !s.is_empty());
-    checks.push(match (nohz.or(param("nohz_full")), isolated.or(param("isolcpus"))) {
+    match (nohz.or(param("nohz_full")), isolated.or(param("isolcpus"))) {
         (None, None) => check(
             "isolation",
             Status::Ok,
@@ -486,19 +488,18 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
             "Pin measured programs to these CPUs (taskset -c) for the least interference; note that `-a` still counts them.",
             None,
         ),
-    });
+    }
+}
 
-    // Hypervisor / confidential VM.
+/// Virtual machine, TDX or SEV guest?
+fn hypervisor_check(f: &Facts) -> Check {
     let sev: Vec<&str> = ["sev", "sev_es", "sev_snp"]
         .into_iter()
-        .filter(|f| info.has(f))
+        .filter(|flag| f.info.has_flag(flag))
         .collect();
-    let sev_sysfs =
-        roots.sys.join("firmware/sev").exists() || roots.sys.join("kernel/mm/sev").exists();
-    let vendor_dmi = roots
-        .read_sys("class/dmi/id/sys_vendor")
-        .map(|s| s.trim().to_string());
-    checks.push(if tdx {
+    let sev_sysfs = f.roots.sys_exists("firmware/sev") || f.roots.sys_exists("kernel/mm/sev");
+    let vendor_dmi = f.sys("class/dmi/id/sys_vendor");
+    if f.info.has_flag("tdx_guest") {
         check(
             "hypervisor",
             Status::Warning,
@@ -514,7 +515,7 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
             "Memory is encrypted; with SEV-ES/SNP the host cannot read guest registers and exits go through the GHCB (vmgexit). A vPMU is often absent.",
             None,
         )
-    } else if hypervisor {
+    } else if f.info.has_flag("hypervisor") {
         check(
             "hypervisor",
             Status::Warning,
@@ -523,45 +524,20 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
             None,
         )
     } else {
-        check("hypervisor", Status::Ok, "bare metal (no hypervisor flag)", "", None)
-    });
-
-    // TSC.
-    checks.push(tsc_check(&info, cpuid.tsc_mhz));
-
-    DoctorReport { checks }
-}
-
-fn online_cpus(roots: &Roots) -> Vec<u32> {
-    let s = roots
-        .read_sys("devices/system/cpu/online")
-        .unwrap_or_else(|| "0".into());
-    let mut v = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
-                    v.extend(a..=b.min(a.saturating_add(4096)));
-                }
-            }
-            None => {
-                if let Ok(x) = part.parse() {
-                    v.push(x)
-                }
-            }
-        }
+        check(
+            "hypervisor",
+            Status::Ok,
+            "bare metal (no hypervisor flag)",
+            "",
+            None,
+        )
     }
-    v
 }
 
-fn counters_check(
-    roots: &Roots,
-    pmus: &[String],
-    cpuid: &CpuidFacts,
-    info: &CpuInfo,
-    vendor: Option<&str>,
-) -> Check {
-    if pmus.is_empty() {
+/// Programmable counters per core type (sysfs caps, CPUID leaf 0xA, AMD perfctr_core).
+fn counters_check(f: &Facts) -> Check {
+    let cpuid = f.cpuid;
+    if f.pmus.is_empty() {
         return check(
             "counters",
             Status::Problem,
@@ -571,12 +547,8 @@ fn counters_check(
         );
     }
     let mut parts = Vec::new();
-    for p in pmus {
-        let caps = |f: &str| {
-            roots
-                .read_sys(&format!("bus/event_source/devices/{p}/caps/{f}"))
-                .map(|s| s.trim().to_string())
-        };
+    for p in &f.pmus {
+        let caps = |cap: &str| f.sys(&format!("bus/event_source/devices/{p}/caps/{cap}"));
         let mut s = p.clone();
         if let Some(n) = caps("pmu_name") {
             s.push_str(&format!(" ({n})"));
@@ -595,8 +567,8 @@ fn counters_check(
         )),
         _ => None,
     };
-    let amd = match vendor {
-        Some("AuthenticAMD") | Some("HygonGenuine") => Some(if info.has("perfctr_core") {
+    let amd = match f.vendor.as_deref() {
+        Some("AuthenticAMD") | Some("HygonGenuine") => Some(if f.info.has_flag("perfctr_core") {
             "AMD core PMU: 6 general-purpose counters (perfctr_core)"
         } else {
             "AMD core PMU: 4 general-purpose counters (no perfctr_core)"
@@ -624,24 +596,26 @@ fn counters_check(
     )
 }
 
-fn cstate_check(roots: &Roots, cpu: u32) -> Check {
+/// The deepest enabled C-state of the first online CPU.
+fn cstate_check(f: &Facts) -> Check {
+    let cpu = f.cpus.first().copied().unwrap_or(0);
     let base = format!("devices/system/cpu/cpu{cpu}/cpuidle");
     let mut deepest: Option<(String, u64)> = None;
     for i in 0..32 {
-        let Some(name) = roots.read_sys(&format!("{base}/state{i}/name")) else {
+        let Some(name) = f.sys(&format!("{base}/state{i}/name")) else {
             break;
         };
-        let disabled = roots
-            .read_sys(&format!("{base}/state{i}/disable"))
-            .is_some_and(|d| d.trim() == "1");
+        let disabled = f
+            .sys(&format!("{base}/state{i}/disable"))
+            .is_some_and(|d| d == "1");
         if disabled {
             continue;
         }
-        let lat = roots
-            .read_sys(&format!("{base}/state{i}/latency"))
-            .and_then(|l| l.trim().parse().ok())
+        let lat = f
+            .sys(&format!("{base}/state{i}/latency"))
+            .and_then(|l| l.parse().ok())
             .unwrap_or(0);
-        deepest = Some((name.trim().to_string(), lat));
+        deepest = Some((name, lat));
     }
     match deepest {
         None => check("cstate", Status::Ok, "no cpuidle states (idle handled by the hypervisor or firmware)", "", None),
@@ -662,10 +636,12 @@ fn cstate_check(roots: &Roots, cpu: u32) -> Check {
     }
 }
 
-fn tsc_check(info: &CpuInfo, measured: Option<f64>) -> Check {
-    let constant = info.has("constant_tsc");
-    let nonstop = info.has("nonstop_tsc");
-    let known = info.has("tsc_known_freq");
+/// Is the TSC invariant, and at what rate?
+fn tsc_check(f: &Facts) -> Check {
+    let (info, measured) = (&f.info, f.cpuid.tsc_mhz);
+    let constant = info.has_flag("constant_tsc");
+    let nonstop = info.has_flag("nonstop_tsc");
+    let known = info.has_flag("tsc_known_freq");
     let tsc_mhz = info.model_name.as_deref().and_then(|m| {
         let at = m.rfind('@')?;
         let g = m[at + 1..]

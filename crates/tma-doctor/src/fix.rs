@@ -118,8 +118,8 @@ pub fn planned_fixes(roots: &Roots, report: &DoctorReport) -> Vec<FixAction> {
         cpus.sort_unstable();
         for c in cpus {
             let rel = format!("devices/system/cpu/cpu{c}/cpufreq/scaling_governor");
-            match std::fs::read_to_string(roots.sys.join(&rel)) {
-                Ok(g) if g.trim() != "performance" => v.push(FixAction {
+            match roots.sys_text(&rel) {
+                Ok(g) if g != "performance" => v.push(FixAction {
                     check: "governor",
                     root: RootKind::Sys,
                     path: rel,

@@ -7,8 +7,6 @@
 //! changed unless [`apply_fixes`] is called; it records every previous value in a
 //! [`FixState`] that [`restore`] writes back.
 
-use std::path::{Path, PathBuf};
-
 use serde::{Deserialize, Serialize};
 
 mod checks;
@@ -18,38 +16,9 @@ mod fix;
 pub use checks::run_checks;
 pub use fix::{apply_fixes, planned_fixes, restore, FixAction, FixState, FixedValue, RootKind};
 
-/// Where `/proc` and `/sys` are.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Roots {
-    pub proc: PathBuf,
-    pub sys: PathBuf,
-}
-
-impl Roots {
-    /// The running system.
-    pub fn system() -> Roots {
-        Roots {
-            proc: PathBuf::from("/proc"),
-            sys: PathBuf::from("/sys"),
-        }
-    }
-
-    /// `<base>/proc` and `<base>/sys` (fake trees).
-    pub fn under(base: &Path) -> Roots {
-        Roots {
-            proc: base.join("proc"),
-            sys: base.join("sys"),
-        }
-    }
-
-    pub(crate) fn read_proc(&self, rel: &str) -> Option<String> {
-        std::fs::read_to_string(self.proc.join(rel)).ok()
-    }
-
-    pub(crate) fn read_sys(&self, rel: &str) -> Option<String> {
-        std::fs::read_to_string(self.sys.join(rel)).ok()
-    }
-}
+/// Where `/proc` and `/sys` are: the host-facts roots of `tma_perf` (`Roots::system()`,
+/// `Roots::under(base)`).
+pub use tma_perf::host::Host as Roots;
 
 /// Outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,11 +96,9 @@ impl DoctorReport {
 pub fn render(w: &mut dyn std::io::Write, r: &DoctorReport) -> std::io::Result<()> {
     for c in &r.checks {
         writeln!(w, "[{:<7}] {:<12} {}", c.status.label(), c.id, c.summary)?;
-        if c.status != Status::Ok || !c.explanation.is_empty() {
-            if !c.explanation.trim().is_empty() {
-                for line in tma_report::wrap(&c.explanation, &" ".repeat(24), 24 + 92) {
-                    writeln!(w, "{line}")?;
-                }
+        if !c.explanation.trim().is_empty() {
+            for line in tma_report::wrap(&c.explanation, &" ".repeat(24), 24 + 92) {
+                writeln!(w, "{line}")?;
             }
         }
         if let Some(f) = &c.fix {

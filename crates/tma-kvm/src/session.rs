@@ -14,6 +14,7 @@ use crate::stats::{Aggregator, KvmReport, Sample};
 use crate::sys;
 use crate::tracefs::{detect_backend, is_vmm, Tracefs};
 use crate::KvmError;
+use tma_perf::host::Host;
 
 /// What to measure.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +54,11 @@ impl SessionConfig {
             proc_root: PathBuf::from("/proc"),
         }
     }
+
+    /// The host facts' roots: `<root>/sys` and the procfs root.
+    pub fn host(&self) -> Host {
+        Host::new(self.root.join("sys"), &self.proc_root)
+    }
 }
 
 /// Result of a measurement.
@@ -65,34 +71,11 @@ pub struct Outcome {
     pub mounted_tracefs: bool,
 }
 
-/// Parse a CPU list such as `0-3,8,10-11`.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, KvmError> {
-    let mut v = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        let bad = || KvmError::Format(format!("bad CPU list `{}`", s.trim()));
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let a: u32 = a.parse().map_err(|_| bad())?;
-                let b: u32 = b.parse().map_err(|_| bad())?;
-                if b < a {
-                    return Err(bad());
-                }
-                v.extend(a..=b);
-            }
-            None => v.push(part.parse().map_err(|_| bad())?),
-        }
-    }
-    Ok(v)
-}
-
-fn host_isa_fallback(root: &std::path::Path) -> Option<Isa> {
-    let info = std::fs::read_to_string(root.join("proc/cpuinfo")).ok()?;
-    if info.contains("GenuineIntel") {
-        Some(Isa::Vmx)
-    } else if info.contains("AuthenticAMD") || info.contains("HygonGenuine") {
-        Some(Isa::Svm)
-    } else {
-        None
+fn host_isa_fallback(host: &Host) -> Option<Isa> {
+    match host.cpuinfo().ok()?.vendor.as_deref()? {
+        "GenuineIntel" => Some(Isa::Vmx),
+        "AuthenticAMD" | "HygonGenuine" => Some(Isa::Svm),
+        _ => None,
     }
 }
 
@@ -125,10 +108,11 @@ pub fn run(
     let tracefs = Tracefs::find_or_mount(&cfg.root)?;
     let formats = tracefs.kvm_formats()?;
     let mut decoder = Decoder::new(&formats)?;
-    decoder.isa_fallback = host_isa_fallback(&cfg.root);
-    let online = std::fs::read_to_string(cfg.root.join("sys/devices/system/cpu/online"))
+    let host = cfg.host();
+    decoder.isa_fallback = host_isa_fallback(&host);
+    let cpus = host
+        .online_cpus()
         .map_err(|e| KvmError::Tracefs(format!("cannot read the online CPU list: {e}")))?;
-    let cpus = parse_cpu_list(&online)?;
 
     // Launch the command held before exec, so the events are attached before it runs.
     let mut child: Option<sys::HeldChild> = None;
@@ -169,7 +153,7 @@ pub fn run(
                 Ok(fd) => fd,
                 Err(e) => {
                     kill_child(&mut child);
-                    return Err(open_error(&f.name, e));
+                    return Err(open_error(&f.name, e, &host));
                 }
             };
             match leader {
@@ -290,10 +274,10 @@ pub fn run(
     })
 }
 
-fn open_error(name: &str, e: std::io::Error) -> KvmError {
-    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "?".into());
+fn open_error(name: &str, e: std::io::Error, host: &Host) -> KvmError {
+    let paranoid = host
+        .perf_event_paranoid()
+        .map_or_else(|_| "?".to_string(), |p| p.to_string());
     match e.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => KvmError::Permission(format!(
             "perf_event_open of tracepoint kvm:{name} was refused ({e}); tracepoints need root or CAP_PERFMON (perf_event_paranoid is {paranoid}): run as root, or `sudo setcap cap_perfmon+ep $(which tma)`"

@@ -16,10 +16,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::attr::{attr_for, check_group, AttachMode, AttrError};
 use crate::event::{EventSpec, SoftwareEvent};
+use crate::host::Host;
 use crate::plan::Plan;
 use crate::readings::{Interval, Reading, ReadingStatus};
 use crate::sys;
-use crate::sysfs::{self, Pmus};
+use crate::sysfs::Pmus;
 
 /// What to count.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,18 +43,15 @@ pub struct RunOptions {
     pub interval: Option<Duration>,
     /// Stop after this long (attach and system-wide targets; a command also stops then).
     pub duration: Option<Duration>,
-    /// sysfs root (`/sys`).
-    pub sys_root: PathBuf,
-    /// procfs root (`/proc`).
-    pub proc_root: PathBuf,
+    /// The `/sys` and `/proc` roots.
+    pub host: Host,
 }
 
 impl RunOptions {
     /// Options with the real `/sys` and `/proc`.
     pub fn new() -> Self {
         RunOptions {
-            sys_root: PathBuf::from("/sys"),
-            proc_root: PathBuf::from("/proc"),
+            host: Host::system(),
             ..Default::default()
         }
     }
@@ -356,14 +354,6 @@ pub fn resolve_command(cmd: &str) -> Option<PathBuf> {
         .find(|p| is_exec(p))
 }
 
-/// Online CPUs from `<sys_root>/devices/system/cpu/online`.
-pub fn online_cpus(sys_root: &Path) -> Vec<u32> {
-    std::fs::read_to_string(sys_root.join("devices/system/cpu/online"))
-        .ok()
-        .and_then(|s| sysfs::parse_cpu_list(&s))
-        .unwrap_or_else(|| vec![0])
-}
-
 /// Thread ids of a process from `<proc_root>/<pid>/task`.
 pub fn threads_of(proc_root: &Path, pid: i32) -> Result<Vec<i32>, RunError> {
     let dir = proc_root.join(pid.to_string()).join("task");
@@ -376,7 +366,7 @@ pub fn threads_of(proc_root: &Path, pid: i32) -> Result<Vec<i32>, RunError> {
     Ok(tids)
 }
 
-fn map_open_error(ev: &EventSpec, e: std::io::Error, proc_root: &Path, pid: i32) -> RunError {
+fn map_open_error(ev: &EventSpec, e: std::io::Error, host: &Host, pid: i32) -> RunError {
     match e.raw_os_error() {
         Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) if ev.needs_core_pmu() => {
             RunError::NoHardware {
@@ -386,8 +376,7 @@ fn map_open_error(ev: &EventSpec, e: std::io::Error, proc_root: &Path, pid: i32)
         }
         Some(libc::EACCES) | Some(libc::EPERM) => RunError::Permission {
             event: ev.name.clone(),
-            paranoid: sysfs::perf_event_paranoid(proc_root)
-                .map_or_else(|| "unknown".to_string(), |v| v.to_string()),
+            paranoid: host.paranoid_text(),
         },
         Some(libc::ESRCH) => RunError::NoSuchProcess(pid),
         _ => RunError::Open {
@@ -406,7 +395,7 @@ fn open_groups(
     pmus: &Pmus,
     points: &[AttachPoint],
     mode: AttachMode,
-    proc_root: &Path,
+    host: &Host,
 ) -> Result<(Vec<OpenGroup>, FailedGroups), RunError> {
     let mut out = Vec::new();
     let mut failed: Vec<(usize, String)> = Vec::new();
@@ -433,7 +422,7 @@ fn open_groups(
                 );
                 let fd = match fd {
                     Ok(fd) => fd,
-                    Err(e) => match map_open_error(ev, e, proc_root, pid) {
+                    Err(e) => match map_open_error(ev, e, host, pid) {
                         err @ RunError::Open { .. } => {
                             failed.push((gi, err.to_string()));
                             first_err.get_or_insert(err);
@@ -533,7 +522,7 @@ impl Backend for Live {
         opts: &RunOptions,
         on_interval: &mut dyn FnMut(&RawInterval),
     ) -> Result<Measurement, RunError> {
-        let pmus = Pmus::discover(&opts.sys_root).unwrap_or_default();
+        let pmus = Pmus::discover(&opts.host.sys).unwrap_or_default();
         sys::install_interrupt_handler()?;
         let mut child: Option<(sys::HeldChild, Option<OwnedFd>)> = None;
         let mut watch: Vec<OwnedFd> = Vec::new();
@@ -560,7 +549,7 @@ impl Backend for Live {
                 }
                 let mut pts = Vec::new();
                 for &pid in pids {
-                    for tid in threads_of(&opts.proc_root, pid)? {
+                    for tid in threads_of(&opts.host.proc, pid)? {
                         pts.push((tid, -1, None, Some(tid as u32)));
                     }
                     watch.push(sys::pidfd_open(pid).map_err(|_| RunError::NoSuchProcess(pid))?);
@@ -572,7 +561,7 @@ impl Backend for Live {
                     return Err(RunError::EmptyTarget);
                 }
                 for &t in tids {
-                    if !opts.proc_root.join(t.to_string()).exists() {
+                    if !opts.host.proc.join(t.to_string()).exists() {
                         return Err(RunError::NoSuchProcess(t));
                     }
                 }
@@ -584,7 +573,7 @@ impl Backend for Live {
                 )
             }
             Target::System(cpus) => {
-                let online = online_cpus(&opts.sys_root);
+                let online = opts.host.online_cpus_or_cpu0();
                 let cpus = cpus.clone().unwrap_or_else(|| online.clone());
                 if let Some(bad) = cpus.iter().find(|c| !online.contains(c)) {
                     return Err(RunError::BadCpu(*bad));
@@ -597,7 +586,7 @@ impl Backend for Live {
                 )
             }
         };
-        let opened = open_groups(plan, &pmus, &points, mode, &opts.proc_root);
+        let opened = open_groups(plan, &pmus, &points, mode, &opts.host);
         let (mut groups, failed_groups) = match opened {
             Ok(g) => g,
             Err(e) => {
@@ -1008,13 +997,15 @@ mod tests {
 
     #[test]
     fn open_errors_are_explained() {
-        let proc_root =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/live/proc-paranoid-3");
+        let host = Host::new(
+            "/nonexistent",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/live/proc-paranoid-3"),
+        );
         let hw = EventSpec::raw("INST_RETIRED.ANY", "cpu", 0xC0);
         let e = map_open_error(
             &hw,
             std::io::Error::from_raw_os_error(libc::EACCES),
-            &proc_root,
+            &host,
             1,
         );
         let msg = e.to_string();
@@ -1028,12 +1019,12 @@ mod tests {
         let e = map_open_error(
             &hw,
             std::io::Error::from_raw_os_error(libc::EPERM),
-            Path::new("/nonexistent"),
+            &Host::under(Path::new("/nonexistent")),
             1,
         );
         assert!(e.to_string().contains("perf_event_paranoid is unknown"));
         for errno in [libc::ENOENT, libc::EOPNOTSUPP, libc::ENODEV] {
-            let e = map_open_error(&hw, std::io::Error::from_raw_os_error(errno), &proc_root, 1);
+            let e = map_open_error(&hw, std::io::Error::from_raw_os_error(errno), &host, 1);
             assert!(matches!(e, RunError::NoHardware { .. }), "{errno}");
         }
         // A software event that fails with ENOENT is not "no PMU".
@@ -1041,14 +1032,14 @@ mod tests {
         let e = map_open_error(
             &sw,
             std::io::Error::from_raw_os_error(libc::ENOENT),
-            &proc_root,
+            &host,
             1,
         );
         assert!(matches!(e, RunError::Open { .. }));
         let e = map_open_error(
             &sw,
             std::io::Error::from_raw_os_error(libc::ESRCH),
-            &proc_root,
+            &host,
             42,
         );
         assert!(matches!(e, RunError::NoSuchProcess(42)));

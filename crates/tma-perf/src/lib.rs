@@ -6,12 +6,14 @@
 //! Layers: [`event`] (what to count) -> [`attr`] (perf_event_attr) with PMUs from [`sysfs`]
 //! -> [`plan`] (groups that fit the counters) -> [`backend`] (Live / Replay run a plan on a
 //! target) -> [`snapshot`] (record and replay); [`sampling`] opens sampling events and hands the
-//! ring-buffer records to the profile crate. `unsafe` lives only in [`sys`] and in
-//! `sampling`'s own `sys` submodule.
+//! ring-buffer records to the profile crate. [`host`] is the one reader of host facts (CPU
+//! lists, paranoid, NMI watchdog, cpuinfo, topology) under injectable `/sys` and `/proc`
+//! roots. `unsafe` lives only in [`sys`] and in `sampling`'s own `sys` submodule.
 
 pub mod attr;
 pub mod backend;
 pub mod event;
+pub mod host;
 pub mod import;
 pub mod plan;
 pub mod readings;

@@ -22,11 +22,13 @@
 //! [`spawn_held`].
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use perf_event::events::{Raw, Software};
 use perf_event::{Builder, SampleFlag, SampleSkid, Sampler};
+
+use crate::host::Host;
 
 /// Default sampling frequency, as `perf record` uses.
 pub const DEFAULT_FREQ_HZ: u64 = 4000;
@@ -129,8 +131,8 @@ pub struct SamplingConfig {
     pub include_kernel: bool,
     /// Ring buffer data pages per event (power of two).
     pub mmap_pages: usize,
-    /// Root of procfs (`/proc`), injectable for tests.
-    pub proc_root: PathBuf,
+    /// The `/sys` and `/proc` roots, injectable for tests.
+    pub host: Host,
 }
 
 impl SamplingConfig {
@@ -144,7 +146,7 @@ impl SamplingConfig {
             duration: None,
             include_kernel: false,
             mmap_pages: 128,
-            proc_root: PathBuf::from("/proc"),
+            host: Host::system(),
         }
     }
 }
@@ -303,15 +305,12 @@ fn builder_for(cfg: &SamplingConfig) -> Builder<'static> {
     b
 }
 
-fn open_hint(err: &io::Error, proc_root: &Path, event: &SampleEvent) -> String {
-    let paranoid = std::fs::read_to_string(proc_root.join("sys/kernel/perf_event_paranoid"))
-        .ok()
-        .map(|s| s.trim().to_string());
+fn open_hint(err: &io::Error, host: &Host, event: &SampleEvent) -> String {
     match err.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => format!(
             " (perf_event_paranoid is {}; run as root, or `echo 1 | sudo tee \
              /proc/sys/kernel/perf_event_paranoid`)",
-            paranoid.as_deref().unwrap_or("unknown")
+            host.paranoid_text()
         ),
         Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV)
             if matches!(event, SampleEvent::Raw { .. }) =>
@@ -350,7 +349,7 @@ impl Session {
     /// Validate the settings, start (held) or find the target and open the events.
     pub fn open(cfg: SamplingConfig, target: &Target) -> Result<Session, SamplingError> {
         let max =
-            std::fs::read_to_string(cfg.proc_root.join("sys/kernel/perf_event_max_sample_rate"))
+            std::fs::read_to_string(cfg.host.proc.join("sys/kernel/perf_event_max_sample_rate"))
                 .ok();
         validate_rate(cfg.rate, max.as_deref())?;
         let mut summary = SessionSummary::default();
@@ -367,7 +366,7 @@ impl Session {
             let attr = attr_bytes(&b, &cfg);
             let counter = b.build().map_err(|source| SamplingError::Open {
                 event: cfg.event.name().to_string(),
-                hint: open_hint(&source, &cfg.proc_root, &cfg.event),
+                hint: open_hint(&source, &cfg.host, &cfg.event),
                 err: source,
             })?;
             let sampler = counter
@@ -382,17 +381,13 @@ impl Session {
             Target::Launch(argv) => {
                 // The kernel refuses to mmap an inherited per-task event on "any CPU", so
                 // (as perf record does) open one inherited event per CPU for the task.
-                let cpus = online_cpus(
-                    std::fs::read_to_string("/sys/devices/system/cpu/online")
-                        .ok()
-                        .as_deref(),
-                );
+                let cpus = cfg.host.online_cpus_or_cpu0();
                 let child = spawn_held(argv)?;
                 let pid = child.pid;
                 let mut samplers = Vec::new();
                 let mut attr = Vec::new();
                 for cpu in cpus {
-                    match open_one(pid, Some(cpu), true, true) {
+                    match open_one(pid, Some(cpu as usize), true, true) {
                         Ok((s, a)) => {
                             samplers.push(s);
                             attr = a;
@@ -414,7 +409,7 @@ impl Session {
             }
             Target::Pid(pid) => {
                 let pid = *pid;
-                let tids = list_threads(&cfg.proc_root, pid)?;
+                let tids = list_threads(&cfg.host.proc, pid)?;
                 let mut samplers = Vec::new();
                 let mut attr = Vec::new();
                 for tid in tids {
@@ -491,7 +486,7 @@ impl Session {
             let finished = match self.child.as_mut() {
                 Some(c) => c.try_wait()?,
                 None => !process_alive(
-                    std::fs::read(self.cfg.proc_root.join(format!("{}/stat", self.pid)))
+                    std::fs::read(self.cfg.host.proc.join(format!("{}/stat", self.pid)))
                         .ok()
                         .as_deref(),
                 ),
@@ -564,30 +559,6 @@ pub fn process_alive(stat: Option<&[u8]>) -> bool {
         Some(i) => !matches!(stat.get(i + 2), Some(b'Z') | Some(b'X') | Some(b'x') | None),
         None => false,
     }
-}
-
-/// CPU numbers from `/sys/devices/system/cpu/online` text (`0-3,6`); CPU 0 when unknown.
-pub fn online_cpus(text: Option<&str>) -> Vec<usize> {
-    let mut out = Vec::new();
-    for part in text.unwrap_or("").trim().split(',') {
-        let r = match part.split_once('-') {
-            Some((a, b)) => a
-                .trim()
-                .parse::<usize>()
-                .ok()
-                .zip(b.trim().parse::<usize>().ok()),
-            None => part.trim().parse::<usize>().ok().map(|a| (a, a)),
-        };
-        if let Some((a, b)) = r {
-            if b >= a && b - a < 4096 {
-                out.extend(a..=b);
-            }
-        }
-    }
-    if out.is_empty() {
-        out.push(0);
-    }
-    out
 }
 
 /// Thread ids of a process, from `<proc_root>/<pid>/task`.
@@ -861,14 +832,6 @@ mod tests {
         assert!(!process_alive(Some(b"42 (sleep) Z 1 2 3")));
         assert!(!process_alive(Some(b"garbage")));
         assert!(!process_alive(None));
-    }
-
-    #[test]
-    fn online_cpu_lists() {
-        assert_eq!(online_cpus(Some("0-1\n")), vec![0, 1]);
-        assert_eq!(online_cpus(Some("0,2-3")), vec![0, 2, 3]);
-        assert_eq!(online_cpus(Some("garbage")), vec![0]);
-        assert_eq!(online_cpus(None), vec![0]);
     }
 
     #[test]

@@ -11,11 +11,11 @@
 //! tid, time_enabled_ns, time_running_ns, values}]}]}}]}`.
 
 use std::io::Write;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{Measurement, Target};
+use crate::host::{CpuInfo, Host};
 use crate::plan::Plan;
 
 pub const SCHEMA: &str = "tma.snapshot";
@@ -52,16 +52,9 @@ pub struct CpuIdentity {
 impl CpuIdentity {
     /// Read `/proc/cpuinfo`-format bytes (first processor).
     pub fn from_cpuinfo(bytes: &[u8]) -> CpuIdentity {
-        let text = String::from_utf8_lossy(bytes);
-        let field = |k: &str| {
-            text.lines()
-                .find(|l| l.split(':').next().is_some_and(|n| n.trim() == k))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-                .unwrap_or_default()
-        };
-        let (vendor, family, model, stepping) =
-            tma_catalog::parse_cpuinfo(bytes).unwrap_or_else(|_| (field("vendor_id"), 0, 0, 0));
+        let info = CpuInfo::parse(bytes);
+        let (vendor, family, model, stepping) = tma_catalog::parse_cpuinfo(bytes)
+            .unwrap_or_else(|_| (info.vendor.clone().unwrap_or_default(), 0, 0, 0));
         let catalog_key = tma_catalog::identify(&vendor, family, model, stepping)
             .ok()
             .and_then(|v| v.first().map(|m| m.key.to_string()));
@@ -70,7 +63,7 @@ impl CpuIdentity {
             family,
             model,
             stepping,
-            model_name: field("model name"),
+            model_name: info.model_name.unwrap_or_default(),
             catalog_key,
         }
     }
@@ -86,22 +79,16 @@ pub struct Topology {
 }
 
 impl Topology {
-    /// From `<sys_root>/devices/system/cpu/{online, cpuN/topology/{core_id,physical_package_id}}`.
-    pub fn discover(sys_root: &Path) -> Topology {
-        let cpus = crate::backend::online_cpus(sys_root);
+    /// The online CPUs of `host` and their packages and cores (a CPU whose topology files
+    /// are unreadable counts as core 0 of package 0).
+    pub fn discover(host: &Host) -> Topology {
+        let cpus = host.online_cpus_or_cpu0();
         let mut cores = std::collections::BTreeSet::new();
         let mut sockets = std::collections::BTreeSet::new();
-        for c in &cpus {
-            let t = sys_root.join(format!("devices/system/cpu/cpu{c}/topology"));
-            let rd = |f: &str| {
-                std::fs::read_to_string(t.join(f))
-                    .ok()
-                    .and_then(|s| s.trim().parse::<i64>().ok())
-                    .unwrap_or(0)
-            };
-            let pkg = rd("physical_package_id");
+        for &c in &cpus {
+            let (pkg, core) = host.cpu_topology(c).map_or((0, 0), |t| (t.package, t.core));
             sockets.insert(pkg);
-            cores.insert((pkg, rd("core_id")));
+            cores.insert((pkg, core));
         }
         let n = cpus.len() as u32;
         let cores = (cores.len() as u32).max(1);
@@ -312,7 +299,7 @@ mod tests {
 
     #[test]
     fn topology_of_this_machine_is_sane() {
-        let t = Topology::discover(Path::new("/sys"));
+        let t = Topology::discover(&Host::system());
         assert!(t.cpus >= 1 && t.cores >= 1 && t.sockets >= 1);
         assert!(t.cores <= t.cpus);
     }

@@ -339,42 +339,6 @@ fn read_dir_files(dir: &Path) -> Vec<(String, String)> {
     out
 }
 
-/// Is the NMI watchdog on (it takes one general-purpose counter)? Reads
-/// `<proc_root>/sys/kernel/nmi_watchdog`; absent file = off.
-pub fn nmi_watchdog_on(proc_root: &Path) -> bool {
-    read_trim(&proc_root.join("sys/kernel/nmi_watchdog")).is_some_and(|s| s != "0")
-}
-
-/// `<proc_root>/sys/kernel/perf_event_paranoid`, when readable.
-pub fn perf_event_paranoid(proc_root: &Path) -> Option<i32> {
-    read_trim(&proc_root.join("sys/kernel/perf_event_paranoid")).and_then(|s| s.parse().ok())
-}
-
-/// Parse a CPU list (`0-3,8,10-11`) as the kernel and `-C` write it.
-pub fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
-    let mut out = Vec::new();
-    for part in s.trim().split(',') {
-        let part = part.trim();
-        if part.is_empty() {
-            return None;
-        }
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let a: u32 = a.trim().parse().ok()?;
-                let b: u32 = b.trim().parse().ok()?;
-                if a > b || b - a > 65_536 {
-                    return None;
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().ok()?),
-        }
-    }
-    out.sort_unstable();
-    out.dedup();
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -485,23 +449,5 @@ mod tests {
     #[test]
     fn missing_root_is_an_error() {
         assert!(Pmus::discover(Path::new("/nonexistent/sys")).is_err());
-    }
-
-    #[test]
-    fn nmi_watchdog_from_proc_root() {
-        let live = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/live");
-        assert!(nmi_watchdog_on(&live.join("proc-nmi-on")));
-        assert!(!nmi_watchdog_on(&live.join("proc-nmi-off")));
-        assert!(!nmi_watchdog_on(Path::new("/nonexistent")));
-    }
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0-3,8"), Some(vec![0, 1, 2, 3, 8]));
-        assert_eq!(parse_cpu_list("1,1"), Some(vec![1]));
-        assert_eq!(parse_cpu_list("3-1"), None);
-        assert_eq!(parse_cpu_list("a"), None);
-        assert_eq!(parse_cpu_list(""), None);
-        assert_eq!(parse_cpu_list("0,"), None);
     }
 }

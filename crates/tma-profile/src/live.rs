@@ -49,7 +49,7 @@ pub fn sample(
     agg: &mut Aggregator,
     mut tap: Option<&mut dyn FnMut(&RawRecord<'_>)>,
 ) -> Result<LiveOutcome, LiveError> {
-    let proc_root = cfg.proc_root.clone();
+    let proc_root = cfg.host.proc.clone();
     let session = Session::open(cfg, target)?;
     let attr_bytes = session.attr_bytes().to_vec();
     let (attr, _) = PerfEventAttr::parse::<_, byteorder::LittleEndian>(&attr_bytes[..])

@@ -29,7 +29,7 @@ pub(crate) fn run_perf_stat(
     };
     let mut reader = IntervalReader::new(input).map_err(import_err)?;
     let (model, source) =
-        crate::model::select_model(cfg.cpu.as_deref(), reader.cpu_hint(), &cfg.cpuinfo())?;
+        crate::model::select_model(cfg.cpu.as_deref(), reader.cpu_hint(), &cfg.host)?;
     let what = match reader.breakdown() {
         Breakdown::Aggregated => "",
         Breakdown::PerCpu => ", per-CPU rows summed",

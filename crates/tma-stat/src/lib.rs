@@ -34,6 +34,7 @@ pub use model::{select_model, CpuSource};
 pub use render::tree::{Format, RenderOptions};
 use tma_metrics::Bottleneck;
 use tma_perf::backend::{Ending, Synthetic};
+use tma_perf::host::Host;
 
 use crate::error::usage;
 
@@ -104,10 +105,8 @@ pub struct StatConfig {
     pub smt: Option<bool>,
     pub render: RenderOptions,
     pub live: LiveOptions,
-    /// The sysfs root (`/sys`).
-    pub sys_root: PathBuf,
-    /// The procfs root (`/proc`); this machine's CPU is read from its `cpuinfo`.
-    pub proc_root: PathBuf,
+    /// The `/sys` and `/proc` roots; this machine's CPU is read from its `cpuinfo`.
+    pub host: Host,
     /// The command line a `--record` snapshot stores.
     pub command_line: Vec<String>,
 }
@@ -122,17 +121,9 @@ impl Default for StatConfig {
             smt: None,
             render: RenderOptions::default(),
             live: LiveOptions::default(),
-            sys_root: PathBuf::from("/sys"),
-            proc_root: PathBuf::from("/proc"),
+            host: Host::system(),
             command_line: Vec::new(),
         }
-    }
-}
-
-impl StatConfig {
-    /// The cpuinfo file that identifies this machine.
-    pub fn cpuinfo(&self) -> PathBuf {
-        self.proc_root.join("cpuinfo")
     }
 }
 

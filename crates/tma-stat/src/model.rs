@@ -1,9 +1,8 @@
 //! Which CPU model's tables to use: `--cpu NAME`, else the one the recording names, else this
 //! machine's (from its cpuinfo).
 
-use std::path::Path;
-
 use tma_catalog::Model;
+use tma_perf::host::Host;
 
 use crate::StatError;
 
@@ -30,11 +29,11 @@ impl CpuSource {
 }
 
 /// The model for `--cpu NAME`, else the one named by the recording, else this machine's
-/// (identified from `cpuinfo`, normally `/proc/cpuinfo`).
+/// (identified from the cpuinfo of `host`, normally `/proc/cpuinfo`).
 pub fn select_model(
     cpu: Option<&str>,
     hint: Option<&str>,
-    cpuinfo: &Path,
+    host: &Host,
 ) -> Result<(&'static Model, CpuSource), StatError> {
     if let Some(name) = cpu {
         return Ok((tma_catalog::by_name(name)?, CpuSource::Flag));
@@ -46,9 +45,9 @@ pub fn select_model(
         })?;
         return Ok((m, CpuSource::Recording));
     }
-    let bytes = std::fs::read(cpuinfo).map_err(|source| StatError::Cpuinfo {
-        path: cpuinfo.to_path_buf(),
-        source,
+    let bytes = host.cpuinfo_bytes().map_err(|e| StatError::Cpuinfo {
+        path: e.path().to_path_buf(),
+        source: e.into_io(),
     })?;
     let (vendor, family, model, stepping) = tma_catalog::parse_cpuinfo(&bytes)?;
     let models = tma_catalog::identify(&vendor, family, model, stepping)?;
@@ -84,7 +83,7 @@ mod tests {
 
     #[test]
     fn flag_wins_then_hint_then_cpuinfo() {
-        let none = Path::new("/nonexistent/cpuinfo");
+        let none = &Host::new("/nonexistent/sys", "/nonexistent");
         let (m, s) = select_model(Some("zen4"), Some("spr"), none).unwrap();
         assert_eq!((m.key, s), ("zen4", CpuSource::Flag));
         let (m, s) = select_model(None, Some("spr"), none).unwrap();

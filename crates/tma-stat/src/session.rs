@@ -10,7 +10,6 @@
 //! keep the intervals, because their output needs all of them.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tma_catalog::Model;
@@ -19,9 +18,10 @@ use tma_perf::backend::{
     self, Backend, Ending, Live, Measurement, RawInterval, Replay, RunError, RunOptions, Target,
 };
 use tma_perf::event::{EventSpec, SoftwareEvent, SpecKind};
+use tma_perf::host::{self, Host};
 use tma_perf::plan::Plan;
 use tma_perf::snapshot::{self, CpuIdentity, RecordedRun, Settings, Snapshot, Topology};
-use tma_perf::sysfs::{self, Pmus};
+use tma_perf::sysfs::Pmus;
 use tma_perf::{Interval, ReadingStatus};
 
 use crate::error::usage;
@@ -88,11 +88,10 @@ pub(crate) fn run_live(
     let target = target_of(cfg, live)?;
     check_flags(cfg, live, &target)?;
     let mut opts = RunOptions::new();
-    opts.sys_root = cfg.sys_root.clone();
-    opts.proc_root = cfg.proc_root.clone();
+    opts.host = cfg.host.clone();
     opts.interval = live.interval_ms.map(Duration::from_millis);
     opts.duration = live.duration_s.map(Duration::from_secs_f64);
-    let pmus = Pmus::discover(&cfg.sys_root).unwrap_or_default();
+    let pmus = Pmus::discover(&cfg.host.sys).unwrap_or_default();
     let extra = parse_extra_events(cfg, &live.events, &pmus)?;
     let synthetic = matches!(live.backend, BackendChoice::Synthetic(_));
     let backend: Box<dyn Backend> = match &live.backend {
@@ -122,21 +121,21 @@ pub(crate) fn run_live(
         note: None,
         cpu_source: String::new(),
         model_key: None,
-        topology: Topology::discover(&cfg.sys_root),
+        topology: Topology::discover(&cfg.host),
         cpu_cores: Vec::new(),
     };
     if live.per_core {
         let cpus = match &target {
             Target::System(Some(c)) => c.clone(),
-            _ => backend::online_cpus(&cfg.sys_root),
+            _ => cfg.host.online_cpus_or_cpu0(),
         };
-        s.cpu_cores = cpu_cores(&cfg.sys_root, &cpus);
+        s.cpu_cores = cpu_cores(&cfg.host, &cpus);
     }
     // Hardware path, when there is a core PMU (or a synthetic backend stands in for one).
     let reason = if !synthetic && !pmus.has_core_pmu() {
         format!(
             "no `cpu` PMU in {}/bus/event_source/devices (only {})",
-            cfg.sys_root.display(),
+            cfg.host.sys.display(),
             pmus.pmus
                 .iter()
                 .map(|p| p.name.as_str())
@@ -144,7 +143,7 @@ pub(crate) fn run_live(
                 .join(", ")
         )
     } else {
-        let (model, source) = crate::model::select_model(cfg.cpu.as_deref(), None, &cfg.cpuinfo())?;
+        let (model, source) = crate::model::select_model(cfg.cpu.as_deref(), None, &cfg.host)?;
         s.cpu_source = source.describe().to_string();
         s.model_key = Some(model.key.to_string());
         match hardware(&mut s, model, &extra, out, notes) {
@@ -160,7 +159,7 @@ pub(crate) fn run_live(
             Err(e) => return Err(e),
         }
     };
-    let hyper = cpuinfo_has_flag(&cfg.cpuinfo(), "hypervisor");
+    let hyper = cfg.host.has_cpu_flag("hypervisor");
     let why = if hyper {
         "this is a virtual machine (`hypervisor` flag in /proc/cpuinfo) without a virtual PMU"
     } else {
@@ -301,7 +300,7 @@ fn target_of(cfg: &StatConfig, a: &LiveOptions) -> Result<Target, StatError> {
         let tids = ids(&a.tids, "tid")?;
         if let Some(t) = tids
             .iter()
-            .find(|t| !cfg.proc_root.join(t.to_string()).exists())
+            .find(|t| !cfg.host.proc.join(t.to_string()).exists())
         {
             return Err(RunError::NoSuchProcess(*t).into());
         }
@@ -309,14 +308,14 @@ fn target_of(cfg: &StatConfig, a: &LiveOptions) -> Result<Target, StatError> {
     }
     let cpus = match &a.cpu_list {
         None => None,
-        Some(s) => Some(sysfs::parse_cpu_list(s).ok_or_else(|| {
+        Some(s) => Some(host::parse_cpu_list(s.as_bytes()).map_err(|_| {
             usage(format!(
                 "bad CPU list {s:?}: expected numbers and ranges like 0-3,8"
             ))
         })?),
     };
     if let Some(list) = &cpus {
-        let online = backend::online_cpus(&cfg.sys_root);
+        let online = cfg.host.online_cpus_or_cpu0();
         if let Some(bad) = list.iter().find(|c| !online.contains(c)) {
             return Err(RunError::BadCpu(*bad).into());
         }
@@ -376,7 +375,7 @@ fn parse_extra_events(
     events: &[String],
     pmus: &Pmus,
 ) -> Result<Vec<EventSpec>, StatError> {
-    let model = crate::model::select_model(cfg.cpu.as_deref(), None, &cfg.cpuinfo())
+    let model = crate::model::select_model(cfg.cpu.as_deref(), None, &cfg.host)
         .ok()
         .map(|(m, _)| m);
     let mut out = Vec::new();
@@ -531,7 +530,7 @@ fn write_record(s: &Session, live: &LiveOptions) -> Result<(), StatError> {
     let Some(path) = &live.record else {
         return Ok(());
     };
-    let cpuinfo = std::fs::read(s.cfg.cpuinfo()).unwrap_or_default();
+    let cpuinfo = s.cfg.host.cpuinfo_bytes().unwrap_or_default();
     let mut cpu = CpuIdentity::from_cpuinfo(&cpuinfo);
     if s.model_key.is_some() {
         cpu.catalog_key = s.model_key.clone();
@@ -669,20 +668,15 @@ impl Key {
     }
 }
 
-/// `S<package>-C<core>` of each CPU, from `<sys_root>/devices/system/cpu/cpuN/topology`.
-fn cpu_cores(sys_root: &Path, cpus: &[u32]) -> Vec<(u32, String)> {
+/// `S<package>-C<core>` of each CPU (`S?-C?` when its topology is unreadable).
+fn cpu_cores(host: &Host, cpus: &[u32]) -> Vec<(u32, String)> {
     cpus.iter()
         .map(|&c| {
-            let t = sys_root.join(format!("devices/system/cpu/cpu{c}/topology"));
-            let rd = |f: &str| {
-                std::fs::read_to_string(t.join(f))
-                    .map(|s| s.trim().to_string())
-                    .unwrap_or_else(|_| "?".into())
-            };
-            (
-                c,
-                format!("S{}-C{}", rd("physical_package_id"), rd("core_id")),
-            )
+            let label = host.cpu_topology(c).map_or_else(
+                |_| "S?-C?".to_string(),
+                |t| format!("S{}-C{}", t.package, t.core),
+            );
+            (c, label)
         })
         .collect()
 }
@@ -773,7 +767,7 @@ fn hardware(
 ) -> Result<Outcome, StatError> {
     s.hardware = true;
     s.note = Some(format!("cpu: {}", s.cpu_source));
-    let nmi = sysfs::nmi_watchdog_on(&s.cfg.proc_root);
+    let nmi = s.cfg.host.nmi_watchdog_on();
     let drilldown = s.settings.drilldown;
     let mut request = Request {
         level: if drilldown { 1 } else { s.settings.level },
@@ -1017,14 +1011,4 @@ fn software(
         ending: (!s.replaying()).then_some(last),
         bottleneck: None,
     })
-}
-
-/// Whether the `flags` line of a cpuinfo file names `flag`.
-fn cpuinfo_has_flag(cpuinfo: &PathBuf, flag: &str) -> bool {
-    std::fs::read_to_string(cpuinfo)
-        .map(|t| {
-            t.lines()
-                .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == flag))
-        })
-        .unwrap_or(false)
 }

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use tma_perf::backend::Synthetic;
+use tma_perf::host::Host;
 use tma_stat::{BackendChoice, Format, Input, LiveOptions, RenderOptions, StatConfig};
 
 fn fixture(rel: &str) -> PathBuf {
@@ -190,7 +191,7 @@ fn import_refuses_live_flags() {
 fn example_runs_anywhere() {
     let cfg = StatConfig {
         input: Input::Example,
-        proc_root: PathBuf::from("/nonexistent"),
+        host: Host::new("/nonexistent/sys", "/nonexistent"),
         ..Default::default()
     };
     let (mut out, mut notes) = (Vec::new(), Vec::new());

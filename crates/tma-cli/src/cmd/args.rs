@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use tma_perf::host::Host;
+
 /// `--cpu NAME`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CpuArg {
@@ -46,16 +48,11 @@ pub struct RootArg {
 }
 
 impl RootArg {
-    /// `(sys, proc)` roots.
-    pub fn roots(&self) -> (PathBuf, PathBuf) {
+    /// The `/sys` and `/proc` roots the host facts are read from.
+    pub fn host(&self) -> Host {
         match &self.root {
-            Some(r) => (r.join("sys"), r.join("proc")),
-            None => (PathBuf::from("/sys"), PathBuf::from("/proc")),
+            Some(r) => Host::under(r),
+            None => Host::system(),
         }
-    }
-
-    /// This machine's cpuinfo file.
-    pub fn cpuinfo(&self) -> PathBuf {
-        self.roots().1.join("cpuinfo")
     }
 }

@@ -31,7 +31,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
-    let (model, source) = tma_stat::select_model(args.cpu.cpu.as_deref(), None, &root.cpuinfo())?;
+    let (model, source) = tma_stat::select_model(args.cpu.cpu.as_deref(), None, &root.host())?;
     let sel = Selection {
         max_level: args.tree.level,
         nodes: args.tree.nodes.clone(),

@@ -20,7 +20,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
-    let (model, source) = tma_stat::select_model(args.cpu.cpu.as_deref(), None, &root.cpuinfo())?;
+    let (model, source) = tma_stat::select_model(args.cpu.cpu.as_deref(), None, &root.host())?;
     let max = args.level.unwrap_or(u8::MAX);
     crate::output::emit(args.out.output.as_deref(), |w| {
         if args.out.json {

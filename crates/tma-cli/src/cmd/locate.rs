@@ -6,11 +6,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use tma_perf::host::Host;
 use tma_perf::sampling::{Rate, SampleEvent, SamplingConfig, Target};
 use tma_profile::aggregate::Aggregator;
 use tma_profile::choose::{self, Request};
 use tma_profile::report::{self, ReportOptions, Syntax};
 use tma_profile::symbols::{Kallsyms, Symbolizer};
+
+use crate::cmd::args::RootArg;
 
 /// Sample a node's locate-with event (or -e EVENT) and show hot functions and annotated code.
 #[derive(Debug, clap::Args)]
@@ -86,8 +89,8 @@ pub struct Args {
 }
 
 /// This machine's model tables, when the catalog knows the CPU.
-fn this_cpu_model() -> Option<&'static tma_catalog::Model> {
-    let info = std::fs::read("/proc/cpuinfo").ok()?;
+fn this_cpu_model(host: &Host) -> Option<&'static tma_catalog::Model> {
+    let info = host.cpuinfo_bytes().ok()?;
     let (vendor, family, model, stepping) = tma_catalog::parse_cpuinfo(&info).ok()?;
     tma_catalog::identify(&vendor, family, model, stepping)
         .ok()?
@@ -99,7 +102,8 @@ fn read_kallsyms(path: &std::path::Path) -> Option<Kallsyms> {
     std::fs::read(path).ok().and_then(|b| Kallsyms::parse(&b))
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
+    let host = root.host();
     let syntax = match args.syntax.to_ascii_lowercase().as_str() {
         "intel" => Syntax::Intel,
         "att" | "at&t" | "gas" => Syntax::Att,
@@ -150,10 +154,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 bail!("nothing to sample: give a command after `--`, -p PID, or --import FILE")
             }
         };
-        let pmu = choose::core_pmu(std::path::Path::new("/sys"));
+        let pmu = choose::core_pmu(&host.sys);
         let model = match &args.cpu {
             Some(k) => Some(tma_catalog::by_name(k)?),
-            None => this_cpu_model(),
+            None => this_cpu_model(&host),
         };
         let request = match (&args.node, &args.event) {
             (Some(n), _) => Request::Node(n.clone()),
@@ -171,6 +175,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         notes.extend(chosen.notes.iter().cloned());
         let mut cfg = SamplingConfig::new(chosen.event.clone());
+        cfg.host = host.clone();
         cfg.precise = chosen.precise;
         cfg.callchain = args.call_graph;
         cfg.include_kernel = args.kernel;
@@ -253,7 +258,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         kallsyms = match &args.kallsyms {
             Some(p) => read_kallsyms(p),
-            None if args.kernel => read_kallsyms(std::path::Path::new("/proc/kallsyms")),
+            None if args.kernel => read_kallsyms(&host.proc.join("kallsyms")),
             None => None,
         };
     }

@@ -111,7 +111,6 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<StatConfig> {
             )
         }
     };
-    let (sys_root, proc_root) = root.roots();
     Ok(StatConfig {
         input: match (&a.import, a.example) {
             (Some(p), _) => Input::Import(p.clone()),
@@ -150,8 +149,7 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<StatConfig> {
             events: a.events.clone(),
             backend,
         },
-        sys_root,
-        proc_root,
+        host: root.host(),
         command_line: std::env::args().collect(),
     })
 }
@@ -196,7 +194,7 @@ mod tests {
             root: Some("/x".into()),
         };
         let c = config(&t.a, &root).unwrap();
-        assert_eq!(c.sys_root, PathBuf::from("/x/sys"));
-        assert_eq!(c.cpuinfo(), PathBuf::from("/x/proc/cpuinfo"));
+        assert_eq!(c.host.sys, PathBuf::from("/x/sys"));
+        assert_eq!(c.host.cpuinfo_path(), PathBuf::from("/x/proc/cpuinfo"));
     }
 }

@@ -5,7 +5,11 @@
 //! CPUID feature check ([`plan`]) -> latency-pair and N-chain throughput variants ([`plan`]) ->
 //! harness images at two unroll counts ([`harness`], pure bytes) -> a forked child pinned to
 //! one CPU runs them from a W^X buffer with faults caught ([`engine`], [`sys`]) -> statistics
-//! ([`stats`]) -> [`FormReport`].
+//! ([`stats`]) -> [`FormReport`]. One measurement is a sequence of stages in `measure`.
+//!
+//! The `tma bench` command: a clap-free [`BenchConfig`] -> [`run`] (every input of a body,
+//! `--bytes`, a `--file` list or a preset, with `--compare` references: [`compare`]) ->
+//! [`BenchOutcome`], written as a table or the `tma.bench` JSON document by [`render`].
 //!
 //! Method (see `MICROBENCH-METHOD.md` in the project notes): per-copy cost = (min over trials
 //! of the 128-copy run - min over trials of the 64-copy run) / (iterations x 64); iterations
@@ -41,15 +45,20 @@ use serde::{Deserialize, Serialize};
 
 pub mod asm;
 pub mod clock;
+pub mod compare;
 pub mod engine;
 pub mod harness;
+mod measure;
 pub mod plan;
+pub mod render;
 pub mod sha;
 pub mod stats;
+mod sweep;
 mod sys;
 
 pub use engine::Method;
 pub use sha::{preset_sha, ShaBounds, ShaReport};
+pub use sweep::{run, BenchConfig, BenchOutcome, Input, InputError, Preset, Progress};
 
 use iced_x86::{Instruction, Register};
 
@@ -78,6 +87,12 @@ pub enum BenchError {
     },
     #[error("measurement failed: {0}")]
     Measurement(String),
+    /// An input file (`--file`, `--compare`) could not be read.
+    #[error("{what}")]
+    Read {
+        what: String,
+        source: std::io::Error,
+    },
 }
 
 /// Cycle sources.
@@ -462,31 +477,6 @@ fn has_kind(text: &str) -> bool {
     })
 }
 
-struct Planned {
-    /// (pair, job index of its chain, job index of its connector round trip)
-    latency: Vec<(plan::PairPlan, usize, Option<usize>)>,
-    tp: Vec<(usize, plan::Variant, usize)>,
-}
-
-fn clocks_for(choice: ClockChoice) -> Vec<ClockKind> {
-    match choice {
-        ClockChoice::One(c) => vec![c],
-        ClockChoice::All => vec![ClockKind::Tsc, ClockKind::Perf, ClockKind::Rdpmc],
-        ClockChoice::Auto => {
-            if clock::available(ClockKind::Perf).is_ok() {
-                vec![ClockKind::Perf]
-            } else {
-                vec![ClockKind::Tsc]
-            }
-        }
-    }
-}
-
-fn calib_ins(code: iced_x86::Code) -> Instruction {
-    // Both are fixed two-register forms; construction cannot fail for these codes.
-    Instruction::with2(code, Register::RAX, Register::RAX).unwrap_or_default()
-}
-
 /// Measure one source with the operand values as given (defaults plus `--init`).
 pub fn bench(src: &Source, opts: &Options) -> Result<FormReport, BenchError> {
     bench_inner(src, opts, &plan::host_has, None, None)
@@ -695,7 +685,7 @@ fn bench_inner(
 ) -> Result<FormReport, BenchError> {
     let mut attempt = 1;
     loop {
-        match measure_once(src, opts, probe, div, fp) {
+        match measure::measure_once(src, opts, probe, div, fp) {
             Err(BenchError::SelfCheck { .. }) if attempt < SELF_CHECK_ATTEMPTS => {
                 attempt += 1;
                 std::thread::sleep(std::time::Duration::from_millis(300));
@@ -705,606 +695,10 @@ fn bench_inner(
     }
 }
 
-fn measure_once(
-    src: &Source,
-    opts: &Options,
-    probe: plan::FeatureProbe,
-    div: Option<&DivPreset>,
-    fp: Option<&FpPreset>,
-) -> Result<FormReport, BenchError> {
-    let (input, instrs) = prepare(src, probe)?;
-    for (r, _) in &opts.init {
-        if !r.is_gpr64() || matches!(*r, Register::RSP | Register::R14 | Register::R15) {
-            return Err(BenchError::BadOption(format!(
-                "--init {}: only general-purpose registers other than rsp, r14 and r15 can be initialised",
-                asm::register_name(*r)
-            )));
-        }
-    }
-    let mut vec_vals: Vec<(usize, Vec<u8>)> = Vec::new();
-    for (r, b) in &opts.vec_init {
-        let n = plan::reg_number(r.full_register())
-            .filter(|_| r.is_xmm() || r.is_ymm() || r.is_zmm())
-            .ok_or_else(|| {
-                BenchError::BadOption(format!(
-                    "--init {}: not a vector register",
-                    asm::register_name(*r)
-                ))
-            })?;
-        vec_vals.push((n, b.clone()));
-    }
-    if let Some(p) = fp {
-        let lanes = p.lanes(&instrs[0]);
-        vec_vals = (0..32).map(|n| (n, lanes.clone())).collect();
-    }
-    let mut notes = Vec::new();
-    let mut variants: Vec<plan::Variant> = vec![
-        plan::Variant {
-            chains: vec![vec![calib_ins(iced_x86::Code::Add_rm64_r64)]],
-            reloads: Vec::new(),
-        },
-        plan::Variant {
-            chains: vec![vec![calib_ins(iced_x86::Code::Imul_r64_rm64)]],
-            reloads: Vec::new(),
-        },
-    ];
-    let mut planned = Planned {
-        latency: Vec::new(),
-        tp: Vec::new(),
-    };
-    let mut skipped_pairs = Vec::new();
-    let add_variant = |variants: &mut Vec<plan::Variant>, v: plan::Variant| -> usize {
-        let t: Vec<String> = v.chains.iter().flatten().map(asm::format).collect();
-        if let Some(i) = variants.iter().position(|w| {
-            w.chains
-                .iter()
-                .flatten()
-                .map(asm::format)
-                .collect::<Vec<_>>()
-                == t
-        }) {
-            return i;
-        }
-        variants.push(v);
-        variants.len() - 1
-    };
-    if opts.latency {
-        let (pairs, skipped) = if instrs.len() == 1 {
-            plan::latency_pairs(&instrs[0])
-        } else {
-            (Vec::new(), Vec::new())
-        };
-        skipped_pairs = skipped.into_iter().map(|s| (s.pair, s.reason)).collect();
-        let mut pairs = if pairs.is_empty() {
-            if instrs.len() == 1 {
-                notes.push(
-                    "no register input->output pair: latency row is the body repeated as written"
-                        .into(),
-                );
-            } else {
-                notes.push(
-                    "several instructions: latency is per body copy, repeated as written".into(),
-                );
-            }
-            vec![plan::PairPlan {
-                pair: "body".into(),
-                from: "-".into(),
-                to: "-".into(),
-                variant: plan::Variant {
-                    chains: vec![instrs.clone()],
-                    reloads: Vec::new(),
-                },
-                note: None,
-                connector: None,
-                round_trip: None,
-            }]
-        } else {
-            pairs
-        };
-        let f = &opts.pairs;
-        if f.pair.is_some() || f.from.is_some() || f.to.is_some() {
-            let all: Vec<String> = pairs
-                .iter()
-                .map(|p| format!("{} ({}->{})", p.pair, p.from, p.to))
-                .collect();
-            pairs.retain(|p| {
-                f.pair.as_ref().is_none_or(|x| x.replace(' ', "") == p.pair)
-                    && f.from
-                        .as_ref()
-                        .is_none_or(|x| x.eq_ignore_ascii_case(&p.from))
-                    && f.to.as_ref().is_none_or(|x| x.eq_ignore_ascii_case(&p.to))
-            });
-            if pairs.is_empty() {
-                return Err(BenchError::BadOption(format!(
-                    "no operand pair matches the selection; available: {}",
-                    all.join(", ")
-                )));
-            }
-        }
-        for p in pairs {
-            let j = add_variant(&mut variants, p.variant.clone());
-            let rt = p.round_trip.clone().map(|v| add_variant(&mut variants, v));
-            planned.latency.push((p, j, rt));
-        }
-    }
-    let mut skipped_chains = Vec::new();
-    let mut tp_note = None;
-    // Spare registers holding the preset dividend for the throughput breakers.
-    let mut div_spares: Vec<(Register, u64)> = Vec::new();
-    if let (true, Some(p)) = (opts.throughput, div) {
-        let ins = instrs[0];
-        let d = DivPreset::divisor(&ins).map(|r| r.full_register());
-        let (a, dx, _) = p.values(&ins);
-        let spares: Vec<Register> = [Register::R8, Register::R9, Register::R10, Register::R11]
-            .into_iter()
-            .filter(|r| Some(*r) != d)
-            .take(2)
-            .collect();
-        let mov = |dst: Register, src: Register| {
-            Instruction::with2(iced_x86::Code::Mov_rm64_r64, dst, src)
-                .map_err(|e| BenchError::Measurement(e.to_string()))
-        };
-        let body = vec![
-            mov(Register::RAX, spares[0])?,
-            mov(Register::RDX, spares[1])?,
-            ins,
-        ];
-        div_spares = vec![(spares[0], a), (spares[1], dx)];
-        let v = plan::Variant {
-            chains: vec![body],
-            reloads: Vec::new(),
-        };
-        let j = add_variant(&mut variants, v.clone());
-        planned.tp.push((1, v, j));
-        notes.push(format!(
-            "throughput body reloads rax and rdx before each {} (the moves are part of the timed body) so copies are independent",
-            asm::format(&ins)
-        ));
-    } else if opts.throughput {
-        for &k in &opts.chains {
-            if k == 0 {
-                return Err(BenchError::BadOption("--chains values must be >= 1".into()));
-            }
-            match plan::throughput_variant(&instrs, k) {
-                Ok(v) => {
-                    let j = add_variant(&mut variants, v.clone());
-                    planned.tp.push((k, v, j));
-                }
-                Err(reason) => {
-                    if k == 1 || tp_note.is_some() {
-                        tp_note.get_or_insert(reason.clone());
-                    }
-                    skipped_chains.push((k, reason));
-                }
-            }
-        }
-        if !planned.tp.is_empty()
-            && instrs
-                .iter()
-                .any(|i| i.rflags_read() != 0 && i.rflags_modified() & i.rflags_read() != 0)
-        {
-            notes.push(
-                "throughput copies also chain through the flags (each reads flags the previous copy wrote), so the throughput is at best the flags latency"
-                    .into(),
-            );
-        }
-        if let Some((_, v, _)) = planned.tp.iter().find(|t| !t.1.reloads.is_empty()) {
-            let moves: Vec<String> = v
-                .reloads
-                .iter()
-                .map(|(sp, r)| {
-                    format!(
-                        "mov {}, {}",
-                        asm::register_name(*r),
-                        asm::register_name(*sp)
-                    )
-                })
-                .collect();
-            notes.push(format!(
-                "throughput copies reload implicit registers before each instruction ({}; the spare holds the register's initial value) so copies are independent; the moves are timed with it, so the throughput is an upper bound for the instruction alone",
-                moves.join(", ")
-            ));
-        }
-        if planned.tp.is_empty() {
-            let reason = skipped_chains
-                .first()
-                .map(|s| s.1.clone())
-                .unwrap_or_default();
-            tp_note = Some(format!("throughput not measured: {reason}"));
-        } else if let Some(first) = skipped_chains.iter().find(|(k, _)| *k > 1) {
-            tp_note = Some(format!("chain count {} skipped: {}", first.0, first.1));
-        }
-    }
-    // Build the images.
-    let bodies: Vec<&Instruction> = variants
-        .iter()
-        .flat_map(|v| v.chains.iter().flatten())
-        .collect();
-    let (vec_init, mm) = plan::vec_init(&bodies);
-    let mut gprs: Vec<(Register, u64)> = harness::GPR_DEFAULTS.to_vec();
-    let mut inits = opts.init.clone();
-    if let Some(p) = div {
-        let ins = instrs[0];
-        let (a, dx, v) = p.values(&ins);
-        inits.push((Register::RAX, a));
-        inits.push((Register::RDX, dx));
-        if let Some(d) = DivPreset::divisor(&ins) {
-            inits.push((d.full_register(), v));
-        }
-        inits.extend(div_spares.iter().copied());
-    }
-    for (r, v) in &inits {
-        if let Some(slot) = gprs.iter_mut().find(|(g, _)| g == r) {
-            slot.1 = *v;
-        }
-    }
-    // Reload spares start with the value of the register they reload.
-    for (_, v, _) in &planned.tp {
-        for (sp, src) in &v.reloads {
-            if let Some(val) = gprs.iter().find(|(g, _)| g == src).map(|x| x.1) {
-                if let Some(slot) = gprs.iter_mut().find(|(g, _)| g == sp) {
-                    slot.1 = val;
-                }
-            }
-        }
-    }
-    let (u1, u2) = opts.method.unroll;
-    if u1 == 0 || u2 <= u1 {
-        return Err(BenchError::BadOption("--unroll A,B needs 0 < A < B".into()));
-    }
-    let mut images = Vec::new();
-    let mut jobs = Vec::new();
-    for v in &variants {
-        let copies = v.encode().map_err(BenchError::Measurement)?;
-        let small = harness::build_image(&copies, u1, &gprs, vec_init, mm)
-            .map_err(|e| BenchError::Measurement(format!("harness: {e}")))?;
-        let large = harness::build_image(&copies, u2, &gprs, vec_init, mm)
-            .map_err(|e| BenchError::Measurement(format!("harness: {e}")))?;
-        images.push(small);
-        images.push(large);
-        jobs.push(engine::Job {
-            small: images.len() - 2,
-            large: images.len() - 1,
-        });
-    }
-    let mut layout = engine::Layout::new(images);
-    layout.pool = harness::pool_with(&vec_vals);
-    let wanted: Vec<usize> = {
-        let mut w: Vec<usize> = planned
-            .latency
-            .iter()
-            .flat_map(|(_, j, rt)| std::iter::once(*j).chain(*rt))
-            .chain(planned.tp.iter().map(|t| t.2))
-            .collect();
-        w.sort_unstable();
-        w.dedup();
-        w
-    };
-    let clocks = clocks_for(opts.clock);
-    let out = engine::run(&layout, &jobs, &wanted, &clocks, &opts.method)?;
-    if let Some(f) = out.fault {
-        return Err(BenchError::Fault(fault_message(
-            &f,
-            &layout,
-            &variants,
-            &jobs,
-            &gprs,
-            &opts.method,
-        )));
-    }
-    if out.timed_out {
-        return Err(BenchError::Fault(format!(
-            "the measurement did not finish within {} s and was killed; the body may be very slow (try --chains 1 or a smaller --unroll)",
-            opts.method.timeout.as_secs()
-        )));
-    }
-    // Collect.
-    let mut statuses: Vec<ClockStatus> = Vec::new();
-    let mut figs: std::collections::HashMap<(usize, ClockKind), Figure> = Default::default();
-    for m in &out.msgs {
-        match m {
-            engine::Msg::Clock { clock, error } => statuses.push(ClockStatus {
-                clock: *clock,
-                unavailable: error.clone(),
-                self_check: None,
-                self_check_ok: None,
-                tsc_ticks_per_cycle: None,
-            }),
-            engine::Msg::SelfCheck {
-                clock,
-                ratio,
-                add_ticks,
-                ok,
-            } => {
-                if let Some(s) = statuses.iter_mut().find(|s| s.clock == *clock) {
-                    s.self_check = Some(*ratio);
-                    s.self_check_ok = Some(*ok);
-                    if *clock == ClockKind::Tsc {
-                        s.tsc_ticks_per_cycle = Some(*add_ticks);
-                    }
-                }
-            }
-            engine::Msg::Figure {
-                job,
-                clock,
-                values,
-                raw_ticks,
-                rejected,
-                ..
-            } => {
-                if values.is_empty() {
-                    return Err(BenchError::Measurement(format!(
-                        "the {clock} clock moved during every repetition ({rejected} rejected); the machine is too noisy now, try again"
-                    )));
-                }
-                let s = stats::sorted(values);
-                let median = stats::percentile(&s, 50.0);
-                let (snapped, snapped_ok) = stats::snap(median);
-                figs.insert(
-                    (*job, *clock),
-                    Figure {
-                        clock: *clock,
-                        median,
-                        p10: stats::percentile(&s, 10.0),
-                        p90: stats::percentile(&s, 90.0),
-                        snapped,
-                        snapped_ok,
-                        accepted: values.len(),
-                        rejected: *rejected,
-                        raw_tsc_ticks: stats::median(raw_ticks),
-                    },
-                );
-            }
-            engine::Msg::Note(n) => {
-                if let Some(fatal) = n.strip_prefix("fatal: ") {
-                    return Err(BenchError::Measurement(fatal.to_string()));
-                }
-                notes.push(n.clone());
-            }
-        }
-    }
-    if let Some(e) = &out.exit {
-        return Err(BenchError::Measurement(e.clone()));
-    }
-    let usable: Vec<ClockKind> = statuses
-        .iter()
-        .filter(|s| s.unavailable.is_none())
-        .map(|s| s.clock)
-        .collect();
-    if usable.is_empty() {
-        let why: Vec<String> = statuses
-            .iter()
-            .map(|s| format!("{}: {}", s.clock, s.unavailable.clone().unwrap_or_default()))
-            .collect();
-        return Err(BenchError::Measurement(format!(
-            "no usable clock ({})",
-            why.join("; ")
-        )));
-    }
-    for s in &statuses {
-        // A usable clock whose verdict never came back counts as failed, never as "no figures".
-        if s.unavailable.is_none()
-            && s.self_check_ok != Some(true)
-            && opts.clock != ClockChoice::All
-        {
-            return Err(BenchError::SelfCheck {
-                clock: s.clock,
-                ratio: s.self_check.unwrap_or(f64::NAN),
-            });
-        }
-    }
-    let good: Vec<ClockKind> = statuses
-        .iter()
-        .filter(|s| s.self_check_ok == Some(true))
-        .map(|s| s.clock)
-        .collect();
-    // Every wanted figure must have come back for every clock that passed its self-check.
-    for c in &good {
-        if let Some(j) = wanted.iter().find(|j| !figs.contains_key(&(**j, *c))) {
-            return Err(BenchError::Measurement(format!(
-                "the measurement process returned no {c} figure for `{}`; try again",
-                variants[*j].text()
-            )));
-        }
-    }
-    let figures_of = |j: usize| -> Vec<Figure> {
-        good.iter()
-            .filter_map(|c| figs.get(&(j, *c)).cloned())
-            .collect()
-    };
-    let mut latency = Vec::new();
-    for (p, j, rt) in &planned.latency {
-        let chain = figures_of(*j);
-        let (figures, derived) = match rt {
-            None => (chain, None),
-            Some(rt) => derive(&chain, &figures_of(*rt), p),
-        };
-        // Instruction and connector each take at least a cycle: a shorter chain means the
-        // value does not flow through the pair (a dependency-breaking idiom such as
-        // `sbb rax, rax`, or a shorter path through other operands carries the loop).
-        if let Some(d) = derived.as_ref().filter(|d| d.chain < 1.9) {
-            let why = format!(
-                "the chain through the connector `{}` took {:.3} cycles (< 2), so the output does not depend on {} through this pair here (dependency-breaking idiom, or another path carries the chain); no latency to report",
-                d.connector, d.chain, p.from
-            );
-            notes.push(format!(
-                "pair {} {}->{} not reported: {why}",
-                p.pair, p.from, p.to
-            ));
-            skipped_pairs.push((p.pair.clone(), why));
-            continue;
-        }
-        latency.push(PairResult {
-            pair: p.pair.clone(),
-            from: p.from.clone(),
-            to: p.to.clone(),
-            body: p.variant.text(),
-            note: p.note.clone(),
-            figures,
-            derived,
-        });
-    }
-    let throughput = if planned.tp.is_empty() {
-        None
-    } else {
-        let per_chains: Vec<ChainResult> = planned
-            .tp
-            .iter()
-            .map(|(k, v, j)| ChainResult {
-                chains: *k,
-                body: v
-                    .chains
-                    .iter()
-                    .map(|c| c.iter().map(asm::format).collect::<Vec<_>>().join("; "))
-                    .collect::<Vec<_>>()
-                    .join(" | "),
-                figures: figures_of(*j),
-            })
-            .collect();
-        let mut best = Vec::new();
-        let mut best_chains = 0;
-        for (ci, c) in good.iter().enumerate() {
-            if let Some(b) = per_chains
-                .iter()
-                .filter_map(|r| {
-                    r.figures
-                        .iter()
-                        .find(|f| f.clock == *c)
-                        .map(|f| (r.chains, f))
-                })
-                .min_by(|a, b| a.1.median.total_cmp(&b.1.median))
-            {
-                if ci == 0 {
-                    best_chains = b.0;
-                }
-                best.push(b.1.clone());
-            }
-        }
-        Some(ThroughputResult {
-            best,
-            best_chains,
-            per_chains,
-            skipped_chains,
-        })
-    };
-    let bytes: Vec<u8> = instrs
-        .iter()
-        .filter_map(|i| asm::encode(i).ok())
-        .flatten()
-        .collect();
-    Ok(FormReport {
-        input,
-        preset: div
-            .map(|d| d.describe(&instrs[0]))
-            .or_else(|| fp.map(|p| p.describe(&instrs[0]))),
-        instructions: instrs.iter().map(asm::format).collect(),
-        bytes: hex(&bytes),
-        cpu: opts.method.cpu.or_else(sys::current_cpu).unwrap_or(0),
-        clocks: statuses,
-        latency,
-        latency_skipped: skipped_pairs,
-        throughput,
-        throughput_note: tp_note,
-        notes,
-    })
-}
-
-fn job_of(f: &engine::Fault, layout: &engine::Layout, jobs: &[engine::Job]) -> Option<usize> {
-    let (img, _) = layout.locate(f.offset as usize)?;
-    jobs.iter().position(|j| j.small == img || j.large == img)
-}
-
-fn fault_message(
-    f: &engine::Fault,
-    layout: &engine::Layout,
-    variants: &[plan::Variant],
-    jobs: &[engine::Job],
-    gprs: &[(Register, u64)],
-    method: &Method,
-) -> String {
-    let sig = sys::signal_name(f.signal);
-    if f.signal == libc::SIGALRM {
-        return format!(
-            "the measurement did not finish within {} s (SIGALRM); the body may be very slow",
-            method.timeout.as_secs()
-        );
-    }
-    let located = layout.locate(f.offset as usize);
-    let ins = located.and_then(|(img, rel)| {
-        let job = jobs.iter().position(|j| j.small == img || j.large == img)?;
-        let idx = layout.images[img].insn_at(rel)?;
-        // Copy index determines the chain; find which copy contains rel.
-        let image = &layout.images[img];
-        let pos = image
-            .insn_offsets
-            .partition_point(|(o, _)| *o <= rel)
-            .checked_sub(1)?;
-        let n = variants[job].chains[0].len();
-        let copy = pos / n.max(1);
-        let chain = copy % variants[job].chains.len();
-        Some(variants[job].chains[chain][idx])
-    });
-    let Some(ins) = ins else {
-        return format!(
-            "the measurement raised {sig} (si_code {}) outside the timed body (harness offset {:#x}); this is a bug in tma's harness",
-            f.code, f.offset
-        );
-    };
-    let text = asm::format(&ins);
-    let value = |r: Register| {
-        gprs.iter()
-            .find(|(g, _)| *g == r.full_register())
-            .map(|x| x.1)
-    };
-    match f.signal {
-        libc::SIGFPE => {
-            use iced_x86::Mnemonic;
-            if matches!(ins.mnemonic(), Mnemonic::Div | Mnemonic::Idiv) {
-                if ins.op0_kind() == iced_x86::OpKind::Register {
-                    let d = ins.op0_register();
-                    let dn = asm::register_name(d);
-                    let body_writes_divisor = job_of(f, layout, jobs).is_some_and(|j| {
-                        variants[j].chains.iter().flatten().any(|i| {
-                            i.mnemonic() != ins.mnemonic()
-                                && plan::data_ops(i).iter().any(|o| {
-                                    o.written && o.reg.full_register() == d.full_register()
-                                })
-                        })
-                    });
-                    if body_writes_divisor {
-                        return format!("{text} raised #DE (SIGFPE): divisor zero or quotient too large; {dn} is written by the body, so check the values that feed it");
-                    }
-                    match value(d) {
-                        Some(0) => {
-                            return format!("{text} raised #DE (SIGFPE): divisor {dn}=0; pass --init {}=3", asm::register_name(d.full_register()))
-                        }
-                        v => {
-                            return format!(
-                                "{text} raised #DE (SIGFPE): the quotient does not fit (rdx:rax / {dn}, with {dn}={}); keep rdx below the divisor, e.g. --init rdx=0",
-                                v.map_or("?".into(), |v| v.to_string())
-                            )
-                        }
-                    }
-                }
-                return format!("{text} raised #DE (SIGFPE): divide error (divisor zero or quotient overflow)");
-            }
-            format!("{text} raised an arithmetic exception (SIGFPE, si_code {})", f.code)
-        }
-        libc::SIGILL => format!(
-            "{text} raised #UD (SIGILL): this CPU does not execute this instruction or encoding"
-        ),
-        libc::SIGSEGV | libc::SIGBUS => format!(
-            "{text} faulted ({sig}) accessing address {:#x}: memory operands must point into the scratch buffer, use [r14+disp] (r14 holds its address)",
-            f.addr
-        ),
-        libc::SIGTRAP => format!("{text} raised a debug trap (SIGTRAP)"),
-        _ => format!("{text} raised {sig} (si_code {})", f.code),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::{calib_ins, fault_message};
 
     /// The fault -> message mapping, fed a synthetic fault report (as the child's signal
     /// handler would send it) instead of a real signal.

@@ -180,31 +180,41 @@ impl fmt::Display for Plan {
 }
 
 /// Build a plan. `sets` are the formula event sets (one per node / metric); `limits_for`
-/// gives the counter limits of a PMU by name.
+/// gives the counter limits of a PMU by name. The steps are those of the module doc.
 pub fn plan(
     sets: &[Vec<EventSpec>],
     limits_for: &dyn Fn(&str) -> Limits,
 ) -> Result<Plan, PlanError> {
-    let mut seen = std::collections::HashSet::new();
-    let mut uniq_sets: Vec<Vec<EventSpec>> = Vec::new();
-    for s in sets {
-        let mut v = Vec::new();
-        for e in s {
-            if seen.insert(e.name.clone()) {
-                v.push(e.clone());
-            }
-        }
-        uniq_sets.push(v);
-    }
+    let uniq_sets = dedup_sets(sets);
     if uniq_sets.iter().all(|s| s.is_empty()) {
         return Err(PlanError::Empty);
     }
     let all: Vec<&EventSpec> = uniq_sets.iter().flatten().collect();
     let mut out = Plan::default();
+    add_topdown_groups(&mut out, &all);
+    add_alone_groups(&mut out, &all, limits_for);
+    add_no_counter_groups(&mut out, &all);
+    add_counter_sets(&mut out, sets, limits_for);
+    Ok(out)
+}
 
-    // 2. Topdown groups, one per PMU that has topdown events.
+/// 1. The sets with every event name kept only where it first appears.
+fn dedup_sets(sets: &[Vec<EventSpec>]) -> Vec<Vec<EventSpec>> {
+    let mut seen = std::collections::HashSet::new();
+    sets.iter()
+        .map(|s| {
+            s.iter()
+                .filter(|e| seen.insert(e.name.clone()))
+                .cloned()
+                .collect()
+        })
+        .collect()
+}
+
+/// 2. Topdown groups, one per PMU that has topdown events.
+fn add_topdown_groups(out: &mut Plan, all: &[&EventSpec]) {
     let mut td_pmus: Vec<&str> = Vec::new();
-    for e in &all {
+    for e in all {
         if matches!(e.kind, SpecKind::Slots | SpecKind::PerfMetrics(_))
             && !td_pmus.contains(&e.pmu.as_str())
         {
@@ -212,42 +222,48 @@ pub fn plan(
         }
     }
     for pmu in td_pmus {
-        let mut events = Vec::new();
-        let mut slots = Vec::new();
-        let leader = all
-            .iter()
-            .find(|e| e.pmu == pmu && e.kind == SpecKind::Slots)
-            .map(|e| (*e).clone())
-            .unwrap_or_else(|| EventSpec {
-                kind: SpecKind::Slots,
-                fixed: Some(3),
-                counter_mask: 0,
-                ..EventSpec::raw("TOPDOWN.SLOTS", pmu, 0x0400)
-            });
-        // Every other slots event of this PMU (same counter, other name) is an alias.
-        for e in all
-            .iter()
-            .filter(|e| e.pmu == pmu && e.kind == SpecKind::Slots && e.name != leader.name)
-        {
-            out.aliases.push((e.name.clone(), leader.name.clone()));
-        }
-        events.push(leader);
-        slots.push(Slot::Fixed(3));
-        for e in all
-            .iter()
-            .filter(|e| e.pmu == pmu && matches!(e.kind, SpecKind::PerfMetrics(_)))
-        {
-            events.push((*e).clone());
-            slots.push(Slot::Metric);
-        }
-        out.groups.push(Group {
-            pmu: pmu.to_string(),
-            events,
-            slots,
-        });
+        let group = topdown_group(out, all, pmu);
+        out.groups.push(group);
     }
+}
 
-    // 3. Taken-alone events.
+/// The group of `pmu`'s topdown events, led by `slots`; other slots events become aliases.
+fn topdown_group(out: &mut Plan, all: &[&EventSpec], pmu: &str) -> Group {
+    let leader = all
+        .iter()
+        .find(|e| e.pmu == pmu && e.kind == SpecKind::Slots)
+        .map(|e| (*e).clone())
+        .unwrap_or_else(|| EventSpec {
+            kind: SpecKind::Slots,
+            fixed: Some(3),
+            counter_mask: 0,
+            ..EventSpec::raw("TOPDOWN.SLOTS", pmu, 0x0400)
+        });
+    // Every other slots event of this PMU (same counter, other name) is an alias.
+    for e in all
+        .iter()
+        .filter(|e| e.pmu == pmu && e.kind == SpecKind::Slots && e.name != leader.name)
+    {
+        out.aliases.push((e.name.clone(), leader.name.clone()));
+    }
+    let mut events = vec![leader];
+    let mut slots = vec![Slot::Fixed(3)];
+    for e in all
+        .iter()
+        .filter(|e| e.pmu == pmu && matches!(e.kind, SpecKind::PerfMetrics(_)))
+    {
+        events.push((*e).clone());
+        slots.push(Slot::Metric);
+    }
+    Group {
+        pmu: pmu.to_string(),
+        events,
+        slots,
+    }
+}
+
+/// 3. Taken-alone events, one group each.
+fn add_alone_groups(out: &mut Plan, all: &[&EventSpec], limits_for: &dyn Fn(&str) -> Limits) {
     for e in all.iter().filter(|e| e.taken_alone && is_counter_event(e)) {
         let lim = limits_for(&e.pmu);
         match place(&[], e, &lim) {
@@ -261,18 +277,15 @@ pub fn plan(
                 .push((e.name.clone(), no_counter_reason(e, &lim))),
         }
     }
+}
 
-    // 4. Software and msr events.
+/// 4. Software events in one group, msr (TSC) events in another.
+fn add_no_counter_groups(out: &mut Plan, all: &[&EventSpec]) {
+    let software = |e: &EventSpec| matches!(e.kind, SpecKind::Software(_));
+    let tsc = |e: &EventSpec| e.kind == SpecKind::Tsc;
     for (pmu_pred, pmu_name) in [
-        (
-            &(|e: &EventSpec| matches!(e.kind, SpecKind::Software(_)))
-                as &dyn Fn(&EventSpec) -> bool,
-            "software",
-        ),
-        (
-            &(|e: &EventSpec| e.kind == SpecKind::Tsc) as &dyn Fn(&EventSpec) -> bool,
-            "msr",
-        ),
+        (&software as &dyn Fn(&EventSpec) -> bool, "software"),
+        (&tsc as &dyn Fn(&EventSpec) -> bool, "msr"),
     ] {
         let evs: Vec<EventSpec> = all
             .iter()
@@ -287,8 +300,10 @@ pub fn plan(
             });
         }
     }
+}
 
-    // 5. Ordinary counter events, formula set by formula set.
+/// 5. Ordinary counter events, formula set by formula set.
+fn add_counter_sets(out: &mut Plan, sets: &[Vec<EventSpec>], limits_for: &dyn Fn(&str) -> Limits) {
     let mut open: Vec<usize> = Vec::new(); // the open (last made) group of each pmu
     let mut placed: std::collections::HashSet<String> = out
         .groups
@@ -319,91 +334,101 @@ pub fn plan(
         for pmu in pmus {
             let lim = limits_for(pmu);
             let evs: Vec<&EventSpec> = pending.iter().copied().filter(|e| e.pmu == pmu).collect();
-            // Candidates: groups already holding events of this formula set (most first),
-            // then the open group of the PMU.
-            let mut cands: Vec<(usize, usize)> = out
-                .groups
-                .iter()
-                .enumerate()
-                .filter(|(_, g)| {
-                    g.pmu == pmu
-                        && g.slots
-                            .iter()
-                            .all(|s| matches!(s, Slot::Gp(_) | Slot::Fixed(_)))
-                })
-                .filter(|(_, g)| !g.events.iter().any(|e| e.taken_alone))
-                .map(|(i, g)| {
-                    (
-                        i,
-                        g.events
-                            .iter()
-                            .filter(|e| set.iter().any(|x| x.name == e.name))
-                            .count(),
-                    )
-                })
-                .filter(|(_, n)| *n > 0)
-                .collect();
-            cands.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-            let mut order: Vec<usize> = cands.into_iter().map(|(i, _)| i).collect();
-            if let Some(g) = open.iter().copied().find(|&g| out.groups[g].pmu == pmu) {
-                if !order.contains(&g) {
-                    order.push(g);
-                }
-            }
-            let mut done = false;
-            for g in order {
-                if let Some(slots) = try_add_all(&out.groups[g], &evs, &lim) {
-                    out.groups[g]
-                        .events
-                        .extend(evs.iter().map(|e| (*e).clone()));
-                    out.groups[g].slots = slots;
-                    done = true;
-                    break;
-                }
-            }
-            if done {
-                continue;
-            }
-            // New group(s) for this set.
-            let mut g = Group {
-                pmu: pmu.to_string(),
-                events: Vec::new(),
-                slots: Vec::new(),
-            };
-            for e in evs {
-                if let Some(slots) = try_add_all(&g, &[e], &lim) {
-                    g.events.push(e.clone());
-                    g.slots = slots;
-                    continue;
-                }
-                if place(&[], e, &lim).is_none() {
-                    out.unschedulable
-                        .push((e.name.clone(), no_counter_reason(e, &lim)));
-                    continue;
-                }
-                // Current new group is full: close it and start another.
-                let full = std::mem::replace(
-                    &mut g,
-                    Group {
-                        pmu: pmu.to_string(),
-                        events: Vec::new(),
-                        slots: Vec::new(),
-                    },
-                );
-                out.groups.push(full);
-                let slots = place(&[], e, &lim).unwrap_or_default();
-                g.events.push(e.clone());
-                g.slots = slots;
-            }
-            if !g.events.is_empty() {
-                out.groups.push(g);
-                let idx = out.groups.len() - 1;
-                open.retain(|&o| out.groups[o].pmu != pmu);
-                open.push(idx);
+            if !add_to_existing(out, &open, set, pmu, &evs, &lim) {
+                add_new_groups(out, &mut open, pmu, evs, &lim);
             }
         }
     }
-    Ok(out)
+}
+
+/// Put all of `evs` (one PMU's unplaced events of `set`) into an existing group if they fit:
+/// groups already holding events of the set (most first), then the open group of the PMU.
+fn add_to_existing(
+    out: &mut Plan,
+    open: &[usize],
+    set: &[EventSpec],
+    pmu: &str,
+    evs: &[&EventSpec],
+    lim: &Limits,
+) -> bool {
+    let mut cands: Vec<(usize, usize)> = out
+        .groups
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| {
+            g.pmu == pmu
+                && g.slots
+                    .iter()
+                    .all(|s| matches!(s, Slot::Gp(_) | Slot::Fixed(_)))
+        })
+        .filter(|(_, g)| !g.events.iter().any(|e| e.taken_alone))
+        .map(|(i, g)| {
+            (
+                i,
+                g.events
+                    .iter()
+                    .filter(|e| set.iter().any(|x| x.name == e.name))
+                    .count(),
+            )
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    cands.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut order: Vec<usize> = cands.into_iter().map(|(i, _)| i).collect();
+    if let Some(g) = open.iter().copied().find(|&g| out.groups[g].pmu == pmu) {
+        if !order.contains(&g) {
+            order.push(g);
+        }
+    }
+    for g in order {
+        if let Some(slots) = try_add_all(&out.groups[g], evs, lim) {
+            out.groups[g]
+                .events
+                .extend(evs.iter().map(|e| (*e).clone()));
+            out.groups[g].slots = slots;
+            return true;
+        }
+    }
+    false
+}
+
+/// New group(s) for `evs`, as few as the greedy walk gives; the last becomes the open group
+/// of `pmu`.
+fn add_new_groups(
+    out: &mut Plan,
+    open: &mut Vec<usize>,
+    pmu: &str,
+    evs: Vec<&EventSpec>,
+    lim: &Limits,
+) {
+    let empty = || Group {
+        pmu: pmu.to_string(),
+        events: Vec::new(),
+        slots: Vec::new(),
+    };
+    let mut g = empty();
+    for e in evs {
+        if let Some(slots) = try_add_all(&g, &[e], lim) {
+            g.events.push(e.clone());
+            g.slots = slots;
+            continue;
+        }
+        if place(&[], e, lim).is_none() {
+            out.unschedulable
+                .push((e.name.clone(), no_counter_reason(e, lim)));
+            continue;
+        }
+        // Current new group is full: close it and start another.
+        out.groups.push(std::mem::replace(&mut g, empty()));
+        g.slots = place(&[], e, lim).unwrap_or_default();
+        g.events.push(e.clone());
+    }
+    if !g.events.is_empty() {
+        out.groups.push(g);
+        let idx = out.groups.len() - 1;
+        open.retain(|&o| out.groups[o].pmu != pmu);
+        open.push(idx);
+    }
 }
 
 fn is_counter_event(e: &EventSpec) -> bool {

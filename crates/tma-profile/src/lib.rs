@@ -4,25 +4,24 @@
 //! Pipeline: records ([`live`] or [`import`]) -> [`aggregate::Aggregator`] (sample counts per
 //! stack of module+offset frames, no file I/O) -> [`report::analyze`] with a
 //! [`symbols::Symbolizer`] (ELF symbols, DWARF lines, kallsyms) -> [`report::Profile`], rendered
-//! as text ([`report::render_text`]), JSON (`tma.locate` v1), folded stacks
-//! ([`report::render_folded`]) or pprof ([`pprof::encode`]). [`record`] writes perf.data files.
+//! as text, JSON (`tma.locate` v1) or folded stacks ([`render`]) or pprof ([`pprof::encode`]).
+//! [`record`] writes perf.data files.
+//!
+//! The `tma locate` command is [`locate`]: a clap-free [`LocateConfig`] -> [`run`] (choose the
+//! event, with the bottleneck of an in-process `tma_stat` pass when none was named; record;
+//! aggregate and symbolize) -> [`Located`].
 
 pub mod aggregate;
 pub mod choose;
 pub mod import;
 pub mod live;
+pub mod locate;
 pub mod order;
 pub mod pprof;
 pub mod record;
+pub mod render;
 pub mod report;
 pub mod symbols;
 
-/// JSON schema name and version of `tma locate --json`: the envelope
-/// `{"schema": "tma.locate", "schema_version": 1, ...}` around a [`report::Profile`]:
-/// `event` (sampled event name), `counts` ({samples, period, lost, lost_records,
-/// kernel_samples, unknown_samples, bad_records, throttled}), `functions` ([{function, module,
-/// samples, percent}], hottest first), `annotation` (optional: {function, module, start, size,
-/// syntax: "intel"|"att", samples, instructions: [{address, text, samples, percent, hottest,
-/// file?, line?, source?}]}), `notes` ([string]). Addresses are ELF virtual addresses (SVMA).
-pub const JSON_SCHEMA: &str = "tma.locate";
-pub const JSON_SCHEMA_VERSION: u32 = 1;
+pub use locate::{run, LocateConfig, LocateError, Located};
+pub use render::{JSON_SCHEMA, JSON_SCHEMA_VERSION};

@@ -1,17 +1,15 @@
-//! `tma locate`: sample the bottleneck's event and show the hot functions and instructions.
+//! `tma locate`: clap arguments -> [`tma_profile::LocateConfig`] -> [`tma_profile::run`]
+//! (notes on stderr) -> pprof file and the text, JSON or folded renderer; the exit status is
+//! the sampled command's.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use tma_perf::host::Host;
-use tma_perf::sampling::{Rate, SampleEvent, SamplingConfig, Target};
-use tma_profile::aggregate::Aggregator;
-use tma_profile::choose::{self, Request};
-use tma_profile::report::{self, ReportOptions, Syntax};
-use tma_profile::symbols::{Kallsyms, Symbolizer};
+use tma_perf::sampling::Rate;
+use tma_profile::report::{ReportOptions, Syntax};
+use tma_profile::{render, LocateConfig};
 
 use crate::cmd::args::RootArg;
 
@@ -98,288 +96,64 @@ fn this_cpu_model(host: &Host) -> Option<&'static tma_catalog::Model> {
         .next()
 }
 
-fn read_kallsyms(path: &std::path::Path) -> Option<Kallsyms> {
-    std::fs::read(path).ok().and_then(|b| Kallsyms::parse(&b))
-}
-
-pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
+/// The clap-free configuration of these arguments.
+pub fn config(args: &Args, root: &RootArg) -> anyhow::Result<LocateConfig> {
     let host = root.host();
     let syntax = match args.syntax.to_ascii_lowercase().as_str() {
         "intel" => Syntax::Intel,
         "att" | "at&t" | "gas" => Syntax::Att,
         other => bail!("unknown syntax {other:?} for -M: use intel or att"),
     };
-    let opts = ReportOptions {
-        annotate: args.annotate.clone(),
-        syntax,
-        top: args.top,
-    };
-    let mut agg = Aggregator::new();
-    agg.keep_callchains = true;
-    let mut notes: Vec<String> = Vec::new();
-    let mut exit = ExitCode::SUCCESS;
-    let mut duration_ns = 0i64;
-    let event_name;
-    let kallsyms;
+    Ok(LocateConfig {
+        import: args.import.clone(),
+        pid: args.pid,
+        command: args.command.clone(),
+        node: args.node.clone(),
+        event: args.event.clone(),
+        cpu: args.cpu.clone(),
+        this_cpu: this_cpu_model(&host),
+        duration_s: args.duration,
+        rate: match (args.period, args.freq) {
+            (Some(p), _) => Some(Rate::Period(p)),
+            (None, Some(f)) => Some(Rate::Freq(f)),
+            (None, None) => None,
+        },
+        call_graph: args.call_graph,
+        kernel: args.kernel,
+        report: ReportOptions {
+            annotate: args.annotate.clone(),
+            syntax,
+            top: args.top,
+        },
+        folded: args.folded,
+        // The text report on the terminal repeats the notes at its end.
+        echo_notes: args.json || args.folded || args.output.is_some(),
+        record: args.record.clone(),
+        symdir: args.symdir.clone(),
+        kallsyms: args.kallsyms.clone(),
+        host,
+        ..LocateConfig::default()
+    })
+}
 
-    if let Some(path) = &args.import {
-        if !args.command.is_empty() {
-            bail!("--import reads a file: give no command");
-        }
-        if args.node.is_some() {
-            bail!("--node chooses what to sample; with --import use -e EVENT to pick an event of the file");
-        }
-        let info = tma_profile::import::import_file(path, &mut agg, args.event.as_deref())
-            .with_context(|| format!("cannot import {}", path.display()))?;
-        event_name = info
-            .events
-            .get(info.chosen)
-            .cloned()
-            .unwrap_or_else(|| "?".into());
-        if info.events.len() > 1 {
-            notes.push(format!(
-                "the file has {} events ({}); showing {} (pick one with -e)",
-                info.events.len(),
-                info.events.join(", "),
-                event_name
-            ));
-        }
-        kallsyms = args.kallsyms.as_deref().and_then(read_kallsyms);
-    } else {
-        let target = match (args.pid, args.command.is_empty()) {
-            (Some(_), false) => bail!("give either -p PID or a command after --, not both"),
-            (Some(pid), true) => Target::Pid(pid),
-            (None, false) => Target::Launch(args.command.clone()),
-            (None, true) => {
-                bail!("nothing to sample: give a command after `--`, -p PID, or --import FILE")
-            }
-        };
-        let pmu = choose::core_pmu(&host.sys);
-        let model = match &args.cpu {
-            Some(k) => Some(tma_catalog::by_name(k)?),
-            None => this_cpu_model(&host),
-        };
-        let request = match (&args.node, &args.event) {
-            (Some(n), _) => Request::Node(n.clone()),
-            (None, Some(e)) => Request::Event(e.clone()),
-            // No PMU: there is nothing to count, and `choose` explains the cpu-clock fallback.
-            (None, None) if pmu.is_none() => Request::Bottleneck(None),
-            (None, None) => Request::Bottleneck(quick_stat_bottleneck(&args, &target, model)?),
-        };
-        let chosen = choose::choose(&request, model, pmu.as_ref())?;
-        // The text report repeats the notes at its end; other formats get them on stderr.
-        if args.json || args.folded || args.output.is_some() {
-            for n in &chosen.notes {
-                eprintln!("tma: note: {n}");
-            }
-        }
-        notes.extend(chosen.notes.iter().cloned());
-        let mut cfg = SamplingConfig::new(chosen.event.clone());
-        cfg.host = host.clone();
-        cfg.precise = chosen.precise;
-        cfg.callchain = args.call_graph;
-        cfg.include_kernel = args.kernel;
-        if let Some(p) = args.period {
-            cfg.rate = Rate::Period(p);
-        } else if let Some(f) = args.freq {
-            cfg.rate = Rate::Freq(f);
-        }
-        if let Some(s) = args.duration {
-            if !(s > 0.0 && s.is_finite()) {
-                bail!("--duration must be a positive number of seconds");
-            }
-            cfg.duration = Some(Duration::from_secs_f64(s));
-        }
-        if matches!(chosen.event, SampleEvent::CpuClock | SampleEvent::TaskClock)
-            && chosen.notes.is_empty()
-        {
-            notes.push(format!(
-                "{} is a timer: samples show where time goes, with skid",
-                chosen.event.name()
-            ));
-        }
-        event_name = chosen.event.name().to_string();
-        let record = args.record.is_some();
-        // The perf.data attr is known once the session is open: keep the records (they come
-        // in time order, with perf's FINISHED_ROUND markers), then write the file.
-        let mut records: Vec<(u32, u16, Vec<u8>)> = Vec::new();
-        let mut collect = |r: &tma_perf::sampling::RawRecord<'_>| {
-            if record {
-                records.push((r.ty, r.misc, r.data.concat()));
-            }
-        };
-        let tma_profile::live::LiveOutcome {
-            summary,
-            attr,
-            late_records,
-        } = tma_profile::live::sample(cfg, &target, &mut agg, Some(&mut collect))?;
-        if late_records > 0 {
-            notes.push(format!(
-                "{late_records} records reached tma too late to be put in time order; \
-                 samples among them may be attributed to [unknown] or an old mapping"
-            ));
-        }
-        duration_ns = summary.elapsed.as_nanos().min(i64::MAX as u128) as i64;
-        if let Some(path) = &args.record {
-            let mut w = tma_profile::record::PerfDataWriter::new(attr);
-            for (ty, misc, body) in &records {
-                w.push(*ty, *misc, &[&body[..]]);
-            }
-            let image = w.finish();
-            tma_report::write_atomic(path, |out| {
-                out.write_all(&image)?;
-                Ok(())
-            })?;
-        }
-        if summary.target_vanished {
-            notes.push("the attached process exited during sampling".into());
-        }
-        if summary.interrupted {
-            notes.push("interrupted: the report covers the samples taken until Ctrl-C".into());
-        }
-        if summary.threads_vanished > 0 {
-            notes.push(format!(
-                "{} threads exited before their events could be opened",
-                summary.threads_vanished
-            ));
-        }
-        if summary.stopped_at_duration {
-            notes.push(format!(
-                "sampling stopped after --duration {}s; the command was sent SIGTERM",
-                args.duration.unwrap_or(0.0)
-            ));
-        } else if let Some(sig) = summary.signal {
-            notes.push(format!("the command was killed by signal {sig}"));
-            exit = ExitCode::from(128u8.saturating_add(sig as u8));
-        } else if let Some(code) = summary.exit_code {
-            if code != 0 {
-                exit = ExitCode::from(code.clamp(0, 255) as u8);
-            }
-        }
-        kallsyms = match &args.kallsyms {
-            Some(p) => read_kallsyms(p),
-            None if args.kernel => read_kallsyms(&host.proc.join("kallsyms")),
-            None => None,
-        };
-    }
-
-    let mut sym = Symbolizer::new(args.symdir.clone(), kallsyms);
-    let mut profile = report::analyze(&agg, &mut sym, &event_name, &opts);
-    profile.notes.extend(notes);
-    if args.folded && !args.call_graph && args.import.is_none() {
-        profile
-            .notes
-            .push("--folded without -g: each stack is just the sampled function".into());
-    }
-
+pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
+    let cfg = config(&args, root)?;
+    let located = tma_profile::run(&cfg, &mut std::io::stderr())?;
+    let profile = &located.profile;
     if let Some(path) = &args.pprof {
         tma_report::write_atomic(path, |w| {
-            tma_profile::pprof::encode(&profile, duration_ns, w)?;
+            tma_profile::pprof::encode(profile, located.duration_ns, w)?;
             Ok(())
         })?;
     }
-    let render = |w: &mut dyn Write| -> Result<(), tma_report::ReportError> {
+    crate::output::emit(args.output.as_deref(), |w| {
         if args.json {
-            tma_report::write_json(
-                w,
-                tma_profile::JSON_SCHEMA,
-                tma_profile::JSON_SCHEMA_VERSION,
-                &profile,
-            )
+            render::json(w, profile)
         } else if args.folded {
-            report::render_folded(&profile, w)?;
-            Ok(())
+            Ok(render::folded(w, profile)?)
         } else {
-            w.write_all(report::render_text(&profile).as_bytes())?;
-            Ok(())
+            Ok(render::text(w, profile)?)
         }
-    };
-    match &args.output {
-        Some(path) => tma_report::write_atomic(path, render)?,
-        None => {
-            // Render first, then write: a closed pipe (`| head`) surfaces as a plain
-            // io::Error, which main treats as success like any Unix filter.
-            let mut buf = Vec::new();
-            render(&mut buf)?;
-            let stdout = std::io::stdout();
-            let mut lock = stdout.lock();
-            lock.write_all(&buf)?;
-            lock.flush()?;
-        }
-    }
-    Ok(exit)
-}
-
-/// With no `--node` or `-e` on a machine with a PMU: run `tma stat -l 3` on the same target
-/// (the command runs once more, as with toplev) and return the bottleneck node it names.
-fn quick_stat_bottleneck(
-    args: &Args,
-    target: &Target,
-    model: Option<&'static tma_catalog::Model>,
-) -> anyhow::Result<Option<String>> {
-    let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
-    let json = dir.path().join("stat.json");
-    let mut cmd_args: Vec<String> = vec!["stat".into(), "-l".into(), "3".into(), "--json".into()];
-    cmd_args.extend(["-o".into(), json.display().to_string()]);
-    if let Some(m) = model {
-        cmd_args.extend(["--cpu".into(), m.key.to_string()]);
-    }
-    match target {
-        Target::Pid(pid) => {
-            let secs = args.duration.unwrap_or(2.0);
-            cmd_args.extend([
-                "-p".into(),
-                pid.to_string(),
-                "--duration".into(),
-                secs.to_string(),
-            ]);
-        }
-        Target::Launch(cmd) => {
-            cmd_args.push("--".into());
-            cmd_args.extend(cmd.iter().cloned());
-        }
-    }
-    eprintln!(
-        "tma: no --node or -e: finding the bottleneck first with `tma {}`",
-        cmd_args.join(" ")
-    );
-    let exe = std::env::current_exe().context("cannot find the tma executable")?;
-    let status = std::process::Command::new(exe)
-        .args(&cmd_args)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .context("cannot run the quick stat pass")?;
-    if !json.exists() {
-        bail!("the quick stat pass (exit status {status}) wrote no result; pass --node NAME or -e EVENT");
-    }
-    let bytes = std::fs::read(&json).context("cannot read the quick stat pass result")?;
-    Ok(bottleneck_of_stat_json(&bytes))
-}
-
-/// The bottleneck node of the last interval of a `tma.stat` JSON document.
-fn bottleneck_of_stat_json(bytes: &[u8]) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-    let iv = v.get("intervals")?.as_array()?.last()?;
-    iv.get("bottleneck")?
-        .get("node")?
-        .as_str()
-        .map(str::to_string)
-}
-
-#[cfg(test)]
-mod quick_stat_tests {
-    use super::bottleneck_of_stat_json;
-
-    #[test]
-    fn bottleneck_is_read_from_the_last_interval() {
-        let j = br#"{"schema":"tma.stat","intervals":[
-            {"bottleneck":{"node":"Frontend_Bound"}},
-            {"bottleneck":{"node":"DRAM_Bound","path":["Backend_Bound","Memory_Bound","DRAM_Bound"]}}]}"#;
-        assert_eq!(bottleneck_of_stat_json(j).as_deref(), Some("DRAM_Bound"));
-        assert_eq!(
-            bottleneck_of_stat_json(br#"{"intervals":[{"bottleneck":{"node":null}}]}"#),
-            None
-        );
-        assert_eq!(bottleneck_of_stat_json(b"not json"), None);
-    }
+    })?;
+    Ok(ExitCode::from(located.exit_status))
 }

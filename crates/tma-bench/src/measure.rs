@@ -1,0 +1,793 @@
+//! One measurement of one source, stage by stage: check the operand values, plan the timed
+//! variants (calibration, latency pairs, throughput chains), set the initial registers, build
+//! the harness images, run them in the forked child, collect the figures, check the clocks
+//! and assemble the [`FormReport`].
+
+use std::collections::HashMap;
+
+use iced_x86::{Instruction, Register};
+
+use crate::{
+    asm, clock, derive, engine, harness, hex, plan, prepare, stats, sys, BenchError, ChainResult,
+    ClockChoice, ClockKind, ClockStatus, DivPreset, Figure, FormReport, FpPreset, Method, Options,
+    PairResult, Source, ThroughputResult,
+};
+
+/// Measure `src` once (no retry after a failed self-check; see `bench_inner`).
+pub(crate) fn measure_once(
+    src: &Source,
+    opts: &Options,
+    probe: plan::FeatureProbe,
+    div: Option<&DivPreset>,
+    fp: Option<&FpPreset>,
+) -> Result<FormReport, BenchError> {
+    let (input, instrs) = prepare(src, probe)?;
+    let vec_vals = vector_values(opts, fp, &instrs)?;
+    let mut planned = Planned::calibration();
+    if opts.latency {
+        plan_latency(&mut planned, &instrs, opts)?;
+    }
+    if opts.throughput {
+        match div {
+            Some(p) => plan_div_throughput(&mut planned, instrs[0], p)?,
+            None => plan_throughput(&mut planned, &instrs, &opts.chains)?,
+        }
+    }
+    let gprs = initial_gprs(opts, &planned, &instrs, div);
+    let (layout, jobs) = build_layout(&planned.variants, &gprs, &vec_vals, &opts.method)?;
+    let wanted = planned.wanted_jobs();
+    let out = engine::run(
+        &layout,
+        &jobs,
+        &wanted,
+        &clocks_for(opts.clock),
+        &opts.method,
+    )?;
+    check_finished(&out, &layout, &planned.variants, &jobs, &gprs, &opts.method)?;
+    let (statuses, figs) = collect(&out, &mut planned.notes)?;
+    let good = good_clocks(&statuses, opts.clock)?;
+    check_complete(&good, &wanted, &figs, &planned.variants)?;
+    let figures_of = |j: usize| -> Vec<Figure> {
+        good.iter()
+            .filter_map(|c| figs.get(&(j, *c)).cloned())
+            .collect()
+    };
+    let latency = latency_results(&mut planned, &figures_of);
+    let throughput = throughput_result(&planned, &good, &figures_of);
+    Ok(FormReport {
+        input,
+        preset: div
+            .map(|d| d.describe(&instrs[0]))
+            .or_else(|| fp.map(|p| p.describe(&instrs[0]))),
+        instructions: instrs.iter().map(asm::format).collect(),
+        bytes: hex(&instrs
+            .iter()
+            .filter_map(|i| asm::encode(i).ok())
+            .flatten()
+            .collect::<Vec<u8>>()),
+        cpu: opts.method.cpu.or_else(sys::current_cpu).unwrap_or(0),
+        clocks: statuses,
+        latency,
+        latency_skipped: planned.skipped_pairs,
+        throughput,
+        throughput_note: planned.tp_note,
+        notes: planned.notes,
+    })
+}
+
+/// What is timed: the variants (each one job) and what each result stands for.
+struct Planned {
+    /// Timed bodies, without duplicates; jobs 0 and 1 are the add and imul calibration chains.
+    variants: Vec<plan::Variant>,
+    /// (pair, job index of its chain, job index of its connector round trip)
+    latency: Vec<(plan::PairPlan, usize, Option<usize>)>,
+    /// (chain count, variant, job index)
+    tp: Vec<(usize, plan::Variant, usize)>,
+    skipped_pairs: Vec<(String, String)>,
+    skipped_chains: Vec<(usize, String)>,
+    tp_note: Option<String>,
+    /// Spare registers holding the preset dividend for the division throughput body.
+    div_spares: Vec<(Register, u64)>,
+    notes: Vec<String>,
+}
+
+impl Planned {
+    /// Only the two calibration chains.
+    fn calibration() -> Planned {
+        let chain = |code| plan::Variant {
+            chains: vec![vec![calib_ins(code)]],
+            reloads: Vec::new(),
+        };
+        Planned {
+            variants: vec![
+                chain(iced_x86::Code::Add_rm64_r64),
+                chain(iced_x86::Code::Imul_r64_rm64),
+            ],
+            latency: Vec::new(),
+            tp: Vec::new(),
+            skipped_pairs: Vec::new(),
+            skipped_chains: Vec::new(),
+            tp_note: None,
+            div_spares: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// The job index of `v`: an existing variant with the same instructions, else a new one.
+    fn add_variant(&mut self, v: plan::Variant) -> usize {
+        let text = |v: &plan::Variant| -> Vec<String> {
+            v.chains.iter().flatten().map(asm::format).collect()
+        };
+        let t = text(&v);
+        if let Some(i) = self.variants.iter().position(|w| text(w) == t) {
+            return i;
+        }
+        self.variants.push(v);
+        self.variants.len() - 1
+    }
+
+    /// The jobs whose figures are reported, sorted.
+    fn wanted_jobs(&self) -> Vec<usize> {
+        let mut w: Vec<usize> = self
+            .latency
+            .iter()
+            .flat_map(|(_, j, rt)| std::iter::once(*j).chain(*rt))
+            .chain(self.tp.iter().map(|t| t.2))
+            .collect();
+        w.sort_unstable();
+        w.dedup();
+        w
+    }
+}
+
+/// The calibration instruction `code rax, rax`.
+pub(crate) fn calib_ins(code: iced_x86::Code) -> Instruction {
+    // Both are fixed two-register forms; construction cannot fail for these codes.
+    Instruction::with2(code, Register::RAX, Register::RAX).unwrap_or_default()
+}
+
+fn clocks_for(choice: ClockChoice) -> Vec<ClockKind> {
+    match choice {
+        ClockChoice::One(c) => vec![c],
+        ClockChoice::All => vec![ClockKind::Tsc, ClockKind::Perf, ClockKind::Rdpmc],
+        ClockChoice::Auto => {
+            if clock::available(ClockKind::Perf).is_ok() {
+                vec![ClockKind::Perf]
+            } else {
+                vec![ClockKind::Tsc]
+            }
+        }
+    }
+}
+
+/// Check `--init` and give the initial vector register values by register number (the FP
+/// preset's lanes in every register when one applies).
+fn vector_values(
+    opts: &Options,
+    fp: Option<&FpPreset>,
+    instrs: &[Instruction],
+) -> Result<Vec<(usize, Vec<u8>)>, BenchError> {
+    for (r, _) in &opts.init {
+        if !r.is_gpr64() || matches!(*r, Register::RSP | Register::R14 | Register::R15) {
+            return Err(BenchError::BadOption(format!(
+                "--init {}: only general-purpose registers other than rsp, r14 and r15 can be initialised",
+                asm::register_name(*r)
+            )));
+        }
+    }
+    let mut vec_vals: Vec<(usize, Vec<u8>)> = Vec::new();
+    for (r, b) in &opts.vec_init {
+        let n = plan::reg_number(r.full_register())
+            .filter(|_| r.is_xmm() || r.is_ymm() || r.is_zmm())
+            .ok_or_else(|| {
+                BenchError::BadOption(format!(
+                    "--init {}: not a vector register",
+                    asm::register_name(*r)
+                ))
+            })?;
+        vec_vals.push((n, b.clone()));
+    }
+    if let Some(p) = fp {
+        let lanes = p.lanes(&instrs[0]);
+        vec_vals = (0..32).map(|n| (n, lanes.clone())).collect();
+    }
+    Ok(vec_vals)
+}
+
+/// The latency pairs to time (all, or those `--pair`/`--from`/`--to` select); the body as
+/// written when there is no pair.
+fn plan_latency(
+    planned: &mut Planned,
+    instrs: &[Instruction],
+    opts: &Options,
+) -> Result<(), BenchError> {
+    let (pairs, skipped) = if instrs.len() == 1 {
+        plan::latency_pairs(&instrs[0])
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    planned.skipped_pairs = skipped.into_iter().map(|s| (s.pair, s.reason)).collect();
+    let pairs = if pairs.is_empty() {
+        planned.notes.push(if instrs.len() == 1 {
+            "no register input->output pair: latency row is the body repeated as written".into()
+        } else {
+            "several instructions: latency is per body copy, repeated as written".into()
+        });
+        vec![body_pair(instrs)]
+    } else {
+        pairs
+    };
+    for p in select_pairs(pairs, &opts.pairs)? {
+        let j = planned.add_variant(p.variant.clone());
+        let rt = p.round_trip.clone().map(|v| planned.add_variant(v));
+        planned.latency.push((p, j, rt));
+    }
+    Ok(())
+}
+
+/// The whole body as one latency "pair".
+fn body_pair(instrs: &[Instruction]) -> plan::PairPlan {
+    plan::PairPlan {
+        pair: "body".into(),
+        from: "-".into(),
+        to: "-".into(),
+        variant: plan::Variant {
+            chains: vec![instrs.to_vec()],
+            reloads: Vec::new(),
+        },
+        note: None,
+        connector: None,
+        round_trip: None,
+    }
+}
+
+/// The pairs the filter selects; an error naming the available ones when none matches.
+fn select_pairs(
+    mut pairs: Vec<plan::PairPlan>,
+    f: &crate::PairFilter,
+) -> Result<Vec<plan::PairPlan>, BenchError> {
+    if f.pair.is_none() && f.from.is_none() && f.to.is_none() {
+        return Ok(pairs);
+    }
+    let all: Vec<String> = pairs
+        .iter()
+        .map(|p| format!("{} ({}->{})", p.pair, p.from, p.to))
+        .collect();
+    pairs.retain(|p| {
+        f.pair.as_ref().is_none_or(|x| x.replace(' ', "") == p.pair)
+            && f.from
+                .as_ref()
+                .is_none_or(|x| x.eq_ignore_ascii_case(&p.from))
+            && f.to.as_ref().is_none_or(|x| x.eq_ignore_ascii_case(&p.to))
+    });
+    if pairs.is_empty() {
+        return Err(BenchError::BadOption(format!(
+            "no operand pair matches the selection; available: {}",
+            all.join(", ")
+        )));
+    }
+    Ok(pairs)
+}
+
+/// Division throughput with an operand preset: rax and rdx are reloaded from spares before
+/// each copy, so copies are independent.
+fn plan_div_throughput(
+    planned: &mut Planned,
+    ins: Instruction,
+    p: &DivPreset,
+) -> Result<(), BenchError> {
+    let d = DivPreset::divisor(&ins).map(|r| r.full_register());
+    let (a, dx, _) = p.values(&ins);
+    let spares: Vec<Register> = [Register::R8, Register::R9, Register::R10, Register::R11]
+        .into_iter()
+        .filter(|r| Some(*r) != d)
+        .take(2)
+        .collect();
+    let mov = |dst: Register, src: Register| {
+        Instruction::with2(iced_x86::Code::Mov_rm64_r64, dst, src)
+            .map_err(|e| BenchError::Measurement(e.to_string()))
+    };
+    let body = vec![
+        mov(Register::RAX, spares[0])?,
+        mov(Register::RDX, spares[1])?,
+        ins,
+    ];
+    planned.div_spares = vec![(spares[0], a), (spares[1], dx)];
+    let v = plan::Variant {
+        chains: vec![body],
+        reloads: Vec::new(),
+    };
+    let j = planned.add_variant(v.clone());
+    planned.tp.push((1, v, j));
+    planned.notes.push(format!(
+        "throughput body reloads rax and rdx before each {} (the moves are part of the timed body) so copies are independent",
+        asm::format(&ins)
+    ));
+    Ok(())
+}
+
+/// Throughput over the swept chain counts, with the notes on what the figure means.
+fn plan_throughput(
+    planned: &mut Planned,
+    instrs: &[Instruction],
+    chains: &[usize],
+) -> Result<(), BenchError> {
+    for &k in chains {
+        if k == 0 {
+            return Err(BenchError::BadOption("--chains values must be >= 1".into()));
+        }
+        match plan::throughput_variant(instrs, k) {
+            Ok(v) => {
+                let j = planned.add_variant(v.clone());
+                planned.tp.push((k, v, j));
+            }
+            Err(reason) => {
+                if k == 1 || planned.tp_note.is_some() {
+                    planned.tp_note.get_or_insert(reason.clone());
+                }
+                planned.skipped_chains.push((k, reason));
+            }
+        }
+    }
+    throughput_notes(planned, instrs);
+    Ok(())
+}
+
+fn throughput_notes(planned: &mut Planned, instrs: &[Instruction]) {
+    if !planned.tp.is_empty()
+        && instrs
+            .iter()
+            .any(|i| i.rflags_read() != 0 && i.rflags_modified() & i.rflags_read() != 0)
+    {
+        planned.notes.push(
+            "throughput copies also chain through the flags (each reads flags the previous copy wrote), so the throughput is at best the flags latency"
+                .into(),
+        );
+    }
+    if let Some((_, v, _)) = planned.tp.iter().find(|t| !t.1.reloads.is_empty()) {
+        let moves: Vec<String> = v
+            .reloads
+            .iter()
+            .map(|(sp, r)| {
+                format!(
+                    "mov {}, {}",
+                    asm::register_name(*r),
+                    asm::register_name(*sp)
+                )
+            })
+            .collect();
+        planned.notes.push(format!(
+            "throughput copies reload implicit registers before each instruction ({}; the spare holds the register's initial value) so copies are independent; the moves are timed with it, so the throughput is an upper bound for the instruction alone",
+            moves.join(", ")
+        ));
+    }
+    if planned.tp.is_empty() {
+        let reason = planned
+            .skipped_chains
+            .first()
+            .map(|s| s.1.clone())
+            .unwrap_or_default();
+        planned.tp_note = Some(format!("throughput not measured: {reason}"));
+    } else if let Some(first) = planned.skipped_chains.iter().find(|(k, _)| *k > 1) {
+        planned.tp_note = Some(format!("chain count {} skipped: {}", first.0, first.1));
+    }
+}
+
+/// Initial general-purpose register values: the harness defaults, `--init`, the division
+/// preset, and reload spares holding the value of the register they reload.
+fn initial_gprs(
+    opts: &Options,
+    planned: &Planned,
+    instrs: &[Instruction],
+    div: Option<&DivPreset>,
+) -> Vec<(Register, u64)> {
+    let mut gprs: Vec<(Register, u64)> = harness::GPR_DEFAULTS.to_vec();
+    let mut inits = opts.init.clone();
+    if let Some(p) = div {
+        let ins = instrs[0];
+        let (a, dx, v) = p.values(&ins);
+        inits.push((Register::RAX, a));
+        inits.push((Register::RDX, dx));
+        if let Some(d) = DivPreset::divisor(&ins) {
+            inits.push((d.full_register(), v));
+        }
+        inits.extend(planned.div_spares.iter().copied());
+    }
+    for (r, v) in &inits {
+        if let Some(slot) = gprs.iter_mut().find(|(g, _)| g == r) {
+            slot.1 = *v;
+        }
+    }
+    for (_, v, _) in &planned.tp {
+        for (sp, src) in &v.reloads {
+            if let Some(val) = gprs.iter().find(|(g, _)| g == src).map(|x| x.1) {
+                if let Some(slot) = gprs.iter_mut().find(|(g, _)| g == sp) {
+                    slot.1 = val;
+                }
+            }
+        }
+    }
+    gprs
+}
+
+/// Two harness images per variant (the two unroll counts), laid out in one buffer, and the
+/// job of each variant.
+fn build_layout(
+    variants: &[plan::Variant],
+    gprs: &[(Register, u64)],
+    vec_vals: &[(usize, Vec<u8>)],
+    method: &Method,
+) -> Result<(engine::Layout, Vec<engine::Job>), BenchError> {
+    let (u1, u2) = method.unroll;
+    if u1 == 0 || u2 <= u1 {
+        return Err(BenchError::BadOption("--unroll A,B needs 0 < A < B".into()));
+    }
+    let bodies: Vec<&Instruction> = variants
+        .iter()
+        .flat_map(|v| v.chains.iter().flatten())
+        .collect();
+    let (vec_init, mm) = plan::vec_init(&bodies);
+    let mut images = Vec::new();
+    let mut jobs = Vec::new();
+    for v in variants {
+        let copies = v.encode().map_err(BenchError::Measurement)?;
+        for unroll in [u1, u2] {
+            images.push(
+                harness::build_image(&copies, unroll, gprs, vec_init, mm)
+                    .map_err(|e| BenchError::Measurement(format!("harness: {e}")))?,
+            );
+        }
+        jobs.push(engine::Job {
+            small: images.len() - 2,
+            large: images.len() - 1,
+        });
+    }
+    let mut layout = engine::Layout::new(images);
+    layout.pool = harness::pool_with(vec_vals);
+    Ok((layout, jobs))
+}
+
+/// A fault or a timeout of the child is the error of the whole measurement.
+fn check_finished(
+    out: &engine::Outcome,
+    layout: &engine::Layout,
+    variants: &[plan::Variant],
+    jobs: &[engine::Job],
+    gprs: &[(Register, u64)],
+    method: &Method,
+) -> Result<(), BenchError> {
+    if let Some(f) = &out.fault {
+        return Err(BenchError::Fault(fault_message(
+            f, layout, variants, jobs, gprs, method,
+        )));
+    }
+    if out.timed_out {
+        return Err(BenchError::Fault(format!(
+            "the measurement did not finish within {} s and was killed; the body may be very slow (try --chains 1 or a smaller --unroll)",
+            method.timeout.as_secs()
+        )));
+    }
+    Ok(())
+}
+
+/// Figures by (job, clock).
+type Figures = HashMap<(usize, ClockKind), Figure>;
+
+/// The clock statuses and the figures the child sent; its notes go to `notes`.
+fn collect(
+    out: &engine::Outcome,
+    notes: &mut Vec<String>,
+) -> Result<(Vec<ClockStatus>, Figures), BenchError> {
+    let mut statuses: Vec<ClockStatus> = Vec::new();
+    let mut figs = Figures::new();
+    for m in &out.msgs {
+        match m {
+            engine::Msg::Clock { clock, error } => statuses.push(ClockStatus {
+                clock: *clock,
+                unavailable: error.clone(),
+                self_check: None,
+                self_check_ok: None,
+                tsc_ticks_per_cycle: None,
+            }),
+            engine::Msg::SelfCheck {
+                clock,
+                ratio,
+                add_ticks,
+                ok,
+            } => {
+                if let Some(s) = statuses.iter_mut().find(|s| s.clock == *clock) {
+                    s.self_check = Some(*ratio);
+                    s.self_check_ok = Some(*ok);
+                    if *clock == ClockKind::Tsc {
+                        s.tsc_ticks_per_cycle = Some(*add_ticks);
+                    }
+                }
+            }
+            engine::Msg::Figure {
+                job,
+                clock,
+                values,
+                raw_ticks,
+                rejected,
+                ..
+            } => {
+                figs.insert(
+                    (*job, *clock),
+                    figure(*clock, values, raw_ticks, *rejected)?,
+                );
+            }
+            engine::Msg::Note(n) => {
+                if let Some(fatal) = n.strip_prefix("fatal: ") {
+                    return Err(BenchError::Measurement(fatal.to_string()));
+                }
+                notes.push(n.clone());
+            }
+        }
+    }
+    if let Some(e) = &out.exit {
+        return Err(BenchError::Measurement(e.clone()));
+    }
+    Ok((statuses, figs))
+}
+
+/// The statistics of one figure's accepted repetitions.
+fn figure(
+    clock: ClockKind,
+    values: &[f64],
+    raw_ticks: &[f64],
+    rejected: usize,
+) -> Result<Figure, BenchError> {
+    if values.is_empty() {
+        return Err(BenchError::Measurement(format!(
+            "the {clock} clock moved during every repetition ({rejected} rejected); the machine is too noisy now, try again"
+        )));
+    }
+    let s = stats::sorted(values);
+    let median = stats::percentile(&s, 50.0);
+    let (snapped, snapped_ok) = stats::snap(median);
+    Ok(Figure {
+        clock,
+        median,
+        p10: stats::percentile(&s, 10.0),
+        p90: stats::percentile(&s, 90.0),
+        snapped,
+        snapped_ok,
+        accepted: values.len(),
+        rejected,
+        raw_tsc_ticks: stats::median(raw_ticks),
+    })
+}
+
+/// The clocks whose self-check passed; an error when no clock was usable, or (unless every
+/// clock was asked for) when a usable one failed its self-check.
+fn good_clocks(
+    statuses: &[ClockStatus],
+    choice: ClockChoice,
+) -> Result<Vec<ClockKind>, BenchError> {
+    if statuses.iter().all(|s| s.unavailable.is_some()) {
+        let why: Vec<String> = statuses
+            .iter()
+            .map(|s| format!("{}: {}", s.clock, s.unavailable.clone().unwrap_or_default()))
+            .collect();
+        return Err(BenchError::Measurement(format!(
+            "no usable clock ({})",
+            why.join("; ")
+        )));
+    }
+    for s in statuses {
+        // A usable clock whose verdict never came back counts as failed, never as "no figures".
+        if s.unavailable.is_none() && s.self_check_ok != Some(true) && choice != ClockChoice::All {
+            return Err(BenchError::SelfCheck {
+                clock: s.clock,
+                ratio: s.self_check.unwrap_or(f64::NAN),
+            });
+        }
+    }
+    Ok(statuses
+        .iter()
+        .filter(|s| s.self_check_ok == Some(true))
+        .map(|s| s.clock)
+        .collect())
+}
+
+/// Every wanted figure must have come back for every clock that passed its self-check.
+fn check_complete(
+    good: &[ClockKind],
+    wanted: &[usize],
+    figs: &Figures,
+    variants: &[plan::Variant],
+) -> Result<(), BenchError> {
+    for c in good {
+        if let Some(j) = wanted.iter().find(|j| !figs.contains_key(&(**j, *c))) {
+            return Err(BenchError::Measurement(format!(
+                "the measurement process returned no {c} figure for `{}`; try again",
+                variants[*j].text()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// One result per latency pair; a cross-file pair whose chain is shorter than two cycles is
+/// moved to the skipped pairs with the reason.
+fn latency_results(
+    planned: &mut Planned,
+    figures_of: &dyn Fn(usize) -> Vec<Figure>,
+) -> Vec<PairResult> {
+    let mut latency = Vec::new();
+    for (p, j, rt) in &planned.latency {
+        let chain = figures_of(*j);
+        let (figures, derived) = match rt {
+            None => (chain, None),
+            Some(rt) => derive(&chain, &figures_of(*rt), p),
+        };
+        // Instruction and connector each take at least a cycle: a shorter chain means the
+        // value does not flow through the pair (a dependency-breaking idiom such as
+        // `sbb rax, rax`, or a shorter path through other operands carries the loop).
+        if let Some(d) = derived.as_ref().filter(|d| d.chain < 1.9) {
+            let why = format!(
+                "the chain through the connector `{}` took {:.3} cycles (< 2), so the output does not depend on {} through this pair here (dependency-breaking idiom, or another path carries the chain); no latency to report",
+                d.connector, d.chain, p.from
+            );
+            planned.notes.push(format!(
+                "pair {} {}->{} not reported: {why}",
+                p.pair, p.from, p.to
+            ));
+            planned.skipped_pairs.push((p.pair.clone(), why));
+            continue;
+        }
+        latency.push(PairResult {
+            pair: p.pair.clone(),
+            from: p.from.clone(),
+            to: p.to.clone(),
+            body: p.variant.text(),
+            note: p.note.clone(),
+            figures,
+            derived,
+        });
+    }
+    latency
+}
+
+/// Throughput per chain count and the best per clock (the chain count of the first clock's).
+fn throughput_result(
+    planned: &Planned,
+    good: &[ClockKind],
+    figures_of: &dyn Fn(usize) -> Vec<Figure>,
+) -> Option<ThroughputResult> {
+    if planned.tp.is_empty() {
+        return None;
+    }
+    let per_chains: Vec<ChainResult> = planned
+        .tp
+        .iter()
+        .map(|(k, v, j)| ChainResult {
+            chains: *k,
+            body: v
+                .chains
+                .iter()
+                .map(|c| c.iter().map(asm::format).collect::<Vec<_>>().join("; "))
+                .collect::<Vec<_>>()
+                .join(" | "),
+            figures: figures_of(*j),
+        })
+        .collect();
+    let mut best = Vec::new();
+    let mut best_chains = 0;
+    for (ci, c) in good.iter().enumerate() {
+        if let Some(b) = per_chains
+            .iter()
+            .filter_map(|r| {
+                r.figures
+                    .iter()
+                    .find(|f| f.clock == *c)
+                    .map(|f| (r.chains, f))
+            })
+            .min_by(|a, b| a.1.median.total_cmp(&b.1.median))
+        {
+            if ci == 0 {
+                best_chains = b.0;
+            }
+            best.push(b.1.clone());
+        }
+    }
+    Some(ThroughputResult {
+        best,
+        best_chains,
+        per_chains,
+        skipped_chains: planned.skipped_chains.clone(),
+    })
+}
+
+fn job_of(f: &engine::Fault, layout: &engine::Layout, jobs: &[engine::Job]) -> Option<usize> {
+    let (img, _) = layout.locate(f.offset as usize)?;
+    jobs.iter().position(|j| j.small == img || j.large == img)
+}
+
+pub(crate) fn fault_message(
+    f: &engine::Fault,
+    layout: &engine::Layout,
+    variants: &[plan::Variant],
+    jobs: &[engine::Job],
+    gprs: &[(Register, u64)],
+    method: &Method,
+) -> String {
+    let sig = sys::signal_name(f.signal);
+    if f.signal == libc::SIGALRM {
+        return format!(
+            "the measurement did not finish within {} s (SIGALRM); the body may be very slow",
+            method.timeout.as_secs()
+        );
+    }
+    let located = layout.locate(f.offset as usize);
+    let ins = located.and_then(|(img, rel)| {
+        let job = jobs.iter().position(|j| j.small == img || j.large == img)?;
+        let idx = layout.images[img].insn_at(rel)?;
+        // Copy index determines the chain; find which copy contains rel.
+        let image = &layout.images[img];
+        let pos = image
+            .insn_offsets
+            .partition_point(|(o, _)| *o <= rel)
+            .checked_sub(1)?;
+        let n = variants[job].chains[0].len();
+        let copy = pos / n.max(1);
+        let chain = copy % variants[job].chains.len();
+        Some(variants[job].chains[chain][idx])
+    });
+    let Some(ins) = ins else {
+        return format!(
+            "the measurement raised {sig} (si_code {}) outside the timed body (harness offset {:#x}); this is a bug in tma's harness",
+            f.code, f.offset
+        );
+    };
+    let text = asm::format(&ins);
+    let value = |r: Register| {
+        gprs.iter()
+            .find(|(g, _)| *g == r.full_register())
+            .map(|x| x.1)
+    };
+    match f.signal {
+        libc::SIGFPE => {
+            use iced_x86::Mnemonic;
+            if matches!(ins.mnemonic(), Mnemonic::Div | Mnemonic::Idiv) {
+                if ins.op0_kind() == iced_x86::OpKind::Register {
+                    let d = ins.op0_register();
+                    let dn = asm::register_name(d);
+                    let body_writes_divisor = job_of(f, layout, jobs).is_some_and(|j| {
+                        variants[j].chains.iter().flatten().any(|i| {
+                            i.mnemonic() != ins.mnemonic()
+                                && plan::data_ops(i).iter().any(|o| {
+                                    o.written && o.reg.full_register() == d.full_register()
+                                })
+                        })
+                    });
+                    if body_writes_divisor {
+                        return format!("{text} raised #DE (SIGFPE): divisor zero or quotient too large; {dn} is written by the body, so check the values that feed it");
+                    }
+                    match value(d) {
+                        Some(0) => {
+                            return format!("{text} raised #DE (SIGFPE): divisor {dn}=0; pass --init {}=3", asm::register_name(d.full_register()))
+                        }
+                        v => {
+                            return format!(
+                                "{text} raised #DE (SIGFPE): the quotient does not fit (rdx:rax / {dn}, with {dn}={}); keep rdx below the divisor, e.g. --init rdx=0",
+                                v.map_or("?".into(), |v| v.to_string())
+                            )
+                        }
+                    }
+                }
+                return format!("{text} raised #DE (SIGFPE): divide error (divisor zero or quotient overflow)");
+            }
+            format!("{text} raised an arithmetic exception (SIGFPE, si_code {})", f.code)
+        }
+        libc::SIGILL => format!(
+            "{text} raised #UD (SIGILL): this CPU does not execute this instruction or encoding"
+        ),
+        libc::SIGSEGV | libc::SIGBUS => format!(
+            "{text} faulted ({sig}) accessing address {:#x}: memory operands must point into the scratch buffer, use [r14+disp] (r14 holds its address)",
+            f.addr
+        ),
+        libc::SIGTRAP => format!("{text} raised a debug trap (SIGTRAP)"),
+        _ => format!("{text} raised {sig} (si_code {})", f.code),
+    }
+}

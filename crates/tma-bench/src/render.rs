@@ -1,0 +1,369 @@
+//! How `tma bench` results are written: the terminal table (with the clock, preset and note
+//! lines, the SHA-256 bounds and the comparison with reference values) and the `tma.bench`
+//! JSON document.
+
+use std::io::Write;
+
+use serde::Serialize;
+use tma_report::ReportError;
+
+use crate::compare::CompareRow;
+use crate::sweep::{BenchOutcome, InputError};
+use crate::{Figure, FormReport, PairResult, ShaReport, ThroughputResult};
+
+/// JSON schema name of `tma bench --json`: the envelope around `forms` ([`FormReport`]s),
+/// `errors` ([{input, error}]), `sha` (the preset's report or null) and `compare`
+/// ([`CompareRow`]s, empty without references).
+pub const JSON_SCHEMA: &str = "tma.bench";
+pub const JSON_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+struct Payload<'a> {
+    forms: &'a [FormReport],
+    errors: &'a [InputError],
+    sha: Option<&'a ShaReport>,
+    compare: &'a [CompareRow],
+}
+
+/// The `tma.bench` JSON document.
+pub fn json(w: &mut dyn Write, o: &BenchOutcome) -> Result<(), ReportError> {
+    let payload = Payload {
+        forms: &o.forms,
+        errors: &o.errors,
+        sha: o.sha.as_ref(),
+        compare: o.compare.as_deref().unwrap_or_default(),
+    };
+    tma_report::write_json(w, JSON_SCHEMA, JSON_SCHEMA_VERSION, &payload)
+}
+
+/// The terminal report; `verbose` shows every chain count and the pairs not measured.
+pub fn text(w: &mut dyn Write, o: &BenchOutcome, verbose: bool) -> Result<(), ReportError> {
+    table(w, &o.forms, &o.errors, verbose)?;
+    footer(w, &o.forms)?;
+    if let Some(s) = &o.sha {
+        sha(w, s)?;
+    }
+    if let Some(rows) = &o.compare {
+        compare(w, rows)?;
+    }
+    Ok(())
+}
+
+fn fmt_fig(f: &Figure) -> String {
+    let mark = if f.snapped_ok { "" } else { "*" };
+    format!("{:.3}{mark}", f.median)
+}
+
+fn spread(f: &Figure) -> String {
+    format!("{:.3}-{:.3}", f.p10, f.p90)
+}
+
+fn accepted(f: &Figure) -> String {
+    format!("{}/{}", f.rejected, f.rejected + f.accepted)
+}
+
+/// The table's rows: a label column repeated only on the first row of a form, an optional
+/// raw-ticks column (when several clocks were used), a note last.
+struct Rows {
+    t: comfy_table::Table,
+    raw_ticks: bool,
+}
+
+impl Rows {
+    fn new(raw_ticks: bool) -> Rows {
+        let mut header = vec![
+            "instruction",
+            "pair",
+            "latency",
+            "throughput",
+            "clock",
+            "spread p10-p90",
+            "chains",
+            "rejected",
+        ];
+        if raw_ticks {
+            header.push("raw tsc ticks");
+        }
+        header.push("note");
+        Rows {
+            t: tma_report::table(&header),
+            raw_ticks,
+        }
+    }
+
+    /// A figure row (`fig` fills the clock, spread, rejected and raw-ticks columns).
+    fn figure(&mut self, cells: [String; 4], chains: String, fig: &Figure, note: String) {
+        let [label, pair, lat, tp] = cells;
+        let mut row = vec![
+            label,
+            pair,
+            lat,
+            tp,
+            fig.clock.to_string(),
+            spread(fig),
+            chains,
+            accepted(fig),
+        ];
+        if self.raw_ticks {
+            row.push(format!("{:.3}", fig.raw_tsc_ticks));
+        }
+        row.push(note);
+        self.t.add_row(row);
+    }
+
+    /// A row without a figure: label, pair, the latency and throughput cells, a note.
+    fn plain(&mut self, label: String, pair: String, lat: &str, tp: &str, note: String) {
+        let mut row = vec![label, pair, lat.into(), tp.into()];
+        row.extend(std::iter::repeat_n(String::new(), 4));
+        if self.raw_ticks {
+            row.push(String::new());
+        }
+        row.push(note);
+        self.t.add_row(row);
+    }
+}
+
+fn table(
+    w: &mut dyn Write,
+    forms: &[FormReport],
+    errors: &[InputError],
+    verbose: bool,
+) -> Result<(), ReportError> {
+    let mut rows = Rows::new(forms.iter().any(|f| f.clocks.len() > 1));
+    for f in forms {
+        form_rows(&mut rows, f, verbose);
+    }
+    for e in errors {
+        rows.plain(e.input.clone(), "error".into(), "", "", e.error.clone());
+    }
+    tma_report::align_right(&mut rows.t, &[2, 3, 6, 7]);
+    writeln!(w, "{}", rows.t)?;
+    Ok(())
+}
+
+/// The rows of one form: latency pairs, pairs not measured (verbose), throughput.
+fn form_rows(rows: &mut Rows, f: &FormReport, verbose: bool) {
+    let body_text = f.instructions.join("; ");
+    let name = match &f.preset {
+        Some(p) => format!("{body_text} [{}]", p.split(':').next().unwrap_or(p)),
+        None => body_text.clone(),
+    };
+    let mut first = true;
+    let mut label = || -> String {
+        if std::mem::take(&mut first) {
+            name.clone()
+        } else {
+            String::new()
+        }
+    };
+    for p in &f.latency {
+        for fig in &p.figures {
+            let pair = if p.pair == "body" {
+                "body".into()
+            } else {
+                format!("{} {}->{}", p.pair, p.from, p.to)
+            };
+            let lat = if p.derived.is_some() {
+                format!("≤{}", fmt_fig(fig))
+            } else {
+                fmt_fig(fig)
+            };
+            let cells = [label(), pair, lat, String::new()];
+            rows.figure(cells, "1".into(), fig, latency_note(p, &body_text));
+        }
+    }
+    if verbose {
+        for (pair, why) in &f.latency_skipped {
+            rows.plain(
+                label(),
+                pair.clone(),
+                "-",
+                "",
+                format!("not measured: {why}"),
+            );
+        }
+    }
+    if let Some(tp) = &f.throughput {
+        for (chains, fig, note) in throughput_rows(f, tp, verbose) {
+            let cells = [label(), "throughput".into(), String::new(), fmt_fig(fig)];
+            rows.figure(cells, chains.to_string(), fig, note);
+        }
+    } else if let Some(n) = &f.throughput_note {
+        rows.plain(label(), "throughput".into(), "", "-", n.clone());
+    }
+}
+
+/// A latency row's note: the derivation of a cross-file pair, the pair's own note, and the
+/// timed body when it is not the body as written.
+fn latency_note(p: &PairResult, body_text: &str) -> String {
+    let mut note = p.note.clone().unwrap_or_default();
+    if let Some(d) = &p.derived {
+        let n = format!(
+            "derived, not measured alone: chain with connector `{}` = {:.3}, connector round trip `{}` = {:.3}, so latency in [{:.3}, {:.3}] (each connector >= 1 cycle)",
+            d.connector, d.chain, d.round_trip_body, d.round_trip, d.lower, d.upper
+        );
+        note = if note.is_empty() {
+            n
+        } else {
+            format!("{n}; {note}")
+        };
+    }
+    if p.body != body_text {
+        note = if note.is_empty() {
+            format!("timed: {}", p.body)
+        } else {
+            format!("timed: {}; {note}", p.body)
+        };
+    }
+    note
+}
+
+/// (chain count, figure, note) per throughput row: every chain count when verbose, else the
+/// best per clock.
+fn throughput_rows<'a>(
+    f: &FormReport,
+    tp: &'a ThroughputResult,
+    verbose: bool,
+) -> Vec<(usize, &'a Figure, String)> {
+    if verbose {
+        return tp
+            .per_chains
+            .iter()
+            .flat_map(|c| {
+                c.figures
+                    .iter()
+                    .map(move |fig| (c.chains, fig, String::new()))
+            })
+            .collect();
+    }
+    let note = if f.preset.as_deref().is_some_and(|p| p.contains("rdx:rax")) {
+        "independent copies (rax/rdx reloaded)"
+    } else {
+        "best over chain sweep"
+    };
+    tp.best
+        .iter()
+        .map(|fig| (tp.best_chains, fig, note.to_string()))
+        .collect()
+}
+
+/// The legend, the clock lines (from the first form: they are the same machine), presets
+/// and notes (each once).
+fn footer(w: &mut dyn Write, forms: &[FormReport]) -> Result<(), ReportError> {
+    writeln!(w, "cycles per instruction (per body copy for several instructions); * = not within 2% of an integer or a multiple of 1/12")?;
+    if forms
+        .iter()
+        .any(|f| f.latency.iter().any(|p| p.derived.is_some()))
+    {
+        writeln!(w, "≤ = upper bound for a pair across register files (chain through a connector instruction minus 1 cycle); see the note for both bounds")?;
+    }
+    if let Some(f) = forms.first() {
+        clock_lines(w, f)?;
+    }
+    let mut seen = Vec::new();
+    for f in forms {
+        if let Some(p) = &f.preset {
+            writeln!(w, "preset {p}")?;
+        }
+        for n in &f.notes {
+            if !seen.contains(n) {
+                writeln!(w, "note: {n}")?;
+                seen.push(n.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn clock_lines(w: &mut dyn Write, f: &FormReport) -> Result<(), ReportError> {
+    for c in &f.clocks {
+        match (&c.unavailable, c.self_check) {
+            (Some(why), _) => {
+                let why = why.strip_prefix(&format!("{}: ", c.clock)).unwrap_or(why);
+                writeln!(w, "{}: {why}", c.clock)?
+            }
+            (None, Some(r)) => {
+                let ok = if c.self_check_ok == Some(true) {
+                    "ok"
+                } else {
+                    "FAILED, figures withheld"
+                };
+                write!(w, "{}: self-check imul/add = {r:.3} ({ok})", c.clock)?;
+                if let Some(t) = c.tsc_ticks_per_cycle {
+                    write!(
+                        w,
+                        "; {t:.4} TSC ticks per core cycle, so raw rdtsc would read {:.0}% low",
+                        (1.0 - t) * 100.0
+                    )?;
+                }
+                writeln!(w, "; pinned to CPU {}", f.cpu)?;
+            }
+            (None, None) => writeln!(w, "{}: no figures", c.clock)?,
+        }
+    }
+    Ok(())
+}
+
+fn compare(w: &mut dyn Write, rows: &[CompareRow]) -> Result<(), ReportError> {
+    let mut t = tma_report::table(&[
+        "instruction",
+        "latency",
+        "ref",
+        "diff",
+        "throughput",
+        "ref",
+        "diff",
+        "",
+    ]);
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+    let p = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:+.1}%"));
+    for r in rows {
+        t.add_row(vec![
+            r.instruction.clone(),
+            f(r.latency),
+            f(r.ref_latency),
+            p(r.latency_diff_pct),
+            f(r.throughput),
+            f(r.ref_throughput),
+            p(r.throughput_diff_pct),
+            if r.over_5pct {
+                "DIFFERS >5%".into()
+            } else {
+                String::new()
+            },
+        ]);
+    }
+    tma_report::align_right(&mut t, &[1, 2, 3, 4, 5, 6]);
+    writeln!(w, "\ncomparison with reference values:\n{t}")?;
+    Ok(())
+}
+
+fn sha(w: &mut dyn Write, s: &ShaReport) -> Result<(), ReportError> {
+    let b = &s.bounds;
+    writeln!(w, "\nSHA-256 lower bounds (cycles per 64-byte block):")?;
+    writeln!(
+        w,
+        "  round chain      max(32 x {:.2} (rnds2 2->1), 16 x {:.2} (1->1)) = {:.1}",
+        b.rnds2_lat_src, b.rnds2_lat_dst, b.round_chain_cycles
+    )?;
+    writeln!(
+        w,
+        "  schedule chain   12 x ({:.2} (msg2) + 1 (paddd)) = {:.1}",
+        b.msg2_lat, b.schedule_chain_cycles
+    )?;
+    writeln!(
+        w,
+        "  one stream       {:.1} cycles/block = {:.2} cycles/byte",
+        b.one_stream_cycles_per_block,
+        b.one_stream_cycles_per_byte()
+    )?;
+    writeln!(
+        w,
+        "  interleaved      {:.1} cycles/block = {:.2} cycles/byte (rnds2/msg1/msg2 on separate units; {:.1} if they share one)",
+        b.interleaved_cycles_per_block,
+        b.interleaved_cycles_per_block / 64.0,
+        b.interleaved_shared_unit_cycles_per_block
+    )?;
+    writeln!(w, "  model: {}", b.model)?;
+    Ok(())
+}

@@ -1,0 +1,271 @@
+//! The `tma bench` use case: a clap-free [`BenchConfig`] in, every input measured, a
+//! [`BenchOutcome`] out (rendered by [`crate::render`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::compare::{self, CompareRow, References};
+use crate::{
+    asm, bench_all, parse_init, preset_sha, BenchError, ClockChoice, FormReport, InitValue, Method,
+    Options, PairFilter, ShaReport, Source,
+};
+
+/// What to measure.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// Instructions in Intel syntax separated by `;`.
+    Body(String),
+    /// Raw machine code in hex (`--bytes`).
+    Bytes(String),
+    /// A file with one body per line (`#` comments).
+    File(PathBuf),
+    /// A predefined set.
+    Preset(Preset),
+}
+
+/// `--preset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preset {
+    /// SHA-NI instructions and the SHA-256 bounds they imply.
+    Sha,
+}
+
+/// Everything `tma bench` needs; no clap.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// `None`: nothing was given (an error that says what to give).
+    pub input: Option<Input>,
+    /// Latency was asked for (`--lat`); neither this nor `throughput` means both.
+    pub latency: bool,
+    /// Throughput was asked for (`--tp`).
+    pub throughput: bool,
+    pub pairs: PairFilter,
+    /// Independent chain counts swept for throughput.
+    pub chains: Vec<usize>,
+    pub clock: ClockChoice,
+    /// `REG=VALUE` items ([`parse_init`]).
+    pub init: Vec<String>,
+    /// The two unroll counts whose difference is taken.
+    pub unroll: Vec<usize>,
+    /// CPU to pin the measurement to (default: the current one).
+    pub cpu: Option<usize>,
+    /// [`Method::precise`] instead of the default method.
+    pub precise: bool,
+    /// Accepted repetitions per figure (at least 3).
+    pub reps: Option<usize>,
+    /// Give up on one input after this long (at least a second).
+    pub timeout: Duration,
+    /// Reference values to compare with ([`compare::parse`]).
+    pub compare: Option<PathBuf>,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            input: None,
+            latency: false,
+            throughput: false,
+            pairs: PairFilter::default(),
+            chains: vec![1, 2, 4, 8, 12],
+            clock: ClockChoice::Auto,
+            init: Vec::new(),
+            unroll: vec![64, 128],
+            cpu: None,
+            precise: false,
+            reps: None,
+            timeout: Duration::from_secs(120),
+            compare: None,
+        }
+    }
+}
+
+impl BenchConfig {
+    /// The measurement options these settings give.
+    pub fn options(&self) -> Result<Options, BenchError> {
+        let mut init = Vec::new();
+        let mut vec_init = Vec::new();
+        for kv in &self.init {
+            match parse_init(kv)? {
+                InitValue::Gpr(r, v) => init.push((r, v)),
+                InitValue::Vector(r, b) => vec_init.push((r, b)),
+            }
+        }
+        let [u1, u2] = self.unroll[..] else {
+            return Err(BenchError::BadOption(
+                "--unroll needs two counts, e.g. 64,128".into(),
+            ));
+        };
+        let mut method = if self.precise {
+            Method::precise()
+        } else {
+            Method::default()
+        };
+        method.unroll = (u1, u2);
+        method.cpu = self.cpu;
+        method.timeout = self.timeout.max(Duration::from_secs(1));
+        if let Some(r) = self.reps {
+            if r < 3 {
+                return Err(BenchError::BadOption("--reps must be at least 3".into()));
+            }
+            method.reps = r;
+        }
+        let both = !self.latency && !self.throughput;
+        Ok(Options {
+            latency: self.latency || both,
+            throughput: self.throughput || both,
+            pairs: self.pairs.clone(),
+            chains: self.chains.clone(),
+            clock: self.clock,
+            init,
+            vec_init,
+            method,
+        })
+    }
+}
+
+/// An input that could not be measured (the others still are).
+#[derive(Debug, Clone, Serialize)]
+pub struct InputError {
+    pub input: String,
+    pub error: String,
+}
+
+/// Everything `tma bench` measured.
+#[derive(Debug, Clone, Default)]
+pub struct BenchOutcome {
+    pub forms: Vec<FormReport>,
+    /// Inputs of a `--file` list that failed.
+    pub errors: Vec<InputError>,
+    pub sha: Option<ShaReport>,
+    /// `Some` when reference values were given.
+    pub compare: Option<Vec<CompareRow>>,
+}
+
+/// Progress of a run, for a progress bar or log lines.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress<'a> {
+    /// A preset is being measured (one step).
+    Preset(&'a str),
+    /// A list of `total` inputs begins.
+    List { total: usize },
+    /// Input `index` (from 0) of the list is being measured.
+    Input {
+        index: usize,
+        total: usize,
+        input: &'a str,
+    },
+    /// The current input is done (measured or failed).
+    InputDone,
+    /// The preset or list is done.
+    Done,
+}
+
+/// Run `tma bench`: read the inputs and references, measure every input. A single input's
+/// failure is the error; in a list, failed inputs are reported in [`BenchOutcome::errors`].
+pub fn run(
+    cfg: &BenchConfig,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<BenchOutcome, BenchError> {
+    let opts = cfg.options()?;
+    let refs = cfg.compare.as_ref().map(read_references).transpose()?;
+    let mut outcome = match &cfg.input {
+        Some(Input::Preset(Preset::Sha)) => measure_sha(&opts, progress)?,
+        Some(input) => match &sources(input)?[..] {
+            [one] => BenchOutcome {
+                forms: bench_all(one, &opts)?,
+                ..BenchOutcome::default()
+            },
+            list => measure_list(list, &opts, progress),
+        },
+        None => {
+            return Err(BenchError::BadOption(
+                "nothing to measure: give instructions ('imul rax, rbx'), --bytes HEX, --file LIST or --preset sha".into(),
+            ))
+        }
+    };
+    outcome.compare = refs.map(|r| compare::rows(&outcome.forms, &r));
+    Ok(outcome)
+}
+
+fn read_references(path: &PathBuf) -> Result<References, BenchError> {
+    let text = std::fs::read_to_string(path).map_err(|source| BenchError::Read {
+        what: format!("--compare {}", path.display()),
+        source,
+    })?;
+    compare::parse(&text)
+}
+
+/// The bodies an input names.
+fn sources(input: &Input) -> Result<Vec<Source>, BenchError> {
+    match input {
+        Input::Body(b) => Ok(vec![Source::Text(b.clone())]),
+        Input::Bytes(h) => Ok(vec![Source::Bytes(asm::parse_hex(h)?)]),
+        Input::File(f) => {
+            let text = std::fs::read_to_string(f).map_err(|source| BenchError::Read {
+                what: format!("--file {}", f.display()),
+                source,
+            })?;
+            let list: Vec<Source> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(|l| Source::Text(l.to_string()))
+                .collect();
+            if list.is_empty() {
+                return Err(BenchError::BadOption(format!(
+                    "--file {}: no instructions in the file",
+                    f.display()
+                )));
+            }
+            Ok(list)
+        }
+        Input::Preset(_) => Ok(Vec::new()),
+    }
+}
+
+fn measure_sha(
+    opts: &Options,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<BenchOutcome, BenchError> {
+    progress(Progress::Preset("SHA preset"));
+    let r = preset_sha(opts)?;
+    progress(Progress::Done);
+    Ok(BenchOutcome {
+        forms: r.forms.clone(),
+        sha: Some(r),
+        ..BenchOutcome::default()
+    })
+}
+
+/// Every input of a list; a failure is recorded and the next input measured.
+fn measure_list(
+    list: &[Source],
+    opts: &Options,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> BenchOutcome {
+    let mut outcome = BenchOutcome::default();
+    progress(Progress::List { total: list.len() });
+    for (index, s) in list.iter().enumerate() {
+        let input = match s {
+            Source::Text(t) => t.clone(),
+            Source::Bytes(b) => format!("{b:02x?}"),
+        };
+        progress(Progress::Input {
+            index,
+            total: list.len(),
+            input: &input,
+        });
+        match bench_all(s, opts) {
+            Ok(r) => outcome.forms.extend(r),
+            Err(e) => outcome.errors.push(InputError {
+                input,
+                error: e.to_string(),
+            }),
+        }
+        progress(Progress::InputDone);
+    }
+    progress(Progress::Done);
+    outcome
+}

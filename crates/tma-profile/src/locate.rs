@@ -1,0 +1,467 @@
+//! The `tma locate` use case: a clap-free [`LocateConfig`] in, a [`Located`] profile out
+//! (written by [`crate::render`]). Phases: choose the event (`--node`, `-e`, or the bottleneck
+//! of a quick in-process `tma stat` pass), record (sample live, or import a perf.data file),
+//! aggregate and symbolize into a [`Profile`].
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tma_catalog::Model;
+use tma_perf::host::Host;
+use tma_perf::sampling::{Rate, RawRecord, SampleEvent, SamplingConfig, Target};
+
+use crate::aggregate::Aggregator;
+use crate::choose::{self, ChoiceError, Chosen, Request};
+use crate::import::ImportError;
+use crate::live::{LiveError, LiveOutcome};
+use crate::record::PerfDataWriter;
+use crate::report::{self, Profile, ReportOptions};
+use crate::symbols::{Kallsyms, Symbolizer};
+
+/// Errors of `tma locate`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LocateError {
+    /// Settings that do not go together, or are missing.
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot import {path}")]
+    Import {
+        path: String,
+        #[source]
+        source: ImportError,
+    },
+    #[error(transparent)]
+    Catalog(#[from] tma_catalog::CatalogError),
+    #[error(transparent)]
+    Choice(#[from] ChoiceError),
+    #[error("the quick stat pass that finds the bottleneck failed (pass --node NAME or -e EVENT)")]
+    QuickStat(#[source] tma_stat::StatError),
+    #[error(transparent)]
+    Live(#[from] LiveError),
+    #[error(transparent)]
+    Output(#[from] tma_report::ReportError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+fn usage(m: &str) -> LocateError {
+    LocateError::Usage(m.to_string())
+}
+
+/// Everything `tma locate` needs; no clap.
+#[derive(Debug, Clone)]
+pub struct LocateConfig {
+    /// Analyse this perf.data file instead of sampling.
+    pub import: Option<PathBuf>,
+    /// Sample this running process.
+    pub pid: Option<i32>,
+    /// Sample this command (argv).
+    pub command: Vec<String>,
+    /// Sample the locate-with event of this TMA node.
+    pub node: Option<String>,
+    /// Sample this event (with `--import`: show this event of the file).
+    pub event: Option<String>,
+    /// CPU model key (`--cpu`); else `this_cpu`.
+    pub cpu: Option<String>,
+    /// This machine's model tables, when the catalog knows its CPU.
+    pub this_cpu: Option<&'static Model>,
+    /// Stop sampling after this many seconds.
+    pub duration_s: Option<f64>,
+    /// `--period N` or `--freq HZ`; default: the sampler's frequency.
+    pub rate: Option<Rate>,
+    /// Record call chains.
+    pub call_graph: bool,
+    /// Also sample kernel code.
+    pub kernel: bool,
+    pub report: ReportOptions,
+    /// Folded stacks will be written (adds a note without call chains).
+    pub folded: bool,
+    /// Write the event-choice notes to the notes writer as they arise: the report will not
+    /// be read on the terminal (the text report repeats them at its end).
+    pub echo_notes: bool,
+    /// Also save the samples as a perf.data file.
+    pub record: Option<PathBuf>,
+    /// Look for binaries here (by file name) before their recorded paths.
+    pub symdir: Vec<PathBuf>,
+    /// Kernel symbols (a copy of a machine's /proc/kallsyms).
+    pub kallsyms: Option<PathBuf>,
+    /// The host's /sys and /proc roots: the core PMU, mappings, kallsyms.
+    pub host: Host,
+    /// Where the quick stat pass counts (perf_event_open, or chosen counts in tests).
+    pub stat_backend: tma_stat::BackendChoice,
+}
+
+impl Default for LocateConfig {
+    fn default() -> Self {
+        LocateConfig {
+            import: None,
+            pid: None,
+            command: Vec::new(),
+            node: None,
+            event: None,
+            cpu: None,
+            this_cpu: None,
+            duration_s: None,
+            rate: None,
+            call_graph: false,
+            kernel: false,
+            report: ReportOptions::default(),
+            folded: false,
+            echo_notes: false,
+            record: None,
+            symdir: Vec::new(),
+            kallsyms: None,
+            host: Host::system(),
+            stat_backend: tma_stat::BackendChoice::Live,
+        }
+    }
+}
+
+/// The result of `tma locate`.
+#[derive(Debug, Clone)]
+pub struct Located {
+    pub profile: Profile,
+    /// Wall time sampled, in nanoseconds (0 for imports): the pprof duration.
+    pub duration_ns: i64,
+    /// The exit status to end with: the sampled command's (128+N when killed by signal N).
+    pub exit_status: u8,
+}
+
+/// Samples aggregated, before symbolization.
+struct Recorded {
+    agg: Aggregator,
+    event_name: String,
+    kallsyms: Option<Kallsyms>,
+    notes: Vec<String>,
+    duration_ns: i64,
+    exit_status: u8,
+}
+
+/// Run `tma locate` up to the profile; notes (and the quick stat pass's) go to `notes`.
+pub fn run(cfg: &LocateConfig, notes: &mut dyn Write) -> Result<Located, LocateError> {
+    let rec = match (&cfg.import, cfg.pid, cfg.command.is_empty()) {
+        (Some(path), ..) => import(cfg, path)?,
+        (None, Some(_), false) => {
+            return Err(usage("give either -p PID or a command after --, not both"))
+        }
+        (None, Some(pid), true) => sample(cfg, &Target::Pid(pid), notes)?,
+        (None, None, false) => sample(cfg, &Target::Launch(cfg.command.clone()), notes)?,
+        (None, None, true) => {
+            return Err(usage(
+                "nothing to sample: give a command after `--`, -p PID, or --import FILE",
+            ))
+        }
+    };
+    let mut sym = Symbolizer::new(cfg.symdir.clone(), rec.kallsyms);
+    let mut profile = report::analyze(&rec.agg, &mut sym, &rec.event_name, &cfg.report);
+    profile.notes.extend(rec.notes);
+    if cfg.folded && !cfg.call_graph && cfg.import.is_none() {
+        profile
+            .notes
+            .push("--folded without -g: each stack is just the sampled function".into());
+    }
+    Ok(Located {
+        profile,
+        duration_ns: rec.duration_ns,
+        exit_status: rec.exit_status,
+    })
+}
+
+fn new_aggregator() -> Aggregator {
+    let mut agg = Aggregator::new();
+    agg.keep_callchains = true;
+    agg
+}
+
+fn read_kallsyms(path: &Path) -> Option<Kallsyms> {
+    std::fs::read(path).ok().and_then(|b| Kallsyms::parse(&b))
+}
+
+/// `--import FILE`: the samples of one event of a perf.data file.
+fn import(cfg: &LocateConfig, path: &Path) -> Result<Recorded, LocateError> {
+    if !cfg.command.is_empty() {
+        return Err(usage("--import reads a file: give no command"));
+    }
+    if cfg.node.is_some() {
+        return Err(usage(
+            "--node chooses what to sample; with --import use -e EVENT to pick an event of the file",
+        ));
+    }
+    let mut agg = new_aggregator();
+    let info =
+        crate::import::import_file(path, &mut agg, cfg.event.as_deref()).map_err(|source| {
+            LocateError::Import {
+                path: path.display().to_string(),
+                source,
+            }
+        })?;
+    let event_name = info
+        .events
+        .get(info.chosen)
+        .cloned()
+        .unwrap_or_else(|| "?".into());
+    let mut notes = Vec::new();
+    if info.events.len() > 1 {
+        notes.push(format!(
+            "the file has {} events ({}); showing {} (pick one with -e)",
+            info.events.len(),
+            info.events.join(", "),
+            event_name
+        ));
+    }
+    Ok(Recorded {
+        agg,
+        event_name,
+        kallsyms: cfg.kallsyms.as_deref().and_then(read_kallsyms),
+        notes,
+        duration_ns: 0,
+        exit_status: 0,
+    })
+}
+
+/// Live sampling: choose the event, sample, save `--record`, explain how the session ended.
+fn sample(
+    cfg: &LocateConfig,
+    target: &Target,
+    out_notes: &mut dyn Write,
+) -> Result<Recorded, LocateError> {
+    let chosen = choose_event(cfg, target, out_notes)?;
+    if cfg.echo_notes {
+        for n in &chosen.notes {
+            writeln!(out_notes, "tma: note: {n}")?;
+        }
+    }
+    let mut notes = chosen.notes.clone();
+    if matches!(chosen.event, SampleEvent::CpuClock | SampleEvent::TaskClock)
+        && chosen.notes.is_empty()
+    {
+        notes.push(format!(
+            "{} is a timer: samples show where time goes, with skid",
+            chosen.event.name()
+        ));
+    }
+    let scfg = sampling_config(cfg, &chosen)?;
+    let mut agg = new_aggregator();
+    let (outcome, records) = record(cfg, scfg, target, &mut agg)?;
+    if let Some(path) = &cfg.record {
+        write_perf_data(path, outcome.attr.clone(), &records)?;
+    }
+    let exit_status = session_notes(cfg, &outcome, &mut notes);
+    let kallsyms = match &cfg.kallsyms {
+        Some(p) => read_kallsyms(p),
+        None if cfg.kernel => read_kallsyms(&cfg.host.proc.join("kallsyms")),
+        None => None,
+    };
+    Ok(Recorded {
+        agg,
+        event_name: chosen.event.name().to_string(),
+        kallsyms,
+        notes,
+        duration_ns: outcome.summary.elapsed.as_nanos().min(i64::MAX as u128) as i64,
+        exit_status,
+    })
+}
+
+/// The event to sample: `--node`, `-e`, or the bottleneck of a quick stat pass (on a machine
+/// with a PMU; without one `choose` explains the cpu-clock fallback).
+fn choose_event(
+    cfg: &LocateConfig,
+    target: &Target,
+    notes: &mut dyn Write,
+) -> Result<Chosen, LocateError> {
+    let pmu = choose::core_pmu(&cfg.host.sys);
+    let model = match &cfg.cpu {
+        Some(k) => Some(tma_catalog::by_name(k)?),
+        None => cfg.this_cpu,
+    };
+    let request = match (&cfg.node, &cfg.event) {
+        (Some(n), _) => Request::Node(n.clone()),
+        (None, Some(e)) => Request::Event(e.clone()),
+        (None, None) if pmu.is_none() => Request::Bottleneck(None),
+        (None, None) => Request::Bottleneck(quick_stat_bottleneck(cfg, target, model, notes)?),
+    };
+    Ok(choose::choose(&request, model, pmu.as_ref())?)
+}
+
+/// Run `tma stat -l 3` in-process on the same target (a launched command runs once more, as
+/// with toplev; an attached process is counted for `--duration`, default 2 s) and return
+/// the bottleneck node it names.
+fn quick_stat_bottleneck(
+    cfg: &LocateConfig,
+    target: &Target,
+    model: Option<&'static Model>,
+    notes: &mut dyn Write,
+) -> Result<Option<String>, LocateError> {
+    let mut live = tma_stat::LiveOptions {
+        backend: cfg.stat_backend.clone(),
+        ..tma_stat::LiveOptions::default()
+    };
+    let mut shown = vec!["stat".to_string(), "-l".into(), "3".into()];
+    if let Some(m) = model {
+        shown.extend(["--cpu".into(), m.key.to_string()]);
+    }
+    match target {
+        Target::Pid(pid) => {
+            let secs = cfg.duration_s.unwrap_or(2.0);
+            live.pids = vec![*pid as u32];
+            live.duration_s = Some(secs);
+            shown.extend(["-p".into(), pid.to_string(), "--duration".into()]);
+            shown.push(secs.to_string());
+        }
+        Target::Launch(cmd) => {
+            live.command = cmd.clone();
+            shown.push("--".into());
+            shown.extend(cmd.iter().cloned());
+        }
+    }
+    writeln!(
+        notes,
+        "tma: no --node or -e: finding the bottleneck first with `tma {}`",
+        shown.join(" ")
+    )?;
+    let stat = tma_stat::StatConfig {
+        cpu: model.map(|m| m.key.to_string()),
+        level: 3,
+        live,
+        host: cfg.host.clone(),
+        ..tma_stat::StatConfig::default()
+    };
+    let outcome =
+        tma_stat::run(&stat, &mut std::io::sink(), notes).map_err(LocateError::QuickStat)?;
+    Ok(outcome.bottleneck.and_then(|b| b.node))
+}
+
+fn sampling_config(cfg: &LocateConfig, chosen: &Chosen) -> Result<SamplingConfig, LocateError> {
+    let mut s = SamplingConfig::new(chosen.event.clone());
+    s.precise = chosen.precise;
+    s.callchain = cfg.call_graph;
+    s.include_kernel = cfg.kernel;
+    s.host = cfg.host.clone();
+    if let Some(r) = cfg.rate {
+        s.rate = r;
+    }
+    if let Some(secs) = cfg.duration_s {
+        if !(secs > 0.0 && secs.is_finite()) {
+            return Err(usage("--duration must be a positive number of seconds"));
+        }
+        s.duration = Some(Duration::from_secs_f64(secs));
+    }
+    Ok(s)
+}
+
+/// A record kept for `--record`: (type, misc, body).
+type KeptRecord = (u32, u16, Vec<u8>);
+
+/// Sample into `agg`; with `--record`, also keep every record (they come in time order, with
+/// perf's FINISHED_ROUND markers) for the perf.data file, whose attr is known only once the
+/// session is open.
+fn record(
+    cfg: &LocateConfig,
+    scfg: SamplingConfig,
+    target: &Target,
+    agg: &mut Aggregator,
+) -> Result<(LiveOutcome, Vec<KeptRecord>), LocateError> {
+    let keep = cfg.record.is_some();
+    let mut records: Vec<KeptRecord> = Vec::new();
+    let mut collect = |r: &RawRecord<'_>| {
+        if keep {
+            records.push((r.ty, r.misc, r.data.concat()));
+        }
+    };
+    let outcome = crate::live::sample(scfg, target, agg, Some(&mut collect))?;
+    Ok((outcome, records))
+}
+
+fn write_perf_data(path: &Path, attr: Vec<u8>, records: &[KeptRecord]) -> Result<(), LocateError> {
+    let mut w = PerfDataWriter::new(attr);
+    for (ty, misc, body) in records {
+        w.push(*ty, *misc, &[&body[..]]);
+    }
+    let image = w.finish();
+    tma_report::write_atomic(path, |out| {
+        out.write_all(&image)?;
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// Notes on how the session ended, and the exit status it gives.
+fn session_notes(cfg: &LocateConfig, outcome: &LiveOutcome, notes: &mut Vec<String>) -> u8 {
+    let late = outcome.late_records;
+    if late > 0 {
+        notes.push(format!(
+            "{late} records reached tma too late to be put in time order; \
+             samples among them may be attributed to [unknown] or an old mapping"
+        ));
+    }
+    let summary = &outcome.summary;
+    if summary.target_vanished {
+        notes.push("the attached process exited during sampling".into());
+    }
+    if summary.interrupted {
+        notes.push("interrupted: the report covers the samples taken until Ctrl-C".into());
+    }
+    if summary.threads_vanished > 0 {
+        notes.push(format!(
+            "{} threads exited before their events could be opened",
+            summary.threads_vanished
+        ));
+    }
+    if summary.stopped_at_duration {
+        notes.push(format!(
+            "sampling stopped after --duration {}s; the command was sent SIGTERM",
+            cfg.duration_s.unwrap_or(0.0)
+        ));
+        0
+    } else if let Some(sig) = summary.signal {
+        notes.push(format!("the command was killed by signal {sig}"));
+        128u8.saturating_add(sig as u8)
+    } else {
+        summary.exit_code.map_or(0, |c| c.clamp(0, 255) as u8)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The quick pass in-process, counting with the synthetic backend (chosen Zen 4 counts of
+    /// a SHA-256 run): the bottleneck is the one `tma_stat::run` names for the same counts.
+    #[test]
+    fn quick_stat_pass_names_the_stat_bottleneck() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/live/synthetic-zen4-sha256.json");
+        let synthetic = serde_json::from_slice(&std::fs::read(fixture).unwrap()).unwrap();
+        let cfg = LocateConfig {
+            stat_backend: tma_stat::BackendChoice::Synthetic(synthetic),
+            ..LocateConfig::default()
+        };
+        let model = tma_catalog::by_name("zen4").unwrap();
+        let target = Target::Launch(vec!["true".into()]);
+        let mut notes = Vec::new();
+        let node = quick_stat_bottleneck(&cfg, &target, Some(model), &mut notes).unwrap();
+        let notes = String::from_utf8(notes).unwrap();
+        assert!(
+            notes.starts_with(
+                "tma: no --node or -e: finding the bottleneck first with `tma stat -l 3 --cpu zen4 -- true`"
+            ),
+            "{notes}"
+        );
+        let stat = tma_stat::StatConfig {
+            cpu: Some("zen4".into()),
+            level: 3,
+            live: tma_stat::LiveOptions {
+                command: vec!["true".into()],
+                backend: cfg.stat_backend.clone(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let outcome = tma_stat::run(&stat, &mut std::io::sink(), &mut std::io::sink()).unwrap();
+        let want = outcome.bottleneck.and_then(|b| b.node);
+        assert!(want.is_some());
+        assert_eq!(node, want);
+    }
+}

@@ -1,0 +1,81 @@
+//! The locate use case in-process: `tma_profile::run` on the recorded perf.data fixture (the
+//! replay of a sampling session), rendered by `tma_profile::render`, and its refusals.
+
+use std::path::{Path, PathBuf};
+
+use tma_profile::{render, LocateConfig, LocateError};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/locate")
+}
+
+fn import_config() -> LocateConfig {
+    LocateConfig {
+        import: Some(fixtures().join("chase.perf.data")),
+        symdir: vec![fixtures()],
+        ..LocateConfig::default()
+    }
+}
+
+/// Source-line rows depend on where the checkout lives (DWARF holds absolute paths).
+fn without_source_lines(t: &str) -> String {
+    t.lines()
+        .filter(|l| !l.contains("chase.c:"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+#[test]
+fn imported_fixture_renders_the_golden_text_report() {
+    let mut notes = Vec::new();
+    let located = tma_profile::run(&import_config(), &mut notes).unwrap();
+    assert_eq!(located.exit_status, 0);
+    assert_eq!(located.duration_ns, 0);
+    assert!(notes.is_empty(), "{}", String::from_utf8_lossy(&notes));
+    let mut out = Vec::new();
+    render::text(&mut out, &located.profile).unwrap();
+    let golden = std::fs::read_to_string(fixtures().join("chase.report.txt")).unwrap();
+    assert_eq!(
+        without_source_lines(&String::from_utf8(out).unwrap()),
+        without_source_lines(&golden)
+    );
+}
+
+#[test]
+fn json_document_has_the_schema_and_the_hot_function() {
+    let located = tma_profile::run(&import_config(), &mut std::io::sink()).unwrap();
+    let mut out = Vec::new();
+    render::json(&mut out, &located.profile).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["schema"], tma_profile::JSON_SCHEMA);
+    assert_eq!(v["schema_version"], tma_profile::JSON_SCHEMA_VERSION);
+    assert_eq!(v["functions"][0]["function"], "chase");
+}
+
+#[test]
+fn settings_that_do_not_go_together_are_refused() {
+    let run = |cfg: LocateConfig| tma_profile::run(&cfg, &mut std::io::sink()).unwrap_err();
+    let e = run(LocateConfig {
+        node: Some("Memory_Bound".into()),
+        ..import_config()
+    });
+    assert!(matches!(e, LocateError::Usage(_)), "{e}");
+    let e = run(LocateConfig {
+        command: vec!["true".into()],
+        ..import_config()
+    });
+    assert_eq!(e.to_string(), "--import reads a file: give no command");
+    let e = run(LocateConfig {
+        pid: Some(1),
+        command: vec!["true".into()],
+        ..LocateConfig::default()
+    });
+    assert!(e.to_string().contains("not both"), "{e}");
+    let e = run(LocateConfig::default());
+    assert!(e.to_string().starts_with("nothing to sample"), "{e}");
+    let e = run(LocateConfig {
+        import: Some(fixtures().join("chase.c")),
+        ..LocateConfig::default()
+    });
+    assert!(matches!(e, LocateError::Import { .. }), "{e}");
+}

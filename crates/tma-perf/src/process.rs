@@ -26,7 +26,8 @@ pub struct HeldChild {
     pid: i32,
     go: Option<io::PipeWriter>,
     exec_err: io::PipeReader,
-    reaped: bool,
+    /// Set once the child was reaped.
+    status: Option<ExitStatus>,
 }
 
 impl HeldChild {
@@ -74,7 +75,7 @@ impl HeldChild {
             pid,
             go: Some(go_w),
             exec_err: err_r,
-            reaped: false,
+            status: None,
         })
     }
 
@@ -102,27 +103,26 @@ impl HeldChild {
         Ok(())
     }
 
-    /// Non-blocking wait: the exit status once the child has ended (`None` while it runs, and
-    /// after it was reaped already).
+    /// Non-blocking wait: the exit status once the child has ended, `None` while it runs
+    /// (as `std::process::Child::try_wait`, the status is kept once reaped).
     pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
-        if self.reaped {
-            return Ok(None);
+        if self.status.is_none() {
+            self.status = crate::sys::wait_status(self.pid, true)?.map(ExitStatus::from_raw);
         }
-        let st = crate::sys::wait_status(self.pid, true)?;
-        self.reaped = st.is_some();
-        Ok(st.map(ExitStatus::from_raw))
+        Ok(self.status)
     }
 
     /// Blocking wait, retried on EINTR.
     pub fn wait(&mut self) -> io::Result<ExitStatus> {
-        if self.reaped {
-            return Err(io::Error::other("the command was reaped already"));
+        if let Some(st) = self.status {
+            return Ok(st);
         }
         loop {
             match crate::sys::wait_status(self.pid, false) {
                 Ok(Some(st)) => {
-                    self.reaped = true;
-                    return Ok(ExitStatus::from_raw(st));
+                    let st = ExitStatus::from_raw(st);
+                    self.status = Some(st);
+                    return Ok(st);
                 }
                 Ok(None) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -133,7 +133,7 @@ impl HeldChild {
 
     /// Send `sig` to the child unless it was reaped (then its pid may be someone else's).
     pub fn signal(&self, sig: i32) {
-        if !self.reaped {
+        if self.status.is_none() {
             let _ = crate::sys::kill(self.pid, sig);
         }
     }
@@ -144,7 +144,7 @@ impl HeldChild {
     }
 
     fn abort_in_place(&mut self) {
-        if self.go.take().is_some() && !self.reaped {
+        if self.go.take().is_some() && self.status.is_none() {
             let _ = self.wait();
         }
     }
@@ -279,7 +279,8 @@ mod tests {
         assert!(c.pid() > 0);
         c.release().unwrap();
         assert_eq!(c.wait().unwrap().code(), Some(7));
-        assert!(c.try_wait().unwrap().is_none());
+        assert_eq!(c.try_wait().unwrap().and_then(|s| s.code()), Some(7));
+        assert_eq!(c.wait().unwrap().code(), Some(7));
     }
 
     #[test]

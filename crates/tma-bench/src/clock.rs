@@ -1,8 +1,10 @@
-//! Clock backends other than the TSC: PERF_COUNT_HW_CPU_CYCLES through perf_event_open
-//! (perf-event2), read with read(2) (`perf`) or from user space through the perf mmap page and
-//! rdpmc (`rdpmc`, perf-event2's `Sampler::read_user`).
+//! Clock backends other than the TSC: PERF_COUNT_HW_CPU_CYCLES opened through tma-perf
+//! ([`tma_perf::cycles`]), read with read(2) (`perf`) or from user space through the perf mmap
+//! page and rdpmc (`rdpmc`).
 
 use std::io;
+
+use tma_perf::cycles::Cycles;
 
 /// Why the cycles event cannot be used, in words a user can act on.
 pub fn explain_open_error(e: &io::Error, paranoid: Option<i32>) -> String {
@@ -24,12 +26,8 @@ fn paranoid() -> Option<i32> {
 }
 
 /// Open a user-space-only cycles counter on the calling thread.
-pub fn open_cycles() -> Result<perf_event::Counter, String> {
-    perf_event::Builder::new(perf_event::events::Hardware::CPU_CYCLES)
-        .exclude_kernel(true)
-        .exclude_hv(true)
-        .build()
-        .map_err(|e| explain_open_error(&e, paranoid()))
+pub fn open_cycles() -> Result<Cycles, String> {
+    Cycles::open().map_err(|e| explain_open_error(&e, paranoid()))
 }
 
 /// Whether a clock can be used on this machine (Err carries the reason, e.g.
@@ -47,11 +45,11 @@ pub fn available(clock: crate::ClockKind) -> Result<(), String> {
         crate::ClockKind::Rdpmc => {
             let c = open_cycles()?;
             let mut s = c
-                .sampled(0)
+                .into_user_reads()
                 .map_err(|e| format!("cannot map the perf page: {e}"))?;
             s.enable()
                 .map_err(|e| format!("cannot enable the cycles counter: {e}"))?;
-            if s.read_user().count().is_some() {
+            if s.read().is_some() {
                 Ok(())
             } else {
                 Err("the kernel does not allow user-space counter reads (cap_user_rdpmc=0)".into())

@@ -257,7 +257,8 @@ pub fn run(
     }
     // ...and one at a time per machine (best effort: without a writable temp dir, no lock).
     let _machine_lock = sys::FileLock::acquire(&std::env::temp_dir().join("tma-bench.lock")).ok();
-    let (rd, wr) = sys::pipe().map_err(|e| io("pipe", e))?;
+    let (rd, wr) = std::io::pipe().map_err(|e| io("pipe", e))?;
+    let (rd, wr) = (OwnedFd::from(rd), OwnedFd::from(wr));
     match sys::fork().map_err(|e| io("fork", e))? {
         sys::Forked::Child => {
             drop(rd);
@@ -297,8 +298,8 @@ pub fn run(
 /// One clock reading around a call.
 enum Counter {
     Tsc,
-    Perf(perf_event::Counter),
-    Rdpmc(perf_event::Sampler),
+    Perf(tma_perf::cycles::Cycles),
+    Rdpmc(tma_perf::cycles::UserCycles),
 }
 
 impl Counter {
@@ -314,11 +315,11 @@ impl Counter {
             ClockKind::Rdpmc => {
                 let c = crate::clock::open_cycles().map_err(|e| e.to_string())?;
                 let mut s = c
-                    .sampled(0)
+                    .into_user_reads()
                     .map_err(|e| format!("rdpmc: cannot map the perf page: {e}"))?;
                 s.enable()
                     .map_err(|e| format!("rdpmc: cannot enable: {e}"))?;
-                if s.read_user().count().is_none() {
+                if s.read().is_none() {
                     return Err("rdpmc: the kernel does not allow user-space counter reads (cap_user_rdpmc=0; see /sys/bus/event_source/devices/cpu/rdpmc)".into());
                 }
                 Ok(Counter::Rdpmc(s))
@@ -330,7 +331,7 @@ impl Counter {
         match self {
             Counter::Tsc => 0,
             Counter::Perf(c) => c.read().unwrap_or(0),
-            Counter::Rdpmc(s) => s.read_user().count().unwrap_or(0),
+            Counter::Rdpmc(s) => s.read().unwrap_or(0),
         }
     }
 }

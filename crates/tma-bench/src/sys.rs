@@ -4,7 +4,7 @@
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 fn last_err() -> io::Error {
@@ -106,17 +106,6 @@ impl Drop for Mapping {
         // SAFETY: unmapping exactly the region mmap returned.
         unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
     }
-}
-
-/// A pipe (read end, write end), close-on-exec.
-pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: fds is a valid 2-element array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(last_err());
-    }
-    // SAFETY: both fds were just returned by pipe2 and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// Result of fork from the caller's point of view.

@@ -1,12 +1,12 @@
 //! `tma kvm` end to end. The guest runner is this test binary itself: run with
-//! TMA_KVM_RUNNER_CHILD=1, the `runner_child` test runs the tma-kvm guest and prints its
+//! TMA_KVM_RUNNER_CHILD=1, the `runner_child` test runs the tma-testvmm guest and prints its
 //! `EXPECT` line, so `tma kvm -- <this test binary> runner_child` measures a real VM.
 
 use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 
-use tma_kvm::runner::RunnerCounts;
+use tma_testvmm::RunnerCounts;
 
 const TMA: &str = env!("CARGO_BIN_EXE_tma");
 static LOCK: Mutex<()> = Mutex::new(());
@@ -40,7 +40,7 @@ fn runner_child() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(N);
-    let got = tma_kvm::runner::run_guest(n).expect("guest runs");
+    let got = tma_testvmm::run_guest(n).expect("guest runs");
     println!("\n{}", RunnerCounts::expected(u32::from(n)).expect_line());
     let stats: Vec<String> = got
         .kvm_stats

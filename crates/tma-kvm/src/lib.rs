@@ -13,13 +13,14 @@
 //!   `kvm_entry` of the same thread for the handling time, and summarises the VMM-level events
 //!   (`kvm_userspace_exit`, `kvm_pio`, `kvm_mmio`, `kvm_msr`, `kvm_cpuid`, `kvm_emulate_insn`).
 //! * [`session::run`] samples every kvm tracepoint with `sample_period = 1` and
-//!   `PERF_SAMPLE_RAW | TID | TIME | CPU` from per-CPU ring buffers.
+//!   `PERF_SAMPLE_RAW | TID | TIME | CPU` from per-CPU ring buffers, opened and read through
+//!   `tma_perf::tracepoint` (the launched command is a `tma_perf::process::HeldChild`).
 //!
 //! # Tracepoints are not PMU counters
 //! `PERF_TYPE_TRACEPOINT` events are software events fired by static trace points in the
 //! kernel, so this crate works on hosts and VMs without a hardware PMU. Opening them needs
-//! root, or CAP_PERFMON plus read access to tracefs. All `unsafe` code (perf_event_open, the
-//! mmap ring, mount/umount, signal handling) is in the small `sys` module.
+//! root, or CAP_PERFMON plus read access to tracefs. This crate's only `unsafe` code,
+//! mount/umount of tracefs, is in the small `sys` module.
 //!
 //! # Backends that emit no `kvm_exit`
 //! Some KVM vendor modules (the software `kvm_pvm`, for one) never fire `kvm_exit`/`kvm_entry`
@@ -27,15 +28,13 @@
 //! the report then says in one line that this backend does not emit `kvm_exit` and shows the
 //! VMM-level breakdown instead of an empty table.
 //!
-//! The [`runner`] module is a tiny VMM (used by the `tma-kvm-runner` test binary) whose guest
-//! performs known numbers of exit-causing operations.
+//! The tests measure a tiny VMM whose guest performs known numbers of exit-causing operations:
+//! the dev-only `tma-testvmm` crate.
 
 pub mod decode;
 pub mod format;
 pub mod reasons;
-pub mod record;
 pub mod render;
-pub mod runner;
 pub mod session;
 pub mod stats;
 mod sys;
@@ -71,6 +70,4 @@ pub enum KvmError {
     NotAVmm(u32),
     #[error("{0}")]
     Launch(String),
-    #[error("guest runner: {0}")]
-    Runner(String),
 }

@@ -1,17 +1,18 @@
 //! A live measurement: open every kvm tracepoint on every CPU with sample_period=1, read the
 //! per-CPU rings, decode and aggregate.
 
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
+use tma_perf::process::{self, HeldChild};
+use tma_perf::tracepoint::{
+    TraceRecord, TracepointError, TracepointId, TracepointRings, TracepointTarget,
+};
+
 use crate::decode::Decoder;
 use crate::reasons::Isa;
-use crate::record::{parse, PerfRecord};
 use crate::stats::{Aggregator, KvmReport, Sample};
-use crate::sys;
 use crate::tracefs::{detect_backend, is_vmm, Tracefs};
 use crate::KvmError;
 use tma_perf::host::Host;
@@ -79,11 +80,6 @@ fn host_isa_fallback(host: &Host) -> Option<Isa> {
     }
 }
 
-struct Running {
-    rings: Vec<sys::Ring>,
-    fds: Vec<OwnedFd>,
-}
-
 /// Run a measurement. `on_interval` gets a report of each `-I` interval (exits whose
 /// `kvm_entry` falls in the next interval have no time in either interval report; the final
 /// report pairs across intervals).
@@ -104,7 +100,8 @@ pub fn run(
     }
     // From here on a Ctrl-C only sets a flag: the run ends normally and what we mounted is
     // unmounted.
-    sys::catch_interrupts();
+    process::catch_interrupts()
+        .map_err(|e| KvmError::Perf(format!("cannot install the Ctrl-C handler: {e}")))?;
     let tracefs = Tracefs::find_or_mount(&cfg.root)?;
     let formats = tracefs.kvm_formats()?;
     let mut decoder = Decoder::new(&formats)?;
@@ -115,82 +112,34 @@ pub fn run(
         .map_err(|e| KvmError::Tracefs(format!("cannot read the online CPU list: {e}")))?;
 
     // Launch the command held before exec, so the events are attached before it runs.
-    let mut child: Option<sys::HeldChild> = None;
+    let mut child: Option<HeldChild> = None;
     if let Target::Command(argv) = &cfg.target {
         if argv.is_empty() {
             return Err(KvmError::Launch("no command given after --".into()));
         }
         child = Some(
-            sys::spawn_held(argv)
+            HeldChild::spawn(argv)
                 .map_err(|e| KvmError::Launch(format!("cannot start `{}`: {e}", argv[0])))?,
         );
     }
-    let kill_child = |child: &mut Option<sys::HeldChild>| {
-        if let Some(c) = child.as_mut() {
-            c.kill();
-        }
+    let target = match &child {
+        Some(c) => TracepointTarget::Launched(c.pid()),
+        None => TracepointTarget::AllProcesses,
     };
-
-    let (pid, inherit) = match (&cfg.target, &child) {
-        (Target::Command(_), Some(c)) => (c.pid, true),
-        _ => (-1, false),
-    };
-    let mut running = Running {
-        rings: Vec::new(),
-        fds: Vec::new(),
-    };
-    for &cpu in &cpus {
-        let mut leader: Option<usize> = None;
-        for f in &formats {
-            let o = sys::TpOpen {
-                id: f.id,
-                pid,
-                cpu: cpu as i32,
-                inherit,
-                enable_on_exec: inherit,
-            };
-            let fd = match sys::open_tracepoint(&o) {
-                Ok(fd) => fd,
-                Err(e) => {
-                    kill_child(&mut child);
-                    return Err(open_error(&f.name, e, &host));
-                }
-            };
-            match leader {
-                None => {
-                    let ring = match sys::Ring::map(fd, cfg.mmap_pages) {
-                        Ok(r) => r,
-                        Err(e) => {
-                            kill_child(&mut child);
-                            return Err(KvmError::Perf(format!(
-                                "cannot map the ring buffer of {}: {e}",
-                                f.name
-                            )));
-                        }
-                    };
-                    running.rings.push(ring);
-                    leader = Some(running.rings.len() - 1);
-                }
-                Some(l) => {
-                    if let Err(e) = sys::set_output(&fd, running.rings[l].fd()) {
-                        kill_child(&mut child);
-                        return Err(KvmError::Perf(format!(
-                            "cannot share the ring buffer for {}: {e}",
-                            f.name
-                        )));
-                    }
-                    running.fds.push(fd);
-                }
-            }
-        }
-    }
+    let ids: Vec<TracepointId> = formats
+        .iter()
+        .map(|f| TracepointId {
+            id: f.id,
+            name: f.name.clone(),
+        })
+        .collect();
+    // An error drops (so aborts) a child not yet released: it never runs unmeasured.
+    let mut rings =
+        TracepointRings::open(&ids, &cpus, target, cfg.mmap_pages).map_err(|e| setup_error(e, &host))?;
     if child.is_none() {
-        for r in &running.rings {
-            sys::enable(r.fd()).map_err(|e| KvmError::Perf(format!("enable: {e}")))?;
-        }
-        for fd in &running.fds {
-            sys::enable(fd).map_err(|e| KvmError::Perf(format!("enable: {e}")))?;
-        }
+        rings
+            .enable()
+            .map_err(|e| KvmError::Perf(format!("enable: {e}")))?;
     }
     let start = Instant::now();
     // Let the child exec: enable_on_exec turns the events on.
@@ -200,7 +149,6 @@ pub fn run(
                 Target::Command(a) => a[0].clone(),
                 _ => String::new(),
             };
-            let _ = c.wait();
             return Err(KvmError::Launch(format!("cannot run `{name}`: {e}")));
         }
     }
@@ -214,13 +162,12 @@ pub fn run(
     let mut last_tick = Instant::now();
     let mut batch: Vec<Sample> = Vec::new();
     let mut child_status = None;
-    let raw_fds: Vec<_> = running.rings.iter().map(|r| r.fd().as_raw_fd()).collect();
     loop {
-        let mut stop = sys::interrupted();
+        let mut stop = process::interrupted();
         if let Some(c) = child.as_mut() {
             match c.try_wait() {
                 Ok(Some(st)) => {
-                    child_status = Some(ExitStatus::from_raw(st));
+                    child_status = Some(st);
                     stop = true;
                 }
                 Ok(None) => {}
@@ -231,15 +178,10 @@ pub fn run(
             stop = true;
         }
         if stop {
-            for r in &running.rings {
-                let _ = sys::disable(r.fd());
-            }
-            for fd in &running.fds {
-                let _ = sys::disable(fd);
-            }
+            rings.disable();
         }
         drain(
-            &mut running,
+            &mut rings,
             &decoder,
             filter_pid,
             &mut batch,
@@ -257,21 +199,28 @@ pub fn run(
         if stop {
             break;
         }
-        sys::poll_fds(&raw_fds, 100);
+        rings.wait(100);
     }
     if let (Some(c), None) = (child.as_mut(), child_status) {
         // Interrupted: the child got the same Ctrl-C; collect it.
-        child_status = c.wait().ok().map(ExitStatus::from_raw);
+        child_status = c.wait().ok();
     }
     let elapsed = start.elapsed().as_secs_f64();
     let mounted = tracefs.mounted_by_us();
-    drop(running);
+    drop(rings);
     drop(tracefs);
     Ok(Outcome {
         report: total.report(elapsed, &backend.module),
         child_status,
         mounted_tracefs: mounted,
     })
+}
+
+fn setup_error(e: TracepointError, host: &Host) -> KvmError {
+    match e {
+        TracepointError::Open { name, err } => open_error(&name, err, host),
+        other => KvmError::Perf(other.to_string()),
+    }
 }
 
 fn open_error(name: &str, e: std::io::Error, host: &Host) -> KvmError {
@@ -287,7 +236,7 @@ fn open_error(name: &str, e: std::io::Error, host: &Host) -> KvmError {
 }
 
 fn drain(
-    running: &mut Running,
+    rings: &mut TracepointRings,
     decoder: &Decoder,
     filter_pid: Option<u32>,
     batch: &mut Vec<Sample>,
@@ -298,36 +247,34 @@ fn drain(
     let mut lost = 0u64;
     let mut bad = 0u64;
     let mut throttled = 0u64;
-    for ring in &mut running.rings {
-        ring.drain(|rec| match parse(rec) {
-            Some(PerfRecord::Sample {
-                pid,
-                tid,
-                time_ns,
-                cpu,
-                raw,
-            }) => {
-                if filter_pid.is_some_and(|p| p != pid) {
-                    return;
-                }
-                match decoder.decode(raw) {
-                    Ok(Some(event)) => batch.push(Sample {
-                        pid,
-                        tid,
-                        time_ns,
-                        cpu,
-                        event,
-                    }),
-                    Ok(None) => {}
-                    Err(_) => bad += 1,
-                }
+    rings.drain(|rec| match rec {
+        TraceRecord::Sample {
+            pid,
+            tid,
+            time_ns,
+            cpu,
+            raw,
+        } => {
+            if filter_pid.is_some_and(|p| p != pid) {
+                return;
             }
-            Some(PerfRecord::Lost { lost: n }) => lost += n,
-            Some(PerfRecord::Throttle(true)) => throttled += 1,
-            Some(_) => {}
-            None => bad += 1,
-        });
-    }
+            match decoder.decode(raw) {
+                Ok(Some(event)) => batch.push(Sample {
+                    pid,
+                    tid,
+                    time_ns,
+                    cpu,
+                    event,
+                }),
+                Ok(None) => {}
+                Err(_) => bad += 1,
+            }
+        }
+        TraceRecord::Lost { lost: n } => lost += n,
+        TraceRecord::Throttle(true) => throttled += 1,
+        TraceRecord::Truncated => bad += 1,
+        _ => {}
+    });
     batch.sort_by_key(|s| s.time_ns);
     for s in batch.iter() {
         total.add(s);

@@ -277,49 +277,39 @@ impl Aggregator {
 
     /// Build the report. `elapsed_s` is the measured wall time (for rates); `backend` the KVM
     /// module name from [`crate::backend::detect`].
+    ///
+    /// The samples were collected by [`Aggregator::add`]; here the totals are taken first
+    /// ([`Scale`]), then each table becomes sorted, render-ready rows.
     pub fn report(&self, elapsed_s: f64, backend: &str) -> KvmReport {
-        let total = self.totals.kvm_exit;
-        let time_total: u64 = self.exits.values().map(|a| a.dur.sum).sum();
-        let rate = |n: u64| {
-            if elapsed_s > 0.0 {
-                n as f64 / elapsed_s
-            } else {
-                0.0
-            }
+        let scale = Scale {
+            elapsed_s,
+            exit_time_total: self.exits.values().map(|a| a.dur.sum).sum(),
         };
-        let pct = |n: u64, d: u64| {
-            if d > 0 {
-                100.0 * n as f64 / d as f64
-            } else {
-                0.0
-            }
-        };
-        let rows = |m: &BTreeMap<ExitReason, ReasonAcc>, tot: u64| {
-            let mut v: Vec<ReasonRow> = m
-                .iter()
-                .map(|(r, a)| ReasonRow {
-                    name: r.to_string(),
-                    isa: isa_label(r.isa),
-                    code: r.code,
-                    failed_vmentry: r.failed_vmentry,
-                    known: r.name().is_some(),
-                    count: a.count,
-                    share_pct: pct(a.count, tot),
-                    rate_per_s: rate(a.count),
-                    paired: a.dur.n,
-                    time_share_pct: pct(a.dur.sum, time_total),
-                    min_us: (a.dur.n > 0).then(|| a.dur.min as f64 / 1e3),
-                    mean_us: (a.dur.n > 0).then(|| a.dur.mean / 1e3),
-                    max_us: (a.dur.n > 0).then(|| a.dur.max as f64 / 1e3),
-                    mean_rel_err_pct: a.dur.rel_err_pct(),
-                })
-                .collect();
-            v.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
-            v
-        };
-        let exits = rows(&self.exits, total);
-        let per_vcpu = self
-            .threads
+        KvmReport {
+            backend: backend.to_string(),
+            duration_s: elapsed_s,
+            totals: self.totals,
+            kvm_exit_not_emitted: self.kvm_exit_not_emitted(backend),
+            exits: reason_rows(&self.exits, self.totals.kvm_exit, &scale),
+            exit_time_total_us: scale.exit_time_total as f64 / 1e3,
+            unpaired_exits: self.unpaired_exits + self.pending.len() as u64,
+            timer: self.timer_summary(&scale),
+            userspace_exits: self.userspace_exit_rows(&scale),
+            pio: self.pio_rows(),
+            mmio: self.mmio_rows(),
+            msr: self.msr_rows(),
+            cpuid: self.cpuid_rows(),
+            emulated_insns: self.totals.kvm_emulate_insn,
+            emulation_failed: self.emulate_failed,
+            per_vcpu: self.vcpu_rows(&scale),
+            lost_records: self.lost,
+            throttle_events: self.throttled,
+            undecodable_records: self.undecodable,
+        }
+    }
+
+    fn vcpu_rows(&self, scale: &Scale) -> Vec<VcpuRow> {
+        self.threads
             .iter()
             .filter(|(_, t)| !t.exits.is_empty() || t.userspace_exits > 0 || t.emulated > 0)
             .map(|(tid, t)| {
@@ -331,16 +321,34 @@ impl Aggregator {
                     exits: n,
                     userspace_exits: t.userspace_exits,
                     emulated_insns: t.emulated,
-                    reasons: rows(&t.exits, n),
+                    reasons: reason_rows(&t.exits, n, scale),
                 }
             })
-            .collect();
-        let timer_total = self.timer.external_interrupt
-            + self.timer.preemption_timer
-            + self.timer.tdcall
-            + self.timer.svm_interrupt
-            + self.timer.tsc_deadline_writes;
-        let mut userspace_exits: Vec<UexitRow> = self
+            .collect()
+    }
+
+    fn timer_summary(&self, scale: &Scale) -> TimerSummary {
+        let t = &self.timer;
+        let total = t.external_interrupt
+            + t.preemption_timer
+            + t.tdcall
+            + t.svm_interrupt
+            + t.tsc_deadline_writes;
+        let exits = self.totals.kvm_exit;
+        TimerSummary {
+            total,
+            share_of_exits_pct: (exits > 0).then(|| pct(total, exits)),
+            external_interrupt: t.external_interrupt,
+            preemption_timer: t.preemption_timer,
+            tdcall: t.tdcall,
+            svm_interrupt: t.svm_interrupt,
+            tsc_deadline_msr_writes: t.tsc_deadline_writes,
+            rate_per_s: scale.rate(total),
+        }
+    }
+
+    fn userspace_exit_rows(&self, scale: &Scale) -> Vec<UexitRow> {
+        let mut rows: Vec<UexitRow> = self
             .uexit
             .iter()
             .map(|(&(reason, errno), &count)| UexitRow {
@@ -357,11 +365,15 @@ impl Aggregator {
                 errno,
                 count,
                 share_pct: pct(count, self.totals.kvm_userspace_exit),
-                rate_per_s: rate(count),
+                rate_per_s: scale.rate(count),
             })
             .collect();
-        userspace_exits.sort_by(|a, b| b.count.cmp(&a.count).then(a.reason.cmp(&b.reason)));
-        let mut pio: Vec<PioRow> = self
+        rows.sort_by(|a, b| b.count.cmp(&a.count).then(a.reason.cmp(&b.reason)));
+        rows
+    }
+
+    fn pio_rows(&self) -> Vec<PioRow> {
+        let mut rows: Vec<PioRow> = self
             .pio
             .iter()
             .map(|(&(port, write), &(count, bytes))| {
@@ -379,8 +391,12 @@ impl Aggregator {
                 }
             })
             .collect();
-        pio.sort_by(|a, b| b.count.cmp(&a.count).then(a.port.cmp(&b.port)));
-        let mut mmio: Vec<MmioRow> = self
+        rows.sort_by(|a, b| b.count.cmp(&a.count).then(a.port.cmp(&b.port)));
+        rows
+    }
+
+    fn mmio_rows(&self) -> Vec<MmioRow> {
+        let mut rows: Vec<MmioRow> = self
             .mmio
             .iter()
             .map(|(&(gpa, kind), &count)| {
@@ -399,8 +415,12 @@ impl Aggregator {
                 }
             })
             .collect();
-        mmio.sort_by(|a, b| b.count.cmp(&a.count).then(a.gpa.cmp(&b.gpa)));
-        let mut msr: Vec<MsrRow> = self
+        rows.sort_by(|a, b| b.count.cmp(&a.count).then(a.gpa.cmp(&b.gpa)));
+        rows
+    }
+
+    fn msr_rows(&self) -> Vec<MsrRow> {
+        let mut rows: Vec<MsrRow> = self
             .msr
             .iter()
             .map(|(&(ecx, write), &(count, exc))| {
@@ -418,63 +438,94 @@ impl Aggregator {
                 }
             })
             .collect();
-        msr.sort_by(|a, b| b.count.cmp(&a.count).then(a.msr.cmp(&b.msr)));
-        let mut cpuid: Vec<CpuidRow> = self
+        rows.sort_by(|a, b| b.count.cmp(&a.count).then(a.msr.cmp(&b.msr)));
+        rows
+    }
+
+    fn cpuid_rows(&self) -> Vec<CpuidRow> {
+        let mut rows: Vec<CpuidRow> = self
             .cpuid
             .iter()
             .map(|(&function, &count)| CpuidRow { function, count })
             .collect();
-        cpuid.sort_by(|a, b| b.count.cmp(&a.count).then(a.function.cmp(&b.function)));
-        let kvm_exit_not_emitted = (total == 0 && self.totals.vmm_level_moved()).then(|| {
-            let by = |r: u32| {
-                self.uexit
-                    .iter()
-                    .filter(|((x, e), _)| *x == r && *e >= 0)
-                    .map(|(_, c)| *c)
-                    .sum::<u64>()
-            };
-            let others = self.totals.kvm_userspace_exit - by(2) - by(6) - by(5);
-            format!(
-                "{backend} does not emit kvm_exit: 0 kvm_exit records while {} userspace exits (IO {}, MMIO {}, HLT {}{}) and {} emulated instructions were recorded; VMM-level exits follow.",
-                self.totals.kvm_userspace_exit,
-                by(2),
-                by(6),
-                by(5),
-                if others > 0 { format!(", other {others}") } else { String::new() },
-                self.totals.kvm_emulate_insn
-            )
-        });
-        KvmReport {
-            backend: backend.to_string(),
-            duration_s: elapsed_s,
-            totals: self.totals,
-            kvm_exit_not_emitted,
-            exits,
-            exit_time_total_us: time_total as f64 / 1e3,
-            unpaired_exits: self.unpaired_exits + self.pending.len() as u64,
-            timer: TimerSummary {
-                total: timer_total,
-                share_of_exits_pct: (total > 0).then(|| pct(timer_total, total)),
-                external_interrupt: self.timer.external_interrupt,
-                preemption_timer: self.timer.preemption_timer,
-                tdcall: self.timer.tdcall,
-                svm_interrupt: self.timer.svm_interrupt,
-                tsc_deadline_msr_writes: self.timer.tsc_deadline_writes,
-                rate_per_s: rate(timer_total),
-            },
-            userspace_exits,
-            pio,
-            mmio,
-            msr,
-            cpuid,
-            emulated_insns: self.totals.kvm_emulate_insn,
-            emulation_failed: self.emulate_failed,
-            per_vcpu,
-            lost_records: self.lost,
-            throttle_events: self.throttled,
-            undecodable_records: self.undecodable,
+        rows.sort_by(|a, b| b.count.cmp(&a.count).then(a.function.cmp(&b.function)));
+        rows
+    }
+
+    /// The one-line explanation when the backend fired VMM-level events but no `kvm_exit`.
+    fn kvm_exit_not_emitted(&self, backend: &str) -> Option<String> {
+        if self.totals.kvm_exit != 0 || !self.totals.vmm_level_moved() {
+            return None;
+        }
+        let by = |r: u32| {
+            self.uexit
+                .iter()
+                .filter(|((x, e), _)| *x == r && *e >= 0)
+                .map(|(_, c)| *c)
+                .sum::<u64>()
+        };
+        let others = self.totals.kvm_userspace_exit - by(2) - by(6) - by(5);
+        Some(format!(
+            "{backend} does not emit kvm_exit: 0 kvm_exit records while {} userspace exits (IO {}, MMIO {}, HLT {}{}) and {} emulated instructions were recorded; VMM-level exits follow.",
+            self.totals.kvm_userspace_exit,
+            by(2),
+            by(6),
+            by(5),
+            if others > 0 { format!(", other {others}") } else { String::new() },
+            self.totals.kvm_emulate_insn
+        ))
+    }
+}
+
+/// What rows are scaled by: the measured wall time (rates) and the summed handling time of
+/// all paired exits (time shares).
+struct Scale {
+    elapsed_s: f64,
+    exit_time_total: u64,
+}
+
+impl Scale {
+    fn rate(&self, n: u64) -> f64 {
+        if self.elapsed_s > 0.0 {
+            n as f64 / self.elapsed_s
+        } else {
+            0.0
         }
     }
+}
+
+/// `n` as a percentage of `d` (0 when `d` is 0).
+fn pct(n: u64, d: u64) -> f64 {
+    if d > 0 {
+        100.0 * n as f64 / d as f64
+    } else {
+        0.0
+    }
+}
+
+/// Exit reasons as rows, most frequent first; `total` is what the shares are of.
+fn reason_rows(m: &BTreeMap<ExitReason, ReasonAcc>, total: u64, scale: &Scale) -> Vec<ReasonRow> {
+    let mut v: Vec<ReasonRow> = m
+        .iter()
+        .map(|(r, a)| ReasonRow {
+            name: r.to_string(),
+            isa: isa_label(r.isa),
+            code: r.code,
+            failed_vmentry: r.failed_vmentry,
+            known: r.name().is_some(),
+            count: a.count,
+            share_pct: pct(a.count, total),
+            rate_per_s: scale.rate(a.count),
+            paired: a.dur.n,
+            time_share_pct: pct(a.dur.sum, scale.exit_time_total),
+            min_us: (a.dur.n > 0).then(|| a.dur.min as f64 / 1e3),
+            mean_us: (a.dur.n > 0).then(|| a.dur.mean / 1e3),
+            max_us: (a.dur.n > 0).then(|| a.dur.max as f64 / 1e3),
+            mean_rel_err_pct: a.dur.rel_err_pct(),
+        })
+        .collect();
+    v.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
+    v
 }
 
 fn isa_label(i: Isa) -> String {

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use tma_kvm::decode::{build_record, Decoder, KvmEvent};
 use tma_kvm::reasons::{ExitReason, Isa};
-use tma_kvm::record;
 use tma_kvm::stats::{Aggregator, KvmReport, Sample};
 use tma_kvm::{render, EventFormat, RenderOptions};
+use tma_perf::tracepoint::{parse_record, sample_body, TraceRecord, PERF_RECORD_SAMPLE};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/kvm")
@@ -104,14 +104,14 @@ fn msr_rec(f: &[EventFormat], write: bool, ecx: u32) -> Vec<u8> {
 
 /// Feed raw records through the perf record layer and the decoder, as the live path does.
 fn feed(agg: &mut Aggregator, d: &Decoder, pid: u32, tid: u32, t: u64, raw: &[u8]) {
-    let rec = record::build_sample(pid, tid, t, 0, raw);
-    let record::PerfRecord::Sample {
+    let body = sample_body(pid, tid, t, 0, raw);
+    let TraceRecord::Sample {
         pid,
         tid,
         time_ns,
         cpu,
         raw,
-    } = record::parse(&rec).unwrap()
+    } = parse_record(PERF_RECORD_SAMPLE, &body)
     else {
         panic!("not a sample")
     };

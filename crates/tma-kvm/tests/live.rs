@@ -1,11 +1,13 @@
-//! Live tests on this machine: tracefs mounting, and the runner measured through the library's
-//! sampling session. They need root and /dev/kvm and skip with a printed reason otherwise.
+//! Live tests on this machine: tracefs mounting, and the test VMM measured through the
+//! library's sampling session. They need root and /dev/kvm and skip with a printed reason
+//! otherwise. The measured VMM is this test binary itself: run with TMA_KVM_RUNNER_CHILD=1, the
+//! `runner_child` test runs the `tma-testvmm` guest.
 
 use std::path::Path;
 use std::sync::Mutex;
 
-use tma_kvm::runner::RunnerCounts;
 use tma_kvm::{SessionConfig, Target, Tracefs};
+use tma_testvmm::RunnerCounts;
 
 /// tracefs mounting is process-global state: one live test at a time.
 static LOCK: Mutex<()> = Mutex::new(());
@@ -37,6 +39,18 @@ fn skip_reason() -> Option<&'static str> {
         return Some("no /dev/kvm");
     }
     None
+}
+
+/// The measured guest: only does something when launched by `runner_exact_vmm_level_counts`.
+#[test]
+fn runner_child() {
+    let Some(n) = std::env::var_os("TMA_KVM_RUNNER_CHILD") else {
+        return;
+    };
+    let n: u16 = n.to_str().and_then(|s| s.parse().ok()).expect("iterations");
+    let mut got = tma_testvmm::run_guest(n).expect("guest runs");
+    got.kvm_stats.clear();
+    assert_eq!(got, RunnerCounts::expected(u32::from(n)));
 }
 
 #[test]
@@ -132,8 +146,15 @@ fn runner_exact_vmm_level_counts() {
     }
     let before = tracefs_mounts();
     let n = 300u16;
-    let exe = env!("CARGO_BIN_EXE_tma-kvm-runner");
-    let cfg = SessionConfig::new(Target::Command(vec![exe.to_string(), n.to_string()]));
+    let me = std::env::current_exe().unwrap();
+    let cfg = SessionConfig::new(Target::Command(vec![
+        "env".into(),
+        format!("TMA_KVM_RUNNER_CHILD={n}"),
+        me.display().to_string(),
+        "--exact".into(),
+        "runner_child".into(),
+        "--test-threads=1".into(),
+    ]));
     let out = tma_kvm::run(&cfg, |_| {}).unwrap();
     assert_eq!(tracefs_mounts(), before);
     assert!(out.child_status.unwrap().success());

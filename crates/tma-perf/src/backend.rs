@@ -18,6 +18,7 @@ use crate::attr::{attr_for, check_group, AttachMode, AttrError};
 use crate::event::{EventSpec, SoftwareEvent};
 use crate::host::Host;
 use crate::plan::Plan;
+use crate::process::HeldChild;
 use crate::readings::{Interval, Reading, ReadingStatus};
 use crate::sys;
 use crate::sysfs::Pmus;
@@ -523,8 +524,8 @@ impl Backend for Live {
         on_interval: &mut dyn FnMut(&RawInterval),
     ) -> Result<Measurement, RunError> {
         let pmus = Pmus::discover(&opts.host.sys).unwrap_or_default();
-        sys::install_interrupt_handler()?;
-        let mut child: Option<(sys::HeldChild, Option<OwnedFd>)> = None;
+        crate::process::catch_interrupts()?;
+        let mut child: Option<(HeldChild, Option<OwnedFd>)> = None;
         let mut watch: Vec<OwnedFd> = Vec::new();
         let (points, mode): (Vec<AttachPoint>, AttachMode) = match target {
             Target::Command(argv) => {
@@ -538,8 +539,8 @@ impl Backend for Live {
                     .map(|a| CString::new(a.as_bytes()))
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|_| RunError::CommandNotFound(cmd.clone()))?;
-                let held = sys::spawn_held(&cpath, &cargv)?;
-                let pid = held.pid;
+                let held = HeldChild::spawn_program(&cpath, &cargv)?;
+                let pid = held.pid();
                 child = Some((held, None));
                 (vec![(pid, -1, None, None)], AttachMode::LAUNCH)
             }
@@ -591,7 +592,6 @@ impl Backend for Live {
             Ok(g) => g,
             Err(e) => {
                 if let Some((held, _)) = child.take() {
-                    let _ = sys::kill(held.pid, libc::SIGKILL);
                     held.abort();
                 }
                 return Err(e);
@@ -602,7 +602,7 @@ impl Backend for Live {
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
         if let Some((held, pidfd)) = child.as_mut() {
-            *pidfd = sys::pidfd_open(held.pid).ok();
+            *pidfd = sys::pidfd_open(held.pid()).ok();
             if let Err(source) = held.release() {
                 return Err(RunError::Exec {
                     cmd: match target {
@@ -623,7 +623,7 @@ impl Backend for Live {
         let deadline = opts.duration.map(|d| t0 + d);
         let ending;
         loop {
-            if sys::interrupted() {
+            if crate::process::interrupted() {
                 ending = Ending::Interrupted;
                 break;
             }
@@ -657,7 +657,7 @@ impl Backend for Live {
             if fds.is_empty() {
                 if let Some((held, None)) = &child {
                     // No pidfd (old kernel): poll the child every 50 ms.
-                    match sys::wait_pid(held.pid, true) {
+                    match sys::wait_pid(held.pid(), true) {
                         Ok(Some(e)) => {
                             ending = exit_ending(e);
                             child = None;
@@ -680,7 +680,7 @@ impl Backend for Live {
             if let Some((held, Some(_))) = &child {
                 if ready[0] {
                     let e = loop {
-                        match sys::wait_pid(held.pid, false) {
+                        match sys::wait_pid(held.pid(), false) {
                             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                             Ok(Some(e)) => break Some(e),
                             _ => break None,
@@ -707,7 +707,7 @@ impl Backend for Live {
         if let Some((held, pidfd)) = child.take() {
             // Stopped by Ctrl-C or --duration: that is how the run ended, whatever the
             // (terminated) child's status says.
-            let _ = stop_child(held.pid, pidfd.as_ref());
+            let _ = stop_child(held.pid(), pidfd.as_ref());
         }
         Ok(Measurement {
             start_unix_s,

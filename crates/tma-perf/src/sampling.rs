@@ -29,6 +29,7 @@ use perf_event::events::{Raw, Software};
 use perf_event::{Builder, SampleFlag, SampleSkid, Sampler};
 
 use crate::host::Host;
+use crate::process::{HeldChild, IgnoreSigint};
 
 /// Default sampling frequency, as `perf record` uses.
 pub const DEFAULT_FREQ_HZ: u64 = 4000;
@@ -331,6 +332,8 @@ pub struct Session {
     samplers: Vec<Sampler>,
     attr: Vec<u8>,
     child: Option<HeldChild>,
+    /// The launched command's name, for messages.
+    program: String,
     pid: i32,
     summary: SessionSummary,
 }
@@ -383,7 +386,7 @@ impl Session {
                 // (as perf record does) open one inherited event per CPU for the task.
                 let cpus = cfg.host.online_cpus_or_cpu0();
                 let child = spawn_held(argv)?;
-                let pid = child.pid;
+                let pid = child.pid();
                 let mut samplers = Vec::new();
                 let mut attr = Vec::new();
                 for cpu in cpus {
@@ -403,6 +406,7 @@ impl Session {
                     samplers,
                     attr,
                     child: Some(child),
+                    program: argv[0].clone(),
                     pid,
                     summary,
                 })
@@ -434,6 +438,7 @@ impl Session {
                     samplers,
                     attr,
                     child: None,
+                    program: String::new(),
                     pid,
                     summary,
                 })
@@ -462,14 +467,17 @@ impl Session {
         let deadline = self.cfg.duration.map(|d| start + d);
         // Ctrl-C goes to the whole foreground group: let it end the command, not us, so the
         // samples taken so far are still reported (as `perf record`/`time` do).
-        let _sigint = self.child.as_ref().map(|_| sys::IgnoreSigint::new());
+        let _sigint = self.child.as_ref().map(|_| IgnoreSigint::new());
         // Attached to a process (no child to absorb Ctrl-C): catch SIGINT/SIGTERM into a
         // flag, stop sampling and report what was taken, as `perf record -p` does.
         if self.child.is_none() {
-            crate::sys::install_interrupt_handler().map_err(SamplingError::Signal)?;
+            crate::process::catch_interrupts().map_err(SamplingError::Signal)?;
         }
         if let Some(child) = self.child.as_mut() {
-            child.release()?;
+            child.release().map_err(|err| SamplingError::Spawn {
+                program: self.program.clone(),
+                err,
+            })?;
         }
         loop {
             let mut got = 0usize;
@@ -484,7 +492,7 @@ impl Session {
                 }
             }
             let finished = match self.child.as_mut() {
-                Some(c) => c.try_wait()?,
+                Some(c) => c.try_wait().map_err(SamplingError::Wait)?.is_some(),
                 None => !process_alive(
                     std::fs::read(self.cfg.host.proc.join(format!("{}/stat", self.pid)))
                         .ok()
@@ -499,7 +507,7 @@ impl Session {
                 });
             }
             let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
-            let interrupted = self.child.is_none() && crate::sys::interrupted();
+            let interrupted = self.child.is_none() && crate::process::interrupted();
             if interrupted {
                 self.summary.interrupted = true;
             }
@@ -509,7 +517,7 @@ impl Session {
                 }
                 if timed_out && !finished {
                     if let Some(c) = self.child.as_ref() {
-                        sys::terminate(c.pid);
+                        c.signal(libc::SIGTERM);
                         self.summary.stopped_at_duration = true;
                     }
                 }
@@ -537,7 +545,7 @@ impl Session {
         }
         self.summary.elapsed = start.elapsed();
         if let Some(mut child) = self.child.take() {
-            let status = child.wait()?;
+            let status = child.wait().map_err(SamplingError::Wait)?;
             use std::os::unix::process::ExitStatusExt;
             self.summary.exit_code = status.code();
             self.summary.signal = status.signal();
@@ -585,211 +593,13 @@ pub fn list_threads(proc_root: &Path, pid: i32) -> Result<Vec<i32>, SamplingErro
     Ok(tids)
 }
 
-/// A launched command stopped between fork and exec.
-struct HeldChild {
-    pid: i32,
-    go: Option<std::fs::File>,
-    thread: Option<std::thread::JoinHandle<io::Result<std::process::Child>>>,
-    child: Option<std::process::Child>,
-    program: String,
-}
-
-impl HeldChild {
-    fn release(&mut self) -> Result<(), SamplingError> {
-        use std::io::Write;
-        if let Some(mut go) = self.go.take() {
-            go.write_all(b"g").map_err(|source| SamplingError::Spawn {
-                program: self.program.clone(),
-                err: source,
-            })?;
-        }
-        self.join()
-    }
-
-    fn join(&mut self) -> Result<(), SamplingError> {
-        if let Some(t) = self.thread.take() {
-            let r = t.join().map_err(|_| SamplingError::Spawn {
-                program: self.program.clone(),
-                err: io::Error::other("spawning thread panicked"),
-            })?;
-            self.child = Some(r.map_err(|source| SamplingError::Spawn {
-                program: self.program.clone(),
-                err: source,
-            })?);
-        }
-        Ok(())
-    }
-
-    fn try_wait(&mut self) -> Result<bool, SamplingError> {
-        match self.child.as_mut() {
-            Some(c) => Ok(c.try_wait().map_err(SamplingError::Wait)?.is_some()),
-            None => Ok(true),
-        }
-    }
-
-    fn wait(&mut self) -> Result<std::process::ExitStatus, SamplingError> {
-        match self.child.as_mut() {
-            Some(c) => c.wait().map_err(SamplingError::Wait),
-            None => Err(SamplingError::Wait(io::Error::other(
-                "command was not started",
-            ))),
-        }
-    }
-
-    /// Give up: any byte other than `g` makes the child exit before exec.
-    fn abort(mut self) {
-        use std::io::Write;
-        if let Some(mut go) = self.go.take() {
-            let _ = go.write_all(b"x");
-        }
-        let _ = self.join();
-        if let Some(mut c) = self.child.take() {
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Start `argv` so that it stops after fork, before exec, until released.
-///
-/// `std::process::Command::spawn` only returns once exec has happened, so it runs on a helper
-/// thread; the child reports its pid through one pipe and waits for a byte on another
-/// (see `sys::hold_before_exec`).
+/// Start `argv` held between fork and exec until the events are attached.
 fn spawn_held(argv: &[String]) -> Result<HeldChild, SamplingError> {
-    use std::io::Read;
-    let (program, args) = argv.split_first().ok_or(SamplingError::NoCommand)?;
-    let spawn_err = |source| SamplingError::Spawn {
+    let program = argv.first().ok_or(SamplingError::NoCommand)?;
+    HeldChild::spawn(argv).map_err(|err| SamplingError::Spawn {
         program: program.clone(),
-        err: source,
-    };
-    let (pid_r, pid_w) = sys::pipe().map_err(spawn_err)?;
-    let (go_r, go_w) = sys::pipe().map_err(spawn_err)?;
-    let mut cmd = std::process::Command::new(program);
-    cmd.args(args);
-    sys::hold_before_exec(&mut cmd, pid_w, go_r);
-    let thread = std::thread::spawn(move || cmd.spawn());
-    let mut pid_r = pid_r;
-    let mut buf = [0u8; 4];
-    let mut held = HeldChild {
-        pid: 0,
-        go: Some(go_w),
-        thread: Some(thread),
-        child: None,
-        program: program.clone(),
-    };
-    match pid_r.read_exact(&mut buf) {
-        Ok(()) => {
-            held.pid = i32::from_ne_bytes(buf);
-            Ok(held)
-        }
-        Err(_) => {
-            // The child never reached the hold point: spawn failed (fork error).
-            held.go.take();
-            match held.join() {
-                Err(e) => Err(e),
-                Ok(()) => Err(spawn_err(io::Error::other("child did not report its pid"))),
-            }
-        }
-    }
-}
-
-/// The only unsafe code of sampling: the pre-exec hold of a launched command.
-mod sys {
-    use std::fs::File;
-    use std::io;
-    use std::os::fd::{AsRawFd, FromRawFd};
-    use std::os::unix::process::CommandExt;
-
-    /// SIGINT ignored in this process while alive; the previous disposition comes back on
-    /// drop. (The launched command was forked before, so it keeps the default action.)
-    pub(super) struct IgnoreSigint(libc::sighandler_t);
-
-    impl IgnoreSigint {
-        pub(super) fn new() -> Self {
-            // SAFETY: installing SIG_IGN involves no handler code; signal(2) has no
-            // memory-safety preconditions.
-            IgnoreSigint(unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) })
-        }
-    }
-
-    impl Drop for IgnoreSigint {
-        fn drop(&mut self) {
-            if self.0 != libc::SIG_ERR {
-                // SAFETY: restores the disposition signal(2) returned earlier, which was a
-                // valid disposition for SIGINT.
-                unsafe {
-                    libc::signal(libc::SIGINT, self.0);
-                }
-            }
-        }
-    }
-
-    /// Send SIGTERM to a child we started (and have not reaped, so the pid is still ours).
-    pub(super) fn terminate(pid: i32) {
-        if pid > 0 {
-            // SAFETY: kill(2) has no memory-safety preconditions; `pid` is our own unreaped
-            // child, so it cannot have been recycled for another process.
-            unsafe {
-                libc::kill(pid, libc::SIGTERM);
-            }
-        }
-    }
-
-    /// A pipe whose ends close on exec.
-    pub(super) fn pipe() -> io::Result<(File, File)> {
-        let mut fds = [0i32; 2];
-        // SAFETY: `fds` is a valid, writable array of two c_ints, as pipe2 requires.
-        let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: pipe2 succeeded, so both fds are open and owned by nobody else.
-        let files = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
-        Ok(files)
-    }
-
-    /// Make `cmd`'s child write its pid to `pid_w`, then block until a byte arrives on `go_r`:
-    /// `g` lets it exec, anything else (or EOF) makes the spawn fail without exec.
-    pub(super) fn hold_before_exec(cmd: &mut std::process::Command, pid_w: File, go_r: File) {
-        let pid_fd = pid_w.as_raw_fd();
-        let go_fd = go_r.as_raw_fd();
-        let hook = move || -> io::Result<()> {
-            // Keep the parent's File objects alive (and so the fds open) in the closure.
-            let _keep = (&pid_w, &go_r);
-            // SAFETY: getpid is async-signal-safe and has no preconditions.
-            let pid = unsafe { libc::getpid() };
-            let bytes = pid.to_ne_bytes();
-            // SAFETY: write(2) is async-signal-safe; `bytes` is valid for 4 bytes and
-            // `pid_fd` is open (owned by `pid_w`, captured above).
-            let w = unsafe { libc::write(pid_fd, bytes.as_ptr().cast(), bytes.len()) };
-            if w != bytes.len() as isize {
-                return Err(io::Error::last_os_error());
-            }
-            // The command gets the default Ctrl-C action even though we ignore it later.
-            // SAFETY: signal(2) is async-signal-safe; SIG_DFL runs no code of ours.
-            unsafe {
-                libc::signal(libc::SIGINT, libc::SIG_DFL);
-            }
-            let mut b = 0u8;
-            loop {
-                // SAFETY: read(2) is async-signal-safe; `b` is a valid 1-byte buffer and
-                // `go_fd` is open (owned by `go_r`, captured above).
-                let r = unsafe { libc::read(go_fd, (&mut b as *mut u8).cast(), 1) };
-                if r == 1 && b == b'g' {
-                    return Ok(());
-                }
-                if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                // No allocation here (between fork and exec): a plain errno.
-                return Err(io::Error::from_raw_os_error(libc::ECANCELED));
-            }
-        };
-        // SAFETY: the hook only calls async-signal-safe functions (getpid, write, read) and
-        // allocates nothing on its success path, as required between fork and exec.
-        unsafe {
-            cmd.pre_exec(hook);
-        }
-    }
+        err,
+    })
 }
 
 #[cfg(test)]

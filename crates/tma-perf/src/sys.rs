@@ -1,11 +1,9 @@
-//! The only `unsafe` of the counting path: `perf_event_open(2)`, group `read(2)`, the
-//! enable/disable ioctls, fork/exec of a launched command held at a pipe, pidfd polling, and a
-//! SIGINT/SIGTERM flag. Everything above this module is safe code.
+//! The `unsafe` of the counting path: `perf_event_open(2)`, group `read(2)`, the
+//! enable/disable/set-output ioctls, waitpid/kill, and pidfd polling. The launched command
+//! and the Ctrl-C flag are in [`crate::process`]. Everything above these modules is safe code.
 
-use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use perf_event_open_sys::bindings as b;
 
@@ -117,133 +115,16 @@ pub fn disable_group(leader: &OwnedFd) -> io::Result<()> {
     group_ioctl(leader, 1)
 }
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_sig: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-/// Catch SIGINT and SIGTERM into a flag (no SA_RESTART, so blocking waits return EINTR).
-pub fn install_interrupt_handler() -> io::Result<()> {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the handler only
-        // stores to an atomic, which is async-signal-safe.
-        let r = unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut())
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
+/// `PERF_EVENT_IOC_SET_OUTPUT`: write `fd`'s records into the ring buffer of `target` (an
+/// event on the same CPU whose ring is mapped).
+pub fn set_output(fd: &impl AsRawFd, target: &impl AsRawFd) -> io::Result<()> {
+    // SAFETY: SET_OUTPUT takes the target fd as a plain integer argument, no pointer; both fds
+    // are borrowed, so open for the duration of the call.
+    let r = unsafe { perf_event_open_sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), target.as_raw_fd()) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
-}
-
-/// Was SIGINT / SIGTERM received since the handler was installed?
-pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
-}
-
-/// A forked child held before `execv` until [`HeldChild::release`].
-#[derive(Debug)]
-pub struct HeldChild {
-    pub pid: i32,
-    go: Option<OwnedFd>,
-    exec_err: OwnedFd,
-}
-
-fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` is a writable array of two ints as pipe2 requires.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both fds were just created by pipe2 and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-/// Fork a child that waits on a pipe, then `execv(path, argv)` with the current environment.
-/// stdin/stdout/stderr are inherited, so the command talks to the terminal directly.
-pub fn spawn_held(path: &CString, argv: &[CString]) -> io::Result<HeldChild> {
-    let (go_r, go_w) = cloexec_pipe()?;
-    let (err_r, err_w) = cloexec_pipe()?;
-    let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-    ptrs.push(std::ptr::null());
-    // SAFETY: getpid has no preconditions.
-    let parent = unsafe { libc::getpid() };
-    // SAFETY: after fork the child only calls async-signal-safe functions (prctl, getppid,
-    // read, execv, write, _exit) on memory prepared before the fork (`path`, `ptrs`), then execs or exits.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if pid == 0 {
-        // SAFETY: see above; child side of the fork.
-        unsafe {
-            // If tma dies (even by SIGKILL) the command gets SIGTERM: no orphan keeps running.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-            if libc::getppid() != parent {
-                libc::_exit(127);
-            }
-            let mut byte = 0u8;
-            let n = libc::read(go_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1);
-            if n != 1 {
-                libc::_exit(127);
-            }
-            libc::execv(path.as_ptr(), ptrs.as_ptr());
-            let e = *libc::__errno_location();
-            let bytes = e.to_ne_bytes();
-            libc::write(err_w.as_raw_fd(), bytes.as_ptr().cast(), 4);
-            libc::_exit(127);
-        }
-    }
-    drop(go_r);
-    drop(err_w);
-    Ok(HeldChild {
-        pid,
-        go: Some(go_w),
-        exec_err: err_r,
-    })
-}
-
-impl HeldChild {
-    /// Let the child exec. Returns the exec error if `execv` failed (the child has exited
-    /// with 127 and is reaped here).
-    pub fn release(&mut self) -> io::Result<()> {
-        let Some(go) = self.go.take() else {
-            return Ok(());
-        };
-        let byte = [1u8];
-        // SAFETY: writing one byte from a live buffer to an open pipe fd.
-        let w = unsafe { libc::write(go.as_raw_fd(), byte.as_ptr().cast(), 1) };
-        drop(go);
-        if w != 1 {
-            return Err(io::Error::last_os_error());
-        }
-        let mut buf = [0u8; 4];
-        // SAFETY: reading at most 4 bytes into a live 4-byte buffer; EOF means exec succeeded
-        // (the CLOEXEC write end closed).
-        let n = loop {
-            let n = unsafe { libc::read(self.exec_err.as_raw_fd(), buf.as_mut_ptr().cast(), 4) };
-            if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            break n;
-        };
-        if n == 4 {
-            let _ = wait_pid(self.pid, false);
-            return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(buf)));
-        }
-        Ok(())
-    }
-
-    /// Abandon the child before it execs: it exits on the closed pipe; reap it.
-    pub fn abort(mut self) {
-        self.go.take();
-        let _ = wait_pid(self.pid, false);
-    }
 }
 
 /// How a waited-for process ended.
@@ -256,15 +137,9 @@ pub enum Exit {
 /// `waitpid`; `nohang` returns `Ok(None)` while the child runs. EINTR is returned as an error
 /// of kind `Interrupted`.
 pub fn wait_pid(pid: i32, nohang: bool) -> io::Result<Option<Exit>> {
-    let mut status = 0;
-    // SAFETY: `status` is a valid out pointer for the call.
-    let r = unsafe { libc::waitpid(pid, &mut status, if nohang { libc::WNOHANG } else { 0 }) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if r == 0 {
+    let Some(status) = wait_status(pid, nohang)? else {
         return Ok(None);
-    }
+    };
     if libc::WIFEXITED(status) {
         Ok(Some(Exit::Code(libc::WEXITSTATUS(status))))
     } else if libc::WIFSIGNALED(status) {
@@ -272,6 +147,17 @@ pub fn wait_pid(pid: i32, nohang: bool) -> io::Result<Option<Exit>> {
     } else {
         Ok(None)
     }
+}
+
+/// `waitpid` giving the raw wait status (`None` with `nohang` while the child runs).
+pub fn wait_status(pid: i32, nohang: bool) -> io::Result<Option<i32>> {
+    let mut status = 0;
+    // SAFETY: `status` is a valid out pointer for the call.
+    let r = unsafe { libc::waitpid(pid, &mut status, if nohang { libc::WNOHANG } else { 0 }) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((r != 0).then_some(status))
 }
 
 /// Send a signal to a process.
@@ -303,7 +189,7 @@ pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
 
 /// Wait until one of `fds` is readable or `timeout_ms` passes (-1 = forever).
 /// Returns which fds are readable; an interrupted wait returns all `false`.
-pub fn poll_readable(fds: &[&OwnedFd], timeout_ms: i32) -> io::Result<Vec<bool>> {
+pub fn poll_readable<F: AsRawFd>(fds: &[&F], timeout_ms: i32) -> io::Result<Vec<bool>> {
     let mut p: Vec<libc::pollfd> = fds
         .iter()
         .map(|f| libc::pollfd {

@@ -13,8 +13,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let expected = tma_kvm::runner::RunnerCounts::expected(u32::from(n));
-    match tma_kvm::runner::run_guest(n) {
+    let expected = tma_testvmm::runner::RunnerCounts::expected(u32::from(n));
+    match tma_testvmm::runner::run_guest(n) {
         Ok(got) => {
             println!("{}", expected.expect_line());
             println!(

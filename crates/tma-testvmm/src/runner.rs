@@ -13,7 +13,7 @@
 use kvm_ioctls::{Kvm, VcpuExit};
 use serde::Serialize;
 
-use crate::KvmError;
+use crate::RunnerError;
 
 /// Guest port written each iteration.
 pub const PORT_OUT: u16 = 0x10;
@@ -192,18 +192,18 @@ pub fn guest_code(n: u16) -> Vec<u8> {
 }
 
 /// Run the guest for `n` iterations (1..=65535); returns the exits the VMM handled.
-pub fn run_guest(n: u16) -> Result<RunnerCounts, KvmError> {
+pub fn run_guest(n: u16) -> Result<RunnerCounts, RunnerError> {
     if n == 0 {
-        return Err(KvmError::Runner("iterations must be at least 1".into()));
+        return Err(RunnerError("iterations must be at least 1".into()));
     }
-    let err = |what: &str, e: kvm_ioctls::Error| KvmError::Runner(format!("{what}: {e}"));
+    let err = |what: &str, e: kvm_ioctls::Error| RunnerError(format!("{what}: {e}"));
     let kvm = Kvm::new().map_err(|e| err("cannot open /dev/kvm", e))?;
     let vm = kvm.create_vm().map_err(|e| err("KVM_CREATE_VM", e))?;
     // Needed by VMX without unrestricted guest for real mode; harmless elsewhere.
     let _ = vm.set_tss_address(0xfffb_d000);
     let code = guest_code(n);
     let mem = crate::sys::GuestMemory::new(&vm, MEM_SIZE, &code, LOAD_AT)
-        .map_err(|e| KvmError::Runner(format!("guest memory: {e}")))?;
+        .map_err(|e| RunnerError(format!("guest memory: {e}")))?;
     let mut vcpu = vm.create_vcpu(0).map_err(|e| err("KVM_CREATE_VCPU", e))?;
     let mut sregs = vcpu.get_sregs().map_err(|e| err("KVM_GET_SREGS", e))?;
     sregs.cs.base = 0;
@@ -243,7 +243,7 @@ pub fn run_guest(n: u16) -> Result<RunnerCounts, KvmError> {
             Ok(other) => {
                 let what = format!("{other:?}");
                 let rip = vcpu.get_regs().map_or(0, |r| r.rip);
-                return Err(KvmError::Runner(format!(
+                return Err(RunnerError(format!(
                     "unexpected exit {what} at rip {rip:#x}"
                 )));
             }

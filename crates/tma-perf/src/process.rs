@@ -1,0 +1,304 @@
+//! Launched commands and Ctrl-C, for every tool that measures a command it starts (counting,
+//! sampling, kvm tracepoints): one [`HeldChild`], held between fork and exec until the events
+//! are attached to its pid, and one SIGINT/SIGTERM flag.
+//!
+//! The `unsafe` here is fork/exec and signal dispositions; each block has a `// SAFETY:`
+//! comment. The pipes are `std::io::pipe` (close-on-exec).
+
+use std::ffi::CString;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Byte that lets the held child exec; EOF or any other byte makes it `_exit(127)` unexecuted.
+const GO: u8 = b'g';
+
+/// A forked child held before `execvp` until [`HeldChild::release`], so that perf events with
+/// `enable_on_exec` can be attached to its pid first.
+///
+/// The child inherits stdin/stdout/stderr and the environment, gets SIGTERM if this process
+/// dies (`PR_SET_PDEATHSIG`), and has SIGPIPE at its default action (as `std::process` does).
+/// Dropped before release, it exits without running the command and is reaped.
+#[derive(Debug)]
+pub struct HeldChild {
+    pid: i32,
+    go: Option<io::PipeWriter>,
+    exec_err: io::PipeReader,
+    /// Set once the child was reaped.
+    status: Option<ExitStatus>,
+}
+
+impl HeldChild {
+    /// Fork; the child waits for [`HeldChild::release`] and then execs `argv` (`argv[0]` is
+    /// looked up in `PATH` unless it contains a `/`).
+    pub fn spawn(argv: &[String]) -> io::Result<HeldChild> {
+        let cargs = argv
+            .iter()
+            .map(|a| CString::new(a.as_bytes()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains NUL"))?;
+        let program = cargs
+            .first()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
+        Self::spawn_program(program, &cargs)
+    }
+
+    /// As [`HeldChild::spawn`], executing `program` (a path, or a name looked up in `PATH`)
+    /// with `argv` (whose first element is the command's `argv[0]`).
+    pub fn spawn_program(program: &CString, argv: &[CString]) -> io::Result<HeldChild> {
+        let (go_r, go_w) = io::pipe()?;
+        let (err_r, err_w) = io::pipe()?;
+        let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+        ptrs.push(std::ptr::null());
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
+        // SAFETY: fork has no memory-safety preconditions. The child only calls
+        // async-signal-safe functions on memory prepared before the fork (see `held_exec`),
+        // and leaves by exec or `_exit`.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if pid == 0 {
+            let fds = ChildFds {
+                go: go_r.as_raw_fd(),
+                err: err_w.as_raw_fd(),
+                parent_ends: [go_w.as_raw_fd(), err_r.as_raw_fd()],
+            };
+            held_exec(parent, fds, program, &ptrs);
+        }
+        drop(go_r);
+        drop(err_w);
+        Ok(HeldChild {
+            pid,
+            go: Some(go_w),
+            exec_err: err_r,
+            status: None,
+        })
+    }
+
+    /// The child's pid.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Let the child exec. Returns the exec error if `execvp` failed (the child has exited
+    /// with 127 and is reaped here).
+    pub fn release(&mut self) -> io::Result<()> {
+        let Some(mut go) = self.go.take() else {
+            return Ok(());
+        };
+        let sent = go.write_all(&[GO]);
+        drop(go);
+        sent?;
+        // EOF (the close-on-exec write end closed by a successful exec) means the command runs.
+        let mut buf = Vec::with_capacity(4);
+        (&self.exec_err).read_to_end(&mut buf)?;
+        if let Ok(errno) = <[u8; 4]>::try_from(buf.as_slice()) {
+            let _ = self.wait();
+            return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)));
+        }
+        Ok(())
+    }
+
+    /// Non-blocking wait: the exit status once the child has ended, `None` while it runs
+    /// (as `std::process::Child::try_wait`, the status is kept once reaped).
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        if self.status.is_none() {
+            self.status = crate::sys::wait_status(self.pid, true)?.map(ExitStatus::from_raw);
+        }
+        Ok(self.status)
+    }
+
+    /// Blocking wait, retried on EINTR.
+    pub fn wait(&mut self) -> io::Result<ExitStatus> {
+        if let Some(st) = self.status {
+            return Ok(st);
+        }
+        loop {
+            match crate::sys::wait_status(self.pid, false) {
+                Ok(Some(st)) => {
+                    let st = ExitStatus::from_raw(st);
+                    self.status = Some(st);
+                    return Ok(st);
+                }
+                Ok(None) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Send `sig` to the child unless it was reaped (then its pid may be someone else's).
+    pub fn signal(&self, sig: i32) {
+        if self.status.is_none() {
+            let _ = crate::sys::kill(self.pid, sig);
+        }
+    }
+
+    /// Give up before exec: the child sees the closed pipe and exits; it is reaped here.
+    pub fn abort(mut self) {
+        self.abort_in_place();
+    }
+
+    fn abort_in_place(&mut self) {
+        if self.go.take().is_some() && self.status.is_none() {
+            let _ = self.wait();
+        }
+    }
+}
+
+impl Drop for HeldChild {
+    fn drop(&mut self) {
+        // Never released (an error path): the command must not run unmeasured.
+        self.abort_in_place();
+    }
+}
+
+/// The pipe ends as the held child sees them.
+struct ChildFds {
+    /// Read end of the go pipe.
+    go: RawFd,
+    /// Write end of the exec-error pipe (closed by a successful exec).
+    err: RawFd,
+    /// The parent's ends, closed in the child: while the child held the go pipe's write end,
+    /// closing the parent's would not give it EOF.
+    parent_ends: [RawFd; 2],
+}
+
+/// The child side of [`HeldChild::spawn_program`]: wait for the go byte, exec, or report the
+/// exec errno on the error pipe and `_exit(127)`. Never returns.
+fn held_exec(
+    parent: libc::pid_t,
+    fds: ChildFds,
+    program: &CString,
+    argv: &[*const libc::c_char],
+) -> ! {
+    // SAFETY: runs in the freshly forked child. Only async-signal-safe calls (close, prctl,
+    // getppid, signal, read, execvp, write, _exit) on memory prepared before the fork: `program` and
+    // `argv` (a NULL-terminated array of pointers into live CStrings); nothing allocates.
+    unsafe {
+        for fd in fds.parent_ends {
+            libc::close(fd);
+        }
+        // If the parent dies (even by SIGKILL) the command gets SIGTERM: no orphan keeps running.
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+        if libc::getppid() != parent {
+            libc::_exit(127);
+        }
+        // Rust ignores SIGPIPE in its own process; the command gets the usual default.
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        let mut byte = 0u8;
+        loop {
+            let n = libc::read(fds.go, (&mut byte as *mut u8).cast(), 1);
+            if n == 1 && byte == GO {
+                break;
+            }
+            if n < 0 && *libc::__errno_location() == libc::EINTR {
+                continue;
+            }
+            libc::_exit(127);
+        }
+        libc::execvp(program.as_ptr(), argv.as_ptr());
+        let errno = (*libc::__errno_location()).to_ne_bytes();
+        libc::write(fds.err, errno.as_ptr().cast(), errno.len());
+        libc::_exit(127)
+    }
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_sig: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Catch SIGINT and SIGTERM into a flag for the rest of the process's life (no SA_RESTART, so
+/// blocking waits return EINTR and loops notice [`interrupted`] promptly).
+pub fn catch_interrupts() -> io::Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the handler only
+        // stores to an atomic, which is async-signal-safe.
+        let r = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_interrupt as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut())
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Was SIGINT / SIGTERM received since [`catch_interrupts`]?
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// SIGINT ignored in this process while alive; the previous disposition comes back on drop.
+/// Used while a launched command runs in the foreground: Ctrl-C ends the command, not us.
+#[derive(Debug)]
+pub struct IgnoreSigint(libc::sighandler_t);
+
+impl IgnoreSigint {
+    pub fn new() -> Self {
+        // SAFETY: installing SIG_IGN involves no handler code; signal(2) has no memory-safety
+        // preconditions.
+        IgnoreSigint(unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) })
+    }
+}
+
+impl Default for IgnoreSigint {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for IgnoreSigint {
+    fn drop(&mut self) {
+        if self.0 != libc::SIG_ERR {
+            // SAFETY: restores the disposition signal(2) returned earlier, which was a valid
+            // disposition for SIGINT.
+            unsafe {
+                libc::signal(libc::SIGINT, self.0);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn released_child_runs_and_reports_its_status() {
+        let mut c = HeldChild::spawn(&["sh".into(), "-c".into(), "exit 7".into()]).unwrap();
+        assert!(c.pid() > 0);
+        c.release().unwrap();
+        assert_eq!(c.wait().unwrap().code(), Some(7));
+        assert_eq!(c.try_wait().unwrap().and_then(|s| s.code()), Some(7));
+        assert_eq!(c.wait().unwrap().code(), Some(7));
+    }
+
+    #[test]
+    fn exec_errors_come_back_from_release() {
+        let mut c = HeldChild::spawn(&["/nonexistent/tma-cmd".into()]).unwrap();
+        let e = c.release().unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+        let mut c = HeldChild::spawn(&["definitely-not-a-command-xyz".into()]).unwrap();
+        assert_eq!(c.release().unwrap_err().raw_os_error(), Some(libc::ENOENT));
+    }
+
+    #[test]
+    fn dropped_before_release_never_execs() {
+        let dir = std::env::temp_dir().join(format!("tma-held-{}", std::process::id()));
+        let marker = dir.display().to_string();
+        let c = HeldChild::spawn(&["touch".into(), marker]).unwrap();
+        drop(c);
+        assert!(!dir.exists());
+        assert!(HeldChild::spawn(&[]).is_err());
+    }
+}

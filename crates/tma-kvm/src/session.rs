@@ -134,8 +134,8 @@ pub fn run(
         })
         .collect();
     // An error drops (so aborts) a child not yet released: it never runs unmeasured.
-    let mut rings =
-        TracepointRings::open(&ids, &cpus, target, cfg.mmap_pages).map_err(|e| setup_error(e, &host))?;
+    let mut rings = TracepointRings::open(&ids, &cpus, target, cfg.mmap_pages)
+        .map_err(|e| setup_error(e, &host))?;
     if child.is_none() {
         rings
             .enable()

@@ -92,7 +92,7 @@ pub(crate) fn find(nodes: &[NodeResult]) -> Bottleneck {
         let not_computed: Vec<String> = cands
             .iter()
             .filter(|&&i| nodes[i].value.is_none())
-            .map(|&i| nodes[i].name.clone())
+            .map(|&i| nodes[i].name.to_string())
             .collect();
         if !not_computed.is_empty() {
             break StopReason::Undecided { not_computed };
@@ -116,8 +116,8 @@ pub(crate) fn find(nodes: &[NodeResult]) -> Bottleneck {
             }
             [(a, va), (b, vb), ..] if va - vb <= AMBIGUITY_POINTS => {
                 break StopReason::Ambiguous {
-                    first: nodes[*a].name.clone(),
-                    second: nodes[*b].name.clone(),
+                    first: nodes[*a].name.to_string(),
+                    second: nodes[*b].name.to_string(),
                     gap: va - vb,
                 }
             }
@@ -133,11 +133,16 @@ pub(crate) fn find(nodes: &[NodeResult]) -> Bottleneck {
         .iter()
         .rev()
         .find(|&&i| !nodes[i].locate_with.is_empty())
-        .map(|&i| (nodes[i].locate_with.clone(), Some(nodes[i].name.clone())))
+        .map(|&i| {
+            (
+                nodes[i].locate_with.iter().map(|s| s.to_string()).collect(),
+                Some(nodes[i].name.to_string()),
+            )
+        })
         .unwrap_or_default();
     Bottleneck {
-        path: path.iter().map(|&i| nodes[i].name.clone()).collect(),
-        node: path.last().map(|&i| nodes[i].name.clone()),
+        path: path.iter().map(|&i| nodes[i].name.to_string()).collect(),
+        node: path.last().map(|&i| nodes[i].name.to_string()),
         stop,
         locate_with,
         locate_with_node,

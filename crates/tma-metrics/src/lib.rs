@@ -275,8 +275,8 @@ impl Status {
 /// One evaluated node.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NodeResult {
-    pub name: String,
-    pub parent: Option<String>,
+    pub name: &'static str,
+    pub parent: Option<&'static str>,
     pub level: u8,
     /// In `unit`; `None` unless `status` is `Ok` or `OutOfRange`. Never NaN.
     pub value: Option<f64>,
@@ -288,10 +288,10 @@ pub struct NodeResult {
     pub counted_share: Option<f64>,
     /// Events (and retire-latency operands without a default) that were needed and absent.
     pub missing_events: Vec<String>,
-    pub description: String,
-    pub locate_with: Vec<String>,
-    pub formula: String,
-    pub threshold: String,
+    pub description: &'static str,
+    pub locate_with: &'static [&'static str],
+    pub formula: &'static str,
+    pub threshold: &'static str,
 }
 
 /// The evaluated tree.
@@ -741,8 +741,8 @@ impl<'m> Evaluator<'m> {
             .map(|(&i, v)| {
                 let def = &self.model.nodes[i];
                 NodeResult {
-                    name: def.name.to_string(),
-                    parent: def.parent.map(str::to_string),
+                    name: def.name,
+                    parent: def.parent,
                     level: def.level,
                     value: v.value,
                     unit: def.unit,
@@ -750,10 +750,10 @@ impl<'m> Evaluator<'m> {
                     above_threshold: v.above_threshold,
                     counted_share: v.counted_share,
                     missing_events: v.missing_events,
-                    description: def.description.to_string(),
-                    locate_with: def.locate_with.iter().map(|s| s.to_string()).collect(),
-                    formula: def.formula.to_string(),
-                    threshold: def.threshold.to_string(),
+                    description: def.description,
+                    locate_with: def.locate_with,
+                    formula: def.formula,
+                    threshold: def.threshold,
                 }
             })
             .collect();

@@ -322,7 +322,7 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
                 let kids: Vec<_> = r
                     .nodes
                     .iter()
-                    .filter(|n| n.parent.as_deref() == Some(p.name.as_str()))
+                    .filter(|n| n.parent.as_deref() == Some(p.name))
                     .collect();
                 if kids.is_empty() {
                     continue;

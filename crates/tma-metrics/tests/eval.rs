@@ -167,7 +167,7 @@ fn whole_tree_ok() {
         Some(false)
     );
     // Depth-first order: children after their parent.
-    let names: Vec<&str> = r.nodes.iter().map(|n| n.name.as_str()).collect();
+    let names: Vec<&str> = r.nodes.iter().map(|n| n.name).collect();
     assert_eq!(
         names,
         [
@@ -852,7 +852,7 @@ fn malformed_trees_do_not_hang_or_lose_nodes() {
         &Constants::default(),
     )
     .unwrap();
-    let got: Vec<&str> = r.nodes.iter().map(|n| n.name.as_str()).collect();
+    let got: Vec<&str> = r.nodes.iter().map(|n| n.name).collect();
     assert_eq!(got, ["CycA", "CycB"]);
     let r = evaluate(m, &Selection::all(), &vals(&[]), &Constants::default()).unwrap();
     assert_eq!(r.nodes.len(), 6);

@@ -131,6 +131,8 @@ pub fn write_json<T: Serialize>(
 pub struct JsonStream {
     count: usize,
     buf: Vec<u8>,
+    /// `buf` indented, written with one call.
+    out: Vec<u8>,
 }
 
 impl JsonStream {
@@ -161,7 +163,11 @@ impl JsonStream {
         write!(buf, "{sep}\n  {key}: [")?;
         w.write_all(&buf)?;
         buf.clear();
-        Ok(JsonStream { count: 0, buf })
+        Ok(JsonStream {
+            count: 0,
+            buf,
+            out: Vec::new(),
+        })
     }
 
     /// Append one element to the array.
@@ -171,20 +177,21 @@ impl JsonStream {
             what: "report",
             source,
         })?;
-        w.write_all(if self.count == 0 {
+        self.out.clear();
+        self.out.extend_from_slice(if self.count == 0 {
             b"\n    "
         } else {
             b",\n    "
-        })?;
+        });
         // Indent by the two levels the element sits at. JSON strings hold no raw newline,
         // so every newline in the output is a line break of the layout.
-        let mut rest: &[u8] = &self.buf;
-        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
-            w.write_all(&rest[..=i])?;
-            w.write_all(b"    ")?;
-            rest = &rest[i + 1..];
+        for line in self.buf.split_inclusive(|&b| b == b'\n') {
+            self.out.extend_from_slice(line);
+            if line.ends_with(b"\n") {
+                self.out.extend_from_slice(b"    ");
+            }
         }
-        w.write_all(rest)?;
+        w.write_all(&self.out)?;
         self.count += 1;
         Ok(())
     }

@@ -235,9 +235,19 @@ struct Assembler {
     in_summary: bool,
     events: Vec<String>,
     event_index: HashMap<String, usize>,
-    /// (event index, cpu, tid) -> line of first occurrence, within the current interval.
-    seen: HashMap<(usize, Option<u32>, Option<u32>), usize>,
+    /// Keys and lines of the rows of the current interval, and of the previous one.
+    rows: Vec<(Key, usize)>,
+    previous_rows: Vec<(Key, usize)>,
+    /// The current interval repeats the previous one's rows so far (perf prints the same
+    /// events in the same order every interval): no lookup or duplicate check is needed.
+    /// Once a row differs, every key goes through `seen`.
+    repeating: bool,
+    /// key -> line of first occurrence, within the current interval (when not repeating).
+    seen: HashMap<Key, usize>,
 }
+
+/// (event index, cpu, tid): what must be unique within an interval.
+type Key = (usize, Option<u32>, Option<u32>);
 
 impl Assembler {
     /// The first row decides between interval and whole-run data and the breakdown.
@@ -297,6 +307,34 @@ impl Assembler {
             self.prev_end = end;
             self.current_ts = Some(end);
             self.seen.clear();
+            std::mem::swap(&mut self.rows, &mut self.previous_rows);
+            self.rows.clear();
+            self.repeating = true;
+        }
+        let key = self.key_of(&row)?;
+        self.rows.push((key, row.line));
+        let reading = reading_of(row);
+        if !self.interval_mode && reading.event == "duration_time" && reading.cpu.is_none() {
+            self.duration_ns = reading.value;
+        }
+        if let Some(iv) = self.current.as_mut() {
+            iv.readings.push(reading);
+        }
+        Ok(done)
+    }
+
+    /// The row's key, checked to be new in this interval.
+    fn key_of(&mut self, row: &Row) -> Result<Key, ImportError> {
+        let pos = self.rows.len();
+        if self.repeating {
+            if let Some(&((idx, cpu, tid), _)) = self.previous_rows.get(pos) {
+                if cpu == row.cpu && tid == row.tid && self.events[idx] == row.event {
+                    return Ok((idx, cpu, tid));
+                }
+            }
+            // The rows so far were distinct (they repeat the previous interval's).
+            self.repeating = false;
+            self.seen.extend(self.rows.iter().copied());
         }
         let idx = match self.event_index.get(row.event.as_str()) {
             Some(&i) => i,
@@ -307,22 +345,16 @@ impl Assembler {
                 self.events.len() - 1
             }
         };
-        if let Some(&first_line) = self.seen.get(&(idx, row.cpu, row.tid)) {
+        let key = (idx, row.cpu, row.tid);
+        if let Some(&first_line) = self.seen.get(&key) {
             return Err(ImportError::Duplicate {
                 line: row.line,
-                event: row.event,
+                event: row.event.clone(),
                 first_line,
             });
         }
-        self.seen.insert((idx, row.cpu, row.tid), row.line);
-        let reading = reading_of(row);
-        if !self.interval_mode && reading.event == "duration_time" && reading.cpu.is_none() {
-            self.duration_ns = reading.value;
-        }
-        if let Some(iv) = self.current.as_mut() {
-            iv.readings.push(reading);
-        }
-        Ok(done)
+        self.seen.insert(key, row.line);
+        Ok(key)
     }
 
     /// The last interval (whole-run data: its end is `duration_time` when that was counted).

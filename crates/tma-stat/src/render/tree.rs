@@ -331,7 +331,7 @@ fn render_tree(
             Some(v) => fmt_value(v, n.unit),
             None => "-".to_string(),
         };
-        let marker = if r.bottleneck.node.as_deref() == Some(n.name.as_str()) {
+        let marker = if r.bottleneck.node.as_deref() == Some(n.name) {
             "<=="
         } else if n.above_threshold == Some(false) {
             "below"
@@ -477,7 +477,7 @@ fn closing(w: &mut dyn Write, info: &RunInfo, r: &Report) -> Result<(), ReportEr
                         "  Warning: its value is outside 0-100%, so the counts behind it are suspect (skew, multiplexing, or a wrong --cpu)."
                     )?;
                 }
-                if let Some(d) = r.node(node).map(|n| n.description.as_str()) {
+                if let Some(d) = r.node(node).map(|n| n.description) {
                     if !d.is_empty() {
                         writeln!(w, "  {d}")?;
                     }
@@ -547,7 +547,7 @@ fn compact_columns(first: &IntervalReport) -> Vec<(String, Unit, usize)> {
         .nodes
         .iter()
         .filter(|n| n.level == 1)
-        .map(|n| (n.name.clone(), n.unit, n.name.len().max(7)))
+        .map(|n| (n.name.to_string(), n.unit, n.name.len().max(7)))
         .collect()
 }
 
@@ -568,14 +568,15 @@ fn compact_line(
     cols: &[(String, Unit, usize)],
     ir: &IntervalReport,
 ) -> Result<(), ReportError> {
+    use std::fmt::Write as _;
     let mut line = format!("{:>10.3}", ir.end_s);
     for (name, _, wd) in cols {
         let v = ir
             .report
             .node(name)
-            .and_then(|n| n.value.map(|v| fmt_value(v, n.unit)))
-            .unwrap_or_else(|| "-".into());
-        line.push_str(&format!("  {v:>wd$}"));
+            .and_then(|n| n.value.map(|v| fmt_value(v, n.unit)));
+        // Writing into a String cannot fail.
+        let _ = write!(line, "  {:>wd$}", v.as_deref().unwrap_or("-"));
     }
     line.push_str("  ");
     line.push_str(&bottleneck_short(&ir.report.bottleneck));
@@ -729,7 +730,7 @@ fn csv_header(w: &mut dyn Write) -> Result<(), ReportError> {
 fn csv_rows(w: &mut dyn Write, info: &RunInfo, ir: &IntervalReport) -> Result<(), ReportError> {
     let b = &ir.report.bottleneck;
     for n in &ir.report.nodes {
-        let role = if b.node.as_deref() == Some(n.name.as_str()) {
+        let role = if b.node.as_deref() == Some(n.name) {
             "bottleneck"
         } else if b.path.iter().any(|p| p == &n.name) {
             "path"
@@ -746,8 +747,8 @@ fn csv_rows(w: &mut dyn Write, info: &RunInfo, ir: &IntervalReport) -> Result<()
             &[
                 ir.start_s.to_string(),
                 ir.end_s.to_string(),
-                n.name.clone(),
-                n.parent.clone().unwrap_or_default(),
+                n.name.to_string(),
+                n.parent.unwrap_or_default().to_string(),
                 n.level.to_string(),
                 n.value.map(|v| v.to_string()).unwrap_or_default(),
                 unit.to_string(),

@@ -11,10 +11,21 @@ use crate::eval::{Request, RunInfo, TreeEval};
 use crate::render::tree::TreeWriter;
 use crate::{Outcome, StatConfig, StatError};
 
+/// Intervals handed from the reading thread to the writing one at a time.
+const BATCH: usize = 64;
+/// Batches read ahead of the writer.
+const PENDING_BATCHES: usize = 4;
+
+struct Batch {
+    intervals: Vec<tma_perf::Interval>,
+    /// perf spec -> canonical id, with the first batch.
+    event_map: Option<Vec<(String, String)>>,
+}
+
 /// Import a perf stat recording from `input` (named `file` in messages).
 pub(crate) fn run_perf_stat(
     cfg: &StatConfig,
-    input: impl BufRead,
+    input: impl BufRead + Send,
     file: &str,
     out: &mut dyn Write,
     notes: &mut dyn Write,
@@ -68,24 +79,80 @@ pub(crate) fn run_perf_stat(
     let aggregated = reader.breakdown() == Breakdown::Aggregated;
     let mut writer = TreeWriter::new(cfg.render.clone());
     let mut bottleneck = None;
-    while let Some(iv) = reader.next_interval().map_err(import_err)? {
-        let iv = resolver.resolve(iv).map_err(resolve_err)?;
-        let iv = if aggregated {
-            iv
-        } else {
-            import::aggregate(&iv)
-        };
-        if writer.count() == 0 {
-            // The header names how each event spec was read: known from the first interval,
-            // where perf lists every event it counted.
-            eval.check_present(std::iter::once(&iv))?;
-            info.event_map = resolver.mapping();
-            writer.begin(out, &info)?;
+    // Two stages on two threads, so a long recording takes the time of the slower one:
+    // reading and resolving text here, evaluating and writing below. The channel holds a
+    // few batches, so memory stays flat however long the recording.
+    std::thread::scope(|scope| -> Result<(), StatError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Batch, StatError>>(PENDING_BATCHES);
+        scope.spawn(move || {
+            let mut first = true;
+            loop {
+                let mut batch = Batch {
+                    intervals: Vec::with_capacity(BATCH),
+                    event_map: None,
+                };
+                let mut result = Ok(false);
+                while batch.intervals.len() < BATCH {
+                    let iv = match reader.next_interval() {
+                        Ok(Some(iv)) => iv,
+                        Ok(None) => {
+                            result = Ok(true);
+                            break;
+                        }
+                        Err(e) => {
+                            result = Err(import_err(e));
+                            break;
+                        }
+                    };
+                    let iv = match resolver.resolve(iv) {
+                        Ok(iv) => iv,
+                        Err(e) => {
+                            result = Err(resolve_err(e));
+                            break;
+                        }
+                    };
+                    if first {
+                        // How each event spec was read: known from the first interval,
+                        // where perf lists every event it counted.
+                        batch.event_map = Some(resolver.mapping());
+                        first = false;
+                    }
+                    batch.intervals.push(if aggregated {
+                        iv
+                    } else {
+                        import::aggregate(&iv)
+                    });
+                }
+                // Intervals read before an error are still shown, then the error.
+                let done = !matches!(result, Ok(false));
+                if !batch.intervals.is_empty() && tx.send(Ok(batch)).is_err() {
+                    return; // the writer stopped (an error of its own)
+                }
+                if let Err(e) = result {
+                    let _ = tx.send(Err(e));
+                }
+                if done {
+                    return;
+                }
+            }
+        });
+        for batch in rx {
+            let batch = batch?;
+            if let Some(map) = batch.event_map {
+                info.event_map = map;
+            }
+            for iv in &batch.intervals {
+                if writer.count() == 0 {
+                    eval.check_present(std::iter::once(iv))?;
+                    writer.begin(out, &info)?;
+                }
+                let ir = eval.eval(iv);
+                writer.interval(out, &info, &ir)?;
+                bottleneck = Some(ir.report.bottleneck);
+            }
         }
-        let ir = eval.eval(&iv);
-        writer.interval(out, &info, &ir)?;
-        bottleneck = Some(ir.report.bottleneck);
-    }
+        Ok(())
+    })?;
     if writer.count() == 0 {
         writer.begin(out, &info)?;
     }

@@ -242,7 +242,7 @@ impl ReportError {
 
 /// Quote a CSV field when needed (RFC 4180).
 pub fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.contains([',', '"', '\n', '\r']) {
+    if s.bytes().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r')) {
         std::borrow::Cow::Owned(format!("\"{}\"", s.replace('"', "\"\"")))
     } else {
         std::borrow::Cow::Borrowed(s)

@@ -729,10 +729,11 @@ fn csv_header(w: &mut dyn Write) -> Result<(), ReportError> {
 
 fn csv_rows(w: &mut dyn Write, info: &RunInfo, ir: &IntervalReport) -> Result<(), ReportError> {
     let b = &ir.report.bottleneck;
+    let (start, end) = (ir.start_s.to_string(), ir.end_s.to_string());
     for n in &ir.report.nodes {
         let role = if b.node.as_deref() == Some(n.name) {
             "bottleneck"
-        } else if b.path.iter().any(|p| p == &n.name) {
+        } else if b.path.iter().any(|p| p == n.name) {
             "path"
         } else {
             ""
@@ -742,21 +743,26 @@ fn csv_rows(w: &mut dyn Write, info: &RunInfo, ir: &IntervalReport) -> Result<()
             Unit::Percent => "percent",
             Unit::Number => "number",
         };
+        let above = match n.above_threshold {
+            Some(true) => "true",
+            Some(false) => "false",
+            None => "",
+        };
         tma_report::csv_row(
             w,
             &[
-                ir.start_s.to_string(),
-                ir.end_s.to_string(),
-                n.name.to_string(),
-                n.parent.unwrap_or_default().to_string(),
-                n.level.to_string(),
-                n.value.map(|v| v.to_string()).unwrap_or_default(),
-                unit.to_string(),
-                status_code(&n.status).to_string(),
-                n.above_threshold.map(|b| b.to_string()).unwrap_or_default(),
-                n.counted_share.map(|s| s.to_string()).unwrap_or_default(),
-                role.to_string(),
-                status_text(n, ir, info.model).unwrap_or_default(),
+                start.as_str(),
+                end.as_str(),
+                n.name,
+                n.parent.unwrap_or_default(),
+                &n.level.to_string(),
+                &n.value.map(|v| v.to_string()).unwrap_or_default(),
+                unit,
+                status_code(&n.status),
+                above,
+                &n.counted_share.map(|s| s.to_string()).unwrap_or_default(),
+                role,
+                &status_text(n, ir, info.model).unwrap_or_default(),
             ],
         )?;
     }

@@ -130,8 +130,7 @@ pub fn write_json<T: Serialize>(
 #[derive(Debug)]
 pub struct JsonStream {
     count: usize,
-    buf: Vec<u8>,
-    /// `buf` indented, written with one call.
+    /// One element, written with one call.
     out: Vec<u8>,
 }
 
@@ -163,34 +162,25 @@ impl JsonStream {
         write!(buf, "{sep}\n  {key}: [")?;
         w.write_all(&buf)?;
         buf.clear();
-        Ok(JsonStream {
-            count: 0,
-            buf,
-            out: Vec::new(),
-        })
+        Ok(JsonStream { count: 0, out: buf })
     }
 
     /// Append one element to the array.
     pub fn item<T: Serialize>(&mut self, w: &mut dyn Write, item: &T) -> Result<(), ReportError> {
-        self.buf.clear();
-        serde_json::to_writer_pretty(&mut self.buf, item).map_err(|source| ReportError::Json {
-            what: "report",
-            source,
-        })?;
         self.out.clear();
         self.out.extend_from_slice(if self.count == 0 {
             b"\n    "
         } else {
             b",\n    "
         });
-        // Indent by the two levels the element sits at. JSON strings hold no raw newline,
-        // so every newline in the output is a line break of the layout.
-        for line in self.buf.split_inclusive(|&b| b == b'\n') {
-            self.out.extend_from_slice(line);
-            if line.ends_with(b"\n") {
-                self.out.extend_from_slice(b"    ");
-            }
-        }
+        // The element sits two levels deep (document, array): it is laid out as
+        // `write_json` lays it out there, without a second pass to indent it.
+        let mut ser = serde_json::Serializer::with_formatter(&mut self.out, Nested::at(2));
+        item.serialize(&mut ser)
+            .map_err(|source| ReportError::Json {
+                what: "report",
+                source,
+            })?;
         w.write_all(&self.out)?;
         self.count += 1;
         Ok(())
@@ -203,6 +193,81 @@ impl JsonStream {
         } else {
             w.write_all(b"\n  ]\n}\n")?;
         }
+        Ok(())
+    }
+}
+
+/// serde_json's pretty layout (two spaces a level, `": "` after keys) starting at a given
+/// depth, for elements of a document written piece by piece.
+struct Nested {
+    depth: usize,
+    has_value: bool,
+}
+
+impl Nested {
+    fn at(depth: usize) -> Self {
+        Nested {
+            depth,
+            has_value: false,
+        }
+    }
+
+    fn open<W: ?Sized + Write>(&mut self, w: &mut W, bracket: &[u8]) -> io::Result<()> {
+        self.depth += 1;
+        self.has_value = false;
+        w.write_all(bracket)
+    }
+
+    fn close<W: ?Sized + Write>(&mut self, w: &mut W, bracket: &[u8]) -> io::Result<()> {
+        self.depth -= 1;
+        if self.has_value {
+            w.write_all(b"\n")?;
+            self.indent(w)?;
+        }
+        w.write_all(bracket)
+    }
+
+    fn item<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        w.write_all(if first { b"\n" } else { b",\n" })?;
+        self.indent(w)
+    }
+
+    fn indent<W: ?Sized + Write>(&self, w: &mut W) -> io::Result<()> {
+        for _ in 0..self.depth {
+            w.write_all(b"  ")?;
+        }
+        Ok(())
+    }
+}
+
+impl serde_json::ser::Formatter for Nested {
+    fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.open(w, b"[")
+    }
+    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.close(w, b"]")
+    }
+    fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        self.item(w, first)
+    }
+    fn end_array_value<W: ?Sized + Write>(&mut self, _w: &mut W) -> io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+    fn begin_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.open(w, b"{")
+    }
+    fn end_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.close(w, b"}")
+    }
+    fn begin_object_key<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        self.item(w, first)
+    }
+    fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b": ")
+    }
+    fn end_object_value<W: ?Sized + Write>(&mut self, _w: &mut W) -> io::Result<()> {
+        self.has_value = true;
         Ok(())
     }
 }
@@ -278,6 +343,7 @@ mod tests {
             a: u32,
             b: Vec<&'static str>,
             c: Option<f64>,
+            d: std::collections::BTreeMap<&'static str, Vec<Vec<u32>>>,
         }
         #[derive(Serialize)]
         struct Whole<'a> {
@@ -291,6 +357,11 @@ mod tests {
                     a: i,
                     b: if i == 1 { vec![] } else { vec!["x\ny", "z"] },
                     c: (i > 0).then_some(0.5),
+                    d: if i == 1 {
+                        Default::default()
+                    } else {
+                        [("k", vec![vec![], vec![i, 2]]), ("l", vec![])].into()
+                    },
                 })
             };
             let mut want = Vec::new();

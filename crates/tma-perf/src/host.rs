@@ -322,6 +322,28 @@ impl Host {
         })
     }
 
+    /// Whether `<proc>/<pid>` exists (a process, or a thread id, alive or a zombie).
+    pub fn has_process(&self, pid: i32) -> bool {
+        self.proc.join(pid.to_string()).is_dir()
+    }
+
+    /// The thread ids of process `pid`, sorted, from the entries of `<proc>/<pid>/task` (empty
+    /// for a zombie). A process that does not exist is an error for which
+    /// [`HostError::is_missing`] holds.
+    pub fn threads(&self, pid: i32) -> Result<Vec<i32>, HostError> {
+        let path = self.proc.join(pid.to_string()).join("task");
+        let rd = match std::fs::read_dir(&path) {
+            Ok(rd) => rd,
+            Err(source) => return Err(HostError::Read { path, source }),
+        };
+        let mut tids: Vec<i32> = rd
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+            .collect();
+        tids.sort_unstable();
+        Ok(tids)
+    }
+
     /// The effective capability mask of this process (`CapEff` in `<proc>/self/status`).
     pub fn effective_capabilities(&self) -> Result<u64, HostError> {
         let path = self.proc.join("self/status");
@@ -459,6 +481,22 @@ mod tests {
         ));
         assert!(e.path().ends_with("cpu0/topology/core_id"));
         assert!(h.cpu_topology(2).unwrap_err().is_missing());
+    }
+
+    #[test]
+    fn threads_of_a_process() {
+        let d = tree(&[
+            ("proc/42/task/42/comm", "a\n"),
+            ("proc/42/task/7/comm", "b\n"),
+            ("proc/42/task/notatid/comm", "c\n"),
+        ]);
+        let h = Host::under(d.path());
+        assert_eq!(h.threads(42).unwrap(), vec![7, 42]);
+        assert!(h.has_process(42) && !h.has_process(43));
+        let e = h.threads(43).unwrap_err();
+        assert!(e.is_missing() && e.path().ends_with("proc/43/task"), "{e}");
+        let me = Host::system().threads(std::process::id() as i32).unwrap();
+        assert!(me.contains(&(std::process::id() as i32)), "{me:?}");
     }
 
     #[test]

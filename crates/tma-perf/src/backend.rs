@@ -18,7 +18,7 @@ use crate::attr::{attr_for, check_group, AttachMode, AttrError};
 use crate::event::{EventSpec, SoftwareEvent};
 use crate::host::Host;
 use crate::plan::Plan;
-use crate::process::HeldChild;
+use crate::process::{CommandStdout, HeldChild};
 use crate::readings::{Interval, Reading, ReadingStatus};
 use crate::sys;
 use crate::sysfs::Pmus;
@@ -46,6 +46,8 @@ pub struct RunOptions {
     pub duration: Option<Duration>,
     /// The `/sys` and `/proc` roots.
     pub host: Host,
+    /// Where a launched command's stdout goes.
+    pub command_stdout: CommandStdout,
 }
 
 impl RunOptions {
@@ -528,7 +530,7 @@ impl Backend for Live {
                     .map(|a| CString::new(a.as_bytes()))
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|_| RunError::CommandNotFound(cmd.clone()))?;
-                let held = HeldChild::spawn_program(&cpath, &cargv)?;
+                let held = HeldChild::spawn_program(&cpath, &cargv, opts.command_stdout)?;
                 let pid = held.pid();
                 child = Some((held, None));
                 (vec![(pid, -1, None, None)], AttachMode::LAUNCH)

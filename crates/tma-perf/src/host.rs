@@ -239,6 +239,11 @@ impl Host {
         Ok(String::from_utf8_lossy(&b).trim().to_string())
     }
 
+    /// The bytes of `<proc>/<rel>` (`kallsyms`, `<pid>/maps`).
+    pub fn proc_bytes(&self, rel: &str) -> Result<Vec<u8>, HostError> {
+        Host::read(self.proc.join(rel)).map(|(_, b)| b)
+    }
+
     /// Whether `<sys>/<rel>` exists.
     pub fn sys_exists(&self, rel: &str) -> bool {
         self.sys.join(rel).exists()
@@ -325,6 +330,21 @@ impl Host {
     /// Whether `<proc>/<pid>` exists (a process, or a thread id, alive or a zombie).
     pub fn has_process(&self, pid: i32) -> bool {
         self.proc.join(pid.to_string()).is_dir()
+    }
+
+    /// Where the open file descriptors of process `pid` point (the links in `<proc>/<pid>/fd`:
+    /// `/dev/kvm`, `anon_inode:kvm-vm`, ...); links that vanish meanwhile are skipped. Listing
+    /// another user's process is an error of kind `PermissionDenied`.
+    pub fn fd_targets(&self, pid: i32) -> Result<Vec<PathBuf>, HostError> {
+        let path = self.proc.join(pid.to_string()).join("fd");
+        let rd = match std::fs::read_dir(&path) {
+            Ok(rd) => rd,
+            Err(source) => return Err(HostError::Read { path, source }),
+        };
+        Ok(rd
+            .filter_map(|e| e.ok())
+            .filter_map(|e| std::fs::read_link(e.path()).ok())
+            .collect())
     }
 
     /// The thread ids of process `pid`, sorted, from the entries of `<proc>/<pid>/task` (empty
@@ -493,10 +513,21 @@ mod tests {
         let h = Host::under(d.path());
         assert_eq!(h.threads(42).unwrap(), vec![7, 42]);
         assert!(h.has_process(42) && !h.has_process(43));
+        assert_eq!(h.proc_bytes("42/task/7/comm").unwrap(), b"b\n");
+        assert_eq!(h.proc_text("42/task/7/comm").unwrap(), "b");
         let e = h.threads(43).unwrap_err();
         assert!(e.is_missing() && e.path().ends_with("proc/43/task"), "{e}");
-        let me = Host::system().threads(std::process::id() as i32).unwrap();
-        assert!(me.contains(&(std::process::id() as i32)), "{me:?}");
+        let me = std::process::id() as i32;
+        assert!(Host::system().threads(me).unwrap().contains(&me));
+        let f = tempfile::tempfile().unwrap();
+        let fds = Host::system().fd_targets(me).unwrap();
+        assert!(
+            fds.iter()
+                .any(|t| t.to_string_lossy().contains("(deleted)")),
+            "{fds:?}"
+        );
+        drop(f);
+        assert!(h.fd_targets(42).unwrap_err().is_missing());
     }
 
     #[test]

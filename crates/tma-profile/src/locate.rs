@@ -251,7 +251,11 @@ fn sample(
     let exit_status = session_notes(cfg, &outcome, &mut notes);
     let kallsyms = match &cfg.kallsyms {
         Some(p) => read_kallsyms(p),
-        None if cfg.kernel => read_kallsyms(&cfg.host.proc.join("kallsyms")),
+        None if cfg.kernel => cfg
+            .host
+            .proc_bytes("kallsyms")
+            .ok()
+            .and_then(|b| Kallsyms::parse(&b)),
         None => None,
     };
     Ok(Recorded {

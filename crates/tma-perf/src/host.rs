@@ -218,6 +218,14 @@ impl Host {
         }
     }
 
+    /// The entries of the directory `path` (those that cannot be read are skipped).
+    fn entries(path: PathBuf) -> Result<impl Iterator<Item = std::fs::DirEntry>, HostError> {
+        match std::fs::read_dir(&path) {
+            Ok(rd) => Ok(rd.filter_map(|e| e.ok())),
+            Err(source) => Err(HostError::Read { path, source }),
+        }
+    }
+
     fn parsed<T>(
         path: PathBuf,
         parse: impl FnOnce(&[u8]) -> Result<T, ParseError>,
@@ -336,13 +344,7 @@ impl Host {
     /// `/dev/kvm`, `anon_inode:kvm-vm`, ...); links that vanish meanwhile are skipped. Listing
     /// another user's process is an error of kind `PermissionDenied`.
     pub fn fd_targets(&self, pid: i32) -> Result<Vec<PathBuf>, HostError> {
-        let path = self.proc.join(pid.to_string()).join("fd");
-        let rd = match std::fs::read_dir(&path) {
-            Ok(rd) => rd,
-            Err(source) => return Err(HostError::Read { path, source }),
-        };
-        Ok(rd
-            .filter_map(|e| e.ok())
+        Ok(Host::entries(self.proc.join(pid.to_string()).join("fd"))?
             .filter_map(|e| std::fs::read_link(e.path()).ok())
             .collect())
     }
@@ -351,13 +353,7 @@ impl Host {
     /// for a zombie). A process that does not exist is an error for which
     /// [`HostError::is_missing`] holds.
     pub fn threads(&self, pid: i32) -> Result<Vec<i32>, HostError> {
-        let path = self.proc.join(pid.to_string()).join("task");
-        let rd = match std::fs::read_dir(&path) {
-            Ok(rd) => rd,
-            Err(source) => return Err(HostError::Read { path, source }),
-        };
-        let mut tids: Vec<i32> = rd
-            .filter_map(|e| e.ok())
+        let mut tids: Vec<i32> = Host::entries(self.proc.join(pid.to_string()).join("task"))?
             .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
             .collect();
         tids.sort_unstable();

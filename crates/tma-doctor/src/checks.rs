@@ -23,17 +23,12 @@ fn check(
     }
 }
 
-/// The CPU PMU directories under bus/event_source/devices (`cpu`, or `cpu_core`/`cpu_atom`).
+/// The core PMUs under bus/event_source/devices (`cpu`, or `cpu_atom`/`cpu_core`), by name.
 fn cpu_pmus(roots: &Roots) -> Vec<String> {
-    let dir = roots.sys.join("bus/event_source/devices");
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n == "cpu" || n.starts_with("cpu_"))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut v: Vec<String> = tma_perf::sysfs::core_pmu_types(&roots.sys)
+        .into_iter()
+        .map(|(name, _)| name.to_string())
+        .collect();
     v.sort();
     v
 }

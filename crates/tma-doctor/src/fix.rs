@@ -2,7 +2,7 @@
 //! first (atomically) so that `--restore FILE` undoes them.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -30,13 +30,6 @@ pub struct FixAction {
 }
 
 impl FixAction {
-    fn abs(&self, roots: &Roots) -> PathBuf {
-        match self.root {
-            RootKind::Proc => roots.proc.join(&self.path),
-            RootKind::Sys => roots.sys.join(&self.path),
-        }
-    }
-
     /// The shell command equivalent (with the real /proc or /sys prefix).
     pub fn command(&self) -> String {
         let prefix = match self.root {
@@ -88,10 +81,7 @@ pub fn planned_fixes(roots: &Roots, report: &DoctorReport) -> Vec<FixAction> {
         });
     }
     if report.get("thp").is_some_and(|c| c.fix.is_some())
-        && roots
-            .sys
-            .join("kernel/mm/transparent_hugepage/enabled")
-            .exists()
+        && roots.sys_exists("kernel/mm/transparent_hugepage/enabled")
     {
         v.push(FixAction {
             check: "thp",
@@ -133,15 +123,18 @@ pub fn planned_fixes(roots: &Roots, report: &DoctorReport) -> Vec<FixAction> {
 }
 
 fn read_current(a: &FixAction, roots: &Roots) -> Result<String, DoctorError> {
-    let p = a.abs(roots);
-    let s = std::fs::read_to_string(&p).map_err(|source| DoctorError::Write {
-        path: p.display().to_string(),
-        source,
+    let s = match a.root {
+        RootKind::Proc => roots.proc_text(&a.path),
+        RootKind::Sys => roots.sys_text(&a.path),
+    }
+    .map_err(|e| DoctorError::Write {
+        path: e.path().display().to_string(),
+        source: e.into_io(),
     })?;
     Ok(if a.check == "thp" {
-        bracketed(&s).unwrap_or_else(|| s.trim().to_string())
+        bracketed(&s).unwrap_or(s)
     } else {
-        s.trim().to_string()
+        s
     })
 }
 

@@ -94,7 +94,7 @@ pub fn run(
 ) -> Result<Outcome, KvmError> {
     let backend = detect_backend(&cfg.root);
     if let Target::Pid(pid) = cfg.target {
-        if !is_vmm(&cfg.proc_root, pid)? {
+        if !is_vmm(&cfg.host(), pid)? {
             return Err(KvmError::NotAVmm(pid));
         }
     }

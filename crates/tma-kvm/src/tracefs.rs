@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use crate::decode::KVM_EVENTS;
 use crate::format::EventFormat;
 use crate::KvmError;
+use tma_perf::host::{Host, HostError};
 
 /// Where tracefs is looked for, in order.
 pub const TRACEFS_CANDIDATES: &[&str] = &["sys/kernel/tracing", "sys/kernel/debug/tracing"];
@@ -191,41 +192,35 @@ pub fn detect_backend(root: &Path) -> Backend {
 }
 
 /// Whether `pid` looks like a VMM: it holds an fd on `/dev/kvm` or a `kvm-vm`/`kvm-vcpu`
-/// anon inode, or has a thread whose comm starts with `kvm-vcpu`. `proc_root` is normally
-/// `/proc`.
-pub fn is_vmm(proc_root: &Path, pid: u32) -> Result<bool, KvmError> {
-    let base = proc_root.join(pid.to_string());
-    if !base.is_dir() {
+/// anon inode, or has a thread whose comm starts with `kvm-vcpu` (read through `host`'s
+/// procfs root).
+pub fn is_vmm(host: &Host, pid: u32) -> Result<bool, KvmError> {
+    let id = pid as i32;
+    if !host.has_process(id) {
         return Err(KvmError::NoSuchProcess(pid));
     }
-    let fd_dir = base.join("fd");
-    match std::fs::read_dir(&fd_dir) {
-        Ok(rd) => {
-            for e in rd.filter_map(|e| e.ok()) {
-                if let Ok(t) = std::fs::read_link(e.path()) {
-                    let t = t.to_string_lossy();
-                    if t == "/dev/kvm" || t.starts_with("anon_inode:kvm-") {
-                        return Ok(true);
-                    }
-                }
+    match host.fd_targets(id) {
+        Ok(targets) => {
+            if targets.iter().any(|t| {
+                let t = t.to_string_lossy();
+                t == "/dev/kvm" || t.starts_with("anon_inode:kvm-")
+            }) {
+                return Ok(true);
             }
         }
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+        Err(HostError::Read { path, source })
+            if source.kind() == std::io::ErrorKind::PermissionDenied =>
+        {
             return Err(KvmError::Permission(format!(
                 "cannot list {} to check that pid {pid} is a VMM: run as root or as the VMM's user",
-                fd_dir.display()
+                path.display()
             )))
         }
         Err(_) => {}
     }
-    if let Ok(rd) = std::fs::read_dir(base.join("task")) {
-        for e in rd.filter_map(|e| e.ok()) {
-            if let Ok(c) = std::fs::read_to_string(e.path().join("comm")) {
-                if c.trim_start().starts_with("kvm-vcpu") {
-                    return Ok(true);
-                }
-            }
-        }
-    }
-    Ok(false)
+    let tids = host.threads(id).unwrap_or_default();
+    Ok(tids.iter().any(|tid| {
+        host.proc_text(&format!("{pid}/task/{tid}/comm"))
+            .is_ok_and(|c| c.starts_with("kvm-vcpu"))
+    }))
 }

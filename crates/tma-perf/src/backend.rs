@@ -18,7 +18,7 @@ use crate::attr::{attr_for, check_group, AttachMode, AttrError};
 use crate::event::{EventSpec, SoftwareEvent};
 use crate::host::Host;
 use crate::plan::Plan;
-use crate::process::HeldChild;
+use crate::process::{CommandStdout, HeldChild};
 use crate::readings::{Interval, Reading, ReadingStatus};
 use crate::sys;
 use crate::sysfs::Pmus;
@@ -46,6 +46,8 @@ pub struct RunOptions {
     pub duration: Option<Duration>,
     /// The `/sys` and `/proc` roots.
     pub host: Host,
+    /// Where a launched command's stdout goes.
+    pub command_stdout: CommandStdout,
 }
 
 impl RunOptions {
@@ -356,17 +358,6 @@ pub fn resolve_command(cmd: &str) -> Option<PathBuf> {
 }
 
 /// Thread ids of a process from `<proc_root>/<pid>/task`.
-pub fn threads_of(proc_root: &Path, pid: i32) -> Result<Vec<i32>, RunError> {
-    let dir = proc_root.join(pid.to_string()).join("task");
-    let rd = std::fs::read_dir(&dir).map_err(|_| RunError::NoSuchProcess(pid))?;
-    let mut tids: Vec<i32> = rd
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
-        .collect();
-    tids.sort_unstable();
-    Ok(tids)
-}
-
 fn map_open_error(ev: &EventSpec, e: std::io::Error, host: &Host, pid: i32) -> RunError {
     match e.raw_os_error() {
         Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) if ev.needs_core_pmu() => {
@@ -539,7 +530,7 @@ impl Backend for Live {
                     .map(|a| CString::new(a.as_bytes()))
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|_| RunError::CommandNotFound(cmd.clone()))?;
-                let held = HeldChild::spawn_program(&cpath, &cargv)?;
+                let held = HeldChild::spawn_program(&cpath, &cargv, opts.command_stdout)?;
                 let pid = held.pid();
                 child = Some((held, None));
                 (vec![(pid, -1, None, None)], AttachMode::LAUNCH)
@@ -550,7 +541,11 @@ impl Backend for Live {
                 }
                 let mut pts = Vec::new();
                 for &pid in pids {
-                    for tid in threads_of(&opts.host.proc, pid)? {
+                    let tids = opts
+                        .host
+                        .threads(pid)
+                        .map_err(|_| RunError::NoSuchProcess(pid))?;
+                    for tid in tids {
                         pts.push((tid, -1, None, Some(tid as u32)));
                     }
                     watch.push(sys::pidfd_open(pid).map_err(|_| RunError::NoSuchProcess(pid))?);
@@ -562,7 +557,7 @@ impl Backend for Live {
                     return Err(RunError::EmptyTarget);
                 }
                 for &t in tids {
-                    if !opts.host.proc.join(t.to_string()).exists() {
+                    if !opts.host.has_process(t) {
                         return Err(RunError::NoSuchProcess(t));
                     }
                 }

@@ -218,6 +218,14 @@ impl Host {
         }
     }
 
+    /// The entries of the directory `path` (those that cannot be read are skipped).
+    fn entries(path: PathBuf) -> Result<impl Iterator<Item = std::fs::DirEntry>, HostError> {
+        match std::fs::read_dir(&path) {
+            Ok(rd) => Ok(rd.filter_map(|e| e.ok())),
+            Err(source) => Err(HostError::Read { path, source }),
+        }
+    }
+
     fn parsed<T>(
         path: PathBuf,
         parse: impl FnOnce(&[u8]) -> Result<T, ParseError>,
@@ -237,6 +245,11 @@ impl Host {
     pub fn proc_text(&self, rel: &str) -> Result<String, HostError> {
         let (_, b) = Host::read(self.proc.join(rel))?;
         Ok(String::from_utf8_lossy(&b).trim().to_string())
+    }
+
+    /// The bytes of `<proc>/<rel>` (`kallsyms`, `<pid>/maps`).
+    pub fn proc_bytes(&self, rel: &str) -> Result<Vec<u8>, HostError> {
+        Host::read(self.proc.join(rel)).map(|(_, b)| b)
     }
 
     /// Whether `<sys>/<rel>` exists.
@@ -320,6 +333,31 @@ impl Host {
             core: Host::parsed(dir.join("core_id"), parse_int)?,
             thread_siblings: siblings,
         })
+    }
+
+    /// Whether `<proc>/<pid>` exists (a process, or a thread id, alive or a zombie).
+    pub fn has_process(&self, pid: i32) -> bool {
+        self.proc.join(pid.to_string()).is_dir()
+    }
+
+    /// Where the open file descriptors of process `pid` point (the links in `<proc>/<pid>/fd`:
+    /// `/dev/kvm`, `anon_inode:kvm-vm`, ...); links that vanish meanwhile are skipped. Listing
+    /// another user's process is an error of kind `PermissionDenied`.
+    pub fn fd_targets(&self, pid: i32) -> Result<Vec<PathBuf>, HostError> {
+        Ok(Host::entries(self.proc.join(pid.to_string()).join("fd"))?
+            .filter_map(|e| std::fs::read_link(e.path()).ok())
+            .collect())
+    }
+
+    /// The thread ids of process `pid`, sorted, from the entries of `<proc>/<pid>/task` (empty
+    /// for a zombie). A process that does not exist is an error for which
+    /// [`HostError::is_missing`] holds.
+    pub fn threads(&self, pid: i32) -> Result<Vec<i32>, HostError> {
+        let mut tids: Vec<i32> = Host::entries(self.proc.join(pid.to_string()).join("task"))?
+            .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+            .collect();
+        tids.sort_unstable();
+        Ok(tids)
     }
 
     /// The effective capability mask of this process (`CapEff` in `<proc>/self/status`).
@@ -459,6 +497,33 @@ mod tests {
         ));
         assert!(e.path().ends_with("cpu0/topology/core_id"));
         assert!(h.cpu_topology(2).unwrap_err().is_missing());
+    }
+
+    #[test]
+    fn threads_of_a_process() {
+        let d = tree(&[
+            ("proc/42/task/42/comm", "a\n"),
+            ("proc/42/task/7/comm", "b\n"),
+            ("proc/42/task/notatid/comm", "c\n"),
+        ]);
+        let h = Host::under(d.path());
+        assert_eq!(h.threads(42).unwrap(), vec![7, 42]);
+        assert!(h.has_process(42) && !h.has_process(43));
+        assert_eq!(h.proc_bytes("42/task/7/comm").unwrap(), b"b\n");
+        assert_eq!(h.proc_text("42/task/7/comm").unwrap(), "b");
+        let e = h.threads(43).unwrap_err();
+        assert!(e.is_missing() && e.path().ends_with("proc/43/task"), "{e}");
+        let me = std::process::id() as i32;
+        assert!(Host::system().threads(me).unwrap().contains(&me));
+        let f = tempfile::tempfile().unwrap();
+        let fds = Host::system().fd_targets(me).unwrap();
+        assert!(
+            fds.iter()
+                .any(|t| t.to_string_lossy().contains("(deleted)")),
+            "{fds:?}"
+        );
+        drop(f);
+        assert!(h.fd_targets(42).unwrap_err().is_missing());
     }
 
     #[test]

@@ -15,10 +15,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Byte that lets the held child exec; EOF or any other byte makes it `_exit(127)` unexecuted.
 const GO: u8 = b'g';
 
+/// Where a launched command's standard output goes (its stdin and stderr are always
+/// inherited).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CommandStdout {
+    /// This process's stdout.
+    #[default]
+    Inherit,
+    /// `/dev/null`: the command runs silently (a preliminary measurement pass).
+    Null,
+}
+
 /// A forked child held before `execvp` until [`HeldChild::release`], so that perf events with
 /// `enable_on_exec` can be attached to its pid first.
 ///
-/// The child inherits stdin/stdout/stderr and the environment, gets SIGTERM if this process
+/// The child inherits stdin/stdout/stderr (stdout unless [`CommandStdout::Null`]) and the
+/// environment, gets SIGTERM if this process
 /// dies (`PR_SET_PDEATHSIG`), and has SIGPIPE at its default action (as `std::process` does).
 /// Dropped before release, it exits without running the command and is reaped.
 #[derive(Debug)]
@@ -42,14 +54,24 @@ impl HeldChild {
         let program = cargs
             .first()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
-        Self::spawn_program(program, &cargs)
+        Self::spawn_program(program, &cargs, CommandStdout::Inherit)
     }
 
     /// As [`HeldChild::spawn`], executing `program` (a path, or a name looked up in `PATH`)
-    /// with `argv` (whose first element is the command's `argv[0]`).
-    pub fn spawn_program(program: &CString, argv: &[CString]) -> io::Result<HeldChild> {
+    /// with `argv` (whose first element is the command's `argv[0]`), its stdout as `stdout`
+    /// says.
+    pub fn spawn_program(
+        program: &CString,
+        argv: &[CString],
+        stdout: CommandStdout,
+    ) -> io::Result<HeldChild> {
         let (go_r, go_w) = io::pipe()?;
         let (err_r, err_w) = io::pipe()?;
+        // Opened close-on-exec before the fork; the child dup2s it onto fd 1.
+        let null = match stdout {
+            CommandStdout::Inherit => None,
+            CommandStdout::Null => Some(std::fs::File::options().write(true).open("/dev/null")?),
+        };
         let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
         ptrs.push(std::ptr::null());
         // SAFETY: getpid has no preconditions.
@@ -66,6 +88,7 @@ impl HeldChild {
                 go: go_r.as_raw_fd(),
                 err: err_w.as_raw_fd(),
                 parent_ends: [go_w.as_raw_fd(), err_r.as_raw_fd()],
+                stdout: null.as_ref().map(|f| f.as_raw_fd()),
             };
             held_exec(parent, fds, program, &ptrs);
         }
@@ -166,6 +189,8 @@ struct ChildFds {
     /// The parent's ends, closed in the child: while the child held the go pipe's write end,
     /// closing the parent's would not give it EOF.
     parent_ends: [RawFd; 2],
+    /// Duplicated onto fd 1 when set (`/dev/null`).
+    stdout: Option<RawFd>,
 }
 
 /// The child side of [`HeldChild::spawn_program`]: wait for the go byte, exec, or report the
@@ -176,12 +201,20 @@ fn held_exec(
     program: &CString,
     argv: &[*const libc::c_char],
 ) -> ! {
-    // SAFETY: runs in the freshly forked child. Only async-signal-safe calls (close, prctl,
+    // SAFETY: runs in the freshly forked child. Only async-signal-safe calls (close, dup2, prctl,
     // getppid, signal, read, execvp, write, _exit) on memory prepared before the fork: `program` and
     // `argv` (a NULL-terminated array of pointers into live CStrings); nothing allocates.
     unsafe {
         for fd in fds.parent_ends {
             libc::close(fd);
+        }
+        // The duplicate on fd 1 is not close-on-exec; the original is.
+        if let Some(fd) = fds.stdout {
+            if libc::dup2(fd, libc::STDOUT_FILENO) < 0 {
+                let errno = (*libc::__errno_location()).to_ne_bytes();
+                libc::write(fds.err, errno.as_ptr().cast(), errno.len());
+                libc::_exit(127);
+            }
         }
         // If the parent dies (even by SIGKILL) the command gets SIGTERM: no orphan keeps running.
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);

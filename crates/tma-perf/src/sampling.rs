@@ -22,7 +22,6 @@
 //! [`spawn_held`].
 
 use std::io;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use perf_event::events::{Raw, Software};
@@ -413,7 +412,7 @@ impl Session {
             }
             Target::Pid(pid) => {
                 let pid = *pid;
-                let tids = list_threads(&cfg.host.proc, pid)?;
+                let tids = list_threads(&cfg.host, pid)?;
                 let mut samplers = Vec::new();
                 let mut attr = Vec::new();
                 for tid in tids {
@@ -569,24 +568,19 @@ pub fn process_alive(stat: Option<&[u8]>) -> bool {
     }
 }
 
-/// Thread ids of a process, from `<proc_root>/<pid>/task`.
-pub fn list_threads(proc_root: &Path, pid: i32) -> Result<Vec<i32>, SamplingError> {
-    let dir = proc_root.join(pid.to_string()).join("task");
-    let rd = std::fs::read_dir(&dir).map_err(|e| {
-        if e.kind() == io::ErrorKind::NotFound {
+/// Thread ids of a process ([`Host::threads`]); no process or no thread is
+/// [`SamplingError::NoSuchProcess`].
+fn list_threads(host: &Host, pid: i32) -> Result<Vec<i32>, SamplingError> {
+    let tids = host.threads(pid).map_err(|e| {
+        if e.is_missing() {
             SamplingError::NoSuchProcess { pid }
         } else {
             SamplingError::Proc {
-                path: dir.display().to_string(),
-                err: e,
+                path: e.path().display().to_string(),
+                err: e.into_io(),
             }
         }
     })?;
-    let mut tids: Vec<i32> = rd
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
-        .collect();
-    tids.sort_unstable();
     if tids.is_empty() {
         return Err(SamplingError::NoSuchProcess { pid });
     }
@@ -647,7 +641,7 @@ mod tests {
     #[test]
     fn missing_pid_is_a_clear_error() {
         let dir = std::env::temp_dir().join("tma-no-such-proc-root");
-        let e = list_threads(&dir, 4242).unwrap_err();
+        let e = list_threads(&Host::new("/nonexistent", dir), 4242).unwrap_err();
         assert!(matches!(e, SamplingError::NoSuchProcess { pid: 4242 }));
     }
 }

@@ -318,6 +318,21 @@ impl Pmus {
     }
 }
 
+/// The core-event PMUs under `<sys_root>/bus/event_source/devices` and their
+/// `perf_event_attr.type`, in [`CORE_PMU_NAMES`] order, from their `type` files alone: cheaper
+/// than [`Pmus::discover`] and never an error (a PMU without a numeric `type` is absent, as on
+/// a VM without a virtual PMU).
+pub fn core_pmu_types(sys_root: &Path) -> Vec<(&'static str, u32)> {
+    let dir = sys_root.join("bus/event_source/devices");
+    CORE_PMU_NAMES
+        .iter()
+        .filter_map(|&name| {
+            let t = read_trim(&dir.join(name).join("type"))?.parse().ok()?;
+            Some((name, t))
+        })
+        .collect()
+}
+
 fn read_trim(p: &Path) -> Option<String> {
     std::fs::read_to_string(p)
         .ok()
@@ -419,6 +434,9 @@ mod tests {
         let names: Vec<_> = pmus.core_pmus().iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["cpu_core", "cpu_atom"]);
         assert_eq!(pmus.get("cpu_atom").unwrap().type_, 10);
+        let types = core_pmu_types(&fixture("adl"));
+        assert_eq!(types.iter().map(|t| t.0).collect::<Vec<_>>(), names);
+        assert_eq!(types[1], ("cpu_atom", 10));
         assert_eq!(pmus.get("cpu_atom").unwrap().cpus.as_deref(), Some("16-23"));
         assert!(pmus.has_perf_metrics("cpu_core"));
         // E-core "topdown" events are generic events, not PERF_METRICS.
@@ -449,5 +467,7 @@ mod tests {
     #[test]
     fn missing_root_is_an_error() {
         assert!(Pmus::discover(Path::new("/nonexistent/sys")).is_err());
+        assert!(core_pmu_types(Path::new("/nonexistent/sys")).is_empty());
+        assert!(core_pmu_types(&fixture("this-vm")).is_empty());
     }
 }

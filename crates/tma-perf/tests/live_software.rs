@@ -10,6 +10,7 @@ use tma_perf::backend::Measurement;
 use tma_perf::backend::{software_events, Backend, Ending, Live, RunError, RunOptions, Target};
 use tma_perf::event::{EventSpec, SoftwareEvent, SpecKind};
 use tma_perf::plan::{self, Limits, Plan};
+use tma_perf::process::CommandStdout;
 use tma_perf::readings::ReadingStatus;
 use tma_perf::Interval;
 
@@ -48,6 +49,52 @@ fn group_on_child_process_counts_and_forwards_exit() {
     assert!(t.get("page-faults").unwrap().value.unwrap() > 0.0);
     // task-clock cannot exceed wall time by more than the CPUs available.
     assert!(tc.value.unwrap() <= m.wall_ns as f64 * 2.0 + 1e7);
+}
+
+/// Set in the re-executed test binary: launch one command with this stdout choice.
+const STDOUT_MODE: &str = "TMA_PERF_TEST_COMMAND_STDOUT";
+const MARKER: &str = "tma-command-stdout-marker";
+
+/// `RunOptions::command_stdout` reaches the launched command: with `Null` its stdout goes
+/// nowhere while its stderr (and ours) stays. The test re-runs itself in a child test process
+/// whose stdout is a pipe we read, so the command writes where we can see it.
+#[test]
+fn null_command_stdout_silences_the_command() {
+    let name = "null_command_stdout_silences_the_command";
+    if let Ok(mode) = std::env::var(STDOUT_MODE) {
+        let opts = RunOptions {
+            command_stdout: match mode.as_str() {
+                "null" => CommandStdout::Null,
+                _ => CommandStdout::Inherit,
+            },
+            ..RunOptions::new()
+        };
+        let script = format!("echo {MARKER}; echo err-{MARKER} >&2");
+        let m = Live.run(&sw_plan(), &sh(&script), &opts).unwrap();
+        assert_eq!(m.ending, Ending::Exited(0));
+        return;
+    }
+    let run = |mode: &str| {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", name, "--test-threads=1", "--nocapture"])
+            .env(STDOUT_MODE, mode)
+            .output()
+            .unwrap();
+        let (o, e) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert!(out.status.success() && o.contains("1 passed"), "{o}{e}");
+        let err_line = format!("err-{MARKER}");
+        assert!(e.lines().any(|l| l == err_line), "stderr: {e}");
+        // (libtest's "test NAME ... " may precede it on the line.)
+        o.lines().any(|l| l.ends_with(MARKER))
+    };
+    assert!(run("inherit"), "the command's stdout is ours by default");
+    assert!(
+        !run("null"),
+        "CommandStdout::Null let the command write to our stdout"
+    );
 }
 
 #[test]

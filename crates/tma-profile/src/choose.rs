@@ -35,18 +35,14 @@ pub struct Pmu {
 /// The core PMU under `<sysfs_root>/bus/event_source/devices` (`cpu`, or `cpu_core` on
 /// hybrid parts), `None` where there is none (VMs without a virtual PMU).
 pub fn core_pmu(sysfs_root: &Path) -> Option<Pmu> {
-    let devs = sysfs_root.join("bus/event_source/devices");
-    for name in ["cpu", "cpu_core"] {
-        if let Ok(t) = std::fs::read_to_string(devs.join(name).join("type")) {
-            if let Ok(pmu_type) = t.trim().parse() {
-                return Some(Pmu {
-                    name: name.into(),
-                    pmu_type,
-                });
-            }
-        }
-    }
-    None
+    tma_perf::sysfs::core_pmu_types(sysfs_root)
+        .into_iter()
+        // Hybrid parts sample on the P-cores.
+        .find(|&(name, _)| name != "cpu_atom")
+        .map(|(name, pmu_type)| Pmu {
+            name: name.into(),
+            pmu_type,
+        })
 }
 
 /// How the user asked for the event.

@@ -2,11 +2,10 @@
 //! `linux-perf-event-reader` parser, with the parse info derived from the very
 //! `perf_event_attr` given to the kernel, into the same [`Aggregator`] as perf.data imports.
 
-use std::path::Path;
-
 use linux_perf_event_reader::{
     Endianness, PerfEventAttr, RawData, RawEventRecord, RecordParseInfo, RecordType,
 };
+use tma_perf::host::Host;
 use tma_perf::sampling::{
     RawRecord, SamplingConfig, SamplingError, Session, SessionSummary, Target,
     PERF_RECORD_FINISHED_ROUND,
@@ -49,7 +48,7 @@ pub fn sample(
     agg: &mut Aggregator,
     mut tap: Option<&mut dyn FnMut(&RawRecord<'_>)>,
 ) -> Result<LiveOutcome, LiveError> {
-    let proc_root = cfg.host.proc.clone();
+    let host = cfg.host.clone();
     let session = Session::open(cfg, target)?;
     let attr_bytes = session.attr_bytes().to_vec();
     let (attr, _) = PerfEventAttr::parse::<_, byteorder::LittleEndian>(&attr_bytes[..])
@@ -58,7 +57,7 @@ pub fn sample(
     let mut order = Reorder::new(info);
     if let Target::Pid(pid) = target {
         // Time 0 in their trailers: they sort before everything the kernel reports.
-        for (ty, misc, body) in synthesize_existing(&proc_root, *pid) {
+        for (ty, misc, body) in synthesize_existing(&host, *pid) {
             order.push(&RawRecord {
                 ty,
                 misc,
@@ -133,13 +132,12 @@ pub fn handle_raw(agg: &mut Aggregator, r: &RawRecord<'_>, info: RecordParseInfo
 /// COMM and MMAP records (type, misc, body) for a process that existed before sampling
 /// started: the kernel only reports mmaps made after the event was opened. They go through
 /// the same parser as kernel records (and into `--record` files).
-pub fn synthesize_existing(proc_root: &Path, pid: i32) -> Vec<(u32, u16, Vec<u8>)> {
-    let dir = proc_root.join(pid.to_string());
+pub fn synthesize_existing(host: &Host, pid: i32) -> Vec<(u32, u16, Vec<u8>)> {
     let mut out = Vec::new();
-    if let Ok(comm) = std::fs::read_to_string(dir.join("comm")) {
+    if let Ok(comm) = host.proc_text(&format!("{pid}/comm")) {
         out.push(crate::record::synthetic_comm(pid, &comm));
     }
-    if let Ok(maps) = std::fs::read(dir.join("maps")) {
+    if let Ok(maps) = host.proc_bytes(&format!("{pid}/maps")) {
         for (start, end, off, path) in parse_proc_maps(&maps) {
             out.push(crate::record::synthetic_mmap(pid, start, end, off, &path));
         }

@@ -251,7 +251,11 @@ fn sample(
     let exit_status = session_notes(cfg, &outcome, &mut notes);
     let kallsyms = match &cfg.kallsyms {
         Some(p) => read_kallsyms(p),
-        None if cfg.kernel => read_kallsyms(&cfg.host.proc.join("kallsyms")),
+        None if cfg.kernel => cfg
+            .host
+            .proc_bytes("kallsyms")
+            .ok()
+            .and_then(|b| Kallsyms::parse(&b)),
         None => None,
     };
     Ok(Recorded {
@@ -294,6 +298,23 @@ fn quick_stat_bottleneck(
     model: Option<&'static Model>,
     notes: &mut dyn Write,
 ) -> Result<Option<String>, LocateError> {
+    let (stat, shown) = quick_stat_config(cfg, target, model);
+    writeln!(
+        notes,
+        "tma: no --node or -e: finding the bottleneck first with `tma {}`",
+        shown.join(" ")
+    )?;
+    let outcome =
+        tma_stat::run(&stat, &mut std::io::sink(), notes).map_err(LocateError::QuickStat)?;
+    Ok(outcome.bottleneck.and_then(|b| b.node))
+}
+
+/// The quick stat pass's configuration, and the `tma stat` arguments it amounts to.
+fn quick_stat_config(
+    cfg: &LocateConfig,
+    target: &Target,
+    model: Option<&'static Model>,
+) -> (tma_stat::StatConfig, Vec<String>) {
     let mut live = tma_stat::LiveOptions {
         backend: cfg.stat_backend.clone(),
         ..tma_stat::LiveOptions::default()
@@ -312,15 +333,13 @@ fn quick_stat_bottleneck(
         }
         Target::Launch(cmd) => {
             live.command = cmd.clone();
+            // Only the sampled run shows the command's output (as the `tma stat` child with
+            // stdout to /dev/null did).
+            live.command_stdout = tma_perf::process::CommandStdout::Null;
             shown.push("--".into());
             shown.extend(cmd.iter().cloned());
         }
     }
-    writeln!(
-        notes,
-        "tma: no --node or -e: finding the bottleneck first with `tma {}`",
-        shown.join(" ")
-    )?;
     let stat = tma_stat::StatConfig {
         cpu: model.map(|m| m.key.to_string()),
         level: 3,
@@ -328,9 +347,7 @@ fn quick_stat_bottleneck(
         host: cfg.host.clone(),
         ..tma_stat::StatConfig::default()
     };
-    let outcome =
-        tma_stat::run(&stat, &mut std::io::sink(), notes).map_err(LocateError::QuickStat)?;
-    Ok(outcome.bottleneck.and_then(|b| b.node))
+    (stat, shown)
 }
 
 fn sampling_config(cfg: &LocateConfig, chosen: &Chosen) -> Result<SamplingConfig, LocateError> {
@@ -463,5 +480,21 @@ mod tests {
         let want = outcome.bottleneck.and_then(|b| b.node);
         assert!(want.is_some());
         assert_eq!(node, want);
+    }
+
+    /// The launched command's output belongs to the sampled run: the quick pass sends its
+    /// stdout to /dev/null (stderr stays); an attached process's output is not ours to touch.
+    #[test]
+    fn quick_stat_pass_silences_the_command_stdout() {
+        use tma_perf::process::CommandStdout;
+        let cfg = LocateConfig::default();
+        let launch = Target::Launch(vec!["echo".into(), "hi".into()]);
+        let (stat, shown) = quick_stat_config(&cfg, &launch, None);
+        assert_eq!(stat.live.command_stdout, CommandStdout::Null);
+        assert_eq!(stat.live.command, ["echo", "hi"]);
+        assert_eq!(shown.join(" "), "stat -l 3 -- echo hi");
+        let (stat, _) = quick_stat_config(&cfg, &Target::Pid(42), None);
+        assert_eq!(stat.live.command_stdout, CommandStdout::Inherit);
+        assert_eq!(stat.live.pids, [42]);
     }
 }

@@ -89,6 +89,8 @@ pub struct LiveOptions {
     /// Extra events (`-e`).
     pub events: Vec<String>,
     pub backend: BackendChoice,
+    /// Where the launched command's stdout goes (`Null` for a silent preliminary pass).
+    pub command_stdout: tma_perf::process::CommandStdout,
 }
 
 /// Everything `tma stat` needs; no clap, no environment.

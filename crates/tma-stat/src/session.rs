@@ -87,10 +87,7 @@ pub(crate) fn run_live(
 ) -> Result<Outcome, StatError> {
     let target = target_of(cfg, live)?;
     check_flags(cfg, live, &target)?;
-    let mut opts = RunOptions::new();
-    opts.host = cfg.host.clone();
-    opts.interval = live.interval_ms.map(Duration::from_millis);
-    opts.duration = live.duration_s.map(Duration::from_secs_f64);
+    let opts = run_options(cfg, live);
     let pmus = Pmus::discover(&cfg.host.sys).unwrap_or_default();
     let extra = parse_extra_events(cfg, &live.events, &pmus)?;
     let synthetic = matches!(live.backend, BackendChoice::Synthetic(_));
@@ -256,6 +253,16 @@ pub(crate) fn replay(
     let model = tma_catalog::by_name(key)?;
     let extra: Vec<EventSpec> = Vec::new();
     hardware(&mut s, model, &extra, out, notes)
+}
+
+/// What the backend needs to know about a live run beyond the plan and the target.
+fn run_options(cfg: &StatConfig, live: &LiveOptions) -> RunOptions {
+    RunOptions {
+        interval: live.interval_ms.map(Duration::from_millis),
+        duration: live.duration_s.map(Duration::from_secs_f64),
+        host: cfg.host.clone(),
+        command_stdout: live.command_stdout,
+    }
 }
 
 fn target_of(cfg: &StatConfig, a: &LiveOptions) -> Result<Target, StatError> {
@@ -1011,4 +1018,32 @@ fn software(
         ending: (!s.replaying()).then_some(last),
         bottleneck: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tma_perf::host::Host;
+    use tma_perf::process::CommandStdout;
+
+    #[test]
+    fn live_options_reach_the_backend() {
+        let cfg = StatConfig {
+            host: Host::new("/s", "/p"),
+            ..StatConfig::default()
+        };
+        let live = LiveOptions {
+            interval_ms: Some(250),
+            duration_s: Some(1.5),
+            command_stdout: CommandStdout::Null,
+            ..LiveOptions::default()
+        };
+        let o = run_options(&cfg, &live);
+        assert_eq!(o.command_stdout, CommandStdout::Null);
+        assert_eq!(o.interval, Some(Duration::from_millis(250)));
+        assert_eq!(o.duration, Some(Duration::from_millis(1500)));
+        assert_eq!(o.host, cfg.host);
+        let o = run_options(&cfg, &LiveOptions::default());
+        assert_eq!(o.command_stdout, CommandStdout::Inherit);
+    }
 }

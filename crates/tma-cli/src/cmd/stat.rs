@@ -148,6 +148,7 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<StatConfig> {
             duration_s: a.duration,
             events: a.events.clone(),
             backend,
+            ..LiveOptions::default()
         },
         host: root.host(),
         command_line: std::env::args().collect(),

@@ -1,6 +1,7 @@
 //! The only module with `unsafe` in tma-bench: W^X code buffer, scratch memory, fork, CPU
 //! pinning, mlockall, signal capture, alarm, calling generated code, and the TSC.
 //! Every block carries a `// SAFETY:` comment.
+// unsafe allowed: mmap/mprotect, fork, pinning, mlockall, signals, calling generated code.
 #![allow(unsafe_code)]
 
 use std::io;

@@ -1,5 +1,7 @@
 //! End-to-end tests of `tma locate`: live cpu-clock sampling of a small C workload, the
 //! recorded perf.data fixture against `perf report`, pprof, folded stacks, bad input.
+// unsafe allowed: kill(2) sends SIGINT to a spawned tma.
+#![allow(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

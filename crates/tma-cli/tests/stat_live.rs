@@ -2,6 +2,8 @@
 //! on this machine), and the synthetic backend (`--synthetic-backend`, a hidden test-only flag) for the
 //! hardware paths: multiplex scaling, counted shares, --no-multiplex, --repeat, --drilldown,
 //! --record / --import byte for byte.
+// unsafe allowed: kill(2) sends SIGINT to a spawned tma.
+#![allow(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

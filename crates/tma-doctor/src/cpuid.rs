@@ -1,4 +1,6 @@
 //! Live CPUID reads for [`crate::CpuidFacts`] (x86-64 only).
+// unsafe allowed: the CPUID and RDTSC intrinsics.
+#![allow(unsafe_code)]
 
 use crate::CpuidFacts;
 

@@ -1,6 +1,8 @@
 //! The only `unsafe` of `tma-kvm`: `mount`/`umount` of tracefs, each block with a `// SAFETY:`
 //! comment. The tracepoints themselves are opened and read through `tma_perf::tracepoint`, and
 //! a launched command is a `tma_perf::process::HeldChild`.
+// unsafe allowed: mount(2)/umount2(2) of tracefs.
+#![allow(unsafe_code)]
 
 use std::ffi::CString;
 use std::io;

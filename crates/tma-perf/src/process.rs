@@ -4,6 +4,8 @@
 //!
 //! The `unsafe` here is fork/exec and signal dispositions; each block has a `// SAFETY:`
 //! comment. The pipes are `std::io::pipe` (close-on-exec).
+// unsafe allowed: fork/exec of the measured command and signal dispositions.
+#![allow(unsafe_code)]
 
 use std::ffi::CString;
 use std::io::{self, Read, Write};

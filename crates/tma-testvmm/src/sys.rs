@@ -1,5 +1,7 @@
 //! The only `unsafe` of the test VMM: guest RAM (an anonymous mapping registered as a KVM
 //! memory slot) and `KVM_GET_STATS_FD`. Each block has a `// SAFETY:` comment.
+// unsafe allowed: mmap of guest RAM, KVM memory slots and KVM_GET_STATS_FD.
+#![allow(unsafe_code)]
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};

@@ -313,6 +313,9 @@ pub fn run_on(chain: &DramChain, accesses: u64, prefetch: bool, setup_seconds: f
 
 /// The only `unsafe` of this module: the prefetch hint and the huge-page advice.
 mod sys {
+    // unsafe allowed: the PREFETCHT0 intrinsic and madvise(2).
+    #![allow(unsafe_code)]
+
     /// Hint the CPU to bring the cache line at `p` into all cache levels. Never faults, even
     /// for an invalid address; does nothing on non-x86 targets.
     #[inline(always)]

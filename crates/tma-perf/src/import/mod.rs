@@ -141,15 +141,10 @@ pub fn is_document(prefix: &[u8]) -> bool {
 /// tma snapshots are not handled here (see `ImportFormat::TmaSnapshot`): the caller hands
 /// those to the snapshot reader. Long recordings should stream through [`IntervalReader`].
 pub fn parse(bytes: &[u8]) -> Result<Recording, ImportError> {
-    if is_document(bytes) {
-        match detect(bytes)? {
-            ImportFormat::TmaSnapshot => {
-                return Err(ImportError::Snapshot {
-                    why: "snapshots are read by the snapshot module, not the perf importer".into(),
-                })
-            }
-            _ => {}
-        }
+    if is_document(bytes) && detect(bytes)? == ImportFormat::TmaSnapshot {
+        return Err(ImportError::Snapshot {
+            why: "snapshots are read by the snapshot module, not the perf importer".into(),
+        });
     }
     let mut reader = IntervalReader::new(bytes)?;
     let mut intervals = Vec::new();

@@ -12,6 +12,8 @@
 //! So the 64 rounds of a block are a chain of 32 dependent SHA256RNDS2: a single stream runs
 //! at the instruction's latency. [`compress_lanes`] interleaves N independent streams so that
 //! N chains are in flight and the core can approach the instruction's throughput instead.
+// unsafe allowed: SHA-NI intrinsics behind #[target_feature], gated by NiToken.
+#![allow(unsafe_code)]
 
 use core::arch::x86_64::{
     __m128i, _mm_add_epi32, _mm_alignr_epi8, _mm_blend_epi16, _mm_loadu_si128, _mm_set_epi64x,

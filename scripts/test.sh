@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite (the README's second set-up command; .ci/run runs it too).
 #
+# First the style and lint gates: `cargo fmt --check`, then clippy on every target with
+# warnings as errors (the lint policy, unsafe included, is [workspace.lints] in Cargo.toml).
+#
 # Tests that need a resource this machine lacks (hardware PMU, root, /dev/kvm, a peer tool)
 # skip at run time and say why with a line starting "skipped:". cargo captures the output of
 # passing tests, so the suite runs with --show-output and this script lists every skip with
@@ -8,6 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e

@@ -74,8 +74,7 @@ pub(crate) fn find(nodes: &[NodeResult]) -> Bottleneck {
                 .filter(|&i| {
                     nodes[i]
                         .parent
-                        .as_deref()
-                        .is_some_and(|n| n.eq_ignore_ascii_case(&nodes[p].name))
+                        .is_some_and(|n| n.eq_ignore_ascii_case(nodes[p].name))
                 })
                 .collect(),
         };

@@ -299,7 +299,7 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
                 assert!(
                     matches!(n.status, Status::Ok | Status::OutOfRange),
                     "{}: status {:?}, missing {:?}",
-                    ctx(&n.name),
+                    ctx(n.name),
                     n.status,
                     n.missing_events
                 );
@@ -318,11 +318,11 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
             );
             for p in &level1 {
                 let pv = p.value.unwrap();
-                assert!((-TOL..=100.0 + TOL).contains(&pv), "{}: {pv}", ctx(&p.name));
+                assert!((-TOL..=100.0 + TOL).contains(&pv), "{}: {pv}", ctx(p.name));
                 let kids: Vec<_> = r
                     .nodes
                     .iter()
-                    .filter(|n| n.parent.as_deref() == Some(p.name))
+                    .filter(|n| n.parent == Some(p.name))
                     .collect();
                 if kids.is_empty() {
                     continue;
@@ -331,7 +331,7 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
                 assert!(
                     (sum - pv).abs() <= TOL,
                     "{}: children sum {sum} != {pv}: {:?}",
-                    ctx(&p.name),
+                    ctx(p.name),
                     kids.iter().map(|k| (&k.name, k.value)).collect::<Vec<_>>()
                 );
                 for k in &kids {
@@ -339,7 +339,7 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
                     assert!(
                         kv >= -TOL && kv <= pv + TOL,
                         "{}: {kv} outside [0, {pv}]",
-                        ctx(&k.name)
+                        ctx(k.name)
                     );
                 }
             }

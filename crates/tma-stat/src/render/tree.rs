@@ -187,7 +187,7 @@ pub fn status_text(n: &NodeResult, ir: &IntervalReport, model: &Model) -> Option
         }
         Status::DivisionByZero => {
             let mut zero: Vec<&str> = model
-                .node(&n.name)
+                .node(n.name)
                 .map(|d| formula_events(model, d.formula))
                 .unwrap_or_default()
                 .into_iter()
@@ -267,8 +267,8 @@ fn visible(report: &Report, verbose: u8, model: &Model, requested: &[String]) ->
             || verbose > 0
             || n.above_threshold != Some(false)
             || n.value.is_none()
-            || forced.iter().any(|f| f.eq_ignore_ascii_case(&n.name))
-            || report.bottleneck.path.iter().any(|b| b == &n.name);
+            || forced.iter().any(|f| f.eq_ignore_ascii_case(n.name))
+            || report.bottleneck.path.iter().any(|b| b == n.name);
         shown.push(parent_shown && interesting);
     }
     shown
@@ -395,7 +395,7 @@ fn domain_note(n: &NodeResult, model: &Model) -> Option<String> {
     if n.unit != Unit::Percent {
         return None;
     }
-    let domain = model.node(&n.name).map_or("", |d| d.count_domain);
+    let domain = model.node(n.name).map_or("", |d| d.count_domain);
     let what = if domain.starts_with("Slots") {
         "slots"
     } else if domain.contains("Clocks") || domain.is_empty() {
@@ -687,8 +687,8 @@ fn json_interval<'a>(info: &RunInfo, ir: &'a IntervalReport) -> IntervalJson<'a>
             .nodes
             .iter()
             .map(|n| NodeJson {
-                name: &n.name,
-                parent: n.parent.as_deref(),
+                name: n.name,
+                parent: n.parent,
                 level: n.level,
                 value: n.value,
                 unit: n.unit,
@@ -697,7 +697,7 @@ fn json_interval<'a>(info: &RunInfo, ir: &'a IntervalReport) -> IntervalJson<'a>
                 missing_events: &n.missing_events,
                 above_threshold: n.above_threshold,
                 counted_share: n.counted_share,
-                bottleneck: ir.report.bottleneck.node.as_deref() == Some(&n.name),
+                bottleneck: ir.report.bottleneck.node.as_deref() == Some(n.name),
             })
             .collect(),
         bottleneck: &ir.report.bottleneck,

@@ -92,6 +92,77 @@ impl DoctorReport {
     }
 }
 
+/// What `tma doctor` is asked to do besides checking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Only check.
+    Check,
+    /// Apply the safe fixes, saving the previous values to `state` first.
+    Fix { state: std::path::PathBuf },
+    /// Write back the values saved in `state` by an earlier fix.
+    Restore { state: std::path::PathBuf },
+}
+
+/// Everything `tma doctor` needs (clap-free).
+#[derive(Debug, Clone)]
+pub struct DoctorConfig {
+    pub roots: Roots,
+    pub cpuid: CpuidFacts,
+    pub action: Action,
+}
+
+/// The checks after the action, and what the action changed.
+#[derive(Debug, Clone, Serialize)]
+pub struct DoctorRun {
+    #[serde(flatten)]
+    pub report: DoctorReport,
+    pub fixes_applied: Vec<FixedValue>,
+    pub restored: Vec<FixedValue>,
+}
+
+/// Run the action (each command it runs is written to `notes`), then the checks.
+pub fn run(cfg: &DoctorConfig, notes: &mut dyn std::io::Write) -> Result<DoctorRun, DoctorError> {
+    let mut applied = Vec::new();
+    let mut restored = Vec::new();
+    match &cfg.action {
+        Action::Check => {}
+        Action::Restore { state } => restored = restore(&cfg.roots, state, notes)?.values,
+        Action::Fix { state } => {
+            let before = run_checks(&cfg.roots, &cfg.cpuid);
+            let actions = planned_fixes(&cfg.roots, &before);
+            if actions.is_empty() {
+                writeln!(
+                    notes,
+                    "nothing to fix: no check with a safe automatic fix failed"
+                )
+                .map_err(DoctorError::Notes)?;
+            } else {
+                applied = apply_fixes(&cfg.roots, &actions, state, notes)?.values;
+                writeln!(
+                    notes,
+                    "previous values saved to {}; undo with `tma doctor --restore {}`",
+                    state.display(),
+                    state.display()
+                )
+                .map_err(DoctorError::Notes)?;
+            }
+        }
+    }
+    Ok(DoctorRun {
+        report: run_checks(&cfg.roots, &cfg.cpuid),
+        fixes_applied: applied,
+        restored,
+    })
+}
+
+/// Render as JSON (schema `tma.doctor`, version 1).
+pub fn render_json(
+    w: &mut dyn std::io::Write,
+    r: &DoctorRun,
+) -> Result<(), tma_report::ReportError> {
+    tma_report::write_json(w, "tma.doctor", 1, r)
+}
+
 /// Render as text.
 pub fn render(w: &mut dyn std::io::Write, r: &DoctorReport) -> std::io::Result<()> {
     for c in &r.checks {
@@ -136,4 +207,6 @@ pub enum DoctorError {
     BadState { path: String, reason: String },
     #[error("cannot save state file {path}: {reason}; nothing was changed")]
     SaveState { path: String, reason: String },
+    #[error("cannot write the list of commands: {0}")]
+    Notes(std::io::Error),
 }

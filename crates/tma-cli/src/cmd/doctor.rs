@@ -1,12 +1,10 @@
 //! `tma doctor`: is this machine set up to measure, and what to fix.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use serde::Serialize;
-use tma_doctor::{CpuidFacts, DoctorReport, FixedValue, Roots};
+use tma_doctor::{Action, CpuidFacts, DoctorConfig, Roots};
 
 /// Check the measurement environment (PMU, paranoid, NMI watchdog, THP, governor, ...).
 #[derive(Debug, clap::Args)]
@@ -29,14 +27,6 @@ pub struct Args {
     pub output: Option<PathBuf>,
 }
 
-#[derive(Serialize)]
-struct JsonOut<'a> {
-    #[serde(flatten)]
-    report: &'a DoctorReport,
-    fixes_applied: &'a [FixedValue],
-    restored: &'a [FixedValue],
-}
-
 pub fn run(args: Args, root: &crate::cmd::args::RootArg) -> anyhow::Result<ExitCode> {
     let (roots, cpuid) = match &root.root {
         Some(r) => {
@@ -47,63 +37,31 @@ pub fn run(args: Args, root: &crate::cmd::args::RootArg) -> anyhow::Result<ExitC
         }
         None => (Roots::system(), tma_doctor::cpuid::live()),
     };
-    let mut log: Vec<u8> = Vec::new();
-    let mut applied = Vec::new();
-    let mut restored = Vec::new();
-    if let Some(state) = &args.restore {
-        let s = tma_doctor::restore(&roots, state, &mut log)
-            .with_context(|| format!("restore from {}", state.display()))?;
-        restored = s.values;
-    } else if args.fix {
-        let before = tma_doctor::run_checks(&roots, &cpuid);
-        let actions = tma_doctor::planned_fixes(&roots, &before);
-        if actions.is_empty() {
-            writeln!(
-                log,
-                "nothing to fix: no check with a safe automatic fix failed"
-            )?;
-        } else {
-            let s = tma_doctor::apply_fixes(&roots, &actions, &args.state, &mut log)
-                .context("apply fixes")?;
-            writeln!(
-                log,
-                "previous values saved to {}; undo with `tma doctor --restore {}`",
-                args.state.display(),
-                args.state.display()
-            )?;
-            applied = s.values;
-        }
-    }
-    // Commands go to stderr so that --json on stdout stays one document.
-    if !log.is_empty() {
-        let mut e = std::io::stderr().lock();
-        e.write_all(&log)?;
-    }
-    let report = tma_doctor::run_checks(&roots, &cpuid);
-    let render = |w: &mut dyn Write| -> Result<(), tma_report::ReportError> {
-        if args.json {
-            tma_report::write_json(
-                w,
-                "tma.doctor",
-                1,
-                &JsonOut {
-                    report: &report,
-                    fixes_applied: &applied,
-                    restored: &restored,
-                },
-            )
-        } else {
-            tma_doctor::render(w, &report)?;
-            Ok(())
-        }
+    let action = match (&args.restore, args.fix) {
+        (Some(state), _) => Action::Restore {
+            state: state.clone(),
+        },
+        (None, true) => Action::Fix {
+            state: args.state.clone(),
+        },
+        (None, false) => Action::Check,
     };
-    match &args.output {
-        Some(p) => tma_report::write_atomic(p, render)?,
-        None => {
-            let mut out = std::io::stdout().lock();
-            render(&mut out)?;
-            out.flush()?;
+    let cfg = DoctorConfig {
+        roots,
+        cpuid,
+        action,
+    };
+    // Commands go to stderr so that --json on stdout stays one document.
+    let done = tma_doctor::run(&cfg, &mut std::io::stderr()).with_context(|| match &cfg.action {
+        Action::Restore { state } => format!("restore from {}", state.display()),
+        _ => "apply fixes".to_string(),
+    })?;
+    crate::output::emit(args.output.as_deref(), |w| {
+        if args.json {
+            tma_doctor::render_json(w, &done)
+        } else {
+            Ok(tma_doctor::render(w, &done.report)?)
         }
-    }
+    })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -48,6 +48,29 @@ pub use session::{run, SessionConfig, Target};
 pub use stats::{Aggregator, KvmReport, Sample};
 pub use tracefs::{detect_backend, Backend, Tracefs};
 
+impl SessionConfig {
+    /// An error naming the flag when a setting cannot work.
+    pub fn check(&self) -> Result<(), KvmError> {
+        if let Some(d) = self.duration {
+            if d.is_zero() {
+                return Err(KvmError::Config(
+                    "--duration must be a positive number of seconds".into(),
+                ));
+            }
+        }
+        if self.interval.is_some_and(|i| i.is_zero()) {
+            return Err(KvmError::Config("-I must be at least 1 ms".into()));
+        }
+        if !self.mmap_pages.is_power_of_two() {
+            return Err(KvmError::Config(format!(
+                "--mmap-pages must be a power of two, got {}",
+                self.mmap_pages
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Errors of this crate. Messages say what was wrong and what to do.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -70,4 +93,6 @@ pub enum KvmError {
     NotAVmm(u32),
     #[error("{0}")]
     Launch(String),
+    #[error("{0}")]
+    Config(String),
 }

@@ -4,6 +4,28 @@ use std::io::{self, Write};
 
 use crate::stats::{KvmReport, ReasonRow};
 
+/// The `tma kvm --json` document (schema `tma.kvm`, version 1): the whole run, and each
+/// interval's report when `-I` asked for them.
+pub fn json(
+    w: &mut dyn Write,
+    report: &KvmReport,
+    intervals: &[KvmReport],
+) -> Result<(), tma_report::ReportError> {
+    #[derive(serde::Serialize)]
+    struct Doc<'a> {
+        report: &'a KvmReport,
+        intervals: &'a [KvmReport],
+    }
+    tma_report::write_json(w, "tma.kvm", 1, &Doc { report, intervals })
+}
+
+/// One `-I` interval as text, numbered from 1.
+pub fn interval(w: &mut dyn Write, n: u32, r: &KvmReport, opt: RenderOptions) -> io::Result<()> {
+    writeln!(w, "# interval {n}")?;
+    render(w, r, opt)?;
+    writeln!(w)
+}
+
 /// Options for [`render`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RenderOptions {

@@ -14,6 +14,21 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// The exit status a tool that ran a command ends with, as a shell reports it: the command's
+/// exit code, or 128+N when signal N killed it.
+pub fn shell_status(code: Option<i32>, signal: Option<i32>) -> u8 {
+    match (code, signal) {
+        (_, Some(sig)) => (128 + sig).clamp(0, 255) as u8,
+        (Some(c), None) => c.clamp(0, 255) as u8,
+        (None, None) => 0,
+    }
+}
+
+/// [`shell_status`] of a reaped child.
+pub fn shell_status_of(status: &ExitStatus) -> u8 {
+    shell_status(status.code(), status.signal())
+}
+
 /// Byte that lets the held child exec; EOF or any other byte makes it `_exit(127)` unexecuted.
 const GO: u8 = b'g';
 
@@ -301,6 +316,21 @@ impl Drop for IgnoreSigint {
                 libc::signal(libc::SIGINT, self.0);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod shell_status_tests {
+    use super::*;
+
+    #[test]
+    fn codes_and_signals_as_a_shell_reports_them() {
+        assert_eq!(shell_status(Some(3), None), 3);
+        assert_eq!(shell_status(Some(300), None), 255);
+        assert_eq!(shell_status(None, Some(9)), 137);
+        assert_eq!(shell_status(None, None), 0);
+        assert_eq!(shell_status_of(&ExitStatus::from_raw(2 << 8)), 2);
+        assert_eq!(shell_status_of(&ExitStatus::from_raw(15)), 143);
     }
 }
 

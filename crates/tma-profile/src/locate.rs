@@ -434,9 +434,9 @@ fn session_notes(cfg: &LocateConfig, outcome: &LiveOutcome, notes: &mut Vec<Stri
         0
     } else if let Some(sig) = summary.signal {
         notes.push(format!("the command was killed by signal {sig}"));
-        128u8.saturating_add(sig as u8)
+        tma_perf::process::shell_status(None, Some(sig))
     } else {
-        summary.exit_code.map_or(0, |c| c.clamp(0, 255) as u8)
+        tma_perf::process::shell_status(summary.exit_code, None)
     }
 }
 

@@ -144,8 +144,8 @@ impl Outcome {
     /// N, 130 after Ctrl-C), 0 otherwise.
     pub fn exit_status(&self) -> u8 {
         match self.ending {
-            Some(Ending::Exited(c)) => c.clamp(0, 255) as u8,
-            Some(Ending::Signaled(s)) => (128 + s).clamp(0, 255) as u8,
+            Some(Ending::Exited(c)) => tma_perf::process::shell_status(Some(c), None),
+            Some(Ending::Signaled(s)) => tma_perf::process::shell_status(None, Some(s)),
             Some(Ending::Interrupted) => 130,
             Some(Ending::Duration | Ending::TargetsExited) | None => 0,
         }

@@ -52,10 +52,11 @@ pub fn run(args: Args, root: &crate::cmd::args::RootArg) -> anyhow::Result<ExitC
         action,
     };
     // Commands go to stderr so that --json on stdout stays one document.
-    let done = tma_doctor::run(&cfg, &mut std::io::stderr()).with_context(|| match &cfg.action {
-        Action::Restore { state } => format!("restore from {}", state.display()),
-        _ => "apply fixes".to_string(),
-    })?;
+    let done =
+        tma_doctor::run(&cfg, &mut std::io::stderr()).with_context(|| match &cfg.action {
+            Action::Restore { state } => format!("restore from {}", state.display()),
+            _ => "apply fixes".to_string(),
+        })?;
     crate::output::emit(args.output.as_deref(), |w| {
         if args.json {
             tma_doctor::render_json(w, &done)

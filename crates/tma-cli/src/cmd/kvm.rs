@@ -1,14 +1,12 @@
 //! `tma kvm`: count KVM VM exits by reason (like `perf kvm stat`), plus the exits that reach
 //! the VMM. Samples every kvm tracepoint with sample_period=1 from per-CPU ring buffers.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use serde::Serialize;
-use tma_kvm::{KvmReport, RenderOptions, SessionConfig, Target};
+use tma_kvm::{render, KvmReport, RenderOptions, SessionConfig, Target};
 
 /// Count KVM VM exits by reason (VMX / SVM / TDX names), rates and handling times.
 #[derive(Debug, clap::Args)]
@@ -47,12 +45,6 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
-#[derive(Serialize)]
-struct JsonOut<'a> {
-    report: &'a KvmReport,
-    intervals: &'a [KvmReport],
-}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let targets = args.pid.is_some() as u8 + args.all as u8 + !args.command.is_empty() as u8;
     if targets != 1 {
@@ -63,15 +55,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             bail!("--duration must be a positive number of seconds, got {d}");
         }
     }
-    if args.interval == Some(0) {
-        bail!("-I must be at least 1 ms");
-    }
-    if !args.mmap_pages.is_power_of_two() {
-        bail!(
-            "--mmap-pages must be a power of two, got {}",
-            args.mmap_pages
-        );
-    }
     let target = match (args.pid, args.all) {
         (Some(p), _) => Target::Pid(p),
         (None, true) => Target::All,
@@ -81,56 +64,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     cfg.duration = args.duration.map(Duration::from_secs_f64);
     cfg.interval = args.interval.map(Duration::from_millis);
     cfg.mmap_pages = args.mmap_pages;
+    cfg.check()?;
     let opts = RenderOptions {
         per_vcpu: args.per_vcpu,
     };
-    let mut intervals = Vec::new();
+    let mut intervals: Vec<KvmReport> = Vec::new();
     let mut n = 0u32;
     let outcome = tma_kvm::run(&cfg, |r| {
         n += 1;
         if args.json {
             intervals.push(r.clone());
         } else {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "# interval {n}");
-            let _ = tma_kvm::render(&mut out, r, opts);
-            let _ = writeln!(out);
+            let _ = render::interval(&mut std::io::stdout().lock(), n, r, opts);
         }
     })
     .context("tma kvm")?;
-    let report = outcome.report;
-    let render = |w: &mut dyn Write| -> Result<(), tma_report::ReportError> {
+    crate::output::emit(args.output.as_deref(), |w| {
         if args.json {
-            tma_report::write_json(
-                w,
-                "tma.kvm",
-                1,
-                &JsonOut {
-                    report: &report,
-                    intervals: &intervals,
-                },
-            )
+            render::json(w, &outcome.report, &intervals)
         } else {
-            tma_kvm::render(w, &report, opts)?;
-            Ok(())
+            Ok(tma_kvm::render(w, &outcome.report, opts)?)
         }
-    };
-    match &args.output {
-        Some(p) => tma_report::write_atomic(p, render)?,
-        None => {
-            let mut out = std::io::stdout().lock();
-            render(&mut out)?;
-            out.flush()?;
-        }
-    }
-    if let Some(st) = outcome.child_status {
-        if let Some(code) = st.code() {
-            return Ok(ExitCode::from(code.clamp(0, 255) as u8));
-        }
-        use std::os::unix::process::ExitStatusExt;
-        if let Some(sig) = st.signal() {
-            return Ok(ExitCode::from((128 + sig).clamp(0, 255) as u8));
-        }
-    }
-    Ok(ExitCode::SUCCESS)
+    })?;
+    Ok(ExitCode::from(
+        outcome
+            .child_status
+            .map_or(0, |st| tma_perf::process::shell_status_of(&st)),
+    ))
 }

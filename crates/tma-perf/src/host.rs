@@ -257,6 +257,25 @@ impl Host {
         self.sys.join(rel).exists()
     }
 
+    /// Whether the kernel module `name` is loaded (`<sys>/module/<name>` is a directory).
+    pub fn module_loaded(&self, name: &str) -> bool {
+        self.sys.join("module").join(name).is_dir()
+    }
+
+    /// The loaded kernel modules whose name starts with `prefix`, sorted (empty when
+    /// `<sys>/module` cannot be listed).
+    pub fn kernel_modules(&self, prefix: &str) -> Vec<String> {
+        let mut names: Vec<String> = Host::entries(self.sys.join("module"))
+            .map(|rd| {
+                rd.filter_map(|e| e.file_name().to_str().map(str::to_string))
+                    .filter(|n| n.starts_with(prefix))
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
     /// `<proc>/cpuinfo`.
     pub fn cpuinfo_path(&self) -> PathBuf {
         self.proc.join("cpuinfo")
@@ -539,6 +558,22 @@ mod tests {
         assert!(e
             .to_string()
             .starts_with("cannot read /nonexistent/proc/sys/kernel/perf_event_paranoid"));
+    }
+
+    #[test]
+    fn loaded_modules() {
+        let d = tree(&[
+            ("sys/module/kvm/refcnt", "1\n"),
+            ("sys/module/kvm_pvm/refcnt", "1\n"),
+            ("sys/module/kvm_amd/refcnt", "1\n"),
+            ("sys/module/tun/refcnt", "0\n"),
+        ]);
+        let h = Host::under(d.path());
+        assert!(h.module_loaded("kvm_amd") && !h.module_loaded("kvm_intel"));
+        assert_eq!(h.kernel_modules("kvm_"), vec!["kvm_amd", "kvm_pvm"]);
+        assert_eq!(h.kernel_modules("kvm").len(), 3);
+        let none = Host::under(Path::new("/nonexistent"));
+        assert!(!none.module_loaded("kvm") && none.kernel_modules("").is_empty());
     }
 
     #[test]

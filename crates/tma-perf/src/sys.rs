@@ -1,5 +1,6 @@
 //! The `unsafe` of the counting path: `perf_event_open(2)`, group `read(2)`, the
-//! enable/disable/set-output ioctls, waitpid/kill, and pidfd polling. The launched command
+//! enable/disable/set-output ioctls, waitpid/kill, pidfd polling, and mount/umount of tracefs
+//! (for [`crate::tracefs`]). The launched command
 //! and the Ctrl-C flag are in [`crate::process`]. Everything above these modules is safe code.
 // unsafe allowed: raw perf_event_open/read/ioctl/wait/kill/pidfd syscalls.
 #![allow(unsafe_code)]
@@ -210,6 +211,42 @@ pub fn poll_readable<F: AsRawFd>(fds: &[&F], timeout_ms: i32) -> io::Result<Vec<
         return Err(e);
     }
     Ok(p.iter().map(|x| x.revents != 0).collect())
+}
+
+/// `mount -t tracefs nodev <target>`.
+pub fn mount_tracefs(target: &std::path::Path) -> io::Result<()> {
+    let t = c_path(target)?;
+    // SAFETY: all pointers are valid NUL-terminated strings for the call's duration; data is null.
+    let r = unsafe {
+        libc::mount(
+            c"nodev".as_ptr(),
+            t.as_ptr(),
+            c"tracefs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `umount <target>`.
+pub fn unmount(target: &std::path::Path) -> io::Result<()> {
+    let t = c_path(target)?;
+    // SAFETY: `t` is a valid NUL-terminated path for the call's duration.
+    let r = unsafe { libc::umount2(t.as_ptr(), 0) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn c_path(p: &std::path::Path) -> io::Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))
 }
 
 #[cfg(test)]

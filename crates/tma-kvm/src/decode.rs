@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
-use crate::format::{EventFormat, Field};
 use crate::reasons::{ExitReason, Isa};
 use crate::KvmError;
+use tma_perf::tracefs::{EventFormat, Field};
 
 /// The kvm tracepoints `tma kvm` samples, in the order they are opened.
 pub const KVM_EVENTS: &[&str] = &[

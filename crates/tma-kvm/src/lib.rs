@@ -1,11 +1,12 @@
 //! KVM VM-exit accounting from the `kvm:*` tracepoints, in the manner of `perf kvm stat`.
 //!
 //! # How it works
-//! * [`tracefs::Tracefs`] finds tracefs (`/sys/kernel/tracing`, then
+//! * `tma_perf::tracefs::Tracefs` finds tracefs (`/sys/kernel/tracing`, then
 //!   `/sys/kernel/debug/tracing`; the root is a parameter) and mounts it when absent; what this
 //!   process mounted, and only that, is unmounted on drop, also after an error or Ctrl-C.
-//! * [`format::EventFormat`] parses each tracepoint's `format` file: ids and field offsets are
-//!   read, never assumed, because field sets differ between kernels.
+//! * [`tracefs::kvm_formats`] reads the kvm tracepoints' `format` files, parsed by
+//!   `tma_perf::tracefs::EventFormat`: ids and field offsets are read, never assumed, because
+//!   field sets differ between kernels.
 //! * [`decode::Decoder`] turns raw records into [`decode::KvmEvent`]s using those offsets.
 //!   `kvm_exit` reasons are named per record from its `isa` field ([`reasons`]: VMX incl. TDX's
 //!   TDCALL, SVM incl. SEV-ES codes); unknown codes keep their number.
@@ -19,34 +20,32 @@
 //! # Tracepoints are not PMU counters
 //! `PERF_TYPE_TRACEPOINT` events are software events fired by static trace points in the
 //! kernel, so this crate works on hosts and VMs without a hardware PMU. Opening them needs
-//! root, or CAP_PERFMON plus read access to tracefs. This crate's only `unsafe` code,
-//! mount/umount of tracefs, is in the small `sys` module.
+//! root, or CAP_PERFMON plus read access to tracefs. This crate has no `unsafe` code: the
+//! syscalls (perf_event_open, the rings, mount/umount of tracefs) are in `tma-perf`.
 //!
 //! # Backends that emit no `kvm_exit`
 //! Some KVM vendor modules (the software `kvm_pvm`, for one) never fire `kvm_exit`/`kvm_entry`
-//! while the VMM-level events fire exactly. [`tracefs::detect_backend`] names the module, and
-//! the report then says in one line that this backend does not emit `kvm_exit` and shows the
-//! VMM-level breakdown instead of an empty table.
+//! while the VMM-level events fire exactly. [`tracefs::detect_backend`] names the module (from
+//! `tma_perf::host::Host`'s loaded modules), and the report then says in one line that this
+//! backend does not emit `kvm_exit` and shows the VMM-level breakdown instead of an empty table.
 //!
 //! The tests measure a tiny VMM whose guest performs known numbers of exit-causing operations:
 //! the dev-only `tma-testvmm` crate.
 
 pub mod decode;
-pub mod format;
 pub mod reasons;
 pub mod render;
 pub mod session;
 pub mod stats;
-mod sys;
 pub mod tracefs;
 
 pub use decode::{Decoder, KvmEvent};
-pub use format::EventFormat;
 pub use reasons::{ExitReason, Isa};
 pub use render::{render, RenderOptions};
 pub use session::{run, SessionConfig, Target};
 pub use stats::{Aggregator, KvmReport, Sample};
-pub use tracefs::{detect_backend, Backend, Tracefs};
+pub use tma_perf::tracefs::{EventFormat, Tracefs};
+pub use tracefs::{detect_backend, kvm_formats, Backend};
 
 impl SessionConfig {
     /// An error naming the flag when a setting cannot work.

@@ -13,9 +13,10 @@ use tma_perf::tracepoint::{
 use crate::decode::Decoder;
 use crate::reasons::Isa;
 use crate::stats::{Aggregator, KvmReport, Sample};
-use crate::tracefs::{detect_backend, is_vmm, Tracefs};
+use crate::tracefs::{detect_backend, is_vmm, kvm_formats};
 use crate::KvmError;
 use tma_perf::host::Host;
+use tma_perf::tracefs::Tracefs;
 
 /// What to measure.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +104,7 @@ pub fn run(
     process::catch_interrupts()
         .map_err(|e| KvmError::Perf(format!("cannot install the Ctrl-C handler: {e}")))?;
     let tracefs = Tracefs::find_or_mount(&cfg.root)?;
-    let formats = tracefs.kvm_formats()?;
+    let formats = kvm_formats(&tracefs)?;
     let mut decoder = Decoder::new(&formats)?;
     let host = cfg.host();
     decoder.isa_fallback = host_isa_fallback(&host);

@@ -1,121 +1,36 @@
-//! Finding (and if needed mounting) tracefs, and reading the kvm tracepoints' `format` files.
+//! The kvm side of tracefs: reading the kvm tracepoints' `format` files through
+//! `tma_perf::tracefs`, naming the KVM vendor module from the host's loaded modules, and telling
+//! whether a process is a VMM.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::decode::KVM_EVENTS;
-use crate::format::EventFormat;
 use crate::KvmError;
 use tma_perf::host::{Host, HostError};
+use tma_perf::tracefs::{EventFormat, FormatError, Tracefs, TracefsError};
 
-/// Where tracefs is looked for, in order.
-pub const TRACEFS_CANDIDATES: &[&str] = &["sys/kernel/tracing", "sys/kernel/debug/tracing"];
-
-/// A tracefs directory in use. If this process mounted it, dropping the value unmounts it
-/// (and only then): a pre-existing mount is never touched.
-#[derive(Debug)]
-pub struct Tracefs {
-    path: PathBuf,
-    mounted_by_us: bool,
+/// Read and parse `events/kvm/<name>/format` for every event in [`KVM_EVENTS`] that this
+/// kernel has. Errors when the kvm system is absent (kvm module not loaded) or unreadable.
+pub fn kvm_formats(tracefs: &Tracefs) -> Result<Vec<EventFormat>, KvmError> {
+    Ok(tracefs.formats("kvm", KVM_EVENTS)?)
 }
 
-impl Tracefs {
-    /// Use an existing tracefs directory (tests: a fake tree).
-    pub fn at(path: impl Into<PathBuf>) -> Tracefs {
-        Tracefs {
-            path: path.into(),
-            mounted_by_us: false,
-        }
-    }
-
-    /// Find tracefs under `root` (normally `/`): `root/sys/kernel/tracing`, then
-    /// `root/sys/kernel/debug/tracing`. A directory counts when it has `events/`.
-    pub fn find(root: &Path) -> Option<Tracefs> {
-        TRACEFS_CANDIDATES
-            .iter()
-            .map(|c| root.join(c))
-            .find(|p| p.join("events").is_dir())
-            .map(Tracefs::at)
-    }
-
-    /// Find tracefs under `root`, or mount it at `root/sys/kernel/tracing` when absent.
-    /// Errors say what failed (no permission, not mountable) and leave nothing mounted.
-    pub fn find_or_mount(root: &Path) -> Result<Tracefs, KvmError> {
-        if let Some(t) = Tracefs::find(root) {
-            return Ok(t);
-        }
-        // Mounted but unreadable (tracefs is mode 700 by default): say so, do not try to mount.
-        for c in TRACEFS_CANDIDATES {
-            let events = root.join(c).join("events");
-            if let Err(e) = std::fs::metadata(&events) {
-                if e.kind() == std::io::ErrorKind::PermissionDenied {
-                    return Err(perm(&events, e));
-                }
+impl From<TracefsError> for KvmError {
+    fn from(e: TracefsError) -> KvmError {
+        match e {
+            TracefsError::Read { path, source } => perm(&path, source),
+            TracefsError::NoSystem { path } => KvmError::NoKvmEvents(path.display().to_string()),
+            TracefsError::Format { path, error } => {
+                KvmError::Format(format!("{}: {error}", path.display()))
             }
+            e => KvmError::Tracefs(e.to_string()),
         }
-        let target = root.join(TRACEFS_CANDIDATES[0]);
-        if !target.is_dir() {
-            return Err(KvmError::Tracefs(format!(
-                "tracefs is not mounted and its mount point {} does not exist; mount it with `mount -t tracefs nodev /sys/kernel/tracing` (kernel needs CONFIG_TRACING)",
-                target.display()
-            )));
-        }
-        crate::sys::mount_tracefs(&target).map_err(|e| {
-            KvmError::Tracefs(format!(
-                "tracefs is not mounted and mounting it at {} failed: {e}; run as root (or mount it: `mount -t tracefs nodev /sys/kernel/tracing`)",
-                target.display()
-            ))
-        })?;
-        let t = Tracefs {
-            path: target,
-            mounted_by_us: true,
-        };
-        if !t.path.join("events").is_dir() {
-            // Dropping `t` unmounts it again.
-            return Err(KvmError::Tracefs(format!(
-                "mounted tracefs at {} but it has no events/ directory",
-                t.path.display()
-            )));
-        }
-        Ok(t)
     }
+}
 
-    /// The tracefs directory.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Whether this process mounted it (and will unmount it on drop).
-    pub fn mounted_by_us(&self) -> bool {
-        self.mounted_by_us
-    }
-
-    /// Read and parse `events/kvm/<name>/format` for every event in [`KVM_EVENTS`] that this
-    /// kernel has. Errors when the kvm system is absent (kvm module not loaded) or unreadable.
-    pub fn kvm_formats(&self) -> Result<Vec<EventFormat>, KvmError> {
-        let dir = self.path.join("events/kvm");
-        match std::fs::metadata(&dir) {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(KvmError::NoKvmEvents(dir.display().to_string()))
-            }
-            Err(e) => return Err(perm(&dir, e)),
-        }
-        let mut out = Vec::new();
-        for name in KVM_EVENTS {
-            let p = dir.join(name).join("format");
-            match std::fs::read(&p) {
-                Ok(b) => out.push(
-                    EventFormat::parse(&b)
-                        .map_err(|e| KvmError::Format(format!("{}: {e}", p.display())))?,
-                ),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(perm(&p, e)),
-            }
-        }
-        if out.is_empty() {
-            return Err(KvmError::NoKvmEvents(dir.display().to_string()));
-        }
-        Ok(out)
+impl From<FormatError> for KvmError {
+    fn from(e: FormatError) -> KvmError {
+        KvmError::Format(e.to_string())
     }
 }
 
@@ -130,20 +45,6 @@ fn perm(p: &Path, e: std::io::Error) -> KvmError {
     }
 }
 
-impl Drop for Tracefs {
-    fn drop(&mut self) {
-        if self.mounted_by_us {
-            if let Err(e) = crate::sys::unmount(&self.path) {
-                eprintln!(
-                    "tma: warning: could not unmount the tracefs this run mounted at {}: {e}; unmount it with `umount {}`",
-                    self.path.display(),
-                    self.path.display()
-                );
-            }
-        }
-    }
-}
-
 /// The KVM module in use, from `root/sys/module`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Backend {
@@ -153,40 +54,24 @@ pub struct Backend {
     pub emits_kvm_exit: bool,
 }
 
-/// Detect the KVM vendor module under `root/sys/module` (`root` is normally `/`).
+/// Detect the KVM vendor module loaded under `root/sys/module` (`root` is normally `/`).
 pub fn detect_backend(root: &Path) -> Backend {
-    let m = root.join("sys/module");
-    for (name, emits) in [("kvm_intel", true), ("kvm_amd", true), ("kvm_pvm", false)] {
-        if m.join(name).is_dir() {
-            return Backend {
-                module: name.into(),
-                emits_kvm_exit: emits,
-            };
-        }
+    let host = Host::under(root);
+    let known = [("kvm_intel", true), ("kvm_amd", true), ("kvm_pvm", false)];
+    if let Some((name, emits)) = known.into_iter().find(|(n, _)| host.module_loaded(n)) {
+        return Backend {
+            module: name.into(),
+            emits_kvm_exit: emits,
+        };
     }
-    // Another vendor module (`kvm_*` other than kvm itself).
-    if let Ok(rd) = std::fs::read_dir(&m) {
-        let mut names: Vec<String> = rd
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with("kvm_"))
-            .collect();
-        names.sort();
-        if let Some(n) = names.into_iter().next() {
-            return Backend {
-                module: n,
-                emits_kvm_exit: false,
-            };
-        }
-        if m.join("kvm").is_dir() {
-            return Backend {
-                module: "kvm".into(),
-                emits_kvm_exit: false,
-            };
-        }
-    }
+    // Another vendor module (`kvm_*` other than kvm itself), else kvm alone.
+    let module = match host.kernel_modules("kvm_").into_iter().next() {
+        Some(n) => n,
+        None if host.module_loaded("kvm") => "kvm".into(),
+        None => "none".into(),
+    };
     Backend {
-        module: "none".into(),
+        module,
         emits_kvm_exit: false,
     }
 }

@@ -75,7 +75,7 @@ fn finds_debug_tracing_fallback_in_fake_tree() {
     let t = Tracefs::find(dir.path()).unwrap();
     assert!(t.path().ends_with("sys/kernel/debug/tracing"));
     assert!(!t.mounted_by_us());
-    let f = t.kvm_formats().unwrap();
+    let f = tma_kvm::kvm_formats(&t).unwrap();
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].id, 103);
     // /sys/kernel/tracing wins when both exist.
@@ -85,9 +85,7 @@ fn finds_debug_tracing_fallback_in_fake_tree() {
         .path()
         .ends_with("sys/kernel/tracing"));
     // No kvm events there: a clear error.
-    let e = Tracefs::find(dir.path())
-        .unwrap()
-        .kvm_formats()
+    let e = tma_kvm::kvm_formats(&Tracefs::find(dir.path()).unwrap())
         .unwrap_err()
         .to_string();
     assert!(e.contains("kvm module is not loaded"), "{e}");

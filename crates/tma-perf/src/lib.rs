@@ -6,11 +6,12 @@
 //! Layers: [`event`] (what to count) -> [`attr`] (perf_event_attr) with PMUs from [`sysfs`]
 //! -> [`plan`] (groups that fit the counters) -> [`backend`] (Live / Replay run a plan on a
 //! target) -> [`snapshot`] (record and replay); [`sampling`] opens sampling events and hands the
-//! ring-buffer records to the profile crate; [`tracepoint`] opens kernel tracepoints into shared
-//! per-CPU rings (for `tma-kvm`); [`cycles`] is the cycles counter of the bench clocks;
+//! ring-buffer records to the profile crate; [`tracefs`] finds (or mounts) tracefs and parses
+//! the tracepoints' `format` files, and [`tracepoint`] opens them into shared per-CPU rings (for
+//! `tma-kvm`); [`cycles`] is the cycles counter of the bench clocks;
 //! [`process`] holds a launched command before exec and catches Ctrl-C. [`host`] is the one
-//! reader of host facts (CPU lists, paranoid, NMI watchdog, cpuinfo, topology) under injectable
-//! `/sys` and `/proc` roots. `unsafe` lives only in [`sys`] and [`process`].
+//! reader of host facts (CPU lists, paranoid, NMI watchdog, cpuinfo, topology, loaded
+//! modules) under injectable `/sys` and `/proc` roots. `unsafe` lives only in [`sys`] and [`process`].
 
 pub mod attr;
 pub mod backend;
@@ -25,5 +26,6 @@ pub mod sampling;
 pub mod snapshot;
 pub mod sys;
 pub mod sysfs;
+pub mod tracefs;
 pub mod tracepoint;
 pub use readings::*;

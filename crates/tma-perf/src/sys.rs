@@ -1,8 +1,8 @@
 //! The `unsafe` of the counting path: `perf_event_open(2)`, group `read(2)`, the
 //! enable/disable/set-output ioctls, waitpid/kill, pidfd polling, and mount/umount of tracefs
-//! (for [`crate::tracefs`]). The launched command
-//! and the Ctrl-C flag are in [`crate::process`]. Everything above these modules is safe code.
-// unsafe allowed: raw perf_event_open/read/ioctl/wait/kill/pidfd syscalls.
+//! (for [`crate::tracefs`]). The launched command and the Ctrl-C flag are in
+//! [`crate::process`]. Everything above these modules is safe code.
+// unsafe allowed: raw perf_event_open/read/ioctl/wait/kill/pidfd and mount/umount2 syscalls.
 #![allow(unsafe_code)]
 
 use std::io;

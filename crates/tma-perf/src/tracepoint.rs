@@ -3,7 +3,7 @@
 //!
 //! Tracepoints are not PMU counters: they are software events fired by the kernel's static
 //! trace points, so they work on machines without a hardware PMU. They need root, or
-//! CAP_PERFMON plus read access to tracefs (where the ids come from; see `tma_kvm::tracefs`).
+//! CAP_PERFMON plus read access to tracefs (where the ids come from; see [`crate::tracefs`]).
 //!
 //! Every event is opened with `sample_period = 1` and
 //! `PERF_SAMPLE_TID | TIME | CPU | RAW`; the first event of a CPU owns the ring and the others

@@ -6,7 +6,53 @@
 //! `error_code` later, `requests` in 6.x), so decoders must look offsets up here instead of
 //! assuming them.
 
-use crate::KvmError;
+/// What is wrong with a `format` file, or a field a decoder needs that it lacks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FormatError {
+    #[error("format file is not UTF-8 text")]
+    NotUtf8,
+    #[error("line {line}: bad ID `{value}`")]
+    BadId { line: usize, value: String },
+    #[error("line {line}: {problem}: `{text}`")]
+    BadField {
+        line: usize,
+        problem: FieldProblem,
+        text: String,
+    },
+    #[error("no `name:` line")]
+    NoName,
+    #[error("{event}: no `ID:` line")]
+    NoId { event: String },
+    #[error("{event}: no `field:` lines")]
+    NoFields { event: String },
+    #[error("tracepoint {event} has no field `{field}` (fields: {})", fields.join(", "))]
+    MissingField {
+        event: String,
+        field: String,
+        /// The fields it has, in file order.
+        fields: Vec<String>,
+    },
+}
+
+/// What is wrong with one `field:` line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FieldProblem {
+    #[error("bad offset")]
+    BadOffset,
+    #[error("bad size")]
+    BadSize,
+    #[error("no declaration")]
+    NoDeclaration,
+    #[error("no offset")]
+    NoOffset,
+    #[error("no size")]
+    NoSize,
+    #[error("declaration has no type")]
+    NoType,
+    #[error("declaration has no name")]
+    NoName,
+}
 
 /// One field of a tracepoint record.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -38,9 +84,8 @@ pub struct EventFormat {
 
 impl EventFormat {
     /// Parse the text of a `format` file.
-    pub fn parse(bytes: &[u8]) -> Result<EventFormat, KvmError> {
-        let text = std::str::from_utf8(bytes)
-            .map_err(|_| KvmError::Format("format file is not UTF-8 text".into()))?;
+    pub fn parse(bytes: &[u8]) -> Result<EventFormat, FormatError> {
+        let text = std::str::from_utf8(bytes).map_err(|_| FormatError::NotUtf8)?;
         let mut name = None;
         let mut id = None;
         let mut fields = Vec::new();
@@ -50,23 +95,26 @@ impl EventFormat {
             if let Some(v) = t.strip_prefix("name:") {
                 name = Some(v.trim().to_string());
             } else if let Some(v) = t.strip_prefix("ID:") {
-                id = Some(v.trim().parse::<u64>().map_err(|_| {
-                    KvmError::Format(format!("line {}: bad ID `{}`", lineno + 1, v.trim()))
+                id = Some(v.trim().parse::<u64>().map_err(|_| FormatError::BadId {
+                    line: lineno + 1,
+                    value: v.trim().to_string(),
                 })?);
             } else if t.starts_with("field:") {
-                fields.push(
-                    parse_field(t).map_err(|m| {
-                        KvmError::Format(format!("line {}: {m}: `{t}`", lineno + 1))
-                    })?,
-                );
+                fields.push(parse_field(t).map_err(|problem| FormatError::BadField {
+                    line: lineno + 1,
+                    problem,
+                    text: t.to_string(),
+                })?);
             } else if let Some(v) = t.strip_prefix("print fmt:") {
                 print_fmt = v.trim().to_string();
             }
         }
-        let name = name.ok_or_else(|| KvmError::Format("no `name:` line".into()))?;
-        let id = id.ok_or_else(|| KvmError::Format(format!("{name}: no `ID:` line")))?;
+        let name = name.ok_or(FormatError::NoName)?;
+        let Some(id) = id else {
+            return Err(FormatError::NoId { event: name });
+        };
         if fields.is_empty() {
-            return Err(KvmError::Format(format!("{name}: no `field:` lines")));
+            return Err(FormatError::NoFields { event: name });
         }
         Ok(EventFormat {
             name,
@@ -82,22 +130,16 @@ impl EventFormat {
     }
 
     /// The field called `name`, or an error naming the event and the field.
-    pub fn require(&self, name: &str) -> Result<&Field, KvmError> {
-        self.field(name).ok_or_else(|| {
-            KvmError::Format(format!(
-                "tracepoint {} has no field `{name}` (fields: {})",
-                self.name,
-                self.fields
-                    .iter()
-                    .map(|f| f.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
+    pub fn require(&self, name: &str) -> Result<&Field, FormatError> {
+        self.field(name).ok_or_else(|| FormatError::MissingField {
+            event: self.name.clone(),
+            field: name.to_string(),
+            fields: self.fields.iter().map(|f| f.name.clone()).collect(),
         })
     }
 }
 
-fn parse_field(line: &str) -> Result<Field, String> {
+fn parse_field(line: &str) -> Result<Field, FieldProblem> {
     let mut decl = None;
     let mut offset = None;
     let mut size = None;
@@ -107,16 +149,24 @@ fn parse_field(line: &str) -> Result<Field, String> {
         if let Some(v) = part.strip_prefix("field:") {
             decl = Some(v.trim());
         } else if let Some(v) = part.strip_prefix("offset:") {
-            offset = Some(v.trim().parse::<usize>().map_err(|_| "bad offset")?);
+            offset = Some(
+                v.trim()
+                    .parse::<usize>()
+                    .map_err(|_| FieldProblem::BadOffset)?,
+            );
         } else if let Some(v) = part.strip_prefix("size:") {
-            size = Some(v.trim().parse::<usize>().map_err(|_| "bad size")?);
+            size = Some(
+                v.trim()
+                    .parse::<usize>()
+                    .map_err(|_| FieldProblem::BadSize)?,
+            );
         } else if let Some(v) = part.strip_prefix("signed:") {
             signed = v.trim() == "1";
         }
     }
-    let decl = decl.ok_or("no declaration")?;
-    let offset = offset.ok_or("no offset")?;
-    let size = size.ok_or("no size")?;
+    let decl = decl.ok_or(FieldProblem::NoDeclaration)?;
+    let offset = offset.ok_or(FieldProblem::NoOffset)?;
+    let size = size.ok_or(FieldProblem::NoSize)?;
     // `unsigned int exit_reason`, `__u8 insn[15]`, `__data_loc char[] name`.
     let (decl_noarr, arr) = match decl.find('[') {
         Some(i) => (&decl[..i], &decl[i..]),
@@ -125,10 +175,10 @@ fn parse_field(line: &str) -> Result<Field, String> {
     let decl_noarr = decl_noarr.trim_end();
     let split = decl_noarr
         .rfind(|c: char| c.is_whitespace() || c == '*')
-        .ok_or("declaration has no type")?;
+        .ok_or(FieldProblem::NoType)?;
     let name = decl_noarr[split + 1..].trim();
     if name.is_empty() {
-        return Err("declaration has no name".into());
+        return Err(FieldProblem::NoName);
     }
     let c_type = format!("{}{}", decl_noarr[..=split].trim(), arr);
     Ok(Field {
@@ -204,11 +254,23 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        assert!(EventFormat::parse(b"hello").is_err());
-        assert!(EventFormat::parse(b"name: x\nID: zz\n").is_err());
-        assert!(EventFormat::parse(b"name: x\nID: 1\n").is_err());
-        assert!(EventFormat::parse(b"name: x\nID: 1\nfield:int a;\toffset:q;\tsize:4;\n").is_err());
-        assert!(EventFormat::parse(&[0xff, 0xfe]).is_err());
+        assert_eq!(EventFormat::parse(b"hello"), Err(FormatError::NoName));
+        let e = EventFormat::parse(b"name: x\nID: zz\n").unwrap_err();
+        assert_eq!(e.to_string(), "line 2: bad ID `zz`");
+        let e = EventFormat::parse(b"name: x\nID: 1\n").unwrap_err();
+        assert_eq!(e.to_string(), "x: no `field:` lines");
+        let e =
+            EventFormat::parse(b"name: x\nID: 1\nfield:int a;\toffset:q;\tsize:4;\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "line 3: bad offset: `field:int a;\toffset:q;\tsize:4;`"
+        );
+        assert_eq!(EventFormat::parse(&[0xff, 0xfe]), Err(FormatError::NotUtf8));
+        let f = EventFormat::parse(b"name: x\nID: 1\nfield:int a;\toffset:0;\tsize:4;\n").unwrap();
+        assert_eq!(
+            f.require("b").unwrap_err().to_string(),
+            "tracepoint x has no field `b` (fields: a)"
+        );
     }
 
     #[test]

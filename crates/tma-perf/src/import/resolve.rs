@@ -146,10 +146,15 @@ where
         for r in iv.readings {
             match self.map.get(&r.event).map(Vec::as_slice) {
                 Some([]) | None => readings.push(r),
-                Some([id]) => readings.push(Reading {
-                    event: id.clone(),
-                    ..r
-                }),
+                Some([id]) => {
+                    let mut r = r;
+                    if r.event != *id {
+                        // Reuse the spec's allocation for the id.
+                        r.event.clear();
+                        r.event.push_str(id);
+                    }
+                    readings.push(r);
+                }
                 Some(ids) => {
                     for id in ids {
                         let mut c = r.clone();

@@ -793,12 +793,7 @@ fn hardware(
     let mut last_ending = Ending::Exited(0);
     let mut bottleneck: Option<Bottleneck>;
     loop {
-        let plan = match &s.source {
-            Source::Replay { plans, .. } => plans.get(step as usize).cloned().ok_or_else(|| {
-                usage("the snapshot holds fewer drill-down steps than its data leads to")
-            })?,
-            Source::Live(_) => counting_plan(model, &request.selection(), extra, nmi)?,
-        };
+        let plan = step_plan(s, model, &request, step, extra, nmi)?;
         if s.cfg.render.verbose > 0 {
             write!(notes, "{plan}")?;
         }
@@ -821,115 +816,23 @@ fn hardware(
             command: s.command(),
             event_map: Vec::new(),
         };
-        // Interval mode: evaluate and write each interval as soon as it is read.
-        let stream = s.interval_mode() && s.repeat() == 1 && !s.breakdown();
-        let eval = TreeEval::new(&info)?;
-        let mut writer = TreeWriter::new(s.cfg.render.clone());
-        let mut last = None;
-        let mut failed: Option<StatError> = None;
-        let runs = {
-            let mut on_interval = |raw: &RawInterval| {
-                if !stream || failed.is_some() {
-                    return;
-                }
-                let iv = Measurement::interval_readings(&plan, raw, false);
-                let r = (|| -> Result<_, StatError> {
-                    if writer.count() == 0 {
-                        eval.check_present(std::iter::once(&iv))?;
-                        writer.begin(out, &info)?;
-                    }
-                    let ir = eval.eval(&iv);
-                    writer.interval(out, &info, &ir)?;
-                    out.flush()?;
-                    Ok(ir)
-                })();
-                match r {
-                    Ok(ir) => last = Some(ir.report.bottleneck),
-                    Err(e) => failed = Some(e),
-                }
-            };
-            measure(s, &plan, step, notes, &mut on_interval)?
-        };
-        if let Some(e) = failed {
-            return Err(e);
-        }
+        let (runs, b) = count_step(s, &plan, &info, step, out, notes)?;
+        bottleneck = b;
         last_ending = runs.last().map_or(last_ending, |m| m.ending);
-        if stream {
-            if writer.count() == 0 {
-                writer.begin(out, &info)?;
-            }
-            writer.end(out, &info)?;
-            bottleneck = last;
-        } else {
-            let intervals = intervals_of(
-                &plan,
-                &runs,
-                s.settings.no_multiplex,
-                s.repeat(),
-                s.interval_mode(),
-            );
-            let run = StatRun::evaluate(info.clone(), &intervals)?;
-            tree::render(out, &run, &s.cfg.render)?;
-            bottleneck = run.bottleneck().cloned();
-        }
-        if s.cfg.render.format == tree::Format::Text && !s.interval_mode() {
-            let total = intervals_of(&plan, &runs, s.settings.no_multiplex, s.repeat(), false);
-            counts::extra_events(out, &s.settings.events, total.last())?;
-        }
-        if s.breakdown() {
-            breakdown_trees(out, s, &info, &plan, &runs)?;
-        }
-        if s.repeat() > 1 {
-            for (ev, mean, pct) in backend::repeat_stats(&plan, &runs) {
-                if s.cfg.render.verbose > 0
-                    || !plan.events().any(|e| e.name == ev && !e.is_hardware())
-                {
-                    writeln!(
-                        notes,
-                        "tma: {ev}: mean {mean:.0} +- {pct:.2}% over {} runs",
-                        s.repeat()
-                    )?;
-                }
-            }
-        }
+        step_extras(s, &plan, &info, &runs, out, notes)?;
         if !drilldown || last_ending == Ending::Interrupted {
             break;
         }
-        // Drill-down: descend into the bottleneck one level per run.
         let b = bottleneck
             .as_ref()
             .ok_or_else(|| usage("--drilldown: the run gave no data"))?;
-        let reached = b.path.len() as u8 == request.level;
-        match (&b.node, reached) {
-            (Some(node), true)
-                if model.children(Some(node)).next().is_some() && request.level < 6 =>
-            {
-                path.push(node.clone());
-                request = Request {
-                    level: request.level + 1,
-                    nodes: vec![node.clone()],
-                    topology: request.topology,
-                };
+        match descend(model, &request, b, &mut path) {
+            Some(next) => {
+                request = next;
                 step += 1;
             }
-            _ => {
-                if let Some(n) = &b.node {
-                    if !path.contains(n) {
-                        path.push(n.clone());
-                    }
-                }
-                writeln!(
-                    notes,
-                    "tma: drill-down: {} run{}: {} (stopped: {})",
-                    step + 1,
-                    if step == 0 { "" } else { "s" },
-                    if path.is_empty() {
-                        "-".to_string()
-                    } else {
-                        path.join(" -> ")
-                    },
-                    stop_words(&b.stop)
-                )?;
+            None => {
+                drilldown_note(notes, step, &path, &b.stop)?;
                 break;
             }
         }
@@ -941,6 +844,164 @@ fn hardware(
         ending: (!s.replaying()).then_some(last_ending),
         bottleneck,
     })
+}
+
+/// The groups of one step: planned for a live run, as recorded for a replay.
+fn step_plan(
+    s: &Session,
+    model: &'static Model,
+    request: &Request,
+    step: u32,
+    extra: &[EventSpec],
+    nmi: bool,
+) -> Result<Plan, StatError> {
+    match &s.source {
+        Source::Replay { plans, .. } => plans.get(step as usize).cloned().ok_or_else(|| {
+            usage("the snapshot holds fewer drill-down steps than its data leads to")
+        }),
+        Source::Live(_) => Ok(counting_plan(model, &request.selection(), extra, nmi)?),
+    }
+}
+
+/// Count one step and write its tree; the runs and the bottleneck of the last tree written.
+/// In interval mode each interval is evaluated and written as soon as it is read.
+fn count_step(
+    s: &mut Session,
+    plan: &Plan,
+    info: &RunInfo,
+    step: u32,
+    out: &mut dyn Write,
+    notes: &mut dyn Write,
+) -> Result<(Vec<Measurement>, Option<Bottleneck>), StatError> {
+    let stream = s.interval_mode() && s.repeat() == 1 && !s.breakdown();
+    let eval = TreeEval::new(info)?;
+    let mut writer = TreeWriter::new(s.cfg.render.clone());
+    let mut last = None;
+    let mut failed: Option<StatError> = None;
+    let runs = {
+        let mut on_interval = |raw: &RawInterval| {
+            if !stream || failed.is_some() {
+                return;
+            }
+            let iv = Measurement::interval_readings(plan, raw, false);
+            let r = (|| -> Result<_, StatError> {
+                if writer.count() == 0 {
+                    eval.check_present(std::iter::once(&iv))?;
+                    writer.begin(out, info)?;
+                }
+                let ir = eval.eval(&iv);
+                writer.interval(out, info, &ir)?;
+                out.flush()?;
+                Ok(ir)
+            })();
+            match r {
+                Ok(ir) => last = Some(ir.report.bottleneck),
+                Err(e) => failed = Some(e),
+            }
+        };
+        measure(s, plan, step, notes, &mut on_interval)?
+    };
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if stream {
+        if writer.count() == 0 {
+            writer.begin(out, info)?;
+        }
+        writer.end(out, info)?;
+        return Ok((runs, last));
+    }
+    let intervals = intervals_of(
+        plan,
+        &runs,
+        s.settings.no_multiplex,
+        s.repeat(),
+        s.interval_mode(),
+    );
+    let run = StatRun::evaluate(info.clone(), &intervals)?;
+    tree::render(out, &run, &s.cfg.render)?;
+    let bottleneck = run.bottleneck().cloned();
+    Ok((runs, bottleneck))
+}
+
+/// What follows a step's tree: `-e` counts, the per-core/thread trees, `--repeat` spreads.
+fn step_extras(
+    s: &Session,
+    plan: &Plan,
+    info: &RunInfo,
+    runs: &[Measurement],
+    out: &mut dyn Write,
+    notes: &mut dyn Write,
+) -> Result<(), StatError> {
+    if s.cfg.render.format == tree::Format::Text && !s.interval_mode() {
+        let total = intervals_of(plan, runs, s.settings.no_multiplex, s.repeat(), false);
+        counts::extra_events(out, &s.settings.events, total.last())?;
+    }
+    if s.breakdown() {
+        breakdown_trees(out, s, info, plan, runs)?;
+    }
+    if s.repeat() > 1 {
+        for (ev, mean, pct) in backend::repeat_stats(plan, runs) {
+            if s.cfg.render.verbose > 0 || !plan.events().any(|e| e.name == ev && !e.is_hardware())
+            {
+                writeln!(
+                    notes,
+                    "tma: {ev}: mean {mean:.0} +- {pct:.2}% over {} runs",
+                    s.repeat()
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Drill-down: the next request, one level into the bottleneck, or `None` where the descent
+/// ends. `path` collects the nodes descended through.
+fn descend(
+    model: &'static Model,
+    request: &Request,
+    b: &Bottleneck,
+    path: &mut Vec<String>,
+) -> Option<Request> {
+    let reached = b.path.len() as u8 == request.level;
+    match (&b.node, reached) {
+        (Some(node), true) if model.children(Some(node)).next().is_some() && request.level < 6 => {
+            path.push(node.clone());
+            Some(Request {
+                level: request.level + 1,
+                nodes: vec![node.clone()],
+                topology: request.topology,
+            })
+        }
+        _ => {
+            if let Some(n) = &b.node {
+                if !path.contains(n) {
+                    path.push(n.clone());
+                }
+            }
+            None
+        }
+    }
+}
+
+fn drilldown_note(
+    notes: &mut dyn Write,
+    step: u32,
+    path: &[String],
+    stop: &StopReason,
+) -> std::io::Result<()> {
+    writeln!(
+        notes,
+        "tma: drill-down: {} run{}: {} (stopped: {})",
+        step + 1,
+        if step == 0 { "" } else { "s" },
+        if path.is_empty() {
+            "-".to_string()
+        } else {
+            path.join(" -> ")
+        },
+        stop_words(stop)
+    )
 }
 
 fn stop_words(stop: &StopReason) -> String {

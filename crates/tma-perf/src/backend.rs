@@ -48,6 +48,9 @@ pub struct RunOptions {
     pub host: Host,
     /// Where a launched command's stdout goes.
     pub command_stdout: CommandStdout,
+    /// The interval callback consumes the intervals: the [`Measurement`] then holds their
+    /// sum as one interval instead of every one (memory stays flat over a long `-I` run).
+    pub stream_only: bool,
 }
 
 impl RunOptions {
@@ -122,6 +125,53 @@ pub struct RawInterval {
     pub groups: Vec<GroupReading>,
 }
 
+impl RawInterval {
+    /// Add `next`'s deltas (the stretch that follows this one) per group and attach point.
+    pub fn add(&mut self, next: &RawInterval) {
+        self.end_s = next.end_s;
+        for g in &next.groups {
+            match self
+                .groups
+                .iter_mut()
+                .find(|o| o.group == g.group && o.cpu == g.cpu && o.tid == g.tid)
+            {
+                Some(o) => {
+                    o.time_enabled_ns += g.time_enabled_ns;
+                    o.time_running_ns += g.time_running_ns;
+                    for (a, b) in o.values.iter_mut().zip(&g.values) {
+                        *a += b;
+                    }
+                }
+                None => self.groups.push(g.clone()),
+            }
+        }
+    }
+}
+
+/// A run's intervals as a backend collects them: every one, or with
+/// [`RunOptions::stream_only`] their running sum, so that a long `-I` run whose intervals
+/// are consumed by the callback keeps constant memory.
+struct Collected {
+    keep: bool,
+    intervals: Vec<RawInterval>,
+}
+
+impl Collected {
+    fn new(opts: &RunOptions) -> Self {
+        Collected {
+            keep: !opts.stream_only,
+            intervals: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, iv: RawInterval) {
+        match self.intervals.first_mut() {
+            Some(sum) if !self.keep => sum.add(&iv),
+            _ => self.intervals.push(iv),
+        }
+    }
+}
+
 /// How the counted target ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -158,26 +208,11 @@ impl Measurement {
     pub fn total(&self) -> RawInterval {
         let mut out = RawInterval {
             start_s: self.intervals.first().map_or(0.0, |i| i.start_s),
-            end_s: self.intervals.last().map_or(0.0, |i| i.end_s),
+            end_s: self.intervals.first().map_or(0.0, |i| i.start_s),
             groups: Vec::new(),
         };
         for iv in &self.intervals {
-            for g in &iv.groups {
-                match out
-                    .groups
-                    .iter_mut()
-                    .find(|o| o.group == g.group && o.cpu == g.cpu && o.tid == g.tid)
-                {
-                    Some(o) => {
-                        o.time_enabled_ns += g.time_enabled_ns;
-                        o.time_running_ns += g.time_running_ns;
-                        for (a, b) in o.values.iter_mut().zip(&g.values) {
-                            *a += b;
-                        }
-                    }
-                    None => out.groups.push(g.clone()),
-                }
-            }
+            out.add(iv);
         }
         out
     }
@@ -612,7 +647,7 @@ impl Backend for Live {
                 sys::enable_group(&g.leader).map_err(RunError::Read)?;
             }
         }
-        let mut intervals = Vec::new();
+        let mut intervals = Collected::new(opts);
         let mut last_s = 0.0;
         let mut next_tick = opts.interval.map(|i| t0 + i);
         let deadline = opts.duration.map(|d| t0 + d);
@@ -698,6 +733,7 @@ impl Backend for Live {
             on_interval(&last);
         }
         intervals.push(last);
+        let intervals = intervals.intervals;
         drop(groups);
         if let Some((held, pidfd)) = child.take() {
             // Stopped by Ctrl-C or --duration: that is how the run ended, whatever the
@@ -1163,7 +1199,7 @@ impl Backend for Synthetic {
                     .any(|s| !matches!(s, crate::plan::Slot::NoCounter))
             })
             .count();
-        let mut intervals = Vec::new();
+        let mut intervals = Collected::new(opts);
         for k in 0..n_iv {
             // Split a whole-run quantity evenly; the last interval takes the rest.
             let part = |x: u64| {
@@ -1222,7 +1258,7 @@ impl Backend for Synthetic {
         Ok(Measurement {
             start_unix_s: 0.0,
             wall_ns: self.wall_ns,
-            intervals,
+            intervals: intervals.intervals,
             ending: self.ending,
             failed_groups: Vec::new(),
         })

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tma_perf::backend::Measurement;
-use tma_perf::backend::{software_events, Backend, Ending, Live, RunError, RunOptions, Target};
+use tma_perf::backend::{
+    software_events, Backend, Ending, Live, RawInterval, RunError, RunOptions, Target,
+};
 use tma_perf::event::{EventSpec, SoftwareEvent, SpecKind};
 use tma_perf::plan::{self, Limits, Plan};
 use tma_perf::process::CommandStdout;
@@ -179,6 +181,32 @@ fn interval_deltas_add_up_to_the_total() {
         .sum();
     let t = total(&plan, &m).get("task-clock").unwrap().value.unwrap();
     assert!((sum - t).abs() < 1.0, "{sum} vs {t}");
+}
+
+#[test]
+fn stream_only_keeps_the_sum_not_every_interval() {
+    let plan = sw_plan();
+    let mut seen: Vec<RawInterval> = Vec::new();
+    let mut opts = RunOptions::new();
+    opts.interval = Some(Duration::from_millis(50));
+    opts.stream_only = true;
+    let m = Live
+        .run_with(
+            &plan,
+            &sh("i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 0.3"),
+            &opts,
+            &mut |iv| seen.push(iv.clone()),
+        )
+        .unwrap();
+    assert!(seen.len() >= 4, "{} intervals", seen.len());
+    assert_eq!(m.intervals.len(), 1, "the run keeps one summed interval");
+    let mut sum = seen[0].clone();
+    for iv in &seen[1..] {
+        sum.add(iv);
+    }
+    assert_eq!(m.intervals[0], sum);
+    assert_eq!(m.total(), sum);
+    assert!((m.intervals[0].end_s - seen.last().unwrap().end_s).abs() < 1e-12);
 }
 
 #[test]

@@ -262,6 +262,8 @@ fn run_options(cfg: &StatConfig, live: &LiveOptions) -> RunOptions {
         duration: live.duration_s.map(Duration::from_secs_f64),
         host: cfg.host.clone(),
         command_stdout: live.command_stdout,
+        // Set per step: whether the intervals are written as they are read.
+        stream_only: false,
     }
 }
 
@@ -874,6 +876,8 @@ fn count_step(
     notes: &mut dyn Write,
 ) -> Result<(Vec<Measurement>, Option<Bottleneck>), StatError> {
     let stream = s.interval_mode() && s.repeat() == 1 && !s.breakdown();
+    // Streamed intervals are not kept unless a snapshot is to hold them.
+    s.opts.stream_only = stream && s.cfg.live.record.is_none();
     let eval = TreeEval::new(info)?;
     let mut writer = TreeWriter::new(s.cfg.render.clone());
     let mut last = None;
@@ -1032,6 +1036,7 @@ fn software(
     }
     let fmt = counts::CountsFormat::of(&s.cfg.render);
     let stream = s.interval_mode() && !s.breakdown() && s.repeat() == 1;
+    s.opts.stream_only = stream && s.cfg.live.record.is_none();
     let target = s.target.clone();
     let mut k = 0usize;
     let mut failed: Option<StatError> = None;

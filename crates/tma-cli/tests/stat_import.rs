@@ -523,6 +523,25 @@ fn a_close_level_1_second_is_noted_not_ambiguous() {
         (b["close_second"]["gap"].as_f64().unwrap() - 2.0).abs() < 1e-9,
         "{b}"
     );
+    // `--compact` names it on the interval line too (`perf stat -I` CSV: the time first).
+    let p = dir.path().join("amb-i.csv");
+    let timed: String = csv.lines().map(|l| format!("1.000500000,{l}\n")).collect();
+    std::fs::write(&p, timed).unwrap();
+    let o = run(&[
+        "stat",
+        "--import",
+        p.to_str().unwrap(),
+        "--cpu",
+        "zen4",
+        "--compact",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.lines()
+            .any(|l| l.ends_with("backend_bound (close: frontend_bound)")),
+        "{text}"
+    );
 }
 
 #[test]

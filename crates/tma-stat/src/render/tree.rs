@@ -586,12 +586,20 @@ fn compact_line(
 }
 
 fn bottleneck_short(b: &Bottleneck) -> String {
+    let close = b
+        .close_second
+        .as_ref()
+        .map(|c| format!(" (close: {})", c.node))
+        .unwrap_or_default();
     match (&b.stop, &b.node) {
-        (StopReason::Ambiguous { first, second, .. }, _) => {
+        (StopReason::Ambiguous { first, second, .. }, Some(n)) => {
+            format!("{n} ({first} ~ {second}){close}")
+        }
+        (StopReason::Ambiguous { first, second, .. }, None) => {
             format!("{first} ~ {second} (ambiguous)")
         }
         (StopReason::Undecided { .. }, None) => "undecided (nodes not computed)".into(),
-        (_, Some(n)) => n.clone(),
+        (_, Some(n)) => format!("{n}{close}"),
         (StopReason::NothingOverThreshold, None) => "none over threshold".into(),
         _ => "not measured".into(),
     }

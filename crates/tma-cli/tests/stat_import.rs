@@ -477,8 +477,9 @@ fn unknown_node_suggests_the_right_name() {
 }
 
 #[test]
-fn close_siblings_are_called_ambiguous() {
-    // Zen 4 level 1: frontend 40%, backend 42% of 6e9 slots: within 5 points.
+fn a_close_level_1_second_is_noted_not_ambiguous() {
+    // Zen 4 level 1: frontend 40%, backend 42% of 6e9 slots: within 5 points. Level 1 has
+    // no ambiguity stop: the highest is the bottleneck and the runner-up gets a note.
     let csv = "1000000000,,ls_not_halted_cyc,1,100.00,,\n\
                2400000000,,de_no_dispatch_per_slot.no_ops_from_frontend,1,100.00,,\n\
                2520000000,,de_no_dispatch_per_slot.backend_stalls,1,100.00,,\n\
@@ -491,19 +492,56 @@ fn close_siblings_are_called_ambiguous() {
     let o = run(&["stat", "--import", p.to_str().unwrap(), "--cpu", "zen4"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
+    assert!(text.contains("Bottleneck: backend_bound (42.0%)"), "{text}");
     assert!(
-        text.contains(
-            "Bottleneck: ambiguous between backend_bound (42.0%) and frontend_bound (40.0%), within 2.0 points (5-point rule)."
-        ),
+        text.contains("  Close second at level 1: frontend_bound 40.0% is within 2.0 points."),
         "{text}"
     );
+    assert!(!text.contains("ambiguous"), "{text}");
     assert!(
         text.contains("Next: tma locate -e cpu-clock -- CMD"),
         "{text}"
     );
-    assert!(!text.contains("<=="), "{text}");
+    assert!(text.contains("<=="), "{text}");
     // No counted-share column when everything ran 100% of the time.
     assert!(!text.contains("counted]"), "{text}");
+    // The JSON carries the close second; a run without one has no such key.
+    let o = run(&[
+        "stat",
+        "--import",
+        p.to_str().unwrap(),
+        "--cpu",
+        "zen4",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let b = &j["intervals"][0]["bottleneck"];
+    assert_eq!(b["node"], "backend_bound", "{b}");
+    assert_eq!(b["close_second"]["node"], "frontend_bound", "{b}");
+    assert!(
+        (b["close_second"]["gap"].as_f64().unwrap() - 2.0).abs() < 1e-9,
+        "{b}"
+    );
+    // `--compact` names it on the interval line too (`perf stat -I` CSV: the time first).
+    let p = dir.path().join("amb-i.csv");
+    let timed: String = csv.lines().map(|l| format!("1.000500000,{l}\n")).collect();
+    std::fs::write(&p, timed).unwrap();
+    let o = run(&[
+        "stat",
+        "--import",
+        p.to_str().unwrap(),
+        "--cpu",
+        "zen4",
+        "--compact",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.lines()
+            .any(|l| l.ends_with("backend_bound (close: frontend_bound)")),
+        "{text}"
+    );
 }
 
 #[test]

@@ -1,17 +1,26 @@
 //! Bottleneck selection over an evaluated tree.
 //!
-//! The rule (issue 2, implemented exactly):
-//! 1. Start with the level-1 nodes of the selection as the candidates.
-//! 2. Among the candidates, keep those with a value whose threshold is true
-//!    (`above_threshold == Some(true)`), highest value first.
-//! 3. None kept: stop. At level 1 that is [`StopReason::NothingOverThreshold`] (or
-//!    [`StopReason::NotMeasured`] when no candidate has a value at all); below level 1 it is
-//!    [`StopReason::NoChildOverThreshold`] (or `NotMeasured` when no child has a value).
-//! 4. Two or more kept and the top two are within [`AMBIGUITY_POINTS`] percentage points
-//!    (gap <= 5): stop with [`StopReason::Ambiguous`], recording both; the bottleneck stays
-//!    at the last unambiguous node (none at level 1).
-//! 5. Otherwise the highest one joins the path. Its children within the selection become the
-//!    candidates and we go back to 2; when it has none, stop with [`StopReason::Leaf`].
+//! The rule (issue 11, section 3; it follows what the reference tool reports):
+//! 1. The candidates are the level-1 nodes of the selection, minus the overlap views
+//!    ([`OVERLAP_VIEWS`]).
+//! 2. No candidate: stop ([`StopReason::NotMeasured`] at level 1, [`StopReason::Leaf`]
+//!    below). Every candidate without a value: stop with `NotMeasured`. Some candidates
+//!    without a value: stop with [`StopReason::Undecided`] naming them, since any of them
+//!    could be the largest.
+//! 3. Keep the candidates whose threshold is true (`above_threshold == Some(true)`) and
+//!    order them by their descent value, highest first (ties keep table order). The descent
+//!    value of a percent node is its value with anything over 100 counted as 100; the
+//!    reported value and its [`Status::OutOfRange`](crate::Status) stay as they are.
+//! 4. None kept: stop ([`StopReason::NothingOverThreshold`] at level 1,
+//!    [`StopReason::NoChildOverThreshold`] below).
+//! 5. At level 1 the highest kept node always joins the path: there is no ambiguity stop
+//!    there. When the next one is within [`AMBIGUITY_POINTS`] of it, it is recorded as the
+//!    [`Bottleneck::close_second`] so that the output can mention it.
+//! 6. Below level 1, when the two highest kept children are within [`AMBIGUITY_POINTS`]
+//!    (gap <= 5), stop with [`StopReason::Ambiguous`] naming both: the parent stays the
+//!    bottleneck. Otherwise the highest child joins the path.
+//! 7. The node that joined the path has its children within the selection, minus the overlap
+//!    views, as the new candidates: back to 2.
 //!
 //! Only nodes in the selection (levels and subtrees shown) take part. The locate-with events
 //! are those of the final node, or, when it has none, those of its nearest ancestor on the
@@ -21,22 +30,56 @@ use serde::Serialize;
 
 use crate::NodeResult;
 
-/// Two sibling values at most this many percentage points apart are ambiguous.
+/// Two sibling values at most this many percentage points apart are ambiguous (below level
+/// 1) or a close second (at level 1).
 pub const AMBIGUITY_POINTS: f64 = 5.0;
+
+/// Nodes that are overlapping views of their parent's time rather than a share of it, so
+/// they never compete with their siblings for the bottleneck (they are still evaluated and
+/// shown).
+///
+/// Intel's perfmon tables mark a node this way in its description ("the value of this node
+/// may overlap with its siblings"). In the perfmon data this tool's tables come from, that
+/// note is on exactly two nodes, on every Intel core model that has them (SKL, SKX, CLX, ICL,
+/// ICX, TGL, ADL, MTL, SPR, EMR, GNR; the Atom core types and AMD have neither):
+/// - `Branch_Resteers` (level 3, under `Fetch_Latency`): its cycles are also counted by the
+///   other fetch-latency causes;
+/// - `L3_Hit_Latency` (level 4, under `L3_Bound`): an estimate of L3-hit load latency that
+///   overlaps the contention nodes next to it.
+///
+/// `FP_Arith` and `Int_Operations` carry a different note (their value "may exceed its
+/// parent" because they count uops, not slots); they still partition `Light_Operations`
+/// with their siblings, so they stay candidates.
+pub const OVERLAP_VIEWS: &[&str] = &["Branch_Resteers", "L3_Hit_Latency"];
+
+/// True for a node of [`OVERLAP_VIEWS`] (names compare case-insensitively).
+pub fn is_overlap_view(name: &str) -> bool {
+    OVERLAP_VIEWS.iter().any(|o| o.eq_ignore_ascii_case(name))
+}
+
+/// The value the descent compares: a percent over 100 counts as 100.
+fn descent_value(n: &NodeResult, v: f64) -> f64 {
+    if crate::is_percent(n.unit) {
+        v.min(100.0)
+    } else {
+        v
+    }
+}
 
 /// Why the descent stopped.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "reason")]
 pub enum StopReason {
-    /// The bottleneck node has no children in the selection.
+    /// The bottleneck node has no children in the selection (overlap views aside).
     Leaf,
     /// The bottleneck node has measured children but none is over its threshold.
     NoChildOverThreshold,
-    /// The two highest candidates over threshold are within [`AMBIGUITY_POINTS`].
+    /// Below level 1, the two highest children over threshold are within
+    /// [`AMBIGUITY_POINTS`]; their parent is the bottleneck.
     Ambiguous {
         first: String,
         second: String,
-        /// first - second, in percentage points.
+        /// first - second in descent values, in percentage points.
         gap: f64,
     },
     /// No level-1 node is over its threshold.
@@ -48,6 +91,16 @@ pub enum StopReason {
     Undecided { not_computed: Vec<String> },
 }
 
+/// A level-1 node over threshold within [`AMBIGUITY_POINTS`] of the chosen level-1 node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CloseSecond {
+    pub node: String,
+    /// Its value as reported (not capped).
+    pub value: f64,
+    /// Chosen minus this one, in descent values, in percentage points.
+    pub gap: f64,
+}
+
 /// The result of the descent.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Bottleneck {
@@ -56,6 +109,9 @@ pub struct Bottleneck {
     /// The bottleneck, `None` when not even a level-1 node could be chosen.
     pub node: Option<String>,
     pub stop: StopReason,
+    /// The runner-up at level 1 when it is within [`AMBIGUITY_POINTS`] of the chosen one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub close_second: Option<CloseSecond>,
     /// Events to sample to locate it in code (see `locate_with_node`).
     pub locate_with: Vec<String>,
     /// The node whose locate-with events are given: `node` itself or its nearest ancestor
@@ -65,6 +121,7 @@ pub struct Bottleneck {
 
 pub(crate) fn find(nodes: &[NodeResult]) -> Bottleneck {
     let mut path: Vec<usize> = Vec::new();
+    let mut close_second = None;
     let stop = loop {
         let cands: Vec<usize> = match path.last() {
             None => (0..nodes.len())
@@ -78,6 +135,10 @@ pub(crate) fn find(nodes: &[NodeResult]) -> Bottleneck {
                 })
                 .collect(),
         };
+        let cands: Vec<usize> = cands
+            .into_iter()
+            .filter(|&i| !is_overlap_view(nodes[i].name))
+            .collect();
         if cands.is_empty() {
             break if path.is_empty() {
                 StopReason::NotMeasured
@@ -99,13 +160,13 @@ pub(crate) fn find(nodes: &[NodeResult]) -> Bottleneck {
         let mut over: Vec<(usize, f64)> = cands
             .iter()
             .filter_map(|&i| match (nodes[i].value, nodes[i].above_threshold) {
-                (Some(v), Some(true)) => Some((i, v)),
+                (Some(v), Some(true)) => Some((i, descent_value(&nodes[i], v))),
                 _ => None,
             })
             .collect();
         // Highest first; ties keep table order (stable sort).
         over.sort_by(|a, b| b.1.total_cmp(&a.1));
-        match over.as_slice() {
+        let top = match over.as_slice() {
             [] => {
                 break if path.is_empty() {
                     StopReason::NothingOverThreshold
@@ -114,19 +175,26 @@ pub(crate) fn find(nodes: &[NodeResult]) -> Bottleneck {
                 }
             }
             [(a, va), (b, vb), ..] if va - vb <= AMBIGUITY_POINTS => {
-                break StopReason::Ambiguous {
-                    first: nodes[*a].name.to_string(),
-                    second: nodes[*b].name.to_string(),
+                if !path.is_empty() {
+                    break StopReason::Ambiguous {
+                        first: nodes[*a].name.to_string(),
+                        second: nodes[*b].name.to_string(),
+                        gap: va - vb,
+                    };
+                }
+                close_second = Some(CloseSecond {
+                    node: nodes[*b].name.to_string(),
+                    value: nodes[*b].value.unwrap_or(*vb),
                     gap: va - vb,
-                }
+                });
+                *a
             }
-            [(a, _), ..] => {
-                if path.contains(a) || path.len() > nodes.len() {
-                    break StopReason::Leaf; // malformed parent cycle; never loop
-                }
-                path.push(*a);
-            }
+            [(a, _), ..] => *a,
+        };
+        if path.contains(&top) || path.len() > nodes.len() {
+            break StopReason::Leaf; // malformed parent cycle; never loop
         }
+        path.push(top);
     };
     let (locate_with, locate_with_node) = path
         .iter()
@@ -143,6 +211,7 @@ pub(crate) fn find(nodes: &[NodeResult]) -> Bottleneck {
         path: path.iter().map(|&i| nodes[i].name.to_string()).collect(),
         node: path.last().map(|&i| nodes[i].name.to_string()),
         stop,
+        close_second,
         locate_with,
         locate_with_node,
     }

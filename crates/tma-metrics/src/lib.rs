@@ -67,7 +67,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::Serialize;
 use tma_catalog::{Model, NodeDef, Unit};
 
-pub use bottleneck::{Bottleneck, StopReason, AMBIGUITY_POINTS};
+pub use bottleneck::{
+    is_overlap_view, Bottleneck, CloseSecond, StopReason, AMBIGUITY_POINTS, OVERLAP_VIEWS,
+};
 pub use compiled::{CompiledModel, ConstKind};
 pub use expr::{parse, Expr, ParseError};
 
@@ -618,7 +620,7 @@ pub fn required_retire_latencies(
 
 // ------------------------------------------------------------------ evaluate
 
-fn is_percent(u: Unit) -> bool {
+pub(crate) fn is_percent(u: Unit) -> bool {
     matches!(u, Unit::PercentSlots | Unit::Percent)
 }
 

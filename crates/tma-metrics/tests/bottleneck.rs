@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use tma_catalog::{CoreKind, Model, NodeDef, Topdown, Unit, Vendor};
-use tma_metrics::{evaluate, Constants, Selection, StopReason};
+use tma_metrics::{evaluate, CloseSecond, Constants, Report, Selection, Status, StopReason};
 
 const fn node(
     name: &'static str,
@@ -101,6 +101,15 @@ static NODES: &[NodeDef] = &[
         "L1_Bound > 10 & Memory_Bound > 20",
         &["MEM_LOAD_RETIRED.L1_HIT"],
     ),
+    // An overlap view (see `OVERLAP_VIEWS`): shown, never a candidate.
+    node(
+        "L3_Hit_Latency",
+        Some("Memory_Bound"),
+        3,
+        "L3H",
+        "L3_Hit_Latency > 5 & Memory_Bound > 20",
+        &["MEM_LOAD_RETIRED.L3_HIT"],
+    ),
 ];
 
 static MODEL: Model = Model {
@@ -120,11 +129,13 @@ static MODEL: Model = Model {
     retire_latencies: &[],
 };
 
-fn run(sel: Selection, v: &[(&str, f64)]) -> tma_metrics::Bottleneck {
+fn report(sel: Selection, v: &[(&str, f64)]) -> Report {
     let m: HashMap<String, f64> = v.iter().map(|(k, x)| (k.to_string(), *x)).collect();
-    evaluate(&MODEL, &sel, &m, &Constants::default())
-        .unwrap()
-        .bottleneck
+    evaluate(&MODEL, &sel, &m, &Constants::default()).unwrap()
+}
+
+fn run(sel: Selection, v: &[(&str, f64)]) -> tma_metrics::Bottleneck {
+    report(sel, v).bottleneck
 }
 
 const BASE: &[(&str, f64)] = &[
@@ -138,6 +149,7 @@ const BASE: &[(&str, f64)] = &[
     ("CB", 15.0),
     ("DB", 30.0),
     ("L1", 12.0),
+    ("L3H", 3.0),
 ];
 
 fn with(over: &[(&'static str, f64)]) -> Vec<(&'static str, f64)> {
@@ -158,6 +170,7 @@ fn descends_to_a_leaf() {
     assert_eq!(b.path, ["Backend_Bound", "Memory_Bound", "DRAM_Bound"]);
     assert_eq!(b.node.as_deref(), Some("DRAM_Bound"));
     assert_eq!(b.stop, StopReason::Leaf);
+    assert_eq!(b.close_second, None);
     // DRAM_Bound has no locate-with event: the nearest ancestor that has one, named.
     assert_eq!(b.locate_with, ["TOPDOWN.BACKEND_BOUND_SLOTS"]);
     assert_eq!(b.locate_with_node.as_deref(), Some("Backend_Bound"));
@@ -208,15 +221,6 @@ fn ambiguous_children_stop_the_descent() {
     );
     let b = run(Selection::all(), &with(&[("CB", 39.99)]));
     assert_eq!(b.path, ["Backend_Bound", "Memory_Bound", "DRAM_Bound"]);
-    // At level 1: no node chosen at all.
-    let b = run(Selection::all(), &with(&[("FE", 58.0), ("FL", 30.0)]));
-    assert_eq!(b.node, None);
-    assert!(b.path.is_empty());
-    assert!(
-        matches!(&b.stop, StopReason::Ambiguous { first, second, .. } if first == "Backend_Bound" && second == "Frontend_Bound")
-    );
-    assert!(b.locate_with.is_empty());
-    assert_eq!(b.locate_with_node, None);
     // A child below its threshold does not count as a rival.
     let b = run(
         Selection::all(),
@@ -265,4 +269,170 @@ fn nothing_over_threshold_and_not_measured() {
         StopReason::Undecided { not_computed } => assert_eq!(not_computed.len(), 1),
         other => panic!("expected Undecided, got {other:?}"),
     }
+}
+
+#[test]
+fn level_1_has_no_ambiguity_stop_but_names_a_close_second() {
+    // Backend_Bound 60 vs Frontend_Bound 58: the highest is chosen and the descent goes on.
+    let b = run(Selection::all(), &with(&[("FE", 58.0), ("FL", 30.0)]));
+    assert_eq!(b.path, ["Backend_Bound", "Memory_Bound", "DRAM_Bound"]);
+    assert_eq!(b.stop, StopReason::Leaf);
+    let c = b.close_second.expect("a close second");
+    assert_eq!(c.node, "Frontend_Bound");
+    assert_eq!(c.value, 58.0);
+    assert!((c.gap - 2.0).abs() < 1e-12);
+    assert_eq!(b.locate_with, ["TOPDOWN.BACKEND_BOUND_SLOTS"]);
+    // Exactly 5 points is still close; a little more is not.
+    let b = run(Selection::all(), &with(&[("FE", 55.0)]));
+    assert_eq!(
+        b.close_second.map(|c| c.node).as_deref(),
+        Some("Frontend_Bound")
+    );
+    let b = run(Selection::all(), &with(&[("FE", 54.99)]));
+    assert_eq!(b.close_second, None);
+    // A tie: table order decides (Frontend_Bound comes first), the other is the close second.
+    let b = run(Selection::all(), &with(&[("FE", 60.0)]));
+    assert_eq!(b.path.first().map(String::as_str), Some("Frontend_Bound"));
+    assert_eq!(
+        b.close_second,
+        Some(CloseSecond {
+            node: "Backend_Bound".into(),
+            value: 60.0,
+            gap: 0.0
+        })
+    );
+    // Only nodes over their threshold count: Retiring 59 is under its 70 threshold.
+    let b = run(Selection::all(), &with(&[("RET", 59.0)]));
+    assert_eq!(b.close_second, None);
+    // Level 1 alone.
+    let b = run(Selection::level(1), &with(&[("FE", 58.0)]));
+    assert_eq!(b.path, ["Backend_Bound"]);
+    assert_eq!(b.stop, StopReason::Leaf);
+    assert!(b.close_second.is_some());
+}
+
+#[test]
+fn close_children_make_the_parent_the_bottleneck() {
+    // Below level 1 the close pair stops the descent at their parent, named in the stop.
+    let b = run(Selection::all(), &with(&[("DB", 20.0), ("L1", 24.0)]));
+    assert_eq!(b.path, ["Backend_Bound", "Memory_Bound"]);
+    assert_eq!(b.node.as_deref(), Some("Memory_Bound"));
+    assert_eq!(
+        b.stop,
+        StopReason::Ambiguous {
+            first: "L1_Bound".into(),
+            second: "DRAM_Bound".into(),
+            gap: 4.0
+        }
+    );
+    // The level-1 close second and a deeper ambiguity are independent.
+    let b = run(
+        Selection::all(),
+        &with(&[("FE", 57.0), ("DB", 20.0), ("L1", 24.0)]),
+    );
+    assert_eq!(b.node.as_deref(), Some("Memory_Bound"));
+    assert!(matches!(b.stop, StopReason::Ambiguous { .. }));
+    assert_eq!(
+        b.close_second.map(|c| c.node).as_deref(),
+        Some("Frontend_Bound")
+    );
+}
+
+#[test]
+fn overlap_views_are_not_candidates() {
+    // L3_Hit_Latency is far ahead of its siblings but only overlaps them.
+    let r = report(Selection::all(), &with(&[("L3H", 80.0)]));
+    assert_eq!(
+        r.node("L3_Hit_Latency").unwrap().above_threshold,
+        Some(true)
+    );
+    assert_eq!(
+        r.bottleneck.path,
+        ["Backend_Bound", "Memory_Bound", "DRAM_Bound"]
+    );
+    // Nor is it a rival: DRAM_Bound 30 and L3_Hit_Latency 28 are not "ambiguous".
+    let b = run(Selection::all(), &with(&[("L3H", 28.0)]));
+    assert_eq!(b.node.as_deref(), Some("DRAM_Bound"));
+    // Its missing value leaves the descent decided.
+    let v: Vec<(&str, f64)> = BASE.iter().copied().filter(|(k, _)| *k != "L3H").collect();
+    let b = run(Selection::all(), &v);
+    assert_eq!(b.node.as_deref(), Some("DRAM_Bound"));
+    assert_eq!(b.stop, StopReason::Leaf);
+    // With the real siblings under threshold, the overlap view does not become the pick.
+    let b = run(
+        Selection::all(),
+        &with(&[("DB", 2.0), ("L1", 3.0), ("L3H", 50.0)]),
+    );
+    assert_eq!(b.path, ["Backend_Bound", "Memory_Bound"]);
+    assert_eq!(b.stop, StopReason::NoChildOverThreshold);
+    assert!(tma_metrics::is_overlap_view("l3_hit_latency"));
+    assert!(tma_metrics::is_overlap_view("Branch_Resteers"));
+    assert!(!tma_metrics::is_overlap_view("L3_Bound"));
+}
+
+#[test]
+fn a_sibling_without_a_value_leaves_the_descent_undecided() {
+    // Level 1: Bad_Speculation not computed, even though Backend_Bound is far ahead.
+    let v: Vec<(&str, f64)> = BASE.iter().copied().filter(|(k, _)| *k != "BS").collect();
+    let b = run(Selection::all(), &v);
+    assert!(b.path.is_empty());
+    assert_eq!(
+        b.stop,
+        StopReason::Undecided {
+            not_computed: vec!["Bad_Speculation".into()]
+        }
+    );
+    // Deeper: DRAM_Bound not computed, L1_Bound measured.
+    let v: Vec<(&str, f64)> = BASE.iter().copied().filter(|(k, _)| *k != "DB").collect();
+    let b = run(Selection::all(), &v);
+    assert_eq!(b.path, ["Backend_Bound", "Memory_Bound"]);
+    assert_eq!(
+        b.stop,
+        StopReason::Undecided {
+            not_computed: vec!["DRAM_Bound".into()]
+        }
+    );
+}
+
+#[test]
+fn out_of_range_values_are_kept_but_count_as_100_in_the_descent() {
+    // DRAM_Bound 140 and L1_Bound 120 both count as 100: a tie below level 1, so ambiguous.
+    let r = report(Selection::all(), &with(&[("DB", 140.0), ("L1", 120.0)]));
+    let db = r.node("DRAM_Bound").unwrap();
+    assert_eq!(db.value, Some(140.0));
+    assert_eq!(db.status, Status::OutOfRange);
+    assert_eq!(r.bottleneck.node.as_deref(), Some("Memory_Bound"));
+    assert_eq!(
+        r.bottleneck.stop,
+        StopReason::Ambiguous {
+            first: "DRAM_Bound".into(),
+            second: "L1_Bound".into(),
+            gap: 0.0
+        }
+    );
+    // 120 against 94: 100 against 94, 6 points apart, so the descent goes on.
+    let b = run(Selection::all(), &with(&[("DB", 120.0), ("L1", 94.0)]));
+    assert_eq!(b.node.as_deref(), Some("DRAM_Bound"));
+    // 120 against 96: within 5 points once capped (it would be 24 points apart raw).
+    let b = run(Selection::all(), &with(&[("DB", 120.0), ("L1", 96.0)]));
+    assert_eq!(b.node.as_deref(), Some("Memory_Bound"));
+    // Level 1: Backend_Bound 130 counts as 100, so Frontend_Bound 97 is a close second
+    // with a 3-point gap, and its reported value stays 97.
+    let b = run(Selection::all(), &with(&[("BE", 130.0), ("FE", 97.0)]));
+    assert_eq!(b.path.first().map(String::as_str), Some("Backend_Bound"));
+    let c = b.close_second.unwrap();
+    assert_eq!((c.node.as_str(), c.value), ("Frontend_Bound", 97.0));
+    assert!((c.gap - 3.0).abs() < 1e-12);
+    // And the JSON keeps the reported value, not the capped one.
+    let r = report(Selection::all(), &with(&[("BE", 130.0), ("FE", 97.0)]));
+    let j = serde_json::to_value(&r).unwrap();
+    let be = j["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "Backend_Bound")
+        .unwrap()
+        .clone();
+    assert_eq!(be["value"], 130.0);
+    assert_eq!(j["bottleneck"]["close_second"]["node"], "Frontend_Bound");
 }

@@ -421,22 +421,14 @@ fn closing(w: &mut dyn Write, info: &RunInfo, r: &Report) -> Result<(), ReportEr
     let path = b.path.join(" > ");
     match &b.stop {
         StopReason::Ambiguous { first, second, gap } => {
-            if path.is_empty() {
-                writeln!(
-                    w,
-                    "Bottleneck: ambiguous between {first} ({}) and {second} ({}), within {gap:.1} points (5-point rule).",
-                    val(first),
-                    val(second)
-                )?;
-            } else {
-                writeln!(
-                    w,
-                    "Bottleneck: {path} ({}); below it, ambiguous between {first} ({}) and {second} ({}), within {gap:.1} points.",
-                    b.node.as_deref().map(val).unwrap_or_default(),
-                    val(first),
-                    val(second)
-                )?;
-            }
+            // Only below level 1: the parent of the close pair is the bottleneck.
+            writeln!(
+                w,
+                "Bottleneck: {path} ({}); below it, ambiguous between {first} ({}) and {second} ({}), within {gap:.1} points.",
+                b.node.as_deref().map(val).unwrap_or_default(),
+                val(first),
+                val(second)
+            )?;
         }
         StopReason::NothingOverThreshold => {
             writeln!(w, "No bottleneck: no level-1 node is over its threshold.")?;
@@ -484,6 +476,15 @@ fn closing(w: &mut dyn Write, info: &RunInfo, r: &Report) -> Result<(), ReportEr
                 }
             }
         }
+    }
+    if let Some(c) = &b.close_second {
+        writeln!(
+            w,
+            "  Close second at level 1: {} {} is within {:.1} points.",
+            c.node,
+            val(&c.node),
+            c.gap
+        )?;
     }
     let cmd = info.command.as_deref().unwrap_or("CMD");
     let targets: Vec<&str> = match (&b.stop, &b.node) {
@@ -585,12 +586,20 @@ fn compact_line(
 }
 
 fn bottleneck_short(b: &Bottleneck) -> String {
+    let close = b
+        .close_second
+        .as_ref()
+        .map(|c| format!(" (close: {})", c.node))
+        .unwrap_or_default();
     match (&b.stop, &b.node) {
-        (StopReason::Ambiguous { first, second, .. }, _) => {
+        (StopReason::Ambiguous { first, second, .. }, Some(n)) => {
+            format!("{n} ({first} ~ {second}){close}")
+        }
+        (StopReason::Ambiguous { first, second, .. }, None) => {
             format!("{first} ~ {second} (ambiguous)")
         }
         (StopReason::Undecided { .. }, None) => "undecided (nodes not computed)".into(),
-        (_, Some(n)) => n.clone(),
+        (_, Some(n)) => format!("{n}{close}"),
         (StopReason::NothingOverThreshold, None) => "none over threshold".into(),
         _ => "not measured".into(),
     }

@@ -4,6 +4,9 @@
 //!   from the Intel perfmon data (default `../shared/pmu-data` from the workspace root).
 //! * `cargo xtask check-tables [--data DIR]`: exit 1 when the checked-in tables differ from
 //!   what the converter makes of the data.
+//!
+//! `gen-tables` prints to stderr every place where the converter did not take perfmon's
+//! `ParentCategory` as the parent (see `gen::resolve_parent`).
 
 mod gen;
 
@@ -27,7 +30,7 @@ fn default_data(root: &Path) -> PathBuf {
 /// Files whose checked-in content differs from the generated one (or that are missing).
 fn stale_files(root: &Path, data: &Path) -> Result<Vec<PathBuf>> {
     let mut stale = Vec::new();
-    for (rel, text) in gen::generate(data)? {
+    for (rel, text) in gen::generate(data)?.files {
         let on_disk = std::fs::read_to_string(root.join(&rel)).unwrap_or_default();
         if on_disk != text {
             stale.push(rel);
@@ -63,9 +66,12 @@ fn run(args: &[String]) -> Result<ExitCode> {
     }
     match cmd.as_deref() {
         Some("gen-tables") => {
-            let files = gen::generate(&data)?;
+            let generated = gen::generate(&data)?;
+            for r in &generated.resolutions {
+                eprintln!("resolved {r}");
+            }
             std::fs::create_dir_all(root.join(gen::OUT_DIR))?;
-            for (rel, text) in &files {
+            for (rel, text) in &generated.files {
                 let path = root.join(rel);
                 std::fs::write(&path, text)
                     .with_context(|| format!("writing {}", path.display()))?;

@@ -395,8 +395,6 @@ pub fn gen_ecore(intel: &Path, p: &EcorePlatform) -> Result<String> {
             description,
             unit: "Unit::PercentSlots",
             count_domain: "Slots".to_string(),
-            relevelled_from: None,
-            parent_inferred: false,
         });
     }
     let mut metrics = Vec::new();
@@ -411,8 +409,6 @@ pub fn gen_ecore(intel: &Path, p: &EcorePlatform) -> Result<String> {
     }
     let mut nodes = preorder(nodes)?;
     for n in &mut nodes {
-        // preorder records the (placeholder) level it replaced; that is not a perfmon level.
-        n.relevelled_from = None;
         if n.level > 3 {
             bail!("E-core node {} is at level {}", n.name, n.level);
         }

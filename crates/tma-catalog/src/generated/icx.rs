@@ -12,8 +12,9 @@
 //   Info_System_IO_Write_BW: event `UNC_CHA_TOR_INSERTS.IO_HIT_ITOM` is not a core event
 //   Info_System_Power: event `FREERUN_PKG_ENERGY_STATUS` is not a core event
 //   Info_System_Socket_CLKS: event `UNC_CHA_CLOCKTICKS` is not a core event
-// MEM_Bandwidth: no ParentCategory in perfmon; parent L3_Miss_Bound taken from its threshold.
-// MEM_Latency: no ParentCategory in perfmon; parent L3_Miss_Bound taken from its threshold.
+// Parents resolved from the hierarchy (threshold chain, Level, legacy name):
+//   MEM_Bandwidth: no ParentCategory; parent L3_Miss_Bound from its Level 4, threshold `( MEM_Bandwidth > 20 ) & ( L3_Miss_Bound > 10 ) & ( Memory_Bound > 20 ) & ( Backend_Bound > 20 )` and legacy name metric_TMA_......MEM_Bandwidth(%)
+//   MEM_Latency: no ParentCategory; parent L3_Miss_Bound from its Level 4, threshold `( MEM_Latency > 10 ) & ( L3_Miss_Bound > 10 ) & ( Memory_Bound > 20 ) & ( Backend_Bound > 20 )` and legacy name metric_TMA_......MEM_Latency(%)
 
 use crate::types::*;
 

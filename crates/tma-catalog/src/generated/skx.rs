@@ -13,8 +13,9 @@
 //   Info_System_IO_Write_BW: event `UNC_IIO_DATA_REQ_OF_CPU.MEM_READ.PART0` is not a core event
 //   Info_System_Power: event `FREERUN_PKG_ENERGY_STATUS` is not a core event
 //   Info_System_Socket_CLKS: event `UNC_CHA_CLOCKTICKS` is not a core event
-// Serializing_Operation: perfmon Level 3 but its parent Ports_Utilized_0 is level 4; placed at level 5.
-// Nop_Instructions: perfmon Level 4 but its parent Light_Operations is level 2; placed at level 3.
+// Parents resolved from the hierarchy (threshold chain, Level, legacy name):
+//   Serializing_Operation: ParentCategory Ports_Utilized_0 (level 4) contradicts its Level 3, threshold `Serializing_Operation > 10 & Core_Bound > 10 & Backend_Bound > 20` and legacy name metric_TMA_....Serializing_Operation(%); parent Core_Bound
+//   Nop_Instructions: ParentCategory Light_Operations (level 2) contradicts its Level 4, threshold `Nop_Instructions > 10 & Other_Light_Ops > 30 & Light_Operations > 60` and legacy name metric_TMA_......Nop_Instructions(%); parent Other_Light_Ops
 
 use crate::types::*;
 
@@ -909,6 +910,17 @@ static NODES: &[NodeDef] = &[
         count_domain: "Clocks",
     },
     NodeDef {
+        name: "Serializing_Operation",
+        parent: Some("Core_Bound"),
+        level: 3,
+        formula: "100 * ( PARTIAL_RAT_STALLS.SCOREBOARD / ( CPU_CLK_UNHALTED.THREAD ) )",
+        threshold: "Serializing_Operation > 10 & Core_Bound > 10 & Backend_Bound > 20",
+        locate_with: &["PARTIAL_RAT_STALLS.SCOREBOARD"],
+        description: "Stalls from serializing instructions and waits (fences, PAUSE, TPAUSE/UMWAIT, register writes)",
+        unit: Unit::Percent,
+        count_domain: "Clocks",
+    },
+    NodeDef {
         name: "Ports_Utilization",
         parent: Some("Core_Bound"),
         level: 3,
@@ -927,17 +939,6 @@ static NODES: &[NodeDef] = &[
         threshold: "Ports_Utilized_0 > 20 & Ports_Utilization > 15 & Core_Bound > 10 & Backend_Bound > 20",
         locate_with: &[],
         description: "Cycles no op was executed on any port while the backend was stalled",
-        unit: Unit::Percent,
-        count_domain: "Clocks",
-    },
-    NodeDef {
-        name: "Serializing_Operation",
-        parent: Some("Ports_Utilized_0"),
-        level: 5,
-        formula: "100 * ( PARTIAL_RAT_STALLS.SCOREBOARD / ( CPU_CLK_UNHALTED.THREAD ) )",
-        threshold: "Serializing_Operation > 10 & Core_Bound > 10 & Backend_Bound > 20",
-        locate_with: &["PARTIAL_RAT_STALLS.SCOREBOARD"],
-        description: "Stalls from serializing instructions and waits (fences, PAUSE, TPAUSE/UMWAIT, register writes)",
         unit: Unit::Percent,
         count_domain: "Clocks",
     },
@@ -1251,8 +1252,8 @@ static NODES: &[NodeDef] = &[
     },
     NodeDef {
         name: "Nop_Instructions",
-        parent: Some("Light_Operations"),
-        level: 3,
+        parent: Some("Other_Light_Ops"),
+        level: 4,
         formula: "100 * ( ( ( ( UOPS_RETIRED.RETIRE_SLOTS ) / ( ( 4 ) * ( ( CPU_CLK_UNHALTED.THREAD_ANY / 2 ) if #smt_on else ( CPU_CLK_UNHALTED.THREAD ) ) ) ) - ( ( ( UOPS_RETIRED.RETIRE_SLOTS ) + UOPS_RETIRED.MACRO_FUSED - INST_RETIRED.ANY ) / ( ( 4 ) * ( ( CPU_CLK_UNHALTED.THREAD_ANY / 2 ) if #smt_on else ( CPU_CLK_UNHALTED.THREAD ) ) ) ) ) * INST_RETIRED.NOP / ( UOPS_RETIRED.RETIRE_SLOTS ) )",
         threshold: "Nop_Instructions > 10 & Other_Light_Ops > 30 & Light_Operations > 60",
         locate_with: &["INST_RETIRED.NOP"],

@@ -874,6 +874,12 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
         if p.hybrid { "cpu_core" } else { "cpu" }
     )?;
     writeln!(o, "    source: {source:?},")?;
+    writeln!(o, "    // perfmon metrics header `TmaVersion`.")?;
+    writeln!(
+        o,
+        "    tma_version: {:?},",
+        Some(s(header, "TmaVersion")).filter(|v| !v.is_empty())
+    )?;
     writeln!(
         o,
         "    // Issue width of the microarchitecture (xtask/src/gen.rs, PLATFORMS)."

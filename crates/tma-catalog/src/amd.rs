@@ -234,6 +234,8 @@ pub static ZEN4: Model = Model {
     core_kind: CoreKind::Uniform,
     pmu: "cpu",
     source: "hand-written from the Zen 4 pipeline-utilization facts, pmu-data README 5.1",
+    // The kernel AMD files give no TMA version (pipeline utilization, not a TMA release).
+    tma_version: None,
     slots_per_cycle: 6,
     gp_counters: 6,
     fixed_counters: 0,
@@ -252,6 +254,8 @@ pub static ZEN5: Model = Model {
     core_kind: CoreKind::Uniform,
     pmu: "cpu",
     source: "hand-written from the Zen 5 pipeline-utilization facts, pmu-data README 5.2",
+    // The kernel AMD files give no TMA version (pipeline utilization, not a TMA release).
+    tma_version: None,
     slots_per_cycle: 8,
     gp_counters: 6,
     fixed_counters: 0,

@@ -137,6 +137,11 @@ pub struct Model {
     pub pmu: &'static str,
     /// Where the table came from, e.g. "Intel perfmon SPR metrics 1.3, TMA 5.2".
     pub source: &'static str,
+    /// The TMA version of the tables: perfmon's `TmaVersion` ("5.2" on SPR, EMR and GNR).
+    /// `None` where the data names none: the E-core trees (from the kernel `cpu_atom`
+    /// metrics, which carry no version) and AMD, whose pipeline-utilization data is not a
+    /// versioned TMA release.
+    pub tma_version: Option<&'static str>,
     /// Pipeline slots per cycle (issue / dispatch width used by the model).
     pub slots_per_cycle: u32,
     /// General-purpose counters per logical CPU (with SMT on where it matters).

@@ -379,3 +379,21 @@ fn resolve_perf_forms() {
         "PERF_METRICS.RETIRING"
     );
 }
+
+#[test]
+fn tma_version_from_the_data() {
+    let v = |k: &str| by_name(k).unwrap().tma_version;
+    for k in ["spr", "emr", "gnr", "icx"] {
+        assert_eq!(v(k), Some("5.2"), "{k}");
+    }
+    for k in ["skx", "clx", "skl"] {
+        assert_eq!(v(k), Some("5.01"), "{k}");
+    }
+    for k in ["icl", "tgl", "adl", "mtl"] {
+        assert_eq!(v(k), Some("5.1"), "{k}");
+    }
+    // No version in the data the E-core and AMD tables come from.
+    for k in ["adl-e", "mtl-e", "zen4", "zen5"] {
+        assert_eq!(v(k), None, "{k}");
+    }
+}

@@ -119,6 +119,7 @@ static MODEL: Model = Model {
     core_kind: CoreKind::Uniform,
     pmu: "cpu",
     source: "test",
+    tma_version: None,
     slots_per_cycle: 4,
     gp_counters: 4,
     fixed_counters: 3,

@@ -50,6 +50,7 @@ fn model(
         core_kind: CoreKind::Uniform,
         pmu: "cpu",
         source: "test",
+        tma_version: None,
         slots_per_cycle: 4,
         gp_counters: 4,
         fixed_counters: 3,

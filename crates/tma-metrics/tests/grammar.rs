@@ -559,6 +559,7 @@ fn engine_agrees_with_a_reference_interpreter_on_random_formulas() {
                 core_kind: CoreKind::Uniform,
                 pmu: "cpu",
                 source: "test",
+                tma_version: None,
                 slots_per_cycle: 4,
                 gp_counters: 4,
                 fixed_counters: 3,

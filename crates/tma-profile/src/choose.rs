@@ -323,6 +323,7 @@ mod tests {
         core_kind: CoreKind::Uniform,
         pmu: "cpu",
         source: "synthetic",
+        tma_version: None,
         slots_per_cycle: 4,
         gp_counters: 4,
         fixed_counters: 3,

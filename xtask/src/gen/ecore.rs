@@ -444,6 +444,11 @@ pub fn gen_ecore(intel: &Path, p: &EcorePlatform) -> Result<String> {
     writeln!(o, "    source: {source:?},")?;
     writeln!(
         o,
+        "    // The kernel cpu_atom metrics carry no TMA version."
+    )?;
+    writeln!(o, "    tma_version: None,")?;
+    writeln!(
+        o,
         "    // Allocation width the kernel formulas use (xtask/src/gen/ecore.rs)."
     )?;
     writeln!(o, "    slots_per_cycle: {},", p.width)?;

@@ -346,6 +346,8 @@ pub static MODEL: Model = Model {
     core_kind: CoreKind::Efficiency,
     pmu: "cpu_atom",
     source: "Linux perf cpu_atom TopdownL1-L3 formulas (facts, re-expressed); Intel perfmon ADL E-core events 1.40",
+    // The kernel cpu_atom metrics carry no TMA version.
+    tma_version: None,
     // Allocation width the kernel formulas use (xtask/src/gen/ecore.rs).
     slots_per_cycle: 5,
     // Highest index in the E-core file's `Counter` fields + 1.

@@ -1465,6 +1465,8 @@ pub static MODEL: Model = Model {
     core_kind: CoreKind::Uniform,
     pmu: "cpu",
     source: "Intel perfmon CLX metrics 1.0 (TMA 5.01), events 1.25",
+    // perfmon metrics header `TmaVersion`.
+    tma_version: Some("5.01"),
     // Issue width of the microarchitecture (xtask/src/gen.rs, PLATFORMS).
     slots_per_cycle: 4,
     // Highest index in the core file's `Counter` fields + 1 (the SMT-on view).

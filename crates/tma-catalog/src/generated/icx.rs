@@ -1494,6 +1494,8 @@ pub static MODEL: Model = Model {
     core_kind: CoreKind::Uniform,
     pmu: "cpu",
     source: "Intel perfmon ICX metrics 1.2 (TMA 5.2), events 1.30",
+    // perfmon metrics header `TmaVersion`.
+    tma_version: Some("5.2"),
     // Issue width of the microarchitecture (xtask/src/gen.rs, PLATFORMS).
     slots_per_cycle: 5,
     // Highest index in the core file's `Counter` fields + 1 (the SMT-on view).

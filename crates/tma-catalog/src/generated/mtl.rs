@@ -1617,6 +1617,8 @@ pub static MODEL: Model = Model {
     core_kind: CoreKind::Performance,
     pmu: "cpu_core",
     source: "Intel perfmon MTL metrics 1.1 (TMA 5.1), events 1.22",
+    // perfmon metrics header `TmaVersion`.
+    tma_version: Some("5.1"),
     // Issue width of the microarchitecture (xtask/src/gen.rs, PLATFORMS).
     slots_per_cycle: 6,
     // Highest index in the core file's `Counter` fields + 1 (the SMT-on view).

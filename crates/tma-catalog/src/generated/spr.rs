@@ -1643,6 +1643,8 @@ pub static MODEL: Model = Model {
     core_kind: CoreKind::Uniform,
     pmu: "cpu",
     source: "Intel perfmon SPR metrics 1.3 (TMA 5.2), events 1.39",
+    // perfmon metrics header `TmaVersion`.
+    tma_version: Some("5.2"),
     // Issue width of the microarchitecture (xtask/src/gen.rs, PLATFORMS).
     slots_per_cycle: 6,
     // Highest index in the core file's `Counter` fields + 1 (the SMT-on view).

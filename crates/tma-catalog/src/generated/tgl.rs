@@ -1468,6 +1468,8 @@ pub static MODEL: Model = Model {
     core_kind: CoreKind::Uniform,
     pmu: "cpu",
     source: "Intel perfmon TGL metrics 1.1 (TMA 5.1), events 1.19",
+    // perfmon metrics header `TmaVersion`.
+    tma_version: Some("5.1"),
     // Issue width of the microarchitecture (xtask/src/gen.rs, PLATFORMS).
     slots_per_cycle: 5,
     // Highest index in the core file's `Counter` fields + 1 (the SMT-on view).

@@ -235,3 +235,26 @@ fn perf_cmd_round_trip_for_every_model() {
     }
     assert!(checked >= 4, "only {checked} model/level pairs");
 }
+
+#[test]
+fn list_shows_the_tma_version_and_the_hierarchy_shape() {
+    // Cascade Lake: perfmon's ParentCategory puts Serializing_Operation under
+    // Ports_Utilized_0; its Level, threshold and legacy name put it under Core_Bound.
+    let out = ok(&run(&["list", "--cpu", "clx", "-l", "4"]));
+    assert!(
+        out.starts_with("Cascade Lake-SP (clx, from --cpu): TMA 5.01, "),
+        "{out}"
+    );
+    assert!(
+        out.contains("\n    Serializing_Operation  [level 3]"),
+        "{out}"
+    );
+    assert!(out.contains("\n      Slow_Pause  [level 4]"), "{out}");
+    assert!(out.contains("\n      Nop_Instructions  [level 4]"), "{out}");
+    let j: serde_json::Value =
+        serde_json::from_str(&ok(&run(&["list", "--cpu", "spr", "--json"]))).unwrap();
+    assert_eq!(j["cpu"]["tma_version"], "5.2");
+    let j: serde_json::Value =
+        serde_json::from_str(&ok(&run(&["list", "--cpu", "zen4", "--json"]))).unwrap();
+    assert!(j["cpu"]["tma_version"].is_null());
+}

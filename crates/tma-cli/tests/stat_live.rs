@@ -574,3 +574,16 @@ fn spr_plan_puts_topdown_events_under_slots() {
     assert_eq!(metrics, 8, "{plan}");
     assert!(plan.contains("PERF_METRICS.MEMORY_BOUND"), "{plan}");
 }
+
+#[test]
+fn header_and_json_head_name_the_tma_version() {
+    let o = run(synthetic().args(["--cpu", "spr", "-l", "2", "--", "true"]));
+    let out = text(&o.stdout);
+    assert!(
+        out.starts_with("Sapphire Rapids (spr, from --cpu), TMA 5.2, counted live"),
+        "{out}"
+    );
+    let o = run(synthetic().args(["--cpu", "skx", "--json", "--", "true"]));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["cpu"]["tma_version"], "5.01");
+}

@@ -45,9 +45,13 @@ pub fn render_text(
     cpu_source: &str,
 ) -> Result<(), ReportError> {
     let nodes = tree_order(model, max_level);
+    let version = model
+        .tma_version
+        .map(|v| format!("TMA {v}, "))
+        .unwrap_or_default();
     writeln!(
         w,
-        "{} ({}, {cpu_source}): {} nodes, {} slots per cycle, {} general-purpose counters",
+        "{} ({}, {cpu_source}): {version}{} nodes, {} slots per cycle, {} general-purpose counters",
         model.name,
         model.key,
         nodes.len(),
@@ -118,6 +122,8 @@ pub struct CpuJson<'a> {
     pub name: &'a str,
     pub vendor: tma_catalog::Vendor,
     pub source: &'a str,
+    /// TMA version of the tables (`null` when the data names none).
+    pub tma_version: Option<&'a str>,
     pub slots_per_cycle: u32,
     pub gp_counters: u32,
     pub fixed_counters: u32,
@@ -131,6 +137,7 @@ impl<'a> CpuJson<'a> {
             name: m.name,
             vendor: m.vendor,
             source: m.source,
+            tma_version: m.tma_version,
             slots_per_cycle: m.slots_per_cycle,
             gp_counters: m.gp_counters,
             fixed_counters: m.fixed_counters,

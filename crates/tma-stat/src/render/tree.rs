@@ -283,9 +283,13 @@ fn share_text(s: Option<f64>) -> Option<String> {
 
 fn text_header(w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
     let m = info.model;
+    let version = m
+        .tma_version
+        .map(|v| format!(", TMA {v}"))
+        .unwrap_or_default();
     writeln!(
         w,
-        "{} ({}, {}), {}",
+        "{} ({}, {}){version}, {}",
         m.name, m.key, info.cpu_source, info.source
     )?;
     let levels = if info.request.level == 1 {
@@ -630,6 +634,8 @@ struct CpuJson<'a> {
     key: &'a str,
     name: &'a str,
     chosen: &'a str,
+    /// TMA version of the tables (`null` when the data names none).
+    tma_version: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -674,6 +680,7 @@ fn json_head(info: &RunInfo) -> StatJson<'_> {
             key: info.model.key,
             name: info.model.name,
             chosen: &info.cpu_source,
+            tma_version: info.model.tma_version,
         },
         source: &info.source,
         interval_mode: info.interval_mode,

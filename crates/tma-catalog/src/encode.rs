@@ -355,7 +355,9 @@ impl Model {
     /// perf aliases `slots`, `topdown-*`, `instructions`, `cycles`, `ref-cycles`, `msr/tsc/`
     /// (optionally as `cpu/…/` or `cpu_core/…/`); raw `cpu/event=0x..,umask=0x..,cmask=..,
     /// inv,edge,any,config1=..,name=X/[kuR]`, `rNNNN`, and `cpu@EV\,cmask\=1@`.
-    /// Raw forms match by encoding (config, config1, privilege filter) against every id.
+    /// Raw forms match by encoding (config, config1, privilege filter) against every id; an
+    /// encoding no formula uses resolves to the id its table event's name would give
+    /// (`cpu/event=0x20,umask=0x8,cmask=4/` as `OFFCORE_REQUESTS_OUTSTANDING.ALL_DATA_RD:c4`).
     pub fn resolve_perf_event_all(&self, spec: &str) -> Result<Vec<String>, CatalogError> {
         let ids = self.event_ids();
         let unknown = || CatalogError::UnknownPerfEvent {
@@ -558,16 +560,18 @@ impl Model {
         config1: Option<u64>,
         mods: &str,
     ) -> Result<Vec<String>, CatalogError> {
+        let unknown = || CatalogError::UnknownPerfEvent {
+            spec: spec.to_string(),
+            model: self.key,
+        };
         let exact = self.match_raw(ids, config, config1.unwrap_or(0), mods);
-        if !exact.is_empty() || config1.is_some() {
-            return if exact.is_empty() {
-                Err(CatalogError::UnknownPerfEvent {
-                    spec: spec.to_string(),
-                    model: self.key,
-                })
-            } else {
-                Ok(exact)
-            };
+        if !exact.is_empty() {
+            return Ok(exact);
+        }
+        if config1.is_some() {
+            return self
+                .id_from_table(config, config1, mods)
+                .ok_or_else(unknown);
         }
         let probe = self.raw_probe(config, 0, mods);
         let mut cands: Vec<(&String, u64)> = index_of(self)
@@ -588,10 +592,7 @@ impl Model {
         values.sort_unstable();
         values.dedup();
         match values.len() {
-            0 => Err(CatalogError::UnknownPerfEvent {
-                spec: spec.to_string(),
-                model: self.key,
-            }),
+            0 => self.id_from_table(config, None, mods).ok_or_else(unknown),
             1 => Ok(cands.into_iter().map(|(id, _)| id.clone()).collect()),
             _ => Err(self.bad(
                 spec,
@@ -605,6 +606,81 @@ impl Model {
                 ),
             )),
         }
+    }
+
+    /// A raw encoding that no formula uses, as the id its event name would resolve to: an
+    /// event of the model's table with exactly this encoding (`OFFCORE_REQUESTS_OUTSTANDING.
+    /// CYCLES_WITH_DATA_RD`), else a base event with no cmask/inv/edge of its own plus the
+    /// modifiers that give it (`OFFCORE_REQUESTS_OUTSTANDING.ALL_DATA_RD:c4`). Among
+    /// events sharing an encoding, one the formulas use wins, then table order. Without
+    /// `config1` the candidates must agree on it; as one-element list for the callers.
+    fn id_from_table(&self, config: u64, config1: Option<u64>, mods: &str) -> Option<Vec<String>> {
+        let want = Fields {
+            code: match self.vendor {
+                Vendor::Intel => (config & 0xFF) as u16,
+                Vendor::Amd => ((config & 0xFF) | ((config >> 32) & 0xF) << 8) as u16,
+            },
+            umask: (config >> 8) as u8,
+            cmask: (config >> 24) as u8,
+            inv: config & (1 << 23) != 0,
+            edge: config & (1 << 18) != 0,
+            any: self.vendor == Vendor::Intel && config & (1 << 21) != 0,
+        };
+        // Bits outside the fields (or any=1 on AMD) name no table event.
+        if want.config(self.vendor) != config {
+            return None;
+        }
+        let used: std::collections::HashSet<&str> = index_of(self)
+            .ids
+            .iter()
+            .map(|id| EventId::parse(id).base)
+            .collect();
+        // (rank, table position, id, config1): exact events before base events with
+        // modifiers, events the formulas use first.
+        let mut found: Vec<(u8, usize, String, u64)> = Vec::new();
+        for (pos, d) in self.events.iter().enumerate() {
+            if d.kind == EventKind::Tsc || d.code != want.code || d.umask != want.umask {
+                continue;
+            }
+            let c1 = if d.msr_index != 0 { d.msr_value } else { 0 };
+            if config1.is_some_and(|c| c != c1) || d.any_thread != want.any {
+                continue;
+            }
+            let exact = d.cmask == want.cmask && d.inv == want.inv && d.edge == want.edge;
+            let base = d.cmask == 0 && !d.inv && !d.edge;
+            if !exact && !base {
+                continue;
+            }
+            let mut id = d.name.to_string();
+            if !exact {
+                if want.cmask != 0 {
+                    id += &format!(":c{}", want.cmask);
+                }
+                if want.inv {
+                    id += ":i1";
+                }
+                if want.edge {
+                    id += ":e1";
+                }
+            }
+            let user = mods.contains('u') && !mods.contains('k');
+            let kernel = mods.contains('k') && !mods.contains('u');
+            if kernel {
+                id += ":SUP";
+            } else if user {
+                id += ":USER";
+            }
+            if mods.contains('R') {
+                id += ":retire_latency";
+            }
+            let rank = u8::from(!exact) * 2 + u8::from(!used.contains(d.name));
+            found.push((rank, pos, id, c1));
+        }
+        let first = found.iter().min_by_key(|(rank, pos, _, _)| (*rank, *pos))?;
+        if config1.is_none() && found.iter().any(|f| f.3 != first.3) {
+            return None;
+        }
+        Some(vec![first.2.clone()])
     }
 
     fn raw_probe(&self, config: u64, config1: u64, mods: &str) -> Encoding {

@@ -1,0 +1,110 @@
+//! A vendor name and its raw `cpu/event=..,umask=..,.../` encoding resolve to the same event
+//! id, including events and modifier combinations the formulas do not use.
+
+use tma_catalog::{by_name, models, EventKind, Model};
+
+fn all(m: &Model, spec: &str) -> Vec<String> {
+    m.resolve_perf_event_all(spec)
+        .unwrap_or_else(|e| panic!("{}: {spec}: {e}", m.key))
+}
+
+/// The raw terms of an id's encoding, in the given order, values in hex or decimal.
+fn raw_terms(m: &Model, id: &str, reversed: bool, decimal: bool) -> String {
+    let e = m.encode(id).unwrap();
+    let c = e.config;
+    let num = |v: u64| {
+        if decimal {
+            v.to_string()
+        } else {
+            format!("{v:#x}")
+        }
+    };
+    let mut terms = vec![
+        format!("event={}", num((c & 0xFF) | ((c >> 32) & 0xF) << 8)),
+        format!("umask={}", num((c >> 8) & 0xFF)),
+    ];
+    if (c >> 24) & 0xFF != 0 {
+        terms.push(format!("cmask={}", num((c >> 24) & 0xFF)));
+    }
+    for (bit, name) in [(18, "edge"), (21, "any"), (23, "inv")] {
+        if c & (1 << bit) != 0 {
+            terms.push(name.to_string());
+        }
+    }
+    if e.config1 != 0 {
+        terms.push(format!("config1={}", num(e.config1)));
+    }
+    if reversed {
+        terms.reverse();
+    }
+    format!("{}/{}/", e.pmu, terms.join(","))
+}
+
+#[test]
+fn offcore_outstanding_with_a_cmask_by_name_and_by_encoding() {
+    // Granite Rapids' perfmon file calls the event DATA_RD only.
+    for (key, name) in [
+        ("spr", "OFFCORE_REQUESTS_OUTSTANDING.ALL_DATA_RD:c4"),
+        ("emr", "OFFCORE_REQUESTS_OUTSTANDING.ALL_DATA_RD:c4"),
+        ("gnr", "OFFCORE_REQUESTS_OUTSTANDING.DATA_RD:c4"),
+    ] {
+        let m = by_name(key).unwrap();
+        let want = all(m, name);
+        assert_eq!(want[0], name, "{key}");
+        for spec in [
+            "cpu/event=0x20,umask=0x8,cmask=4/",
+            "cpu/cmask=4,umask=8,event=32/",
+            "cpu/umask=0x08,event=0x20,cmask=0x4/",
+            "r4000820",
+        ] {
+            assert_eq!(all(m, spec), want, "{key}: {spec}");
+        }
+    }
+}
+
+#[test]
+fn inverted_and_edge_terms_become_modifiers() {
+    let icx = by_name("icx").unwrap();
+    // A base event with cmask, inv and edge in any order.
+    let by_name_ = all(icx, "UOPS_ISSUED.ANY:c1:i1");
+    let e = icx.encode("UOPS_ISSUED.ANY:c1:i1").unwrap();
+    assert_eq!(e.config & (1 << 23), 1 << 23);
+    assert_eq!(all(icx, "cpu/inv,cmask=1,umask=0x1,event=0xe/"), by_name_);
+    assert_eq!(all(icx, "cpu/event=14,umask=1,cmask=1,inv=1/"), by_name_);
+    // Unknown encodings stay unknown.
+    assert!(icx
+        .resolve_perf_event_all("cpu/event=0x99,umask=0x77,cmask=3/")
+        .is_err());
+}
+
+#[test]
+fn every_table_event_resolves_by_name_and_by_encoding_alike() {
+    for m in models() {
+        for d in m.events.iter().filter(|d| d.kind == EventKind::Core) {
+            let base = d.cmask == 0 && !d.inv && !d.edge;
+            let mut ids = vec![d.name.to_string()];
+            if base && d.msr_index == 0 {
+                ids.push(format!("{}:c3", d.name));
+                ids.push(format!("{}:c1:e1", d.name));
+            }
+            for id in ids {
+                for (reversed, decimal) in [(false, false), (true, true)] {
+                    let spec = raw_terms(m, &id, reversed, decimal);
+                    let Ok(raw) = m.resolve_perf_event_all(&spec) else {
+                        panic!("{}: {id}: its encoding {spec} is refused", m.key)
+                    };
+                    let e = m.encode(&id).unwrap();
+                    let r = m.encode(&raw[0]).unwrap();
+                    assert_eq!(
+                        (r.config, r.config1),
+                        (e.config, e.config1),
+                        "{}: {spec} -> {raw:?}",
+                        m.key
+                    );
+                    // The id the encoding gives resolves by name to the same list.
+                    assert_eq!(all(m, &raw[0]), raw, "{}: {id} / {spec}", m.key);
+                }
+            }
+        }
+    }
+}

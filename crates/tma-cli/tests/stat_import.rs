@@ -300,7 +300,7 @@ fn bad_input_one_line_exit_2_no_output_file() {
         (
             "unknown events",
             b"100,,not_an_event,5,100.00,,\n200,,ls_not_halted_cyc,5,100.00,,\n".to_vec(),
-            &["--cpu", "zen4"],
+            &["--cpu", "zen4", "--strict"],
             "not_an_event",
         ),
         (

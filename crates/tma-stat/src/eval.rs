@@ -170,6 +170,41 @@ impl TreeEval {
         )))
     }
 
+    /// For imports, after [`TreeEval::check_present`] on the first interval and its report:
+    /// an error when no node can be computed because each needs an event the recording lacks
+    /// altogether (a default `perf stat` run has `cycles`, nothing else of a tree). Events
+    /// that are present but not counted or not supported do not count as lacking: the tree
+    /// shows their status.
+    pub fn check_computable(&self, iv: &Interval, ir: &IntervalReport) -> Result<(), StatError> {
+        let absent =
+            |n: &tma_metrics::NodeResult| n.missing_events.iter().any(|e| iv.get(e).is_none());
+        if ir.report.nodes.is_empty() || !ir.report.nodes.iter().all(absent) {
+            return Ok(());
+        }
+        let held: Vec<&str> = self
+            .required
+            .iter()
+            .filter(|id| iv.get(id).is_some())
+            .map(String::as_str)
+            .collect();
+        let lacking: Vec<&str> = self
+            .required
+            .iter()
+            .filter(|id| iv.get(id).is_none())
+            .take(4)
+            .map(String::as_str)
+            .collect();
+        let (key, level) = (self.model.key, self.request.level);
+        Err(StatError::NoEvents(format!(
+            "the data holds none of the {} events the {key} level-{level} tree needs but {}, \
+             so no node can be computed (it lacks e.g. {}); record them with the command from \
+             `tma events --cpu {key} -l {level} --perf-cmd`",
+            self.required.len(),
+            held.join(", "),
+            lacking.join(", "),
+        )))
+    }
+
     /// Evaluate one interval.
     pub fn eval(&self, iv: &Interval) -> IntervalReport {
         let consts = self.request.constants(duration_of(iv));

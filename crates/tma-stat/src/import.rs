@@ -20,6 +20,8 @@ struct Batch {
     intervals: Vec<tma_perf::Interval>,
     /// perf spec -> canonical id, with the first batch.
     event_map: Option<Vec<(String, String)>>,
+    /// Every spec ignored so far (tolerant imports), when the batch added some.
+    ignored: Option<Vec<String>>,
 }
 
 /// Import a perf stat recording from `input` (named `file` in messages).
@@ -71,11 +73,17 @@ pub(crate) fn run_perf_stat(
         event_map: Vec::new(),
     };
     let eval = TreeEval::new(&info)?;
+    let level = cfg.level;
     let mut resolver = Resolver::new(
         model.key,
         |spec: &str| model.resolve_perf_event_all(spec).unwrap_or_default(),
-        |unknown: &[String]| crate::model::guess_other_cpu(unknown, model),
+        move |unknown: &[String], specs: &[String]| {
+            crate::model::guess_other_cpu(unknown, specs, model, level)
+        },
     );
+    if !cfg.strict {
+        resolver = resolver.tolerant();
+    }
     let aggregated = reader.breakdown() == Breakdown::Aggregated;
     let mut writer = TreeWriter::new(cfg.render.clone());
     let mut bottleneck = None;
@@ -90,7 +98,9 @@ pub(crate) fn run_perf_stat(
                 let mut batch = Batch {
                     intervals: Vec::with_capacity(BATCH),
                     event_map: None,
+                    ignored: None,
                 };
+                let ignored_before = resolver.ignored().len();
                 let mut result = Ok(false);
                 while batch.intervals.len() < BATCH {
                     let iv = match reader.next_interval() {
@@ -123,6 +133,9 @@ pub(crate) fn run_perf_stat(
                         import::aggregate(&iv)
                     });
                 }
+                if resolver.ignored().len() > ignored_before {
+                    batch.ignored = Some(resolver.ignored().to_vec());
+                }
                 // Intervals read before an error are still shown, then the error.
                 let done = !matches!(result, Ok(false));
                 if !batch.intervals.is_empty() && tx.send(Ok(batch)).is_err() {
@@ -136,6 +149,8 @@ pub(crate) fn run_perf_stat(
                 }
             }
         });
+        // Ignored specs already named in a note.
+        let mut noted = 0;
         for batch in rx {
             let batch = batch?;
             if let Some(map) = batch.event_map {
@@ -144,9 +159,18 @@ pub(crate) fn run_perf_stat(
             for iv in &batch.intervals {
                 if writer.count() == 0 {
                     eval.check_present(std::iter::once(iv))?;
-                    writer.begin(out, &info)?;
                 }
                 let ir = eval.eval(iv);
+                if writer.count() == 0 {
+                    eval.check_computable(iv, &ir)?;
+                }
+                if let Some(ignored) = batch.ignored.as_deref().filter(|v| v.len() > noted) {
+                    note_ignored(notes, file, model.key, &ignored[noted..], noted > 0)?;
+                    noted = ignored.len();
+                }
+                if writer.count() == 0 {
+                    writer.begin(out, &info)?;
+                }
                 writer.interval(out, &info, &ir)?;
                 bottleneck = Some(ir.report.bottleneck);
             }
@@ -161,4 +185,32 @@ pub(crate) fn run_perf_stat(
         ending: None,
         bottleneck,
     })
+}
+
+/// One note for the events a tolerant import dropped: how many, and the first few.
+fn note_ignored(
+    notes: &mut dyn Write,
+    file: &str,
+    model: &str,
+    ignored: &[String],
+    more: bool,
+) -> std::io::Result<()> {
+    const SHOWN: usize = 5;
+    let n = ignored.len();
+    let mut names = ignored
+        .iter()
+        .take(SHOWN)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if n > SHOWN {
+        names += &format!(" and {} more", n - SHOWN);
+    }
+    writeln!(
+        notes,
+        "tma: note: ignored {n}{} {} of {file} that the {model} tree cannot use (not in the \
+         {model} event tables, or an event recorded twice): {names}; --strict refuses them",
+        if more { " more" } else { "" },
+        if n == 1 { "event" } else { "events" },
+    )
 }

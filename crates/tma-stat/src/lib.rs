@@ -105,6 +105,9 @@ pub struct StatConfig {
     pub nodes: Vec<String>,
     /// Whether SMT was on where an imported perf stat file was recorded.
     pub smt: Option<bool>,
+    /// Imports: refuse a `perf stat` recording with events the model's tables do not know (or
+    /// one event twice) instead of ignoring them with a note (`--strict`).
+    pub strict: bool,
     pub render: RenderOptions,
     pub live: LiveOptions,
     /// The `/sys` and `/proc` roots; this machine's CPU is read from its `cpuinfo`.
@@ -121,6 +124,7 @@ impl Default for StatConfig {
             level: 1,
             nodes: Vec::new(),
             smt: None,
+            strict: false,
             render: RenderOptions::default(),
             live: LiveOptions::default(),
             host: Host::system(),

@@ -57,10 +57,45 @@ pub fn select_model(
     }
 }
 
-/// The model (other than `current`) on which most of `unknown` resolve, if that is at least
-/// half of them: "these events look like a Sapphire Rapids recording, pass --cpu spr".
-pub fn guess_other_cpu(unknown: &[String], current: &Model) -> Option<&'static str> {
-    let mut best: Option<(&'static str, usize)> = None;
+/// How much larger a share of its tree's events the recording must hold for another model
+/// to be named: 10 points (a whole zen4 recording holds about 20 points more of the zen4
+/// level-2 tree than of the zen5 one).
+pub const CLEARLY_MORE: f64 = 0.1;
+
+/// The model (other than `current`) a recording clearly belongs to, when it has events
+/// `current` does not know: "these look like events of spr, try --cpu spr". `unknown` are
+/// the recording's specs `current` does not know, `specs` all of them, `level` the requested
+/// tree depth. A model qualifies only when it knows at least half of `unknown` AND the
+/// recording holds clearly more of its level-`level` tree's events (a share at least
+/// [`CLEARLY_MORE`] larger than that of `current`): one extra event that another table
+/// happens to list (a Skylake-SP offcore event that only the skl table names) is no reason
+/// to switch.
+pub fn guess_other_cpu(
+    unknown: &[String],
+    specs: &[String],
+    current: &Model,
+    level: u8,
+) -> Option<&'static str> {
+    if unknown.is_empty() {
+        return None;
+    }
+    // The share of `m`'s tree events the recording holds.
+    let coverage = |m: &Model| -> f64 {
+        let Ok(required) = tma_metrics::required_events(m, &tma_metrics::Selection::level(level))
+        else {
+            return 0.0;
+        };
+        if required.is_empty() {
+            return 0.0;
+        }
+        let held: std::collections::BTreeSet<String> = specs
+            .iter()
+            .flat_map(|s| m.resolve_perf_event_all(s).unwrap_or_default())
+            .collect();
+        required.iter().filter(|id| held.contains(*id)).count() as f64 / required.len() as f64
+    };
+    let mut mine: Option<f64> = None;
+    let mut best: Option<(&'static str, f64, usize)> = None;
     for m in tma_catalog::models() {
         if m.key == current.key {
             continue;
@@ -69,12 +104,19 @@ pub fn guess_other_cpu(unknown: &[String], current: &Model) -> Option<&'static s
             .iter()
             .filter(|s| m.resolve_perf_event(s).is_ok())
             .count();
-        if n > 0 && best.is_none_or(|(_, b)| n > b) {
-            best = Some((m.key, n));
+        if n == 0 || 2 * n < unknown.len() {
+            continue;
+        }
+        let cov = coverage(m);
+        let mine = *mine.get_or_insert_with(|| coverage(current));
+        if cov < mine + CLEARLY_MORE {
+            continue;
+        }
+        if best.is_none_or(|(_, c, b)| (cov, n) > (c, b)) {
+            best = Some((m.key, cov, n));
         }
     }
-    best.filter(|&(_, n)| 2 * n >= unknown.len())
-        .map(|(k, _)| k)
+    best.map(|(k, _, _)| k)
 }
 
 #[cfg(test)]
@@ -106,8 +148,50 @@ mod tests {
             "TOPDOWN.SLOTS".to_string(),
             "INT_MISC.RECOVERY_CYCLES".into(),
         ];
-        let g = guess_other_cpu(&spr_events, zen4);
+        let g = guess_other_cpu(&spr_events, &spr_events, zen4, 1);
         assert!(g.is_some(), "an Intel model should claim Intel events");
-        assert_eq!(guess_other_cpu(&["no.such.event".to_string()], zen4), None);
+        let none = ["no.such.event".to_string()];
+        assert_eq!(guess_other_cpu(&none, &none, zen4, 1), None);
+    }
+
+    /// The perf specs of a model's level-`level` tree events.
+    fn tree_specs(m: &Model, level: u8) -> Vec<String> {
+        tma_metrics::required_events(m, &tma_metrics::Selection::level(level))
+            .unwrap()
+            .iter()
+            .map(|id| m.perf_event_spec(id).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn one_event_another_table_names_is_no_reason_to_switch() {
+        let skx = tma_catalog::by_name("skx").unwrap();
+        let skl = tma_catalog::by_name("skl").unwrap();
+        // An event the skl tables know and the skx ones do not (an offcore one, say).
+        let extra = skl
+            .event_ids()
+            .into_iter()
+            .find(|id| skx.resolve_perf_event(id).is_err())
+            .expect("an skl event the skx tables lack");
+        for level in [1, 3] {
+            let mut specs = tree_specs(skx, level);
+            specs.push(extra.clone());
+            let unknown = vec![extra.clone()];
+            assert_eq!(
+                guess_other_cpu(&unknown, &specs, skx, level),
+                None,
+                "{extra}"
+            );
+        }
+        // A whole skx recording imported as zen4 still gets the hint.
+        let specs = tree_specs(skx, 2);
+        let zen4 = tma_catalog::by_name("zen4").unwrap();
+        let unknown: Vec<String> = specs
+            .iter()
+            .filter(|s| zen4.resolve_perf_event(s).is_err())
+            .cloned()
+            .collect();
+        let g = guess_other_cpu(&unknown, &specs, zen4, 2).expect("an Intel model");
+        assert!(["skx", "clx", "skl"].contains(&g), "{g}");
     }
 }

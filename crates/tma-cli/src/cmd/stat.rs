@@ -29,6 +29,10 @@ pub struct Args {
     /// some Intel formulas depend on it. Live runs and snapshots know it already.
     #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
     pub smt: Option<String>,
+    /// Refuse an imported `perf stat` file that holds events the CPU's tables do not know (or
+    /// one event twice), instead of ignoring them with a note.
+    #[arg(long, requires = "import")]
+    pub strict: bool,
     #[command(flatten)]
     pub cpu: CpuArg,
     #[command(flatten)]
@@ -121,6 +125,7 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<StatConfig> {
         level: a.tree.level,
         nodes: a.tree.nodes.clone(),
         smt: a.smt.as_deref().map(|v| v == "on"),
+        strict: a.strict,
         render: RenderOptions {
             format: if a.json {
                 Format::Json

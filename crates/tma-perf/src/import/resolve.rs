@@ -1,7 +1,7 @@
 //! Second import step: map perf event specs onto a CPU model's canonical event ids, and sum
 //! per-CPU / per-thread rows into aggregated readings.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::ResolveError;
 use crate::readings::{Interval, Reading, ReadingStatus};
@@ -56,6 +56,8 @@ pub struct ResolveOutcome {
     pub mapping: Vec<(String, String)>,
     /// Generic events kept under their perf name.
     pub generic: Vec<String>,
+    /// Specs dropped ([`Resolver::tolerant`]): unknown, or a second spec of one event.
+    pub ignored: Vec<String>,
 }
 
 /// Renames readings from perf specs to a model's canonical event ids, one interval at a time.
@@ -64,33 +66,51 @@ pub struct ResolveOutcome {
 /// `resolve_spec` is normally `Model::resolve_perf_event_all` (empty = unknown). When several
 /// ids share the spec's encoding (`TOPDOWN.SLOTS` and `TOPDOWN.SLOTS:perf_metrics`), the
 /// reading is provided under each of them. Specs the model does not know and that are not
-/// generic perf events are an error; when `guess_other_cpu` names a model on which they
-/// resolve, the error says so. Two specs resolving to the same canonical id are an error too.
+/// generic perf events are an error, or, for a [`Resolver::tolerant`] one, dropped and
+/// listed by [`Resolver::ignored`]. Either way `guess_other_cpu(unknown, every spec seen)`
+/// may name a model the recording clearly belongs to: that is always an error, which says
+/// so. Two specs resolving to the same canonical id are an error too (tolerant: the second
+/// is ignored).
 pub struct Resolver<F, G> {
     model_key: &'static str,
     resolve_spec: F,
     guess_other_cpu: G,
+    tolerant: bool,
     map: HashMap<String, Vec<String>>,
     /// Specs in order of first appearance.
     order: Vec<String>,
     /// canonical id -> the spec that resolved to it.
     by_canonical: HashMap<String, String>,
+    /// Specs dropped by a tolerant resolver, in order of first appearance.
+    ignored: Vec<String>,
+    ignored_set: HashSet<String>,
 }
 
 impl<F, G> Resolver<F, G>
 where
     F: FnMut(&str) -> Vec<String>,
-    G: FnMut(&[String]) -> Option<&'static str>,
+    G: FnMut(&[String], &[String]) -> Option<&'static str>,
 {
     pub fn new(model_key: &'static str, resolve_spec: F, guess_other_cpu: G) -> Self {
         Resolver {
             model_key,
             resolve_spec,
             guess_other_cpu,
+            tolerant: false,
             map: HashMap::new(),
             order: Vec::new(),
             by_canonical: HashMap::new(),
+            ignored: Vec::new(),
+            ignored_set: HashSet::new(),
         }
+    }
+
+    /// Drop the readings of specs the model does not know (uncore events, core events of
+    /// other tables) and of a second spec of one event instead of refusing them, unless the
+    /// unknown ones clearly belong to another CPU.
+    pub fn tolerant(mut self) -> Self {
+        self.tolerant = true;
+        self
     }
 
     /// Look up the specs not seen before; unknown specs among them are reported together.
@@ -100,7 +120,7 @@ where
     ) -> Result<(), ResolveError> {
         let mut unknown: Vec<String> = Vec::new();
         for spec in specs {
-            if self.map.contains_key(spec) {
+            if self.map.contains_key(spec) || self.ignored_set.contains(spec) {
                 continue;
             }
             let ids = (self.resolve_spec)(spec);
@@ -110,15 +130,24 @@ where
                 }
                 continue;
             }
-            for c in &ids {
-                if let Some(first) = self.by_canonical.get(c) {
-                    return Err(ResolveError::SameEvent {
-                        model: self.model_key,
-                        first: first.clone(),
-                        second: spec.to_string(),
-                        canonical: c.clone(),
-                    });
+            if let Some((c, first)) = ids
+                .iter()
+                .find_map(|c| self.by_canonical.get(c).map(|f| (c, f)))
+            {
+                if self.tolerant {
+                    // The first spec's reading is used.
+                    self.ignored_set.insert(spec.to_string());
+                    self.ignored.push(spec.to_string());
+                    continue;
                 }
+                return Err(ResolveError::SameEvent {
+                    model: self.model_key,
+                    first: first.clone(),
+                    second: spec.to_string(),
+                    canonical: c.clone(),
+                });
+            }
+            for c in &ids {
                 self.by_canonical.insert(c.clone(), spec.to_string());
             }
             self.map.insert(spec.to_string(), ids);
@@ -127,9 +156,24 @@ where
         if unknown.is_empty() {
             return Ok(());
         }
+        let seen: Vec<String> = self
+            .order
+            .iter()
+            .chain(&self.ignored)
+            .chain(&unknown)
+            .cloned()
+            .collect();
+        let other_cpu = (self.guess_other_cpu)(&unknown, &seen);
+        if self.tolerant && other_cpu.is_none() {
+            for u in unknown {
+                self.ignored_set.insert(u.clone());
+                self.ignored.push(u);
+            }
+            return Ok(());
+        }
         Err(ResolveError::UnknownEvents {
             model: self.model_key,
-            other_cpu: (self.guess_other_cpu)(&unknown),
+            other_cpu,
             events: unknown,
         })
     }
@@ -145,7 +189,9 @@ where
         let mut readings = Vec::with_capacity(iv.readings.len());
         for r in iv.readings {
             match self.map.get(&r.event).map(Vec::as_slice) {
-                Some([]) | None => readings.push(r),
+                // Ignored (tolerant): dropped.
+                None => {}
+                Some([]) => readings.push(r),
                 Some([id]) => {
                     let mut r = r;
                     if r.event != *id {
@@ -179,6 +225,12 @@ where
             .collect()
     }
 
+    /// Specs dropped by a tolerant resolver (unknown to the model, or a second spec of one
+    /// event), in order of first appearance.
+    pub fn ignored(&self) -> &[String] {
+        &self.ignored
+    }
+
     /// Generic events kept under their perf name.
     pub fn generic(&self) -> Vec<String> {
         self.order
@@ -189,15 +241,19 @@ where
     }
 }
 
-/// [`Resolver`] over a whole recording held in memory: every spec of every interval is
-/// checked before any reading is renamed.
+/// [`Resolver`] (strict, or [`Resolver::tolerant`] when `tolerant`) over a whole recording
+/// held in memory: every spec of every interval is checked before any reading is renamed.
 pub fn resolve(
     intervals: &[Interval],
     model_key: &'static str,
+    tolerant: bool,
     resolve_spec: impl FnMut(&str) -> Vec<String>,
-    guess_other_cpu: impl FnMut(&[String]) -> Option<&'static str>,
+    guess_other_cpu: impl FnMut(&[String], &[String]) -> Option<&'static str>,
 ) -> Result<ResolveOutcome, ResolveError> {
     let mut r = Resolver::new(model_key, resolve_spec, guess_other_cpu);
+    if tolerant {
+        r = r.tolerant();
+    }
     r.learn(
         intervals
             .iter()
@@ -207,6 +263,7 @@ pub fn resolve(
         intervals: intervals.iter().map(|iv| r.rename(iv.clone())).collect(),
         mapping: r.mapping(),
         generic: r.generic(),
+        ignored: r.ignored,
     })
 }
 

@@ -246,7 +246,7 @@ fn resolve_renames_and_reports_unknown() {
         "ex_ret_ops" => vec!["ex_ret_ops".to_string(), "ex_ret_ops:alias".to_string()],
         _ => vec![],
     };
-    let out = resolve(&rec.intervals, "zen4", known, |_| None).unwrap();
+    let out = resolve(&rec.intervals, "zen4", false, known, |_, _| None).unwrap();
     assert_eq!(value(&out.intervals[0], "ls_not_halted_cyc"), Some(10.0));
     assert_eq!(value(&out.intervals[0], "page-faults"), Some(3.0));
     // Ids sharing one encoding all get the reading.
@@ -255,7 +255,14 @@ fn resolve_renames_and_reports_unknown() {
 
     let text = "10,,TOPDOWN.SLOTS,5,100.00,,\n20,,INT_MISC.UOP_DROPPING,5,100.00,,\n";
     let rec = parse(text.as_bytes()).unwrap();
-    let err = resolve(&rec.intervals, "zen4", |_| vec![], |_| Some("spr")).unwrap_err();
+    let err = resolve(
+        &rec.intervals,
+        "zen4",
+        false,
+        |_| vec![],
+        |_, _| Some("spr"),
+    )
+    .unwrap_err();
     let msg = err.to_string();
     assert!(
         msg.contains("TOPDOWN.SLOTS, INT_MISC.UOP_DROPPING"),
@@ -268,11 +275,60 @@ fn resolve_renames_and_reports_unknown() {
     let err = resolve(
         &rec.intervals,
         "zen4",
+        false,
         |_| vec!["ls_not_halted_cyc".into()],
-        |_| None,
+        |_, _| None,
     )
     .unwrap_err();
     assert!(err.to_string().contains("same zen4 event"), "{err}");
+}
+
+#[test]
+fn tolerant_resolve_drops_unknown_events_unless_they_belong_to_another_cpu() {
+    let text = "10,,r76,5,100.00,,\n7,,uncore_imc/cas_count_read/,5,100.00,,\n\
+                3,,page-faults,5,100.00,,\n8,,MEM_LOAD_RETIRED.LOCAL_PMM,5,100.00,,\n";
+    let rec = parse(text.as_bytes()).unwrap();
+    let known = |s: &str| match s {
+        "r76" => vec!["ls_not_halted_cyc".to_string()],
+        _ => vec![],
+    };
+    let mut seen_by_guess = Vec::new();
+    let out = resolve(&rec.intervals, "zen4", true, known, |unknown, seen| {
+        seen_by_guess = vec![unknown.to_vec(), seen.to_vec()];
+        None
+    })
+    .unwrap();
+    assert_eq!(
+        out.ignored,
+        ["uncore_imc/cas_count_read/", "MEM_LOAD_RETIRED.LOCAL_PMM"]
+    );
+    assert_eq!(seen_by_guess[0], out.ignored);
+    assert_eq!(seen_by_guess[1].len(), 4, "{seen_by_guess:?}");
+    let iv = &out.intervals[0];
+    assert_eq!(value(iv, "ls_not_halted_cyc"), Some(10.0));
+    assert_eq!(value(iv, "page-faults"), Some(3.0));
+    assert!(iv.get("MEM_LOAD_RETIRED.LOCAL_PMM").is_none());
+    assert_eq!(iv.readings.len(), 2);
+    // Strict: the same file is refused.
+    let err = resolve(&rec.intervals, "zen4", false, known, |_, _| None).unwrap_err();
+    assert!(err.to_string().contains("LOCAL_PMM"), "{err}");
+    // Tolerant, but the events clearly belong to another CPU: refused with the hint.
+    let err = resolve(&rec.intervals, "zen4", true, known, |_, _| Some("icx")).unwrap_err();
+    assert!(err.to_string().contains("try --cpu icx"), "{err}");
+    // Tolerant: a second spec of one event is ignored, the first one's reading used.
+    let text = "10,,r76,5,100.00,,\n20,,ls_not_halted_cyc,5,100.00,,\n";
+    let rec = parse(text.as_bytes()).unwrap();
+    let out = resolve(
+        &rec.intervals,
+        "zen4",
+        true,
+        |_| vec!["ls_not_halted_cyc".into()],
+        |_, _| None,
+    )
+    .unwrap();
+    assert_eq!(out.ignored, ["ls_not_halted_cyc"]);
+    assert_eq!(value(&out.intervals[0], "ls_not_halted_cyc"), Some(10.0));
+    assert_eq!(out.intervals[0].readings.len(), 1);
 }
 
 #[test]
@@ -375,7 +431,7 @@ fn resolver_learns_specs_once_and_checks_them_per_interval() {
                 _ => vec![],
             }
         },
-        |_: &[String]| None,
+        |_: &[String], _: &[String]| None,
     );
     for _ in 0..2 {
         let iv = resolver
@@ -389,4 +445,35 @@ fn resolver_learns_specs_once_and_checks_them_per_interval() {
     assert!(err.to_string().contains("rbad"), "{err}");
     drop(resolver);
     assert_eq!(lookups, 3, "each spec is looked up once");
+
+    // Tolerant: `rbad` is looked up once, dropped from every interval, listed once.
+    let text = "     0.1,20,,r76,100,100.00\n     0.1,5,,rbad,100,100.00\n\
+                     0.2,21,,r76,100,100.00\n     0.2,6,,rbad,100,100.00\n";
+    let mut reader = IntervalReader::new(text.as_bytes()).unwrap();
+    let mut lookups = 0;
+    let mut guesses = 0;
+    let mut resolver = Resolver::new(
+        "zen4",
+        |s: &str| {
+            lookups += 1;
+            match s {
+                "r76" => vec!["ls_not_halted_cyc".to_string()],
+                _ => vec![],
+            }
+        },
+        |_: &[String], _: &[String]| {
+            guesses += 1;
+            None
+        },
+    )
+    .tolerant();
+    for _ in 0..2 {
+        let iv = resolver
+            .resolve(reader.next_interval().unwrap().unwrap())
+            .unwrap();
+        assert_eq!(iv.readings.len(), 1);
+    }
+    assert_eq!(resolver.ignored(), ["rbad"]);
+    drop(resolver);
+    assert_eq!((lookups, guesses), (2, 1));
 }

@@ -79,15 +79,56 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("tma: error: {err:#}");
+            eprintln!("tma: error: {}", one_line(&err));
             ExitCode::from(2)
         }
     }
 }
 
+/// The error and its causes on one line, each cause once: library errors often already
+/// name their cause in their own message.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if msg.contains(&text) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&text);
+    }
+    msg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn causes_already_in_the_message_are_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        #[derive(Debug)]
+        struct Read {
+            source: std::io::Error,
+        }
+        impl std::fmt::Display for Read {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "cannot read x: {}", self.source)
+            }
+        }
+        impl std::error::Error for Read {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.source)
+            }
+        }
+        let err = anyhow::Error::new(Read { source: io }).context("restore from x");
+        assert_eq!(
+            one_line(&err),
+            "restore from x: cannot read x: no such file"
+        );
+    }
     use clap::CommandFactory;
 
     #[test]

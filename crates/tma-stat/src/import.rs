@@ -24,6 +24,68 @@ struct Batch {
     ignored: Option<Vec<String>>,
 }
 
+enum BatchError {
+    Import(tma_perf::import::ImportError),
+    Resolve(tma_perf::import::ResolveError),
+}
+
+/// Read, resolve and (per-CPU/thread rows) aggregate up to [`BATCH`] intervals; `Ok(true)`
+/// at the end of the recording.
+fn read_batch<R, F, G>(
+    reader: &mut IntervalReader<R>,
+    resolver: &mut Resolver<F, G>,
+    aggregated: bool,
+    first: &mut bool,
+) -> (Batch, Result<bool, BatchError>)
+where
+    R: BufRead,
+    F: FnMut(&str) -> Vec<String>,
+    G: FnMut(&[String], &[String]) -> Option<&'static str>,
+{
+    let mut batch = Batch {
+        intervals: Vec::with_capacity(BATCH),
+        event_map: None,
+        ignored: None,
+    };
+    let ignored_before = resolver.ignored().len();
+    let mut result = Ok(false);
+    while batch.intervals.len() < BATCH {
+        let iv = match reader.next_interval() {
+            Ok(Some(iv)) => iv,
+            Ok(None) => {
+                result = Ok(true);
+                break;
+            }
+            Err(e) => {
+                result = Err(BatchError::Import(e));
+                break;
+            }
+        };
+        let iv = match resolver.resolve(iv) {
+            Ok(iv) => iv,
+            Err(e) => {
+                result = Err(BatchError::Resolve(e));
+                break;
+            }
+        };
+        if *first {
+            // How each event spec was read: known from the first interval, where perf
+            // lists every event it counted.
+            batch.event_map = Some(resolver.mapping());
+            *first = false;
+        }
+        batch.intervals.push(if aggregated {
+            iv
+        } else {
+            import::aggregate(&iv)
+        });
+    }
+    if resolver.ignored().len() > ignored_before {
+        batch.ignored = Some(resolver.ignored().to_vec());
+    }
+    (batch, result)
+}
+
 /// Import a perf stat recording from `input` (named `file` in messages).
 pub(crate) fn run_perf_stat(
     cfg: &StatConfig,
@@ -95,47 +157,12 @@ pub(crate) fn run_perf_stat(
         scope.spawn(move || {
             let mut first = true;
             loop {
-                let mut batch = Batch {
-                    intervals: Vec::with_capacity(BATCH),
-                    event_map: None,
-                    ignored: None,
-                };
-                let ignored_before = resolver.ignored().len();
-                let mut result = Ok(false);
-                while batch.intervals.len() < BATCH {
-                    let iv = match reader.next_interval() {
-                        Ok(Some(iv)) => iv,
-                        Ok(None) => {
-                            result = Ok(true);
-                            break;
-                        }
-                        Err(e) => {
-                            result = Err(import_err(e));
-                            break;
-                        }
-                    };
-                    let iv = match resolver.resolve(iv) {
-                        Ok(iv) => iv,
-                        Err(e) => {
-                            result = Err(resolve_err(e));
-                            break;
-                        }
-                    };
-                    if first {
-                        // How each event spec was read: known from the first interval,
-                        // where perf lists every event it counted.
-                        batch.event_map = Some(resolver.mapping());
-                        first = false;
-                    }
-                    batch.intervals.push(if aggregated {
-                        iv
-                    } else {
-                        import::aggregate(&iv)
-                    });
-                }
-                if resolver.ignored().len() > ignored_before {
-                    batch.ignored = Some(resolver.ignored().to_vec());
-                }
+                let (batch, result) =
+                    read_batch(&mut reader, &mut resolver, aggregated, &mut first);
+                let result = result.map_err(|e| match e {
+                    BatchError::Import(e) => import_err(e),
+                    BatchError::Resolve(e) => resolve_err(e),
+                });
                 // Intervals read before an error are still shown, then the error.
                 let done = !matches!(result, Ok(false));
                 if !batch.intervals.is_empty() && tx.send(Ok(batch)).is_err() {

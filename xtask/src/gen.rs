@@ -199,6 +199,14 @@ fn num(field: &str) -> Result<u64> {
     r.map_err(|_| anyhow!("bad number `{field}`"))
 }
 
+/// An event name usable as an event id: `[A-Za-z_][A-Za-z0-9_.]*` (crates/tma-catalog lib.rs).
+fn is_event_id(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+}
+
 /// One row of the generated EVENTS table.
 #[derive(Clone)]
 struct Ev {
@@ -561,12 +569,20 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
         // this data) are merged like core events.
         sources.push(read_json(&dir.join(f))?);
     }
+    // Rows whose name is not an event id of the formula language (CLX's deprecated
+    // `OFFCORE_RESPONSE:request=…:response=…` spellings): left out when another row has the
+    // same encoding (their `OCR.*` names), refused otherwise.
+    let mut unnamed: Vec<Ev> = Vec::new();
     for src in &sources {
         for e in src["Events"].as_array().into_iter().flatten() {
             if s(e, "EventName").is_empty() {
                 continue;
             }
             let ev = event_from_json(e)?;
+            if !is_event_id(&ev.name) {
+                unnamed.push(ev);
+                continue;
+            }
             if ev.counter_mask != 0 {
                 max_gp = max_gp.max(32 - ev.counter_mask.leading_zeros());
             }
@@ -574,6 +590,18 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
                 fixed_set.insert(f);
             }
             catalog.entry(ev.name.clone()).or_insert(ev);
+        }
+    }
+    for u in &unnamed {
+        let twin = catalog.values().find(|c| {
+            (c.code, c.umask, c.cmask, c.inv, c.edge, c.any, c.msr_value)
+                == (u.code, u.umask, u.cmask, u.inv, u.edge, u.any, u.msr_value)
+        });
+        if twin.is_none() {
+            bail!(
+                "event `{}` is no event id and no other row has its encoding",
+                u.name
+            );
         }
     }
     let lookup =
@@ -823,16 +851,26 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
     };
 
     // ---- emit ----
+    let events = all_events(&catalog, &used);
     let mut o = String::from(HEADER);
     writeln!(
         o,
-        "//\n// {} ({}): {} tree nodes, {} helper metrics, {} events.",
+        "//\n// {} ({}): {} tree nodes, {} helper metrics, {} events ({} used by the formulas).",
         p.name,
         p.key,
         nodes.len(),
         metrics.len(),
+        events.len(),
         used.len()
     )?;
+    if !unnamed.is_empty() {
+        writeln!(
+            o,
+            "// {} event rows left out: named `{}` and alike, which is no event id; each has the\n// encoding of another row (its OCR.* name).",
+            unnamed.len(),
+            unnamed[0].name
+        )?;
+    }
     if !dropped.is_empty() {
         o.push_str("// Info metrics left out (they need uncore or non-core inputs):\n");
         for d in &dropped {
@@ -847,7 +885,7 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
             writeln!(o, "//   {r}")?;
         }
     }
-    emit_tables(&mut o, &used, &nodes, &metrics, &retire)?;
+    emit_tables(&mut o, &events, &nodes, &metrics, &retire)?;
     let source = format!(
         "Intel perfmon {} metrics {} (TMA {}), events {}",
         p.dir,
@@ -904,23 +942,69 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
     Ok((o, resolutions))
 }
 
+/// Every event of a model's table: the whole event file (`catalog`) plus the pseudo events
+/// (PERF_METRICS slices, TSC) the formulas use.
+fn all_events(catalog: &HashMap<String, Ev>, used: &BTreeMap<String, Ev>) -> BTreeMap<String, Ev> {
+    let mut all: BTreeMap<String, Ev> = catalog
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (k, v) in used {
+        all.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    all
+}
+
+/// One compact EVENTS row (`crate::types::event_row`).
+fn event_row(e: &Ev) -> String {
+    let flags: Vec<&str> = [
+        (e.inv, "INV"),
+        (e.edge, "EDGE"),
+        (e.any, "ANY"),
+        (e.precise, "PRECISE"),
+        (e.taken_alone, "ALONE"),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, f)| *f)
+    .collect();
+    let flags = if flags.is_empty() {
+        "0".to_string()
+    } else {
+        flags.join(" | ")
+    };
+    let mut r = format!(
+        "ev({:?}, {:#x}, {:#x}, {}, {flags}, {:#x}, {})",
+        e.name, e.code, e.umask, e.cmask, e.counter_mask, e.sample_after
+    );
+    if e.msr_index != 0 || e.msr_value != 0 {
+        write!(r, ".with_msr({:#x}, {:#x})", e.msr_index, e.msr_value).expect("to a String");
+    }
+    if let Some(f) = e.fixed {
+        write!(r, ".on_fixed({f})").expect("to a String");
+    }
+    if e.kind != "EventKind::Core" {
+        write!(r, ".with_kind({})", e.kind).expect("to a String");
+    }
+    r
+}
+
 /// The `use` line and the EVENTS, NODES, METRICS and RETIRE_LATENCIES statics of one model.
 fn emit_tables(
     o: &mut String,
-    used: &BTreeMap<String, Ev>,
+    events: &BTreeMap<String, Ev>,
     nodes: &[NodeOut],
     metrics: &[MetricOut],
     retire: &[(String, f64)],
 ) -> Result<()> {
-    o.push_str("\nuse crate::types::*;\n\n");
+    o.push_str("\nuse crate::types::event_row::*;\nuse crate::types::*;\n\n");
+    o.push_str(
+        "// Every core event of the event file (and the pseudo events the formulas name), by name:\n\
+         // ev(name, event code, umask, cmask, flags, general counters, sample-after value).\n",
+    );
     o.push_str("static EVENTS: &[EventDef] = &[\n");
-    for e in used.values() {
-        writeln!(
-            o,
-            "    EventDef {{ name: {:?}, code: {:#x}, umask: {:#x}, cmask: {}, inv: {}, edge: {}, any_thread: {}, msr_index: {:#x}, msr_value: {:#x}, counter_mask: {:#x}, fixed: {:?}, precise: {}, taken_alone: {}, kind: {}, sample_after: {} }},",
-            e.name, e.code, e.umask, e.cmask, e.inv, e.edge, e.any, e.msr_index, e.msr_value,
-            e.counter_mask, e.fixed, e.precise, e.taken_alone, e.kind, e.sample_after
-        )?;
+    for e in events.values() {
+        writeln!(o, "    {},", event_row(e))?;
     }
     o.push_str("];\n\nstatic NODES: &[NodeDef] = &[\n");
     for n in nodes {

@@ -499,6 +499,11 @@ impl Model {
                     let id = v.remove(pos);
                     v.insert(0, id);
                 }
+            } else if let Some(canon) = self.named_alike(&n, v.first()) {
+                // `name=` gives a documented event no formula uses, with this encoding: the
+                // spec resolves as that name does (the name, then the formula ids alike).
+                v.retain(|x| ids.contains(x) && *x != canon);
+                v.insert(0, canon);
             }
         }
         if v.is_empty() {
@@ -506,6 +511,24 @@ impl Model {
         } else {
             Ok(v)
         }
+    }
+
+    /// The canonical id of a `name=` value (mangled or not) when it encodes exactly as
+    /// `first`, the id its encoding resolved to.
+    fn named_alike(&self, name: &str, first: Option<&String>) -> Option<String> {
+        let id = name.replace("__", ":").replace("_eq_", "=");
+        let (a, b) = (self.encode(&id).ok()?, self.encode(first?).ok()?);
+        let same = (a.pmu, a.config, a.config1, a.exclude_kernel, a.exclude_user)
+            == (b.pmu, b.config, b.config1, b.exclude_kernel, b.exclude_user)
+            && a.retire_latency == b.retire_latency;
+        let eid = EventId::parse(&id);
+        let def = self.event(eid.base)?;
+        same.then(|| {
+            std::iter::once(def.name)
+                .chain(eid.modifiers.iter().copied())
+                .collect::<Vec<_>>()
+                .join(":")
+        })
     }
 
     fn bad(&self, spec: &str, why: &str) -> CatalogError {
@@ -572,6 +595,12 @@ impl Model {
             return self
                 .id_from_table(config, config1, mods)
                 .ok_or_else(unknown);
+        }
+        // A documented event with exactly this encoding and no config1 is what perf counts
+        // (SKL's `OFFCORE_RESPONSE`, whose MSR value the user sets), before any event that
+        // needs a config1 the spec left out.
+        if let Some(v) = self.id_from_table(config, Some(0), mods) {
+            return Ok(v);
         }
         let probe = self.raw_probe(config, 0, mods);
         let mut cands: Vec<(&String, u64)> = index_of(self)

@@ -92,6 +92,69 @@ pub struct EventDef {
     pub sample_after: u64,
 }
 
+/// Compact constructors for the event tables: one short row per event
+/// (`ev("UOPS_RETIRED.MS", 0xc2, 0x4, 0, PRECISE, 0xff, 2000003)`), so that tables holding
+/// every event of a vendor file stay small to compile and to read.
+pub mod event_row {
+    use super::{EventDef, EventKind};
+
+    /// Flag bits of [`ev`]: invert, edge detect, AnyThread, precise, taken alone.
+    pub const INV: u8 = 1;
+    pub const EDGE: u8 = 2;
+    pub const ANY: u8 = 4;
+    pub const PRECISE: u8 = 8;
+    pub const ALONE: u8 = 16;
+
+    /// An ordinary core event on the general-purpose counters `counter_mask`, no extra MSR,
+    /// no fixed counter; `flags` is a sum of [`INV`], [`EDGE`], [`ANY`], [`PRECISE`], [`ALONE`].
+    pub const fn ev(
+        name: &'static str,
+        code: u16,
+        umask: u8,
+        cmask: u8,
+        flags: u8,
+        counter_mask: u32,
+        sample_after: u64,
+    ) -> EventDef {
+        EventDef {
+            name,
+            code,
+            umask,
+            cmask,
+            inv: flags & INV != 0,
+            edge: flags & EDGE != 0,
+            any_thread: flags & ANY != 0,
+            msr_index: 0,
+            msr_value: 0,
+            counter_mask,
+            fixed: None,
+            precise: flags & PRECISE != 0,
+            taken_alone: flags & ALONE != 0,
+            kind: EventKind::Core,
+            sample_after,
+        }
+    }
+
+    impl EventDef {
+        /// The event programs the extra MSR `index` with `value` (`config1`).
+        pub const fn with_msr(mut self, index: u16, value: u64) -> Self {
+            self.msr_index = index;
+            self.msr_value = value;
+            self
+        }
+        /// The event lives on fixed counter `index`.
+        pub const fn on_fixed(mut self, index: u8) -> Self {
+            self.fixed = Some(index);
+            self
+        }
+        /// The event is of `kind` rather than [`EventKind::Core`].
+        pub const fn with_kind(mut self, kind: EventKind) -> Self {
+            self.kind = kind;
+            self
+        }
+    }
+}
+
 /// One node of the TMA tree (or AMD pipeline-utilization tree).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct NodeDef {

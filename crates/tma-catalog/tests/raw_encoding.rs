@@ -66,11 +66,24 @@ fn offcore_outstanding_with_a_cmask_by_name_and_by_encoding() {
 fn inverted_and_edge_terms_become_modifiers() {
     let icx = by_name("icx").unwrap();
     // A base event with cmask, inv and edge in any order.
-    let by_name_ = all(icx, "UOPS_ISSUED.ANY:c1:i1");
-    let e = icx.encode("UOPS_ISSUED.ANY:c1:i1").unwrap();
+    let by_name_ = all(icx, "UOPS_ISSUED.ANY:c2:i1");
+    let e = icx.encode("UOPS_ISSUED.ANY:c2:i1").unwrap();
     assert_eq!(e.config & (1 << 23), 1 << 23);
-    assert_eq!(all(icx, "cpu/inv,cmask=1,umask=0x1,event=0xe/"), by_name_);
-    assert_eq!(all(icx, "cpu/event=14,umask=1,cmask=1,inv=1/"), by_name_);
+    assert_eq!(all(icx, "cpu/inv,cmask=2,umask=0x1,event=0xe/"), by_name_);
+    assert_eq!(all(icx, "cpu/event=14,umask=1,cmask=2,inv=1/"), by_name_);
+    // The encoding of UOPS_ISSUED.ANY:c1:i1 is documented as UOPS_ISSUED.STALL_CYCLES: the
+    // bare encoding resolves to that event, and with `name=` to the name given.
+    assert_eq!(
+        all(icx, "cpu/inv,cmask=1,umask=0x1,event=0xe/"),
+        ["UOPS_ISSUED.STALL_CYCLES"]
+    );
+    assert_eq!(
+        all(
+            icx,
+            "cpu/inv,cmask=1,umask=0x1,event=0xe,name=UOPS_ISSUED.ANY__c1__i1/"
+        ),
+        all(icx, "UOPS_ISSUED.ANY:c1:i1")
+    );
     // Unknown encodings stay unknown.
     assert!(icx
         .resolve_perf_event_all("cpu/event=0x99,umask=0x77,cmask=3/")

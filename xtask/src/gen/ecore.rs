@@ -37,7 +37,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::{descriptions, emit_tables, event_from_json, preorder, read_json, s};
+use super::{all_events, descriptions, emit_tables, event_from_json, preorder, read_json, s};
 use super::{Ev, MetricOut, NodeOut};
 
 /// One E-core platform.
@@ -347,6 +347,9 @@ pub fn gen_ecore(intel: &Path, p: &EcorePlatform) -> Result<String> {
             continue;
         }
         let ev = event_from_json(e)?;
+        if !super::is_event_id(&ev.name) {
+            bail!("{}: event `{}` is no event id", path.display(), ev.name);
+        }
         if ev.counter_mask != 0 {
             max_gp = max_gp.max(32 - ev.counter_mask.leading_zeros());
         }
@@ -420,17 +423,19 @@ pub fn gen_ecore(intel: &Path, p: &EcorePlatform) -> Result<String> {
         bail!("{}: no counters in {}", p.key, path.display());
     }
 
+    let events = all_events(&catalog, &used);
     let mut o = String::from(ECORE_HEADER);
     writeln!(
         o,
-        "//\n// {} ({}): {} tree nodes, {} helper metrics, {} events.",
+        "//\n// {} ({}): {} tree nodes, {} helper metrics, {} events ({} used by the formulas).",
         p.name,
         p.key,
         nodes.len(),
         metrics.len(),
+        events.len(),
         used.len()
     )?;
-    emit_tables(&mut o, &used, &nodes, &metrics, &[])?;
+    emit_tables(&mut o, &events, &nodes, &metrics, &[])?;
     let source = format!(
         "Linux perf cpu_atom TopdownL1-L3 formulas (facts, re-expressed); Intel perfmon {} E-core events {}",
         p.dir, events_version

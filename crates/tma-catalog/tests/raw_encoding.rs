@@ -121,3 +121,85 @@ fn every_table_event_resolves_by_name_and_by_encoding_alike() {
         }
     }
 }
+
+/// Events the formulas do not use are known too (every core event of the vendor file): for
+/// every model, a sample of them resolves by name (any case, with modifiers) and by raw
+/// encoding to the same id, and `name=` in a raw spec names the result.
+#[test]
+fn events_no_formula_uses_resolve_by_name_and_by_encoding() {
+    for m in models() {
+        let used: Vec<String> = m
+            .event_ids()
+            .iter()
+            .map(|id| id.split(':').next().unwrap().to_ascii_uppercase())
+            .collect();
+        let unused: Vec<_> = m
+            .events
+            .iter()
+            .filter(|d| d.kind == EventKind::Core && !used.contains(&d.name.to_ascii_uppercase()))
+            .collect();
+        if m.vendor == tma_catalog::Vendor::Intel {
+            assert!(
+                unused.len() > 50,
+                "{}: {} unused events",
+                m.key,
+                unused.len()
+            );
+        }
+        for d in unused.iter().step_by(7) {
+            let lower = d.name.to_ascii_lowercase();
+            assert_eq!(all(m, &lower)[0], d.name, "{}", m.key);
+            let base = d.cmask == 0 && !d.inv && !d.edge;
+            let mut ids = vec![d.name.to_string()];
+            if base && d.fixed.is_none() {
+                ids.push(format!("{}:c2", d.name));
+            }
+            for id in ids {
+                let by_name = all(m, &id);
+                assert_eq!(by_name[0], id, "{}", m.key);
+                let spec = raw_terms(m, &id, false, false);
+                let named = format!(
+                    "{},name={}/",
+                    spec.trim_end_matches('/'),
+                    tma_catalog::encode::mangle_name(&id)
+                );
+                assert_eq!(all(m, &named), by_name, "{}: {named}", m.key);
+                let raw = all(m, &spec);
+                let (a, b) = (m.encode(&raw[0]).unwrap(), m.encode(&id).unwrap());
+                assert_eq!(
+                    (a.config, a.config1),
+                    (b.config, b.config1),
+                    "{}: {spec}",
+                    m.key
+                );
+                // The bare encoding names a formula id with that encoding, else the first
+                // documented event with it: this event unless an earlier row shares it.
+                let same = |x: &str| {
+                    m.encode(x)
+                        .is_ok_and(|e| (e.config, e.config1) == (b.config, b.config1))
+                };
+                let formula_twin = m.event_ids().iter().any(|i| same(i));
+                let first = m.events.iter().find(|x| same(x.name));
+                if id == d.name && !formula_twin && first.is_some_and(|f| f.name == d.name) {
+                    assert_eq!(raw[0], id, "{}: {spec}", m.key);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn spr_pmm_events_of_toplev_resolve() {
+    let spr = by_name("spr").unwrap();
+    for (name, spec) in [
+        ("MEM_LOAD_RETIRED.LOCAL_PMM", "cpu/event=0xd1,umask=0x80/"),
+        (
+            "MEM_LOAD_L3_MISS_RETIRED.REMOTE_PMM",
+            "cpu/event=0xd3,umask=0x10/",
+        ),
+    ] {
+        assert_eq!(all(spr, name), [name]);
+        assert_eq!(all(spr, spec), [name]);
+        assert_eq!(spr.encode(&format!("{name}:c1")).unwrap().config >> 24, 1);
+    }
+}

@@ -1,8 +1,9 @@
-//! `tma list`: the TMA tree of a CPU model (rendering in `tma_stat::render::list`).
+//! `tma list`: the TMA tree of a CPU model (rendering in `tma_stat::render::list`), or with
+//! `--events` every event of its tables (`tma_stat::render::event_list`).
 
 use std::process::ExitCode;
 
-use tma_stat::render::list;
+use tma_stat::render::{event_list, list};
 
 use crate::cmd::args::{CpuArg, OutputArgs, RootArg};
 
@@ -15,12 +16,28 @@ pub struct Args {
     #[arg(short = 'l', long = "level", value_name = "N",
           value_parser = clap::value_parser!(u8).range(1..=6))]
     pub level: Option<u8>,
+    /// List every event of the CPU's tables with its encoding instead of the tree: all the
+    /// core events of the vendor's event file, `*` marking those the TMA formulas use.
+    /// With FILTER, only the events whose name contains it (case-insensitive).
+    #[arg(long = "events", value_name = "FILTER", num_args = 0..=1, default_missing_value = "",
+          conflicts_with = "level")]
+    pub events: Option<String>,
     #[command(flatten)]
     pub out: OutputArgs,
 }
 
 pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     let (model, source) = tma_stat::select_model(args.cpu.cpu.as_deref(), None, &root.host())?;
+    if let Some(filter) = args.events.as_deref() {
+        crate::output::emit(args.out.output.as_deref(), |w| {
+            if args.out.json {
+                event_list::render_json(w, model, filter)
+            } else {
+                event_list::render_text(w, model, filter, source.describe())
+            }
+        })?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let max = args.level.unwrap_or(u8::MAX);
     crate::output::emit(args.out.output.as_deref(), |w| {
         if args.out.json {

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 
+mod amd;
 #[path = "../../crates/tma-catalog/src/descriptions.rs"]
 mod descriptions;
 mod ecore;
@@ -491,6 +492,10 @@ pub fn generate(data: &Path) -> Result<Generated> {
         files.push((PathBuf::from(OUT_DIR).join(format!("{module}.rs")), text));
     }
     files.push((PathBuf::from(OUT_DIR).join("mod.rs"), gen_mod(&intel)?));
+    files.push((
+        PathBuf::from(amd::OUT_FILE),
+        amd::gen_amd(&data.join("amd"))?,
+    ));
     files.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(Generated { files, resolutions })
 }

@@ -59,6 +59,8 @@
 //! checked-in files differ from what the converter makes. See `crates/tma-catalog/README.md`.
 
 pub mod amd;
+#[rustfmt::skip]
+mod amd_events;
 pub mod descriptions;
 pub mod encode;
 pub mod error;

@@ -258,3 +258,46 @@ fn list_shows_the_tma_version_and_the_hierarchy_shape() {
         serde_json::from_str(&ok(&run(&["list", "--cpu", "zen4", "--json"]))).unwrap();
     assert!(j["cpu"]["tma_version"].is_null());
 }
+
+/// `tma list --events`: every documented core event with its encoding, not only the events
+/// the formulas use.
+#[test]
+fn list_events_spr_includes_events_no_formula_uses() {
+    let out = ok(&run(&["list", "--events", "--cpu", "spr"]));
+    assert!(
+        out.starts_with("Sapphire Rapids (spr, from --cpu): "),
+        "{out}"
+    );
+    let line = out
+        .lines()
+        .find(|l| l.contains("MEM_LOAD_RETIRED.LOCAL_PMM"))
+        .expect("MEM_LOAD_RETIRED.LOCAL_PMM listed");
+    assert!(line.contains("cpu/event=0xd1,umask=0x80/"), "{line}");
+    assert!(!line.trim_start().starts_with('*'), "{line}");
+    let slots = out.lines().find(|l| l.contains(" TOPDOWN.SLOTS ")).unwrap();
+    assert!(
+        slots.trim_start().starts_with('*') && slots.contains("slots"),
+        "{slots}"
+    );
+
+    let o = run(&[
+        "list",
+        "--events",
+        "l3_miss_retired.remote_pmm",
+        "--cpu",
+        "spr",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
+    assert_eq!(v["schema"], "tma.list-events");
+    let evs = v["events"].as_array().unwrap();
+    assert_eq!(evs.len(), 1, "{v}");
+    assert_eq!(evs[0]["name"], "MEM_LOAD_L3_MISS_RETIRED.REMOTE_PMM");
+    assert_eq!(evs[0]["perf"], "cpu/event=0xd3,umask=0x10/");
+    assert_eq!(evs[0]["used"], false);
+
+    // AMD: the kernel files' core events too.
+    let out = ok(&run(&["list", "--events", "ls_dispatch", "--cpu", "zen4"]));
+    assert!(out.contains("ls_dispatch.ld_dispatch"), "{out}");
+    assert!(out.contains("cpu/event=0x29,umask=0x1/"), "{out}");
+}

@@ -15,7 +15,7 @@ pub enum ChoiceError {
     UnknownNode(String),
     #[error("node {0} has no locate-with event in the catalog; pick one with -e EVENT")]
     NoLocateEvent(String),
-    #[error("unknown event {0:?}: use an event name from `tma list`, cpu-clock, task-clock or rNNNN (raw hex)")]
+    #[error("unknown event {0:?}: use an event name from `tma list --events`, cpu-clock, task-clock or rNNNN (raw hex)")]
     UnknownEvent(String),
     #[error("no CPU model table for this machine, so {0} cannot be resolved; use -e rNNNN or -e cpu-clock")]
     NoModel(String),

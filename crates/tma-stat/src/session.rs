@@ -447,7 +447,7 @@ fn parse_extra_events(
         }
         return Err(StatError::UnknownEvent(format!(
             "unknown event {e:?}: give a software event (task-clock, context-switches, ...), an \
-             event of the --cpu model (`tma list --cpu NAME`), PMU/terms/ or rHEX"
+             event of the --cpu model (`tma list --events --cpu NAME`), PMU/terms/ or rHEX"
         )));
     }
     Ok(out)

@@ -34,6 +34,8 @@ fn metric(name: &'static str, formula: &'static str) -> MetricDef {
         formula,
         description: "test metric",
         unit: Unit::Number,
+        group: "Thread",
+        perf_groups: "",
     }
 }
 

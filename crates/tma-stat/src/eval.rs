@@ -46,6 +46,7 @@ impl Request {
         Selection {
             max_level: self.level,
             nodes: self.nodes.clone(),
+            metrics: Vec::new(),
         }
     }
 }

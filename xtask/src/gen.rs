@@ -441,6 +441,51 @@ struct MetricOut {
     formula: String,
     description: String,
     unit: &'static str,
+    /// The group the name places the metric in (`Thread`, `Inst_Mix`, `Bottleneck`...).
+    group: &'static str,
+    /// perfmon `MetricGroup`: the `perf stat -M` group names, `;`-separated.
+    perf_groups: String,
+}
+
+/// The groups of the `Info_*` metric names, longest first where one is a prefix of another:
+/// `Info_Memory_TLB_Code_STLB_MPKI` is in `Memory_TLB`, `Info_Memory_MLP` in `Memory`.
+const METRIC_GROUPS: &[&str] = &[
+    "Botlnk_L0",
+    "Botlnk_L2",
+    "Thread",
+    "Core",
+    "Inst_Mix",
+    "Pipeline",
+    "Frontend",
+    "Bad_Spec",
+    "Branches",
+    "Memory_Latency",
+    "Memory_Mix",
+    "Memory_Core",
+    "Memory_TLB",
+    "Memory_SoC",
+    "Memory_Prefetches",
+    "Memory",
+    "System",
+];
+
+/// The group of a metric from its name: `Bottleneck` for `Bottleneck_*`, else the first of
+/// [`METRIC_GROUPS`] that `Info_<group>_` starts the name.
+fn metric_group(name: &str) -> Result<&'static str> {
+    if name.starts_with("Bottleneck_") {
+        return Ok("Bottleneck");
+    }
+    let rest = name
+        .strip_prefix("Info_")
+        .ok_or_else(|| anyhow!("metric {name} is neither Info_* nor Bottleneck_*"))?;
+    METRIC_GROUPS
+        .iter()
+        .find(|g| {
+            rest.strip_prefix(**g)
+                .is_some_and(|r| r.starts_with('_') && r.len() > 1)
+        })
+        .copied()
+        .ok_or_else(|| anyhow!("metric {name}: no group in METRIC_GROUPS; add it to gen.rs"))
 }
 
 fn metric_description(name: &str) -> String {
@@ -710,6 +755,8 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
                 formula,
                 description: metric_description(name),
                 unit,
+                group: metric_group(name)?,
+                perf_groups: s(m, "MetricGroup").to_string(),
             });
             continue;
         }
@@ -1029,8 +1076,8 @@ fn emit_tables(
     for m in metrics {
         writeln!(
             o,
-            "    MetricDef {{ name: {:?}, formula: {:?}, description: {:?}, unit: {} }},",
-            m.name, m.formula, m.description, m.unit
+            "    MetricDef {{ name: {:?}, formula: {:?}, description: {:?}, unit: {}, group: {:?}, perf_groups: {:?} }},",
+            m.name, m.formula, m.description, m.unit, m.group, m.perf_groups
         )?;
     }
     o.push_str("];\n\n");

@@ -157,12 +157,16 @@ static ZEN4_METRICS: &[MetricDef] = &[
         formula: "6 * ls_not_halted_cyc",
         description: "Dispatch slots available: 6 per unhalted core cycle",
         unit: Unit::Number,
+        group: "Thread",
+        perf_groups: "",
     },
     MetricDef {
         name: "ipc",
         formula: "ex_ret_ops / ls_not_halted_cyc",
         description: "Retired macro-ops per unhalted core cycle",
         unit: Unit::Number,
+        group: "Thread",
+        perf_groups: "",
     },
 ];
 
@@ -172,12 +176,16 @@ static ZEN5_METRICS: &[MetricDef] = &[
         formula: "8 * ls_not_halted_cyc",
         description: "Dispatch slots available: 8 per unhalted core cycle",
         unit: Unit::Number,
+        group: "Thread",
+        perf_groups: "",
     },
     MetricDef {
         name: "ipc",
         formula: "ex_ret_ops / ls_not_halted_cyc",
         description: "Retired macro-ops per unhalted core cycle",
         unit: Unit::Number,
+        group: "Thread",
+        perf_groups: "",
     },
 ];
 

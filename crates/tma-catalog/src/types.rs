@@ -185,6 +185,31 @@ pub struct MetricDef {
     pub formula: &'static str,
     pub description: &'static str,
     pub unit: Unit,
+    /// The group shown with the metric: `Thread`, `Core`, `Inst_Mix`, `Frontend`, `Memory`,
+    /// `Memory_TLB`, `System`, `Bottleneck`... (Intel: the `Info_<group>_` part of the name).
+    pub group: &'static str,
+    /// The metric groups `perf stat -M` knows it by, `;`-separated (perfmon `MetricGroup`,
+    /// e.g. `Ret;Summary`); empty when the data names none.
+    pub perf_groups: &'static str,
+}
+
+impl MetricDef {
+    /// The name without its group prefix: `IPC` for `Info_Thread_IPC`, `Mispredictions` for
+    /// `Bottleneck_Mispredictions`; the whole name when it has no such prefix (AMD).
+    pub fn short_name(&self) -> &'static str {
+        let name = self.name;
+        let rest = name.strip_prefix("Info_").unwrap_or(name);
+        rest.strip_prefix(self.group)
+            .and_then(|r| r.strip_prefix('_'))
+            .filter(|r| !r.is_empty())
+            .unwrap_or(name)
+    }
+    /// True when `perf stat -M` lists the metric under `group` (case-insensitive).
+    pub fn in_perf_group(&self, group: &str) -> bool {
+        self.perf_groups
+            .split(';')
+            .any(|g| !g.is_empty() && g.eq_ignore_ascii_case(group))
+    }
 }
 
 /// Everything the tool knows about one microarchitecture (one core type of it).

@@ -61,6 +61,7 @@ pub mod expr;
 mod bottleneck;
 mod compiled;
 mod eval;
+mod info;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -72,6 +73,10 @@ pub use bottleneck::{
 };
 pub use compiled::{CompiledModel, ConstKind};
 pub use expr::{parse, Expr, ParseError};
+pub use info::{
+    bottleneck_metrics, select_metrics, select_perf_groups, PerfGroupSelection, BOTTLENECK_GROUP,
+    DEFAULT_METRICS,
+};
 
 use compiled::CExpr;
 use eval::Ctx;
@@ -182,6 +187,9 @@ pub struct Selection {
     pub max_level: u8,
     /// Node names (case-insensitive) whose subtrees to show; empty = the whole tree.
     pub nodes: Vec<String>,
+    /// Helper metrics to evaluate and report besides the nodes, by catalog name
+    /// (case-insensitive; see [`select_metrics`]); empty = none.
+    pub metrics: Vec<String>,
 }
 
 impl Selection {
@@ -190,6 +198,7 @@ impl Selection {
         Selection {
             max_level,
             nodes: Vec::new(),
+            metrics: Vec::new(),
         }
     }
     /// Every node of the tree.
@@ -217,6 +226,24 @@ pub enum MetricsError {
         /// Close node names, best first.
         suggestions: Vec<String>,
     },
+    /// A name given to [`select_metrics`] or in [`Selection::metrics`] is neither a metric
+    /// nor a metric group of the model.
+    #[error(
+        "unknown metric or metric group '{name}' for {model}: {}",
+        suggest_metric(suggestions)
+    )]
+    UnknownMetric {
+        model: String,
+        name: String,
+        /// Close metric names, best first.
+        suggestions: Vec<String>,
+    },
+    /// A `-M` name is not a `perf stat -M` group of the model.
+    #[error(
+        "unknown metric group '{name}' for {model}: use TopdownL1..TopdownL6, PipelineL1, \
+         PipelineL2 or a group `tma list --metrics` shows"
+    )]
+    UnknownMetricGroup { model: String, name: String },
     /// A formula or threshold of the table does not parse.
     #[error("cannot parse the {what} of {item} in the {model} table: {error}")]
     Parse {
@@ -234,6 +261,17 @@ fn suggest(s: &[String]) -> String {
     } else {
         format!(
             "did you mean {}? (`tma list` shows all nodes)",
+            s.join(", ")
+        )
+    }
+}
+
+fn suggest_metric(s: &[String]) -> String {
+    if s.is_empty() {
+        "no close match; `tma list --metrics` shows the metrics".to_string()
+    } else {
+        format!(
+            "did you mean {}? (`tma list --metrics` shows all metrics)",
             s.join(", ")
         )
     }
@@ -296,6 +334,25 @@ pub struct NodeResult {
     pub threshold: &'static str,
 }
 
+/// One evaluated helper metric.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricResult {
+    /// Catalog name (`Info_Thread_IPC`).
+    pub name: &'static str,
+    /// Name without the group prefix (`IPC`).
+    pub short_name: &'static str,
+    /// `Thread`, `Memory`, `Bottleneck`...
+    pub group: &'static str,
+    /// In `unit`; `None` unless `status` is `Ok` or `OutOfRange`. Never NaN.
+    pub value: Option<f64>,
+    pub unit: Unit,
+    pub status: Status,
+    pub counted_share: Option<f64>,
+    /// Events that were needed and absent.
+    pub missing_events: Vec<String>,
+    pub description: &'static str,
+}
+
 /// The evaluated tree.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
@@ -304,6 +361,9 @@ pub struct Report {
     /// Shown nodes in [`node_order`].
     pub nodes: Vec<NodeResult>,
     pub bottleneck: Bottleneck,
+    /// The metrics of [`Selection::metrics`], in that order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<MetricResult>,
 }
 
 impl Report {
@@ -313,11 +373,17 @@ impl Report {
             .iter()
             .find(|n| n.name.eq_ignore_ascii_case(name))
     }
+    /// A metric by catalog or short name (case-insensitive).
+    pub fn metric(&self, name: &str) -> Option<&MetricResult> {
+        self.metrics
+            .iter()
+            .find(|m| m.name.eq_ignore_ascii_case(name) || m.short_name.eq_ignore_ascii_case(name))
+    }
 }
 
 // ------------------------------------------------------------------ selection
 
-fn edit_distance(a: &str, b: &str) -> usize {
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.to_lowercase().chars().collect();
     let b: Vec<char> = b.to_lowercase().chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
@@ -485,6 +551,7 @@ pub fn node_order<'m>(model: &'m Model, sel: &Selection) -> Vec<&'m NodeDef> {
             .filter(|n| model.node(n).is_some())
             .cloned()
             .collect(),
+        metrics: Vec::new(),
     };
     let shown = tree
         .shown(model, &known)
@@ -572,7 +639,49 @@ fn needed(
             collect(&cm, t, consts, &mut seen, &mut ev, &mut rl);
         }
     }
+    for i in metric_items(model, sel)? {
+        if !seen[i] {
+            seen[i] = true;
+            collect(
+                &cm,
+                &cm.items[i].formula,
+                consts,
+                &mut seen,
+                &mut ev,
+                &mut rl,
+            );
+        }
+    }
     Ok((cm, ev, rl))
+}
+
+/// Item indexes (after the nodes) of [`Selection::metrics`], in that order, no duplicates.
+fn metric_items(model: &Model, sel: &Selection) -> Result<Vec<usize>, MetricsError> {
+    let mut out: Vec<usize> = Vec::with_capacity(sel.metrics.len());
+    for name in &sel.metrics {
+        let j = model
+            .metrics
+            .iter()
+            .position(|m| m.name.eq_ignore_ascii_case(name))
+            .or_else(|| {
+                model
+                    .metrics
+                    .iter()
+                    .position(|m| m.short_name().eq_ignore_ascii_case(name))
+            });
+        let Some(j) = j else {
+            return Err(MetricsError::UnknownMetric {
+                model: model.key.to_string(),
+                name: name.clone(),
+                suggestions: Vec::new(),
+            });
+        };
+        let i = model.nodes.len() + j;
+        if !out.contains(&i) {
+            out.push(i);
+        }
+    }
+    Ok(out)
 }
 
 /// Every counter event id the selected nodes' formulas and thresholds need, following
@@ -680,6 +789,8 @@ pub struct Evaluator<'m> {
     model: &'m Model,
     cm: std::sync::Arc<CompiledModel>,
     order: Vec<usize>,
+    /// Item indexes of the selected metrics.
+    metrics: Vec<usize>,
 }
 
 impl<'m> Evaluator<'m> {
@@ -688,7 +799,13 @@ impl<'m> Evaluator<'m> {
         let cm = CompiledModel::get(model)?;
         let shown = cm.tree.shown(model, sel)?;
         let order = cm.tree.ordered(&shown);
-        Ok(Evaluator { model, cm, order })
+        let metrics = metric_items(model, sel)?;
+        Ok(Evaluator {
+            model,
+            cm,
+            order,
+            metrics,
+        })
     }
 
     /// The shown nodes in [`node_order`]; [`Evaluator::values`] follows this order.
@@ -698,48 +815,76 @@ impl<'m> Evaluator<'m> {
 
     /// Values, statuses and threshold flags of the shown nodes, in [`Evaluator::nodes`] order.
     pub fn values(&self, values: &dyn Values, consts: &Constants) -> Vec<NodeValue> {
+        let mut ctx = Ctx::new(&self.cm, values, consts);
+        self.order
+            .iter()
+            .map(|&i| self.item_value(&mut ctx, i))
+            .collect()
+    }
+
+    /// Value, status and (for nodes) threshold flag of one compiled item.
+    fn item_value(&self, ctx: &mut Ctx<'_>, i: usize) -> NodeValue {
         let cm = &*self.cm;
-        let mut ctx = Ctx::new(cm, values, consts);
-        let mut out = Vec::with_capacity(self.order.len());
-        for &i in &self.order {
-            let def = &self.model.nodes[i];
-            let r = ctx.item(i);
-            let acc = &r.acc;
-            let status = status_of(r, Some(def.unit));
-            let value = status.has_value().then_some(r.value);
-            let mut missing: Vec<String> = acc
-                .missing
-                .iter()
-                .map(|&e| cm.events[e as usize].id.clone())
-                .chain(
-                    acc.missing_retire
-                        .iter()
-                        .map(|&e| cm.retire[e as usize].id.clone()),
-                )
-                .collect();
-            missing.sort();
-            let counted_share = acc.share;
-            let above_threshold = match &cm.items[i].threshold {
-                Some(t) => ctx.threshold(t),
-                None => None,
-            };
-            out.push(NodeValue {
-                value,
-                status,
-                above_threshold,
-                counted_share,
-                missing_events: missing,
-            });
+        let r = ctx.item(i);
+        let acc = &r.acc;
+        let status = status_of(r, Some(cm.items[i].unit));
+        let value = status.has_value().then_some(r.value);
+        let mut missing: Vec<String> = acc
+            .missing
+            .iter()
+            .map(|&e| cm.events[e as usize].id.clone())
+            .chain(
+                acc.missing_retire
+                    .iter()
+                    .map(|&e| cm.retire[e as usize].id.clone()),
+            )
+            .collect();
+        missing.sort();
+        let counted_share = acc.share;
+        let above_threshold = match &cm.items[i].threshold {
+            Some(t) => ctx.threshold(t),
+            None => None,
+        };
+        NodeValue {
+            value,
+            status,
+            above_threshold,
+            counted_share,
+            missing_events: missing,
         }
-        out
     }
 
     /// The full [`Report`]: node texts, values and the bottleneck.
     pub fn evaluate(&self, values: &dyn Values, consts: &Constants) -> Report {
+        let mut ctx = Ctx::new(&self.cm, values, consts);
+        let node_values: Vec<NodeValue> = self
+            .order
+            .iter()
+            .map(|&i| self.item_value(&mut ctx, i))
+            .collect();
+        let metrics: Vec<MetricResult> = self
+            .metrics
+            .iter()
+            .map(|&i| {
+                let def = &self.model.metrics[i - self.model.nodes.len()];
+                let v = self.item_value(&mut ctx, i);
+                MetricResult {
+                    name: def.name,
+                    short_name: def.short_name(),
+                    group: def.group,
+                    value: v.value,
+                    unit: def.unit,
+                    status: v.status,
+                    counted_share: v.counted_share,
+                    missing_events: v.missing_events,
+                    description: def.description,
+                }
+            })
+            .collect();
         let nodes: Vec<NodeResult> = self
             .order
             .iter()
-            .zip(self.values(values, consts))
+            .zip(node_values)
             .map(|(&i, v)| {
                 let def = &self.model.nodes[i];
                 NodeResult {
@@ -764,6 +909,7 @@ impl<'m> Evaluator<'m> {
             cpu: self.model.key.to_string(),
             nodes,
             bottleneck,
+            metrics,
         }
     }
 }

@@ -191,6 +191,7 @@ fn only_selected_levels_take_part() {
         Selection {
             max_level: 3,
             nodes: vec!["Frontend_Bound".into()],
+            metrics: Vec::new(),
         },
         &with(&[("FE", 50.0), ("FL", 40.0)]),
     );

@@ -34,6 +34,8 @@ fn metric(name: &'static str, formula: &'static str) -> MetricDef {
         formula,
         description: "test metric",
         unit: Unit::Number,
+        group: "Thread",
+        perf_groups: "",
     }
 }
 
@@ -694,6 +696,7 @@ fn selection_subtrees_levels_and_unknown_names() {
     let sel = Selection {
         max_level: 3,
         nodes: vec!["core_bound".into()],
+        metrics: Vec::new(),
     };
     assert_eq!(
         names(&sel),
@@ -702,12 +705,14 @@ fn selection_subtrees_levels_and_unknown_names() {
     let sel = Selection {
         max_level: 2,
         nodes: vec!["Core_Bound".into()],
+        metrics: Vec::new(),
     };
     assert_eq!(names(&sel), ["Backend_Bound", "Core_Bound"]);
     // A node deeper than max_level is shown when named.
     let sel = Selection {
         max_level: 1,
         nodes: vec!["Ports_Utilization".into()],
+        metrics: Vec::new(),
     };
     assert_eq!(
         names(&sel),
@@ -725,6 +730,7 @@ fn selection_subtrees_levels_and_unknown_names() {
     let sel = Selection {
         max_level: 2,
         nodes: vec!["Memry_Bound".into()],
+        metrics: Vec::new(),
     };
     let e = evaluate(m, &sel, &skl_counts(), &Constants::default()).unwrap_err();
     match &e {
@@ -740,6 +746,7 @@ fn selection_subtrees_levels_and_unknown_names() {
     let sel = Selection {
         max_level: 2,
         nodes: vec!["zzzzzzzzzzzz".into()],
+        metrics: Vec::new(),
     };
     let e = required_events(m, &sel).unwrap_err();
     assert!(e.to_string().contains("no close match"), "{e}");
@@ -848,6 +855,7 @@ fn malformed_trees_do_not_hang_or_lose_nodes() {
         &Selection {
             max_level: 2,
             nodes: vec!["CycA".into()],
+            metrics: Vec::new(),
         },
         &vals(&[]),
         &Constants::default(),

@@ -551,6 +551,8 @@ fn engine_agrees_with_a_reference_interpreter_on_random_formulas() {
                 formula,
                 description: "",
                 unit: Unit::Number,
+                group: "Thread",
+                perf_groups: "",
             }]));
             let model = Model {
                 key: "random",

@@ -18,6 +18,60 @@ pub struct Request {
     /// constants: discovered for live runs, stored in snapshots, given with `--smt` on import.
     /// `None` means unknown: SMT off and one CPU are assumed (see [`Request::constants`]).
     pub topology: Option<tma_perf::snapshot::Topology>,
+    /// Helper metrics shown after the tree, grouped (`-m`, `-M`), by catalog name.
+    pub metrics: Vec<String>,
+    /// `Bottleneck_*` metrics shown as a ranked list of costs (`-B`).
+    pub bottlenecks: Vec<String>,
+}
+
+/// The metrics a command line asks for, resolved against the chosen model.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetricChoice {
+    /// Deepest tree level `-M TopdownLN` / `PipelineLN` asks for (0 = none).
+    pub level: u8,
+    pub metrics: Vec<String>,
+    pub bottlenecks: Vec<String>,
+}
+
+impl MetricChoice {
+    /// Resolve `-m`, `-M` and `-B` of `cfg` for `model`. `-B` on a model without
+    /// `Bottleneck_*` metrics is an error that says so.
+    pub fn resolve(cfg: &crate::StatConfig, model: &Model) -> Result<MetricChoice, StatError> {
+        let mut metrics: Vec<String> = Vec::new();
+        let push = |names: Vec<&'static str>, into: &mut Vec<String>| {
+            for n in names {
+                if !into.iter().any(|m| m == n) {
+                    into.push(n.to_string());
+                }
+            }
+        };
+        if let Some(words) = &cfg.metrics {
+            push(tma_metrics::select_metrics(model, words)?, &mut metrics);
+        }
+        let mut level = 0;
+        if !cfg.metric_groups.is_empty() {
+            let g = tma_metrics::select_perf_groups(model, &cfg.metric_groups)?;
+            level = g.level;
+            push(g.metrics, &mut metrics);
+        }
+        let mut bottlenecks = Vec::new();
+        if cfg.bottlenecks {
+            let b = tma_metrics::bottleneck_metrics(model);
+            if b.is_empty() {
+                return Err(crate::error::usage(format!(
+                    "-B: the {} tables have no Bottleneck_* metrics",
+                    model.key
+                )));
+            }
+            push(b, &mut bottlenecks);
+            metrics.retain(|m| !bottlenecks.contains(m));
+        }
+        Ok(MetricChoice {
+            level,
+            metrics,
+            bottlenecks,
+        })
+    }
 }
 
 impl Request {
@@ -46,6 +100,12 @@ impl Request {
         Selection {
             max_level: self.level,
             nodes: self.nodes.clone(),
+            metrics: self
+                .metrics
+                .iter()
+                .chain(&self.bottlenecks)
+                .cloned()
+                .collect(),
         }
     }
 }
@@ -225,8 +285,13 @@ fn duration_of(iv: &Interval) -> Option<f64> {
 /// Pair a report with the facts about its interval that status texts need.
 fn interval_report(iv: &Interval, report: Report) -> IntervalReport {
     let mut missing_states: Vec<(String, EventState)> = Vec::new();
-    for n in &report.nodes {
-        for e in &n.missing_events {
+    let missing = report
+        .nodes
+        .iter()
+        .map(|n| &n.missing_events)
+        .chain(report.metrics.iter().map(|m| &m.missing_events));
+    for events in missing {
+        for e in events {
             if missing_states.iter().any(|(m, _)| m == e) {
                 continue;
             }

@@ -118,18 +118,21 @@ pub(crate) fn run_perf_stat(
             model.key
         )?;
     }
+    let choice = crate::eval::MetricChoice::resolve(cfg, model)?;
     let mut info = RunInfo {
         model,
         cpu_source: source.describe().to_string(),
         source: format!("imported from {file} ({}{what})", reader.format()),
         interval_mode: reader.interval_mode(),
         request: Request {
-            level: cfg.level,
+            level: cfg.level.max(choice.level),
             nodes: cfg.nodes.clone(),
             topology: cfg.smt.map(|smt| Topology {
                 smt,
                 ..Default::default()
             }),
+            metrics: choice.metrics,
+            bottlenecks: choice.bottlenecks,
         },
         command: None,
         event_map: Vec::new(),

@@ -29,7 +29,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 pub use error::StatError;
-pub use eval::{IntervalReport, Request, RunInfo, StatRun};
+pub use eval::{IntervalReport, MetricChoice, Request, RunInfo, StatRun};
 pub use model::{select_model, CpuSource};
 pub use render::tree::{Format, RenderOptions};
 use tma_metrics::Bottleneck;
@@ -108,6 +108,13 @@ pub struct StatConfig {
     /// Imports: refuse a `perf stat` recording with events the model's tables do not know (or
     /// one event twice) instead of ignoring them with a note (`--strict`).
     pub strict: bool,
+    /// `-m/--metrics`: `None` = no helper metrics, `Some([])` = the default set, else
+    /// metric names, groups or `all` (see [`tma_metrics::select_metrics`]).
+    pub metrics: Option<Vec<String>>,
+    /// `-M`: `perf stat -M` group names (`TopdownL2`, `PipelineL1`, `Summary`...).
+    pub metric_groups: Vec<String>,
+    /// `-B/--bottlenecks`: the `Bottleneck_*` costs as a ranked list.
+    pub bottlenecks: bool,
     pub render: RenderOptions,
     pub live: LiveOptions,
     /// The `/sys` and `/proc` roots; this machine's CPU is read from its `cpuinfo`.
@@ -125,6 +132,9 @@ impl Default for StatConfig {
             nodes: Vec::new(),
             smt: None,
             strict: false,
+            metrics: None,
+            metric_groups: Vec::new(),
+            bottlenecks: false,
             render: RenderOptions::default(),
             live: LiveOptions::default(),
             host: Host::system(),

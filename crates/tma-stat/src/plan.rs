@@ -41,6 +41,7 @@ pub fn formula_sets(model: &Model, sel: &Selection) -> Result<Vec<Vec<EventSpec>
         let one = Selection {
             max_level: node.level,
             nodes: vec![node.name.to_string()],
+            metrics: Vec::new(),
         };
         if let Ok(ids) = tma_metrics::required_events(model, &one) {
             sets.push(encode_all(model, &ids)?);

@@ -778,14 +778,21 @@ fn hardware(
     s.note = Some(format!("cpu: {}", s.cpu_source));
     let nmi = s.cfg.host.nmi_watchdog_on();
     let drilldown = s.settings.drilldown;
+    let choice = crate::eval::MetricChoice::resolve(s.cfg, model)?;
     let mut request = Request {
-        level: if drilldown { 1 } else { s.settings.level },
+        level: if drilldown {
+            1
+        } else {
+            s.settings.level.max(choice.level)
+        },
         nodes: if drilldown {
             Vec::new()
         } else {
             s.settings.nodes.clone()
         },
         topology: Some(s.topology),
+        metrics: choice.metrics,
+        bottlenecks: choice.bottlenecks,
     };
     if drilldown && !s.replaying() {
         s.settings.nodes = Vec::new();
@@ -975,6 +982,8 @@ fn descend(
                 level: request.level + 1,
                 nodes: vec![node.clone()],
                 topology: request.topology,
+                metrics: request.metrics.clone(),
+                bottlenecks: request.bottlenecks.clone(),
             })
         }
         _ => {

@@ -408,6 +408,8 @@ pub fn gen_ecore(intel: &Path, p: &EcorePlatform) -> Result<String> {
             formula: formula.clone(),
             description: super::metric_description(name),
             unit,
+            group: super::metric_group(name)?,
+            perf_groups: String::new(),
         });
     }
     let mut nodes = preorder(nodes)?;

@@ -515,12 +515,12 @@ static NODES: &[NodeDef] = &[
 ];
 
 static METRICS: &[MetricDef] = &[
-    MetricDef { name: "Info_Thread_CLKS", formula: "CPU_CLK_UNHALTED.CORE", description: "Unhalted cycles of this logical CPU", unit: Unit::Number },
-    MetricDef { name: "Info_Thread_SLOTS", formula: "5 * CPU_CLK_UNHALTED.CORE", description: "Pipeline slots available to this logical CPU: issue width times cycles", unit: Unit::Number },
-    MetricDef { name: "Info_Thread_IPC", formula: "INST_RETIRED.ANY / CPU_CLK_UNHALTED.CORE", description: "Instructions retired per unhalted cycle", unit: Unit::Number },
-    MetricDef { name: "Info_Thread_CPI", formula: "CPU_CLK_UNHALTED.CORE / INST_RETIRED.ANY", description: "Cycles per instruction retired", unit: Unit::Number },
-    MetricDef { name: "Info_System_Turbo_Utilization", formula: "CPU_CLK_UNHALTED.CORE / CPU_CLK_UNHALTED.REF_TSC", description: "Ratio of actual to base (TSC) clock while unhalted", unit: Unit::Number },
-    MetricDef { name: "Info_System_Kernel_Utilization", formula: "CPU_CLK_UNHALTED.CORE_P:SUP / CPU_CLK_UNHALTED.CORE", description: "Share of unhalted cycles spent in kernel mode", unit: Unit::Number },
+    MetricDef { name: "Info_Thread_CLKS", formula: "CPU_CLK_UNHALTED.CORE", description: "Unhalted cycles of this logical CPU", unit: Unit::Number, group: "Thread", perf_groups: "" },
+    MetricDef { name: "Info_Thread_SLOTS", formula: "5 * CPU_CLK_UNHALTED.CORE", description: "Pipeline slots available to this logical CPU: issue width times cycles", unit: Unit::Number, group: "Thread", perf_groups: "" },
+    MetricDef { name: "Info_Thread_IPC", formula: "INST_RETIRED.ANY / CPU_CLK_UNHALTED.CORE", description: "Instructions retired per unhalted cycle", unit: Unit::Number, group: "Thread", perf_groups: "" },
+    MetricDef { name: "Info_Thread_CPI", formula: "CPU_CLK_UNHALTED.CORE / INST_RETIRED.ANY", description: "Cycles per instruction retired", unit: Unit::Number, group: "Thread", perf_groups: "" },
+    MetricDef { name: "Info_System_Turbo_Utilization", formula: "CPU_CLK_UNHALTED.CORE / CPU_CLK_UNHALTED.REF_TSC", description: "Ratio of actual to base (TSC) clock while unhalted", unit: Unit::Number, group: "System", perf_groups: "" },
+    MetricDef { name: "Info_System_Kernel_Utilization", formula: "CPU_CLK_UNHALTED.CORE_P:SUP / CPU_CLK_UNHALTED.CORE", description: "Share of unhalted cycles spent in kernel mode", unit: Unit::Number, group: "System", perf_groups: "" },
 ];
 
 static RETIRE_LATENCIES: &[(&str, f64)] = &[

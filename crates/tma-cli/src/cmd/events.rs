@@ -35,6 +35,7 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     let sel = Selection {
         max_level: args.tree.level,
         nodes: args.tree.nodes.clone(),
+        metrics: Vec::new(),
     };
     let cmd = if args.command.is_empty() {
         "CMD".to_string()

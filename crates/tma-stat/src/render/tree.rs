@@ -6,7 +6,7 @@ use std::io::Write;
 
 use serde::Serialize;
 use tma_catalog::{Model, Unit};
-use tma_metrics::{Bottleneck, NodeResult, Report, Status, StopReason};
+use tma_metrics::{Bottleneck, MetricResult, NodeResult, Report, Status, StopReason};
 use tma_report::{JsonStream, ReportError};
 
 use crate::eval::{EventState, IntervalReport, RunInfo, StatRun};
@@ -156,12 +156,27 @@ fn fmt_value(v: f64, u: Unit) -> String {
 
 /// The text explaining why a node has no value (or why its value is odd).
 pub fn status_text(n: &NodeResult, ir: &IntervalReport, model: &Model) -> Option<String> {
-    match &n.status {
+    explain(n.name, &n.status, &n.missing_events, ir, model)
+}
+
+/// The text explaining why a helper metric has no value, like [`status_text`] for a node.
+pub fn metric_status_text(m: &MetricResult, ir: &IntervalReport, model: &Model) -> Option<String> {
+    explain(m.name, &m.status, &m.missing_events, ir, model)
+}
+
+fn explain(
+    name: &str,
+    status: &Status,
+    missing_events: &[String],
+    ir: &IntervalReport,
+    model: &Model,
+) -> Option<String> {
+    match status {
         Status::Ok => None,
         Status::OutOfRange => Some("out of range: counter skew or bad counts?".into()),
         Status::MissingEvents => {
             let mut groups: Vec<(EventState, Vec<&str>)> = Vec::new();
-            for e in &n.missing_events {
+            for e in missing_events {
                 let st = ir
                     .missing_states
                     .iter()
@@ -187,8 +202,10 @@ pub fn status_text(n: &NodeResult, ir: &IntervalReport, model: &Model) -> Option
         }
         Status::DivisionByZero => {
             let mut zero: Vec<&str> = model
-                .node(n.name)
-                .map(|d| formula_events(model, d.formula))
+                .node(name)
+                .map(|d| d.formula)
+                .or_else(|| model.metric(name).map(|m| m.formula))
+                .map(|f| formula_events(model, f))
                 .unwrap_or_default()
                 .into_iter()
                 .filter(|id| ir.zero_events.iter().any(|z| z.eq_ignore_ascii_case(id)))
@@ -391,7 +408,123 @@ fn render_tree(
             info.model.key, info.request.level
         )?;
     }
-    closing(w, info, r)
+    closing(w, info, r)?;
+    render_metrics(w, info, ir)
+}
+
+/// The metrics of the request in the report, split into the grouped Info view and the
+/// ranked bottleneck-cost view.
+fn split_metrics<'r>(
+    info: &RunInfo,
+    r: &'r Report,
+) -> (Vec<&'r MetricResult>, Vec<&'r MetricResult>) {
+    let is_cost = |m: &&MetricResult| info.request.bottlenecks.iter().any(|b| b == m.name);
+    let info_view = r.metrics.iter().filter(|m| !is_cost(m)).collect();
+    let mut costs: Vec<&MetricResult> = r.metrics.iter().filter(is_cost).collect();
+    // Highest cost first; metrics without a value last, in table order.
+    costs.sort_by(|a, b| match (a.value, b.value) {
+        (Some(x), Some(y)) => y.total_cmp(&x),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => std::cmp::Ordering::Equal,
+    });
+    (info_view, costs)
+}
+
+/// `-m` / `-M`: the metrics grouped as the tables group them (groups in order of first
+/// appearance); `-B`: the bottleneck costs, highest first.
+fn render_metrics(
+    w: &mut dyn Write,
+    info: &RunInfo,
+    ir: &IntervalReport,
+) -> Result<(), ReportError> {
+    let (metrics, costs) = split_metrics(info, &ir.report);
+    let value_of = |m: &MetricResult| match m.value {
+        Some(v) => fmt_value(v, m.unit),
+        None => "-".to_string(),
+    };
+    let tail = |m: &MetricResult| {
+        let mut t = m.description.to_string();
+        if let Some(s) = share_text(m.counted_share) {
+            t.push_str("  ");
+            t.push_str(&s);
+        }
+        let long = m.status == Status::MissingEvents && m.missing_events.len() > 4;
+        let status = if long {
+            Some(format!(
+                "missing {} events, e.g. {}",
+                m.missing_events.len(),
+                m.missing_events[..4].join(", ")
+            ))
+        } else {
+            metric_status_text(m, ir, info.model)
+        };
+        if let Some(s) = status {
+            t.push_str("  [");
+            t.push_str(&s);
+            t.push(']');
+        }
+        t
+    };
+    if !metrics.is_empty() {
+        let name_w = metrics
+            .iter()
+            .map(|m| m.short_name.len())
+            .max()
+            .unwrap_or(10)
+            + 4;
+        writeln!(w)?;
+        writeln!(w, "Metrics:")?;
+        let mut groups: Vec<&str> = Vec::new();
+        for m in &metrics {
+            if !groups.contains(&m.group) {
+                groups.push(m.group);
+            }
+        }
+        for g in groups {
+            writeln!(w, "{}", g.replace('_', " "))?;
+            for m in metrics.iter().filter(|m| m.group == g) {
+                let line = format!(
+                    "  {:<name_w$}{:>10}  {}",
+                    m.short_name,
+                    value_of(m),
+                    tail(m),
+                    name_w = name_w - 2
+                );
+                writeln!(w, "{}", line.trim_end())?;
+            }
+        }
+    }
+    if !costs.is_empty() {
+        let name_w = costs.iter().map(|m| m.short_name.len()).max().unwrap_or(10) + 2;
+        writeln!(w)?;
+        writeln!(
+            w,
+            "Bottleneck costs (% of pipeline slots each would free), highest first:"
+        )?;
+        for (i, m) in costs.iter().enumerate() {
+            let line = format!(
+                "{:>3}. {:<name_w$}{:>8}  {}",
+                i + 1,
+                m.short_name,
+                value_of(m),
+                tail(m)
+            );
+            writeln!(w, "{}", line.trim_end())?;
+        }
+    }
+    if metrics
+        .iter()
+        .chain(&costs)
+        .any(|m| m.status == Status::MissingEvents)
+    {
+        writeln!(
+            w,
+            "Metrics with missing events could not be computed; add the events listed with them \
+             to the recording."
+        )?;
+    }
+    Ok(())
 }
 
 /// For a node not measured in slots, what its percentage is of (`(% of cycles)`).
@@ -644,6 +777,28 @@ struct IntervalJson<'a> {
     end_s: f64,
     nodes: Vec<NodeJson<'a>>,
     bottleneck: &'a Bottleneck,
+    /// `-m`, `-M` and `-B` metrics; absent without them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    metrics: Vec<MetricJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct MetricJson<'a> {
+    name: &'a str,
+    short_name: &'a str,
+    group: &'a str,
+    /// `metric` (grouped Info view) or `bottleneck_cost` (`-B`, ranked).
+    kind: &'static str,
+    /// Place in the `-B` ranking (1 = highest cost); absent for `metric`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rank: Option<usize>,
+    value: Option<f64>,
+    unit: Unit,
+    status: &'static str,
+    status_detail: Option<String>,
+    missing_events: &'a [String],
+    counted_share: Option<f64>,
+    description: &'a str,
 }
 
 #[derive(Serialize)]
@@ -717,7 +872,42 @@ fn json_interval<'a>(info: &RunInfo, ir: &'a IntervalReport) -> IntervalJson<'a>
             })
             .collect(),
         bottleneck: &ir.report.bottleneck,
+        metrics: metric_rows(info, ir)
+            .into_iter()
+            .map(|(m, kind, rank)| MetricJson {
+                name: m.name,
+                short_name: m.short_name,
+                group: m.group,
+                kind,
+                rank,
+                value: m.value,
+                unit: m.unit,
+                status: status_code(&m.status),
+                status_detail: metric_status_text(m, ir, info.model),
+                missing_events: &m.missing_events,
+                counted_share: m.counted_share,
+                description: m.description,
+            })
+            .collect(),
     }
+}
+
+/// The metrics in output order with their kind and `-B` rank.
+fn metric_rows<'r>(
+    info: &RunInfo,
+    ir: &'r IntervalReport,
+) -> Vec<(&'r MetricResult, &'static str, Option<usize>)> {
+    let (metrics, costs) = split_metrics(info, &ir.report);
+    metrics
+        .into_iter()
+        .map(|m| (m, "metric", None))
+        .chain(
+            costs
+                .into_iter()
+                .enumerate()
+                .map(|(i, m)| (m, "bottleneck_cost", Some(i + 1))),
+        )
+        .collect()
 }
 
 // ------------------------------------------------------------------ CSV
@@ -743,7 +933,46 @@ fn csv_header(w: &mut dyn Write) -> Result<(), ReportError> {
     Ok(())
 }
 
+fn unit_code(u: Unit) -> &'static str {
+    match u {
+        Unit::PercentSlots => "percent_slots",
+        Unit::Percent => "percent",
+        Unit::Number => "number",
+    }
+}
+
 fn csv_rows(w: &mut dyn Write, info: &RunInfo, ir: &IntervalReport) -> Result<(), ReportError> {
+    csv_node_rows(w, info, ir)?;
+    let (start, end) = (ir.start_s.to_string(), ir.end_s.to_string());
+    // Metric rows: the node column holds the metric name, the parent column its group, the
+    // level column the `-B` rank, the role column `metric` or `bottleneck_cost`.
+    for (m, kind, rank) in metric_rows(info, ir) {
+        tma_report::csv_row(
+            w,
+            &[
+                start.as_str(),
+                end.as_str(),
+                m.name,
+                m.group,
+                &rank.map(|r| r.to_string()).unwrap_or_default(),
+                &m.value.map(|v| v.to_string()).unwrap_or_default(),
+                unit_code(m.unit),
+                status_code(&m.status),
+                "",
+                &m.counted_share.map(|s| s.to_string()).unwrap_or_default(),
+                kind,
+                &metric_status_text(m, ir, info.model).unwrap_or_default(),
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+fn csv_node_rows(
+    w: &mut dyn Write,
+    info: &RunInfo,
+    ir: &IntervalReport,
+) -> Result<(), ReportError> {
     let b = &ir.report.bottleneck;
     let (start, end) = (ir.start_s.to_string(), ir.end_s.to_string());
     for n in &ir.report.nodes {
@@ -754,11 +983,7 @@ fn csv_rows(w: &mut dyn Write, info: &RunInfo, ir: &IntervalReport) -> Result<()
         } else {
             ""
         };
-        let unit = match n.unit {
-            Unit::PercentSlots => "percent_slots",
-            Unit::Percent => "percent",
-            Unit::Number => "number",
-        };
+        let unit = unit_code(n.unit);
         let above = match n.above_threshold {
             Some(true) => "true",
             Some(false) => "false",

@@ -301,3 +301,93 @@ fn list_events_spr_includes_events_no_formula_uses() {
     assert!(out.contains("ls_dispatch.ld_dispatch"), "{out}");
     assert!(out.contains("cpu/event=0x29,umask=0x1/"), "{out}");
 }
+
+#[test]
+fn events_include_the_events_of_requested_metrics() {
+    let json =
+        |args: &[&str]| -> serde_json::Value { serde_json::from_str(&ok(&run(args))).unwrap() };
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let base = names(&json(&["events", "--cpu", "icx", "-l", "1", "--json"]));
+    let with = names(&json(&[
+        "events", "--cpu", "icx", "-l", "1", "-m", "IPC,ILP", "-B", "--json",
+    ]));
+    assert!(with.len() > base.len(), "{} vs {}", with.len(), base.len());
+    for e in &base {
+        assert!(with.contains(e), "{e} dropped");
+    }
+    // IPC = INST_RETIRED.ANY / CPU_CLK_UNHALTED.THREAD; ILP needs UOPS_EXECUTED.THREAD.
+    for e in ["INST_RETIRED.ANY", "UOPS_EXECUTED.THREAD"] {
+        assert!(with.iter().any(|w| w == e), "{e} missing: {with:?}");
+    }
+    // The printed follow-up repeats the metric flags.
+    let cmd = ok(&run(&[
+        "events",
+        "--cpu",
+        "icx",
+        "-l",
+        "1",
+        "-m",
+        "IPC,ILP",
+        "-B",
+        "--perf-cmd",
+    ]));
+    let then = cmd.lines().last().unwrap();
+    assert!(
+        then.ends_with("--cpu icx -l 1 --metrics=IPC,ILP -B"),
+        "{then}"
+    );
+    // -M TopdownL2 raises the level.
+    let l2 = json(&["events", "--cpu", "icx", "-M", "TopdownL2", "--json"]);
+    assert_eq!(l2["level"], 2);
+}
+
+#[test]
+fn list_metrics_by_group_text_and_json() {
+    let out = ok(&run(&["list", "--cpu", "spr", "--metrics", "Thread"]));
+    assert!(
+        out.starts_with("Sapphire Rapids (spr, from --cpu): "),
+        "{out}"
+    );
+    assert!(out.contains("\nThread\n"), "{out}");
+    for m in ["  IPC ", "  CPI "] {
+        assert!(out.contains(m), "{m} missing: {out}");
+    }
+    let v: serde_json::Value = serde_json::from_str(&ok(&run(&[
+        "list",
+        "--cpu",
+        "spr",
+        "--metrics",
+        "ipc",
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(v["schema"], "tma.list-metrics");
+    let ipc = v["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "Info_Thread_IPC")
+        .expect("IPC listed");
+    assert_eq!(
+        ipc["formula"],
+        "INST_RETIRED.ANY / ( CPU_CLK_UNHALTED.THREAD )"
+    );
+    let none = ok(&run(&[
+        "list",
+        "--cpu",
+        "spr",
+        "--metrics",
+        "no-such-metric",
+    ]));
+    assert!(none.contains(": 0 helper metrics matching"), "{none}");
+    // Bad combination: one listing at a time.
+    let o = run(&["list", "--cpu", "spr", "--metrics", "--events"]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -37,6 +37,21 @@ impl MetricChoice {
     /// Resolve `-m`, `-M` and `-B` of `cfg` for `model`. `-B` on a model without
     /// `Bottleneck_*` metrics is an error that says so.
     pub fn resolve(cfg: &crate::StatConfig, model: &Model) -> Result<MetricChoice, StatError> {
+        Self::resolve_with(
+            cfg.metrics.as_deref(),
+            &cfg.metric_groups,
+            cfg.bottlenecks,
+            model,
+        )
+    }
+
+    /// Resolve `-m LIST` (`Some(empty)`: the default set), `-M NAMES` and `-B` for `model`.
+    pub fn resolve_with(
+        metric_words: Option<&[String]>,
+        metric_groups: &[String],
+        bottlenecks: bool,
+        model: &Model,
+    ) -> Result<MetricChoice, StatError> {
         let mut metrics: Vec<String> = Vec::new();
         let push = |names: Vec<&'static str>, into: &mut Vec<String>| {
             for n in names {
@@ -45,17 +60,17 @@ impl MetricChoice {
                 }
             }
         };
-        if let Some(words) = &cfg.metrics {
+        if let Some(words) = metric_words {
             push(tma_metrics::select_metrics(model, words)?, &mut metrics);
         }
         let mut level = 0;
-        if !cfg.metric_groups.is_empty() {
-            let g = tma_metrics::select_perf_groups(model, &cfg.metric_groups)?;
+        if !metric_groups.is_empty() {
+            let g = tma_metrics::select_perf_groups(model, metric_groups)?;
             level = g.level;
             push(g.metrics, &mut metrics);
         }
-        let mut bottlenecks = Vec::new();
-        if cfg.bottlenecks {
+        let mut chosen_bottlenecks = Vec::new();
+        if bottlenecks {
             let b = tma_metrics::bottleneck_metrics(model);
             if b.is_empty() {
                 return Err(crate::error::usage(format!(
@@ -63,13 +78,13 @@ impl MetricChoice {
                     model.key
                 )));
             }
-            push(b, &mut bottlenecks);
-            metrics.retain(|m| !bottlenecks.contains(m));
+            push(b, &mut chosen_bottlenecks);
+            metrics.retain(|m| !chosen_bottlenecks.contains(m));
         }
         Ok(MetricChoice {
             level,
             metrics,
-            bottlenecks,
+            bottlenecks: chosen_bottlenecks,
         })
     }
 }

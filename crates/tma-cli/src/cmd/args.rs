@@ -26,6 +26,38 @@ pub struct TreeArgs {
     pub nodes: Vec<String>,
 }
 
+/// `-m`, `-M` and `-B`: the helper metrics shown (stat) or recorded (events) with the tree.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MetricArgs {
+    /// Print helper metrics after the tree, grouped (Thread, Core, Memory...): without LIST a
+    /// default set (IPC, CPI, CoreIPC, ILP, MLP, ...); `all`; or metric names and groups,
+    /// comma-separated (`IPC,Memory`). `tma list --metrics` shows them.
+    #[arg(short = 'm', long = "metrics", value_name = "LIST", num_args = 0..=1,
+          default_missing_value = "")]
+    pub metrics: Option<String>,
+    /// Select by `perf stat -M` group names, comma-separated: TopdownL1..TopdownL6 and
+    /// PipelineL1/PipelineL2 set the tree level, other names (Summary, Mem, ...) add the
+    /// metrics the tables list under them.
+    #[arg(short = 'M', value_name = "NAME", value_delimiter = ',')]
+    pub metric_groups: Vec<String>,
+    /// Print the Bottleneck_* costs (% of pipeline slots) as a ranked list after the tree.
+    #[arg(short = 'B', long = "bottlenecks")]
+    pub bottlenecks: bool,
+}
+
+impl MetricArgs {
+    /// `-m LIST` as words (`Some(empty)` for `-m` alone: the default set).
+    pub fn metric_words(&self) -> Option<Vec<String>> {
+        self.metrics.as_deref().map(|l| {
+            l.split(',')
+                .map(str::trim)
+                .filter(|w| !w.is_empty())
+                .map(String::from)
+                .collect()
+        })
+    }
+}
+
 /// `--json` and `-o FILE`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct OutputArgs {

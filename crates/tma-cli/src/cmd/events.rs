@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use tma_metrics::Selection;
 use tma_stat::render::events::{self as render, EventsRequest};
 
-use crate::cmd::args::{CpuArg, OutputArgs, RootArg, TreeArgs};
+use crate::cmd::args::{CpuArg, MetricArgs, OutputArgs, RootArg, TreeArgs};
 
 /// List the raw events a TMA level needs, with perf encodings and a ready perf command.
 #[derive(Debug, clap::Args)]
@@ -16,6 +16,8 @@ pub struct Args {
     pub cpu: CpuArg,
     #[command(flatten)]
     pub tree: TreeArgs,
+    #[command(flatten)]
+    pub metric: MetricArgs,
     /// Print a `perf stat -x,` command that records the events, grouped as `tma stat`
     /// counts them.
     #[arg(long)]
@@ -32,10 +34,23 @@ pub struct Args {
 
 pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     let (model, source) = tma_stat::select_model(args.cpu.cpu.as_deref(), None, &root.host())?;
+    // The events of the metrics `tma stat -m/-M/-B` would show are recorded too.
+    let choice = tma_stat::MetricChoice::resolve_with(
+        args.metric.metric_words().as_deref(),
+        &args.metric.metric_groups,
+        args.metric.bottlenecks,
+        model,
+    )?;
+    let level = args.tree.level.max(choice.level);
     let sel = Selection {
-        max_level: args.tree.level,
+        max_level: level,
         nodes: args.tree.nodes.clone(),
-        metrics: Vec::new(),
+        metrics: choice
+            .metrics
+            .iter()
+            .chain(&choice.bottlenecks)
+            .cloned()
+            .collect(),
     };
     let cmd = if args.command.is_empty() {
         "CMD".to_string()
@@ -43,8 +58,23 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
         tma_report::shell_words(&args.command)
     };
     let plan = tma_stat::plan::perf_plan(model, &sel, &args.perf_output, &cmd)?;
+    let mut metric_flags: Vec<String> = Vec::new();
+    if let Some(list) = &args.metric.metrics {
+        metric_flags.push(if list.is_empty() {
+            "-m".to_string()
+        } else {
+            format!("--metrics={list}")
+        });
+    }
+    if !args.metric.metric_groups.is_empty() {
+        metric_flags.push(format!("-M{}", args.metric.metric_groups.join(",")));
+    }
+    if args.metric.bottlenecks {
+        metric_flags.push("-B".to_string());
+    }
     let req = EventsRequest {
-        level: args.tree.level,
+        level,
+        metric_flags: &metric_flags,
         nodes: &args.tree.nodes,
         perf_output: &args.perf_output,
     };

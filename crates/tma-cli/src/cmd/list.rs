@@ -1,9 +1,10 @@
 //! `tma list`: the TMA tree of a CPU model (rendering in `tma_stat::render::list`), or with
-//! `--events` every event of its tables (`tma_stat::render::event_list`).
+//! `--events` every event of its tables (`tma_stat::render::event_list`), or with `--metrics`
+//! its helper metrics (`tma_stat::render::metric_list`).
 
 use std::process::ExitCode;
 
-use tma_stat::render::{event_list, list};
+use tma_stat::render::{event_list, list, metric_list};
 
 use crate::cmd::args::{CpuArg, OutputArgs, RootArg};
 
@@ -22,6 +23,12 @@ pub struct Args {
     #[arg(long = "events", value_name = "FILTER", num_args = 0..=1, default_missing_value = "",
           conflicts_with = "level")]
     pub events: Option<String>,
+    /// List the helper metrics of the CPU's tables instead of the tree (what `tma stat -m`
+    /// and `-B` can show), by group, with units, `-M` groups and descriptions. With FILTER,
+    /// only the metrics whose name or group contains it (case-insensitive).
+    #[arg(long = "metrics", value_name = "FILTER", num_args = 0..=1, default_missing_value = "",
+          conflicts_with_all = ["level", "events"])]
+    pub metrics: Option<String>,
     #[command(flatten)]
     pub out: OutputArgs,
 }
@@ -34,6 +41,16 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
                 event_list::render_json(w, model, filter)
             } else {
                 event_list::render_text(w, model, filter, source.describe())
+            }
+        })?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(filter) = args.metrics.as_deref() {
+        crate::output::emit(args.out.output.as_deref(), |w| {
+            if args.out.json {
+                metric_list::render_json(w, model, filter)
+            } else {
+                metric_list::render_text(w, model, filter, source.describe())
             }
         })?;
         return Ok(ExitCode::SUCCESS);

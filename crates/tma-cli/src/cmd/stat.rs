@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use tma_stat::{BackendChoice, Format, Input, LiveOptions, RenderOptions, StatConfig};
 
-use crate::cmd::args::{CpuArg, RootArg, TreeArgs};
+use crate::cmd::args::{CpuArg, MetricArgs, RootArg, TreeArgs};
 
 /// Count events and print the TMA tree.
 ///
@@ -37,20 +37,8 @@ pub struct Args {
     pub cpu: CpuArg,
     #[command(flatten)]
     pub tree: TreeArgs,
-    /// Print helper metrics after the tree, grouped (Thread, Core, Memory...): without LIST a
-    /// default set (IPC, CPI, CoreIPC, ILP, MLP, ...); `all`; or metric names and groups,
-    /// comma-separated (`IPC,Memory`). `tma list --metrics` shows them.
-    #[arg(short = 'm', long = "metrics", value_name = "LIST", num_args = 0..=1,
-          default_missing_value = "")]
-    pub metrics: Option<String>,
-    /// Select by `perf stat -M` group names, comma-separated: TopdownL1..TopdownL6 and
-    /// PipelineL1/PipelineL2 set the tree level, other names (Summary, Mem, ...) add the
-    /// metrics the tables list under them.
-    #[arg(short = 'M', value_name = "NAME", value_delimiter = ',')]
-    pub metric_groups: Vec<String>,
-    /// Print the Bottleneck_* costs (% of pipeline slots) as a ranked list after the tree.
-    #[arg(short = 'B', long = "bottlenecks")]
-    pub bottlenecks: bool,
+    #[command(flatten)]
+    pub metric: MetricArgs,
     /// Also show the nodes under their threshold.
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -140,15 +128,9 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<StatConfig> {
         nodes: a.tree.nodes.clone(),
         smt: a.smt.as_deref().map(|v| v == "on"),
         strict: a.strict,
-        metrics: a.metrics.as_deref().map(|l| {
-            l.split(',')
-                .map(str::trim)
-                .filter(|w| !w.is_empty())
-                .map(String::from)
-                .collect()
-        }),
-        metric_groups: a.metric_groups.clone(),
-        bottlenecks: a.bottlenecks,
+        metrics: a.metric.metric_words(),
+        metric_groups: a.metric.metric_groups.clone(),
+        bottlenecks: a.metric.bottlenecks,
         render: RenderOptions {
             format: if a.json {
                 Format::Json

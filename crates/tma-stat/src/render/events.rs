@@ -21,6 +21,9 @@ pub struct EventsRequest<'a> {
     pub nodes: &'a [String],
     /// The file the printed perf command writes.
     pub perf_output: &'a str,
+    /// The metric flags (`-m ...`, `-M ...`, `-B`) the follow-up `tma stat` should repeat,
+    /// each a separate word; empty without metrics.
+    pub metric_flags: &'a [String],
 }
 
 /// `tma.events` v1: the model, the selection and the plan.
@@ -124,9 +127,14 @@ pub fn render_perf_cmd(
     } else {
         format!(" --nodes {}", req.nodes.join(","))
     };
+    let metrics = if req.metric_flags.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", tma_report::shell_words(req.metric_flags))
+    };
     writeln!(
         w,
-        "# then: tma stat --import {} --cpu {} -l {}{nodes}",
+        "# then: tma stat --import {} --cpu {} -l {}{nodes}{metrics}",
         tma_report::shell_quote(req.perf_output),
         model.key,
         req.level

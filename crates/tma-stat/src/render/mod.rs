@@ -4,4 +4,5 @@ pub mod counts;
 pub mod event_list;
 pub mod events;
 pub mod list;
+pub mod metric_list;
 pub mod tree;

@@ -286,8 +286,15 @@ fn every_e_core_event_matches_its_perfmon_row() {
             assert_eq!(e.sample_after, num(row, "SampleAfterValue"), "{}", e.name);
             assert_eq!(e.taken_alone, num(row, "TakenAlone") == 1, "{}", e.name);
             assert!(!e.any_thread);
-            // Deprecated events are not used.
-            assert_eq!(num(row, "Deprecated"), 0, "{}: deprecated", e.name);
+            // The tables hold every documented event, deprecated ones too; the formulas
+            // use none of those.
+            let used = m
+                .event_ids()
+                .iter()
+                .any(|id| tma_catalog::EventId::parse(id).base.eq_ignore_ascii_case(e.name));
+            if used {
+                assert_eq!(num(row, "Deprecated"), 0, "{}: deprecated", e.name);
+            }
         }
     }
 }

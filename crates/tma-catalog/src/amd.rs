@@ -151,43 +151,146 @@ static ZEN5_NODES: &[NodeDef] = &[
         "Retired ops that came from the microcode sequencer (complex instructions)"),
 ];
 
-static ZEN4_METRICS: &[MetricDef] = &[
-    MetricDef {
-        name: "total_dispatch_slots",
-        formula: "6 * ls_not_halted_cyc",
-        description: "Dispatch slots available: 6 per unhalted core cycle",
-        unit: Unit::Number,
-        group: "Thread",
-        perf_groups: "",
-    },
-    MetricDef {
-        name: "ipc",
-        formula: "ex_ret_ops / ls_not_halted_cyc",
-        description: "Retired macro-ops per unhalted core cycle",
-        unit: Unit::Number,
-        group: "Thread",
-        perf_groups: "",
-    },
-];
+/// The helper metrics of a Zen core of dispatch width `$width`, built from core events only
+/// (the L3 and data-fabric counters are other PMUs): slots, per-instruction rates, ratios and
+/// coverage.
+macro_rules! zen_metrics {
+    ($name:ident, $slots:literal, $slots_desc:literal) => {
+        static $name: &[MetricDef] = &[
+            MetricDef {
+                name: "total_dispatch_slots",
+                formula: $slots,
+                description: $slots_desc,
+                unit: Unit::Number,
+                group: "Thread",
+                perf_groups: "",
+            },
+            MetricDef {
+                name: "ops_per_cycle",
+                formula: "ex_ret_ops / ls_not_halted_cyc",
+                description: "Retired macro-ops per unhalted core cycle",
+                unit: Unit::Number,
+                group: "Thread",
+                perf_groups: "",
+            },
+            MetricDef {
+                name: "IPC",
+                formula: "ex_ret_instr / ls_not_halted_cyc",
+                description: "Instructions retired per unhalted core cycle",
+                unit: Unit::Number,
+                group: "Thread",
+                perf_groups: "",
+            },
+            MetricDef {
+                name: "CPI",
+                formula: "ls_not_halted_cyc / ex_ret_instr",
+                description: "Unhalted core cycles per instruction retired",
+                unit: Unit::Number,
+                group: "Thread",
+                perf_groups: "",
+            },
+            MetricDef {
+                name: "UopPI",
+                formula: "ex_ret_ops / ex_ret_instr",
+                description: "Macro-ops retired per instruction retired",
+                unit: Unit::Number,
+                group: "Thread",
+                perf_groups: "",
+            },
+            MetricDef {
+                name: "IpBranch",
+                formula: "ex_ret_instr / ex_ret_brn",
+                description: "Instructions retired per retired branch",
+                unit: Unit::Number,
+                group: "Inst_Mix",
+                perf_groups: "",
+            },
+            MetricDef {
+                name: "Branch_Misprediction_Ratio",
+                formula: "100 * ex_ret_brn_misp / ex_ret_brn",
+                description: "Share of retired branches that were mispredicted",
+                unit: Unit::Percent,
+                group: "Bad_Spec",
+                perf_groups: "",
+            },
+            MetricDef {
+                name: "IpMispredict",
+                formula: "ex_ret_instr / ex_ret_brn_misp",
+                description: "Instructions retired per mispredicted branch",
+                unit: Unit::Number,
+                group: "Bad_Spec",
+                perf_groups: "",
+            },
+            MetricDef {
+                name: "L1I_MPKI",
+                formula: "1000 * ic_tag_hit_miss.instruction_cache_miss / ex_ret_instr",
+                description: "Instruction-cache misses per thousand instructions retired",
+                unit: Unit::Number,
+                group: "Frontend",
+                perf_groups: "",
+            },
+            MetricDef {
+                name: "Op_Cache_Coverage",
+                formula: "100 * de_src_op_disp.op_cache / de_src_op_disp.all",
+                description: "Share of dispatched ops that came from the op cache rather than the decoders",
+                unit: Unit::Percent,
+                group: "Frontend",
+                perf_groups: "",
+            },
+            MetricDef {
+                name: "L1D_MPKI",
+                formula: "1000 * ls_dmnd_fills_from_sys.all / ex_ret_instr",
+                description: "Demand data-cache fills (L1D misses) per thousand instructions retired",
+                unit: Unit::Number,
+                group: "Memory",
+                perf_groups: "",
+            },
+            MetricDef {
+                name: "L2_MPKI",
+                formula: "1000 * l2_cache_req_stat.ic_dc_miss_in_l2 / ex_ret_instr",
+                description: "L2 misses of instruction and data-cache requests per thousand instructions retired",
+                unit: Unit::Number,
+                group: "Memory",
+                perf_groups: "",
+            },
+            MetricDef {
+                name: "DTLB_MPKI",
+                formula: "1000 * ls_l1_d_tlb_miss.all / ex_ret_instr",
+                description: "First-level data TLB misses per thousand instructions retired",
+                unit: Unit::Number,
+                group: "Memory_TLB",
+                perf_groups: "",
+            },
+            MetricDef {
+                name: "L2_DTLB_MPKI",
+                formula: "1000 * ls_l1_d_tlb_miss.all_l2_miss / ex_ret_instr",
+                description: "Data accesses that missed both TLB levels (page walks) per thousand instructions retired",
+                unit: Unit::Number,
+                group: "Memory_TLB",
+                perf_groups: "",
+            },
+            MetricDef {
+                name: "L2_ITLB_MPKI",
+                formula: "1000 * bp_l1_tlb_miss_l2_tlb_miss.all / ex_ret_instr",
+                description: "Instruction fetches that missed both TLB levels per thousand instructions retired",
+                unit: Unit::Number,
+                group: "Memory_TLB",
+                perf_groups: "",
+            },
+        ];
+    };
+}
 
-static ZEN5_METRICS: &[MetricDef] = &[
-    MetricDef {
-        name: "total_dispatch_slots",
-        formula: "8 * ls_not_halted_cyc",
-        description: "Dispatch slots available: 8 per unhalted core cycle",
-        unit: Unit::Number,
-        group: "Thread",
-        perf_groups: "",
-    },
-    MetricDef {
-        name: "ipc",
-        formula: "ex_ret_ops / ls_not_halted_cyc",
-        description: "Retired macro-ops per unhalted core cycle",
-        unit: Unit::Number,
-        group: "Thread",
-        perf_groups: "",
-    },
-];
+zen_metrics!(
+    ZEN4_METRICS,
+    "6 * ls_not_halted_cyc",
+    "Dispatch slots available: 6 per unhalted core cycle"
+);
+zen_metrics!(
+    ZEN5_METRICS,
+    "8 * ls_not_halted_cyc",
+    "Dispatch slots available: 8 per unhalted core cycle"
+);
 
 /// AMD Zen 4 (family 0x19 outside the Zen 3 models).
 pub static ZEN4: Model = Model {

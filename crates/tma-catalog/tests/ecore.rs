@@ -288,10 +288,11 @@ fn every_e_core_event_matches_its_perfmon_row() {
             assert!(!e.any_thread);
             // The tables hold every documented event, deprecated ones too; the formulas
             // use none of those.
-            let used = m
-                .event_ids()
-                .iter()
-                .any(|id| tma_catalog::EventId::parse(id).base.eq_ignore_ascii_case(e.name));
+            let used = m.event_ids().iter().any(|id| {
+                tma_catalog::EventId::parse(id)
+                    .base
+                    .eq_ignore_ascii_case(e.name)
+            });
             if used {
                 assert_eq!(num(row, "Deprecated"), 0, "{}: deprecated", e.name);
             }

@@ -167,3 +167,61 @@ fn perf_group_names_select_levels_and_metrics() {
     let o = run(&["stat", "--import", ICX, "--cpu", "icx", "-M", "NoSuchGroup"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// AMD Zen 4 metrics built from the core-event facts, on hand-chosen counts:
+/// 1e9 cycles, 2e9 instructions, 2.4e9 ops, 4e8 branches (4e6 mispredicted), 2e9 of 2.5e9
+/// dispatched ops from the op cache, 2e7 L1D fills, 6e6 L2 misses, 1e7 / 1e6 DTLB misses,
+/// 2e5 ITLB misses, 4e6 instruction-cache misses.
+#[test]
+fn zen4_metrics_from_core_events() {
+    let o = run(&[
+        "stat",
+        "--import",
+        "tests/fixtures/import/zen4-metrics-synthetic.csv",
+        "-m",
+        "all",
+        "--json",
+    ]);
+    let j: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
+    let ms = j["intervals"][0]["metrics"].as_array().unwrap();
+    for (name, want) in [
+        ("IPC", 2.0),
+        ("CPI", 0.5),
+        ("UopPI", 1.2),
+        ("IpBranch", 5.0),
+        ("Branch_Misprediction_Ratio", 1.0),
+        ("IpMispredict", 500.0),
+        ("L1I_MPKI", 2.0),
+        ("Op_Cache_Coverage", 80.0),
+        ("L1D_MPKI", 10.0),
+        ("L2_MPKI", 3.0),
+        ("DTLB_MPKI", 5.0),
+        ("L2_DTLB_MPKI", 0.5),
+        ("L2_ITLB_MPKI", 0.1),
+    ] {
+        let m = ms
+            .iter()
+            .find(|m| m["short_name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing"));
+        let v = m["value"].as_f64().unwrap();
+        assert!((v - want).abs() < 1e-9, "{name}: {v} != {want}");
+    }
+    // The default set picks the AMD metrics it names.
+    let text = ok(&run(&[
+        "stat",
+        "--import",
+        "tests/fixtures/import/zen4-metrics-synthetic.csv",
+        "-m",
+    ]));
+    for name in [
+        "IPC",
+        "Branch_Misprediction_Ratio",
+        "Op_Cache_Coverage",
+        "L1D_MPKI",
+    ] {
+        assert!(
+            text.contains(&format!("  {name} ")),
+            "{name} not in the default set: {text}"
+        );
+    }
+}

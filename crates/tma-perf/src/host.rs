@@ -1,8 +1,9 @@
 //! Facts about the host, read from a `/sys` root and a `/proc` root that are parameters
 //! ([`Host`]), so tests and `--root` read fake trees: the online CPU list,
 //! `perf_event_paranoid`, the NMI watchdog, `/proc/cpuinfo` (CPU identity and flags), the
-//! per-CPU topology and the process's effective capabilities. This is the one place that reads
-//! them; the parsers take bytes and return typed errors.
+//! per-CPU topology, the process's effective capabilities, the transparent-huge-page mode and
+//! the huge-page backing of a process's mappings (`/proc/PID/smaps`). This is the one place that
+//! reads them; the parsers take bytes and return typed errors.
 //!
 //! Mapping a cpuinfo signature to a CPU model stays in `tma-catalog` (pure); this module only
 //! reads the file and hands its bytes over ([`Host::cpuinfo_bytes`]).
@@ -24,6 +25,10 @@ pub enum ParseError {
     RangeTooLarge(String),
     #[error("an empty item in the list `{0}`")]
     EmptyItem(String),
+    #[error("no choice is marked `[selected]` in `{0}`")]
+    NoSelection(String),
+    #[error("line {line}: {what}")]
+    BadLine { line: usize, what: String },
 }
 
 /// A host fact that could not be read.
@@ -164,6 +169,233 @@ impl CpuInfo {
     /// Whether the first processor's `flags` name `flag`.
     pub fn has_flag(&self, flag: &str) -> bool {
         self.flags.iter().any(|f| f == flag)
+    }
+}
+
+/// The system-wide transparent-huge-page mode (`kernel/mm/transparent_hugepage/enabled`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThpMode {
+    /// Every large enough anonymous mapping may get huge pages.
+    Always,
+    /// Only mappings advised with `madvise(MADV_HUGEPAGE)` get huge pages.
+    Madvise,
+    /// No transparent huge pages.
+    Never,
+}
+
+impl ThpMode {
+    /// The name the kernel uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThpMode::Always => "always",
+            ThpMode::Madvise => "madvise",
+            ThpMode::Never => "never",
+        }
+    }
+}
+
+impl std::fmt::Display for ThpMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The selected word of a kernel choice file (`always [madvise] never` gives `madvise`).
+pub fn parse_selected(bytes: &[u8]) -> Result<String, ParseError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| ParseError::NotUtf8)?;
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(ParseError::Empty);
+    }
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
+        .map(str::to_string)
+        .ok_or_else(|| ParseError::NoSelection(text.to_string()))
+}
+
+/// Parse `transparent_hugepage/enabled` (`always [madvise] never`).
+pub fn parse_thp_mode(bytes: &[u8]) -> Result<ThpMode, ParseError> {
+    let sel = parse_selected(bytes)?;
+    match sel.as_str() {
+        "always" => Ok(ThpMode::Always),
+        "madvise" => Ok(ThpMode::Madvise),
+        "never" => Ok(ThpMode::Never),
+        _ => Err(ParseError::NoSelection(
+            String::from_utf8_lossy(bytes).trim().to_string(),
+        )),
+    }
+}
+
+/// One mapping of `/proc/PID/smaps`: its address range and the page counts the huge-page
+/// questions need (sizes in bytes; the file gives them in kB).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SmapsEntry {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Permissions (`rw-p`).
+    pub perms: String,
+    /// The mapped file or pseudo-name (`[heap]`), empty for anonymous memory.
+    pub path: String,
+    /// `Size`.
+    pub size: u64,
+    /// `KernelPageSize` (4096 for ordinary memory, 2 MiB or 1 GiB for hugetlbfs).
+    pub kernel_page_size: u64,
+    /// `Rss`.
+    pub rss: u64,
+    /// `Anonymous`.
+    pub anonymous: u64,
+    /// `AnonHugePages`: anonymous memory mapped by transparent huge pages.
+    pub anon_huge_pages: u64,
+    /// `ShmemPmdMapped`: shared memory mapped by huge pages.
+    pub shmem_pmd_mapped: u64,
+    /// `FilePmdMapped`: file memory mapped by huge pages.
+    pub file_pmd_mapped: u64,
+    /// `VmFlags` (`hg` = advised MADV_HUGEPAGE, `nh` = MADV_NOHUGEPAGE, `ht` = hugetlbfs).
+    pub vm_flags: Vec<String>,
+}
+
+impl SmapsEntry {
+    /// Bytes of the mapping mapped by huge pages of any kind (transparent anonymous, shared
+    /// memory, file; a hugetlbfs mapping counts whole when resident).
+    pub fn huge_bytes(&self) -> u64 {
+        if self.kernel_page_size > 4096 {
+            return self.rss;
+        }
+        self.anon_huge_pages + self.shmem_pmd_mapped + self.file_pmd_mapped
+    }
+
+    /// Whether `VmFlags` holds `flag`.
+    pub fn has_vm_flag(&self, flag: &str) -> bool {
+        self.vm_flags.iter().any(|f| f == flag)
+    }
+}
+
+/// Parse `/proc/PID/smaps` bytes: a header line per mapping (`start-end perms offset dev inode
+/// [path]`) followed by `Field:  N kB` lines and `VmFlags:`. Fields not listed in
+/// [`SmapsEntry`] are skipped; a malformed header or size is an error naming the line.
+pub fn parse_smaps(bytes: &[u8]) -> Result<Vec<SmapsEntry>, ParseError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| ParseError::NotUtf8)?;
+    let mut out: Vec<SmapsEntry> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line_no = i + 1;
+        let bad = |what: &str| ParseError::BadLine {
+            line: line_no,
+            what: what.to_string(),
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let first = line.split_whitespace().next().unwrap_or("");
+        if let Some(field) = first.strip_suffix(':') {
+            let Some(entry) = out.last_mut() else {
+                return Err(bad("a field before the first mapping header"));
+            };
+            let rest = line[first.len()..].trim();
+            if field == "VmFlags" {
+                entry.vm_flags = rest.split_whitespace().map(str::to_string).collect();
+                continue;
+            }
+            let slot = match field {
+                "Size" => &mut entry.size,
+                "KernelPageSize" => &mut entry.kernel_page_size,
+                "Rss" => &mut entry.rss,
+                "Anonymous" => &mut entry.anonymous,
+                "AnonHugePages" => &mut entry.anon_huge_pages,
+                "ShmemPmdMapped" => &mut entry.shmem_pmd_mapped,
+                "FilePmdMapped" => &mut entry.file_pmd_mapped,
+                _ => continue,
+            };
+            let kb = rest
+                .strip_suffix("kB")
+                .map(str::trim)
+                .and_then(|n| n.parse::<u64>().ok())
+                .ok_or_else(|| bad(&format!("`{field}` is not a size in kB: `{rest}`")))?;
+            *slot = kb * 1024;
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let range = words.next().unwrap_or("");
+        let (start, end) = range
+            .split_once('-')
+            .and_then(|(a, b)| {
+                Some((
+                    u64::from_str_radix(a, 16).ok()?,
+                    u64::from_str_radix(b, 16).ok()?,
+                ))
+            })
+            .filter(|(a, b)| a <= b)
+            .ok_or_else(|| bad(&format!("`{range}` is not an address range")))?;
+        let perms = words
+            .next()
+            .ok_or_else(|| bad("a mapping header without permissions"))?;
+        // offset, device, inode, then the path (which may contain spaces).
+        let mut rest = line;
+        for _ in 0..5 {
+            rest = rest.trim_start();
+            rest = &rest[rest.find(char::is_whitespace).unwrap_or(rest.len())..];
+        }
+        out.push(SmapsEntry {
+            start,
+            end,
+            perms: perms.to_string(),
+            path: rest.trim().to_string(),
+            ..SmapsEntry::default()
+        });
+    }
+    Ok(out)
+}
+
+/// How much of some address ranges is backed by huge pages, from smaps
+/// ([`Host::huge_page_share`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HugePageShare {
+    /// Bytes of the ranges that lie in some mapping.
+    pub bytes: u64,
+    /// Of those, bytes on huge pages.
+    pub huge_bytes: u64,
+    /// Mappings overlapping the ranges.
+    pub mappings: usize,
+    /// Every such mapping lies wholly inside the ranges, so its huge-page count belongs to
+    /// them. When a mapping also extends outside, smaps cannot say where its huge pages are
+    /// and its count (capped at the overlap) is an upper bound.
+    pub exact: bool,
+}
+
+impl HugePageShare {
+    /// `huge_bytes / bytes` (0 when nothing is mapped).
+    pub fn share(&self) -> f64 {
+        if self.bytes == 0 {
+            0.0
+        } else {
+            self.huge_bytes as f64 / self.bytes as f64
+        }
+    }
+
+    /// Sum over the `entries` overlapping `ranges` (half-open, not overlapping each other).
+    pub fn of(entries: &[SmapsEntry], ranges: &[std::ops::Range<u64>]) -> HugePageShare {
+        let mut s = HugePageShare {
+            exact: true,
+            ..HugePageShare::default()
+        };
+        for e in entries {
+            let overlap: u64 = ranges
+                .iter()
+                .map(|r| e.end.min(r.end).saturating_sub(e.start.max(r.start)))
+                .sum();
+            if overlap == 0 {
+                continue;
+            }
+            s.mappings += 1;
+            s.bytes += overlap;
+            s.huge_bytes += e.huge_bytes().min(overlap);
+            if overlap < e.end - e.start {
+                s.exact = false;
+            }
+        }
+        s
     }
 }
 
@@ -379,6 +611,32 @@ impl Host {
         Ok(tids)
     }
 
+    /// The system THP mode, from `<sys>/kernel/mm/transparent_hugepage/enabled` (missing when
+    /// the kernel is built without THP).
+    pub fn thp_mode(&self) -> Result<ThpMode, HostError> {
+        Host::parsed(
+            self.sys.join("kernel/mm/transparent_hugepage/enabled"),
+            parse_thp_mode,
+        )
+    }
+
+    /// The mappings of process `pid` (`None`: this process, `<proc>/self`), from
+    /// `<proc>/PID/smaps`.
+    pub fn smaps(&self, pid: Option<i32>) -> Result<Vec<SmapsEntry>, HostError> {
+        let who = pid.map_or_else(|| "self".to_string(), |p| p.to_string());
+        Host::parsed(self.proc.join(who).join("smaps"), parse_smaps)
+    }
+
+    /// How much of `ranges` (half-open address ranges, not overlapping each other) of process
+    /// `pid` (`None`: this process) is on huge pages, from the smaps entries covering them.
+    pub fn huge_page_share(
+        &self,
+        pid: Option<i32>,
+        ranges: &[std::ops::Range<u64>],
+    ) -> Result<HugePageShare, HostError> {
+        Ok(HugePageShare::of(&self.smaps(pid)?, ranges))
+    }
+
     /// The effective capability mask of this process (`CapEff` in `<proc>/self/status`).
     pub fn effective_capabilities(&self) -> Result<u64, HostError> {
         let path = self.proc.join("self/status");
@@ -581,5 +839,169 @@ mod tests {
         let live = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/live");
         assert!(Host::new("/nonexistent", live.join("proc-nmi-on")).nmi_watchdog_on());
         assert!(!Host::new("/nonexistent", live.join("proc-nmi-off")).nmi_watchdog_on());
+    }
+
+    /// Three mappings as a 6.x kernel writes them: a file mapping, an anonymous one advised
+    /// MADV_HUGEPAGE with two 2 MiB pages, and one advised MADV_NOHUGEPAGE.
+    const SMAPS: &[u8] = b"\
+55d0c0a00000-55d0c0a21000 r-xp 00000000 fd:01 1234567                    /usr/bin/tma workload
+Size:                132 kB
+KernelPageSize:        4 kB
+MMUPageSize:           4 kB
+Rss:                 128 kB
+Pss:                 128 kB
+Anonymous:             0 kB
+AnonHugePages:         0 kB
+ShmemPmdMapped:        0 kB
+FilePmdMapped:         0 kB
+THPeligible:    0
+VmFlags: rd ex mr mw me sd
+7f3a00000000-7f3a00600000 rw-p 00000000 00:00 0 
+Size:               6144 kB
+KernelPageSize:        4 kB
+MMUPageSize:           4 kB
+Rss:                6144 kB
+Anonymous:          6144 kB
+AnonHugePages:      4096 kB
+ShmemPmdMapped:        0 kB
+FilePmdMapped:         0 kB
+THPeligible:    1
+VmFlags: rd wr mr mw me ac sd hg
+7f3a00600000-7f3a00800000 rw-p 00000000 00:00 0 
+Size:               2048 kB
+KernelPageSize:        4 kB
+Rss:                2048 kB
+Anonymous:          2048 kB
+AnonHugePages:         0 kB
+VmFlags: rd wr mr mw me ac sd nh
+";
+
+    #[test]
+    fn smaps_entries_from_fixture_bytes() {
+        let e = parse_smaps(SMAPS).unwrap();
+        assert_eq!(e.len(), 3);
+        assert_eq!(
+            (e[0].start, e[0].end, e[0].perms.as_str()),
+            (0x55d0c0a00000, 0x55d0c0a21000, "r-xp")
+        );
+        assert_eq!(
+            e[0].path, "/usr/bin/tma workload",
+            "paths keep their spaces"
+        );
+        assert_eq!(e[0].size, 132 << 10);
+        assert_eq!(e[0].kernel_page_size, 4096);
+        assert_eq!(e[1].path, "");
+        assert_eq!(e[1].anon_huge_pages, 4 << 20);
+        assert_eq!(e[1].huge_bytes(), 4 << 20);
+        assert!(e[1].has_vm_flag("hg") && !e[1].has_vm_flag("nh"));
+        assert!(e[2].has_vm_flag("nh"));
+        assert_eq!(
+            (e[2].rss, e[2].anonymous, e[2].huge_bytes()),
+            (2 << 20, 2 << 20, 0)
+        );
+        let huge_tlb = parse_smaps(
+            b"7f0000000000-7f0040000000 rw-s 00000000 00:10 9 /dev/hugepages/guest\n\
+              Size:            1048576 kB\nKernelPageSize:  1048576 kB\nRss:  1048576 kB\n",
+        )
+        .unwrap();
+        assert_eq!(huge_tlb[0].huge_bytes(), 1 << 30);
+        assert_eq!(huge_tlb[0].path, "/dev/hugepages/guest");
+        assert_eq!(parse_smaps(b"").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn malformed_smaps_are_typed_errors() {
+        assert!(matches!(
+            parse_smaps(b"Size: 4 kB\n"),
+            Err(ParseError::BadLine { line: 1, .. })
+        ));
+        assert!(matches!(
+            parse_smaps(b"zz-10 rw-p 0 0:0 0\n"),
+            Err(ParseError::BadLine { line: 1, .. })
+        ));
+        assert!(matches!(
+            parse_smaps(b"10-20 rw-p 0 0:0 0\nRss: lots\n"),
+            Err(ParseError::BadLine { line: 2, what }) if what.contains("Rss")
+        ));
+        assert!(matches!(
+            parse_smaps(b"20-10 rw-p 0 0:0 0\n"),
+            Err(ParseError::BadLine { .. })
+        ));
+        assert_eq!(parse_smaps(b"\xff"), Err(ParseError::NotUtf8));
+    }
+
+    #[test]
+    fn huge_page_share_of_ranges() {
+        let e = parse_smaps(SMAPS).unwrap();
+        // The advised mapping exactly: 4 of its 6 MiB on huge pages.
+        let s = HugePageShare::of(&e, &[0x7f3a00000000..0x7f3a00600000]);
+        assert_eq!(
+            (s.bytes, s.huge_bytes, s.mappings, s.exact),
+            (6 << 20, 4 << 20, 1, true)
+        );
+        assert!((s.share() - 2.0 / 3.0).abs() < 1e-9);
+        // Both anonymous mappings as two ranges: 4 of 8 MiB.
+        let s = HugePageShare::of(
+            &e,
+            &[
+                0x7f3a00000000..0x7f3a00600000,
+                0x7f3a00600000..0x7f3a00800000,
+            ],
+        );
+        assert_eq!(
+            (s.bytes, s.huge_bytes, s.mappings, s.exact),
+            (8 << 20, 4 << 20, 2, true)
+        );
+        // Part of a mapping: the count is capped at the overlap and marked inexact.
+        let s = HugePageShare::of(&e, &[0x7f3a00000000..0x7f3a00200000]);
+        assert_eq!((s.bytes, s.huge_bytes, s.exact), (2 << 20, 2 << 20, false));
+        // Unmapped addresses count for nothing.
+        let s = HugePageShare::of(&e, &[0x1000..0x2000]);
+        assert_eq!((s.bytes, s.mappings, s.share()), (0, 0, 0.0));
+    }
+
+    #[test]
+    fn thp_mode_and_smaps_from_a_tree() {
+        assert_eq!(
+            parse_thp_mode(b"always [madvise] never\n"),
+            Ok(ThpMode::Madvise)
+        );
+        assert_eq!(
+            parse_thp_mode(b"[always] madvise never"),
+            Ok(ThpMode::Always)
+        );
+        assert_eq!(
+            parse_selected(b"always defer [defer+madvise] madvise never").unwrap(),
+            "defer+madvise"
+        );
+        assert!(matches!(
+            parse_thp_mode(b"always madvise never"),
+            Err(ParseError::NoSelection(_))
+        ));
+        assert_eq!(parse_thp_mode(b""), Err(ParseError::Empty));
+        let d = tree(&[
+            (
+                "sys/kernel/mm/transparent_hugepage/enabled",
+                "always madvise [never]\n",
+            ),
+            ("proc/self/smaps", std::str::from_utf8(SMAPS).unwrap()),
+            ("proc/42/smaps", ""),
+        ]);
+        let h = Host::under(d.path());
+        assert_eq!(h.thp_mode().unwrap(), ThpMode::Never);
+        assert_eq!(ThpMode::Never.to_string(), "never");
+        assert_eq!(h.smaps(None).unwrap().len(), 3);
+        assert!(h.smaps(Some(42)).unwrap().is_empty());
+        assert!(h.smaps(Some(43)).unwrap_err().is_missing());
+        let s = h
+            .huge_page_share(None, &[0x7f3a00000000..0x7f3a00800000])
+            .unwrap();
+        assert_eq!((s.bytes, s.huge_bytes), (8 << 20, 4 << 20));
+        assert!(Host::under(Path::new("/nonexistent"))
+            .thp_mode()
+            .unwrap_err()
+            .is_missing());
+        // This process's own smaps parses (whatever the kernel writes).
+        assert!(!Host::system().smaps(None).unwrap().is_empty());
     }
 }

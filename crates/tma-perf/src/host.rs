@@ -931,6 +931,7 @@ VmFlags: rd wr mr mw me ac sd nh
     }
 
     #[test]
+    #[allow(clippy::single_range_in_vec_init)] // one range is a list of ranges here
     fn huge_page_share_of_ranges() {
         let e = parse_smaps(SMAPS).unwrap();
         // The advised mapping exactly: 4 of its 6 MiB on huge pages.
@@ -961,6 +962,7 @@ VmFlags: rd wr mr mw me ac sd nh
     }
 
     #[test]
+    #[allow(clippy::single_range_in_vec_init)] // one range is a list of ranges here
     fn thp_mode_and_smaps_from_a_tree() {
         assert_eq!(
             parse_thp_mode(b"always [madvise] never\n"),

@@ -1,5 +1,6 @@
-//! Case-study workloads for `tma`: SHA-256 (portable and SHA-NI) and a DRAM-bound
-//! random-access kernel with an optional software prefetch.
+//! Case-study workloads for `tma`: SHA-256 (portable and SHA-NI), a DRAM-bound
+//! random-access kernel with an optional software prefetch, and a reference matmul whose
+//! speed depends on transparent huge pages.
 //!
 //! These are real workloads, not mocks: `tma workload` runs them as ordinary processes so the
 //! analysis commands (`tma stat`, `tma locate`) can be pointed at them, `tma sha256sum` uses
@@ -8,10 +9,11 @@
 //!
 //! * [`workload`]: the `tma workload` run (config, `tma.workload` report, [`workload::render`]).
 //! * [`sha256sum`]: the coreutils-compatible `sha256sum` (config, run over given streams).
-//! * [`sha256`], [`dram`], [`clock`], [`rng`]: the kernels and their timing.
+//! * [`sha256`], [`dram`], [`matmul`], [`clock`], [`rng`]: the kernels and their timing.
 
 pub mod clock;
 pub mod dram;
+pub mod matmul;
 pub mod rng;
 pub mod sha256;
 pub mod sha256sum;

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use tma_workloads::dram::DramConfig;
+use tma_workloads::matmul::{MatmulConfig, ThpAdvice};
 use tma_workloads::workload::{self, parse_size, render, ShaOptions, WorkloadConfig, WorkloadKind};
 
 #[derive(Debug, clap::Args)]
@@ -22,6 +23,9 @@ pub enum Workload {
     Sha256(ShaArgs),
     /// Dependent random loads through a buffer far larger than the LLC (DRAM latency bound).
     Dram(DramArgs),
+    /// Reference f32 matmul reading its weights column-wise (a new page per load), its buffers
+    /// advised for or against transparent huge pages.
+    Matmul(MatmulArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -82,6 +86,35 @@ pub struct DramArgs {
     pub common: Common,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ThpArg {
+    /// madvise(MADV_HUGEPAGE) on the buffers.
+    On,
+    /// madvise(MADV_NOHUGEPAGE) on the buffers.
+    Off,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MatmulArgs {
+    /// Rows of A and C.
+    #[arg(long, value_name = "M", default_value_t = 1024)]
+    pub m: usize,
+    /// Columns of A, rows of the weight matrix B (the dot-product length).
+    #[arg(long, value_name = "K", default_value_t = 4096)]
+    pub k: usize,
+    /// Columns of B and C; 4*N bytes separate two loads of a column (1000: a new page each).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub n: usize,
+    /// Advise the buffers for (on) or against (off) transparent huge pages.
+    #[arg(long, value_enum, default_value = "on")]
+    pub thp: ThpArg,
+    /// Seed of the matrix contents.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub common: Common,
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (kind, common) = match args.workload {
         Workload::Sha256(a) => (
@@ -102,6 +135,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 distance: a.distance,
                 seed: a.seed,
                 huge_pages: !a.no_huge_pages,
+            }),
+            a.common,
+        ),
+        Workload::Matmul(a) => (
+            WorkloadKind::Matmul(MatmulConfig {
+                m: a.m,
+                k: a.k,
+                n: a.n,
+                thp: match a.thp {
+                    ThpArg::On => ThpAdvice::On,
+                    ThpArg::Off => ThpAdvice::Off,
+                },
+                seed: a.seed,
+                host: tma_perf::host::Host::system(),
             }),
             a.common,
         ),

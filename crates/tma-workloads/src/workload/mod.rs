@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::clock::{self, CoreClock};
 use crate::dram::{self, DramConfig, DramError};
+use crate::matmul::{self, Check, HugePages, MatmulConfig, MatmulError, ThpAdvice};
 use crate::sha256::run::{self as sha_run, Sha256Workload};
 use crate::sha256::{Sha256Error, Sha256Impl};
 
@@ -25,6 +26,8 @@ pub enum WorkloadKind {
     Sha256(ShaOptions),
     /// Dependent random loads through a large buffer.
     Dram(DramConfig),
+    /// A reference matmul reading its weights column-wise, with or without huge pages.
+    Matmul(MatmulConfig),
 }
 
 /// Parameters of the SHA-256 workload as given by the user.
@@ -65,6 +68,8 @@ pub enum WorkloadError {
     Sha256(#[from] Sha256Error),
     #[error(transparent)]
     Dram(#[from] DramError),
+    #[error(transparent)]
+    Matmul(#[from] MatmulError),
 }
 
 /// Parse a byte count with an optional binary suffix: `4096`, `64K`, `512M`, `1G`, `2GiB`.
@@ -114,9 +119,10 @@ fn clock_report(before: Option<CoreClock>, after: Option<CoreClock>) -> Option<C
 /// The `tma.workload` v1 document.
 #[derive(Debug, Serialize)]
 pub struct WorkloadReport {
-    /// `sha256` or `dram`.
+    /// `sha256`, `dram` or `matmul`.
     pub name: &'static str,
-    /// Implementation (`portable`/`ni`) for sha256; `prefetch`/`no-prefetch` for dram.
+    /// Implementation (`portable`/`ni`) for sha256; `prefetch`/`no-prefetch` for dram;
+    /// `thp-on`/`thp-off` for matmul.
     #[serde(rename = "impl")]
     pub imp: String,
     /// CPU seconds of the timed region (the thread's CPU time: not inflated when the machine
@@ -130,6 +136,8 @@ pub struct WorkloadReport {
     pub sha256: Option<ShaReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dram: Option<DramReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matmul: Option<MatmulReport>,
 }
 
 /// The sha256 part of a [`WorkloadReport`].
@@ -162,12 +170,41 @@ pub struct DramReport {
     pub checksum: u64,
 }
 
+/// The matmul part of a [`WorkloadReport`].
+#[derive(Debug, Serialize)]
+pub struct MatmulReport {
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    /// The advice given: `on` (MADV_HUGEPAGE) or `off` (MADV_NOHUGEPAGE).
+    pub thp: ThpAdvice,
+    /// The system THP mode (`always`, `madvise`, `never`; null when unknown).
+    pub thp_mode: Option<tma_perf::host::ThpMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thp_mode_error: Option<String>,
+    /// How much of the buffers is on huge pages, from /proc/self/smaps (null when unreadable).
+    pub huge_pages: Option<HugePages>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub huge_pages_error: Option<String>,
+    pub setup_seconds: f64,
+    pub flops: u64,
+    pub gflops: f64,
+    /// Core cycles per multiply-add, when the clock was calibrated.
+    pub cycles_per_fma: Option<f64>,
+    pub check: Check,
+    pub checksum: f64,
+    /// Said plainly when the advice did not get what it asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
 /// Validate the configuration, run the workload (between two core-clock calibrations unless
 /// `calibrate` is off) and build its report.
 pub fn run(cfg: &WorkloadConfig) -> Result<WorkloadReport, WorkloadError> {
     match &cfg.kind {
         WorkloadKind::Sha256(o) => run_sha(o, cfg.calibrate),
         WorkloadKind::Dram(d) => run_dram(d, cfg.calibrate),
+        WorkloadKind::Matmul(m) => run_matmul(m, cfg.calibrate),
     }
 }
 
@@ -223,6 +260,7 @@ fn run_sha(o: &ShaOptions, cal: bool) -> Result<WorkloadReport, WorkloadError> {
             digest: r.digest.clone(),
         }),
         dram: None,
+        matmul: None,
     })
 }
 
@@ -262,6 +300,44 @@ fn run_dram(cfg: &DramConfig, cal: bool) -> Result<WorkloadReport, WorkloadError
             accesses_per_second: r.accesses_per_second,
             cycles_per_access,
             checksum: r.checksum,
+        }),
+        matmul: None,
+    })
+}
+
+fn run_matmul(cfg: &MatmulConfig, cal: bool) -> Result<WorkloadReport, WorkloadError> {
+    let before = calibrate(cal);
+    let r = matmul::run(cfg)?;
+    let after = calibrate(cal);
+    let clock = clock_report(before, after);
+    let cycles_per_fma = clock
+        .as_ref()
+        .filter(|_| r.flops > 0)
+        .map(|c| r.seconds * c.core_hz / (r.flops / 2) as f64);
+    Ok(WorkloadReport {
+        name: "matmul",
+        imp: format!("thp-{}", r.thp.name()),
+        seconds: r.seconds,
+        wall_seconds: r.wall_seconds,
+        clock,
+        sha256: None,
+        dram: None,
+        matmul: Some(MatmulReport {
+            m: r.m,
+            k: r.k,
+            n: r.n,
+            thp: r.thp,
+            thp_mode: r.thp_mode,
+            thp_mode_error: r.thp_mode_error,
+            huge_pages: r.huge_pages,
+            huge_pages_error: r.huge_pages_error,
+            setup_seconds: r.setup_seconds,
+            flops: r.flops,
+            gflops: r.gflops,
+            cycles_per_fma,
+            check: r.check,
+            checksum: r.checksum,
+            note: r.note,
         }),
     })
 }

@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use super::{ClockReport, WorkloadReport};
+use super::{ClockReport, MatmulReport, WorkloadReport};
 
 /// JSON schema name of the `--json` / `--report` document.
 pub const SCHEMA: &str = "tma.workload";
@@ -76,6 +76,74 @@ pub fn text(w: &mut dyn Write, report: &WorkloadReport) -> io::Result<()> {
             report.clock.as_ref(),
         )?;
         writeln!(w, "  checksum     {:#018x}", d.checksum)?;
+    }
+    if let Some(m) = &report.matmul {
+        write_matmul(w, report, m)?;
+    }
+    Ok(())
+}
+
+fn write_matmul(w: &mut dyn Write, report: &WorkloadReport, m: &MatmulReport) -> io::Result<()> {
+    writeln!(
+        w,
+        "matmul workload: f32 {}x{} by {}x{}, weights read column-wise ({} bytes between loads), --thp {}",
+        m.m,
+        m.k,
+        m.k,
+        m.n,
+        m.n * 4,
+        m.thp.name()
+    )?;
+    writeln!(
+        w,
+        "  setup        {:.3} s (mapping and filling the buffers, not timed)",
+        m.setup_seconds
+    )?;
+    writeln!(
+        w,
+        "  runtime      {:.6} s CPU time ({:.6} s wall clock)",
+        report.seconds, report.wall_seconds
+    )?;
+    writeln!(
+        w,
+        "  throughput   {:.3} GFLOP/s ({} flops)",
+        m.gflops, m.flops
+    )?;
+    write_cycles(w, "cycles/FMA", m.cycles_per_fma, report.clock.as_ref())?;
+    match &m.huge_pages {
+        Some(h) => writeln!(
+            w,
+            "  huge pages   {:.1}% of the buffers ({} of {} bytes, AnonHugePages in /proc/self/smaps{})",
+            h.share * 100.0,
+            h.huge_bytes,
+            h.bytes,
+            if h.exact { "" } else { "; an upper bound, the mappings extend beyond the buffers" }
+        )?,
+        None => writeln!(
+            w,
+            "  huge pages   unknown: {}",
+            m.huge_pages_error.as_deref().unwrap_or("smaps not read")
+        )?,
+    }
+    match (&m.thp_mode, &m.thp_mode_error) {
+        (Some(mode), _) => writeln!(
+            w,
+            "  THP mode     {mode} (system, transparent_hugepage/enabled)"
+        )?,
+        (None, why) => writeln!(
+            w,
+            "  THP mode     unknown: {}",
+            why.as_deref().unwrap_or("not read")
+        )?,
+    }
+    writeln!(
+        w,
+        "  check        {} elements match an f64 dot product (worst error {:.1e} of the tolerance)",
+        m.check.elements, m.check.worst_error_ratio
+    )?;
+    writeln!(w, "  checksum     {:.6e}", m.checksum)?;
+    if let Some(note) = &m.note {
+        writeln!(w, "  note: {note}")?;
     }
     Ok(())
 }

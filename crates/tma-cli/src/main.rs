@@ -38,7 +38,7 @@ enum Command {
     Kvm(cmd::kvm::Args),
     /// Check whether this machine is set up to measure, and what to fix.
     Doctor(cmd::doctor::Args),
-    /// Run a bundled case-study workload (sha256, dram) as an ordinary process.
+    /// Run a bundled case-study workload (sha256, dram, matmul) as an ordinary process.
     Workload(cmd::workload::Args),
     /// Walk through the method on a bundled case study: measure, locate, fix, compare.
     Demo(cmd::demo::Args),

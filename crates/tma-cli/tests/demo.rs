@@ -87,3 +87,52 @@ fn dram_walkthrough() {
     let s = speedup(&out);
     assert!(s > 1.0, "prefetch not faster: {s}x\n{out}");
 }
+
+/// The THP case: each step's command, the huge-page share of both runs, and a real speed-up
+/// where THP can be had (the best of up to three quick walkthroughs, against a loaded machine).
+#[test]
+fn thp_walkthrough() {
+    let mut best = 0f64;
+    for _ in 0..3 {
+        let out = demo("thp");
+        for cmd in [
+            "$ tma stat -- tma workload matmul --m 16 --thp off",
+            "$ tma locate",
+            "-- tma workload matmul --m 16 --thp off --no-calibrate",
+            "$ tma stat -- tma workload matmul --m 16 --thp on",
+        ] {
+            assert!(out.contains(cmd), "missing `{cmd}` in:\n{out}");
+        }
+        assert!(out.contains("on huge pages"), "{out}");
+        let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
+        if !(mode.contains("[madvise]") || mode.contains("[always]")) {
+            eprintln!("skipped the speed-up check: THP mode is {:?}", mode.trim());
+            return;
+        }
+        let row = |name: &str| {
+            out.lines()
+                .find(|l| l.trim_start().starts_with(name))
+                .unwrap_or_else(|| panic!("no `{name}` row in:\n{out}"))
+                .to_string()
+        };
+        // The "on huge pages" column: 0% with MADV_NOHUGEPAGE, most with MADV_HUGEPAGE.
+        let share = |name: &str| -> f64 {
+            let r = row(name);
+            let cell = r
+                .split_whitespace()
+                .find(|w| w.ends_with('%'))
+                .unwrap_or("");
+            cell.trim_end_matches('%')
+                .parse()
+                .unwrap_or_else(|_| panic!("no share in `{r}`"))
+        };
+        assert_eq!(share("--thp off"), 0.0, "{out}");
+        assert!(share("--thp on") > 50.0, "{out}");
+        best = best.max(speedup(&out));
+        if best >= 1.15 {
+            return;
+        }
+    }
+    panic!("huge pages gave only {best:.2}x");
+}

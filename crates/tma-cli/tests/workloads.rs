@@ -179,3 +179,61 @@ fn empty_workloads_are_refused() {
         assert!(o.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// `tma workload matmul`: the JSON document, the huge-page backing read back from smaps, the
+/// result check; a zero dimension is refused.
+#[test]
+fn matmul_workload_json_and_refusals() {
+    let v = json(&[
+        "workload",
+        "matmul",
+        "--m",
+        "2",
+        "--k",
+        "256",
+        "--thp",
+        "off",
+        "--json",
+        "--no-calibrate",
+    ]);
+    assert_eq!(v["name"], "matmul");
+    assert_eq!(v["impl"], "thp-off");
+    let m = &v["matmul"];
+    assert_eq!(
+        (m["m"].as_u64(), m["k"].as_u64(), m["n"].as_u64()),
+        (Some(2), Some(256), Some(1000))
+    );
+    assert_eq!(m["flops"], 2 * 2 * 256 * 1000);
+    assert_eq!(m["huge_pages"]["huge_bytes"], 0, "{m}");
+    assert!(m["check"]["worst_error_ratio"].as_f64().unwrap() < 1.0);
+    let (code, out, _) = tma(&[
+        "workload",
+        "matmul",
+        "--m",
+        "1",
+        "--k",
+        "8",
+        "--thp",
+        "on",
+        "--no-calibrate",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("huge pages") && out.contains("THP mode"),
+        "{out}"
+    );
+    for args in [
+        &["workload", "matmul", "--n", "0"][..],
+        &["workload", "matmul", "--thp", "maybe"][..],
+    ] {
+        let (code, out, err) = tma(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?} printed to stdout: {out}");
+        assert!(
+            err.contains("--n") || err.contains("'maybe'"),
+            "{args:?}: {err}"
+        );
+    }
+    let (_, _, err) = tma(&["workload", "matmul", "--n", "0"]);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}

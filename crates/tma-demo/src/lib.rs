@@ -1,10 +1,11 @@
-//! `tma demo [sha256|dram]`: the method, walked through on this machine with a bundled case.
+//! `tma demo [sha256|dram|thp]`: the method, walked through on this machine with a bundled case.
 //!
 //! Every step runs a real `tma` command as a child process of the `tma` executable named in
 //! [`DemoConfig::exe`] and prints it first (`$ tma ...`), so the user can repeat it by hand.
 //! The steps are: measure (`tma stat` on the slow variant: the TMA tree, or on a machine
 //! without a PMU the explanation and the software counts), locate (`tma locate`: hot function
-//! and instruction), apply the fix (SHA-NI instead of portable; the software prefetch on),
+//! and instruction), apply the fix (SHA-NI instead of portable; the software prefetch on;
+//! transparent huge pages for the matmul's buffers),
 //! measure again, and compare. A step that fails prints why and the walkthrough continues;
 //! figures come from the workloads' own `--report` JSON (`tma.workload` v1), cycles from
 //! their core-clock calibration.
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
+use tma_perf::host::Host;
 use tma_workloads::workload::render::SCHEMA as WORKLOAD_SCHEMA;
 
 /// A bundled case study.
@@ -28,6 +30,8 @@ pub enum Case {
     Sha256,
     /// DRAM-bound pointer chase vs the same chase with a software prefetch.
     Dram,
+    /// Reference matmul reading its weights column-wise, without and with huge pages.
+    Thp,
 }
 
 /// What the walkthrough does.
@@ -49,6 +53,8 @@ pub struct DemoConfig {
     pub bench: bool,
     /// The executable is a debug build: print a note that the figures are not representative.
     pub debug_build: bool,
+    /// Where the steps' machine facts are read (whether there is a core PMU, the CPU vendor).
+    pub host: Host,
 }
 
 /// Errors that stop the walkthrough (a failing step does not: it is reported and skipped).
@@ -186,13 +192,22 @@ impl Demo<'_> {
     }
 
     fn locate(&mut self, workload: &[String], what: &str) -> io::Result<()> {
+        self.locate_with(&[], workload, what)
+    }
+
+    /// `tma locate OPTS -- tma WORKLOAD --no-calibrate`.
+    fn locate_with(&mut self, opts: &[String], workload: &[String], what: &str) -> io::Result<()> {
         // Without the core-clock calibration: its add chain would show up among the samples.
         let mut workload = workload.to_vec();
         workload.push("--no-calibrate".into());
-        let mut real = strs(&["locate", "--"]);
+        let mut real = strs(&["locate"]);
+        real.extend(opts.iter().cloned());
+        real.push("--".into());
         real.push(self.exe.display().to_string());
         real.extend(workload.iter().cloned());
-        let mut shown = strs(&["locate", "--", "tma"]);
+        let mut shown = strs(&["locate"]);
+        shown.extend(opts.iter().cloned());
+        shown.extend(strs(&["--", "tma"]));
         shown.extend(workload.iter().cloned());
         writeln!(self.out, "{}", show(&shown))?;
         self.out.flush()?;
@@ -273,6 +288,7 @@ fn walk(demo: &mut Demo<'_>, cfg: &DemoConfig) -> io::Result<()> {
         match case {
             Case::Sha256 => demo_sha(demo, cfg)?,
             Case::Dram => demo_dram(demo, cfg)?,
+            Case::Thp => demo_thp(demo, cfg)?,
         }
     }
     writeln!(demo.out)?;
@@ -558,6 +574,141 @@ fn demo_dram(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
     Ok(())
 }
 
+fn demo_thp(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
+    // 64 (or 16) rows of A against the full 4096x1000 weight matrix of the case: every row
+    // walks all 1000 columns, 4096 pages per column, so the page walks dominate without huge
+    // pages while a run stays around a second.
+    let m = if args.quick { "16" } else { "64" };
+    let wl = |thp: &str| strs(&["workload", "matmul", "--m", m, "--thp", thp]);
+    let pmu = !tma_perf::sysfs::core_pmu_types(&args.host.sys).is_empty();
+    let intel = args
+        .host
+        .cpuinfo()
+        .is_ok_and(|c| c.vendor.as_deref() == Some("GenuineIntel"));
+    let mode = args.host.thp_mode();
+    writeln!(
+        demo.out,
+        "== tma demo thp: a reference matmul without and with transparent huge pages =="
+    )?;
+    demo.say(&format!(
+        "C = A x B with A {m}x4096 and the weight matrix B 4096x1000 (f32), each output one dot\n\
+         product down a column of B: 4000 bytes between loads, so every load is on a new 4 KiB\n\
+         page and a column spans 4096 pages, more than the TLBs hold. With 2 MiB pages all of B\n\
+         (16 MiB) needs 8 TLB entries. System THP mode: {}.",
+        match &mode {
+            Ok(m) => m.to_string(),
+            Err(e) => format!("unknown ({e})"),
+        }
+    ))?;
+    if matches!(mode, Ok(tma_perf::host::ThpMode::Never)) || mode.is_err() {
+        demo.say(
+            "THP is off on this machine, so `--thp on` cannot get huge pages: the comparison\n\
+             below will show no gain, and the workload says so.",
+        )?;
+    }
+
+    demo.heading("measure with 4 KiB pages (--thp off: MADV_NOHUGEPAGE)")?;
+    demo.say(if pmu {
+        "Expected TMA: Backend_Bound > Memory_Bound > L1_Bound > DTLB_Load, with Load_STLB_Miss\n\
+         under it: the loads wait for page walks, not for DRAM."
+    } else {
+        "Expected TMA: Backend_Bound > Memory_Bound > L1_Bound > DTLB_Load (Load_STLB_Miss). Without\n\
+         a PMU `tma stat` says so and shows the software counts: note the page faults, one per\n\
+         4 KiB page touched."
+    })?;
+    let before = demo.measure(&wl("off"), &demo.report_path("matmul-thp-off.json"))?;
+
+    if args.locate {
+        demo.heading("locate the hot loop")?;
+        let (opts, what) = if pmu && intel {
+            (
+                strs(&["--node", "DTLB_Load"]),
+                "the DTLB_Load node's locate-with event lands in tma_workloads::matmul::matmul_ref, \
+                 on the load of B[p] (the column walk), the load that misses the TLB.",
+            )
+        } else {
+            (
+                strs(&["-e", "cpu-clock"]),
+                "nearly all samples in tma_workloads::matmul::matmul_ref, on the load of B[p] \
+                 and the add that waits for it (timer samples skid to the next instructions); \
+                 cpu-clock shows where the time goes, not why: the page walks are only seen \
+                 as the gain in the next step.",
+            )
+        };
+        demo.locate_with(&opts, &wl("off"), what)?;
+    }
+
+    demo.heading("apply the fix: huge pages (--thp on: MADV_HUGEPAGE), measure again")?;
+    demo.say(
+        "The same buffers, 2 MiB-aligned, advised MADV_HUGEPAGE before their first touch; the\n\
+         workload reads back from /proc/self/smaps how much of them the kernel really put on\n\
+         huge pages.",
+    )?;
+    let after = demo.measure(&wl("on"), &demo.report_path("matmul-thp-on.json"))?;
+
+    demo.heading("compare")?;
+    let secs = |v: Option<&Value>| v.and_then(|v| f(v, &["seconds"]));
+    let base = secs(before.as_ref());
+    let mut t = tma_report::table(&[
+        "variant",
+        "seconds",
+        "GFLOP/s",
+        "cycles/FMA",
+        "on huge pages",
+        "speedup",
+    ]);
+    for (name, v) in [("--thp off", before.as_ref()), ("--thp on", after.as_ref())] {
+        let s = secs(v);
+        let speed = match (base, s) {
+            (Some(b), Some(n)) if n > 0.0 => Some(b / n),
+            _ => None,
+        };
+        t.add_row(vec![
+            name.to_string(),
+            fmt_opt(s, 3),
+            fmt_opt(v.and_then(|v| f(v, &["matmul", "gflops"])), 3),
+            fmt_opt(v.and_then(|v| f(v, &["matmul", "cycles_per_fma"])), 1),
+            v.and_then(|v| f(v, &["matmul", "huge_pages", "share"]))
+                .map(|x| format!("{:.0}%", x * 100.0))
+                .unwrap_or_else(|| "n/a".into()),
+            speed
+                .map(|s| format!("{s:.2}x"))
+                .unwrap_or_else(|| "n/a".into()),
+        ]);
+    }
+    tma_report::align_right(&mut t, &[1, 2, 3, 4, 5]);
+    writeln!(
+        demo.out,
+        "Before/after (CPU time of the timed region; huge pages from /proc/self/smaps):"
+    )?;
+    writeln!(demo.out, "{t}")?;
+    for v in [before.as_ref(), after.as_ref()].into_iter().flatten() {
+        if let Some(note) = v["matmul"]["note"].as_str() {
+            writeln!(demo.out, "note: {note}")?;
+        }
+    }
+    if let (Some(b), Some(n)) = (base, secs(after.as_ref())) {
+        writeln!(
+            demo.out,
+            "speedup: {:.2}x (huge pages over 4 KiB pages)",
+            b / n
+        )?;
+    }
+    if pmu {
+        demo.say(
+            "In the two `tma stat` trees above, DTLB_Load and Load_STLB_Miss shrink from the\n\
+             --thp off run to the --thp on run: the time saved is the page walks.",
+        )?;
+    } else {
+        demo.say(
+            "This machine has no PMU, so the demo can only show time (and the page faults in the\n\
+             software counts): with one, `tma stat` shows the DTLB nodes (DTLB_Load,\n\
+             Load_STLB_Miss) falling from the --thp off run to the --thp on run.",
+        )?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -592,19 +743,25 @@ mod tests {
         let reports = dir.path().join("reports");
         let cfg = DemoConfig {
             exe: dir.path().join("no-such-tma"),
-            cases: vec![Case::Dram],
+            cases: vec![Case::Dram, Case::Thp],
             quick: true,
             dir: reports.clone(),
             keep_dir: false,
             locate: true,
             bench: true,
             debug_build: false,
+            host: Host::system(),
         };
         let mut out = Vec::new();
         let summary = run(&cfg, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("Step 1: measure the chase"), "{text}");
         assert!(text.contains("cannot start tma stat"), "{text}");
+        assert!(
+            text.contains("$ tma stat -- tma workload matmul --m 16 --thp off"),
+            "{text}"
+        );
+        assert!(text.contains("Step 5: measure with 4 KiB pages"), "{text}");
         assert!(text.contains("Steps that failed"), "{text}");
         assert!(!summary.failures.is_empty());
         assert!(

@@ -1,4 +1,4 @@
-//! `tma demo [sha256|dram]`: the method, walked through on this machine with a bundled case
+//! `tma demo [sha256|dram|thp]`: the method, walked through on this machine with a bundled case
 //! (`tma_demo`). Every step runs this same executable as a child process.
 
 use std::path::PathBuf;
@@ -13,6 +13,8 @@ pub enum CaseArg {
     Sha256,
     /// DRAM-bound pointer chase vs the same chase with a software prefetch.
     Dram,
+    /// Reference matmul reading its weights column-wise, without and with huge pages.
+    Thp,
 }
 
 #[derive(Debug, clap::Args)]
@@ -46,6 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cases = match args.case {
         Some(CaseArg::Sha256) => vec![Case::Sha256],
         Some(CaseArg::Dram) => vec![Case::Dram],
+        Some(CaseArg::Thp) => vec![Case::Thp],
         None => vec![Case::Sha256, Case::Dram],
     };
     let cfg = DemoConfig {
@@ -57,6 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         locate: !args.no_locate,
         bench: !args.no_bench,
         debug_build: cfg!(debug_assertions),
+        host: tma_perf::host::Host::system(),
     };
     match tma_demo::run(&cfg, &mut std::io::stdout()) {
         Ok(_) => Ok(ExitCode::SUCCESS),

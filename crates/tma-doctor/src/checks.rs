@@ -36,13 +36,7 @@ fn cpu_pmus(roots: &Roots) -> Vec<String> {
 /// The selected value of a sysfs choice file (`always [madvise] never` -> `madvise`); a file
 /// holding one bare word is that word.
 pub(crate) fn bracketed(s: &str) -> Option<String> {
-    let t = s.trim();
-    if !t.contains('[') && !t.is_empty() && !t.contains(char::is_whitespace) {
-        return Some(t.to_string());
-    }
-    let a = s.find('[')?;
-    let b = s[a..].find(']')?;
-    Some(s[a + 1..a + b].to_string())
+    tma_perf::host::parse_selected(s.as_bytes()).ok()
 }
 
 /// What several checks look at, read once.

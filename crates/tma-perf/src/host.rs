@@ -201,12 +201,17 @@ impl std::fmt::Display for ThpMode {
     }
 }
 
-/// The selected word of a kernel choice file (`always [madvise] never` gives `madvise`).
+/// The selected word of a kernel choice file (`always [madvise] never` gives `madvise`; a file
+/// holding one bare word is that word).
 pub fn parse_selected(bytes: &[u8]) -> Result<String, ParseError> {
     let text = std::str::from_utf8(bytes).map_err(|_| ParseError::NotUtf8)?;
     let text = text.trim();
     if text.is_empty() {
         return Err(ParseError::Empty);
+    }
+    // A file holding one bare word (no choices offered) is that word.
+    if !text.contains('[') && !text.contains(char::is_whitespace) {
+        return Ok(text.to_string());
     }
     text.split_whitespace()
         .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
@@ -981,6 +986,7 @@ VmFlags: rd wr mr mw me ac sd nh
             Err(ParseError::NoSelection(_))
         ));
         assert_eq!(parse_thp_mode(b""), Err(ParseError::Empty));
+        assert_eq!(parse_selected(b"madvise\n").unwrap(), "madvise");
         let d = tree(&[
             (
                 "sys/kernel/mm/transparent_hugepage/enabled",

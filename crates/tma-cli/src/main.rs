@@ -44,6 +44,10 @@ enum Command {
     Demo(cmd::demo::Args),
     /// Compute SHA-256 digests (drop-in for coreutils sha256sum).
     Sha256sum(cmd::sha256sum::Args),
+    /// Print the shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cmd::completions::Args),
+    /// Print a manual page (roff), or write them all with -o DIR.
+    Man(cmd::man::Args),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +63,8 @@ fn main() -> ExitCode {
         Command::Workload(a) => cmd::workload::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Sha256sum(a) => cmd::sha256sum::run(a),
+        Command::Completions(a) => cmd::completions::run(a),
+        Command::Man(a) => cmd::man::run(a),
     };
     match result {
         Ok(code) => code,

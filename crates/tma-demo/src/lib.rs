@@ -82,8 +82,35 @@ enum Outcome {
     Failed(String),
 }
 
+/// A step of the walkthrough about to start, for a progress display (the caller decides
+/// whether and how to show it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepStart<'a> {
+    /// This step's number, from 1 (as in the `Step N:` heading).
+    pub step: usize,
+    /// The walkthrough's steps (see [`planned_steps`]).
+    pub steps: usize,
+    /// The step's heading.
+    pub title: &'a str,
+}
+
+/// How many `Step N:` headings the walkthrough of `cfg` has.
+pub fn planned_steps(cfg: &DemoConfig) -> usize {
+    cfg.cases
+        .iter()
+        .map(|case| match case {
+            // measure, fix, interleave, compare; locate; bench
+            Case::Sha256 => 4 + usize::from(cfg.locate) + usize::from(cfg.bench),
+            // measure, fix, compare; locate
+            Case::Dram | Case::Thp => 3 + usize::from(cfg.locate),
+        })
+        .sum()
+}
+
 struct Demo<'a> {
     out: &'a mut dyn Write,
+    progress: &'a mut dyn FnMut(StepStart<'_>),
+    steps: usize,
     exe: PathBuf,
     dir: PathBuf,
     step: usize,
@@ -104,6 +131,11 @@ fn strs(v: &[&str]) -> Vec<String> {
 impl Demo<'_> {
     fn heading(&mut self, title: &str) -> io::Result<()> {
         self.step += 1;
+        (self.progress)(StepStart {
+            step: self.step,
+            steps: self.steps.max(self.step),
+            title,
+        });
         writeln!(self.out)?;
         writeln!(self.out, "Step {}: {title}", self.step)
     }
@@ -255,12 +287,23 @@ fn fmt_opt(v: Option<f64>, prec: usize) -> String {
 /// Run the walkthrough, writing it to `out` (the steps' own output goes to the inherited
 /// standard output, so `out` is flushed before each step).
 pub fn run(cfg: &DemoConfig, out: &mut dyn Write) -> Result<DemoSummary, DemoError> {
+    run_with_progress(cfg, out, &mut |_| {})
+}
+
+/// [`run`], telling `progress` as each step starts.
+pub fn run_with_progress(
+    cfg: &DemoConfig,
+    out: &mut dyn Write,
+    progress: &mut dyn FnMut(StepStart<'_>),
+) -> Result<DemoSummary, DemoError> {
     std::fs::create_dir_all(&cfg.dir).map_err(|err| DemoError::ReportDir {
         dir: cfg.dir.clone(),
         err,
     })?;
     let mut demo = Demo {
         out,
+        progress,
+        steps: planned_steps(cfg),
         exe: cfg.exe.clone(),
         dir: cfg.dir.clone(),
         step: 0,
@@ -768,5 +811,47 @@ mod tests {
             !reports.exists(),
             "the temporary report directory is removed"
         );
+    }
+
+    /// The step count a progress display shows matches the headings the walkthrough
+    /// writes, for every choice of cases and optional steps (each step fails at once here:
+    /// the executable does not exist).
+    #[test]
+    fn planned_steps_match_the_headings() {
+        let dir = tempfile::tempdir().unwrap();
+        for cases in [
+            vec![Case::Sha256],
+            vec![Case::Dram],
+            vec![Case::Thp],
+            vec![Case::Sha256, Case::Dram, Case::Thp],
+        ] {
+            for (locate, bench) in [(false, false), (true, false), (false, true), (true, true)] {
+                let cfg = DemoConfig {
+                    exe: dir.path().join("no-such-tma"),
+                    cases: cases.clone(),
+                    quick: true,
+                    dir: dir.path().join("reports"),
+                    keep_dir: false,
+                    locate,
+                    bench,
+                    debug_build: false,
+                    host: Host::system(),
+                };
+                let mut seen: Vec<(usize, usize, String)> = Vec::new();
+                let mut out = Vec::new();
+                run_with_progress(&cfg, &mut out, &mut |p| {
+                    seen.push((p.step, p.steps, p.title.to_string()))
+                })
+                .unwrap();
+                let text = String::from_utf8(out).unwrap();
+                let headings = text.lines().filter(|l| l.starts_with("Step ")).count();
+                assert_eq!(planned_steps(&cfg), headings, "{cfg:?}");
+                assert_eq!(seen.len(), headings);
+                for (i, (step, steps, title)) in seen.iter().enumerate() {
+                    assert_eq!((*step, *steps), (i + 1, headings));
+                    assert!(text.contains(&format!("Step {step}: {title}")));
+                }
+            }
+        }
     }
 }

@@ -172,11 +172,35 @@ const EXAMPLE_CSV: &[u8] =
 /// The name the example goes by in the output.
 const EXAMPLE_NAME: &str = "bundled-example-zen4-sha256.csv";
 
+/// One run of the counted target about to start (live counting only), for a progress
+/// display: the caller decides whether and how to show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunStart {
+    /// The drill-down step, from 0 (always 0 without `--drilldown`).
+    pub step: u32,
+    /// This run's number within the step, from 1.
+    pub run: usize,
+    /// The runs of the step: `--repeat` N times the counter groups run one at a time with
+    /// `--no-multiplex` (1 each otherwise).
+    pub runs: usize,
+}
+
 /// Run `tma stat`: the tree (or software counts) to `out`, notes and warnings to `notes`.
 pub fn run(
     cfg: &StatConfig,
     out: &mut dyn Write,
     notes: &mut dyn Write,
+) -> Result<Outcome, StatError> {
+    run_with_progress(cfg, out, notes, &mut |_| {})
+}
+
+/// [`run`], telling `progress` before each run of the target (live counting; never for
+/// imports and replays).
+pub fn run_with_progress(
+    cfg: &StatConfig,
+    out: &mut dyn Write,
+    notes: &mut dyn Write,
+    progress: &mut dyn FnMut(RunStart),
 ) -> Result<Outcome, StatError> {
     match &cfg.input {
         Input::Live => {
@@ -185,7 +209,7 @@ pub fn run(
                     "--smt describes an imported recording; live runs read the topology themselves",
                 ));
             }
-            session::run_live(cfg, &cfg.live, out, notes)
+            session::run_live(cfg, &cfg.live, out, notes, progress)
         }
         Input::Example => {
             check_import_flags(&cfg.live)?;

@@ -29,7 +29,7 @@ use crate::eval::{Request, RunInfo, StatRun, TreeEval};
 use crate::plan::{counting_plan, hw_groups};
 use crate::render::counts;
 use crate::render::tree::{self, TreeWriter};
-use crate::{BackendChoice, LiveOptions, Outcome, StatConfig, StatError};
+use crate::{BackendChoice, LiveOptions, Outcome, RunStart, StatConfig, StatError};
 
 /// Where a session's measurements come from.
 enum Source {
@@ -55,6 +55,8 @@ struct Session<'a> {
     topology: Topology,
     /// CPU -> core label, for --per-core.
     cpu_cores: Vec<(u32, String)>,
+    /// Told before each live run of the target.
+    progress: &'a mut dyn FnMut(RunStart),
 }
 
 impl Session<'_> {
@@ -84,6 +86,7 @@ pub(crate) fn run_live(
     live: &LiveOptions,
     out: &mut dyn Write,
     notes: &mut dyn Write,
+    progress: &mut dyn FnMut(RunStart),
 ) -> Result<Outcome, StatError> {
     let target = target_of(cfg, live)?;
     check_flags(cfg, live, &target)?;
@@ -120,6 +123,7 @@ pub(crate) fn run_live(
         model_key: None,
         topology: Topology::discover(&cfg.host),
         cpu_cores: Vec::new(),
+        progress,
     };
     if live.per_core {
         let cpus = match &target {
@@ -240,6 +244,7 @@ pub(crate) fn replay(
         model_key: snap.cpu.catalog_key.clone(),
         topology: snap.topology,
         cpu_cores: snap.cpu_cores.clone(),
+        progress: &mut |_| {},
     };
     if !snap.hardware {
         let plan = snap.plans.first().cloned().unwrap_or_default();
@@ -625,8 +630,16 @@ fn measure(
         )?;
     }
     let mut out = Vec::new();
+    let runs = repeat as usize * subsets.len();
     for r in 0..repeat {
-        for sub in &subsets {
+        for (k, sub) in subsets.iter().enumerate() {
+            if !s.replaying() {
+                (s.progress)(RunStart {
+                    step,
+                    run: r as usize * subsets.len() + k + 1,
+                    runs,
+                });
+            }
             let p = if sub.len() == plan.groups.len() {
                 plan.clone()
             } else {

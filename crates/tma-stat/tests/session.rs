@@ -201,3 +201,50 @@ fn example_runs_anywhere() {
     assert!(out.contains("Bottleneck:"), "{out}");
     assert!(o.bottleneck.and_then(|b| b.node).is_some());
 }
+
+/// The progress hook hears of every live run (numbered within its drill-down step), and of
+/// none when a snapshot is replayed.
+#[test]
+fn progress_hears_each_live_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("s.json");
+    let mut cfg = command(&["true"], Some("zen4"), zen4_synthetic());
+    cfg.live.repeat = Some(2);
+    cfg.live.no_multiplex = true;
+    cfg.live.drilldown = true;
+    cfg.live.record = Some(snap.clone());
+    let mut seen = Vec::new();
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
+    tma_stat::run_with_progress(&cfg, &mut out, &mut notes, &mut |p| seen.push(p)).unwrap();
+    let mut plain = cfg.clone();
+    plain.live.record = None;
+    let mut plain_out = Vec::new();
+    tma_stat::run(&plain, &mut plain_out, &mut Vec::new()).unwrap();
+    assert_eq!(out, plain_out, "the hook changes no output");
+
+    assert!(seen.len() >= 4, "{seen:?}");
+    let steps = seen.iter().map(|p| p.step).max().unwrap();
+    assert!(steps >= 1, "drill-down descended: {seen:?}");
+    for step in 0..=steps {
+        let of_step: Vec<_> = seen.iter().filter(|p| p.step == step).collect();
+        let runs = of_step[0].runs;
+        assert!(runs >= 2 && runs % 2 == 0, "--repeat 2: {of_step:?}");
+        assert_eq!(
+            of_step.iter().map(|p| p.run).collect::<Vec<_>>(),
+            (1..=runs).collect::<Vec<_>>()
+        );
+        assert!(of_step.iter().all(|p| p.runs == runs));
+    }
+
+    let replay = StatConfig {
+        input: Input::Import(snap),
+        cpu: Some("zen4".into()),
+        ..Default::default()
+    };
+    let mut replayed = Vec::new();
+    tma_stat::run_with_progress(&replay, &mut std::io::sink(), &mut Vec::new(), &mut |p| {
+        replayed.push(p)
+    })
+    .unwrap();
+    assert!(replayed.is_empty(), "{replayed:?}");
+}

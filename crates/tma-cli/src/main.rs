@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 mod output;
+mod progress;
 
 /// Top-down Microarchitecture Analysis: identify the bottleneck, locate it, measure instructions.
 #[derive(Debug, Parser)]

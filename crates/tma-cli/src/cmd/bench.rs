@@ -1,5 +1,5 @@
 //! `tma bench`: clap arguments -> [`tma_bench::BenchConfig`] -> [`tma_bench::run`] (with a
-//! progress bar or log lines on stderr when asked) -> the table or JSON renderer.
+//! progress bar when stderr is a terminal, log lines with `--progress`) -> the table or JSON renderer.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -77,8 +77,8 @@ pub struct Args {
     /// Compare with a CSV of reference values (columns: instruction,latency,throughput); differences over 5% are marked.
     #[arg(long, value_name = "FILE")]
     pub compare: Option<PathBuf>,
-    /// Show progress on stderr (for --file and --preset): a bar on a terminal, one line per
-    /// input otherwise. Never written to stdout or the -o file.
+    /// Show progress on stderr (for --file and --preset) also when it is a file or a pipe:
+    /// one line per input (a terminal gets a bar anyway). Never written to stdout or the -o file.
     #[arg(long)]
     pub progress: bool,
     /// Show every chain count and clock details.
@@ -146,8 +146,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// `--progress` on stderr: a bar (or spinner) on a terminal; one plain line per input when
-/// stderr is a file or a pipe (a log), where indicatif would draw nothing.
+/// How a sweep's progress shows on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum View {
+    Off,
+    /// A bar (or spinner), drawn by indicatif.
+    Bar,
+    /// One plain line per input, for a log.
+    Lines,
+}
+
+/// A bar whenever stderr is a terminal (as every long run of tma); on a file or a pipe,
+/// nothing unless `--progress` asks for plain lines (indicatif would draw nothing there).
+fn view(progress_flag: bool, stderr_is_terminal: bool) -> View {
+    match (stderr_is_terminal, progress_flag) {
+        (true, _) => View::Bar,
+        (false, true) => View::Lines,
+        (false, false) => View::Off,
+    }
+}
+
+/// The progress of a sweep on stderr, as [`view`] decides.
 struct ProgressView {
     on: bool,
     lines: bool,
@@ -155,10 +174,11 @@ struct ProgressView {
 }
 
 impl ProgressView {
-    fn new(on: bool) -> ProgressView {
+    fn new(progress_flag: bool) -> ProgressView {
+        let v = view(progress_flag, std::io::stderr().is_terminal());
         ProgressView {
-            on,
-            lines: on && !std::io::stderr().is_terminal(),
+            on: v != View::Off,
+            lines: v == View::Lines,
             bar: None,
         }
     }
@@ -209,5 +229,18 @@ impl ProgressView {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_terminal_gets_a_bar_a_log_lines_only_when_asked() {
+        assert_eq!(view(false, true), View::Bar);
+        assert_eq!(view(true, true), View::Bar);
+        assert_eq!(view(true, false), View::Lines);
+        assert_eq!(view(false, false), View::Off);
     }
 }

@@ -62,7 +62,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         debug_build: cfg!(debug_assertions),
         host: tma_perf::host::Host::system(),
     };
-    match tma_demo::run(&cfg, &mut std::io::stdout()) {
+    let progress = crate::progress::Lines::new("tma demo", true);
+    let mut shown = |p: tma_demo::StepStart<'_>| progress.line(p.step, p.steps, p.title);
+    match tma_demo::run_with_progress(&cfg, &mut std::io::stdout(), &mut shown) {
         Ok(_) => Ok(ExitCode::SUCCESS),
         // Keep the I/O error itself in the chain, so a closed pipe is recognised.
         Err(DemoError::Io(e)) => Err(e.into()),

@@ -167,10 +167,24 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<StatConfig> {
 
 pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     let cfg = config(&args, root)?;
+    let progress = crate::progress::Lines::new("tma stat", long_run(&cfg));
     let outcome = crate::output::emit(args.output.as_deref(), |w| {
-        tma_stat::run(&cfg, w, &mut std::io::stderr())
+        tma_stat::run_with_progress(&cfg, w, &mut std::io::stderr(), &mut |p| {
+            let msg = if cfg.live.drilldown {
+                format!("drill-down step {}", p.step + 1)
+            } else {
+                "run".to_string()
+            };
+            progress.line(p.run, p.runs, &msg);
+        })
     })?;
     Ok(ExitCode::from(outcome.exit_status()))
+}
+
+/// Live runs that run the target more than once (or step by step) show progress.
+fn long_run(cfg: &StatConfig) -> bool {
+    cfg.input == Input::Live
+        && (cfg.live.drilldown || cfg.live.no_multiplex || cfg.live.repeat.is_some_and(|n| n > 1))
 }
 
 #[cfg(test)]
@@ -196,6 +210,21 @@ mod tests {
     fn nodes_are_comma_separated() {
         let t = T::parse_from(["tma", "--import", "f", "--nodes", "a,b"]);
         assert_eq!(t.a.tree.nodes, ["a", "b"]);
+    }
+
+    #[test]
+    fn only_repeated_or_stepped_live_runs_are_long() {
+        let long = |argv: &[&str]| {
+            let mut v = vec!["tma"];
+            v.extend(argv);
+            long_run(&config(&T::parse_from(v).a, &RootArg::default()).unwrap())
+        };
+        assert!(!long(&["--", "true"]));
+        assert!(!long(&["--repeat", "1", "--", "true"]));
+        assert!(long(&["--repeat", "3", "--", "true"]));
+        assert!(long(&["--drilldown", "--", "true"]));
+        assert!(long(&["--no-multiplex", "--", "true"]));
+        assert!(!long(&["--import", "f.csv"]));
     }
 
     #[test]

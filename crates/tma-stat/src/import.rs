@@ -7,7 +7,7 @@ use std::io::{BufRead, Write};
 use tma_perf::import::{self, Breakdown, IntervalReader, Resolver};
 use tma_perf::snapshot::Topology;
 
-use crate::eval::{Request, RunInfo, TreeEval};
+use crate::eval::{IntervalReport, Request, RunInfo, StatRun, TreeEval};
 use crate::render::tree::TreeWriter;
 use crate::{Outcome, StatConfig, StatError};
 
@@ -94,6 +94,34 @@ pub(crate) fn run_perf_stat(
     out: &mut dyn Write,
     notes: &mut dyn Write,
 ) -> Result<Outcome, StatError> {
+    import_perf_stat(cfg, input, file, Sink::Write(out), notes).map(|(outcome, _)| outcome)
+}
+
+/// The evaluated intervals of a perf stat recording ([`crate::evaluate`]), kept in memory.
+pub(crate) fn kept_perf_stat(
+    cfg: &StatConfig,
+    input: impl BufRead + Send,
+    file: &str,
+    notes: &mut dyn Write,
+) -> Result<StatRun, StatError> {
+    let mut intervals = Vec::new();
+    let (_, info) = import_perf_stat(cfg, input, file, Sink::Keep(&mut intervals), notes)?;
+    Ok(StatRun { info, intervals })
+}
+
+/// Where the evaluated intervals go: written as they come, or kept.
+enum Sink<'a> {
+    Write(&'a mut dyn Write),
+    Keep(&'a mut Vec<IntervalReport>),
+}
+
+fn import_perf_stat(
+    cfg: &StatConfig,
+    input: impl BufRead + Send,
+    file: &str,
+    mut sink: Sink<'_>,
+    notes: &mut dyn Write,
+) -> Result<(Outcome, RunInfo), StatError> {
     let import_err = |source| StatError::Import {
         file: file.to_string(),
         source,
@@ -152,6 +180,8 @@ pub(crate) fn run_perf_stat(
     let aggregated = reader.breakdown() == Breakdown::Aggregated;
     let mut writer = TreeWriter::new(cfg.render.clone());
     let mut bottleneck = None;
+    // Intervals evaluated so far.
+    let mut evaluated = 0usize;
     // Two stages on two threads, so a long recording takes the time of the slower one:
     // reading and resolving text here, evaluating and writing below. The channel holds a
     // few batches, so memory stays flat however long the recording.
@@ -187,34 +217,43 @@ pub(crate) fn run_perf_stat(
                 info.event_map = map;
             }
             for iv in &batch.intervals {
-                if writer.count() == 0 {
+                if evaluated == 0 {
                     eval.check_present(std::iter::once(iv))?;
                 }
                 let ir = eval.eval(iv);
-                if writer.count() == 0 {
+                if evaluated == 0 {
                     eval.check_computable(iv, &ir)?;
                 }
+                evaluated += 1;
                 if let Some(ignored) = batch.ignored.as_deref().filter(|v| v.len() > noted) {
                     note_ignored(notes, file, model.key, &ignored[noted..], noted > 0)?;
                     noted = ignored.len();
                 }
-                if writer.count() == 0 {
-                    writer.begin(out, &info)?;
+                bottleneck = Some(ir.report.bottleneck.clone());
+                match &mut sink {
+                    Sink::Write(out) => {
+                        if writer.count() == 0 {
+                            writer.begin(*out, &info)?;
+                        }
+                        writer.interval(*out, &info, &ir)?;
+                    }
+                    Sink::Keep(kept) => kept.push(ir),
                 }
-                writer.interval(out, &info, &ir)?;
-                bottleneck = Some(ir.report.bottleneck);
             }
         }
         Ok(())
     })?;
-    if writer.count() == 0 {
-        writer.begin(out, &info)?;
+    if let Sink::Write(out) = sink {
+        if writer.count() == 0 {
+            writer.begin(out, &info)?;
+        }
+        writer.end(out, &info)?;
     }
-    writer.end(out, &info)?;
-    Ok(Outcome {
+    let outcome = Outcome {
         ending: None,
         bottleneck,
-    })
+    };
+    Ok((outcome, info))
 }
 
 /// One note for the events a tolerant import dropped: how many, and the first few.

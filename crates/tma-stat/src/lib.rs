@@ -232,6 +232,107 @@ pub fn run_with_progress(
     }
 }
 
+/// How the samples of an [`Evaluated`] run were taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SampleKind {
+    /// One tree for the whole run.
+    Whole,
+    /// One tree per `-I` interval.
+    Intervals,
+    /// One tree per `--repeat` run.
+    Repeats,
+}
+
+/// A recording evaluated in memory ([`evaluate`]): every sample's tree, nothing written.
+#[derive(Debug, Clone)]
+pub struct Evaluated {
+    /// The header and one [`IntervalReport`] per sample.
+    pub run: StatRun,
+    pub samples: SampleKind,
+}
+
+/// Evaluate a recording (`cfg.input`: a `perf stat` CSV/JSON file, a `--record` snapshot, or
+/// the bundled example) through the same import and replay code as [`run`], but keep every
+/// sample's evaluated tree instead of writing it: the `-I` intervals, or one tree per
+/// `--repeat` run of a snapshot (where `tma stat` prints their mean). Notes go to `notes`.
+/// Live counting is not a recording: an error.
+pub fn evaluate(cfg: &StatConfig, notes: &mut dyn Write) -> Result<Evaluated, StatError> {
+    let run = match &cfg.input {
+        Input::Live => {
+            return Err(usage(
+                "evaluate reads a recording: give a perf stat file or a --record snapshot",
+            ))
+        }
+        Input::Example => {
+            let mut c = cfg.clone();
+            c.cpu.get_or_insert_with(|| "zen4".into());
+            import::kept_perf_stat(&c, EXAMPLE_CSV, EXAMPLE_NAME, notes)?
+        }
+        Input::Import(path) => {
+            check_import_flags(&cfg.live)?;
+            match read_input(cfg, path)? {
+                FileInput::PerfStat(bytes, file) => {
+                    import::kept_perf_stat(cfg, &bytes[..], &file, notes)?
+                }
+                FileInput::Snapshot(snap) => {
+                    let repeats = snap.settings.repeat > 1;
+                    let run = session::replay_kept(cfg, *snap, notes)?;
+                    let samples = if repeats {
+                        SampleKind::Repeats
+                    } else if run.info.interval_mode {
+                        SampleKind::Intervals
+                    } else {
+                        SampleKind::Whole
+                    };
+                    return Ok(Evaluated { run, samples });
+                }
+            }
+        }
+    };
+    let samples = if run.info.interval_mode {
+        SampleKind::Intervals
+    } else {
+        SampleKind::Whole
+    };
+    Ok(Evaluated { run, samples })
+}
+
+/// A recording read whole, by kind.
+enum FileInput {
+    /// `perf stat` output (its bytes) and the file's name for messages.
+    PerfStat(Vec<u8>, String),
+    Snapshot(Box<tma_perf::snapshot::Snapshot>),
+}
+
+/// Read a recording whole for [`evaluate`] (its trees are kept in memory anyway).
+fn read_input(cfg: &StatConfig, path: &Path) -> Result<FileInput, StatError> {
+    let file = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| StatError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if !tma_perf::import::is_document(&bytes) {
+        return Ok(FileInput::PerfStat(bytes, file));
+    }
+    let format = tma_perf::import::detect(&bytes).map_err(|source| StatError::Import {
+        file: file.clone(),
+        source,
+    })?;
+    if format != tma_perf::import::ImportFormat::TmaSnapshot {
+        return Ok(FileInput::PerfStat(bytes, file));
+    }
+    if cfg.smt.is_some() {
+        return Err(usage(
+            "--smt is not needed with a snapshot: it records the machine's topology",
+        ));
+    }
+    let snap = tma_perf::snapshot::read(&bytes).map_err(|source| StatError::Snapshot {
+        file: file.clone(),
+        source,
+    })?;
+    Ok(FileInput::Snapshot(Box::new(snap)))
+}
+
 /// `--import FILE`: a snapshot is read whole and replayed; perf stat output streams.
 fn import_file(
     cfg: &StatConfig,

@@ -57,6 +57,9 @@ struct Session<'a> {
     cpu_cores: Vec<(u32, String)>,
     /// Told before each live run of the target.
     progress: &'a mut dyn FnMut(RunStart),
+    /// Keep each step's evaluated samples here instead of writing its tree
+    /// ([`crate::evaluate`]): the intervals of `-I`, else one per `--repeat` run.
+    keep: Option<Vec<StatRun>>,
 }
 
 impl Session<'_> {
@@ -124,6 +127,7 @@ pub(crate) fn run_live(
         topology: Topology::discover(&cfg.host),
         cpu_cores: Vec::new(),
         progress,
+        keep: None,
     };
     if live.per_core {
         let cpus = match &target {
@@ -200,6 +204,46 @@ pub(crate) fn replay(
     out: &mut dyn Write,
     notes: &mut dyn Write,
 ) -> Result<Outcome, StatError> {
+    replay_session(cfg, snap, false, out, notes).map(|(outcome, _)| outcome)
+}
+
+/// The evaluated samples of a snapshot's tree ([`crate::evaluate`]): nothing is written to
+/// the output; notes still go to `notes`.
+pub(crate) fn replay_kept(
+    cfg: &StatConfig,
+    snap: Snapshot,
+    notes: &mut dyn Write,
+) -> Result<StatRun, StatError> {
+    if !snap.hardware {
+        return Err(usage(
+            "the snapshot holds software counts only (no hardware counters where it was \
+             recorded): there is no TMA tree to compare",
+        ));
+    }
+    if snap.settings.drilldown {
+        return Err(usage(
+            "the snapshot is a --drilldown run (one partial tree per step): record with -l N \
+             for one whole tree to compare",
+        ));
+    }
+    if snap.settings.per_core || snap.settings.per_thread {
+        return Err(usage(
+            "the snapshot is a --per-core/--per-thread run: record without them to compare \
+             whole trees",
+        ));
+    }
+    let (_, mut kept) = replay_session(cfg, snap, true, &mut std::io::sink(), notes)?;
+    kept.pop()
+        .ok_or_else(|| usage("the snapshot gave no tree to compare"))
+}
+
+fn replay_session(
+    cfg: &StatConfig,
+    snap: Snapshot,
+    keep: bool,
+    out: &mut dyn Write,
+    notes: &mut dyn Write,
+) -> Result<(Outcome, Vec<StatRun>), StatError> {
     let mut backend = Replay::default();
     for r in &snap.runs {
         let plan = snap
@@ -245,10 +289,11 @@ pub(crate) fn replay(
         topology: snap.topology,
         cpu_cores: snap.cpu_cores.clone(),
         progress: &mut |_| {},
+        keep: keep.then(Vec::new),
     };
     if !snap.hardware {
         let plan = snap.plans.first().cloned().unwrap_or_default();
-        return software(&mut s, plan, out, notes);
+        return Ok((software(&mut s, plan, out, notes)?, Vec::new()));
     }
     let key = cfg
         .cpu
@@ -257,7 +302,8 @@ pub(crate) fn replay(
         .ok_or_else(|| usage("the snapshot names no CPU model; pass --cpu NAME"))?;
     let model = tma_catalog::by_name(key)?;
     let extra: Vec<EventSpec> = Vec::new();
-    hardware(&mut s, model, &extra, out, notes)
+    let outcome = hardware(&mut s, model, &extra, out, notes)?;
+    Ok((outcome, s.keep.take().unwrap_or_default()))
 }
 
 /// What the backend needs to know about a live run beyond the plan and the target.
@@ -474,13 +520,27 @@ fn intervals_of(
             .map(|iv| Measurement::interval_readings(plan, iv, false))
             .collect();
     }
+    let totals = repeat_totals(plan, runs, no_multiplex, repeat);
+    if totals.len() == 1 {
+        return totals;
+    }
+    vec![mean_interval(&totals)]
+}
+
+/// The readings of each `--repeat` run over its whole time (`--no-multiplex` runs of one
+/// repetition combined).
+fn repeat_totals(
+    plan: &Plan,
+    runs: &[Measurement],
+    no_multiplex: bool,
+    repeat: u32,
+) -> Vec<Interval> {
     let per_repeat = if repeat == 0 {
         runs.len()
     } else {
         runs.len() / repeat as usize
     };
-    let totals: Vec<Interval> = runs
-        .chunks(per_repeat.max(1))
+    runs.chunks(per_repeat.max(1))
         .map(|chunk| {
             let m = if no_multiplex || chunk.len() > 1 {
                 backend::combine_runs(chunk)
@@ -489,11 +549,7 @@ fn intervals_of(
             };
             Measurement::interval_readings(plan, &m.total(), false)
         })
-        .collect();
-    if totals.len() == 1 {
-        return totals;
-    }
-    vec![mean_interval(&totals)]
+        .collect()
 }
 
 /// Mean of each aggregated reading over repeated runs.
@@ -895,7 +951,7 @@ fn count_step(
     out: &mut dyn Write,
     notes: &mut dyn Write,
 ) -> Result<(Vec<Measurement>, Option<Bottleneck>), StatError> {
-    let stream = s.interval_mode() && s.repeat() == 1 && !s.breakdown();
+    let stream = s.interval_mode() && s.repeat() == 1 && !s.breakdown() && s.keep.is_none();
     // Streamed intervals are not kept unless a snapshot is to hold them.
     s.opts.stream_only = stream && s.cfg.live.record.is_none();
     let eval = TreeEval::new(info)?;
@@ -943,8 +999,19 @@ fn count_step(
         s.interval_mode(),
     );
     let run = StatRun::evaluate(info.clone(), &intervals)?;
-    tree::render(out, &run, &s.cfg.render)?;
     let bottleneck = run.bottleneck().cloned();
+    if s.keep.is_some() {
+        // One sample per --repeat run (the tree above is their mean), else the intervals.
+        let run = if s.repeat() > 1 {
+            let totals = repeat_totals(plan, &runs, s.settings.no_multiplex, s.repeat());
+            StatRun::evaluate(info.clone(), &totals)?
+        } else {
+            run
+        };
+        s.keep.get_or_insert_with(Vec::new).push(run);
+        return Ok((runs, bottleneck));
+    }
+    tree::render(out, &run, &s.cfg.render)?;
     Ok((runs, bottleneck))
 }
 

@@ -27,6 +27,8 @@ struct Cli {
 enum Command {
     /// Count events and print the TMA tree for a command, a pid, the system, or an imported recording.
     Stat(cmd::stat::Args),
+    /// Compare two runs: before, after and delta of every node, the bottleneck's move, significance.
+    Diff(cmd::diff::Args),
     /// List the raw events a TMA level needs, with perf encodings and a ready perf command.
     Events(cmd::events::Args),
     /// Show the TMA tree of a CPU: nodes, formulas, thresholds, locate-with events.
@@ -55,6 +57,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Stat(a) => cmd::stat::run(a, &cli.root),
+        Command::Diff(a) => cmd::diff::run(a, &cli.root),
         Command::Events(a) => cmd::events::run(a, &cli.root),
         Command::List(a) => cmd::list::run(a, &cli.root),
         Command::Locate(a) => cmd::locate::run(a, &cli.root),

@@ -3,6 +3,7 @@ pub mod args;
 pub mod bench;
 pub mod completions;
 pub mod demo;
+pub mod diff;
 pub mod doctor;
 pub mod events;
 pub mod kvm;

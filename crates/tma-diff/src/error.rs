@@ -1,0 +1,57 @@
+//! The errors of `tma diff`. The CLI prints them as they are (`tma: error: ...`, exit status 2).
+
+use thiserror::Error;
+
+/// Why two runs could not be compared.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum DiffError {
+    #[error("cannot read {file}: {source}")]
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error("{file}: not a tma.stat document: {detail}")]
+    StatJson { file: String, detail: String },
+    #[error("{file}: {source}")]
+    Stat {
+        file: String,
+        source: tma_stat::StatError,
+    },
+    /// The two sides were measured on (or evaluated for) different CPU models.
+    #[error(
+        "the runs are of different CPU models: {before} ({before_key}) before, {after} \
+         ({after_key}) after; a diff compares the same tree on the same CPU"
+    )]
+    CpuMismatch {
+        before: String,
+        before_key: String,
+        after: String,
+        after_key: String,
+    },
+    /// A `--fail-if` expression that does not parse (`position` counts characters from 1).
+    #[error("--fail-if {expr:?}: at position {position}: {message}")]
+    Gate {
+        expr: String,
+        position: usize,
+        message: String,
+    },
+    #[error(transparent)]
+    Output(#[from] tma_report::ReportError),
+}
+
+impl From<std::io::Error> for DiffError {
+    fn from(e: std::io::Error) -> Self {
+        DiffError::Output(tma_report::ReportError::Io(e))
+    }
+}
+
+impl DiffError {
+    /// The I/O error underneath, if writing the output failed.
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        match self {
+            DiffError::Output(r) => r.io_error(),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! One side of a diff: a `tma stat --json` document read as it is, or a recording (`perf
+//! stat` CSV/JSON, `--record` snapshot) evaluated in-process by [`tma_stat::evaluate`].
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::Deserialize;
+use tma_stat::{Input, SampleKind, StatConfig};
+
+use crate::{DiffConfig, DiffError};
+
+/// One node or metric over a side's samples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub name: String,
+    pub parent: Option<String>,
+    /// Tree level (0 for metrics).
+    pub level: u8,
+    /// `PercentSlots`, `Percent` or `Number`, as in `tma.stat`.
+    pub unit: String,
+    /// The samples that have a value.
+    pub values: Vec<f64>,
+    /// Samples where the node was over its threshold.
+    pub above: usize,
+}
+
+/// Everything a diff needs of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Side {
+    pub file: String,
+    pub cpu_key: String,
+    pub cpu_name: String,
+    /// Where the data came from (the `tma stat` source line).
+    pub source: String,
+    pub samples: usize,
+    /// `whole`, `intervals` or `repeats` (from a `tma.stat` document: `whole` or
+    /// `intervals`).
+    pub sample_kind: &'static str,
+    pub nodes: Vec<Series>,
+    pub metrics: Vec<Series>,
+    /// The bottleneck path of most samples (the later one on a tie).
+    pub bottleneck: Vec<String>,
+}
+
+/// Read one side.
+pub fn load(cfg: &DiffConfig, path: &Path, notes: &mut dyn Write) -> Result<Side, DiffError> {
+    let file = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| DiffError::Read {
+        file: file.clone(),
+        source,
+    })?;
+    if tma_perf::import::is_document(&bytes) {
+        if let Ok(head) = serde_json::from_slice::<Head>(&bytes) {
+            if head.schema == tma_stat::render::tree::SCHEMA {
+                return from_stat_json(cfg, &file, &bytes);
+            }
+        }
+    }
+    let stat = StatConfig {
+        input: Input::Import(path.to_path_buf()),
+        cpu: cfg.cpu.clone(),
+        level: cfg.level.unwrap_or(1),
+        nodes: cfg.nodes.clone(),
+        smt: cfg.smt,
+        metrics: cfg.metrics.clone(),
+        host: cfg.host.clone(),
+        ..StatConfig::default()
+    };
+    let ev = tma_stat::evaluate(&stat, notes).map_err(|source| DiffError::Stat {
+        file: file.clone(),
+        source,
+    })?;
+    Ok(from_evaluated(&file, ev))
+}
+
+#[derive(Deserialize)]
+struct Head {
+    schema: String,
+}
+
+#[derive(Deserialize)]
+struct StatDoc {
+    schema_version: u32,
+    cpu: CpuDoc,
+    source: String,
+    interval_mode: bool,
+    intervals: Vec<IntervalDoc>,
+}
+
+#[derive(Deserialize)]
+struct CpuDoc {
+    key: String,
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct IntervalDoc {
+    nodes: Vec<ValueDoc>,
+    bottleneck: BottleneckDoc,
+    #[serde(default)]
+    metrics: Vec<ValueDoc>,
+}
+
+#[derive(Deserialize)]
+struct ValueDoc {
+    name: String,
+    #[serde(default)]
+    parent: Option<String>,
+    #[serde(default)]
+    level: u8,
+    value: Option<f64>,
+    unit: String,
+    #[serde(default)]
+    above_threshold: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct BottleneckDoc {
+    path: Vec<String>,
+}
+
+/// Collects series in first-seen order over the samples.
+#[derive(Default)]
+struct Collect {
+    series: Vec<Series>,
+}
+
+impl Collect {
+    fn add(
+        &mut self,
+        name: &str,
+        parent: Option<&str>,
+        level: u8,
+        unit: &str,
+        value: Option<f64>,
+        above: bool,
+    ) {
+        let i = match self.series.iter().position(|s| s.name == name) {
+            Some(i) => i,
+            None => {
+                self.series.push(Series {
+                    name: name.to_string(),
+                    parent: parent.map(str::to_string),
+                    level,
+                    unit: unit.to_string(),
+                    values: Vec::new(),
+                    above: 0,
+                });
+                self.series.len() - 1
+            }
+        };
+        let s = &mut self.series[i];
+        if let Some(v) = value.filter(|v| v.is_finite()) {
+            s.values.push(v);
+        }
+        s.above += usize::from(above);
+    }
+}
+
+/// The path most samples name as the bottleneck; on a tie the later one.
+fn most_common(paths: &[Vec<String>]) -> Vec<String> {
+    let mut best: Option<(&Vec<String>, usize)> = None;
+    for p in paths.iter().filter(|p| !p.is_empty()) {
+        let n = paths.iter().filter(|q| *q == p).count();
+        if best.is_none_or(|(_, m)| n >= m) {
+            best = Some((p, n));
+        }
+    }
+    best.map(|(p, _)| p.clone()).unwrap_or_default()
+}
+
+fn from_stat_json(cfg: &DiffConfig, file: &str, bytes: &[u8]) -> Result<Side, DiffError> {
+    let doc: StatDoc = serde_json::from_slice(bytes).map_err(|e| DiffError::StatJson {
+        file: file.to_string(),
+        detail: e.to_string(),
+    })?;
+    if doc.schema_version != tma_stat::render::tree::SCHEMA_VERSION {
+        return Err(DiffError::StatJson {
+            file: file.to_string(),
+            detail: format!(
+                "schema_version {} (this tma reads {})",
+                doc.schema_version,
+                tma_stat::render::tree::SCHEMA_VERSION
+            ),
+        });
+    }
+    let level_ok = |l: u8| cfg.level.is_none_or(|max| l <= max);
+    let (mut nodes, mut metrics) = (Collect::default(), Collect::default());
+    let mut paths = Vec::new();
+    for iv in &doc.intervals {
+        for n in iv.nodes.iter().filter(|n| level_ok(n.level)) {
+            let above = n.above_threshold == Some(true);
+            nodes.add(
+                &n.name,
+                n.parent.as_deref(),
+                n.level,
+                &n.unit,
+                n.value,
+                above,
+            );
+        }
+        for m in &iv.metrics {
+            metrics.add(&m.name, None, 0, &m.unit, m.value, false);
+        }
+        paths.push(iv.bottleneck.path.clone());
+    }
+    Ok(Side {
+        file: file.to_string(),
+        cpu_key: doc.cpu.key,
+        cpu_name: doc.cpu.name,
+        source: doc.source,
+        samples: doc.intervals.len(),
+        sample_kind: if doc.interval_mode {
+            "intervals"
+        } else {
+            "whole"
+        },
+        nodes: nodes.series,
+        metrics: metrics.series,
+        bottleneck: most_common(&paths),
+    })
+}
+
+/// A unit as `tma.stat` spells it.
+fn unit_name(u: tma_catalog::Unit) -> &'static str {
+    match u {
+        tma_catalog::Unit::PercentSlots => "PercentSlots",
+        tma_catalog::Unit::Percent => "Percent",
+        tma_catalog::Unit::Number => "Number",
+    }
+}
+
+fn from_evaluated(file: &str, ev: tma_stat::Evaluated) -> Side {
+    let (mut nodes, mut metrics) = (Collect::default(), Collect::default());
+    let mut paths = Vec::new();
+    for ir in &ev.run.intervals {
+        for n in &ir.report.nodes {
+            let above = n.above_threshold == Some(true);
+            nodes.add(n.name, n.parent, n.level, unit_name(n.unit), n.value, above);
+        }
+        for m in &ir.report.metrics {
+            metrics.add(m.name, None, 0, unit_name(m.unit), m.value, false);
+        }
+        paths.push(ir.report.bottleneck.path.clone());
+    }
+    let info = &ev.run.info;
+    Side {
+        file: file.to_string(),
+        cpu_key: info.model.key.to_string(),
+        cpu_name: info.model.name.to_string(),
+        source: info.source.clone(),
+        samples: ev.run.intervals.len(),
+        sample_kind: match ev.samples {
+            SampleKind::Whole => "whole",
+            SampleKind::Intervals => "intervals",
+            SampleKind::Repeats => "repeats",
+        },
+        nodes: nodes.series,
+        metrics: metrics.series,
+        bottleneck: most_common(&paths),
+    }
+}

@@ -1,0 +1,312 @@
+//! The `tma diff` use case as a library: compare two runs of the same TMA tree (before and
+//! after a change), node by node and metric by metric, say where the bottleneck moved, test
+//! each delta for significance where the runs hold several samples, and check CI gates.
+//!
+//! The CLI turns its arguments into a [`DiffConfig`] and calls [`run`], then picks a
+//! renderer from [`render`]. Data flow:
+//!
+//! * [`input`]: each side from a `tma stat --json` document, or from a recording evaluated
+//!   in-process by [`tma_stat::evaluate`] (`perf stat` CSV/JSON with `--cpu`, `--record`
+//!   snapshots).
+//! * [`diff`]: the two sides -> [`Diff`] (one [`Row`] per node and metric, the
+//!   [`BottleneckMove`]); [`stats`]: means and Welch's t-test; [`gate`]: `--fail-if`.
+
+mod error;
+pub mod gate;
+pub mod input;
+pub mod render;
+pub mod stats;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use tma_perf::host::Host;
+
+pub use error::DiffError;
+pub use gate::{Gate, GateResult};
+pub use input::{Series, Side};
+pub use stats::{Significance, Summary, Welch};
+
+/// Everything `tma diff` needs; no clap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiffConfig {
+    pub before: PathBuf,
+    pub after: PathBuf,
+    /// CPU model of `perf stat` recordings (`--cpu`).
+    pub cpu: Option<String>,
+    /// Deepest tree level: evaluated for recordings (default 1), a filter for `tma.stat`
+    /// documents (default: every node they hold).
+    pub level: Option<u8>,
+    /// Recordings: only these nodes and their subtrees.
+    pub nodes: Vec<String>,
+    /// Recordings: `-m` (see [`tma_stat::StatConfig::metrics`]).
+    pub metrics: Option<Vec<String>>,
+    /// Recordings: whether SMT was on where a `perf stat` file was recorded.
+    pub smt: Option<bool>,
+    /// `--fail-if` expressions, parsed up front by [`run`].
+    pub gates: Vec<String>,
+    /// The `/sys` and `/proc` roots (for a recording that names no CPU, this machine's).
+    pub host: Host,
+}
+
+impl Default for DiffConfig {
+    fn default() -> Self {
+        DiffConfig {
+            before: PathBuf::new(),
+            after: PathBuf::new(),
+            cpu: None,
+            level: None,
+            nodes: Vec::new(),
+            metrics: None,
+            smt: None,
+            gates: Vec::new(),
+            host: Host::system(),
+        }
+    }
+}
+
+/// One node or metric, before and after.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    pub name: String,
+    pub parent: Option<String>,
+    /// Tree level (0 for metrics).
+    pub level: u8,
+    pub unit: String,
+    pub before: Option<Summary>,
+    pub after: Option<Summary>,
+    /// after mean - before mean (points of % for tree nodes).
+    pub delta: Option<f64>,
+    /// delta / |before mean| (a fraction); `None` when before is 0 or missing.
+    pub relative: Option<f64>,
+    /// Welch's test, when both sides have two samples or more with some variation.
+    pub welch: Option<Welch>,
+    pub significance: Significance,
+}
+
+impl Row {
+    /// Whether the values are percentages (tree nodes, percent metrics).
+    pub fn percent(&self) -> bool {
+        self.unit.starts_with("Percent")
+    }
+
+    /// A value in this row's unit, for text.
+    pub fn format_value(&self, v: f64) -> String {
+        if self.percent() {
+            format!("{v:.1}%")
+        } else {
+            format!("{v:.2}")
+        }
+    }
+
+    /// "BEFORE", "AFTER" or "either run": where the value is missing.
+    pub fn missing_side(&self) -> &'static str {
+        match (self.before.is_some(), self.after.is_some()) {
+            (false, true) => "the before run",
+            (true, false) => "the after run",
+            _ => "either run",
+        }
+    }
+
+    fn new(b: Option<&Series>, a: Option<&Series>) -> Row {
+        let s = a.or(b).expect("a row has a series on one side at least");
+        let before = b.and_then(|s| Summary::of(&s.values));
+        let after = a.and_then(|s| Summary::of(&s.values));
+        let delta = before.zip(after).map(|(b, a)| a.mean - b.mean);
+        let relative = before
+            .zip(delta)
+            .filter(|(b, _)| b.mean != 0.0)
+            .map(|(b, d)| d / b.mean.abs());
+        let test = match (&before, &after) {
+            (Some(b), Some(a)) => stats::welch(b, a),
+            _ => Err("no value on one side".to_string()),
+        };
+        Row {
+            name: s.name.clone(),
+            parent: s.parent.clone(),
+            level: s.level,
+            unit: s.unit.clone(),
+            before,
+            after,
+            delta,
+            relative,
+            welch: test.as_ref().ok().copied(),
+            significance: Significance::of(&test),
+        }
+    }
+}
+
+/// Where the bottleneck was and is.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BottleneckMove {
+    /// Path from level 1 in the before run (empty: none).
+    pub before: Vec<String>,
+    pub after: Vec<String>,
+    /// The before bottleneck's value before and after.
+    pub old_before: Option<f64>,
+    pub old_after: Option<f64>,
+    /// `fixed` (no longer over its threshold in most after samples), `reduced`, `grew`,
+    /// `unchanged`, or `not measured`.
+    pub verdict: &'static str,
+    /// The after bottleneck's value after.
+    pub new_after: Option<f64>,
+    /// The one line the text output prints.
+    pub text: String,
+}
+
+/// Two runs compared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diff {
+    pub before: Side,
+    pub after: Side,
+    pub nodes: Vec<Row>,
+    pub metrics: Vec<Row>,
+    pub bottleneck: BottleneckMove,
+    pub gates: Vec<GateResult>,
+}
+
+impl Diff {
+    /// The gates that tripped.
+    pub fn tripped(&self) -> impl Iterator<Item = &GateResult> {
+        self.gates.iter().filter(|g| g.tripped)
+    }
+
+    /// Whether any row could be tested (some side has several samples).
+    pub fn tested(&self) -> bool {
+        self.nodes
+            .iter()
+            .chain(&self.metrics)
+            .any(|r| r.welch.is_some())
+    }
+}
+
+/// Read both runs, compare them and check the gates (parsed first, so a bad expression
+/// fails before any file is read). Notes of the imports go to `notes`.
+pub fn run(cfg: &DiffConfig, notes: &mut dyn Write) -> Result<Diff, DiffError> {
+    let gates = cfg
+        .gates
+        .iter()
+        .map(|g| gate::parse(g))
+        .collect::<Result<Vec<_>, _>>()?;
+    let before = input::load(cfg, &cfg.before, notes)?;
+    let after = input::load(cfg, &cfg.after, notes)?;
+    let mut d = diff(before, after)?;
+    d.gates = gates
+        .iter()
+        .map(|g| gate::check(g, &d.nodes, &d.metrics))
+        .collect::<Result<_, _>>()?;
+    Ok(d)
+}
+
+/// Compare two sides of the same CPU model (else [`DiffError::CpuMismatch`]).
+pub fn diff(before: Side, after: Side) -> Result<Diff, DiffError> {
+    if before.cpu_key != after.cpu_key {
+        return Err(DiffError::CpuMismatch {
+            before: before.cpu_name,
+            before_key: before.cpu_key,
+            after: after.cpu_name,
+            after_key: after.cpu_key,
+        });
+    }
+    let nodes = rows(&before.nodes, &after.nodes);
+    let metrics = rows(&before.metrics, &after.metrics);
+    let bottleneck = bottleneck_move(&before, &after, &nodes);
+    Ok(Diff {
+        before,
+        after,
+        nodes,
+        metrics,
+        bottleneck,
+        gates: Vec::new(),
+    })
+}
+
+/// Rows in the before run's order; series only the after run has follow their parent (or
+/// go last).
+fn rows(before: &[Series], after: &[Series]) -> Vec<Row> {
+    let mut out: Vec<Row> = before
+        .iter()
+        .map(|b| Row::new(Some(b), after.iter().find(|a| a.name == b.name)))
+        .collect();
+    for a in after
+        .iter()
+        .filter(|a| !before.iter().any(|b| b.name == a.name))
+    {
+        let row = Row::new(None, Some(a));
+        let at = a
+            .parent
+            .as_ref()
+            .and_then(|p| {
+                out.iter()
+                    .rposition(|r| &r.name == p || r.parent.as_ref() == Some(p))
+            })
+            .map_or(out.len(), |i| i + 1);
+        out.insert(at, row);
+    }
+    out
+}
+
+fn bottleneck_move(before: &Side, after: &Side, nodes: &[Row]) -> BottleneckMove {
+    let row = |name: Option<&String>| name.and_then(|n| nodes.iter().find(|r| &r.name == n));
+    let old = row(before.bottleneck.last());
+    let new = row(after.bottleneck.last());
+    let old_before = old.and_then(|r| r.before).map(|s| s.mean);
+    let old_after = old.and_then(|r| r.after).map(|s| s.mean);
+    let new_after = new.and_then(|r| r.after).map(|s| s.mean);
+    let still_above = before
+        .bottleneck
+        .last()
+        .and_then(|n| after.nodes.iter().find(|s| &s.name == n))
+        .is_some_and(|s| 2 * s.above > after.samples);
+    let verdict = match (old_before, old_after) {
+        (Some(_), Some(_)) if before.bottleneck == after.bottleneck => "unchanged",
+        (Some(_), Some(_)) if !still_above => "fixed",
+        (Some(b), Some(a)) if a < b => "reduced",
+        (Some(_), Some(_)) => "grew",
+        _ => "not measured",
+    };
+    let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}%"));
+    let path = |p: &[String]| p.join(" > ");
+    let text = if before.bottleneck.is_empty() && after.bottleneck.is_empty() {
+        "no bottleneck in either run".to_string()
+    } else if before.bottleneck.is_empty() {
+        format!(
+            "no bottleneck before; bottleneck now {} ({})",
+            path(&after.bottleneck),
+            pct(new_after)
+        )
+    } else if before.bottleneck == after.bottleneck {
+        format!(
+            "bottleneck unchanged: {} {} → {}",
+            path(&before.bottleneck),
+            pct(old_before),
+            pct(old_after)
+        )
+    } else {
+        let now = if after.bottleneck.is_empty() {
+            "no bottleneck now".to_string()
+        } else {
+            format!(
+                "bottleneck now {} ({})",
+                path(&after.bottleneck),
+                pct(new_after)
+            )
+        };
+        format!(
+            "{} {} → {} ({verdict}); {now}",
+            path(&before.bottleneck),
+            pct(old_before),
+            pct(old_after)
+        )
+    };
+    BottleneckMove {
+        before: before.bottleneck.clone(),
+        after: after.bottleneck.clone(),
+        old_before,
+        old_after,
+        verdict,
+        new_after,
+        text,
+    }
+}

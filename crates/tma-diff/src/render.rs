@@ -1,0 +1,260 @@
+//! `tma diff` as text (the tree with before, after, delta and p), JSON (`tma.diff` v1) and
+//! CSV (one row per node and metric).
+
+use std::io::Write;
+
+use serde::Serialize;
+use tma_report::ReportError;
+
+use crate::stats::ALPHA;
+use crate::{BottleneckMove, Diff, GateResult, Row, Side, Significance};
+
+/// The schema name of `tma diff --json`.
+pub const SCHEMA: &str = "tma.diff";
+/// Its version.
+pub const SCHEMA_VERSION: u32 = 1;
+
+fn samples(s: &Side) -> String {
+    let what = match (s.sample_kind, s.samples) {
+        (_, 1) => "sample",
+        ("repeats", _) => "runs",
+        ("intervals", _) => "intervals",
+        _ => "samples",
+    };
+    format!("{} {what}", s.samples)
+}
+
+fn delta_text(r: &Row) -> String {
+    let Some(d) = r.delta else {
+        return "-".into();
+    };
+    let rel = r
+        .relative
+        .map_or(String::new(), |x| format!(" ({:+.1}%)", x * 100.0));
+    if r.percent() {
+        format!("{d:+.1} pts{rel}")
+    } else {
+        format!("{d:+.2}{rel}")
+    }
+}
+
+fn p_text(r: &Row) -> String {
+    match (&r.welch, &r.significance) {
+        (Some(w), Significance::Significant) => format!("{:.3} *", w.p),
+        (Some(w), _) => format!("{:.3}", w.p),
+        _ => "?".into(),
+    }
+}
+
+fn value_text(r: &Row, s: Option<crate::Summary>) -> String {
+    s.map_or("-".into(), |s| r.format_value(s.mean))
+}
+
+fn table(w: &mut dyn Write, rows: &[Row], title: &str, indent: bool) -> std::io::Result<()> {
+    let name = |r: &Row| {
+        let pad = if indent {
+            "  ".repeat(r.level.saturating_sub(1) as usize)
+        } else {
+            String::new()
+        };
+        format!("{pad}{}", r.name)
+    };
+    let width = rows
+        .iter()
+        .map(|r| name(r).len())
+        .max()
+        .unwrap_or(0)
+        .max(title.len());
+    writeln!(
+        w,
+        "{title:<width$}  {:>9}  {:>9}  {:>22}  {:>8}",
+        "before", "after", "delta", "p"
+    )?;
+    for r in rows {
+        writeln!(
+            w,
+            "{:<width$}  {:>9}  {:>9}  {:>22}  {:>8}",
+            name(r),
+            value_text(r, r.before),
+            value_text(r, r.after),
+            delta_text(r),
+            p_text(r)
+        )?;
+    }
+    Ok(())
+}
+
+/// The readable comparison.
+pub fn text(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
+    writeln!(
+        w,
+        "{} ({}): before {} ({}), after {} ({})",
+        d.before.cpu_name,
+        d.before.cpu_key,
+        d.before.file,
+        samples(&d.before),
+        d.after.file,
+        samples(&d.after)
+    )?;
+    writeln!(
+        w,
+        "values are means over the samples; tree nodes in % of pipeline slots, deltas in points"
+    )?;
+    writeln!(w)?;
+    table(w, &d.nodes, "node", true)?;
+    if !d.metrics.is_empty() {
+        writeln!(w)?;
+        table(w, &d.metrics, "metric", false)?;
+    }
+    writeln!(w)?;
+    writeln!(w, "Bottleneck: {}", d.bottleneck.text)?;
+    if d.tested() {
+        writeln!(
+            w,
+            "p: Welch's t-test (two-sided) over the samples of each side; * p < {ALPHA}; ? = \
+             not testable (fewer than two samples on a side, or no variation)"
+        )?;
+    } else {
+        let why = d
+            .nodes
+            .iter()
+            .chain(&d.metrics)
+            .find_map(|r| match &r.significance {
+                Significance::Unknown { reason } => Some(reason.as_str()),
+                _ => None,
+            })
+            .unwrap_or("nothing to test");
+        writeln!(w, "Significance unknown: {why}.")?;
+    }
+    for g in &d.gates {
+        writeln!(
+            w,
+            "Gate {}: {}",
+            if g.tripped { "TRIPPED" } else { "ok" },
+            g.reason
+        )?;
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct DiffJson<'a> {
+    before: SideJson<'a>,
+    after: SideJson<'a>,
+    significance: TestJson,
+    nodes: &'a [Row],
+    metrics: &'a [Row],
+    bottleneck: &'a BottleneckMove,
+    gates: &'a [GateResult],
+}
+
+#[derive(Serialize)]
+struct SideJson<'a> {
+    file: &'a str,
+    cpu: CpuJson<'a>,
+    source: &'a str,
+    samples: usize,
+    /// `whole`, `intervals` or `repeats`.
+    sample_kind: &'a str,
+}
+
+#[derive(Serialize)]
+struct CpuJson<'a> {
+    key: &'a str,
+    name: &'a str,
+}
+
+#[derive(Serialize)]
+struct TestJson {
+    test: &'static str,
+    alpha: f64,
+}
+
+fn side_json(s: &Side) -> SideJson<'_> {
+    SideJson {
+        file: &s.file,
+        cpu: CpuJson {
+            key: &s.cpu_key,
+            name: &s.cpu_name,
+        },
+        source: &s.source,
+        samples: s.samples,
+        sample_kind: s.sample_kind,
+    }
+}
+
+/// `tma.diff` version 1.
+pub fn json(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
+    let doc = DiffJson {
+        before: side_json(&d.before),
+        after: side_json(&d.after),
+        significance: TestJson {
+            test: "welch_t_two_sided",
+            alpha: ALPHA,
+        },
+        nodes: &d.nodes,
+        metrics: &d.metrics,
+        bottleneck: &d.bottleneck,
+        gates: &d.gates,
+    };
+    tma_report::write_json(w, SCHEMA, SCHEMA_VERSION, &doc)
+}
+
+/// One row per node and metric, full precision.
+pub fn csv(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
+    tma_report::csv_row(
+        w,
+        &[
+            "kind",
+            "name",
+            "parent",
+            "level",
+            "unit",
+            "before_n",
+            "before_mean",
+            "before_sd",
+            "after_n",
+            "after_mean",
+            "after_sd",
+            "delta",
+            "relative_change",
+            "t",
+            "df",
+            "p_value",
+            "significance",
+        ],
+    )?;
+    let opt = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
+    for (kind, rows) in [("node", &d.nodes), ("metric", &d.metrics)] {
+        for r in rows {
+            let sig = match &r.significance {
+                Significance::Significant => "significant",
+                Significance::NotSignificant => "not_significant",
+                Significance::Unknown { .. } => "unknown",
+            };
+            tma_report::csv_row(
+                w,
+                &[
+                    kind.to_string(),
+                    r.name.clone(),
+                    r.parent.clone().unwrap_or_default(),
+                    r.level.to_string(),
+                    r.unit.clone(),
+                    r.before.map_or(0, |s| s.n).to_string(),
+                    opt(r.before.map(|s| s.mean)),
+                    opt(r.before.and_then(|s| s.sd)),
+                    r.after.map_or(0, |s| s.n).to_string(),
+                    opt(r.after.map(|s| s.mean)),
+                    opt(r.after.and_then(|s| s.sd)),
+                    opt(r.delta),
+                    opt(r.relative),
+                    opt(r.welch.map(|t| t.t)),
+                    opt(r.welch.map(|t| t.df)),
+                    opt(r.welch.map(|t| t.p)),
+                    sig.to_string(),
+                ],
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -16,7 +16,7 @@ pub enum DiffError {
     #[error("{file}: {source}")]
     Stat {
         file: String,
-        source: tma_stat::StatError,
+        source: Box<tma_stat::StatError>,
     },
     /// The two sides were measured on (or evaluated for) different CPU models.
     #[error(

@@ -68,7 +68,7 @@ pub fn load(cfg: &DiffConfig, path: &Path, notes: &mut dyn Write) -> Result<Side
     };
     let ev = tma_stat::evaluate(&stat, notes).map_err(|source| DiffError::Stat {
         file: file.clone(),
-        source,
+        source: Box::new(source),
     })?;
     Ok(from_evaluated(&file, ev))
 }

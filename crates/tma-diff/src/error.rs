@@ -13,7 +13,7 @@ pub enum DiffError {
     },
     #[error("{file}: not a tma.stat document: {detail}")]
     StatJson { file: String, detail: String },
-    #[error("{file}: {source}")]
+    #[error("{}", prefixed(.file, .source))]
     Stat {
         file: String,
         source: Box<tma_stat::StatError>,
@@ -53,5 +53,15 @@ impl DiffError {
             DiffError::Output(r) => r.io_error(),
             _ => None,
         }
+    }
+}
+
+/// `FILE: message`, unless the message names the file already.
+fn prefixed(file: &str, e: &tma_stat::StatError) -> String {
+    let msg = e.to_string();
+    if msg.contains(file) {
+        msg
+    } else {
+        format!("{file}: {msg}")
     }
 }

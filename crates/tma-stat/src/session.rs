@@ -897,7 +897,9 @@ fn hardware(
         let (runs, b) = count_step(s, &plan, &info, step, out, notes)?;
         bottleneck = b;
         last_ending = runs.last().map_or(last_ending, |m| m.ending);
-        step_extras(s, &plan, &info, &runs, out, notes)?;
+        if s.keep.is_none() {
+            step_extras(s, &plan, &info, &runs, out, notes)?;
+        }
         if !drilldown || last_ending == Ending::Interrupted {
             break;
         }

@@ -23,6 +23,20 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// tracefs mounts at or below `dir` (what a test given `dir` as its root could have mounted;
+/// other processes' mounts elsewhere do not disturb the count).
+fn tracefs_mounts_under(dir: &Path) -> usize {
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| {
+            let mut f = l.split_whitespace();
+            let point = f.nth(1).unwrap_or("");
+            f.next() == Some("tracefs") && Path::new(point).starts_with(dir)
+        })
+        .count()
+}
+
 fn tracefs_mounts() -> usize {
     std::fs::read_to_string("/proc/self/mounts")
         .unwrap_or_default()
@@ -55,12 +69,12 @@ fn runner_child() {
 
 #[test]
 fn mount_point_missing_is_a_clear_error_and_mounts_nothing() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let before = tracefs_mounts();
     let err = Tracefs::find_or_mount(dir.path()).unwrap_err().to_string();
     assert!(err.contains("does not exist"), "{err}");
     assert!(err.contains("mount -t tracefs"), "{err}");
-    assert_eq!(tracefs_mounts(), before);
+    assert_eq!(tracefs_mounts_under(dir.path()), 0);
 }
 
 #[test]

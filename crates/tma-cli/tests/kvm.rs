@@ -450,3 +450,33 @@ fn memory_rejects_a_non_vmm() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["schema"], "tma.kvm-memory");
 }
+
+#[test]
+fn memory_on_fixture_roots() {
+    let roots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/roots");
+    let out = Command::new(TMA)
+        .arg("--root")
+        .arg(roots.join("qemu-hugetlbfs"))
+        .args(["kvm", "--memory", "-p", "4242"])
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        s.contains("100% on huge pages: backed by huge pages"),
+        "{s}"
+    );
+    let out = Command::new(TMA)
+        .arg("--root")
+        .arg(roots.join("guest-memfd"))
+        .args(["kvm", "--memory", "--all"])
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("guest_memfd: 1 file(s) open"), "{s}");
+    assert!(s.contains("fix: echo always"), "{s}");
+}

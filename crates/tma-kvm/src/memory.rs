@@ -347,7 +347,12 @@ pub fn verdict(vm: &VmMemory) -> (String, Option<String>) {
         )
     });
     let head = format!(
-        "guest memory {} ({} resident), {pct:.0}% on huge pages",
+        "{}guest memory {} ({} resident), {pct:.0}% on huge pages",
+        if vm.guest_memfd.is_some() {
+            "shared "
+        } else {
+            ""
+        },
         size_text(vm.bytes),
         size_text(vm.resident)
     );

@@ -62,7 +62,7 @@ fn main() -> ExitCode {
         Command::List(a) => cmd::list::run(a, &cli.root),
         Command::Locate(a) => cmd::locate::run(a, &cli.root),
         Command::Bench(a) => cmd::bench::run(a),
-        Command::Kvm(a) => cmd::kvm::run(a),
+        Command::Kvm(a) => cmd::kvm::run(a, &cli.root),
         Command::Doctor(a) => cmd::doctor::run(a, &cli.root),
         Command::Workload(a) => cmd::workload::run(a),
         Command::Demo(a) => cmd::demo::run(a),

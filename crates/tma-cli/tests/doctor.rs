@@ -148,3 +148,36 @@ fn bad_root_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("must contain proc/ and sys/"));
 }
+
+#[test]
+fn vm_memory_check_for_each_vm_found() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("t");
+    copy_dir(&tree("this-vm"), &base);
+    // The QEMU of tests/fixtures/roots/guest-memfd (found by its name; its fd links are not copied).
+    let vmm = tree("../roots/guest-memfd/proc/5151");
+    std::fs::create_dir_all(base.join("proc/5151")).unwrap();
+    for f in ["comm", "status", "smaps"] {
+        std::fs::copy(vmm.join(f), base.join("proc/5151").join(f)).unwrap();
+    }
+    let out = Command::new(TMA)
+        .args(["doctor", "--json", "--root"])
+        .arg(&base)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "vm_memory")
+        .expect("a vm_memory check");
+    assert_eq!(c["status"], "warning");
+    let s = c["summary"].as_str().unwrap();
+    assert!(
+        s.starts_with("VMM pid 5151 (qemu-system-x86): guest memory 16 GiB"),
+        "{s}"
+    );
+    assert!(c["fix"].as_str().unwrap().contains("MADV_HUGEPAGE"));
+}

@@ -40,7 +40,23 @@ fn runner_child() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(N);
-    let got = tma_testvmm::run_guest(n).expect("guest runs");
+    // TMA_KVM_RUNNER_THP=on|off: 64 MiB of extra guest memory advised MADV_HUGEPAGE or
+    // MADV_NOHUGEPAGE; the VM is held (after a READY line) until stdin closes.
+    let thp = std::env::var("TMA_KVM_RUNNER_THP")
+        .ok()
+        .and_then(|s| tma_testvmm::ThpAdvice::parse(&s));
+    let opts = tma_testvmm::GuestOptions {
+        extra_memory: thp.map(|a| (64 << 20, a)),
+    };
+    let got = tma_testvmm::run_guest_with(n, opts, || {
+        if thp.is_some() {
+            use std::io::{Read, Write};
+            println!("\nREADY");
+            let _ = std::io::stdout().flush();
+            let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        }
+    })
+    .expect("guest runs");
     println!("\n{}", RunnerCounts::expected(u32::from(n)).expect_line());
     let stats: Vec<String> = got
         .kvm_stats
@@ -337,4 +353,130 @@ fn pid_mode_measures_only_that_vmm() {
     for t in r["per_vcpu"].as_array().unwrap() {
         assert_eq!(t["pid"].as_u64().unwrap(), u64::from(pid));
     }
+}
+
+/// Runs the runner child with its extra guest memory advised `thp` (`on`/`off`) and returns
+/// `tma kvm --memory --json -p PID` and the text output for it.
+fn memory_of_runner(thp: &str) -> (serde_json::Value, String) {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let me = std::env::current_exe().unwrap();
+    let mut child = Command::new(&me)
+        .args(["--exact", "runner_child", "--nocapture", "--test-threads=1"])
+        .env("TMA_KVM_RUNNER_CHILD", "1")
+        .env("TMA_KVM_RUNNER_ITER", "1")
+        .env("TMA_KVM_RUNNER_THP", thp)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(
+        lines.any(|l| l.is_ok_and(|l| l.trim() == "READY")),
+        "runner child never got ready"
+    );
+    let pid = child.id().to_string();
+    let json = Command::new(TMA)
+        .args(["kvm", "--memory", "--json", "-p", &pid])
+        .output()
+        .unwrap();
+    let text = Command::new(TMA)
+        .args(["kvm", "--memory", "-p", &pid])
+        .output()
+        .unwrap();
+    drop(child.stdin.take());
+    for _ in lines.by_ref() {}
+    let st = child.wait().unwrap();
+    assert!(st.success());
+    assert!(
+        json.status.success() && text.status.success(),
+        "{}",
+        String::from_utf8_lossy(&json.stderr)
+    );
+    (
+        serde_json::from_slice(&json.stdout).unwrap(),
+        String::from_utf8_lossy(&text.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn memory_reports_the_huge_page_share_of_the_runner() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_err()
+    {
+        eprintln!("skipped: cannot open /dev/kvm");
+        return;
+    }
+    let thp =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    let (v, text) = memory_of_runner("off");
+    assert_eq!(v["schema"], "tma.kvm-memory");
+    let vm = &v["vms"][0];
+    let m = &vm["mappings"][0];
+    assert_eq!(m["size"], 64 << 20, "{v}");
+    assert_eq!(m["backing"], "anonymous");
+    assert_eq!(m["advice"], "no_hugepage");
+    assert!(m["resident"].as_u64().unwrap() >= 60 << 20, "{v}");
+    assert!(vm["huge_share"].as_f64().unwrap() < 0.05, "{v}");
+    assert!(text.contains("0% on huge pages"), "{text}");
+    assert!(text.contains("fix: "), "{text}");
+    if thp.contains("[never]") || thp.is_empty() {
+        eprintln!("skipped the MADV_HUGEPAGE half: THP is never or absent here");
+        return;
+    }
+    let (v, text) = memory_of_runner("on");
+    let vm = &v["vms"][0];
+    assert_eq!(vm["mappings"][0]["advice"], "hugepage");
+    let share = vm["huge_share"].as_f64().unwrap();
+    assert!(share >= 0.9, "{share}: {v}");
+    assert!(text.contains("backed by huge pages"), "{text}");
+    assert_eq!(vm["fix"], serde_json::Value::Null);
+}
+
+#[test]
+fn memory_rejects_a_non_vmm() {
+    let me = std::process::id().to_string();
+    fails_with(&["kvm", "--memory", "-p", &me], "is not a VMM");
+    fails_with(&["kvm", "--memory", "-a", "-p", &me], "at most one target");
+    let out = Command::new(TMA)
+        .args(["kvm", "--memory", "--json", "-a"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "tma.kvm-memory");
+}
+
+#[test]
+fn memory_on_fixture_roots() {
+    let roots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/roots");
+    let out = Command::new(TMA)
+        .arg("--root")
+        .arg(roots.join("qemu-hugetlbfs"))
+        .args(["kvm", "--memory", "-p", "4242"])
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        s.contains("100% on huge pages: backed by huge pages"),
+        "{s}"
+    );
+    let out = Command::new(TMA)
+        .arg("--root")
+        .arg(roots.join("guest-memfd"))
+        .args(["kvm", "--memory", "--all"])
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("guest_memfd: 1 file(s) open"), "{s}");
+    assert!(s.contains("fix: echo always"), "{s}");
 }

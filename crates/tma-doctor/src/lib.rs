@@ -43,7 +43,8 @@ impl Status {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {
     /// Stable id (`pmu`, `paranoid`, `rdpmc`, `nmi_watchdog`, `counters`, `hybrid`, `smt`,
-    /// `governor`, `boost`, `cstate`, `thp`, `isolation`, `hypervisor`, `tsc`).
+    /// `governor`, `boost`, `cstate`, `thp`, `isolation`, `hypervisor`, `tsc`; `vm_memory`
+    /// once per VM found, see [`Check::vm_memory`]).
     pub id: &'static str,
     pub status: Status,
     /// One-line finding.
@@ -52,6 +53,24 @@ pub struct Check {
     pub explanation: String,
     /// The exact command that fixes it, when there is one.
     pub fix: Option<String>,
+}
+
+impl Check {
+    /// The huge-page backing of one VM's guest memory, judged by the caller (`tma_kvm::memory`
+    /// from the VMM's smaps and THP settings): `verdict` is its one line, `fix` what to do.
+    pub fn vm_memory(vmm: &str, on_huge_pages: bool, verdict: &str, fix: Option<String>) -> Check {
+        Check {
+            id: "vm_memory",
+            status: if on_huge_pages {
+                Status::Ok
+            } else {
+                Status::Warning
+            },
+            summary: format!("{vmm}: {verdict}"),
+            explanation: "Guest memory on 4 KiB host pages costs the guest more TLB misses and two-dimensional page walks; KVM cannot tell the guest, so this is read from the VMM's smaps (`tma kvm --memory`).".to_string(),
+            fix,
+        }
+    }
 }
 
 /// CPUID facts the checks use (Intel leaf 0xA for counter numbers; vendor).

@@ -29,10 +29,16 @@
 //! `tma_perf::host::Host`'s loaded modules), and the report then says in one line that this
 //! backend does not emit `kvm_exit` and shows the VMM-level breakdown instead of an empty table.
 //!
+//! # Guest memory on huge pages
+//! [`memory`] answers from the host side whether a VM's memory is on huge pages (KVM has no
+//! interface for it): the VMM's guest-memory mappings from smaps, the THP settings that apply,
+//! the guest_memfd files it holds, and a verdict with the fix (`tma kvm --memory`).
+//!
 //! The tests measure a tiny VMM whose guest performs known numbers of exit-causing operations:
 //! the dev-only `tma-testvmm` crate.
 
 pub mod decode;
+pub mod memory;
 pub mod reasons;
 pub mod render;
 pub mod session;
@@ -40,6 +46,7 @@ pub mod stats;
 pub mod tracefs;
 
 pub use decode::{Decoder, KvmEvent};
+pub use memory::{MemoryConfig, MemoryReport, MemoryTarget, VmMemory};
 pub use reasons::{ExitReason, Isa};
 pub use render::{render, RenderOptions};
 pub use session::{run, SessionConfig, Target};

@@ -273,3 +273,83 @@ fn render_vmm(w: &mut dyn Write, r: &KvmReport) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// The `tma kvm --memory --json` document (schema `tma.kvm-memory`, version 1).
+pub fn memory_json(
+    w: &mut dyn Write,
+    report: &crate::memory::MemoryReport,
+) -> Result<(), tma_report::ReportError> {
+    tma_report::write_json(w, "tma.kvm-memory", 1, report)
+}
+
+/// `tma kvm --memory` as text: per VMM its THP settings, guest-memory mappings, and verdict.
+pub fn memory(w: &mut dyn Write, report: &crate::memory::MemoryReport) -> io::Result<()> {
+    use crate::memory::size_text;
+    if report.vms.is_empty() && report.unreadable.is_empty() {
+        writeln!(w, "no VMM processes found (QEMU, Firecracker, Cloud Hypervisor, crosvm, or a holder of /dev/kvm)")?;
+    }
+    for (i, vm) in report.vms.iter().enumerate() {
+        if i > 0 {
+            writeln!(w)?;
+        }
+        writeln!(w, "VMM pid {} ({})", vm.pid, vm.name)?;
+        let opt = |v: Option<String>| v.unwrap_or_else(|| "unknown".into());
+        writeln!(
+            w,
+            "THP: system {}, process THP_enabled {}",
+            opt(vm.thp.system.map(|m| m.name().to_string())),
+            opt(vm.thp.process_enabled.map(|e| if e {
+                "1"
+            } else {
+                "0 (prctl PR_SET_THP_DISABLE)"
+            }
+            .to_string()))
+        )?;
+        if let Some(g) = &vm.guest_memfd {
+            writeln!(
+                w,
+                "guest_memfd: {} file(s) open, {} mapped into the VMM; private pages are not mapped, so their page size is not visible here",
+                g.fds,
+                size_text(g.mapped_bytes)
+            )?;
+        }
+        if !vm.mappings.is_empty() {
+            let mut t = tma_report::table(&[
+                "Address", "Backing", "Page", "Size", "Resident", "Huge", "Huge%", "Advice", "Path",
+            ]);
+            for m in &vm.mappings {
+                let pct = if m.resident == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{:.0}%", 100.0 * m.huge_bytes as f64 / m.resident as f64)
+                };
+                t.add_row(vec![
+                    format!("{:x}-{:x}", m.start, m.end),
+                    m.backing.name().to_string(),
+                    size_text(m.page_size),
+                    size_text(m.size),
+                    size_text(m.resident),
+                    size_text(m.huge_bytes),
+                    pct,
+                    match m.advice {
+                        crate::memory::Advice::Hugepage => "hugepage",
+                        crate::memory::Advice::NoHugepage => "nohugepage",
+                        crate::memory::Advice::None => "-",
+                    }
+                    .to_string(),
+                    m.path.clone(),
+                ]);
+            }
+            tma_report::align_right(&mut t, &[2, 3, 4, 5, 6]);
+            writeln!(w, "{t}")?;
+        }
+        writeln!(w, "verdict: {}", vm.verdict)?;
+        if let Some(f) = &vm.fix {
+            writeln!(w, "fix: {f}")?;
+        }
+    }
+    for u in &report.unreadable {
+        writeln!(w, "pid {}: {}", u.pid, u.error)?;
+    }
+    Ok(())
+}

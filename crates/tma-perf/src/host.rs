@@ -258,6 +258,10 @@ pub struct SmapsEntry {
     pub shmem_pmd_mapped: u64,
     /// `FilePmdMapped`: file memory mapped by huge pages.
     pub file_pmd_mapped: u64,
+    /// `Shared_Hugetlb`: hugetlbfs pages shared with another process (not counted in `Rss`).
+    pub shared_hugetlb: u64,
+    /// `Private_Hugetlb`: hugetlbfs pages private to this process (not counted in `Rss`).
+    pub private_hugetlb: u64,
     /// `VmFlags` (`hg` = advised MADV_HUGEPAGE, `nh` = MADV_NOHUGEPAGE, `ht` = hugetlbfs).
     pub vm_flags: Vec<String>,
 }
@@ -267,9 +271,19 @@ impl SmapsEntry {
     /// memory, file; a hugetlbfs mapping counts whole when resident).
     pub fn huge_bytes(&self) -> u64 {
         if self.kernel_page_size > 4096 {
-            return self.rss;
+            return self.resident();
         }
         self.anon_huge_pages + self.shmem_pmd_mapped + self.file_pmd_mapped
+    }
+
+    /// Resident bytes: `Rss` plus the hugetlbfs pages, which smaps keeps out of `Rss`.
+    pub fn resident(&self) -> u64 {
+        self.rss + self.shared_hugetlb + self.private_hugetlb
+    }
+
+    /// Whether this is a hugetlbfs mapping (`ht` flag or a page size above 4 KiB).
+    pub fn is_hugetlb(&self) -> bool {
+        self.kernel_page_size > 4096 || self.has_vm_flag("ht")
     }
 
     /// Whether `VmFlags` holds `flag`.
@@ -311,6 +325,8 @@ pub fn parse_smaps(bytes: &[u8]) -> Result<Vec<SmapsEntry>, ParseError> {
                 "AnonHugePages" => &mut entry.anon_huge_pages,
                 "ShmemPmdMapped" => &mut entry.shmem_pmd_mapped,
                 "FilePmdMapped" => &mut entry.file_pmd_mapped,
+                "Shared_Hugetlb" => &mut entry.shared_hugetlb,
+                "Private_Hugetlb" => &mut entry.private_hugetlb,
                 _ => continue,
             };
             let kb = rest
@@ -616,6 +632,25 @@ impl Host {
         Ok(tids)
     }
 
+    /// The process ids under `<proc>` (its numeric entries), sorted.
+    pub fn pids(&self) -> Result<Vec<i32>, HostError> {
+        let mut pids: Vec<i32> = Host::entries(self.proc.clone())?
+            .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+            .collect();
+        pids.sort_unstable();
+        Ok(pids)
+    }
+
+    /// The value of the field `name` in `<proc>/<pid>/status` (`THP_enabled`, `Name`),
+    /// trimmed; `None` when the kernel does not show that field.
+    pub fn status_field(&self, pid: i32, name: &str) -> Result<Option<String>, HostError> {
+        let text = self.proc_text(&format!("{pid}/status"))?;
+        Ok(text.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k == name).then(|| v.trim().to_string())
+        }))
+    }
+
     /// The system THP mode, from `<sys>/kernel/mm/transparent_hugepage/enabled` (missing when
     /// the kernel is built without THP).
     pub fn thp_mode(&self) -> Result<ThpMode, HostError> {
@@ -911,6 +946,17 @@ VmFlags: rd wr mr mw me ac sd nh
         .unwrap();
         assert_eq!(huge_tlb[0].huge_bytes(), 1 << 30);
         assert_eq!(huge_tlb[0].path, "/dev/hugepages/guest");
+        // As the kernel writes hugetlbfs mappings: Rss 0, the pages in *_Hugetlb.
+        let huge_tlb = parse_smaps(
+            b"7f0000000000-7f0040000000 rw-s 00000000 00:10 9 /dev/hugepages/guest\n\
+              Size:            1048576 kB\nKernelPageSize:  2048 kB\nRss:  0 kB\n\
+              Shared_Hugetlb:  0 kB\nPrivate_Hugetlb:  524288 kB\nVmFlags: rd wr sh ht\n",
+        )
+        .unwrap();
+        assert_eq!(huge_tlb[0].private_hugetlb, 512 << 20);
+        assert_eq!(huge_tlb[0].resident(), 512 << 20);
+        assert_eq!(huge_tlb[0].huge_bytes(), 512 << 20);
+        assert!(huge_tlb[0].is_hugetlb());
         assert_eq!(parse_smaps(b"").unwrap(), vec![]);
     }
 
@@ -994,6 +1040,7 @@ VmFlags: rd wr mr mw me ac sd nh
             ),
             ("proc/self/smaps", std::str::from_utf8(SMAPS).unwrap()),
             ("proc/42/smaps", ""),
+            ("proc/42/status", "Name:\tqemu-kvm\nTHP_enabled:\t0\n"),
         ]);
         let h = Host::under(d.path());
         assert_eq!(h.thp_mode().unwrap(), ThpMode::Never);
@@ -1001,6 +1048,11 @@ VmFlags: rd wr mr mw me ac sd nh
         assert_eq!(h.smaps(None).unwrap().len(), 3);
         assert!(h.smaps(Some(42)).unwrap().is_empty());
         assert!(h.smaps(Some(43)).unwrap_err().is_missing());
+        assert_eq!(
+            h.status_field(42, "THP_enabled").unwrap().as_deref(),
+            Some("0")
+        );
+        assert_eq!(h.status_field(42, "Nope").unwrap(), None);
         let s = h
             .huge_page_share(None, &[0x7f3a00000000..0x7f3a00800000])
             .unwrap();
@@ -1009,6 +1061,7 @@ VmFlags: rd wr mr mw me ac sd nh
             .thp_mode()
             .unwrap_err()
             .is_missing());
+        assert_eq!(h.pids().unwrap(), vec![42]);
         // This process's own smaps parses (whatever the kernel writes).
         assert!(!Host::system().smaps(None).unwrap().is_empty());
     }

@@ -9,7 +9,7 @@
 pub mod runner;
 mod sys;
 
-pub use runner::{run_guest, RunnerCounts};
+pub use runner::{run_guest, run_guest_with, GuestOptions, RunnerCounts, ThpAdvice};
 
 /// The guest could not be run (no /dev/kvm, an ioctl failed, an unexpected exit).
 #[derive(Debug, thiserror::Error)]

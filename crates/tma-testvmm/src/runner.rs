@@ -191,8 +191,50 @@ pub fn guest_code(n: u16) -> Vec<u8> {
     c
 }
 
+/// THP advice for the runner's extra guest memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThpAdvice {
+    /// `madvise(MADV_HUGEPAGE)`.
+    Hugepage,
+    /// `madvise(MADV_NOHUGEPAGE)`.
+    NoHugepage,
+}
+
+impl ThpAdvice {
+    /// `on` (MADV_HUGEPAGE) or `off` (MADV_NOHUGEPAGE).
+    pub fn parse(s: &str) -> Option<ThpAdvice> {
+        match s {
+            "on" => Some(ThpAdvice::Hugepage),
+            "off" => Some(ThpAdvice::NoHugepage),
+            _ => None,
+        }
+    }
+}
+
+/// Guest-physical address of the extra guest memory (above the program's 64 KiB slot and the
+/// MMIO address).
+pub const EXTRA_GPA: u64 = 0x100_0000;
+
+/// How [`run_guest_with`] sets the VM up.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GuestOptions {
+    /// Extra guest RAM (bytes, a multiple of 2 MiB, 2 MiB-aligned in the VMM), advised as
+    /// given and touched, as memory slot 1 at [`EXTRA_GPA`].
+    pub extra_memory: Option<(usize, ThpAdvice)>,
+}
+
 /// Run the guest for `n` iterations (1..=65535); returns the exits the VMM handled.
 pub fn run_guest(n: u16) -> Result<RunnerCounts, RunnerError> {
+    run_guest_with(n, GuestOptions::default(), || {})
+}
+
+/// [`run_guest`] with `opts`; `hold` runs after the guest has finished, while the VM, its
+/// vCPU and its memory still exist (a test inspects the VMM process meanwhile).
+pub fn run_guest_with(
+    n: u16,
+    opts: GuestOptions,
+    hold: impl FnOnce(),
+) -> Result<RunnerCounts, RunnerError> {
     if n == 0 {
         return Err(RunnerError("iterations must be at least 1".into()));
     }
@@ -204,6 +246,19 @@ pub fn run_guest(n: u16) -> Result<RunnerCounts, RunnerError> {
     let code = guest_code(n);
     let mem = crate::sys::GuestMemory::new(&vm, MEM_SIZE, &code, LOAD_AT)
         .map_err(|e| RunnerError(format!("guest memory: {e}")))?;
+    let extra = match opts.extra_memory {
+        Some((len, advice)) => {
+            let advice = match advice {
+                ThpAdvice::Hugepage => libc::MADV_HUGEPAGE,
+                ThpAdvice::NoHugepage => libc::MADV_NOHUGEPAGE,
+            };
+            Some(
+                crate::sys::GuestMemory::advised(&vm, 1, EXTRA_GPA, len, advice)
+                    .map_err(|e| RunnerError(format!("extra guest memory: {e}")))?,
+            )
+        }
+        None => None,
+    };
     let mut vcpu = vm.create_vcpu(0).map_err(|e| err("KVM_CREATE_VCPU", e))?;
     let mut sregs = vcpu.get_sregs().map_err(|e| err("KVM_GET_SREGS", e))?;
     sregs.cs.base = 0;
@@ -269,9 +324,11 @@ pub fn run_guest(n: u16) -> Result<RunnerCounts, RunnerError> {
     got.cpuid = u64::from(n);
     got.rdmsr = u64::from(n);
     got.wrmsr = u64::from(n);
+    hold();
     drop(vcpu);
     drop(vm);
     drop(mem);
+    drop(extra);
     Ok(got)
 }
 

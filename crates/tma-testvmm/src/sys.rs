@@ -1,5 +1,5 @@
-//! The only `unsafe` of the test VMM: guest RAM (an anonymous mapping registered as a KVM
-//! memory slot) and `KVM_GET_STATS_FD`. Each block has a `// SAFETY:` comment.
+//! The only `unsafe` of the test VMM: guest RAM (anonymous mappings registered as KVM memory
+//! slots, the extra one advised for huge pages or against them) and `KVM_GET_STATS_FD`. Each block has a `// SAFETY:` comment.
 // unsafe allowed: mmap of guest RAM, KVM memory slots and KVM_GET_STATS_FD.
 #![allow(unsafe_code)]
 
@@ -60,6 +60,67 @@ impl GuestMemory {
         };
         // SAFETY: the region describes exactly the mapping owned by `mem`; the caller keeps
         // `mem` alive for as long as the VM runs.
+        unsafe { vm.set_user_memory_region(region) }
+            .map_err(|e| io::Error::from_raw_os_error(e.errno()))?;
+        Ok(mem)
+    }
+
+    /// Extra guest RAM: `len` bytes (a multiple of 2 MiB) at a 2 MiB-aligned address, advised
+    /// with `advice` (`libc::MADV_HUGEPAGE` or `libc::MADV_NOHUGEPAGE`), every page touched,
+    /// and registered as memory slot `slot` at guest-physical `gpa`.
+    pub fn advised(
+        vm: &kvm_ioctls::VmFd,
+        slot: u32,
+        gpa: u64,
+        len: usize,
+        advice: libc::c_int,
+    ) -> io::Result<GuestMemory> {
+        const HUGE: usize = 2 << 20;
+        if len == 0 || !len.is_multiple_of(HUGE) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "extra guest memory must be a multiple of 2 MiB",
+            ));
+        }
+        let map_len = len + HUGE;
+        // SAFETY: a fresh anonymous private mapping; checked against MAP_FAILED.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let mem = GuestMemory {
+            base: raw as *mut u8,
+            len: map_len,
+        };
+        let skip = (HUGE - (raw as usize) % HUGE) % HUGE;
+        // SAFETY: skip < HUGE, so [skip, skip + len) lies inside the mapping of len + HUGE bytes.
+        let guest = unsafe { mem.base.add(skip) };
+        // SAFETY: madvise on a range inside the mapping owned by `mem`.
+        if unsafe { libc::madvise(guest as *mut libc::c_void, len, advice) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        for off in (0..len).step_by(4096) {
+            // SAFETY: off < len, inside the mapping; nothing else references it yet.
+            unsafe { guest.add(off).write_volatile(1) };
+        }
+        let region = kvm_bindings::kvm_userspace_memory_region {
+            slot,
+            flags: 0,
+            guest_phys_addr: gpa,
+            memory_size: len as u64,
+            userspace_addr: guest as u64,
+        };
+        // SAFETY: the region lies inside the mapping owned by `mem`; the caller keeps `mem`
+        // alive for as long as the VM runs.
         unsafe { vm.set_user_memory_region(region) }
             .map_err(|e| io::Error::from_raw_os_error(e.errno()))?;
         Ok(mem)

@@ -52,11 +52,26 @@ pub fn run(args: Args, root: &crate::cmd::args::RootArg) -> anyhow::Result<ExitC
         action,
     };
     // Commands go to stderr so that --json on stdout stays one document.
-    let done =
+    let mut done =
         tma_doctor::run(&cfg, &mut std::io::stderr()).with_context(|| match &cfg.action {
             Action::Restore { state } => format!("restore from {}", state.display()),
             _ => "apply fixes".to_string(),
         })?;
+    // The VMs on this host: is their guest memory on huge pages? (`tma kvm --memory`)
+    let vms = tma_kvm::memory::run(&tma_kvm::MemoryConfig {
+        target: tma_kvm::MemoryTarget::All,
+        host: root.host(),
+    });
+    for vm in vms.map(|r| r.vms).unwrap_or_default() {
+        let who = format!("VMM pid {} ({})", vm.pid, vm.name);
+        let good = vm.fix.is_none();
+        done.report.checks.push(tma_doctor::Check::vm_memory(
+            &who,
+            good,
+            &vm.verdict,
+            vm.fix.clone(),
+        ));
+    }
     crate::output::emit(args.output.as_deref(), |w| {
         if args.json {
             tma_doctor::render_json(w, &done)

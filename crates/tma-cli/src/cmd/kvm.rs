@@ -20,8 +20,11 @@ pub struct Args {
     #[arg(short = 'p', long = "pid", value_name = "VMM_PID")]
     pub pid: Option<u32>,
     /// Measure every VM on this host.
-    #[arg(short = 'a', long = "all-cpus")]
+    #[arg(short = 'a', long = "all-cpus", visible_alias = "all")]
     pub all: bool,
+    /// Instead of counting exits: is each VMM's guest memory on huge pages? (default: all VMMs)
+    #[arg(long, conflicts_with_all = ["duration", "interval", "per_vcpu", "command"])]
+    pub memory: bool,
     /// Stop after this many seconds (default: when CMD exits, or at Ctrl-C).
     #[arg(long, value_name = "S")]
     pub duration: Option<f64>,
@@ -45,7 +48,10 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args, root: &super::args::RootArg) -> anyhow::Result<ExitCode> {
+    if args.memory {
+        return memory(&args, root);
+    }
     let targets = args.pid.is_some() as u8 + args.all as u8 + !args.command.is_empty() as u8;
     if targets != 1 {
         bail!("give exactly one target: -a (all VMs), -p VMM_PID, or -- CMD");
@@ -91,4 +97,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .child_status
             .map_or(0, |st| tma_perf::process::shell_status_of(&st)),
     ))
+}
+
+/// `tma kvm --memory [-p PID | -a]`.
+fn memory(args: &Args, root: &super::args::RootArg) -> anyhow::Result<ExitCode> {
+    use tma_kvm::memory::{MemoryConfig, MemoryTarget};
+    if args.pid.is_some() && args.all {
+        bail!("give at most one target with --memory: -p VMM_PID or -a (the default)");
+    }
+    let cfg = MemoryConfig {
+        target: args.pid.map_or(MemoryTarget::All, MemoryTarget::Pid),
+        host: root.host(),
+    };
+    let report = tma_kvm::memory::run(&cfg).context("tma kvm --memory")?;
+    crate::output::emit(args.output.as_deref(), |w| {
+        if args.json {
+            render::memory_json(w, &report)
+        } else {
+            Ok(render::memory(w, &report)?)
+        }
+    })?;
+    Ok(ExitCode::SUCCESS)
 }

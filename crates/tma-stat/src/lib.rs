@@ -314,6 +314,12 @@ fn read_input(cfg: &StatConfig, path: &Path) -> Result<FileInput, StatError> {
     if !tma_perf::import::is_document(&bytes) {
         return Ok(FileInput::PerfStat(bytes, file));
     }
+    document_input(cfg, bytes, file)
+}
+
+/// A file that starts like a JSON document: a snapshot, or (a one-line JSON start) perf
+/// stat output after all.
+fn document_input(cfg: &StatConfig, bytes: Vec<u8>, file: String) -> Result<FileInput, StatError> {
     let format = tma_perf::import::detect(&bytes).map_err(|source| StatError::Import {
         file: file.clone(),
         source,
@@ -353,23 +359,12 @@ fn import_file(
     }
     let mut bytes = Vec::new();
     input.read_to_end(&mut bytes).map_err(read_err)?;
-    let format = tma_perf::import::detect(&bytes).map_err(|source| StatError::Import {
-        file: file.clone(),
-        source,
-    })?;
-    if format != tma_perf::import::ImportFormat::TmaSnapshot {
-        return import::run_perf_stat(cfg, &bytes[..], &file, out, notes);
+    match document_input(cfg, bytes, file)? {
+        FileInput::PerfStat(bytes, file) => {
+            import::run_perf_stat(cfg, &bytes[..], &file, out, notes)
+        }
+        FileInput::Snapshot(snap) => session::replay(cfg, *snap, out, notes),
     }
-    if cfg.smt.is_some() {
-        return Err(usage(
-            "--smt is not needed with a snapshot: it records the machine's topology",
-        ));
-    }
-    let snap = tma_perf::snapshot::read(&bytes).map_err(|source| StatError::Snapshot {
-        file: file.clone(),
-        source,
-    })?;
-    session::replay(cfg, snap, out, notes)
 }
 
 /// Live-only settings make no sense with a recording: say so instead of ignoring them.

@@ -36,6 +36,19 @@ pub enum DiffError {
         position: usize,
         message: String,
     },
+    /// One input is a profile and the other a TMA tree.
+    #[error(
+        "{profile} is a profile (perf.data or tma locate --json) but {tree} is not: tma diff \
+         compares two trees or two profiles"
+    )]
+    Mixed { profile: String, tree: String },
+    #[error("{file}: not a profile (perf.data or tma locate --json)")]
+    NotProfile { file: String },
+    #[error("{file}: not a tma.locate document: {detail}")]
+    LocateJson { file: String, detail: String },
+    /// A perf.data file that could not be read as `tma locate --import` reads it.
+    #[error(transparent)]
+    Locate(Box<tma_profile::locate::LocateError>),
     #[error(transparent)]
     Output(#[from] tma_report::ReportError),
 }

@@ -8,17 +8,21 @@
 //! * [`input`]: each side from a `tma stat --json` document, or from a recording evaluated
 //!   in-process by [`tma_stat::evaluate`] (`perf stat` CSV/JSON with `--cpu`, `--record`
 //!   snapshots).
+//! * [`profile`]: two profiles (perf.data files or `tma locate --json` documents) instead
+//!   of two trees: each hot function's share before and after, as `perf diff` does;
+//!   [`inputs`] tells which comparison two files call for.
 //! * [`diff`]: the two sides -> [`Diff`] (one [`Row`] per node and metric, the
 //!   [`BottleneckMove`]); [`stats`]: means and Welch's t-test; [`gate`]: `--fail-if`.
 
 mod error;
 pub mod gate;
 pub mod input;
+pub mod profile;
 pub mod render;
 pub mod stats;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use tma_perf::host::Host;
@@ -197,6 +201,24 @@ pub fn run(cfg: &DiffConfig, notes: &mut dyn Write) -> Result<Diff, DiffError> {
         .map(|g| gate::check(g, &d.nodes, &d.metrics))
         .collect::<Result<_, _>>()?;
     Ok(d)
+}
+
+/// Whether `before` and `after` are both profiles (`true`) or both trees (`false`); a
+/// profile and a tree is [`DiffError::Mixed`].
+pub fn inputs(before: &Path, after: &Path) -> Result<bool, DiffError> {
+    let b = profile::detect(before)?.is_profile();
+    let a = profile::detect(after)?.is_profile();
+    match (b, a) {
+        (true, false) => Err(DiffError::Mixed {
+            profile: before.display().to_string(),
+            tree: after.display().to_string(),
+        }),
+        (false, true) => Err(DiffError::Mixed {
+            profile: after.display().to_string(),
+            tree: before.display().to_string(),
+        }),
+        (both, _) => Ok(both),
+    }
 }
 
 /// Compare two sides of the same CPU model (else [`DiffError::CpuMismatch`]).

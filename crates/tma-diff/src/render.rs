@@ -1,11 +1,13 @@
 //! `tma diff` as text (the tree with before, after, delta and p), JSON (`tma.diff` v1) and
-//! CSV (one row per node and metric).
+//! CSV (one row per node and metric); two profiles as a table, JSON (`tma.diff-profile` v1)
+//! and CSV (one row per function).
 
 use std::io::Write;
 
 use serde::Serialize;
 use tma_report::ReportError;
 
+use crate::profile::{ProfileDiff, ProfileRow, ProfileSide};
 use crate::stats::ALPHA;
 use crate::{BottleneckMove, Diff, GateResult, Row, Side, Significance};
 
@@ -255,6 +257,125 @@ pub fn csv(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
                 ],
             )?;
         }
+    }
+    Ok(())
+}
+
+/// The schema name of `tma diff --json` for two profiles.
+pub const PROFILE_SCHEMA: &str = "tma.diff-profile";
+/// Its version.
+pub const PROFILE_SCHEMA_VERSION: u32 = 1;
+
+fn profile_side(s: &ProfileSide) -> String {
+    format!("{} ({}, {} samples)", s.file, s.event, s.samples)
+}
+
+/// Two profiles as a table: function (module), share before and after, delta in points.
+pub fn profile_text(w: &mut dyn Write, d: &ProfileDiff) -> Result<(), ReportError> {
+    writeln!(
+        w,
+        "profiles: before {}, after {}",
+        profile_side(&d.before),
+        profile_side(&d.after)
+    )?;
+    writeln!(
+        w,
+        "shares in % of each profile's samples, deltas in points, sorted by |delta|"
+    )?;
+    writeln!(w)?;
+    let name = |r: &ProfileRow| format!("{} ({})", r.function, r.module);
+    let width = d
+        .rows
+        .iter()
+        .map(|r| name(r).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("function (module)".len());
+    writeln!(
+        w,
+        "{:<width$}  {:>8}  {:>8}  {:>11}",
+        "function (module)", "before", "after", "delta"
+    )?;
+    for r in &d.rows {
+        writeln!(
+            w,
+            "{:<width$}  {:>8}  {:>8}  {:>11}",
+            name(r),
+            format!("{:.2}%", r.before_percent),
+            format!("{:.2}%", r.after_percent),
+            format!("{:+.2} pts", r.delta)
+        )?;
+    }
+    for n in d.notes() {
+        writeln!(w, "note: {n}")?;
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct ProfileDiffJson<'a> {
+    before: ProfileSideJson<'a>,
+    after: ProfileSideJson<'a>,
+    functions: &'a [ProfileRow],
+    notes: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct ProfileSideJson<'a> {
+    file: &'a str,
+    /// `perf.data` or `tma.locate`.
+    kind: &'a str,
+    event: &'a str,
+    samples: u64,
+}
+
+fn profile_side_json(s: &ProfileSide) -> ProfileSideJson<'_> {
+    ProfileSideJson {
+        file: &s.file,
+        kind: s.kind,
+        event: &s.event,
+        samples: s.samples,
+    }
+}
+
+/// `tma.diff-profile` version 1.
+pub fn profile_json(w: &mut dyn Write, d: &ProfileDiff) -> Result<(), ReportError> {
+    let doc = ProfileDiffJson {
+        before: profile_side_json(&d.before),
+        after: profile_side_json(&d.after),
+        functions: &d.rows,
+        notes: d.notes(),
+    };
+    tma_report::write_json(w, PROFILE_SCHEMA, PROFILE_SCHEMA_VERSION, &doc)
+}
+
+/// One row per function, full precision.
+pub fn profile_csv(w: &mut dyn Write, d: &ProfileDiff) -> Result<(), ReportError> {
+    tma_report::csv_row(
+        w,
+        &[
+            "function",
+            "module",
+            "before_samples",
+            "before_percent",
+            "after_samples",
+            "after_percent",
+            "delta",
+        ],
+    )?;
+    for r in &d.rows {
+        tma_report::csv_row(
+            w,
+            &[
+                r.function.clone(),
+                r.module.clone(),
+                r.before_samples.to_string(),
+                r.before_percent.to_string(),
+                r.after_samples.to_string(),
+                r.after_percent.to_string(),
+                r.delta.to_string(),
+            ],
+        )?;
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `tma diff`: clap arguments -> [`tma_diff::DiffConfig`] -> [`tma_diff::run`] -> a renderer
 //! of [`tma_diff::render`]. Exit status 1 when a `--fail-if` gate trips (one line per gate
-//! on standard error), 2 on errors (a bad expression names the position).
+//! on standard error), 2 on errors (a bad expression names the position). Two profiles
+//! (perf.data files or `tma locate --json` outputs) go to [`tma_diff::profile::run`] instead.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,11 +12,14 @@ use crate::cmd::args::{CpuArg, MetricArgs, RootArg};
 /// where the bottleneck moved, and Welch's t-test where a side has several samples.
 ///
 /// Inputs: `tma stat --json` outputs, `tma stat --record` snapshots, or `perf stat -x,` /
-/// `-j` recordings (with --cpu).
+/// `-j` recordings (with --cpu). Or two profiles, perf.data files or `tma locate --json`
+/// outputs: each hot function's share of the samples before and after, and the delta, as
+/// `perf diff` does.
 ///
 /// Examples:
 ///   tma diff before.json after.json
 ///   tma diff before.csv after.csv --cpu spr -l 3 -m IPC --fail-if 'IPC < -10%'
+///   tma diff before.perf.data after.perf.data --symdir ./build
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// The run before the change.
@@ -43,10 +47,19 @@ pub struct Args {
     /// (relative change down); comparisons >, >=, <, <=. Repeatable.
     #[arg(long = "fail-if", value_name = "EXPR")]
     pub fail_if: Vec<String>,
-    /// Print JSON (schema `tma.diff`, version 1).
+    /// Profiles: the event of perf.data files to compare (default: the first).
+    #[arg(short = 'e', long = "event", value_name = "EVENT")]
+    pub event: Option<String>,
+    /// Profiles: look for binaries in DIR (by file name) before their recorded paths.
+    #[arg(long, value_name = "DIR")]
+    pub symdir: Vec<PathBuf>,
+    /// Profiles: kernel symbols for perf.data files (a copy of that machine's /proc/kallsyms).
+    #[arg(long, value_name = "FILE")]
+    pub kallsyms: Option<PathBuf>,
+    /// Print JSON (schema `tma.diff`, or `tma.diff-profile` for profiles; version 1).
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
-    /// Print CSV: one row per node and metric.
+    /// Print CSV: one row per node and metric (per function for profiles).
     #[arg(long)]
     pub csv: bool,
     /// Write the output to FILE (atomically) instead of standard output.
@@ -57,6 +70,12 @@ pub struct Args {
 pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     if !args.metric.metric_groups.is_empty() || args.metric.bottlenecks {
         anyhow::bail!("tma diff takes -m LIST for metrics; -M and -B are for tma stat");
+    }
+    if tma_diff::inputs(&args.before, &args.after)? {
+        return profiles(args);
+    }
+    if args.event.is_some() || !args.symdir.is_empty() || args.kallsyms.is_some() {
+        anyhow::bail!("-e, --symdir and --kallsyms are for profiles (perf.data files)");
     }
     let cfg = tma_diff::DiffConfig {
         before: args.before,
@@ -89,4 +108,38 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Two profiles: function shares before and after.
+fn profiles(args: Args) -> anyhow::Result<ExitCode> {
+    if !args.fail_if.is_empty()
+        || args.cpu.cpu.is_some()
+        || args.level.is_some()
+        || !args.nodes.is_empty()
+        || args.metric.metric_words().is_some()
+        || args.smt.is_some()
+    {
+        anyhow::bail!(
+            "profiles are compared function by function: --fail-if, --cpu, -l, --nodes, -m \
+             and --smt are for TMA trees"
+        );
+    }
+    let cfg = tma_diff::profile::ProfileConfig {
+        before: args.before,
+        after: args.after,
+        event: args.event,
+        symdir: args.symdir,
+        kallsyms: args.kallsyms,
+    };
+    let d = tma_diff::profile::run(&cfg)?;
+    crate::output::emit(args.output.as_deref(), |w| {
+        if args.json {
+            tma_diff::render::profile_json(w, &d)
+        } else if args.csv {
+            tma_diff::render::profile_csv(w, &d)
+        } else {
+            tma_diff::render::profile_text(w, &d)
+        }
+    })?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -179,3 +179,89 @@ fn json_and_csv_carry_the_p_values() {
     ));
     assert!(c.lines().any(|l| l.starts_with("metric,IPC,")));
 }
+
+fn profiles(before: &str, after: &str) -> tma_diff::profile::ProfileConfig {
+    tma_diff::profile::ProfileConfig {
+        before: fixture(before),
+        after: fixture(after),
+        symdir: vec![fixture("locate")],
+        ..Default::default()
+    }
+}
+
+/// The hand-made `tma.locate` pair: shares 50/30/20/0 % -> 20/53/0/27 % (see the fixtures'
+/// README), sorted by |delta|, one-sided functions at 0 on the other side.
+#[test]
+fn locate_json_profiles_have_the_hand_computed_deltas() {
+    let cfg = profiles(
+        "diff/before-synthetic.locate.json",
+        "diff/after-synthetic.locate.json",
+    );
+    assert!(tma_diff::inputs(&cfg.before, &cfg.after).unwrap());
+    let d = tma_diff::profile::run(&cfg).unwrap();
+    assert_eq!((d.before.samples, d.after.samples), (100, 200));
+    let got: Vec<(&str, &str, f64, f64, f64)> = d
+        .rows
+        .iter()
+        .map(|r| {
+            (
+                r.function.as_str(),
+                r.module.as_str(),
+                r.before_percent,
+                r.after_percent,
+                r.delta,
+            )
+        })
+        .collect();
+    let want = [
+        ("hash", "app", 50.0, 20.0, -30.0),
+        ("inflate", "app", 0.0, 27.0, 27.0),
+        ("memcpy", "libc.so.6", 30.0, 53.0, 23.0),
+        ("parse", "app", 20.0, 0.0, -20.0),
+    ];
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!((g.0, g.1), (w.0, w.1));
+        assert!(
+            close(g.2, w.2) && close(g.3, w.3) && close(g.4, w.4),
+            "{g:?}"
+        );
+    }
+    assert!(d.notes().is_empty());
+}
+
+/// perf.data files, symbolized as `tma locate --import` does: perf report gives 91.53%
+/// chase, 5.71% main, 2.75% kernel for chase.perf.data (945 samples) and 87.32%, 7.04%,
+/// 5.63% for the cpu-clock event of two-events.perf.data (142 samples).
+#[test]
+fn perf_data_profiles_compare_function_shares() {
+    let cfg = profiles("locate/chase.perf.data", "locate/two-events.perf.data");
+    assert!(tma_diff::inputs(&cfg.before, &cfg.after).unwrap());
+    let d = tma_diff::profile::run(&cfg).unwrap();
+    assert_eq!((d.before.samples, d.after.samples), (945, 142));
+    assert_eq!(d.before.kind, "perf.data");
+    let names: Vec<&str> = d.rows.iter().map(|r| r.function.as_str()).collect();
+    assert_eq!(names, ["chase", "[kernel]", "main"]);
+    let chase = &d.rows[0];
+    assert_eq!((chase.before_samples, chase.after_samples), (865, 124));
+    assert!(close(
+        chase.delta,
+        124.0 * 100.0 / 142.0 - 865.0 * 100.0 / 945.0
+    ));
+    assert!(d.notes().iter().any(|n| n.contains("2 events")));
+}
+
+#[test]
+fn a_profile_against_a_tree_is_an_error() {
+    let e = tma_diff::inputs(
+        &fixture("locate/chase.perf.data"),
+        &fixture("diff/icx-synthetic.json"),
+    )
+    .unwrap_err();
+    assert!(matches!(e, DiffError::Mixed { .. }), "{e}");
+    assert!(!tma_diff::inputs(
+        &fixture("diff/zen4-before-synthetic.json"),
+        &fixture("diff/zen4-after-synthetic.json")
+    )
+    .unwrap());
+}

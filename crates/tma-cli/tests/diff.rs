@@ -70,3 +70,57 @@ fn json_and_csv() {
     assert_eq!(code, 0);
     assert!(out.starts_with("kind,name,"));
 }
+
+const PB: &str = "before-synthetic.locate.json";
+const PA: &str = "after-synthetic.locate.json";
+
+#[test]
+fn locate_json_profiles_as_text_json_and_csv() {
+    let (code, out, err) = tma(&["diff", PB, PA]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<&str> = out.lines().skip(4).collect();
+    assert!(out.lines().nth(3).unwrap().starts_with("function (module)"));
+    assert!(rows[0].starts_with("hash (app)") && rows[0].ends_with("-30.00 pts"));
+    assert!(rows[1].contains("0.00%") && rows[1].ends_with("+27.00 pts"));
+    assert!(rows[3].starts_with("parse (app)") && rows[3].ends_with("-20.00 pts"));
+
+    let (code, out, err) = tma(&["diff", PB, PA, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["schema"], "tma.diff-profile");
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["before"]["kind"], "tma.locate");
+    assert_eq!(v["functions"][2]["function"], "memcpy");
+    assert_eq!(v["functions"][2]["delta"], 23.0);
+
+    let (code, out, err) = tma(&["diff", PB, PA, "--csv"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("function,module,before_samples,before_percent,after_samples"));
+    assert!(out.contains("\ninflate,app,0,0,54,27,27\n"), "{out}");
+}
+
+#[test]
+fn perf_data_profiles_are_symbolized_as_locate_does() {
+    let (code, out, err) = tma(&[
+        "diff",
+        "../locate/chase.perf.data",
+        "../locate/two-events.perf.data",
+        "--symdir",
+        "../locate",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let first = out.lines().nth(4).unwrap();
+    assert!(first.starts_with("chase (chase)"), "{out}");
+    assert!(first.contains("91.53%") && first.contains("87.32%") && first.ends_with("-4.21 pts"));
+}
+
+#[test]
+fn a_profile_and_a_tree_exit_2() {
+    let (code, out, err) = tma(&["diff", PB, B]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty());
+    assert!(err.contains("compares two trees or two profiles"), "{err}");
+    let (code, _, err) = tma(&["diff", PB, PA, "--fail-if", "IPC < -10%"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--fail-if"), "{err}");
+}

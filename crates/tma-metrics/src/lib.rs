@@ -564,6 +564,21 @@ pub fn node_order<'m>(model: &'m Model, sel: &Selection) -> Vec<&'m NodeDef> {
 
 // ------------------------------------------------------------------ required events
 
+/// The events of item `i`'s formula, once per item.
+fn collect_item(
+    cm: &CompiledModel,
+    i: usize,
+    consts: Option<&Constants>,
+    seen: &mut [bool],
+    events: &mut BTreeSet<u32>,
+    retire: &mut BTreeSet<u32>,
+) {
+    if !seen[i] {
+        seen[i] = true;
+        collect(cm, &cm.items[i].formula, consts, seen, events, retire);
+    }
+}
+
 fn collect(
     cm: &CompiledModel,
     e: &CExpr,
@@ -580,13 +595,7 @@ fn collect(
         CExpr::RetireLat(i) => {
             retire.insert(*i);
         }
-        CExpr::Ref(i) => {
-            let i = *i as usize;
-            if !seen[i] {
-                seen[i] = true;
-                collect(cm, &cm.items[i].formula, consts, seen, events, retire);
-            }
-        }
+        CExpr::Ref(i) => collect_item(cm, *i as usize, consts, seen, events, retire),
         CExpr::Neg(a) => collect(cm, a, consts, seen, events, retire),
         CExpr::Bin(_, a, b) | CExpr::Call(_, a, b) => {
             collect(cm, a, consts, seen, events, retire);
@@ -624,33 +633,13 @@ fn needed(
         if !*s {
             continue;
         }
-        if !seen[i] {
-            seen[i] = true;
-            collect(
-                &cm,
-                &cm.items[i].formula,
-                consts,
-                &mut seen,
-                &mut ev,
-                &mut rl,
-            );
-        }
+        collect_item(&cm, i, consts, &mut seen, &mut ev, &mut rl);
         if let Some(t) = &cm.items[i].threshold {
             collect(&cm, t, consts, &mut seen, &mut ev, &mut rl);
         }
     }
     for i in metric_items(model, sel)? {
-        if !seen[i] {
-            seen[i] = true;
-            collect(
-                &cm,
-                &cm.items[i].formula,
-                consts,
-                &mut seen,
-                &mut ev,
-                &mut rl,
-            );
-        }
+        collect_item(&cm, i, consts, &mut seen, &mut ev, &mut rl);
     }
     Ok((cm, ev, rl))
 }

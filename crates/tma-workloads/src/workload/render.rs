@@ -28,11 +28,7 @@ pub fn text(w: &mut dyn Write, report: &WorkloadReport) -> io::Result<()> {
             s.buffer_bytes,
             s.bytes
         )?;
-        writeln!(
-            w,
-            "  runtime      {:.6} s CPU time ({:.6} s wall clock)",
-            report.seconds, report.wall_seconds
-        )?;
+        runtime_line(w, report)?;
         writeln!(
             w,
             "  throughput   {:.3} GB/s   {:.4} ns/byte",
@@ -59,11 +55,7 @@ pub fn text(w: &mut dyn Write, report: &WorkloadReport) -> io::Result<()> {
             "  setup        {:.3} s (building the chain, not timed)",
             d.setup_seconds
         )?;
-        writeln!(
-            w,
-            "  runtime      {:.6} s CPU time ({:.6} s wall clock)",
-            report.seconds, report.wall_seconds
-        )?;
+        runtime_line(w, report)?;
         writeln!(
             w,
             "  throughput   {:.0} accesses/s   {:.2} ns/access",
@@ -99,11 +91,7 @@ fn write_matmul(w: &mut dyn Write, report: &WorkloadReport, m: &MatmulReport) ->
         "  setup        {:.3} s (mapping and filling the buffers, not timed)",
         m.setup_seconds
     )?;
-    writeln!(
-        w,
-        "  runtime      {:.6} s CPU time ({:.6} s wall clock)",
-        report.seconds, report.wall_seconds
-    )?;
+    runtime_line(w, report)?;
     writeln!(
         w,
         "  throughput   {:.3} GFLOP/s ({} flops)",
@@ -173,4 +161,13 @@ fn write_cycles(
         ),
         _ => writeln!(w, "  {label:<12} not measured (no core-clock calibration)"),
     }
+}
+
+/// The timed part's CPU and wall-clock time, the same line for every workload.
+fn runtime_line(w: &mut dyn Write, report: &WorkloadReport) -> io::Result<()> {
+    writeln!(
+        w,
+        "  runtime      {:.6} s CPU time ({:.6} s wall clock)",
+        report.seconds, report.wall_seconds
+    )
 }

@@ -1,6 +1,7 @@
 //! Clock backends other than the TSC: PERF_COUNT_HW_CPU_CYCLES opened through tma-perf
 //! ([`tma_perf::cycles`]), read with read(2) (`perf`) or from user space through the perf mmap
-//! page and rdpmc (`rdpmc`).
+//! page and rdpmc (`rdpmc`); and core counter 0 programmed through the msr driver
+//! ([`tma_perf::msr`]), read with rdpmc (`msr`).
 
 use std::io;
 
@@ -31,9 +32,18 @@ pub fn open_cycles() -> Result<Cycles, String> {
 }
 
 /// Whether a clock can be used on this machine (Err carries the reason, e.g.
-/// "no hardware PMU (cycles event not supported)").
+/// "no hardware PMU (cycles event not supported)"). The MSR clock is checked on the current
+/// CPU without `--force`.
 pub fn available(clock: crate::ClockKind) -> Result<(), String> {
     match clock {
+        crate::ClockKind::Msr => {
+            let (vendor, _, _) = crate::sys::cpu_signature();
+            let cpu = crate::sys::current_cpu().unwrap_or(0);
+            tma_perf::msr::MsrSetup::system()
+                .check(cpu, &vendor, false)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
         crate::ClockKind::Tsc => {
             if std::is_x86_feature_detected!("sse2") {
                 Ok(())

@@ -28,13 +28,24 @@ pub struct Method {
     pub reject: f64,
     /// At most `reps * max_rep_factor` repetitions are attempted per figure.
     pub max_rep_factor: usize,
-    /// Extra attempts for a figure whose p10-p90 spread exceeds `retry_spread`.
-    pub retries: usize,
-    pub retry_spread: f64,
+    /// Independent repetitions of every figure: at least `min_rounds`, at most `max_rounds`
+    /// (the time budget: 10 x the two a quiet machine needs, about 5 x the time of one).
+    /// Each repetition is `reps` accepted repetitions of the timing; the figure is accepted when
+    /// the medians of the two lowest repetitions agree within `agree` ([`stats::agreed`]).
+    pub min_rounds: usize,
+    pub max_rounds: usize,
+    pub agree: f64,
     /// The imul/add self-check tolerance (relative).
     pub self_check_tol: f64,
     pub timeout: Duration,
     pub cpu: Option<usize>,
+    /// `--mem SIZE`: the memory buffer r14 and memory base registers point at (default
+    /// [`harness::DEFAULT_MEM`]); a pointer chase then walks all of it (default: one line).
+    pub mem: Option<usize>,
+    /// Where the MSR clock's device and sysfs live (the real machine by default).
+    pub msr: tma_perf::msr::MsrSetup,
+    /// `--force`: borrow counter 0 for the MSR clock even when its enable bit is set.
+    pub force: bool,
 }
 
 impl Default for Method {
@@ -46,11 +57,15 @@ impl Default for Method {
             min_ticks: 100_000,
             reject: 0.002,
             max_rep_factor: 4,
-            retries: 2,
-            retry_spread: 0.02,
+            min_rounds: 2,
+            max_rounds: 10,
+            agree: 0.01,
             self_check_tol: 0.01,
             timeout: Duration::from_secs(120),
             cpu: None,
+            mem: None,
+            msr: tma_perf::msr::MsrSetup::system(),
+            force: false,
         }
     }
 }
@@ -96,10 +111,21 @@ pub enum Msg {
     Figure {
         job: usize,
         clock: ClockKind,
+        /// The accepted repetitions of the reported independent repetition (the lower of the
+        /// agreeing two, or the lowest when none agreed).
         values: Vec<f64>,
         raw_ticks: Vec<f64>,
+        /// Rejected repetitions over all independent repetitions.
         rejected: usize,
         attempts: usize,
+        /// The median of every independent repetition, in the order measured.
+        repetitions: Vec<f64>,
+        /// Whether the two lowest independent repetitions agreed within the tolerance.
+        converged: bool,
+        /// A throughput chain count whose repetitions stayed well above the best chain count's
+        /// accepted figure: no longer measured (it cannot be the best), so not converged.
+        #[serde(default)]
+        dropped: bool,
     },
     Note(String),
 }
@@ -133,6 +159,21 @@ pub struct Layout {
     pub images: Vec<Image>,
     /// The vector constant pool written to the scratch buffer (initial vector register values).
     pub pool: Vec<u8>,
+    /// The memory buffer r14 (and the body's memory base registers) point at, in bytes.
+    pub mem: usize,
+    /// A pointer chase (`mov rax, [rax+d]`): the buffer's first `len` bytes hold a ring of
+    /// pointers, one per 64-byte line in random order, each at `d` within its line
+    /// ([`harness::chase_ring`]).
+    pub chase: Option<Chase>,
+}
+
+/// The pointer-chase ring of a [`Layout`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chase {
+    /// Bytes of the buffer the ring covers (a multiple of 64, at least 64).
+    pub len: usize,
+    /// Offset within each line of the pointer (the load's displacement).
+    pub offset: usize,
 }
 
 impl Layout {
@@ -150,6 +191,8 @@ impl Layout {
             offsets,
             images,
             pool: harness::pool_bytes(),
+            mem: harness::DEFAULT_MEM,
+            chase: None,
         }
     }
 
@@ -234,11 +277,13 @@ fn parse_frames(buf: &[u8], out: &mut Outcome) {
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Run `jobs` (figures wanted for `wanted`, a list of job indices) on `clocks` in a forked child.
+/// Run `jobs` (figures wanted for `wanted`, a list of job indices; `tp` are the throughput
+/// chain counts among them, alternatives of one figure) on `clocks` in a forked child.
 pub fn run(
     layout: &Layout,
     jobs: &[Job],
     wanted: &[usize],
+    tp: &[usize],
     clocks: &[ClockKind],
     method: &Method,
 ) -> Result<Outcome, BenchError> {
@@ -257,12 +302,31 @@ pub fn run(
     }
     // ...and one at a time per machine (best effort: without a writable temp dir, no lock).
     let _machine_lock = sys::FileLock::acquire(&std::env::temp_dir().join("tma-bench.lock")).ok();
+    // The MSR clock: counter 0 of the measuring CPU is programmed here, in the parent, and
+    // restored when `_msr` drops (after the child is reaped, also when it was killed) or on a
+    // signal; the child only reads it with rdpmc.
+    let (_msr, msr_error) = if clocks.contains(&ClockKind::Msr) {
+        let (vendor, _, _) = sys::cpu_signature();
+        match tma_perf::msr::ProgrammedCounter::program(&method.msr, cpu, &vendor, method.force) {
+            Ok(c) => (Some(c), None),
+            Err(e) => (None, Some(e.to_string())),
+        }
+    } else {
+        (None, None)
+    };
     let (rd, wr) = std::io::pipe().map_err(|e| io("pipe", e))?;
     let (rd, wr) = (OwnedFd::from(rd), OwnedFd::from(wr));
     match sys::fork().map_err(|e| io("fork", e))? {
         sys::Forked::Child => {
             drop(rd);
-            child_main(layout, jobs, wanted, clocks, method, cpu, wr)
+            let ctx = ChildCtx {
+                wanted,
+                tp,
+                clocks,
+                cpu,
+                msr_error,
+            };
+            child_main(layout, jobs, &ctx, method, wr)
         }
         sys::Forked::Parent(pid) => {
             drop(wr);
@@ -300,6 +364,8 @@ enum Counter {
     Tsc,
     Perf(tma_perf::cycles::Cycles),
     Rdpmc(tma_perf::cycles::UserCycles),
+    /// Counter 0, programmed by the parent ([`tma_perf::msr`]), read with rdpmc.
+    Msr,
 }
 
 impl Counter {
@@ -324,6 +390,7 @@ impl Counter {
                 }
                 Ok(Counter::Rdpmc(s))
             }
+            ClockKind::Msr => Ok(Counter::Msr),
         }
     }
 
@@ -332,12 +399,111 @@ impl Counter {
             Counter::Tsc => 0,
             Counter::Perf(c) => c.read().unwrap_or(0),
             Counter::Rdpmc(s) => s.read().unwrap_or(0),
+            Counter::Msr => sys::rdpmc(0),
+        }
+    }
+
+    /// Counts between two reads (the MSR counter is 48 bits wide and may wrap).
+    fn delta(&self, c0: u64, c1: u64) -> u64 {
+        match self {
+            Counter::Msr => c1.wrapping_sub(c0) & tma_perf::msr::COUNTER_MASK,
+            _ => c1.wrapping_sub(c0),
         }
     }
 }
 
-/// (spread, values, raw ticks, rejected, attempts) of one attempt at a figure.
-type Attempt = (f64, Vec<f64>, Vec<f64>, usize, usize);
+/// One independent repetition of a figure: `reps` accepted timings (median reported).
+#[derive(Debug, Clone, Default)]
+struct Estimate {
+    values: Vec<f64>,
+    raw: Vec<f64>,
+    rejected: usize,
+    attempts: usize,
+}
+
+impl Estimate {
+    fn median(&self) -> f64 {
+        stats::median(&self.values)
+    }
+}
+
+/// The independent repetitions of one job so far.
+#[derive(Debug, Default)]
+struct Repeated {
+    estimates: Vec<Estimate>,
+    /// Timing attempts whose repetition had too few accepted values to count.
+    lost_rejected: usize,
+    lost_attempts: usize,
+    dropped: bool,
+}
+
+impl Repeated {
+    fn medians(&self) -> Vec<f64> {
+        self.estimates.iter().map(Estimate::median).collect()
+    }
+
+    fn agreed(&self, m: &Method) -> Option<f64> {
+        (self.estimates.len() >= m.min_rounds.max(2))
+            .then(|| stats::agreed(&self.medians(), m.agree))
+            .flatten()
+    }
+
+    /// The figure message: the lower of the agreeing repetitions, else the lowest.
+    fn message(&self, job: usize, clock: ClockKind, m: &Method) -> Msg {
+        let medians = self.medians();
+        let converged = self.agreed(m).is_some();
+        let pick = medians
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(i, _)| i);
+        let chosen = pick
+            .and_then(|i| self.estimates.get(i).cloned())
+            .unwrap_or_default();
+        Msg::Figure {
+            job,
+            clock,
+            values: chosen.values,
+            raw_ticks: chosen.raw,
+            rejected: self.estimates.iter().map(|e| e.rejected).sum::<usize>() + self.lost_rejected,
+            attempts: self.estimates.iter().map(|e| e.attempts).sum::<usize>() + self.lost_attempts,
+            repetitions: medians,
+            converged,
+            dropped: self.dropped,
+        }
+    }
+}
+
+/// Which jobs still need an independent repetition after a round. A job is done when its two
+/// lowest repetitions agree ([`stats::agreed`]). Throughput chain counts (`tp`) are alternatives
+/// of one figure (the best is reported): one that is not done but whose lowest repetition, after
+/// at least two, is more than `DROP_MARGIN` above the best accepted chain count is dropped: it
+/// cannot be the best unless every one of its repetitions was slowed by that much.
+fn still_needed(reps: &mut [(usize, Repeated)], tp: &[usize], m: &Method) -> Vec<usize> {
+    let best_tp = reps
+        .iter()
+        .filter(|(j, _)| tp.contains(j))
+        .filter_map(|(_, r)| r.agreed(m))
+        .reduce(f64::min);
+    let mut out = Vec::new();
+    for (j, r) in reps.iter_mut() {
+        if r.dropped || r.agreed(m).is_some() {
+            continue;
+        }
+        if let Some(best) = best_tp.filter(|_| tp.contains(j) && r.estimates.len() >= 2) {
+            let low = r.medians().into_iter().reduce(f64::min).unwrap_or(f64::NAN);
+            if low > best * (1.0 + DROP_MARGIN) {
+                r.dropped = true;
+                continue;
+            }
+        }
+        out.push(*j);
+    }
+    out
+}
+
+/// See [`still_needed`].
+const DROP_MARGIN: f64 = 0.05;
 
 struct Child<'a> {
     code: sys::Mapping,
@@ -366,11 +532,11 @@ struct Sample {
 impl Child<'_> {
     fn call(&self, img: usize, iters: u64, ctr: &mut Counter) -> (u64, u64) {
         let c0 = ctr.read();
-        let t = self
-            .code
-            .call(self.layout.offsets[img], iters, self.scratch.as_mut_ptr());
+        // r14: the memory buffer, after the pool page.
+        let buf = self.scratch.as_mut_ptr().wrapping_add(harness::POOL_PAGE);
+        let t = self.code.call(self.layout.offsets[img], iters, buf);
         let c1 = ctr.read();
-        (t, c1.wrapping_sub(c0))
+        (t, ctr.delta(c0, c1))
     }
 
     /// Per-copy cost of a job: min over trials of each unroll, then the difference.
@@ -436,84 +602,87 @@ impl Child<'_> {
         self.iters[job] = iters;
     }
 
-    fn figure(&mut self, job: usize, clock: ClockKind, ctr: &mut Counter) -> Msg {
+    /// One independent repetition of a figure: `reps` accepted timings (at most
+    /// `reps * max_rep_factor` attempts); on the tsc clock each timing is divided by the
+    /// calibration before and after it and rejected when those differ by more than `reject`.
+    /// None when fewer than half of `reps` (at least 3) were accepted.
+    fn estimate(&mut self, job: usize, clock: ClockKind, ctr: &mut Counter) -> Result<Estimate, Estimate> {
         let m = self.method;
-        let mut best: Option<Attempt> = None;
-        for _attempt in 0..=m.retries {
-            let mut values = Vec::new();
-            let mut raw = Vec::new();
-            let mut rejected = 0;
-            let mut attempts = 0;
-            let mut calib = Counter::Tsc;
-            let mut c_prev = if clock == ClockKind::Tsc {
-                match self.last_cal.take() {
-                    Some(c) => c,
-                    None => self.calibrate(&mut calib),
-                }
-            } else {
-                0.0
-            };
-            while values.len() < m.reps && attempts < m.reps * m.max_rep_factor {
-                attempts += 1;
-                let s = self.time(job, ctr);
-                if clock == ClockKind::Tsc {
-                    let c = self.calibrate(&mut calib);
-                    let lo = c.min(c_prev);
-                    let moved = (c - c_prev).abs() / lo;
-                    c_prev = c;
-                    self.last_cal = Some(c);
-                    if lo.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) || moved > m.reject
-                    {
-                        rejected += 1;
-                        continue;
-                    }
-                    values.push(s.ticks / lo);
-                } else {
-                    values.push(s.cycles);
-                }
-                raw.push(s.ticks);
+        let mut e = Estimate::default();
+        let mut calib = Counter::Tsc;
+        let mut c_prev = if clock == ClockKind::Tsc {
+            match self.last_cal.take() {
+                Some(c) => c,
+                None => self.calibrate(&mut calib),
             }
-            let spread = if values.len() >= 3 {
-                stats::rel_spread(&values)
+        } else {
+            0.0
+        };
+        while e.values.len() < m.reps && e.attempts < m.reps * m.max_rep_factor {
+            e.attempts += 1;
+            let s = self.time(job, ctr);
+            if clock == ClockKind::Tsc {
+                let c = self.calibrate(&mut calib);
+                let lo = c.min(c_prev);
+                let moved = (c - c_prev).abs() / lo;
+                c_prev = c;
+                self.last_cal = Some(c);
+                if lo.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) || moved > m.reject {
+                    e.rejected += 1;
+                    continue;
+                }
+                e.values.push(s.ticks / lo);
             } else {
-                f64::INFINITY
-            };
-            // A figure is clean when every repetition it needed was found within the attempt
-            // budget and its p10-p90 spread is small; otherwise measure it again (bounded) and
-            // keep the cleanest attempt.
-            let complete = values.len() >= m.reps;
-            let median = stats::median(&values);
-            // Two complete attempts, both wider than `retry_spread`, whose medians agree within
-            // half the narrower spread: the spread is the body's own (e.g. an intermediate
-            // chain count the scheduler handles unevenly), not a burst of host noise, and a
-            // third attempt would only repeat it. The cleaner of the two is kept.
-            let reproduced = complete
-                && spread > m.retry_spread
-                && best.as_ref().is_some_and(|b| {
-                    b.1.len() >= m.reps
-                        && b.0 > m.retry_spread
-                        && (median - stats::median(&b.1)).abs() <= 0.5 * b.0.min(spread) * median
-                });
-            let score = (!complete as u8, spread);
-            let better = best
-                .as_ref()
-                .is_none_or(|b| score < ((b.1.len() < m.reps) as u8, b.0));
-            if better {
-                best = Some((spread, values, raw, rejected, attempts));
+                e.values.push(s.cycles);
             }
-            if (complete && spread <= m.retry_spread) || reproduced {
+            e.raw.push(s.ticks);
+        }
+        if e.values.len() >= (m.reps / 2).max(3) {
+            Ok(e)
+        } else {
+            Err(e)
+        }
+    }
+
+    /// Every job of `jobs` in independent repetitions, round-robin (one repetition of each
+    /// job per round, so repetitions of one figure are apart in time and a burst of host
+    /// noise rarely covers two of them), until each is accepted, dropped (`tp`, see
+    /// [`still_needed`]) or `max_rounds` is spent. `abort` is asked after every repetition
+    /// (the tsc self-check's verdict); None when it said stop.
+    fn figures(
+        &mut self,
+        jobs: &[usize],
+        tp: &[usize],
+        clock: ClockKind,
+        ctr: &mut Counter,
+        abort: &dyn Fn(&Child<'_>) -> bool,
+    ) -> Option<Vec<Msg>> {
+        let m = self.method;
+        let mut reps: Vec<(usize, Repeated)> =
+            jobs.iter().map(|&j| (j, Repeated::default())).collect();
+        let mut active: Vec<usize> = jobs.to_vec();
+        for _round in 0..m.max_rounds.max(1) {
+            if active.is_empty() {
                 break;
             }
+            for &j in &active {
+                let e = self.estimate(j, clock, ctr);
+                if let Some((_, r)) = reps.iter_mut().find(|(k, _)| *k == j) {
+                    match e {
+                        Ok(e) => r.estimates.push(e),
+                        Err(e) => {
+                            r.lost_rejected += e.rejected;
+                            r.lost_attempts += e.attempts;
+                        }
+                    }
+                }
+                if abort(self) {
+                    return None;
+                }
+            }
+            active = still_needed(&mut reps, tp, m);
         }
-        let (_, values, raw_ticks, rejected, attempts) = best.unwrap_or_default();
-        Msg::Figure {
-            job,
-            clock,
-            values,
-            raw_ticks,
-            rejected,
-            attempts,
-        }
+        Some(reps.iter().map(|(j, r)| r.message(*j, clock, m)).collect())
     }
 }
 
@@ -568,7 +737,13 @@ impl CheckAcc {
 /// around them. Figures are held back until the check has its verdict and are only sent when
 /// it passed; a failed check discards the figures measured so far and starts over after a
 /// pause, at most [`CHECK_ATTEMPTS`] times.
-fn tsc_figures(ch: &mut Child<'_>, wanted: &[usize], ctr: &mut Counter, wr: &OwnedFd) {
+fn tsc_figures(
+    ch: &mut Child<'_>,
+    wanted: &[usize],
+    tp: &[usize],
+    ctr: &mut Counter,
+    wr: &OwnedFd,
+) {
     let m = ch.method;
     let mut verdict = (f64::NAN, f64::NAN, false);
     for attempt in 0..CHECK_ATTEMPTS {
@@ -578,17 +753,15 @@ fn tsc_figures(ch: &mut Child<'_>, wanted: &[usize], ctr: &mut Counter, wr: &Own
         ch.last_cal = None;
         ch.last_chains = None;
         ch.check = Some(CheckAcc::default());
-        let mut figures = Vec::new();
-        let mut failed = false;
-        for &j in wanted {
-            figures.push(ch.figure(j, ClockKind::Tsc, ctr));
-            if let Some(acc) = ch.check.as_ref().filter(|a| a.done(m)) {
-                if !acc.verdict(m).2 {
-                    failed = true;
-                    break;
-                }
-            }
-        }
+        let check_failed = |c: &Child<'_>| {
+            c.check
+                .as_ref()
+                .is_some_and(|a| a.done(m) && !a.verdict(m).2)
+        };
+        let figures = ch
+            .figures(wanted, tp, ClockKind::Tsc, ctr, &check_failed)
+            .unwrap_or_default();
+        let failed = check_failed(ch);
         // Fewer calibrations than the check needs (few figures): calibrate on until it has
         // its values or its budget is spent.
         let mut calib = Counter::Tsc;
@@ -623,15 +796,18 @@ fn tsc_figures(ch: &mut Child<'_>, wanted: &[usize], ctr: &mut Counter, wr: &Own
     );
 }
 
-fn child_main(
-    layout: &Layout,
-    jobs: &[Job],
-    wanted: &[usize],
-    clocks: &[ClockKind],
-    method: &Method,
+/// What the child measures besides the images: the wanted jobs, the throughput jobs among
+/// them, the clocks, the CPU, and why the MSR clock could not be programmed (if it could not).
+struct ChildCtx<'a> {
+    wanted: &'a [usize],
+    tp: &'a [usize],
+    clocks: &'a [ClockKind],
     cpu: usize,
-    wr: OwnedFd,
-) -> ! {
+    msr_error: Option<String>,
+}
+
+fn child_main(layout: &Layout, jobs: &[Job], ctx: &ChildCtx<'_>, method: &Method, wr: OwnedFd) -> ! {
+    let (wanted, tp, clocks, cpu) = (ctx.wanted, ctx.tp, ctx.clocks, ctx.cpu);
     let fail = |wr: &OwnedFd, msg: String| -> ! {
         send(wr, &Msg::Note(format!("fatal: {msg}")));
         sys::exit_now(4)
@@ -654,14 +830,26 @@ fn child_main(
     if let Err(e) = code.write(0, &layout.bytes).and_then(|_| code.seal_exec()) {
         fail(&wr, format!("prepare W^X code buffer: {e}"));
     }
-    let mut scratch = match sys::Mapping::rw(harness::SCRATCH_LEN) {
+    let mut scratch = match sys::Mapping::rw(harness::POOL_PAGE + layout.mem) {
         Ok(m) => m,
-        Err(e) => fail(&wr, format!("mmap scratch buffer: {e}")),
+        Err(e) => fail(&wr, format!("mmap the {} byte memory buffer: {e}", layout.mem)),
     };
-    let _ = scratch.write(harness::POOL_OFFSET, &layout.pool);
-    // Touch the scratch buffer so no page faults happen while timing.
-    let zero = vec![0u8; harness::SCRATCH_USER];
-    let _ = scratch.write(0, &zero);
+    let _ = scratch.write(0, &layout.pool);
+    // Touch the memory buffer so no page faults happen while timing (it is cache-warm after
+    // the untimed runs of the autosizing).
+    for off in (0..layout.mem).step_by(1 << 16) {
+        let n = (layout.mem - off).min(1 << 16);
+        let _ = scratch.write(harness::POOL_PAGE + off, &vec![0u8; n]);
+    }
+    if let Some(c) = layout.chase {
+        let base = scratch.addr() + harness::POOL_PAGE as u64;
+        for (at, ptr) in harness::chase_ring(c.len, c.offset, base) {
+            let _ = scratch.write(harness::POOL_PAGE + at, &ptr.to_le_bytes());
+        }
+        // The chase starts at the first line ([`harness::CHASE_CURSOR`]).
+        let cursor = (harness::POOL_PAGE as i64 + i64::from(harness::CHASE_CURSOR)) as usize;
+        let _ = scratch.write(cursor, &base.to_le_bytes());
+    }
     sys::set_fault_context(wr.as_raw_fd(), code.addr());
     if let Err(e) = sys::install_fault_handlers() {
         fail(&wr, format!("sigaction: {e}"));
@@ -684,7 +872,11 @@ fn child_main(
         ch.autosize(j);
     }
     for &clock in clocks {
-        let mut ctr = match Counter::open(clock) {
+        let opened = match (clock, &ctx.msr_error) {
+            (ClockKind::Msr, Some(e)) => Err(e.clone()),
+            _ => Counter::open(clock),
+        };
+        let mut ctr = match opened {
             Ok(c) => c,
             Err(e) => {
                 send(
@@ -699,33 +891,35 @@ fn child_main(
         };
         send(&wr, &Msg::Clock { clock, error: None });
         if clock == ClockKind::Tsc {
-            tsc_figures(&mut ch, wanted, &mut ctr, &wr);
+            tsc_figures(&mut ch, wanted, tp, &mut ctr, &wr);
             continue;
         }
         // Self-check: imul chain / add chain = 3 (on a cycle counter: the counter counts core
         // cycles).
         let mut check = None;
+        let never = |_: &Child<'_>| false;
         // Bounded patience: a burst of host noise can bias the add chain for a while.
         for attempt in 0..CHECK_ATTEMPTS {
             if attempt > 0 {
                 std::thread::sleep(Duration::from_millis(30));
                 ch.last_cal = None;
             }
-            if let Msg::Figure {
-                values, raw_ticks, ..
-            } = ch.figure(CHECK_JOB, clock, &mut ctr)
-            {
-                let add = match ch.figure(CALIB_JOB, clock, &mut ctr) {
-                    Msg::Figure { values, .. } => stats::median(&values),
-                    _ => f64::NAN,
-                };
-                let ratio = stats::median(&values) / add;
-                let ok = ((ratio - 3.0) / 3.0).abs() <= method.self_check_tol;
-                let add_ticks = stats::median(&raw_ticks) / ratio;
-                check = Some((ratio, add_ticks, ok));
-                if ok {
-                    break;
+            let Some(f) = ch.figures(&[CALIB_JOB, CHECK_JOB], &[], clock, &mut ctr, &never) else {
+                continue;
+            };
+            let median_of = |m: &Msg| match m {
+                Msg::Figure { values, raw_ticks, .. } => {
+                    (stats::median(values), stats::median(raw_ticks))
                 }
+                _ => (f64::NAN, f64::NAN),
+            };
+            let (add, _) = median_of(&f[0]);
+            let (imul, imul_ticks) = median_of(&f[1]);
+            let ratio = imul / add;
+            let ok = ((ratio - 3.0) / 3.0).abs() <= method.self_check_tol;
+            check = Some((ratio, imul_ticks / imul, ok));
+            if ok {
+                break;
             }
         }
         let (ratio, add_ticks, ok) = check.unwrap_or((f64::NAN, f64::NAN, false));
@@ -741,8 +935,10 @@ fn child_main(
         if !ok {
             continue;
         }
-        for &j in wanted {
-            let m = ch.figure(j, clock, &mut ctr);
+        for m in ch
+            .figures(wanted, tp, clock, &mut ctr, &never)
+            .unwrap_or_default()
+        {
             send(&wr, &m);
         }
     }
@@ -827,6 +1023,88 @@ mod tests {
             acc.push(1.0, 3.0, 1.01, &m);
         }
         assert!(acc.done(&m) && !acc.verdict(&m).2);
+    }
+
+    fn est(median: f64) -> Estimate {
+        Estimate {
+            values: vec![median; 5],
+            raw: vec![median; 5],
+            rejected: 1,
+            attempts: 6,
+        }
+    }
+
+    fn repeated(medians: &[f64]) -> Repeated {
+        Repeated {
+            estimates: medians.iter().map(|&m| est(m)).collect(),
+            ..Repeated::default()
+        }
+    }
+
+    /// The figure sent for synthetic repetition sequences: the lower of the two lowest when
+    /// they agree, else the lowest, marked unconverged; never a noisy pair that agrees.
+    #[test]
+    fn figure_messages_follow_the_repetition_rule() {
+        let m = Method::default();
+        let fig = |r: &Repeated| match r.message(7, ClockKind::Tsc, &m) {
+            Msg::Figure {
+                values,
+                repetitions,
+                converged,
+                rejected,
+                attempts,
+                ..
+            } => (stats::median(&values), repetitions, converged, rejected, attempts),
+            other => panic!("{other:?}"),
+        };
+        let (v, reps, ok, rejected, attempts) = fig(&repeated(&[0.31, 0.2502, 0.25]));
+        assert_eq!((v, ok), (0.25, true));
+        assert_eq!(reps, vec![0.31, 0.2502, 0.25]);
+        assert_eq!((rejected, attempts), (3, 18));
+        // The vpaddd run, 10 repetitions that never agree: the lowest, unconverged.
+        let (v, _, ok, ..) = fig(&repeated(&[
+            0.58, 0.31, 0.27, 0.45, 0.33, 0.29, 0.40, 0.36, 0.50, 0.60,
+        ]));
+        assert_eq!((v, ok), (0.27, false));
+        // Two noisy repetitions agreeing above a lone low one: not accepted.
+        let (v, _, ok, ..) = fig(&repeated(&[0.311, 0.31, 0.25]));
+        assert_eq!((v, ok), (0.25, false));
+        // One repetition never converges, even with min_rounds = 1.
+        let one = Method {
+            min_rounds: 1,
+            ..Method::default()
+        };
+        assert!(repeated(&[1.0]).agreed(&one).is_none());
+    }
+
+    /// Which jobs get another round: accepted ones stop; a throughput chain count more than
+    /// 5% above the best accepted chain count stops (dropped) after two repetitions; latency
+    /// jobs are never dropped.
+    #[test]
+    fn rounds_stop_when_accepted_or_clearly_not_the_best() {
+        let m = Method::default();
+        let mut reps = vec![
+            (2, repeated(&[3.0, 3.01])),       // latency, accepted
+            (3, repeated(&[1.3, 1.2])),        // latency, not yet
+            (4, repeated(&[0.5, 0.501])),      // tp 2 chains, accepted
+            (5, repeated(&[0.25, 0.2501])),    // tp 4 chains, accepted: the best
+            (6, repeated(&[0.30, 0.27])),      // tp 8 chains: 8% above the best, dropped
+            (7, repeated(&[0.26, 0.2525])),    // tp 12 chains: within 5%, measured again
+            (8, repeated(&[0.9])),             // tp, one repetition: measured again
+        ];
+        let tp = [4, 5, 6, 7, 8];
+        let next = still_needed(&mut reps, &tp, &m);
+        assert_eq!(next, vec![3, 7, 8]);
+        assert!(reps[4].1.dropped && !reps[5].1.dropped);
+        match reps[4].1.message(6, ClockKind::Tsc, &m) {
+            Msg::Figure {
+                converged, dropped, ..
+            } => assert!(!converged && dropped),
+            other => panic!("{other:?}"),
+        }
+        // Without an accepted chain count nothing is dropped.
+        let mut reps = vec![(4, repeated(&[0.5, 0.6])), (5, repeated(&[0.3, 0.4]))];
+        assert_eq!(still_needed(&mut reps, &[4, 5], &m), vec![4, 5]);
     }
 
     #[test]

@@ -10,20 +10,31 @@
 //! lfence; rdtsc; rax = end - [rsp]; restore; ret
 //! ```
 //! Reserved: rsp, r14 (scratch pointer, may be read and used as a base), r15 (loop counter).
+//!
+//! The scratch mapping is one page holding the vector constant pool, then the memory buffer
+//! (`--mem`, 1 MiB by default, page-aligned); r14 points at the start of the buffer, the pool
+//! sits just below it (`[r14 - 4096 + 64 n]`). The base registers of the body's memory
+//! operands are set to r14 too ("GPR init" below), so `add rax, [rbx]` reads the buffer.
 
 use iced_x86::code_asm::*;
 use iced_x86::Register;
 
 use crate::asm::RegClass;
 
-/// Offset in the scratch buffer of the vector constant pool (after the 1 MiB user area).
-pub const SCRATCH_USER: usize = 1 << 20;
-pub const POOL_OFFSET: usize = SCRATCH_USER;
-/// One 64-byte slot per vector register (zmm0..zmm31; xmm/ymm N load the low bytes of slot N),
-/// then one slot for the mm registers.
+/// The page before the memory buffer holding the vector constant pool: one 64-byte slot per
+/// vector register (zmm0..zmm31; xmm/ymm N load the low bytes of slot N), then one slot for
+/// the mm registers.
+pub const POOL_PAGE: usize = 4096;
 pub const POOL_SLOTS: usize = 33;
 pub const POOL_LEN: usize = 64 * POOL_SLOTS;
-pub const SCRATCH_LEN: usize = SCRATCH_USER + POOL_LEN + 4096;
+/// The pointer chase's cursor: the last qword of the pool page (`[r14 - 8]`). A chase image
+/// loads the chased register from it and stores it back after the loop, so consecutive runs
+/// continue around the ring instead of revisiting its first lines (which would then be cached).
+pub const CHASE_CURSOR: i32 = -8;
+/// The default size of the memory buffer r14 points at (`--mem`).
+pub const DEFAULT_MEM: usize = 1 << 20;
+/// The largest `--mem` (displacements and the pointer-chase ring stay within i32 range).
+pub const MAX_MEM: usize = 1 << 30;
 /// The default vector lane pattern (f32 1.5).
 pub const DEFAULT_LANE: u32 = 0x3FC0_0000;
 
@@ -48,8 +59,9 @@ pub fn pool_with(values: &[(usize, Vec<u8>)]) -> Vec<u8> {
     p
 }
 
+/// The displacement from r14 of vector register n's pool slot (below the buffer).
 fn slot(n: usize) -> i32 {
-    (POOL_OFFSET + 64 * n) as i32
+    (64 * n) as i32 - POOL_PAGE as i32
 }
 
 /// The GPRs the harness initialises (everything but rsp, r14, r15) and their defaults:
@@ -128,12 +140,8 @@ fn gpr64(r: Register) -> Option<AsmRegister64> {
     })
 }
 
-fn init_code(
-    a: &mut CodeAssembler,
-    gprs: &[(Register, u64)],
-    vec: VecInit,
-    mm: bool,
-) -> Result<(), IcedError> {
+fn init_code(a: &mut CodeAssembler, regs: &Regs<'_>, vec: VecInit, mm: bool) -> Result<(), IcedError> {
+    let Regs { gprs, addr, chase } = *regs;
     match vec {
         VecInit::None => {}
         VecInit::Sse => {
@@ -181,7 +189,36 @@ fn init_code(
             a.mov(g, v)?;
         }
     }
+    for &r in addr {
+        if let Some(g) = gpr64(r) {
+            a.mov(g, r14)?;
+        }
+    }
+    if let Some(g) = chase.and_then(gpr64) {
+        a.mov(g, qword_ptr(r14 + CHASE_CURSOR))?;
+    }
     Ok(())
+}
+
+/// The initial general-purpose registers of an image: `gprs` values, then every register of
+/// `addr` set to the buffer address (r14), then `chase` (a pointer-chase image) loaded from the
+/// chase cursor and stored back to it after the loop.
+#[derive(Debug, Clone, Copy)]
+pub struct Regs<'a> {
+    pub gprs: &'a [(Register, u64)],
+    pub addr: &'a [Register],
+    pub chase: Option<Register>,
+}
+
+impl<'a> Regs<'a> {
+    /// Values only: no memory base registers, no chase.
+    pub fn values(gprs: &'a [(Register, u64)]) -> Regs<'a> {
+        Regs {
+            gprs,
+            addr: &[],
+            chase: None,
+        }
+    }
 }
 
 fn read_tsc(a: &mut CodeAssembler) -> Result<(), IcedError> {
@@ -217,11 +254,11 @@ fn nops(n: usize) -> Vec<u8> {
 
 /// Build the harness for `unroll` copies; copy `j` uses `copies[j % copies.len()]`.
 /// The body starts at a 64-byte boundary of the image (images are placed at 64-byte
-/// boundaries of the page-aligned code buffer).
+/// boundaries of the page-aligned code buffer). `regs`: the initial registers ([`Regs`]).
 pub fn build_image(
     copies: &[Copy],
     unroll: usize,
-    gprs: &[(Register, u64)],
+    regs: &Regs<'_>,
     vec: VecInit,
     mm: bool,
 ) -> Result<Image, IcedError> {
@@ -233,10 +270,10 @@ pub fn build_image(
     a.sub(rsp, 8)?;
     a.mov(r15, rdi)?;
     a.mov(r14, rsi)?;
-    init_code(&mut a, gprs, VecInit::None, false)?;
+    init_code(&mut a, regs, VecInit::None, false)?;
     read_tsc(&mut a)?;
     a.mov(qword_ptr(rsp), rax)?;
-    init_code(&mut a, gprs, vec, mm)?;
+    init_code(&mut a, regs, vec, mm)?;
     let mut bytes = a.assemble(0)?;
     let pad = (64 - bytes.len() % 64) % 64;
     bytes.extend(nops(pad));
@@ -260,6 +297,9 @@ pub fn build_image(
     j.jne(body_start as u64)?;
     let jbytes = j.assemble(jnz_ip)?;
     let mut e = CodeAssembler::new(64)?;
+    if let Some(g) = regs.chase.and_then(gpr64) {
+        e.mov(qword_ptr(r14 + CHASE_CURSOR), g)?;
+    }
     read_tsc(&mut e)?;
     e.sub(rax, qword_ptr(rsp))?;
     e.add(rsp, 8)?;
@@ -285,6 +325,36 @@ pub fn build_image(
     })
 }
 
+/// The pointer-chase ring over the first `len` bytes of the buffer at `base`: one pointer per
+/// 64-byte line, at `offset` within the line, each pointing at the next line of one cycle
+/// through every line in a pseudo-random order (fixed seed: the same layout every run), so
+/// `mov rax, [rax+offset]` started at `base` visits every line before it repeats and hardware
+/// prefetchers cannot guess the next one. A single line points at itself. Returns
+/// (offset in the buffer, value) pairs.
+pub fn chase_ring(len: usize, offset: usize, base: u64) -> Vec<(usize, u64)> {
+    let lines = (len / 64).max(1);
+    // Sattolo's algorithm: a uniformly random single cycle.
+    let mut order: Vec<usize> = (0..lines).collect();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for i in (1..lines).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let j = (x % i as u64) as usize;
+        order.swap(i, j);
+    }
+    // Start at line 0 (where the chased register points first).
+    let start = order.iter().position(|&l| l == 0).unwrap_or(0);
+    order.rotate_left(start);
+    (0..lines)
+        .map(|k| {
+            let here = order[k];
+            let next = order[(k + 1) % lines];
+            (here * 64 + offset, base + (next * 64) as u64)
+        })
+        .collect()
+}
+
 /// Which vector init a register class needs.
 pub fn vec_init_for(c: RegClass, high: bool) -> VecInit {
     match c {
@@ -306,7 +376,7 @@ mod tests {
         let c = Copy {
             insns: vec![vec![0x48, 0x01, 0xc0]],
         };
-        let img = build_image(&[c], 4, &GPR_DEFAULTS, VecInit::Sse, false).unwrap();
+        let img = build_image(&[c], 4, &Regs::values(&GPR_DEFAULTS), VecInit::Sse, false).unwrap();
         assert_eq!(img.body_start % 64, 0);
         assert_eq!(img.body_end - img.body_start, 12);
         assert_eq!(img.insn_at(img.body_start + 4), Some(0));
@@ -339,6 +409,80 @@ mod tests {
     }
 
     #[test]
+    fn chase_ring_is_one_cycle_through_every_line() {
+        let base = 0x10_0000u64;
+        for (len, off) in [(64, 0), (4096, 8), (1 << 16, 0)] {
+            let ring = chase_ring(len, off, base);
+            assert_eq!(ring.len(), len / 64);
+            let next: std::collections::HashMap<usize, u64> = ring.iter().copied().collect();
+            // Follow the chain as `mov rax, [rax+off]` would, from the buffer start.
+            let mut reg = base;
+            let mut seen = std::collections::HashSet::new();
+            for _ in 0..len / 64 {
+                let at = (reg - base) as usize + off;
+                assert!(seen.insert(at), "line revisited early");
+                reg = next[&at];
+                assert_eq!((reg - base) % 64, 0);
+            }
+            assert_eq!(reg, base, "the ring closes after every line");
+        }
+        // Not sequential: prefetchers cannot follow it.
+        let ring = chase_ring(1 << 16, 0, 0);
+        let seq = ring.iter().filter(|(at, v)| *v == (*at as u64) + 64).count();
+        assert!(seq < ring.len() / 8, "{seq}");
+    }
+
+    #[test]
+    fn memory_base_registers_point_at_the_buffer() {
+        let c = Copy {
+            insns: vec![vec![0x90]],
+        };
+        let regs = Regs {
+            gprs: &GPR_DEFAULTS,
+            addr: &[Register::RBX],
+            chase: None,
+        };
+        let img = build_image(&[c], 2, &regs, VecInit::None, false).unwrap();
+        let d = Decoder::new(64, &img.bytes[..img.body_start], DecoderOptions::NONE);
+        let movs: Vec<_> = d
+            .into_iter()
+            .filter(|i| i.mnemonic() == Mnemonic::Mov && i.op0_register() == Register::RBX)
+            .collect();
+        // Twice (before and after rdtsc), the last write of rbx each time is `mov rbx, r14`.
+        let from_r14 = movs
+            .iter()
+            .filter(|i| i.op1_kind() == iced_x86::OpKind::Register && i.op1_register() == Register::R14)
+            .count();
+        assert_eq!(from_r14, 2);
+        assert_eq!(movs.last().unwrap().op1_register(), Register::R14);
+    }
+
+    /// A chase image starts from the cursor and leaves its position there for the next run.
+    #[test]
+    fn chase_images_continue_from_the_cursor() {
+        let c = Copy {
+            insns: vec![vec![0x48, 0x8b, 0x00]], // mov rax, [rax]
+        };
+        let regs = Regs {
+            gprs: &GPR_DEFAULTS,
+            addr: &[Register::RAX],
+            chase: Some(Register::RAX),
+        };
+        let img = build_image(&[c], 2, &regs, VecInit::None, false).unwrap();
+        let cursor = |i: &iced_x86::Instruction| {
+            i.memory_base() == Register::R14 && i.memory_displacement64() as i64 == -8
+        };
+        let d = Decoder::new(64, &img.bytes[..img.body_start], DecoderOptions::NONE);
+        let pre: Vec<_> = d.into_iter().filter(|i| cursor(i)).collect();
+        assert_eq!(pre.len(), 2, "loaded before and after rdtsc");
+        assert!(pre.iter().all(|i| i.op0_register() == Register::RAX));
+        let d = Decoder::new(64, &img.bytes[img.body_end..], DecoderOptions::NONE);
+        let post: Vec<_> = d.into_iter().take(8).filter(|i| cursor(i)).collect();
+        assert_eq!(post.len(), 1, "stored back after the loop");
+        assert_eq!(post[0].op1_register(), Register::RAX);
+    }
+
+    #[test]
     fn each_vector_register_loads_its_own_pool_slot() {
         let c = Copy {
             insns: vec![vec![0x90]],
@@ -348,7 +492,13 @@ mod tests {
             (VecInit::Avx, 16),
             (VecInit::Avx512, 32),
         ] {
-            let img = build_image(std::slice::from_ref(&c), 2, &GPR_DEFAULTS, vec, true).unwrap();
+            let img = build_image(
+                std::slice::from_ref(&c),
+                2,
+                &Regs::values(&GPR_DEFAULTS),
+                vec,
+                true,
+            ).unwrap();
             let d = Decoder::new(64, &img.bytes[..img.body_start], DecoderOptions::NONE);
             let mut loads = Vec::new();
             for ins in d.into_iter() {
@@ -360,12 +510,14 @@ mod tests {
                 }
             }
             assert_eq!(loads.len(), n + 8, "{vec:?}");
+            // The pool is the page below the buffer r14 points at.
+            let at = |k: usize| (64 * k).wrapping_sub(POOL_PAGE) as u64 as usize;
             for (r, disp) in &loads[..n] {
                 let num = r.number();
-                assert_eq!(*disp, POOL_OFFSET + 64 * num, "{r:?}");
+                assert_eq!(*disp, at(num), "{r:?}");
             }
             // mm0-7 share the last slot.
-            assert!(loads[n..].iter().all(|(_, d)| *d == POOL_OFFSET + 64 * 32));
+            assert!(loads[n..].iter().all(|(_, d)| *d == at(32)));
         }
     }
 }

@@ -18,8 +18,15 @@
 //! `add rax, rax` chain, 1 cycle per add, and an `imul rax, rax` chain / 3: contention can only
 //! slow a chain down), and a repetition is rejected when those two calibrations differ by more
 //! than 0.2%; the median of
-//! 11 accepted repetitions is reported with p10/p90. A self-check (imul chain / add chain = 3
-//! within 1%) must pass before any figure is reported.
+//! 11 accepted repetitions is one independent repetition of the figure. Host noise only adds
+//! time, so a figure is accepted when the two lowest of its independent repetitions agree
+//! within 1%, and the lower is reported ([`stats::agreed`]); repetitions of all figures of a
+//! measurement are taken round-robin (apart in time), at least 2 and at most 10; a figure
+//! that never converged is reported as UNCONVERGED with its repetitions (never as a clean
+//! number), and throughput chain counts well above the best accepted one stop early. A
+//! self-check (imul chain / add chain = 3 within 1%) must pass before any figure is reported.
+//! The `*` mark: the figure is not within 2% of a plausible value (an integer, or 1/n for n up
+//! to the core's widest set of identical pipes, [`stats::pipe_count`]).
 //!
 //! Latency pairs: every register input -> register output of one instruction; the arithmetic
 //! flags count as one more operand for instructions that read them (adc, sbb, rcl, cmovcc,
@@ -38,8 +45,19 @@
 //! preset ([`DivPreset`], [`FpPreset`]) unless the user set the operands with `--init`
 //! ([`parse_init`], which also takes vector registers).
 //!
-//! Registers: r15 is the loop counter, r14 points at a 1 MiB scratch buffer (memory operands
-//! `[r14+disp]`), rsp is the stack; bodies may not write any of them.
+//! Registers: r15 is the loop counter, r14 points at the memory buffer (`--mem`, 1 MiB by
+//! default; memory operands `[r14+disp]`), rsp is the stack; bodies may not write any of them.
+//!
+//! Memory forms, as uops.info measures them: the base registers of memory operands point at
+//! the start of the buffer and index registers are 0 (`add rax, [rbx]`); a load into its own
+//! base register (`mov rax, [rax]`) is a pointer chase through a ring of pointers over one
+//! cache line (L1 load-to-use latency) or over `--mem` bytes in random line order; a store and
+//! a load of the same location (`mov [rbx], rax; mov rax, [rbx]`) times store-to-load
+//! forwarding; `rm64`-style operand kinds measure the register and the memory source form.
+//!
+//! Clocks: calibrated `tsc`; `perf` and `rdpmc` (the perf cycles event); `msr` (core counter 0
+//! programmed through `/dev/cpu/N/msr` in the parent and read with rdpmc in the child, the
+//! previous value restored on every exit path: [`tma_perf::msr`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -105,6 +123,10 @@ pub enum ClockKind {
     Perf,
     /// The same counter read in user space with rdpmc.
     Rdpmc,
+    /// Core counter 0 programmed through `/dev/cpu/N/msr` with the vendor's unhalted-cycles
+    /// event and read with rdpmc ([`tma_perf::msr`]); needs root, the msr driver and
+    /// `/sys/bus/event_source/devices/cpu/rdpmc` = 2.
+    Msr,
 }
 
 impl std::fmt::Display for ClockKind {
@@ -113,6 +135,7 @@ impl std::fmt::Display for ClockKind {
             ClockKind::Tsc => "tsc",
             ClockKind::Perf => "perf",
             ClockKind::Rdpmc => "rdpmc",
+            ClockKind::Msr => "msr",
         })
     }
 }
@@ -272,10 +295,23 @@ pub struct Figure {
     pub median: f64,
     pub p10: f64,
     pub p90: f64,
-    /// Nearest integer or multiple of 1/12.
+    /// Nearest plausible value: an integer, or 1/n for n up to the machine's pipe count
+    /// ([`stats::snap`], [`stats::pipe_count`]).
     pub snapped: f64,
     /// Whether the median is within 2% of `snapped`.
     pub snapped_ok: bool,
+    /// Whether the figure is accepted: the two lowest of its independent repetitions agreed
+    /// within 1% ([`stats::agreed`]) and `median` is the lower one. When false, `median` is the
+    /// lowest repetition and `repetitions` shows the spread: not a clean number.
+    #[serde(default = "yes")]
+    pub converged: bool,
+    /// The median of each independent repetition, in the order measured.
+    #[serde(default)]
+    pub repetitions: Vec<f64>,
+    /// A throughput chain count no longer measured because its repetitions stayed more than
+    /// 5% above the best chain count's accepted figure (it cannot be the best).
+    #[serde(default)]
+    pub dropped: bool,
     pub accepted: usize,
     pub rejected: usize,
     /// Median raw TSC ticks per copy, uncalibrated.
@@ -318,13 +354,28 @@ pub struct Derived {
     pub upper: f64,
 }
 
+fn yes() -> bool {
+    true
+}
+
+impl Figure {
+    /// The spread of the independent repetitions, relative to the lowest: (max - min) / min.
+    pub fn repetition_spread(&self) -> f64 {
+        let s = stats::sorted(&self.repetitions);
+        match (s.first(), s.last()) {
+            (Some(a), Some(b)) if *a > 0.0 => (b - a) / a,
+            _ => f64::NAN,
+        }
+    }
+}
+
 /// Upper-bound figures and the derivation for a cross-file pair.
 fn derive(chain: &[Figure], rt: &[Figure], p: &plan::PairPlan) -> (Vec<Figure>, Option<Derived>) {
     let figures: Vec<Figure> = chain
         .iter()
         .map(|f| {
             let median = (f.median - 1.0).max(0.0);
-            let (snapped, snapped_ok) = stats::snap(median);
+            let (snapped, snapped_ok) = stats::snap(median, measure::pipes());
             Figure {
                 median,
                 p10: (f.p10 - 1.0).max(0.0),
@@ -724,10 +775,22 @@ mod tests {
         for v in &variants {
             let copies = v.encode().unwrap();
             images.push(
-                harness::build_image(&copies, 4, gprs, harness::VecInit::None, false).unwrap(),
+                harness::build_image(
+                    &copies,
+                    4,
+                    &harness::Regs::values(gprs),
+                    harness::VecInit::None,
+                    false,
+                ).unwrap(),
             );
             images.push(
-                harness::build_image(&copies, 8, gprs, harness::VecInit::None, false).unwrap(),
+                harness::build_image(
+                    &copies,
+                    8,
+                    &harness::Regs::values(gprs),
+                    harness::VecInit::None,
+                    false,
+                ).unwrap(),
             );
             jobs.push(engine::Job {
                 small: images.len() - 2,
@@ -772,7 +835,7 @@ mod tests {
             &harness::GPR_DEFAULTS,
         );
         assert!(
-            m.starts_with("mov rax, [rbx] faulted (SIGSEGV) accessing address 0x5"),
+            m.starts_with("mov rax, [rbx] faulted (SIGSEGV) accessing address 0x5: memory operands must point into the memory buffer"),
             "{m}"
         );
         let m = message_for("mov rax, [rbx]", libc::SIGBUS, 2, 5, &harness::GPR_DEFAULTS);
@@ -892,7 +955,7 @@ mod tests {
                 insns: vec![vec![0x90]],
             }],
             4,
-            &gprs,
+            &harness::Regs::values(&gprs),
             harness::VecInit::None,
             false,
         )

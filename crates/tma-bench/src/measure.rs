@@ -33,13 +33,24 @@ pub(crate) fn measure_once(
             None => plan_throughput(&mut planned, &instrs, &opts.chains)?,
         }
     }
-    let gprs = initial_gprs(opts, &planned, &instrs, div);
-    let (layout, jobs) = build_layout(&planned.variants, &gprs, &vec_vals, &opts.method)?;
+    let mut gprs = initial_gprs(opts, &planned, &instrs, div);
+    let mem = plan_memory(&planned.variants, &opts.method, &opts.init)?;
+    for r in &mem.zero {
+        if let Some(slot) = gprs.iter_mut().find(|(g, _)| g == r) {
+            slot.1 = 0;
+        }
+    }
+    let (mut layout, jobs) = build_layout(&planned.variants, &gprs, &mem, &vec_vals, &opts.method)?;
+    layout.mem = mem.size;
+    layout.chase = mem.chase;
+    planned.notes.extend(mem.note);
     let wanted = planned.wanted_jobs();
+    let tp_jobs: Vec<usize> = planned.tp.iter().map(|t| t.2).collect();
     let out = engine::run(
         &layout,
         &jobs,
         &wanted,
+        &tp_jobs,
         &clocks_for(opts.clock),
         &opts.method,
     )?;
@@ -149,7 +160,12 @@ pub(crate) fn calib_ins(code: iced_x86::Code) -> Instruction {
 fn clocks_for(choice: ClockChoice) -> Vec<ClockKind> {
     match choice {
         ClockChoice::One(c) => vec![c],
-        ClockChoice::All => vec![ClockKind::Tsc, ClockKind::Perf, ClockKind::Rdpmc],
+        ClockChoice::All => vec![
+            ClockKind::Tsc,
+            ClockKind::Perf,
+            ClockKind::Rdpmc,
+            ClockKind::Msr,
+        ],
         ClockChoice::Auto => {
             if clock::available(ClockKind::Perf).is_ok() {
                 vec![ClockKind::Perf]
@@ -415,6 +431,7 @@ fn initial_gprs(
 fn build_layout(
     variants: &[plan::Variant],
     gprs: &[(Register, u64)],
+    mem: &MemPlan,
     vec_vals: &[(usize, Vec<u8>)],
     method: &Method,
 ) -> Result<(engine::Layout, Vec<engine::Job>), BenchError> {
@@ -431,9 +448,21 @@ fn build_layout(
     let mut jobs = Vec::new();
     for v in variants {
         let copies = v.encode().map_err(BenchError::Measurement)?;
+        // Only the images of the chase itself keep their place in the ring between runs.
+        let chase = mem.chase_reg.filter(|r| {
+            v.chains
+                .iter()
+                .flatten()
+                .any(|i| i.memory_base().full_register() == *r)
+        });
+        let regs = harness::Regs {
+            gprs,
+            addr: &mem.addr,
+            chase,
+        };
         for unroll in [u1, u2] {
             images.push(
-                harness::build_image(&copies, unroll, gprs, vec_init, mm)
+                harness::build_image(&copies, unroll, &regs, vec_init, mm)
                     .map_err(|e| BenchError::Measurement(format!("harness: {e}")))?,
             );
         }
@@ -445,6 +474,112 @@ fn build_layout(
     let mut layout = engine::Layout::new(images);
     layout.pool = harness::pool_with(vec_vals);
     Ok((layout, jobs))
+}
+
+/// How the body's memory operands are set up.
+#[derive(Debug, Default)]
+struct MemPlan {
+    /// Buffer size in bytes.
+    size: usize,
+    /// Base registers of memory operands: set to the buffer address (r14).
+    addr: Vec<Register>,
+    /// Index registers of memory operands: set to 0.
+    zero: Vec<Register>,
+    chase: Option<engine::Chase>,
+    /// The chased register (`rax` of `mov rax, [rax]`).
+    chase_reg: Option<Register>,
+    note: Option<String>,
+}
+
+/// Memory operands as uops.info measures them: every base register (other than r14, which
+/// already points there) is set to the start of the buffer and every index register to 0, so
+/// `add rax, [rbx]` reads the buffer; displacements must stay inside it. A load into its own
+/// base register (`mov rax, [rax+d]`) is a pointer chase: the buffer holds a ring of pointers
+/// ([`harness::chase_ring`]) over `--mem` bytes when given, else over one line (the L1 latency).
+/// Registers set with `--init` keep their value (an address the user chose).
+fn plan_memory(
+    variants: &[plan::Variant],
+    method: &Method,
+    init: &[(Register, u64)],
+) -> Result<MemPlan, BenchError> {
+    use iced_x86::{Mnemonic, OpKind};
+    let size = method.mem.unwrap_or(harness::DEFAULT_MEM);
+    if !(64..=harness::MAX_MEM).contains(&size) {
+        return Err(BenchError::BadOption(format!(
+            "--mem {size}: the buffer must be between 64 bytes and {} MiB",
+            harness::MAX_MEM >> 20
+        )));
+    }
+    let mut mp = MemPlan {
+        size,
+        ..MemPlan::default()
+    };
+    let mut chase_insn = None;
+    for ins in variants.iter().flat_map(|v| v.chains.iter().flatten()) {
+        if !ins.op_kinds().any(|k| k == OpKind::Memory) || ins.mnemonic() == Mnemonic::Lea {
+            continue;
+        }
+        let text = asm::format(ins);
+        let base = ins.memory_base().full_register();
+        let index = ins.memory_index().full_register();
+        let user_set = |r: Register| init.iter().any(|(g, _)| *g == r);
+        if user_set(base) || user_set(index) {
+            continue;
+        }
+        let disp = ins.memory_displacement64() as i64;
+        let width = ins.memory_size().size().max(1) as i64;
+        if !(0..=size as i64 - width).contains(&disp) {
+            return Err(BenchError::BadOption(format!(
+                "{text}: the displacement {disp:#x} is outside the {size}-byte memory buffer the base register points at; use a displacement below {size:#x} or a larger --mem"
+            )));
+        }
+        if base.is_gpr64() && !matches!(base, Register::R14 | Register::RSP) && !mp.addr.contains(&base) {
+            mp.addr.push(base);
+        }
+        if index.is_gpr64() && !mp.zero.contains(&index) {
+            mp.zero.push(index);
+        }
+        let writes_base = plan::data_ops(ins)
+            .iter()
+            .any(|d| d.written && d.reg.full_register() == base);
+        if writes_base {
+            let chase = ins.mnemonic() == Mnemonic::Mov
+                && ins.op0_kind() == OpKind::Register
+                && ins.op0_register().is_gpr64()
+                && index != base;
+            if !chase {
+                return Err(BenchError::Refused {
+                    text,
+                    reason: "it writes its own address register; only a pointer chase `mov r64, [r64+disp]` may (the buffer then holds the next address)".into(),
+                });
+            }
+            if disp > 56 {
+                return Err(BenchError::BadOption(format!(
+                    "{text}: a pointer chase needs a displacement of 0 to 56 (the pointer sits at that offset of each 64-byte line)"
+                )));
+            }
+            chase_insn = Some((text, disp as usize));
+            mp.chase_reg = Some(base);
+        }
+    }
+    if let Some((text, offset)) = chase_insn {
+        let len = method.mem.map_or(64, |m| m / 64 * 64);
+        mp.chase = Some(engine::Chase { len, offset });
+        mp.note = Some(if len <= 64 {
+            format!("{text} is a pointer chase over one cache line (L1 load-to-use latency); --mem SIZE walks SIZE bytes in random line order")
+        } else {
+            format!("{text} is a pointer chase over {len} bytes ({} lines in random order)", len / 64)
+        });
+    }
+    for r in &mp.addr {
+        if mp.zero.contains(r) {
+            return Err(BenchError::BadOption(format!(
+                "{} is both a base and an index register of memory operands; the harness points bases at the buffer and sets indexes to 0, it cannot do both",
+                asm::register_name(*r)
+            )));
+        }
+    }
+    Ok(mp)
 }
 
 /// A fault or a timeout of the child is the error of the whole measurement.
@@ -509,12 +644,16 @@ fn collect(
                 values,
                 raw_ticks,
                 rejected,
+                repetitions,
+                converged,
+                dropped,
                 ..
             } => {
-                figs.insert(
-                    (*job, *clock),
-                    figure(*clock, values, raw_ticks, *rejected)?,
-                );
+                let mut f = figure(*clock, values, raw_ticks, *rejected)?;
+                f.converged = *converged;
+                f.dropped = *dropped;
+                f.repetitions = repetitions.clone();
+                figs.insert((*job, *clock), f);
             }
             engine::Msg::Note(n) => {
                 if let Some(fatal) = n.strip_prefix("fatal: ") {
@@ -544,7 +683,7 @@ fn figure(
     }
     let s = stats::sorted(values);
     let median = stats::percentile(&s, 50.0);
-    let (snapped, snapped_ok) = stats::snap(median);
+    let (snapped, snapped_ok) = stats::snap(median, pipes());
     Ok(Figure {
         clock,
         median,
@@ -555,6 +694,18 @@ fn figure(
         accepted: values.len(),
         rejected,
         raw_tsc_ticks: stats::median(raw_ticks),
+        converged: true,
+        repetitions: vec![median],
+        dropped: false,
+    })
+}
+
+/// This machine's pipe count for snapping ([`stats::pipe_count`]).
+pub(crate) fn pipes() -> usize {
+    static PIPES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PIPES.get_or_init(|| {
+        let (vendor, family, model) = sys::cpu_signature();
+        stats::pipe_count(&vendor, family, model)
     })
 }
 
@@ -675,7 +826,7 @@ fn throughput_result(
     let mut best = Vec::new();
     let mut best_chains = 0;
     for (ci, c) in good.iter().enumerate() {
-        if let Some(b) = per_chains
+        let cands: Vec<(usize, &Figure)> = per_chains
             .iter()
             .filter_map(|r| {
                 r.figures
@@ -683,8 +834,8 @@ fn throughput_result(
                     .find(|f| f.clock == *c)
                     .map(|f| (r.chains, f))
             })
-            .min_by(|a, b| a.1.median.total_cmp(&b.1.median))
-        {
+            .collect();
+        if let Some(b) = best_of(&cands) {
             if ci == 0 {
                 best_chains = b.0;
             }
@@ -696,6 +847,24 @@ fn throughput_result(
         best_chains,
         per_chains,
         skipped_chains: planned.skipped_chains.clone(),
+    })
+}
+
+/// The best (lowest) throughput over chain counts: the lowest figure, except that an accepted
+/// figure within 1% of an unaccepted lower one is preferred (the unaccepted one only confirms
+/// it). The result is unaccepted when a lower chain count was never confirmed: then it is not
+/// a clean number.
+fn best_of<'a>(cands: &[(usize, &'a Figure)]) -> Option<(usize, &'a Figure)> {
+    let low = cands
+        .iter()
+        .min_by(|a, b| a.1.median.total_cmp(&b.1.median))?;
+    let conv = cands
+        .iter()
+        .filter(|c| c.1.converged)
+        .min_by(|a, b| a.1.median.total_cmp(&b.1.median));
+    Some(match conv {
+        Some(c) if c.1.median <= low.1.median * 1.01 => *c,
+        _ => *low,
     })
 }
 
@@ -784,10 +953,121 @@ pub(crate) fn fault_message(
             "{text} raised #UD (SIGILL): this CPU does not execute this instruction or encoding"
         ),
         libc::SIGSEGV | libc::SIGBUS => format!(
-            "{text} faulted ({sig}) accessing address {:#x}: memory operands must point into the scratch buffer, use [r14+disp] (r14 holds its address)",
+            "{text} faulted ({sig}) accessing address {:#x}: memory operands must point into the memory buffer (base registers are set to its start, index registers to 0, see --mem); a register the body writes cannot be an address",
             f.addr
         ),
         libc::SIGTRAP => format!("{text} raised a debug trap (SIGTRAP)"),
         _ => format!("{text} raised {sig} (si_code {})", f.code),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn variant(text: &str) -> plan::Variant {
+        let body = asm::parse_body(text).unwrap();
+        let instrs = body
+            .iter()
+            .map(|p| asm::resolve(p).unwrap().instr)
+            .collect();
+        plan::Variant {
+            chains: vec![instrs],
+            reloads: Vec::new(),
+        }
+    }
+
+    fn mem(text: &str, size: Option<usize>) -> Result<MemPlan, BenchError> {
+        let method = Method {
+            mem: size,
+            ..Method::default()
+        };
+        plan_memory(&[variant(text)], &method, &[])
+    }
+
+    #[test]
+    fn memory_operands_point_into_the_buffer() {
+        let m = mem("add rax, [rbx]", None).unwrap();
+        assert_eq!(m.addr, vec![Register::RBX]);
+        assert!(m.zero.is_empty() && m.chase.is_none());
+        assert_eq!(m.size, harness::DEFAULT_MEM);
+        // Index registers are 0; r14 already points there; lea reads no memory.
+        let m = mem("add rax, [rbx+rcx*8+16]; add rdx, [r14+8]; lea rsi, [rdi+4]", None).unwrap();
+        assert_eq!(m.addr, vec![Register::RBX]);
+        assert_eq!(m.zero, vec![Register::RCX]);
+        // A store and a load of one location (store-to-load forwarding).
+        let m = mem("mov [rbx], rax; mov rax, [rbx]", None).unwrap();
+        assert_eq!(m.addr, vec![Register::RBX]);
+        assert!(m.chase.is_none());
+    }
+
+    #[test]
+    fn a_load_into_its_own_base_is_a_pointer_chase() {
+        let m = mem("mov rax, [rax]", None).unwrap();
+        assert_eq!(m.chase, Some(engine::Chase { len: 64, offset: 0 }));
+        assert!(m.note.unwrap().contains("one cache line"));
+        let m = mem("mov rax, [rax+8]", Some(1 << 20)).unwrap();
+        assert_eq!(
+            m.chase,
+            Some(engine::Chase {
+                len: 1 << 20,
+                offset: 8
+            })
+        );
+        // Complex addressing: the index is 0, the chase still runs through the base.
+        let m = mem("mov rax, [rax+rbx*8]", None).unwrap();
+        assert_eq!(m.zero, vec![Register::RBX]);
+        assert!(m.chase.is_some());
+    }
+
+    #[test]
+    fn memory_forms_that_cannot_work_are_refused_with_the_reason() {
+        let e = mem("add rax, [rax]", None).unwrap_err().to_string();
+        assert!(e.contains("writes its own address register"), "{e}");
+        let e = mem("mov rax, [rax+64]", None).unwrap_err().to_string();
+        assert!(e.contains("displacement of 0 to 56"), "{e}");
+        let e = mem("mov rax, [rbx+0x2000]", Some(4096)).unwrap_err().to_string();
+        assert!(e.contains("outside the 4096-byte memory buffer"), "{e}");
+        let e = mem("add rax, [rbx]", Some(16)).unwrap_err().to_string();
+        assert!(e.contains("--mem 16"), "{e}");
+        let e = mem("add rax, [rbx+rcx]; add rdx, [rcx]", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("both a base and an index"), "{e}");
+        // A register set with --init keeps the user's address.
+        let method = Method::default();
+        let m = plan_memory(
+            &[variant("mov rax, [rbx]")],
+            &method,
+            &[(Register::RBX, 0x1000)],
+        )
+        .unwrap();
+        assert!(m.addr.is_empty());
+    }
+
+    #[test]
+    fn the_best_throughput_prefers_an_accepted_figure_within_one_percent() {
+        let f = |median: f64, converged: bool| Figure {
+            clock: ClockKind::Tsc,
+            median,
+            p10: median,
+            p90: median,
+            snapped: median,
+            snapped_ok: true,
+            accepted: 11,
+            rejected: 0,
+            raw_tsc_ticks: median,
+            converged,
+            repetitions: vec![median],
+            dropped: false,
+        };
+        let (a, b, c) = (f(0.2502, true), f(0.2499, false), f(0.31, true));
+        assert_eq!(best_of(&[(4, &a), (12, &b), (8, &c)]).unwrap().0, 4);
+        // An unconfirmed figure well below every accepted one makes the result unaccepted.
+        let d = f(0.2, false);
+        let best = best_of(&[(4, &a), (12, &d)]).unwrap();
+        assert_eq!(best.0, 12);
+        assert!(!best.1.converged);
+        assert!(best_of(&[]).is_none());
     }
 }

@@ -178,9 +178,9 @@ pub fn check_safe(ins: &Instruction, text: &str) -> Result<(), BenchError> {
     }
     if ins.op_kinds().any(|k| k == OpKind::Memory) && ins.memory_base() == Register::R14 {
         let d = ins.memory_displacement64() as i64;
-        if !(0..(harness::SCRATCH_USER as i64 - 64)).contains(&d) {
+        if !(0..(harness::MAX_MEM as i64 - 64)).contains(&d) {
             return refuse(
-                "[r14+disp] must stay inside the 1 MiB scratch buffer (0 <= disp < 1 MiB - 64)",
+                "[r14+disp] must stay inside the memory buffer (0 <= disp < --mem, at most 1 GiB)",
             );
         }
     }

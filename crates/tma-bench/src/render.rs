@@ -51,7 +51,37 @@ pub fn text(w: &mut dyn Write, o: &BenchOutcome, verbose: bool) -> Result<(), Re
 
 fn fmt_fig(f: &Figure) -> String {
     let mark = if f.snapped_ok { "" } else { "*" };
-    format!("{:.3}{mark}", f.median)
+    let unconverged = if f.converged || f.dropped { "" } else { "?" };
+    format!("{:.3}{mark}{unconverged}", f.median)
+}
+
+/// The note of a figure that did not converge: its independent repetitions and their spread.
+fn unconverged_note(f: &Figure) -> Option<String> {
+    if f.converged {
+        return None;
+    }
+    let s = crate::stats::sorted(&f.repetitions);
+    let (lo, hi) = (s.first()?, s.last()?);
+    if f.dropped {
+        return Some(format!(
+            "not the best: stopped after {} repetitions ({lo:.3}-{hi:.3}) more than 5% above the best chain count",
+            s.len()
+        ));
+    }
+    Some(format!(
+        "UNCONVERGED: {} repetitions {lo:.3}-{hi:.3} (spread {:.1}%), the two lowest never within 1%; the lowest is shown, the true figure may be lower",
+        s.len(),
+        f.repetition_spread() * 100.0
+    ))
+}
+
+/// `note` with the unconverged note of `f` first, when it has one.
+fn with_unconverged(f: &Figure, note: String) -> String {
+    match unconverged_note(f) {
+        Some(u) if note.is_empty() => u,
+        Some(u) => format!("{u}; {note}"),
+        None => note,
+    }
 }
 
 fn spread(f: &Figure) -> String {
@@ -169,7 +199,8 @@ fn form_rows(rows: &mut Rows, f: &FormReport, verbose: bool) {
                 fmt_fig(fig)
             };
             let cells = [label(), pair, lat, String::new()];
-            rows.figure(cells, "1".into(), fig, latency_note(p, &body_text));
+            let note = with_unconverged(fig, latency_note(p, &body_text));
+            rows.figure(cells, "1".into(), fig, note);
         }
     }
     if verbose {
@@ -186,7 +217,7 @@ fn form_rows(rows: &mut Rows, f: &FormReport, verbose: bool) {
     if let Some(tp) = &f.throughput {
         for (chains, fig, note) in throughput_rows(f, tp, verbose) {
             let cells = [label(), "throughput".into(), String::new(), fmt_fig(fig)];
-            rows.figure(cells, chains.to_string(), fig, note);
+            rows.figure(cells, chains.to_string(), fig, with_unconverged(fig, note));
         }
     } else if let Some(n) = &f.throughput_note {
         rows.plain(label(), "throughput".into(), "", "-", n.clone());
@@ -250,7 +281,10 @@ fn throughput_rows<'a>(
 /// The legend, the clock lines (from the first form: they are the same machine), presets
 /// and notes (each once).
 fn footer(w: &mut dyn Write, forms: &[FormReport]) -> Result<(), ReportError> {
-    writeln!(w, "cycles per instruction (per body copy for several instructions); * = not within 2% of an integer or a multiple of 1/12")?;
+    writeln!(w, "cycles per instruction (per body copy for several instructions); * = not within 2% of an integer or of 1/n for n up to {} (this CPU's widest set of identical pipes)", crate::measure::pipes())?;
+    if forms.iter().any(|f| all_figures(f).any(|g| !g.converged)) {
+        writeln!(w, "? = UNCONVERGED: no two independent repetitions agreed within 1% within the time budget (10 repetitions); the lowest is shown and the note gives the spread; measure again on a quieter machine")?;
+    }
     if forms
         .iter()
         .any(|f| f.latency.iter().any(|p| p.derived.is_some()))
@@ -273,6 +307,14 @@ fn footer(w: &mut dyn Write, forms: &[FormReport]) -> Result<(), ReportError> {
         }
     }
     Ok(())
+}
+
+/// Every reported figure of a form (latency pairs and the best throughput).
+fn all_figures(f: &FormReport) -> impl Iterator<Item = &Figure> {
+    f.latency
+        .iter()
+        .flat_map(|p| p.figures.iter())
+        .chain(f.throughput.iter().flat_map(|t| t.best.iter()))
 }
 
 fn clock_lines(w: &mut dyn Write, f: &FormReport) -> Result<(), ReportError> {

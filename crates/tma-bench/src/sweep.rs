@@ -59,6 +59,10 @@ pub struct BenchConfig {
     pub timeout: Duration,
     /// Reference values to compare with ([`compare::parse`]).
     pub compare: Option<PathBuf>,
+    /// `--mem SIZE`: the memory buffer of memory operands and pointer chases, in bytes.
+    pub mem: Option<u64>,
+    /// `--force`: the MSR clock may borrow a counter whose enable bit is set.
+    pub force: bool,
 }
 
 impl Default for BenchConfig {
@@ -77,6 +81,8 @@ impl Default for BenchConfig {
             reps: None,
             timeout: Duration::from_secs(120),
             compare: None,
+            mem: None,
+            force: false,
         }
     }
 }
@@ -104,6 +110,8 @@ impl BenchConfig {
         };
         method.unroll = (u1, u2);
         method.cpu = self.cpu;
+        method.mem = self.mem.map(|m| usize::try_from(m).unwrap_or(usize::MAX));
+        method.force = self.force;
         method.timeout = self.timeout.max(Duration::from_secs(1));
         if let Some(r) = self.reps {
             if r < 3 {
@@ -200,7 +208,7 @@ fn read_references(path: &PathBuf) -> Result<References, BenchError> {
 /// The bodies an input names.
 fn sources(input: &Input) -> Result<Vec<Source>, BenchError> {
     match input {
-        Input::Body(b) => Ok(vec![Source::Text(b.clone())]),
+        Input::Body(b) => Ok(reg_and_mem(b).into_iter().map(Source::Text).collect()),
         Input::Bytes(h) => Ok(vec![Source::Bytes(asm::parse_hex(h)?)]),
         Input::File(f) => {
             let text = std::fs::read_to_string(f).map_err(|source| BenchError::Read {
@@ -211,7 +219,8 @@ fn sources(input: &Input) -> Result<Vec<Source>, BenchError> {
                 .lines()
                 .map(str::trim)
                 .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .map(|l| Source::Text(l.to_string()))
+                .flat_map(reg_and_mem)
+                .map(Source::Text)
                 .collect();
             if list.is_empty() {
                 return Err(BenchError::BadOption(format!(
@@ -222,6 +231,51 @@ fn sources(input: &Input) -> Result<Vec<Source>, BenchError> {
             Ok(list)
         }
         Input::Preset(_) => Ok(Vec::new()),
+    }
+}
+
+/// A body with a register-or-memory operand kind (`rm64`, `r/m64`, `xmm/m128`, `ymm/m256`) is
+/// two forms: the register source (`r64`, `xmm`: tma picks the register) and the memory source
+/// (`m64`: a location of the memory buffer), measured one after the other. Other bodies are
+/// returned as they are.
+pub fn reg_and_mem(body: &str) -> Vec<String> {
+    let split = |tok: &str| -> Option<(String, String)> {
+        let t = tok.to_ascii_lowercase();
+        if let Some((r, m)) = t.split_once('/') {
+            let ok_r = ["r8", "r16", "r32", "r64", "xmm", "ymm", "zmm", "mm"].contains(&r);
+            let ok_m = m.starts_with('m') && m[1..].chars().all(|c| c.is_ascii_digit());
+            return (ok_r && ok_m).then(|| (r.to_string(), m.to_string()));
+        }
+        let bits = t.strip_prefix("rm")?;
+        ["8", "16", "32", "64"]
+            .contains(&bits)
+            .then(|| (format!("r{bits}"), format!("m{bits}")))
+    };
+    let mut reg = Vec::new();
+    let mut mem = Vec::new();
+    let mut found = false;
+    // Split on operand separators, keeping them.
+    for piece in body.split_inclusive([',', ' ', ';']) {
+        let (tok, sep) = match piece.char_indices().last() {
+            Some((i, c)) if matches!(c, ',' | ' ' | ';') => (&piece[..i], &piece[i..]),
+            _ => (piece, ""),
+        };
+        match split(tok) {
+            Some((r, m)) => {
+                found = true;
+                reg.push(format!("{r}{sep}"));
+                mem.push(format!("{m}{sep}"));
+            }
+            None => {
+                reg.push(piece.to_string());
+                mem.push(piece.to_string());
+            }
+        }
+    }
+    if found {
+        vec![reg.concat(), mem.concat()]
+    } else {
+        vec![body.to_string()]
     }
 }
 
@@ -268,4 +322,23 @@ fn measure_list(
     }
     progress(Progress::Done);
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn register_or_memory_kinds_give_both_forms() {
+        assert_eq!(reg_and_mem("add rax, rm64"), ["add rax, r64", "add rax, m64"]);
+        assert_eq!(reg_and_mem("imul r64, r/m64"), ["imul r64, r64", "imul r64, m64"]);
+        assert_eq!(
+            reg_and_mem("vpaddd ymm1, ymm1, ymm/m256"),
+            ["vpaddd ymm1, ymm1, ymm", "vpaddd ymm1, ymm1, m256"]
+        );
+        assert_eq!(reg_and_mem("add rax, [rbx]"), ["add rax, [rbx]"]);
+        assert_eq!(reg_and_mem("add rax, rbx"), ["add rax, rbx"]);
+        // Not a kind: a register named like one is left alone.
+        assert_eq!(reg_and_mem("add rm, rbx"), ["add rm, rbx"]);
+    }
 }

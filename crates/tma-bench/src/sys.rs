@@ -436,3 +436,49 @@ impl FileLock {
         }
     }
 }
+
+/// The CPU's vendor string (`AuthenticAMD`, `GenuineIntel`) and display family and model
+/// (CPUID leaf 0 and leaf 1, with the extended family/model fields folded in).
+#[allow(unused_unsafe)] // `__cpuid` is a safe fn on newer toolchains, unsafe on older ones.
+pub fn cpu_signature() -> (String, u32, u32) {
+    use std::arch::x86_64::__cpuid;
+    // SAFETY: CPUID is available on every x86-64 CPU; leaf 0 is always valid.
+    let l0 = unsafe { __cpuid(0) };
+    let mut v = Vec::with_capacity(12);
+    for r in [l0.ebx, l0.edx, l0.ecx] {
+        v.extend_from_slice(&r.to_le_bytes());
+    }
+    // SAFETY: leaf 1 exists on every x86-64 CPU (the maximum basic leaf is at least 1).
+    let l1 = unsafe { __cpuid(1) };
+    let base_family = (l1.eax >> 8) & 0xf;
+    let family = if base_family == 0xf {
+        base_family + ((l1.eax >> 20) & 0xff)
+    } else {
+        base_family
+    };
+    let mut model = (l1.eax >> 4) & 0xf;
+    if base_family == 0x6 || base_family == 0xf {
+        model |= ((l1.eax >> 16) & 0xf) << 4;
+    }
+    (String::from_utf8_lossy(&v).into_owned(), family, model)
+}
+
+/// `rdpmc` of general-purpose counter `idx` (after an lfence, so earlier instructions have
+/// completed). Raises #GP (SIGSEGV) unless user-space rdpmc is enabled (CR4.PCE); callers check
+/// `/sys/bus/event_source/devices/cpu/rdpmc` = 2 first ([`tma_perf::msr::MsrSetup::check`]).
+pub fn rdpmc(idx: u32) -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: lfence and rdpmc touch no memory and only the named registers (ecx in, edx:eax
+    // out); a fault is a signal handled by the measuring child, not undefined behaviour.
+    unsafe {
+        std::arch::asm!(
+            "lfence",
+            "rdpmc",
+            in("ecx") idx,
+            out("eax") lo,
+            out("edx") hi,
+            options(nostack, nomem, preserves_flags)
+        );
+    }
+    (u64::from(hi) << 32) | u64::from(lo)
+}

@@ -8,10 +8,12 @@
 //! target) -> [`snapshot`] (record and replay); [`sampling`] opens sampling events and hands the
 //! ring-buffer records to the profile crate; [`tracefs`] finds (or mounts) tracefs and parses
 //! the tracepoints' `format` files, and [`tracepoint`] opens them into shared per-CPU rings (for
-//! `tma-kvm`); [`cycles`] is the cycles counter of the bench clocks;
+//! `tma-kvm`); [`cycles`] is the cycles counter of the bench clocks, and [`msr`] programs core
+//! counter 0 through `/dev/cpu/N/msr` for the bench's MSR clock (restored on drop and on
+//! signals);
 //! [`process`] holds a launched command before exec and catches Ctrl-C. [`host`] is the one
 //! reader of host facts (CPU lists, paranoid, NMI watchdog, cpuinfo, topology, loaded
-//! modules) under injectable `/sys` and `/proc` roots. `unsafe` lives only in [`sys`] and [`process`].
+//! modules) under injectable `/sys` and `/proc` roots. `unsafe` lives only in [`sys`], [`process`] and `msr_signal` (the MSR restore on signals).
 
 pub mod attr;
 pub mod backend;
@@ -19,6 +21,8 @@ pub mod cycles;
 pub mod event;
 pub mod host;
 pub mod import;
+pub mod msr;
+mod msr_signal;
 pub mod plan;
 pub mod process;
 pub mod readings;

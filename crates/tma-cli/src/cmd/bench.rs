@@ -13,7 +13,7 @@ use tma_bench::{BenchConfig, ClockChoice, ClockKind, Input, PairFilter, Preset, 
 /// without a PMU (calibrated rdtsc).
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  tma bench 'sha256rnds2 xmm1, xmm2'\n  tma bench 'mulx r64, r64, r64' --lat\n  tma bench 'add rax, rcx; imul rdx, rax' --tp -v\n  tma bench 'div rcx' --init rcx=7,rdx=0\n  tma bench 'mulps xmm0, xmm1' --init xmm1=0x3f800000,xmm0=f64:2.5\n  tma bench --bytes 0f38cbca\n  tma bench --preset sha\n  tma bench --file forms.txt --progress --compare ref.csv\n\nRegisters: r15 is the loop counter, r14 points at a 1 MiB scratch buffer (use [r14+disp]), rsp is the stack; bodies may not write them."
+    after_help = "Examples:\n  tma bench 'sha256rnds2 xmm1, xmm2'\n  tma bench 'mulx r64, r64, r64' --lat\n  tma bench 'add rax, rcx; imul rdx, rax' --tp -v\n  tma bench 'div rcx' --init rcx=7,rdx=0\n  tma bench 'mulps xmm0, xmm1' --init xmm1=0x3f800000,xmm0=f64:2.5\n  tma bench --bytes 0f38cbca\n  tma bench 'add rax, [rbx]'\n  tma bench 'mov rax, [rax]' --mem 64M\n  tma bench 'add rax, rm64'\n  tma bench --preset sha\n  tma bench --file forms.txt --progress --compare ref.csv\n  tma bench 'mov [rbx], rax; mov rax, [rbx]' --lat\n\nRegisters: r15 is the loop counter, r14 points at the memory buffer (--mem, 1 MiB by default; use [r14+disp]), rsp is the stack; bodies may not write them. Other base registers of memory operands point at the buffer too, index registers are 0. Figures whose independent repetitions never agreed within 1% are marked `?` (UNCONVERGED)."
 )]
 pub struct Args {
     /// Instructions in Intel syntax separated by `;`. Operand kinds (r64, xmm, ymm, m64) let tma pick.
@@ -45,9 +45,16 @@ pub struct Args {
     /// Independent chain counts swept for throughput.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,12")]
     pub chains: Vec<usize>,
-    /// Cycle source: auto (perf cycles when available, else calibrated tsc), tsc, perf, rdpmc, all.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "tsc", "perf", "rdpmc", "all"])]
+    /// Cycle source: auto (perf cycles when available, else calibrated tsc), tsc, perf, rdpmc,
+    /// msr (core counter 0 programmed through /dev/cpu/N/msr and read with rdpmc: needs root,
+    /// `modprobe msr` and /sys/bus/event_source/devices/cpu/rdpmc = 2; the previous setting is
+    /// restored on exit), all (side by side, with the reason for each one missing).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "tsc", "perf", "rdpmc", "msr", "all"])]
     pub clock: String,
+    /// With --clock msr: borrow counter 0 even when its enable bit is set (perf, the NMI
+    /// watchdog or another tool uses it); its value is restored afterwards.
+    #[arg(long)]
+    pub force: bool,
     /// Initial register values, e.g. rcx=3,rdx=0. Vector registers: xmm1=0x3f800000 (hex digit
     /// count sets the broadcast lane: <=8 digits 32-bit, <=16 64-bit, <=32 a full 128-bit value,
     /// <=64 256-bit, <=128 512-bit; last digits are lane 0), or xmm1=f32:1.5 / f64:1.5.
@@ -65,6 +72,12 @@ pub struct Args {
     /// CPU to pin the measurement to (default: the current one).
     #[arg(long)]
     pub cpu: Option<usize>,
+    /// Memory buffer for memory operands (default 1M, page-aligned, cache-warm): base registers
+    /// of memory operands point at its start, index registers are 0. A pointer chase
+    /// (`mov rax, [rax]`) walks all of it in random line order (default: one line, the L1
+    /// load-to-use latency).
+    #[arg(long, value_name = "SIZE", value_parser = tma_workloads::workload::parse_size)]
+    pub mem: Option<u64>,
     /// 21 repetitions x 5 trials x 200k-tick regions (slower, for noisy hosts).
     #[arg(long)]
     pub precise: bool,
@@ -115,6 +128,7 @@ pub fn config(a: &Args) -> BenchConfig {
             "tsc" => ClockChoice::One(ClockKind::Tsc),
             "perf" => ClockChoice::One(ClockKind::Perf),
             "rdpmc" => ClockChoice::One(ClockKind::Rdpmc),
+            "msr" => ClockChoice::One(ClockKind::Msr),
             "all" => ClockChoice::All,
             _ => ClockChoice::Auto,
         },
@@ -125,6 +139,8 @@ pub fn config(a: &Args) -> BenchConfig {
         reps: a.reps,
         timeout: Duration::from_secs(a.timeout),
         compare: a.compare.clone(),
+        mem: a.mem,
+        force: a.force,
     }
 }
 

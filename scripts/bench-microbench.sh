@@ -13,6 +13,7 @@
 # lea, mulx, paddd and bswap.
 #
 # Usage: scripts/bench-microbench.sh [--repeat N (default 5)] [--forms FILE] [-- tma bench flags...]
+#        TMA=path/to/tma scripts/bench-microbench.sh ...   (measure that build, no cargo build)
 # The figures matter on a quiet machine: run it there (other load only adds noise).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,13 +25,16 @@ while [ $# -gt 0 ]; do
     --repeat=*) REPEAT=${1#--repeat=}; shift ;;
     --forms) FORMS=$2; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
-cargo build --release -q -p tma-cli
-TMA="$CARGO_TARGET_DIR/release/tma"
+# TMA=path/to/tma skips the release build (e.g. to compare another build).
+if [ -z "${TMA:-}" ]; then
+  export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
+  cargo build --release -q -p tma-cli
+  TMA="$CARGO_TARGET_DIR/release/tma"
+fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
@@ -100,6 +104,11 @@ for f in forms:
     figs = ", ".join(f"{k}={med[k]:.3f}" for k in keys)
     ws = f"{spreads[worst]:.2f}% {worst}" if worst else "-"
     print(f"{f:26} {stable:>3}/{repeat:<3} {unconv:>6} {ws:>13} {figs:34} {wall:7.2f} {wall / nfig * 1000:9.1f}")
+    for i, r in enumerate(rs):
+        off = [f"{k}={r[k][0]:.3f}{'' if r[k][1] else '?'}" for k in keys
+               if k in r and abs(r[k][0] - med[k]) > 0.02 * med[k]]
+        if off:
+            print(f"{'':26} run {i + 1}: off by > 2%: {', '.join(off)} (? = marked unconverged by tma)")
     for e in errors[f][:3]:
         print(f"{'':26} error: {e}")
 print()

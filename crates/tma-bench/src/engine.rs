@@ -278,7 +278,8 @@ fn parse_frames(buf: &[u8], out: &mut Outcome) {
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Run `jobs` (figures wanted for `wanted`, a list of job indices; `tp` are the throughput
-/// chain counts among them, alternatives of one figure) on `clocks` in a forked child.
+/// chain counts among them that are alternatives of one figure and nothing else, so they may
+/// stop early: see [`still_needed`]) on `clocks` in a forked child.
 pub fn run(
     layout: &Layout,
     jobs: &[Job],

@@ -45,7 +45,19 @@ pub(crate) fn measure_once(
     layout.chase = mem.chase;
     planned.notes.extend(mem.note);
     let wanted = planned.wanted_jobs();
-    let tp_jobs: Vec<usize> = planned.tp.iter().map(|t| t.2).collect();
+    // Throughput chain counts may stop early when clearly not the best; a job that is also a
+    // latency figure (the same body, e.g. chain count 1) never does.
+    let lat_jobs: Vec<usize> = planned
+        .latency
+        .iter()
+        .flat_map(|(_, j, rt)| std::iter::once(*j).chain(*rt))
+        .collect();
+    let tp_jobs: Vec<usize> = planned
+        .tp
+        .iter()
+        .map(|t| t.2)
+        .filter(|j| !lat_jobs.contains(j))
+        .collect();
     let out = engine::run(
         &layout,
         &jobs,

@@ -242,9 +242,11 @@ pub fn reg_and_mem(body: &str) -> Vec<String> {
     let split = |tok: &str| -> Option<(String, String)> {
         let t = tok.to_ascii_lowercase();
         if let Some((r, m)) = t.split_once('/') {
-            let ok_r = ["r8", "r16", "r32", "r64", "xmm", "ymm", "zmm", "mm"].contains(&r);
-            let ok_m = m.starts_with('m') && m[1..].chars().all(|c| c.is_ascii_digit());
-            return (ok_r && ok_m).then(|| (r.to_string(), m.to_string()));
+            let ok_m = m.len() > 1 && m.starts_with('m') && m[1..].chars().all(|c| c.is_ascii_digit());
+            // `r/m64`: the register class takes the memory operand's size.
+            let r = if r == "r" { format!("r{}", &m[1.min(m.len())..]) } else { r.to_string() };
+            let ok_r = ["r8", "r16", "r32", "r64", "xmm", "ymm", "zmm", "mm"].contains(&r.as_str());
+            return (ok_r && ok_m).then(|| (r, m.to_string()));
         }
         let bits = t.strip_prefix("rm")?;
         ["8", "16", "32", "64"]

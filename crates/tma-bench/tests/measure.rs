@@ -316,10 +316,27 @@ fn add_two_chains_is_half_a_cycle() {
 fn best_throughputs_are_within_what_any_core_can_do() {
     let mut o = tsc_opts();
     o.latency = false;
-    let (Some(add), Some(imul)) = (run("add rax, rcx", &o), run("imul rax, rbx", &o)) else {
-        return;
+    // A best figure tma marks unconverged is not a claim (the host was too noisy to confirm
+    // it): measure again, a few times, then skip saying so.
+    let mut tries = 0;
+    let (add, imul) = loop {
+        let (Some(add), Some(imul)) = (run("add rax, rcx", &o), run("imul rax, rbx", &o)) else {
+            return;
+        };
+        let (add, imul) = (add.throughput.unwrap(), imul.throughput.unwrap());
+        if add.best[0].converged && imul.best[0].converged {
+            break (add, imul);
+        }
+        tries += 1;
+        if tries == 4 {
+            eprintln!(
+                "skipped: the best throughput stayed unconverged 4 times (host too noisy): add {:?}, imul {:?}",
+                add.best[0].repetitions, imul.best[0].repetitions
+            );
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
     };
-    let (add, imul) = (add.throughput.unwrap(), imul.throughput.unwrap());
     let (a, i) = (add.best[0].median, imul.best[0].median);
     eprintln!(
         "add best {a:.4} ({} chains), imul best {i:.4} ({} chains)",

@@ -61,9 +61,9 @@ fn json_has_schema_pairs_and_clock_status() {
         .map(|p| p["pair"].as_str().unwrap())
         .collect();
     assert_eq!(pairs, ["1->1", "2->1"]);
-    // tsc is always there; perf/rdpmc either measured or say why not.
+    // tsc is always there; perf/rdpmc/msr either measured or say why not.
     let clocks = form["clocks"].as_array().unwrap();
-    assert_eq!(clocks.len(), 3);
+    assert_eq!(clocks.len(), 4);
     for c in clocks {
         if c["clock"] != "tsc" && !c["unavailable"].is_null() {
             let why = c["unavailable"].as_str().unwrap();
@@ -73,6 +73,12 @@ fn json_has_schema_pairs_and_clock_status() {
     let fig = &form["latency"][0]["figures"][0];
     assert_eq!(fig["clock"], "tsc");
     assert_eq!(fig["snapped"], 3.0);
+    // Every figure says whether its independent repetitions converged, and lists them.
+    let reps = fig["repetitions"].as_array().unwrap();
+    assert!(fig["converged"].is_boolean());
+    if fig["converged"] == true {
+        assert!(reps.len() >= 2, "{fig}");
+    }
 }
 
 #[test]
@@ -119,6 +125,11 @@ fn bad_input_is_one_line_exit_2() {
             "does not fit xmm1",
         ),
         (vec![], "nothing to measure"),
+        (vec!["add rax, [rbx]", "--mem", "16"], "--mem 16"),
+        (
+            vec!["add rax, [rax]"],
+            "writes its own address register",
+        ),
     ] {
         let o = tma(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
@@ -454,4 +465,24 @@ fn fp_division_presets_are_labelled() {
     };
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(!out.contains("[fast]") && !out.contains("preset"), "{out}");
+}
+
+/// `--clock msr` on a machine that cannot program counters (no PMU, no msr driver, not root or
+/// rdpmc not allowed) fails with the reason and what to do; where it can, it measures.
+#[test]
+fn msr_clock_measures_or_says_what_is_missing() {
+    let o = tma(&["imul rax, rbx", "--lat", "--clock", "msr"]);
+    let e = stderr(&o);
+    if o.status.success() {
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("msr: self-check"), "{out}");
+        return;
+    }
+    eprintln!("{}", e.trim());
+    assert!(
+        ["modprobe msr", "sudo", "rdpmc", "no core PMU", "--force"]
+            .iter()
+            .any(|w| e.contains(w)),
+        "{e}"
+    );
 }

@@ -79,7 +79,7 @@ pub enum MsrError {
     NotRoot(PathBuf),
     #[error("user-space rdpmc is not allowed for counters perf does not own ({}={}); allow it with `echo 2 | sudo tee /sys/bus/event_source/devices/cpu/rdpmc`", .path.display(), .value)]
     Rdpmc { path: PathBuf, value: String },
-    #[error("no core PMU is visible ({} is missing): this machine (a VM?) has no performance counters to program", .0.display())]
+    #[error("no core PMU is visible ({} is missing): this machine has no performance counters to program (a VM without PMU passthrough?); use --clock tsc here, or a machine with a PMU", .0.display())]
     NoPmu(PathBuf),
     #[error("{register} (MSR {msr:#x}) on CPU {cpu} is in use (value {value:#x}, enable bit set: perf, the NMI watchdog or another tool owns counter 0); free it (e.g. `sudo sysctl kernel.nmi_watchdog=0`) or pass --force to borrow it (its value is restored afterwards)")]
     InUse {

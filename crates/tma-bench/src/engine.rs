@@ -31,7 +31,7 @@ pub struct Method {
     /// Independent repetitions of every figure: at least `min_rounds`, at most `max_rounds`
     /// (the time budget: 10 x the two a quiet machine needs, about 5 x the time of one).
     /// Each repetition is `reps` accepted repetitions of the timing; the figure is accepted when
-    /// the medians of the two lowest repetitions agree within `agree` ([`stats::agreed`]).
+    /// the medians of the lowest repetitions agree within `agree` ([`stats::agreed`]).
     pub min_rounds: usize,
     pub max_rounds: usize,
     pub agree: f64,
@@ -120,7 +120,7 @@ pub enum Msg {
         attempts: usize,
         /// The median of every independent repetition, in the order measured.
         repetitions: Vec<f64>,
-        /// Whether the two lowest independent repetitions agreed within the tolerance.
+        /// Whether the lowest independent repetitions agreed within the tolerance ([`stats::agreed`]).
         converged: bool,
         /// A throughput chain count whose repetitions stayed well above the best chain count's
         /// accepted figure: no longer measured (it cannot be the best), so not converged.
@@ -449,15 +449,20 @@ impl Repeated {
             .flatten()
     }
 
-    /// The figure message: the lower of the agreeing repetitions, else the lowest.
+    /// The figure message: the accepted repetition ([`stats::agreed`]), else the lowest.
     fn message(&self, job: usize, clock: ClockKind, m: &Method) -> Msg {
         let medians = self.medians();
-        let converged = self.agreed(m).is_some();
-        let pick = medians
-            .iter()
-            .enumerate()
-            .min_by(|a, b| a.1.total_cmp(b.1))
-            .map(|(i, _)| i);
+        let agreed = self.agreed(m);
+        let converged = agreed.is_some();
+        // The accepted repetition, or the lowest when none was accepted.
+        let pick = match agreed {
+            Some(v) => medians.iter().position(|x| *x == v),
+            None => medians
+                .iter()
+                .enumerate()
+                .min_by(|a, b| a.1.total_cmp(b.1))
+                .map(|(i, _)| i),
+        };
         let chosen = pick
             .and_then(|i| self.estimates.get(i).cloned())
             .unwrap_or_default();
@@ -1070,6 +1075,9 @@ mod tests {
         // Two noisy repetitions agreeing above a lone low one: not accepted.
         let (v, _, ok, ..) = fig(&repeated(&[0.311, 0.31, 0.25]));
         assert_eq!((v, ok), (0.25, false));
+        // A lone low repetition outvoted by three that agree: the agreeing value is sent.
+        let (v, _, ok, ..) = fig(&repeated(&[0.2429, 0.2501, 0.2503, 0.2502]));
+        assert_eq!((v, ok), (0.2501, true));
         // One repetition never converges, even with min_rounds = 1.
         let one = Method {
             min_rounds: 1,

@@ -19,8 +19,9 @@
 //! slow a chain down), and a repetition is rejected when those two calibrations differ by more
 //! than 0.2%; the median of
 //! 11 accepted repetitions is one independent repetition of the figure. Host noise only adds
-//! time, so a figure is accepted when the two lowest of its independent repetitions agree
-//! within 1%, and the lower is reported ([`stats::agreed`]); repetitions of all figures of a
+//! time, so a figure is accepted when the lowest of its independent repetitions agree within
+//! 1%, and the lower is reported ([`stats::agreed`]; a lone unconfirmed low repetition is
+//! outvoted only by three agreeing ones); repetitions of all figures of a
 //! measurement are taken round-robin (apart in time), at least 2 and at most 10; a figure
 //! that never converged is reported as UNCONVERGED with its repetitions (never as a clean
 //! number), and throughput chain counts well above the best accepted one stop early. A
@@ -300,7 +301,7 @@ pub struct Figure {
     pub snapped: f64,
     /// Whether the median is within 2% of `snapped`.
     pub snapped_ok: bool,
-    /// Whether the figure is accepted: the two lowest of its independent repetitions agreed
+    /// Whether the figure is accepted: the lowest of its independent repetitions agreed
     /// within 1% ([`stats::agreed`]) and `median` is the lower one. When false, `median` is the
     /// lowest repetition and `repetitions` shows the spread: not a clean number.
     #[serde(default = "yes")]

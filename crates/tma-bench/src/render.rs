@@ -69,7 +69,7 @@ fn unconverged_note(f: &Figure) -> Option<String> {
         ));
     }
     Some(format!(
-        "UNCONVERGED: {} repetitions {lo:.3}-{hi:.3} (spread {:.1}%), the two lowest never within 1%; the lowest is shown, the true figure may be lower",
+        "UNCONVERGED: {} repetitions {lo:.3}-{hi:.3} (spread {:.1}%), the lowest never confirmed within 1%; the lowest is shown, the true figure may be lower",
         s.len(),
         f.repetition_spread() * 100.0
     ))

@@ -126,6 +126,10 @@ pub enum Msg {
         /// accepted figure: no longer measured (it cannot be the best), so not converged.
         #[serde(default)]
         dropped: bool,
+        /// Repetitions discarded because the contention sentinel timed around them was off
+        /// ([`stats::sentinel_ok`]), and the sentinel readings that were off.
+        #[serde(default)]
+        contended: Vec<f64>,
     },
     Note(String),
 }
@@ -279,12 +283,15 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Run `jobs` (figures wanted for `wanted`, a list of job indices; `tp` are the throughput
 /// chain counts among them that are alternatives of one figure and nothing else, so they may
-/// stop early: see [`still_needed`]) on `clocks` in a forked child.
+/// stop early: see [`still_needed`]) on `clocks` in a forked child. `sentinel`: the
+/// contention sentinel's job and expected cycles per copy; every repetition of a `tp` job is
+/// discarded when the sentinel timed right before or after it is off.
 pub fn run(
     layout: &Layout,
     jobs: &[Job],
     wanted: &[usize],
     tp: &[usize],
+    sentinel: Option<(usize, f64)>,
     clocks: &[ClockKind],
     method: &Method,
 ) -> Result<Outcome, BenchError> {
@@ -326,6 +333,7 @@ pub fn run(
                 clocks,
                 cpu,
                 msr_error,
+                sentinel,
             };
             child_main(layout, jobs, &ctx, method, wr)
         }
@@ -436,6 +444,10 @@ struct Repeated {
     lost_rejected: usize,
     lost_attempts: usize,
     dropped: bool,
+    /// Off sentinel readings of discarded repetitions.
+    contended: Vec<f64>,
+    /// Repetitions discarded because of the sentinel (shown only when no other exists).
+    discarded: Vec<Estimate>,
 }
 
 impl Repeated {
@@ -463,19 +475,40 @@ impl Repeated {
                 .min_by(|a, b| a.1.total_cmp(b.1))
                 .map(|(i, _)| i),
         };
+        // With no clean repetition at all, the lowest discarded one is shown (unconverged).
+        let lowest_discarded = || {
+            self.discarded
+                .iter()
+                .min_by(|a, b| a.median().total_cmp(&b.median()))
+                .cloned()
+        };
         let chosen = pick
             .and_then(|i| self.estimates.get(i).cloned())
+            .or_else(lowest_discarded)
             .unwrap_or_default();
         Msg::Figure {
             job,
             clock,
             values: chosen.values,
             raw_ticks: chosen.raw,
-            rejected: self.estimates.iter().map(|e| e.rejected).sum::<usize>() + self.lost_rejected,
-            attempts: self.estimates.iter().map(|e| e.attempts).sum::<usize>() + self.lost_attempts,
+            rejected: self
+                .estimates
+                .iter()
+                .chain(&self.discarded)
+                .map(|e| e.rejected)
+                .sum::<usize>()
+                + self.lost_rejected,
+            attempts: self
+                .estimates
+                .iter()
+                .chain(&self.discarded)
+                .map(|e| e.attempts)
+                .sum::<usize>()
+                + self.lost_attempts,
             repetitions: medians,
             converged,
             dropped: self.dropped,
+            contended: self.contended.clone(),
         }
     }
 }
@@ -527,6 +560,8 @@ struct Child<'a> {
     /// first repetition uses it as its pre-calibration instead of calibrating again. Cleared
     /// whenever the sequence is interrupted (a pause) or the calibration estimator changes.
     last_cal: Option<f64>,
+    /// The contention sentinel: (job, expected cycles per copy) ([`stats::sentinel_expect`]).
+    sentinel: Option<(usize, f64)>,
 }
 
 #[derive(Clone, Copy)]
@@ -608,6 +643,25 @@ impl Child<'_> {
         self.iters[job] = iters;
     }
 
+    /// The sentinel job's cost per copy in core cycles now; on the tsc clock over the
+    /// calibrations right before and after it, and None when those differ by more than
+    /// `reject` (the clock moved: no verdict).
+    fn sentinel_cycles(&mut self, job: usize, clock: ClockKind, ctr: &mut Counter) -> Option<f64> {
+        if clock != ClockKind::Tsc {
+            return Some(self.time(job, ctr).cycles);
+        }
+        let mut calib = Counter::Tsc;
+        let c0 = match self.last_cal {
+            Some(c) => c,
+            None => self.calibrate(&mut calib),
+        };
+        let s = self.time(job, ctr);
+        let c1 = self.calibrate(&mut calib);
+        self.last_cal = Some(c1);
+        let lo = c0.min(c1);
+        (lo > 0.0 && (c1 - c0).abs() / lo <= self.method.reject).then(|| s.ticks / lo)
+    }
+
     /// One independent repetition of a figure: `reps` accepted timings (at most
     /// `reps * max_rep_factor` attempts); on the tsc clock each timing is divided by the
     /// calibration before and after it and rejected when those differ by more than `reject`.
@@ -663,22 +717,46 @@ impl Child<'_> {
         ctr: &mut Counter,
         abort: &dyn Fn(&Child<'_>) -> bool,
     ) -> Option<Vec<Msg>> {
+        let sentinel = self.sentinel;
         let m = self.method;
         let mut reps: Vec<(usize, Repeated)> =
             jobs.iter().map(|&j| (j, Repeated::default())).collect();
         let mut active: Vec<usize> = jobs.to_vec();
+        let mut last_sentinel: Option<f64> = None;
         for _round in 0..m.max_rounds.max(1) {
             if active.is_empty() {
                 break;
             }
             for &j in &active {
+                // Throughput repetitions are bracketed by the contention sentinel.
+                // The reading after one throughput repetition is the reading before the next.
+                let guard = sentinel.filter(|_| tp.contains(&j));
+                let before = match guard {
+                    Some((sj, _)) => last_sentinel
+                        .take()
+                        .or_else(|| self.sentinel_cycles(sj, clock, ctr)),
+                    None => None,
+                };
                 let e = self.estimate(j, clock, ctr);
+                let after = guard.and_then(|(sj, _)| self.sentinel_cycles(sj, clock, ctr));
+                last_sentinel = after;
+                let off = guard.and_then(|(_, expect)| {
+                    [before, after]
+                        .into_iter()
+                        .flatten()
+                        .find(|v| !stats::sentinel_ok(*v, expect))
+                });
                 if let Some((_, r)) = reps.iter_mut().find(|(k, _)| *k == j) {
-                    match e {
-                        Ok(e) => r.estimates.push(e),
-                        Err(e) => {
+                    match (e, off) {
+                        (Ok(e), None) => r.estimates.push(e),
+                        (Ok(e), Some(v)) => {
+                            r.contended.push(v);
+                            r.discarded.push(e);
+                        }
+                        (Err(e), off) => {
                             r.lost_rejected += e.rejected;
                             r.lost_attempts += e.attempts;
+                            r.contended.extend(off);
                         }
                     }
                 }
@@ -810,6 +888,7 @@ struct ChildCtx<'a> {
     clocks: &'a [ClockKind],
     cpu: usize,
     msr_error: Option<String>,
+    sentinel: Option<(usize, f64)>,
 }
 
 fn child_main(layout: &Layout, jobs: &[Job], ctx: &ChildCtx<'_>, method: &Method, wr: OwnedFd) -> ! {
@@ -871,10 +950,11 @@ fn child_main(layout: &Layout, jobs: &[Job], ctx: &ChildCtx<'_>, method: &Method
         check: None,
         last_chains: None,
         last_cal: None,
+        sentinel: ctx.sentinel,
     };
     ch.autosize(CALIB_JOB);
     ch.autosize(CHECK_JOB);
-    for &j in wanted {
+    for &j in wanted.iter().chain(ctx.sentinel.as_ref().map(|s| &s.0)) {
         ch.autosize(j);
     }
     for &clock in clocks {
@@ -1078,6 +1158,34 @@ mod tests {
         // A lone low repetition outvoted by three that agree: the agreeing value is sent.
         let (v, _, ok, ..) = fig(&repeated(&[0.2429, 0.2501, 0.2503, 0.2502]));
         assert_eq!((v, ok), (0.2501, true));
+        // Repetitions the contention sentinel discarded never count; with nothing else, the
+        // lowest of them is shown, unconverged, with the sentinel readings.
+        let r = Repeated {
+            discarded: vec![est(0.497), est(0.51)],
+            contended: vec![0.49, 0.5],
+            ..Repeated::default()
+        };
+        match r.message(3, ClockKind::Tsc, &m) {
+            Msg::Figure {
+                values,
+                converged,
+                contended,
+                repetitions,
+                ..
+            } => {
+                assert_eq!(stats::median(&values), 0.497);
+                assert!(!converged && repetitions.is_empty());
+                assert_eq!(contended, vec![0.49, 0.5]);
+            }
+            other => panic!("{other:?}"),
+        }
+        let r = Repeated {
+            estimates: vec![est(0.25)],
+            discarded: vec![est(0.497), est(0.498)],
+            contended: vec![0.49, 0.5],
+            ..Repeated::default()
+        };
+        assert!(r.agreed(&m).is_none(), "discarded repetitions never confirm");
         // One repetition never converges, even with min_rounds = 1.
         let one = Method {
             min_rounds: 1,

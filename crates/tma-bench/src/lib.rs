@@ -24,7 +24,11 @@
 //! outvoted only by three agreeing ones); repetitions of all figures of a
 //! measurement are taken round-robin (apart in time), at least 2 and at most 10; a figure
 //! that never converged is reported as UNCONVERGED with its repetitions (never as a clean
-//! number), and throughput chain counts well above the best accepted one stop early. A
+//! number), and throughput chain counts well above the best accepted one stop early.
+//! Throughput repetitions are bracketed by a contention sentinel of known cost on the core
+//! ([`stats::sentinel_expect`]: 8 chains of `add`, or `vpaddd` for vector bodies) and
+//! discarded when it reads off: a tenant sharing the ALUs slows every repetition alike, so
+//! agreement alone cannot see it. A
 //! self-check (imul chain / add chain = 3 within 1%) must pass before any figure is reported.
 //! The `*` mark: the figure is not within 2% of a plausible value (an integer, or 1/n for n up
 //! to the core's widest set of identical pipes, [`stats::pipe_count`]).
@@ -313,6 +317,11 @@ pub struct Figure {
     /// 5% above the best chain count's accepted figure (it cannot be the best).
     #[serde(default)]
     pub dropped: bool,
+    /// Throughput repetitions discarded because the contention sentinel timed around them read
+    /// off its expected cost (these readings, in cycles): the ALUs were shared with another
+    /// tenant, or the calibration was off ([`stats::sentinel_expect`]).
+    #[serde(default)]
+    pub contended: Vec<f64>,
     pub accepted: usize,
     pub rejected: usize,
     /// Median raw TSC ticks per copy, uncalibrated.

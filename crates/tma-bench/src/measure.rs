@@ -33,6 +33,11 @@ pub(crate) fn measure_once(
             None => plan_throughput(&mut planned, &instrs, &opts.chains)?,
         }
     }
+    let sentinel = if tp_jobs_exist(&planned) {
+        plan_sentinel(&mut planned, &instrs)
+    } else {
+        None
+    };
     let mut gprs = initial_gprs(opts, &planned, &instrs, div);
     let mem = plan_memory(&planned.variants, &opts.method, &opts.init)?;
     for r in &mem.zero {
@@ -63,6 +68,7 @@ pub(crate) fn measure_once(
         &jobs,
         &wanted,
         &tp_jobs,
+        sentinel,
         &clocks_for(opts.clock),
         &opts.method,
     )?;
@@ -488,6 +494,46 @@ fn build_layout(
     Ok((layout, jobs))
 }
 
+fn tp_jobs_exist(planned: &Planned) -> bool {
+    planned.tp.iter().any(|t| {
+        !planned
+            .latency
+            .iter()
+            .any(|(_, j, rt)| *j == t.2 || *rt == Some(t.2))
+    })
+}
+
+/// The contention sentinel for the body's throughput: 8 independent chains of `add r64, r64`,
+/// or of `vpaddd xmm` when the body uses vector registers, as one more job, with its expected
+/// cost on this core ([`stats::sentinel_expect`]); None on cores not in the table.
+fn plan_sentinel(planned: &mut Planned, instrs: &[Instruction]) -> Option<(usize, f64)> {
+    use iced_x86::Code;
+    let vector = instrs.iter().any(|i| {
+        plan::data_ops(i)
+            .iter()
+            .any(|d| plan::reg_file(d.reg) == Some(plan::RegFile::Vec))
+    });
+    let (vendor, family, model) = sys::cpu_signature();
+    let expect = stats::sentinel_expect(&vendor, family, model, vector)?;
+    let ins = if vector {
+        Instruction::with3(
+            Code::VEX_Vpaddd_xmm_xmm_xmmm128,
+            Register::XMM1,
+            Register::XMM1,
+            Register::XMM2,
+        )
+        .ok()?
+    } else {
+        Instruction::with2(Code::Add_rm64_r64, Register::RAX, Register::RBX).ok()?
+    };
+    if vector && !std::is_x86_feature_detected!("avx") {
+        return None;
+    }
+    let v = plan::throughput_variant(&[ins], 8).ok()?;
+    let j = planned.add_variant(v);
+    Some((j, expect))
+}
+
 /// How the body's memory operands are set up.
 #[derive(Debug, Default)]
 struct MemPlan {
@@ -659,11 +705,13 @@ fn collect(
                 repetitions,
                 converged,
                 dropped,
+                contended,
                 ..
             } => {
                 let mut f = figure(*clock, values, raw_ticks, *rejected)?;
                 f.converged = *converged;
                 f.dropped = *dropped;
+                f.contended = contended.clone();
                 f.repetitions = repetitions.clone();
                 figs.insert((*job, *clock), f);
             }
@@ -709,6 +757,7 @@ fn figure(
         converged: true,
         repetitions: vec![median],
         dropped: false,
+        contended: Vec::new(),
     })
 }
 
@@ -1072,6 +1121,7 @@ mod tests {
             converged,
             repetitions: vec![median],
             dropped: false,
+            contended: Vec::new(),
         };
         let (a, b, c) = (f(0.2502, true), f(0.2499, false), f(0.31, true));
         assert_eq!(best_of(&[(4, &a), (12, &b), (8, &c)]).unwrap().0, 4);

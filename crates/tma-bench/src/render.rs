@@ -61,6 +61,12 @@ fn unconverged_note(f: &Figure) -> Option<String> {
         return None;
     }
     let s = crate::stats::sorted(&f.repetitions);
+    if s.is_empty() && !f.contended.is_empty() {
+        return Some(format!(
+            "UNCONVERGED: every repetition ({}) was discarded because the contention sentinel around it read off its expected cost; no figure",
+            f.contended.len()
+        ));
+    }
     let (lo, hi) = (s.first()?, s.last()?);
     if f.dropped {
         return Some(format!(
@@ -68,11 +74,21 @@ fn unconverged_note(f: &Figure) -> Option<String> {
             s.len()
         ));
     }
-    Some(format!(
+    let mut n = format!(
         "UNCONVERGED: {} repetitions {lo:.3}-{hi:.3} (spread {:.1}%), the lowest never confirmed within 1%; the lowest is shown, the true figure may be lower",
         s.len(),
         f.repetition_spread() * 100.0
-    ))
+    );
+    if !f.contended.is_empty() {
+        let c = crate::stats::sorted(&f.contended);
+        n.push_str(&format!(
+            "; {} more discarded because the contention sentinel around them read {:.3}-{:.3} cycles, off its expected cost (ALUs shared with another tenant, or the clock calibration off)",
+            f.contended.len(),
+            c[0],
+            c[c.len() - 1]
+        ));
+    }
+    Some(n)
 }
 
 /// `note` with the unconverged note of `f` first, when it has one.

@@ -60,6 +60,42 @@ pub fn pipe_count(vendor: &str, family: u32, model: u32) -> usize {
     }
 }
 
+/// The reciprocal throughput, in core cycles, of the contention sentinel on a known core: 8
+/// independent chains of `add r64, r64` (integer bodies: one per ALU per cycle) or of
+/// `vpaddd xmm, xmm, xmm` (`vector`: one per vector ALU per cycle). A throughput repetition is
+/// only trusted when the sentinel timed around it reads this (see the engine): slower means
+/// the ALUs were shared with another tenant (an SMT sibling on the host), faster means the
+/// calibration was off. None for cores not in the table (no sentinel check).
+pub fn sentinel_expect(vendor: &str, family: u32, model: u32, vector: bool) -> Option<f64> {
+    match (vendor, family) {
+        // Zen 1-4: four integer ALUs, four vector integer pipes.
+        ("AuthenticAMD", 0x17 | 0x19) => Some(0.25),
+        // Zen 5: six integer ALUs; its vector pipes are not in the table.
+        ("AuthenticAMD", 0x1a) if !vector => Some(1.0 / 6.0),
+        ("GenuineIntel", 6) => {
+            // Vector integer adds: ports 0, 1, 5 on every core below.
+            let known = matches!(
+                model,
+                0x4e | 0x5e | 0x55 | 0x8e | 0x9e | 0xa5 | 0xa6 | 0x66 | 0x7d | 0x7e | 0x6a | 0x6c
+                    | 0x8c | 0x8d | 0xa7
+                    | 0x97 | 0x9a | 0xb7 | 0xba | 0xbf | 0x8f | 0xcf | 0xaa | 0xac | 0xad | 0xae
+            );
+            match (known, vector) {
+                (false, _) => None,
+                (true, true) => Some(1.0 / 3.0),
+                (true, false) => Some(1.0 / pipe_count(vendor, family, model) as f64),
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Whether a sentinel reading is what an uncontended, correctly calibrated core gives: no more
+/// than 1% below the expectation (calibration) and no more than 3% above it (contention).
+pub fn sentinel_ok(reading: f64, expect: f64) -> bool {
+    (expect * 0.99..=expect * 1.03).contains(&reading)
+}
+
 /// The repetition rule: host noise only ever adds time, so the figure is the lowest
 /// measurement that repeats. Given the medians of independent repetitions, the figure is the
 /// lowest value `v` confirmed by another repetition within `tol` (relative to `v`), reported
@@ -136,6 +172,22 @@ mod tests {
         assert_eq!(pipe_count("GenuineIntel", 6, 0x8f), 5);
         assert_eq!(pipe_count("GenuineIntel", 6, 0x55), 4);
         assert_eq!(pipe_count("Other", 0, 0), 4);
+    }
+
+    #[test]
+    fn sentinel_expectations() {
+        assert_eq!(sentinel_expect("AuthenticAMD", 0x19, 1, false), Some(0.25));
+        assert_eq!(sentinel_expect("AuthenticAMD", 0x19, 1, true), Some(0.25));
+        assert_eq!(sentinel_expect("AuthenticAMD", 0x1a, 2, true), None);
+        assert_eq!(sentinel_expect("GenuineIntel", 6, 0x55, false), Some(0.25));
+        assert_eq!(sentinel_expect("GenuineIntel", 6, 0x8f, false), Some(0.2));
+        assert_eq!(sentinel_expect("GenuineIntel", 6, 0x8f, true), Some(1.0 / 3.0));
+        assert_eq!(sentinel_expect("GenuineIntel", 6, 0x01, false), None);
+        // The contended states (0.5: half the ALUs) and a low calibration (0.2425).
+        assert!(sentinel_ok(0.2501, 0.25));
+        assert!(!sentinel_ok(0.497, 0.25));
+        assert!(!sentinel_ok(0.2425, 0.25));
+        assert!(!sentinel_ok(0.26, 0.25));
     }
 
     /// Synthetic repetition sequences: the true cost plus host noise that only adds time.

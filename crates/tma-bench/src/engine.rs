@@ -666,7 +666,12 @@ impl Child<'_> {
     /// `reps * max_rep_factor` attempts); on the tsc clock each timing is divided by the
     /// calibration before and after it and rejected when those differ by more than `reject`.
     /// None when fewer than half of `reps` (at least 3) were accepted.
-    fn estimate(&mut self, job: usize, clock: ClockKind, ctr: &mut Counter) -> Result<Estimate, Estimate> {
+    fn estimate(
+        &mut self,
+        job: usize,
+        clock: ClockKind,
+        ctr: &mut Counter,
+    ) -> Result<Estimate, Estimate> {
         let m = self.method;
         let mut e = Estimate::default();
         let mut calib = Counter::Tsc;
@@ -891,7 +896,13 @@ struct ChildCtx<'a> {
     sentinel: Option<(usize, f64)>,
 }
 
-fn child_main(layout: &Layout, jobs: &[Job], ctx: &ChildCtx<'_>, method: &Method, wr: OwnedFd) -> ! {
+fn child_main(
+    layout: &Layout,
+    jobs: &[Job],
+    ctx: &ChildCtx<'_>,
+    method: &Method,
+    wr: OwnedFd,
+) -> ! {
     let (wanted, tp, clocks, cpu) = (ctx.wanted, ctx.tp, ctx.clocks, ctx.cpu);
     let fail = |wr: &OwnedFd, msg: String| -> ! {
         send(wr, &Msg::Note(format!("fatal: {msg}")));
@@ -917,7 +928,10 @@ fn child_main(layout: &Layout, jobs: &[Job], ctx: &ChildCtx<'_>, method: &Method
     }
     let mut scratch = match sys::Mapping::rw(harness::POOL_PAGE + layout.mem) {
         Ok(m) => m,
-        Err(e) => fail(&wr, format!("mmap the {} byte memory buffer: {e}", layout.mem)),
+        Err(e) => fail(
+            &wr,
+            format!("mmap the {} byte memory buffer: {e}", layout.mem),
+        ),
     };
     let _ = scratch.write(0, &layout.pool);
     // Touch the memory buffer so no page faults happen while timing (it is cache-warm after
@@ -994,9 +1008,9 @@ fn child_main(layout: &Layout, jobs: &[Job], ctx: &ChildCtx<'_>, method: &Method
                 continue;
             };
             let median_of = |m: &Msg| match m {
-                Msg::Figure { values, raw_ticks, .. } => {
-                    (stats::median(values), stats::median(raw_ticks))
-                }
+                Msg::Figure {
+                    values, raw_ticks, ..
+                } => (stats::median(values), stats::median(raw_ticks)),
                 _ => (f64::NAN, f64::NAN),
             };
             let (add, _) = median_of(&f[0]);
@@ -1140,7 +1154,13 @@ mod tests {
                 rejected,
                 attempts,
                 ..
-            } => (stats::median(&values), repetitions, converged, rejected, attempts),
+            } => (
+                stats::median(&values),
+                repetitions,
+                converged,
+                rejected,
+                attempts,
+            ),
             other => panic!("{other:?}"),
         };
         let (v, reps, ok, rejected, attempts) = fig(&repeated(&[0.31, 0.2502, 0.25]));
@@ -1185,7 +1205,10 @@ mod tests {
             contended: vec![0.49, 0.5],
             ..Repeated::default()
         };
-        assert!(r.agreed(&m).is_none(), "discarded repetitions never confirm");
+        assert!(
+            r.agreed(&m).is_none(),
+            "discarded repetitions never confirm"
+        );
         // One repetition never converges, even with min_rounds = 1.
         let one = Method {
             min_rounds: 1,
@@ -1201,13 +1224,13 @@ mod tests {
     fn rounds_stop_when_accepted_or_clearly_not_the_best() {
         let m = Method::default();
         let mut reps = vec![
-            (2, repeated(&[3.0, 3.01])),       // latency, accepted
-            (3, repeated(&[1.3, 1.2])),        // latency, not yet
-            (4, repeated(&[0.5, 0.501])),      // tp 2 chains, accepted
-            (5, repeated(&[0.25, 0.2501])),    // tp 4 chains, accepted: the best
-            (6, repeated(&[0.30, 0.27])),      // tp 8 chains: 8% above the best, dropped
-            (7, repeated(&[0.26, 0.2525])),    // tp 12 chains: within 5%, measured again
-            (8, repeated(&[0.9])),             // tp, one repetition: measured again
+            (2, repeated(&[3.0, 3.01])),    // latency, accepted
+            (3, repeated(&[1.3, 1.2])),     // latency, not yet
+            (4, repeated(&[0.5, 0.501])),   // tp 2 chains, accepted
+            (5, repeated(&[0.25, 0.2501])), // tp 4 chains, accepted: the best
+            (6, repeated(&[0.30, 0.27])),   // tp 8 chains: 8% above the best, dropped
+            (7, repeated(&[0.26, 0.2525])), // tp 12 chains: within 5%, measured again
+            (8, repeated(&[0.9])),          // tp, one repetition: measured again
         ];
         let tp = [4, 5, 6, 7, 8];
         let next = still_needed(&mut reps, &tp, &m);

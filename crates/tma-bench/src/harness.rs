@@ -140,7 +140,12 @@ fn gpr64(r: Register) -> Option<AsmRegister64> {
     })
 }
 
-fn init_code(a: &mut CodeAssembler, regs: &Regs<'_>, vec: VecInit, mm: bool) -> Result<(), IcedError> {
+fn init_code(
+    a: &mut CodeAssembler,
+    regs: &Regs<'_>,
+    vec: VecInit,
+    mm: bool,
+) -> Result<(), IcedError> {
     let Regs { gprs, addr, chase } = *regs;
     match vec {
         VecInit::None => {}
@@ -428,7 +433,10 @@ mod tests {
         }
         // Not sequential: prefetchers cannot follow it.
         let ring = chase_ring(1 << 16, 0, 0);
-        let seq = ring.iter().filter(|(at, v)| *v == (*at as u64) + 64).count();
+        let seq = ring
+            .iter()
+            .filter(|(at, v)| *v == (*at as u64) + 64)
+            .count();
         assert!(seq < ring.len() / 8, "{seq}");
     }
 
@@ -451,7 +459,9 @@ mod tests {
         // Twice (before and after rdtsc), the last write of rbx each time is `mov rbx, r14`.
         let from_r14 = movs
             .iter()
-            .filter(|i| i.op1_kind() == iced_x86::OpKind::Register && i.op1_register() == Register::R14)
+            .filter(|i| {
+                i.op1_kind() == iced_x86::OpKind::Register && i.op1_register() == Register::R14
+            })
             .count();
         assert_eq!(from_r14, 2);
         assert_eq!(movs.last().unwrap().op1_register(), Register::R14);
@@ -498,7 +508,8 @@ mod tests {
                 &Regs::values(&GPR_DEFAULTS),
                 vec,
                 true,
-            ).unwrap();
+            )
+            .unwrap();
             let d = Decoder::new(64, &img.bytes[..img.body_start], DecoderOptions::NONE);
             let mut loads = Vec::new();
             for ins in d.into_iter() {

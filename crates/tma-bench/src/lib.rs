@@ -791,7 +791,8 @@ mod tests {
                     &harness::Regs::values(gprs),
                     harness::VecInit::None,
                     false,
-                ).unwrap(),
+                )
+                .unwrap(),
             );
             images.push(
                 harness::build_image(
@@ -800,7 +801,8 @@ mod tests {
                     &harness::Regs::values(gprs),
                     harness::VecInit::None,
                     false,
-                ).unwrap(),
+                )
+                .unwrap(),
             );
             jobs.push(engine::Job {
                 small: images.len() - 2,

@@ -591,7 +591,10 @@ fn plan_memory(
                 "{text}: the displacement {disp:#x} is outside the {size}-byte memory buffer the base register points at; use a displacement below {size:#x} or a larger --mem"
             )));
         }
-        if base.is_gpr64() && !matches!(base, Register::R14 | Register::RSP) && !mp.addr.contains(&base) {
+        if base.is_gpr64()
+            && !matches!(base, Register::R14 | Register::RSP)
+            && !mp.addr.contains(&base)
+        {
             mp.addr.push(base);
         }
         if index.is_gpr64() && !mp.zero.contains(&index) {
@@ -626,7 +629,10 @@ fn plan_memory(
         mp.note = Some(if len <= 64 {
             format!("{text} is a pointer chase over one cache line (L1 load-to-use latency); --mem SIZE walks SIZE bytes in random line order")
         } else {
-            format!("{text} is a pointer chase over {len} bytes ({} lines in random order)", len / 64)
+            format!(
+                "{text} is a pointer chase over {len} bytes ({} lines in random order)",
+                len / 64
+            )
         });
     }
     for r in &mp.addr {
@@ -1053,7 +1059,11 @@ mod tests {
         assert!(m.zero.is_empty() && m.chase.is_none());
         assert_eq!(m.size, harness::DEFAULT_MEM);
         // Index registers are 0; r14 already points there; lea reads no memory.
-        let m = mem("add rax, [rbx+rcx*8+16]; add rdx, [r14+8]; lea rsi, [rdi+4]", None).unwrap();
+        let m = mem(
+            "add rax, [rbx+rcx*8+16]; add rdx, [r14+8]; lea rsi, [rdi+4]",
+            None,
+        )
+        .unwrap();
         assert_eq!(m.addr, vec![Register::RBX]);
         assert_eq!(m.zero, vec![Register::RCX]);
         // A store and a load of one location (store-to-load forwarding).
@@ -1087,7 +1097,9 @@ mod tests {
         assert!(e.contains("writes its own address register"), "{e}");
         let e = mem("mov rax, [rax+64]", None).unwrap_err().to_string();
         assert!(e.contains("displacement of 0 to 56"), "{e}");
-        let e = mem("mov rax, [rbx+0x2000]", Some(4096)).unwrap_err().to_string();
+        let e = mem("mov rax, [rbx+0x2000]", Some(4096))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("outside the 4096-byte memory buffer"), "{e}");
         let e = mem("add rax, [rbx]", Some(16)).unwrap_err().to_string();
         assert!(e.contains("--mem 16"), "{e}");

@@ -31,8 +31,8 @@ pub fn snap(x: f64, max_n: usize) -> (f64, bool) {
         return (x, false);
     }
     let rel = |s: f64| ((x - s) / s).abs();
-    let candidates = std::iter::once(x.round().max(1.0))
-        .chain((2..=max_n.max(1)).map(|n| 1.0 / n as f64));
+    let candidates =
+        std::iter::once(x.round().max(1.0)).chain((2..=max_n.max(1)).map(|n| 1.0 / n as f64));
     let s = candidates
         .min_by(|a, b| rel(*a).total_cmp(&rel(*b)))
         .unwrap_or(1.0);
@@ -76,9 +76,31 @@ pub fn sentinel_expect(vendor: &str, family: u32, model: u32, vector: bool) -> O
             // Vector integer adds: ports 0, 1, 5 on every core below.
             let known = matches!(
                 model,
-                0x4e | 0x5e | 0x55 | 0x8e | 0x9e | 0xa5 | 0xa6 | 0x66 | 0x7d | 0x7e | 0x6a | 0x6c
-                    | 0x8c | 0x8d | 0xa7
-                    | 0x97 | 0x9a | 0xb7 | 0xba | 0xbf | 0x8f | 0xcf | 0xaa | 0xac | 0xad | 0xae
+                0x4e | 0x5e
+                    | 0x55
+                    | 0x8e
+                    | 0x9e
+                    | 0xa5
+                    | 0xa6
+                    | 0x66
+                    | 0x7d
+                    | 0x7e
+                    | 0x6a
+                    | 0x6c
+                    | 0x8c
+                    | 0x8d
+                    | 0xa7
+                    | 0x97
+                    | 0x9a
+                    | 0xb7
+                    | 0xba
+                    | 0xbf
+                    | 0x8f
+                    | 0xcf
+                    | 0xaa
+                    | 0xac
+                    | 0xad
+                    | 0xae
             );
             match (known, vector) {
                 (false, _) => None,
@@ -159,7 +181,7 @@ mod tests {
         // 1/5 and 1/6 only on machines with that many pipes.
         assert!(!snap(0.2, 4).1);
         assert_eq!(snap(0.2, 6), (0.2, true));
-        assert_eq!(snap(1.0 / 6.0, 6).1, true);
+        assert!(snap(1.0 / 6.0, 6).1);
         // Below the smallest unit fraction: nothing is plausible.
         assert!(!snap(0.1, 4).1);
         assert!(!snap(f64::NAN, 4).1);
@@ -181,7 +203,10 @@ mod tests {
         assert_eq!(sentinel_expect("AuthenticAMD", 0x1a, 2, true), None);
         assert_eq!(sentinel_expect("GenuineIntel", 6, 0x55, false), Some(0.25));
         assert_eq!(sentinel_expect("GenuineIntel", 6, 0x8f, false), Some(0.2));
-        assert_eq!(sentinel_expect("GenuineIntel", 6, 0x8f, true), Some(1.0 / 3.0));
+        assert_eq!(
+            sentinel_expect("GenuineIntel", 6, 0x8f, true),
+            Some(1.0 / 3.0)
+        );
         assert_eq!(sentinel_expect("GenuineIntel", 6, 0x01, false), None);
         // The contended states (0.5: half the ALUs) and a low calibration (0.2425).
         assert!(sentinel_ok(0.2501, 0.25));
@@ -231,7 +256,7 @@ mod tests {
                 x ^= x >> 7;
                 x ^= x << 17;
                 let u = (x % 10_000) as f64 / 10_000.0;
-                let noise = if x % 3 == 0 {
+                let noise = if x.is_multiple_of(3) {
                     clean += 1;
                     u * 0.002
                 } else {
@@ -247,7 +272,10 @@ mod tests {
                     }
                     if clean == 1 && v > t * 1.002 {
                         let s = sorted(&reps);
-                        let backing = s.iter().filter(|&&y| y >= v && y <= v * (1.0 + tol)).count();
+                        let backing = s
+                            .iter()
+                            .filter(|&&y| y >= v && y <= v * (1.0 + tol))
+                            .count();
                         assert!(backing >= 3, "{reps:?} -> {v}");
                     }
                 }

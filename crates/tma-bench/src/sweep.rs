@@ -242,9 +242,14 @@ pub fn reg_and_mem(body: &str) -> Vec<String> {
     let split = |tok: &str| -> Option<(String, String)> {
         let t = tok.to_ascii_lowercase();
         if let Some((r, m)) = t.split_once('/') {
-            let ok_m = m.len() > 1 && m.starts_with('m') && m[1..].chars().all(|c| c.is_ascii_digit());
+            let ok_m =
+                m.len() > 1 && m.starts_with('m') && m[1..].chars().all(|c| c.is_ascii_digit());
             // `r/m64`: the register class takes the memory operand's size.
-            let r = if r == "r" { format!("r{}", &m[1.min(m.len())..]) } else { r.to_string() };
+            let r = if r == "r" {
+                format!("r{}", &m[1.min(m.len())..])
+            } else {
+                r.to_string()
+            };
             let ok_r = ["r8", "r16", "r32", "r64", "xmm", "ymm", "zmm", "mm"].contains(&r.as_str());
             return (ok_r && ok_m).then(|| (r, m.to_string()));
         }
@@ -259,7 +264,7 @@ pub fn reg_and_mem(body: &str) -> Vec<String> {
     // Split on operand separators, keeping them.
     for piece in body.split_inclusive([',', ' ', ';']) {
         let (tok, sep) = match piece.char_indices().last() {
-            Some((i, c)) if matches!(c, ',' | ' ' | ';') => (&piece[..i], &piece[i..]),
+            Some((i, ',' | ' ' | ';')) => (&piece[..i], &piece[i..]),
             _ => (piece, ""),
         };
         match split(tok) {
@@ -332,8 +337,14 @@ mod tests {
 
     #[test]
     fn register_or_memory_kinds_give_both_forms() {
-        assert_eq!(reg_and_mem("add rax, rm64"), ["add rax, r64", "add rax, m64"]);
-        assert_eq!(reg_and_mem("imul r64, r/m64"), ["imul r64, r64", "imul r64, m64"]);
+        assert_eq!(
+            reg_and_mem("add rax, rm64"),
+            ["add rax, r64", "add rax, m64"]
+        );
+        assert_eq!(
+            reg_and_mem("imul r64, r/m64"),
+            ["imul r64, r64", "imul r64, m64"]
+        );
         assert_eq!(
             reg_and_mem("vpaddd ymm1, ymm1, ymm/m256"),
             ["vpaddd ymm1, ymm1, ymm", "vpaddd ymm1, ymm1, m256"]

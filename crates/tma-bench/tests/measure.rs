@@ -497,9 +497,14 @@ fn pointer_chase_gives_the_l1_load_to_use_latency() {
             return;
         };
         let v = body_lat(&r);
-        eprintln!("{text}: {v:.3} cycles (converged: {})", r.latency[0].figures[0].converged);
+        eprintln!(
+            "{text}: {v:.3} cycles (converged: {})",
+            r.latency[0].figures[0].converged
+        );
         assert!(
-            r.notes.iter().any(|n| n.contains("pointer chase over one cache line")),
+            r.notes
+                .iter()
+                .any(|n| n.contains("pointer chase over one cache line")),
             "{:?}",
             r.notes
         );
@@ -546,7 +551,7 @@ fn store_to_load_forwarding_is_timed() {
     };
     let v = body_lat(&r);
     eprintln!("store-to-load forwarding (mov [rbx], rax; mov rax, [rbx]): {v:.3} cycles");
-    assert!(v >= 0.9 && v < 14.0, "{v}");
+    assert!((0.9..14.0).contains(&v), "{v}");
 }
 
 /// A pointer chase over 64 MiB in random line order misses every cache: far slower than L1.

@@ -126,10 +126,7 @@ fn bad_input_is_one_line_exit_2() {
         ),
         (vec![], "nothing to measure"),
         (vec!["add rax, [rbx]", "--mem", "16"], "--mem 16"),
-        (
-            vec!["add rax, [rax]"],
-            "writes its own address register",
-        ),
+        (vec!["add rax, [rax]"], "writes its own address register"),
     ] {
         let o = tma(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");

@@ -71,7 +71,9 @@ impl CycleEvent {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MsrError {
-    #[error("the CPU vendor `{0}` has no known cycles event for the MSR clock (AMD and Intel only)")]
+    #[error(
+        "the CPU vendor `{0}` has no known cycles event for the MSR clock (AMD and Intel only)"
+    )]
     Vendor(String),
     #[error("{} does not exist: the msr driver is not loaded; load it with `sudo modprobe msr`", .0.display())]
     NoDriver(PathBuf),
@@ -339,7 +341,11 @@ mod tests {
             assert_eq!(read_msr(&f.setup, AMD_PERF_CTL0), 0x0043_0076);
             assert!(crate::msr_signal::armed());
         }
-        assert_eq!(read_msr(&f.setup, AMD_PERF_CTL0), previous, "restored on drop");
+        assert_eq!(
+            read_msr(&f.setup, AMD_PERF_CTL0),
+            previous,
+            "restored on drop"
+        );
         assert!(!crate::msr_signal::armed());
         // Explicit restore, then drop: written back once, still the old value.
         let mut c = ProgrammedCounter::program(&f.setup, 0, "GenuineIntel", false).unwrap();
@@ -373,13 +379,20 @@ mod tests {
         let busy = AMD_LS_NOT_HALTED_CYC | USR | EN | 0x300;
         let f = fake(Some("2"), Some((AMD_PERF_CTL0, busy)));
         let e = ProgrammedCounter::program(&f.setup, 0, "AuthenticAMD", false).unwrap_err();
-        assert!(matches!(e, MsrError::InUse { value, .. } if value == busy), "{e}");
+        assert!(
+            matches!(e, MsrError::InUse { value, .. } if value == busy),
+            "{e}"
+        );
         assert!(e.to_string().contains("--force"), "{e}");
         assert_eq!(read_msr(&f.setup, AMD_PERF_CTL0), busy, "nothing written");
         let c = ProgrammedCounter::program(&f.setup, 0, "AuthenticAMD", true).unwrap();
         assert_eq!(read_msr(&f.setup, AMD_PERF_CTL0), 0x0043_0076);
         drop(c);
-        assert_eq!(read_msr(&f.setup, AMD_PERF_CTL0), busy, "the other owner's value is back");
+        assert_eq!(
+            read_msr(&f.setup, AMD_PERF_CTL0),
+            busy,
+            "the other owner's value is back"
+        );
     }
 
     #[test]

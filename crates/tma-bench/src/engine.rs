@@ -18,7 +18,7 @@ use crate::{BenchError, ClockKind};
 pub struct Method {
     /// Two unroll counts; the per-copy cost is the difference of the two runs.
     pub unroll: (usize, usize),
-    /// Accepted repetitions per figure (median reported).
+    /// Accepted timings per independent repetition of a figure (median taken).
     pub reps: usize,
     /// Trials per unroll count within a repetition (minimum taken).
     pub trials: usize,

@@ -53,7 +53,7 @@ pub struct BenchConfig {
     pub cpu: Option<usize>,
     /// [`Method::precise`] instead of the default method.
     pub precise: bool,
-    /// Accepted repetitions per figure (at least 3).
+    /// Accepted timings per independent repetition of a figure (at least 3).
     pub reps: Option<usize>,
     /// Give up on one input after this long (at least a second).
     pub timeout: Duration,

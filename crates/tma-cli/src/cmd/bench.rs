@@ -81,7 +81,8 @@ pub struct Args {
     /// 21 repetitions x 5 trials x 200k-tick regions (slower, for noisy hosts).
     #[arg(long)]
     pub precise: bool,
-    /// Accepted repetitions per figure.
+    /// Accepted timings per independent repetition of a figure (its median is the repetition's
+    /// value; a figure takes 2 to 10 repetitions until the lowest agree within 1%).
     #[arg(long)]
     pub reps: Option<usize>,
     /// Give up on one input after this many seconds.

@@ -6,7 +6,8 @@
 #     the runs (goal: N of N for every form);
 #   - spread: (max - min) / median of each figure over the runs, the worst figure shown;
 #   - unconverged: runs where tma itself marked a figure UNCONVERGED (`?`): it never presents
-#     those as clean numbers, but they are not stable figures either;
+#     those as clean numbers, but they are not stable figures either; and, over all forms, the
+#     figures off by > 2% that tma showed without any mark (`?` or `*`): confidently wrong;
 #   - time per figure and per instruction form (wall clock of the process; goal: at most 5x
 #     the 0.1 s per form that the single-repetition method took).
 # The eight forms are those of issue 15's 10-run experiment (vpaddd, popcnt, add, imul) plus
@@ -58,16 +59,19 @@ tma, work, repeat, forms_file, extra = sys.argv[1], sys.argv[2], int(sys.argv[3]
 forms = [l.strip() for l in open(forms_file) if l.strip() and not l.startswith("#")]
 
 def figures(form):
-    """The figures a user reads: latency per pair, best throughput; with their convergence."""
+    """The figures a user reads: latency per pair, best throughput; each with its marks: `?`
+    (unconverged) and `*` (not within 2% of a plausible value)."""
+    def mark(f):
+        return ("" if f.get("snapped_ok", True) else "*") + ("" if f.get("converged", True) else "?")
     out = {}
     for p in form["latency"]:
         if p["figures"]:
             f = p["figures"][0]
-            out[f"lat {p['pair']}"] = (f["median"], f.get("converged", True))
+            out[f"lat {p['pair']}"] = (f["median"], mark(f))
     tp = form.get("throughput")
     if tp and tp["best"]:
         f = tp["best"][0]
-        out["tp"] = (f["median"], f.get("converged", True))
+        out["tp"] = (f["median"], mark(f))
     return out
 
 runs = {f: [] for f in forms}      # form -> list of {figure: (value, converged)}
@@ -88,13 +92,17 @@ for r in range(repeat):
     print(f"run {r + 1}/{repeat} done", file=sys.stderr)
 
 print(f"{'instruction':26} {'stable':>7} {'unconv':>6} {'worst spread':>13} {'figures (median over runs)':34} {'s/form':>7} {'ms/figure':>9}")
-all_stable, times = True, []
+all_stable, times, wrong_total = True, [], [0]
 for f in forms:
     rs = runs[f]
     keys = sorted({k for r in rs for k in r})
     med = {k: statistics.median(r[k][0] for r in rs if k in r) for k in keys}
     stable = sum(1 for r in rs if all(abs(r[k][0] - med[k]) <= 0.02 * med[k] for k in keys if k in r))
-    unconv = sum(1 for r in rs if any(not r[k][1] for k in r))
+    unconv = sum(1 for r in rs if any("?" in r[k][1] for k in r))
+    # Off by more than 2% and shown without a mark: a confidently wrong figure.
+    unmarked_off = sum(1 for r in rs for k in r
+                       if abs(r[k][0] - med[k]) > 0.02 * med[k] and not r[k][1])
+    wrong_total[0] += unmarked_off
     spreads = {k: (max(r[k][0] for r in rs if k in r) - min(r[k][0] for r in rs if k in r)) / med[k] * 100 for k in keys}
     worst = max(spreads, key=spreads.get) if spreads else None
     nfig = len(keys) or 1
@@ -105,16 +113,17 @@ for f in forms:
     ws = f"{spreads[worst]:.2f}% {worst}" if worst else "-"
     print(f"{f:26} {stable:>3}/{repeat:<3} {unconv:>6} {ws:>13} {figs:34} {wall:7.2f} {wall / nfig * 1000:9.1f}")
     for i, r in enumerate(rs):
-        off = [f"{k}={r[k][0]:.3f}{'' if r[k][1] else '?'}" for k in keys
+        off = [f"{k}={r[k][0]:.3f}{r[k][1]}" for k in keys
                if k in r and abs(r[k][0] - med[k]) > 0.02 * med[k]]
         if off:
-            print(f"{'':26} run {i + 1}: off by > 2%: {', '.join(off)} (? = marked unconverged by tma)")
+            print(f"{'':26} run {i + 1}: off by > 2%: {', '.join(off)} (marks as tma showed them: ? unconverged, * implausible)")
     for e in errors[f][:3]:
         print(f"{'':26} error: {e}")
 print()
 print(f"forms: {len(forms)}; runs per form: {repeat}; load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 print(f"time per instruction form: median {statistics.median(times):.2f} s, max {max(times):.2f} s "
       f"(goal <= 0.5 s: 5x the 0.1 s of one repetition per figure); ratio to 0.1 s: {statistics.median(times) / 0.1:.1f}x")
+print(f"figures off their median by > 2% and shown without a mark (confidently wrong): {wrong_total[0]}")
 print("verdict: " + ("every form stable in every run" if all_stable else "NOT every form stable in every run (see the table)"))
 PY
 

@@ -644,22 +644,29 @@ impl Child<'_> {
     }
 
     /// The sentinel job's cost per copy in core cycles now; on the tsc clock over the
-    /// calibrations right before and after it, and None when those differ by more than
-    /// `reject` (the clock moved: no verdict).
+    /// calibrations right before and after it, and None when those differed by more than
+    /// `reject` (the clock moved: no verdict) three times in a row.
     fn sentinel_cycles(&mut self, job: usize, clock: ClockKind, ctr: &mut Counter) -> Option<f64> {
         if clock != ClockKind::Tsc {
             return Some(self.time(job, ctr).cycles);
         }
+        // A reading whose bracketing calibrations disagree is taken again (at most 3 tries):
+        // a sentinel without a verdict would let a contended repetition through.
         let mut calib = Counter::Tsc;
-        let c0 = match self.last_cal {
-            Some(c) => c,
-            None => self.calibrate(&mut calib),
-        };
-        let s = self.time(job, ctr);
-        let c1 = self.calibrate(&mut calib);
-        self.last_cal = Some(c1);
-        let lo = c0.min(c1);
-        (lo > 0.0 && (c1 - c0).abs() / lo <= self.method.reject).then(|| s.ticks / lo)
+        for _ in 0..3 {
+            let c0 = match self.last_cal {
+                Some(c) => c,
+                None => self.calibrate(&mut calib),
+            };
+            let s = self.time(job, ctr);
+            let c1 = self.calibrate(&mut calib);
+            self.last_cal = Some(c1);
+            let lo = c0.min(c1);
+            if lo > 0.0 && (c1 - c0).abs() / lo <= self.method.reject {
+                return Some(s.ticks / lo);
+            }
+        }
+        None
     }
 
     /// One independent repetition of a figure: `reps` accepted timings (at most

@@ -34,6 +34,7 @@ pub(crate) fn measure_once(
         }
     }
     let sentinel = if tp_jobs_exist(&planned) {
+        planned.tp_check = plan_tp_check(&mut planned);
         plan_sentinel(&mut planned, &instrs)
     } else {
         None
@@ -82,7 +83,12 @@ pub(crate) fn measure_once(
             .collect()
     };
     let latency = latency_results(&mut planned, &figures_of);
-    let throughput = throughput_result(&planned, &good, &figures_of);
+    let mut throughput = throughput_result(&planned, &good, &figures_of);
+    if let (Some(j), Some(t)) = (planned.tp_check, throughput.as_mut()) {
+        if let Some(note) = check_independent_work(&figures_of(j), t) {
+            planned.notes.push(note);
+        }
+    }
     Ok(FormReport {
         input,
         preset: div
@@ -117,6 +123,8 @@ struct Planned {
     tp_note: Option<String>,
     /// Spare registers holding the preset dividend for the division throughput body.
     div_spares: Vec<(Register, u64)>,
+    /// The throughput check's job ([`plan_tp_check`]).
+    tp_check: Option<usize>,
     notes: Vec<String>,
 }
 
@@ -138,6 +146,7 @@ impl Planned {
             skipped_chains: Vec::new(),
             tp_note: None,
             div_spares: Vec::new(),
+            tp_check: None,
             notes: Vec::new(),
         }
     }
@@ -162,6 +171,7 @@ impl Planned {
             .iter()
             .flat_map(|(_, j, rt)| std::iter::once(*j).chain(*rt))
             .chain(self.tp.iter().map(|t| t.2))
+            .chain(self.tp_check)
             .collect();
         w.sort_unstable();
         w.dedup();
@@ -501,6 +511,38 @@ fn tp_jobs_exist(planned: &Planned) -> bool {
             .iter()
             .any(|(_, j, rt)| *j == t.2 || *rt == Some(t.2))
     })
+}
+
+/// The throughput check: 3 independent `imul r64, r64` chains run at exactly one imul per
+/// cycle on every x86 core (latency 3, at least one multiplier), so their figure checks the
+/// clock calibration for independent work. The calibration times dependent chains; on a shared
+/// host they have been seen to run ~3% slower than their latency while independent work does
+/// not (every throughput figure then reads ~3% low, imul/add still 3.00).
+fn plan_tp_check(planned: &mut Planned) -> Option<usize> {
+    let ins =
+        Instruction::with2(iced_x86::Code::Imul_r64_rm64, Register::RAX, Register::RBX).ok()?;
+    let v = plan::throughput_variant(&[ins], 3).ok()?;
+    Some(planned.add_variant(v))
+}
+
+/// When the throughput check converged away from 1.00 (more than 1%), every throughput figure
+/// is unconfirmed: marked unconverged, with the note saying why.
+fn check_independent_work(check: &[Figure], t: &mut ThroughputResult) -> Option<String> {
+    let c = check.first().filter(|c| c.converged)?;
+    if (c.median - 1.0).abs() <= 0.01 {
+        return None;
+    }
+    for f in t
+        .best
+        .iter_mut()
+        .chain(t.per_chains.iter_mut().flat_map(|c| c.figures.iter_mut()))
+    {
+        f.converged = false;
+    }
+    Some(format!(
+        "throughput not confirmed: 3 independent imul chains ran at {:.3} cycles per imul instead of 1.000 (every x86 core), so the clock calibration is off for independent work right now (shared host); throughput figures are marked unconverged, latencies are not affected",
+        c.median
+    ))
 }
 
 /// The contention sentinel for the body's throughput: 8 independent chains of `add r64, r64`,
@@ -1116,6 +1158,46 @@ mod tests {
         )
         .unwrap();
         assert!(m.addr.is_empty());
+    }
+
+    #[test]
+    fn a_throughput_check_off_by_more_than_one_percent_unconfirms_throughput() {
+        let f = |median: f64, converged: bool| Figure {
+            clock: ClockKind::Tsc,
+            median,
+            p10: median,
+            p90: median,
+            snapped: median,
+            snapped_ok: true,
+            accepted: 11,
+            rejected: 0,
+            raw_tsc_ticks: median,
+            converged,
+            repetitions: vec![median, median],
+            dropped: false,
+            contended: Vec::new(),
+        };
+        let tp = || ThroughputResult {
+            best: vec![f(0.2425, true)],
+            best_chains: 4,
+            per_chains: vec![ChainResult {
+                chains: 4,
+                body: "popcnt rax, rbx".into(),
+                figures: vec![f(0.2425, true)],
+            }],
+            skipped_chains: Vec::new(),
+        };
+        // The state seen on this project's VMs: imul x3 at 0.970.
+        let mut t = tp();
+        let note = check_independent_work(&[f(0.9697, true)], &mut t).unwrap();
+        assert!(note.contains("0.970"), "{note}");
+        assert!(!t.best[0].converged && !t.per_chains[0].figures[0].converged);
+        // Within 1%, or itself unconverged: nothing changes.
+        for check in [f(1.004, true), f(0.9, false)] {
+            let mut t = tp();
+            assert!(check_independent_work(&[check], &mut t).is_none());
+            assert!(t.best[0].converged);
+        }
     }
 
     #[test]

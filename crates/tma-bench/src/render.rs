@@ -74,6 +74,12 @@ fn unconverged_note(f: &Figure) -> Option<String> {
             s.len()
         ));
     }
+    if crate::stats::agreed(&f.repetitions, 0.01).is_some() && f.contended.is_empty() {
+        return Some(
+            "UNCONFIRMED: the repetitions agree, but the throughput check failed (see the note below)"
+                .into(),
+        );
+    }
     let mut n = format!(
         "UNCONVERGED: {} repetitions {lo:.3}-{hi:.3} (spread {:.1}%), the lowest never confirmed within 1%; the lowest is shown, the true figure may be lower",
         s.len(),

@@ -28,7 +28,9 @@
 //! Throughput repetitions are bracketed by a contention sentinel of known cost on the core
 //! ([`stats::sentinel_expect`]: 8 chains of `add`, or `vpaddd` for vector bodies) and
 //! discarded when it reads off: a tenant sharing the ALUs slows every repetition alike, so
-//! agreement alone cannot see it. A
+//! agreement alone cannot see it. A throughput check (3 independent imul chains: 1.00 per cycle
+//! on every core) marks all throughput figures unconfirmed when the calibration is off for
+//! independent work. A
 //! self-check (imul chain / add chain = 3 within 1%) must pass before any figure is reported.
 //! The `*` mark: the figure is not within 2% of a plausible value (an integer, or 1/n for n up
 //! to the core's widest set of identical pipes, [`stats::pipe_count`]).

@@ -10,6 +10,22 @@
 # its reason at the end, instead of letting a skip look like a pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# ensure prometheus: the `tma serve` end-to-end test scrapes with a real Prometheus server
+# (Debian package `prometheus`, which also brings promtool). Installed when running as root
+# and missing; if that fails the tests that need it skip and say so.
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing the Debian package prometheus (for the tma serve end-to-end test)"
+    (DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1 ||
+      { apt-get update >/dev/null 2>&1 &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1; }) ||
+      echo "could not install prometheus; the tests that need it will skip"
+  else
+    echo "prometheus/promtool not found and not root: the tests that need them will skip"
+  fi
+fi
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 log=$(mktemp)

@@ -27,6 +27,8 @@ struct Cli {
 enum Command {
     /// Count events and print the TMA tree for a command, a pid, the system, or an imported recording.
     Stat(cmd::stat::Args),
+    /// Export the TMA tree to Prometheus, counting continuously (per host, per cgroup).
+    Serve(cmd::serve::Args),
     /// Compare two runs: before, after and delta of every node, the bottleneck's move, significance.
     Diff(cmd::diff::Args),
     /// List the raw events a TMA level needs, with perf encodings and a ready perf command.
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Stat(a) => cmd::stat::run(a, &cli.root),
+        Command::Serve(a) => cmd::serve::run(a, &cli.root),
         Command::Diff(a) => cmd::diff::run(a, &cli.root),
         Command::Events(a) => cmd::events::run(a, &cli.root),
         Command::List(a) => cmd::list::run(a, &cli.root),

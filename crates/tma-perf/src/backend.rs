@@ -35,6 +35,10 @@ pub enum Target {
     Tids(Vec<i32>),
     /// System-wide, on these CPUs (`None` = all online CPUs).
     System(Option<Vec<u32>>),
+    /// The tasks of these cgroups (directories of a cgroup v2 hierarchy, as absolute paths),
+    /// on every online CPU: perf_event's cgroup mode (`PERF_FLAG_PID_CGROUP`), one counter
+    /// group per cgroup and CPU. Readings carry the cgroup's index in this list.
+    Cgroups(Vec<PathBuf>),
 }
 
 /// How to run.
@@ -96,6 +100,12 @@ pub enum RunError {
     Read(std::io::Error),
     #[error("nothing to count: empty target list")]
     EmptyTarget,
+    #[error(
+        "cannot count cgroup {}: {why}; give a directory of the cgroup v2 hierarchy, e.g. \
+         /sys/fs/cgroup/system.slice/NAME.service (see `cat /proc/PID/cgroup` for a process's)",
+        path.display()
+    )]
+    BadCgroup { path: PathBuf, why: String },
     #[error("replay: {0}")]
     Replay(String),
     #[error("{0}")]
@@ -111,6 +121,9 @@ pub struct GroupReading {
     pub cpu: Option<u32>,
     /// Thread for attached-thread counting, else `None`.
     pub tid: Option<u32>,
+    /// Index into [`Target::Cgroups`] for cgroup counting, else `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<u32>,
     pub time_enabled_ns: u64,
     pub time_running_ns: u64,
     /// One raw value per group member, in plan order.
@@ -130,11 +143,9 @@ impl RawInterval {
     pub fn add(&mut self, next: &RawInterval) {
         self.end_s = next.end_s;
         for g in &next.groups {
-            match self
-                .groups
-                .iter_mut()
-                .find(|o| o.group == g.group && o.cpu == g.cpu && o.tid == g.tid)
-            {
+            match self.groups.iter_mut().find(|o| {
+                o.group == g.group && o.cpu == g.cpu && o.tid == g.tid && o.cgroup == g.cgroup
+            }) {
                 Some(o) => {
                     o.time_enabled_ns += g.time_enabled_ns;
                     o.time_running_ns += g.time_running_ns;
@@ -358,14 +369,94 @@ pub struct Live;
 /// Groups the kernel refused: (group index, reason).
 type FailedGroups = Vec<(usize, String)>;
 
-/// Where counters attach: (pid or -1, cpu or -1, CPU label, thread label).
-type AttachPoint = (i32, i32, Option<u32>, Option<u32>);
+/// Where one set of counter groups attaches: the `pid`, `cpu` and `flags` arguments of
+/// perf_event_open, and the labels the readings carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttachPoint {
+    /// A pid or tid, -1 (any task: per-CPU counting), or with [`sys::FLAG_PID_CGROUP`] the
+    /// fd of a cgroup directory.
+    pub pid: i32,
+    /// A CPU, or -1 (any CPU: per-task counting).
+    pub cpu: i32,
+    /// Extra perf_event_open flags (`PERF_FLAG_FD_CLOEXEC` is always added).
+    pub flags: u64,
+    pub cpu_label: Option<u32>,
+    pub tid_label: Option<u32>,
+    /// Index of the cgroup in [`Target::Cgroups`].
+    pub cgroup_label: Option<u32>,
+}
+
+impl AttachPoint {
+    fn task(tid: i32) -> Self {
+        AttachPoint {
+            pid: tid,
+            cpu: -1,
+            flags: 0,
+            cpu_label: None,
+            tid_label: u32::try_from(tid).ok(),
+            cgroup_label: None,
+        }
+    }
+    fn cpu(cpu: u32) -> Self {
+        AttachPoint {
+            pid: -1,
+            cpu: cpu as i32,
+            flags: 0,
+            cpu_label: Some(cpu),
+            tid_label: None,
+            cgroup_label: None,
+        }
+    }
+}
+
+/// perf_event_open's cgroup mode: for each cgroup directory fd (in [`Target::Cgroups`]
+/// order), one attach point per CPU with the fd as `pid` and `PERF_FLAG_PID_CGROUP`. The kernel
+/// refuses cgroup events on "any CPU", so every point names a CPU.
+pub fn cgroup_points(cgroup_fds: &[i32], cpus: &[u32]) -> Vec<AttachPoint> {
+    let mut out = Vec::with_capacity(cgroup_fds.len() * cpus.len());
+    for (i, &fd) in cgroup_fds.iter().enumerate() {
+        for &c in cpus {
+            out.push(AttachPoint {
+                pid: fd,
+                cpu: c as i32,
+                flags: sys::FLAG_PID_CGROUP,
+                cpu_label: Some(c),
+                tid_label: None,
+                cgroup_label: Some(i as u32),
+            });
+        }
+    }
+    out
+}
+
+/// Open a cgroup directory for [`cgroup_points`]: an error that says what to give instead
+/// when it is not a directory of a cgroup v2 hierarchy.
+pub fn open_cgroup(path: &Path) -> Result<OwnedFd, RunError> {
+    let bad = |why: String| RunError::BadCgroup {
+        path: path.to_path_buf(),
+        why,
+    };
+    if !path.is_dir() {
+        return Err(bad("not a directory".into()));
+    }
+    if !path.join("cgroup.procs").exists() {
+        return Err(bad("not a cgroup directory (it has no cgroup.procs)".into()));
+    }
+    let f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    Ok(OwnedFd::from(f))
+}
+
+/// The function that opens one counter: `perf_event_open` ([`sys::perf_open_flags`]) for real
+/// counting, a recorder in tests of the calls a plan and a target produce.
+pub type Opener<'a> =
+    dyn FnMut(&crate::attr::Attr, i32, i32, Option<i32>, u64) -> std::io::Result<OwnedFd> + 'a;
 
 /// One opened group at one attach point.
 struct OpenGroup {
     group: usize,
     cpu: Option<u32>,
     tid: Option<u32>,
+    cgroup: Option<u32>,
     leader: OwnedFd,
     _members: Vec<OwnedFd>,
     n: usize,
@@ -423,11 +514,13 @@ fn open_groups(
     points: &[AttachPoint],
     mode: AttachMode,
     host: &Host,
+    open: &mut Opener<'_>,
 ) -> Result<(Vec<OpenGroup>, FailedGroups), RunError> {
     let mut out = Vec::new();
     let mut failed: Vec<(usize, String)> = Vec::new();
     let mut first_err: Option<RunError> = None;
-    for &(pid, cpu, cpu_label, tid_label) in points {
+    for p in points {
+        let (pid, cpu) = (p.pid, p.cpu);
         'group: for (gi, g) in plan.groups.iter().enumerate() {
             if failed.iter().any(|(f, _)| *f == gi) {
                 continue;
@@ -438,7 +531,7 @@ fn open_groups(
             let mut members = Vec::new();
             for (k, ev) in g.events.iter().enumerate() {
                 let attr = attr_for(ev, pmus, mode, k == 0)?;
-                let fd = sys::perf_open(
+                let fd = open(
                     &attr,
                     pid,
                     cpu,
@@ -446,6 +539,7 @@ fn open_groups(
                         use std::os::fd::AsRawFd;
                         l.as_raw_fd()
                     }),
+                    p.flags,
                 );
                 let fd = match fd {
                     Ok(fd) => fd,
@@ -467,8 +561,9 @@ fn open_groups(
             if let Some(leader) = leader {
                 out.push(OpenGroup {
                     group: gi,
-                    cpu: cpu_label,
-                    tid: tid_label,
+                    cpu: p.cpu_label,
+                    tid: p.tid_label,
+                    cgroup: p.cgroup_label,
                     leader,
                     _members: members,
                     n: g.events.len(),
@@ -505,6 +600,7 @@ fn read_deltas(
             group: g.group,
             cpu: g.cpu,
             tid: g.tid,
+            cgroup: g.cgroup,
             time_enabled_ns: r.time_enabled.saturating_sub(g.last.0),
             time_running_ns: r.time_running.saturating_sub(g.last.1),
             values: values
@@ -553,6 +649,8 @@ impl Backend for Live {
         crate::process::catch_interrupts()?;
         let mut child: Option<(HeldChild, Option<OwnedFd>)> = None;
         let mut watch: Vec<OwnedFd> = Vec::new();
+        // Cgroup directory fds, open while the counters are opened.
+        let mut cgroup_fds: Vec<OwnedFd> = Vec::new();
         let (points, mode): (Vec<AttachPoint>, AttachMode) = match target {
             Target::Command(argv) => {
                 let cmd = argv.first().ok_or(RunError::EmptyTarget)?;
@@ -568,7 +666,9 @@ impl Backend for Live {
                 let held = HeldChild::spawn_program(&cpath, &cargv, opts.command_stdout)?;
                 let pid = held.pid();
                 child = Some((held, None));
-                (vec![(pid, -1, None, None)], AttachMode::LAUNCH)
+                let mut p = AttachPoint::task(pid);
+                p.tid_label = None;
+                (vec![p], AttachMode::LAUNCH)
             }
             Target::Pids(pids) => {
                 if pids.is_empty() {
@@ -581,7 +681,7 @@ impl Backend for Live {
                         .threads(pid)
                         .map_err(|_| RunError::NoSuchProcess(pid))?;
                     for tid in tids {
-                        pts.push((tid, -1, None, Some(tid as u32)));
+                        pts.push(AttachPoint::task(tid));
                     }
                     watch.push(sys::pidfd_open(pid).map_err(|_| RunError::NoSuchProcess(pid))?);
                 }
@@ -597,9 +697,7 @@ impl Backend for Live {
                     }
                 }
                 (
-                    tids.iter()
-                        .map(|&t| (t, -1, None, Some(t as u32)))
-                        .collect(),
+                    tids.iter().map(|&t| AttachPoint::task(t)).collect(),
                     AttachMode::SINGLE,
                 )
             }
@@ -610,14 +708,40 @@ impl Backend for Live {
                     return Err(RunError::BadCpu(*bad));
                 }
                 (
-                    cpus.iter()
-                        .map(|&c| (-1, c as i32, Some(c), None))
-                        .collect(),
+                    cpus.iter().map(|&c| AttachPoint::cpu(c)).collect(),
+                    AttachMode::SINGLE,
+                )
+            }
+            Target::Cgroups(paths) => {
+                if paths.is_empty() {
+                    return Err(RunError::EmptyTarget);
+                }
+                for p in paths {
+                    cgroup_fds.push(open_cgroup(p)?);
+                }
+                let raw: Vec<i32> = cgroup_fds
+                    .iter()
+                    .map(|f| {
+                        use std::os::fd::AsRawFd;
+                        f.as_raw_fd()
+                    })
+                    .collect();
+                (
+                    cgroup_points(&raw, &opts.host.online_cpus_or_cpu0()),
                     AttachMode::SINGLE,
                 )
             }
         };
-        let opened = open_groups(plan, &pmus, &points, mode, &opts.host);
+        let opened = open_groups(
+            plan,
+            &pmus,
+            &points,
+            mode,
+            &opts.host,
+            &mut sys::perf_open_flags,
+        );
+        // The kernel holds its own reference to each cgroup once the counters are open.
+        drop(cgroup_fds);
         let (mut groups, failed_groups) = match opened {
             Ok(g) => g,
             Err(e) => {
@@ -895,6 +1019,95 @@ mod tests {
     use super::*;
     use crate::plan::{Group, Slot};
 
+    /// One perf_event_open call as the opener saw it: (attr, pid, cpu, has group fd, flags).
+    type Call = (crate::attr::Attr, i32, i32, bool, u64);
+
+    /// Open `plan` at `points` with a recording opener (each "fd" is /dev/null).
+    fn recorded_opens(plan: &Plan, points: &[AttachPoint]) -> (Vec<Call>, Vec<OpenGroup>) {
+        let mut calls: Vec<Call> = Vec::new();
+        let host = Host::new("/nonexistent/sys", "/nonexistent/proc");
+        let (groups, failed) = open_groups(
+            plan,
+            &Pmus::default(),
+            points,
+            AttachMode::SINGLE,
+            &host,
+            &mut |attr, pid, cpu, group, flags| {
+                calls.push((*attr, pid, cpu, group.is_some(), flags));
+                std::fs::File::open("/dev/null").map(OwnedFd::from)
+            },
+        )
+        .unwrap();
+        assert!(failed.is_empty());
+        (calls, groups)
+    }
+
+    #[test]
+    fn cgroup_mode_opens_each_group_per_cgroup_and_cpu_with_the_cgroup_flag() {
+        let plan = Plan::software(&[
+            EventSpec::software(SoftwareEvent::TaskClock),
+            EventSpec::software(SoftwareEvent::ContextSwitches),
+        ]);
+        // Two cgroup directory fds (7 and 9), CPUs 0 and 3.
+        let points = cgroup_points(&[7, 9], &[0, 3]);
+        let (calls, groups) = recorded_opens(&plan, &points);
+        assert_eq!(calls.len(), 2 * 2 * 2);
+        let where_: Vec<(i32, i32, bool)> = calls.iter().map(|c| (c.1, c.2, c.3)).collect();
+        assert_eq!(
+            where_,
+            [
+                (7, 0, false),
+                (7, 0, true),
+                (7, 3, false),
+                (7, 3, true),
+                (9, 0, false),
+                (9, 0, true),
+                (9, 3, false),
+                (9, 3, true)
+            ]
+        );
+        for (attr, _, _, leader_fd, flags) in &calls {
+            assert_eq!(*flags, sys::FLAG_PID_CGROUP, "every call is in cgroup mode");
+            assert_eq!(attr.type_, crate::attr::TYPE_SOFTWARE);
+            // Per-CPU counters: nothing to inherit, no exec to wait for; the leader starts
+            // disabled and is enabled by ioctl once everything is open.
+            assert!(!attr.inherit && !attr.enable_on_exec);
+            assert_eq!(attr.disabled, !leader_fd);
+            assert_eq!(attr.read_format, crate::attr::READ_FORMAT);
+        }
+        let labels: Vec<(Option<u32>, Option<u32>)> =
+            groups.iter().map(|g| (g.cgroup, g.cpu)).collect();
+        assert_eq!(
+            labels,
+            [
+                (Some(0), Some(0)),
+                (Some(0), Some(3)),
+                (Some(1), Some(0)),
+                (Some(1), Some(3))
+            ]
+        );
+    }
+
+    #[test]
+    fn per_cpu_and_per_task_points_carry_no_cgroup_flag() {
+        let plan = Plan::software(&[EventSpec::software(SoftwareEvent::TaskClock)]);
+        let (calls, _) = recorded_opens(&plan, &[AttachPoint::cpu(1), AttachPoint::task(42)]);
+        let got: Vec<(i32, i32, u64)> = calls.iter().map(|c| (c.1, c.2, c.4)).collect();
+        assert_eq!(got, [(-1, 1, 0), (42, -1, 0)]);
+    }
+
+    #[test]
+    fn a_path_that_is_not_a_cgroup_is_refused_with_what_to_give() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = open_cgroup(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("not a cgroup directory"), "{e}");
+        assert!(e.contains("/sys/fs/cgroup/"), "{e}");
+        let e = open_cgroup(&dir.path().join("missing"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a directory"), "{e}");
+    }
+
     fn two_group_plan() -> Plan {
         let g = |names: &[&str]| Group {
             pmu: "cpu".into(),
@@ -913,6 +1126,7 @@ mod tests {
             group,
             cpu,
             tid: None,
+            cgroup: None,
             time_enabled_ns: en,
             time_running_ns: run,
             values: values.to_vec(),
@@ -1232,6 +1446,7 @@ impl Backend for Synthetic {
                         group: gi,
                         cpu: *cpu,
                         tid: None,
+                        cgroup: None,
                         time_enabled_ns: part(enabled),
                         time_running_ns: part(running),
                         values: g

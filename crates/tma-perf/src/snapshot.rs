@@ -255,6 +255,7 @@ mod tests {
                             group: 0,
                             cpu: None,
                             tid: None,
+                            cgroup: None,
                             time_enabled_ns: 100,
                             time_running_ns: 100,
                             values: vec![1, 2, 3, 4],

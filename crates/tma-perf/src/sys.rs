@@ -30,10 +30,28 @@ fn to_kernel(a: &Attr) -> b::perf_event_attr {
     k
 }
 
+/// `PERF_FLAG_FD_CLOEXEC`: every fd `tma` opens is close-on-exec.
+pub const FLAG_FD_CLOEXEC: u64 = b::PERF_FLAG_FD_CLOEXEC as u64;
+/// `PERF_FLAG_PID_CGROUP`: `pid` is the fd of a cgroup directory (cgroup v2, or the v1
+/// perf_event hierarchy) and the counter counts only while that cgroup's tasks run on `cpu`.
+pub const FLAG_PID_CGROUP: u64 = b::PERF_FLAG_PID_CGROUP as u64;
+
 /// Open one counter. `pid` -1 with a `cpu` counts the CPU; `group` is the leader's fd.
 pub fn perf_open(attr: &Attr, pid: i32, cpu: i32, group: Option<RawFd>) -> io::Result<OwnedFd> {
+    perf_open_flags(attr, pid, cpu, group, FLAG_FD_CLOEXEC)
+}
+
+/// [`perf_open`] with explicit `perf_event_open` flags ([`FLAG_FD_CLOEXEC`] is always added):
+/// with [`FLAG_PID_CGROUP`], `pid` is a cgroup directory fd and `cpu` must be a CPU.
+pub fn perf_open_flags(
+    attr: &Attr,
+    pid: i32,
+    cpu: i32,
+    group: Option<RawFd>,
+    flags: u64,
+) -> io::Result<OwnedFd> {
     let mut k = to_kernel(attr);
-    let flags = b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong;
+    let flags = (flags | FLAG_FD_CLOEXEC) as libc::c_ulong;
     // SAFETY: `k` is a fully initialised perf_event_attr whose `size` matches the struct we
     // pass; the kernel only reads it (and may write `size` back on E2BIG), and it outlives
     // the call. The other arguments are plain integers.

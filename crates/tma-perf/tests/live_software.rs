@@ -357,3 +357,100 @@ fn a_refused_group_is_left_out_and_reads_not_supported() {
     let e = Live.run(&only_bad, &sh("true"), &RunOptions::new());
     assert!(matches!(e, Err(RunError::Open { .. })), "{e:?}");
 }
+
+/// perf_event's cgroup mode, live: a cgroup v2 directory made here with a busy shell loop in
+/// it; its task-clock over 300 ms shows the loop's CPU time, and only under that cgroup's
+/// index. Skips (with the reason) where no cgroup v2 hierarchy is writable.
+#[test]
+fn cgroup_mode_counts_the_tasks_of_a_cgroup() {
+    let host = tma_perf::host::Host::system();
+    let mount = match host.cgroup2_mount() {
+        Ok(Some(m)) => m,
+        other => {
+            println!("skipped: no cgroup v2 hierarchy mounted ({other:?})");
+            return;
+        }
+    };
+    let dir = mount.join(format!("tma-perf-test-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir(&dir) {
+        println!(
+            "skipped: cannot create a cgroup under {}: {e}",
+            mount.display()
+        );
+        return;
+    }
+    let mut busy = std::process::Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    let moved = std::fs::write(dir.join("cgroup.procs"), busy.id().to_string());
+    let result = moved
+        .map_err(|e| format!("cannot move pid {} into {}: {e}", busy.id(), dir.display()))
+        .and_then(|()| {
+            let plan = Plan::software(&[
+                EventSpec::software(SoftwareEvent::TaskClock),
+                EventSpec::software(SoftwareEvent::ContextSwitches),
+            ]);
+            let mut opts = RunOptions::new();
+            opts.duration = Some(Duration::from_millis(300));
+            // The cgroup twice: two indices, the same tasks.
+            Live.run(
+                &plan,
+                &Target::Cgroups(vec![dir.clone(), dir.clone()]),
+                &opts,
+            )
+            .map(|m| (plan, m))
+            .map_err(|e| e.to_string())
+        });
+    let _ = busy.kill();
+    let _ = busy.wait();
+    for _ in 0..50 {
+        if std::fs::remove_dir(&dir).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (plan, m) = match result {
+        Ok(x) => x,
+        Err(e) if e.contains("cannot move") => {
+            println!("skipped: {e}");
+            return;
+        }
+        Err(e) => panic!("cgroup counting failed: {e}"),
+    };
+    let total = m.total();
+    assert!(total
+        .groups
+        .iter()
+        .all(|g| g.cgroup.is_some() && g.cpu.is_some()));
+    for idx in [0, 1] {
+        let mine = RawInterval {
+            groups: total
+                .groups
+                .iter()
+                .filter(|g| g.cgroup == Some(idx))
+                .cloned()
+                .collect(),
+            ..total.clone()
+        };
+        let iv = Measurement::interval_readings(&plan, &mine, false);
+        let ns = iv.get("task-clock").unwrap().value.unwrap();
+        // The loop is busy all the time; on a shared 2-CPU machine it gets at least a part.
+        assert!(
+            ns > 30e6 && ns < 0.7e9,
+            "cgroup {idx}: task-clock {ns} ns over 300 ms"
+        );
+    }
+}
+
+#[test]
+fn a_directory_that_is_not_a_cgroup_is_refused() {
+    let plan = sw_plan();
+    let d = tempfile::tempdir().unwrap();
+    let e = Live.run(
+        &plan,
+        &Target::Cgroups(vec![d.path().into()]),
+        &RunOptions::new(),
+    );
+    assert!(matches!(e, Err(RunError::BadCgroup { .. })), "{e:?}");
+}

@@ -9,6 +9,7 @@ use tma_perf::snapshot::Topology;
 
 use crate::eval::{IntervalReport, Request, RunInfo, StatRun, TreeEval};
 use crate::render::tree::TreeWriter;
+use crate::watch::{WatchInterval, WatchStart, Watcher};
 use crate::{Outcome, StatConfig, StatError};
 
 /// Intervals handed from the reading thread to the writing one at a time.
@@ -109,10 +110,22 @@ pub(crate) fn kept_perf_stat(
     Ok(StatRun { info, intervals })
 }
 
-/// Where the evaluated intervals go: written as they come, or kept.
+/// The intervals of a perf stat recording to `watch` ([`crate::watch`]).
+pub(crate) fn watch_perf_stat(
+    cfg: &StatConfig,
+    input: impl BufRead + Send,
+    file: &str,
+    watch: &mut dyn Watcher,
+    notes: &mut dyn Write,
+) -> Result<Outcome, StatError> {
+    import_perf_stat(cfg, input, file, Sink::Watch(watch), notes).map(|(outcome, _)| outcome)
+}
+
+/// Where the evaluated intervals go: written as they come, kept, or handed to a watcher.
 enum Sink<'a> {
     Write(&'a mut dyn Write),
     Keep(&'a mut Vec<IntervalReport>),
+    Watch(&'a mut dyn Watcher),
 }
 
 fn import_perf_stat(
@@ -238,6 +251,20 @@ fn import_perf_stat(
                         writer.interval(*out, &info, &ir)?;
                     }
                     Sink::Keep(kept) => kept.push(ir),
+                    Sink::Watch(w) => {
+                        if evaluated == 1 {
+                            w.start(WatchStart::Tree {
+                                info: &info,
+                                plan: None,
+                                target: None,
+                            });
+                        }
+                        w.interval(WatchInterval {
+                            raw: None,
+                            readings: iv,
+                            report: Some(&ir),
+                        });
+                    }
                 }
             }
         }

@@ -24,6 +24,7 @@ pub mod model;
 pub mod plan;
 pub mod render;
 mod session;
+pub mod watch;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -35,6 +36,7 @@ pub use render::tree::{Format, RenderOptions};
 use tma_metrics::Bottleneck;
 use tma_perf::backend::{Ending, Synthetic};
 use tma_perf::host::Host;
+pub use watch::{watch, WatchInterval, WatchStart, Watcher};
 
 use crate::error::usage;
 
@@ -72,6 +74,9 @@ pub struct LiveOptions {
     pub all_cpus: bool,
     /// System-wide on these CPUs (`0-3,8`).
     pub cpu_list: Option<String>,
+    /// `-G`: the tasks of these cgroups (v2 directories: absolute, or relative to the cgroup2
+    /// mount), on every CPU, in perf_event's cgroup mode; summed into one tree.
+    pub cgroups: Vec<String>,
     /// `-I MS`.
     pub interval_ms: Option<u64>,
     pub per_core: bool,
@@ -167,10 +172,10 @@ impl Outcome {
 }
 
 /// The bundled example recording behind `tma stat --example`.
-const EXAMPLE_CSV: &[u8] =
+pub(crate) const EXAMPLE_CSV: &[u8] =
     include_bytes!("../../../tests/fixtures/import/zen4-sha256-synthetic.csv");
 /// The name the example goes by in the output.
-const EXAMPLE_NAME: &str = "bundled-example-zen4-sha256.csv";
+pub(crate) const EXAMPLE_NAME: &str = "bundled-example-zen4-sha256.csv";
 
 /// One run of the counted target about to start (live counting only), for a progress
 /// display: the caller decides whether and how to show it.
@@ -209,7 +214,7 @@ pub fn run_with_progress(
                     "--smt describes an imported recording; live runs read the topology themselves",
                 ));
             }
-            session::run_live(cfg, &cfg.live, out, notes, progress)
+            session::run_live(cfg, &cfg.live, out, notes, progress, None)
         }
         Input::Example => {
             check_import_flags(&cfg.live)?;
@@ -298,14 +303,14 @@ pub fn evaluate(cfg: &StatConfig, notes: &mut dyn Write) -> Result<Evaluated, St
 }
 
 /// A recording read whole, by kind.
-enum FileInput {
+pub(crate) enum FileInput {
     /// `perf stat` output (its bytes) and the file's name for messages.
     PerfStat(Vec<u8>, String),
     Snapshot(Box<tma_perf::snapshot::Snapshot>),
 }
 
 /// Read a recording whole for [`evaluate`] (its trees are kept in memory anyway).
-fn read_input(cfg: &StatConfig, path: &Path) -> Result<FileInput, StatError> {
+pub(crate) fn read_input(cfg: &StatConfig, path: &Path) -> Result<FileInput, StatError> {
     let file = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|source| StatError::Read {
         path: path.to_path_buf(),
@@ -319,7 +324,11 @@ fn read_input(cfg: &StatConfig, path: &Path) -> Result<FileInput, StatError> {
 
 /// A file that starts like a JSON document: a snapshot, or (a one-line JSON start) perf
 /// stat output after all.
-fn document_input(cfg: &StatConfig, bytes: Vec<u8>, file: String) -> Result<FileInput, StatError> {
+pub(crate) fn document_input(
+    cfg: &StatConfig,
+    bytes: Vec<u8>,
+    file: String,
+) -> Result<FileInput, StatError> {
     let format = tma_perf::import::detect(&bytes).map_err(|source| StatError::Import {
         file: file.clone(),
         source,
@@ -368,7 +377,7 @@ fn import_file(
 }
 
 /// Live-only settings make no sense with a recording: say so instead of ignoring them.
-fn check_import_flags(a: &LiveOptions) -> Result<(), StatError> {
+pub(crate) fn check_import_flags(a: &LiveOptions) -> Result<(), StatError> {
     let mut bad: Vec<&str> = Vec::new();
     if !a.command.is_empty() {
         bad.push("-- CMD");
@@ -378,6 +387,7 @@ fn check_import_flags(a: &LiveOptions) -> Result<(), StatError> {
         (!a.tids.is_empty(), "-t"),
         (a.all_cpus, "-a"),
         (a.cpu_list.is_some(), "-C"),
+        (!a.cgroups.is_empty(), "-G"),
         (a.interval_ms.is_some(), "-I"),
         (a.per_core, "--per-core"),
         (a.per_thread, "--per-thread"),

@@ -29,6 +29,7 @@ use crate::eval::{Request, RunInfo, StatRun, TreeEval};
 use crate::plan::{counting_plan, hw_groups};
 use crate::render::counts;
 use crate::render::tree::{self, TreeWriter};
+use crate::watch::{WatchInterval, WatchStart, Watcher};
 use crate::{BackendChoice, LiveOptions, Outcome, RunStart, StatConfig, StatError};
 
 /// Where a session's measurements come from.
@@ -60,6 +61,8 @@ struct Session<'a> {
     /// Keep each step's evaluated samples here instead of writing its tree
     /// ([`crate::evaluate`]): the intervals of `-I`, else one per `--repeat` run.
     keep: Option<Vec<StatRun>>,
+    /// Hand each interval to this watcher instead of writing it ([`crate::watch`]).
+    watch: Option<&'a mut dyn Watcher>,
 }
 
 impl Session<'_> {
@@ -90,6 +93,7 @@ pub(crate) fn run_live(
     out: &mut dyn Write,
     notes: &mut dyn Write,
     progress: &mut dyn FnMut(RunStart),
+    watch: Option<&mut dyn Watcher>,
 ) -> Result<Outcome, StatError> {
     let target = target_of(cfg, live)?;
     check_flags(cfg, live, &target)?;
@@ -128,6 +132,7 @@ pub(crate) fn run_live(
         cpu_cores: Vec::new(),
         progress,
         keep: None,
+        watch: watch.map(|w| -> &mut dyn Watcher { w }),
     };
     if live.per_core {
         let cpus = match &target {
@@ -204,7 +209,7 @@ pub(crate) fn replay(
     out: &mut dyn Write,
     notes: &mut dyn Write,
 ) -> Result<Outcome, StatError> {
-    replay_session(cfg, snap, false, out, notes).map(|(outcome, _)| outcome)
+    replay_session(cfg, snap, false, None, out, notes).map(|(outcome, _)| outcome)
 }
 
 /// The evaluated samples of a snapshot's tree ([`crate::evaluate`]): nothing is written to
@@ -232,15 +237,33 @@ pub(crate) fn replay_kept(
              whole trees",
         ));
     }
-    let (_, mut kept) = replay_session(cfg, snap, true, &mut std::io::sink(), notes)?;
+    let (_, mut kept) = replay_session(cfg, snap, true, None, &mut std::io::sink(), notes)?;
     kept.pop()
         .ok_or_else(|| usage("the snapshot gave no tree to compare"))
+}
+
+/// A snapshot's intervals to `watch` ([`crate::watch`]), through the replay code.
+pub(crate) fn replay_watch(
+    cfg: &StatConfig,
+    snap: Snapshot,
+    watch: &mut dyn Watcher,
+    notes: &mut dyn Write,
+) -> Result<Outcome, StatError> {
+    if snap.settings.drilldown || snap.settings.repeat > 1 {
+        return Err(usage(
+            "the snapshot is a --drilldown or --repeat run: record one run (with -I MS for \
+             intervals) to serve it",
+        ));
+    }
+    replay_session(cfg, snap, false, Some(watch), &mut std::io::sink(), notes)
+        .map(|(outcome, _)| outcome)
 }
 
 fn replay_session(
     cfg: &StatConfig,
     snap: Snapshot,
     keep: bool,
+    watch: Option<&mut dyn Watcher>,
     out: &mut dyn Write,
     notes: &mut dyn Write,
 ) -> Result<(Outcome, Vec<StatRun>), StatError> {
@@ -290,6 +313,7 @@ fn replay_session(
         cpu_cores: snap.cpu_cores.clone(),
         progress: &mut |_| {},
         keep: keep.then(Vec::new),
+        watch: watch.map(|w| -> &mut dyn Watcher { w }),
     };
     if !snap.hardware {
         let plan = snap.plans.first().cloned().unwrap_or_default();
@@ -323,14 +347,31 @@ fn target_of(cfg: &StatConfig, a: &LiveOptions) -> Result<Target, StatError> {
     kinds += usize::from(!a.command.is_empty());
     kinds += usize::from(!a.pids.is_empty());
     kinds += usize::from(!a.tids.is_empty());
-    kinds += usize::from(a.all_cpus || a.cpu_list.is_some());
+    // -G counts the cgroups on every CPU: -a may be given with it, as for perf stat.
+    kinds += usize::from((a.all_cpus && a.cgroups.is_empty()) || a.cpu_list.is_some());
+    kinds += usize::from(!a.cgroups.is_empty());
     if kinds == 0 {
-        return Err(usage("nothing to measure: give a command after `--`, -p PID, -t TID, or -a (or --import FILE)"));
+        return Err(usage("nothing to measure: give a command after `--`, -p PID, -t TID, -a or -G CGROUP (or --import FILE)"));
     }
     if kinds > 1 {
         return Err(usage(
-            "give only one of: a command after `--`, -p, -t, -a/-C",
+            "give only one of: a command after `--`, -p, -t, -a/-C, -G",
         ));
+    }
+    if !a.cgroups.is_empty() {
+        let mut dirs = Vec::new();
+        for name in &a.cgroups {
+            let dir = cfg.host.cgroup_dir(name).map_err(usage)?;
+            if !dir.join("cgroup.procs").exists() {
+                return Err(RunError::BadCgroup {
+                    path: dir,
+                    why: "no such cgroup (no cgroup.procs there)".into(),
+                }
+                .into());
+            }
+            dirs.push(dir);
+        }
+        return Ok(Target::Cgroups(dirs));
     }
     if !a.command.is_empty() {
         // Checked before anything is printed; the backend looks it up again to exec it.
@@ -960,12 +1001,37 @@ fn count_step(
     let mut writer = TreeWriter::new(s.cfg.render.clone());
     let mut last = None;
     let mut failed: Option<StatError> = None;
+    let mut watch = s.watch.take();
+    let target = s.target.clone();
+    let mut watched = 0usize;
     let runs = {
         let mut on_interval = |raw: &RawInterval| {
             if !stream || failed.is_some() {
                 return;
             }
             let iv = Measurement::interval_readings(plan, raw, false);
+            if let Some(w) = watch.as_deref_mut() {
+                if watched == 0 {
+                    if let Err(e) = eval.check_present(std::iter::once(&iv)) {
+                        failed = Some(e);
+                        return;
+                    }
+                    w.start(WatchStart::Tree {
+                        info,
+                        plan: Some(plan),
+                        target: Some(&target),
+                    });
+                }
+                watched += 1;
+                let ir = eval.eval(&iv);
+                w.interval(WatchInterval {
+                    raw: Some(raw),
+                    readings: &iv,
+                    report: Some(&ir),
+                });
+                last = Some(ir.report.bottleneck);
+                return;
+            }
             let r = (|| -> Result<_, StatError> {
                 if writer.count() == 0 {
                     eval.check_present(std::iter::once(&iv))?;
@@ -981,10 +1047,15 @@ fn count_step(
                 Err(e) => failed = Some(e),
             }
         };
-        measure(s, plan, step, notes, &mut on_interval)?
+        measure(s, plan, step, notes, &mut on_interval)
     };
+    s.watch = watch;
+    let runs = runs?;
     if let Some(e) = failed {
         return Err(e);
+    }
+    if stream && s.watch.is_some() {
+        return Ok((runs, last));
     }
     if stream {
         if writer.count() == 0 {
@@ -1002,6 +1073,22 @@ fn count_step(
     );
     let run = StatRun::evaluate(info.clone(), &intervals)?;
     let bottleneck = run.bottleneck().cloned();
+    if let Some(w) = s.watch.as_deref_mut() {
+        // A recording without intervals: its one (or few) trees, without raw readings.
+        w.start(WatchStart::Tree {
+            info,
+            plan: Some(plan),
+            target: Some(&s.target),
+        });
+        for (iv, ir) in intervals.iter().zip(&run.intervals) {
+            w.interval(WatchInterval {
+                raw: None,
+                readings: iv,
+                report: Some(ir),
+            });
+        }
+        return Ok((runs, bottleneck));
+    }
     if s.keep.is_some() {
         // One sample per --repeat run (the tree above is their mean), else the intervals.
         let run = if s.repeat() > 1 {
@@ -1131,9 +1218,31 @@ fn software(
     let target = s.target.clone();
     let mut k = 0usize;
     let mut failed: Option<StatError> = None;
+    let mut watch = s.watch.take();
+    let reason = s.note.clone().map(|n| {
+        n.strip_prefix("hardware counters not available: ")
+            .map_or(n.clone(), str::to_string)
+    });
     let runs = {
         let mut on_interval = |raw: &RawInterval| {
             if !stream || failed.is_some() {
+                return;
+            }
+            if let Some(w) = watch.as_deref_mut() {
+                if k == 0 {
+                    w.start(WatchStart::Software {
+                        plan: &plan,
+                        target: Some(&target),
+                        reason: reason.as_deref(),
+                    });
+                }
+                k += 1;
+                let iv = Measurement::interval_readings(&plan, raw, false);
+                w.interval(WatchInterval {
+                    raw: Some(raw),
+                    readings: &iv,
+                    report: None,
+                });
                 return;
             }
             let r = counts::software_interval(out, &target, &plan, raw, k == 0, fmt)
@@ -1143,16 +1252,37 @@ fn software(
             }
             k += 1;
         };
-        measure(s, &plan, 0, notes, &mut on_interval)?
+        measure(s, &plan, 0, notes, &mut on_interval)
     };
+    s.watch = watch;
+    let runs = runs?;
     if let Some(e) = failed {
         return Err(e);
+    }
+    if !stream {
+        if let Some(w) = s.watch.as_deref_mut() {
+            // A recording without intervals: its whole-run counts.
+            w.start(WatchStart::Software {
+                plan: &plan,
+                target: Some(&s.target),
+                reason: reason.as_deref(),
+            });
+            for m in &runs {
+                let total = m.total();
+                let iv = Measurement::interval_readings(&plan, &total, false);
+                w.interval(WatchInterval {
+                    raw: Some(&total),
+                    readings: &iv,
+                    report: None,
+                });
+            }
+        }
     }
     let last = runs.last().map_or(Ending::Exited(0), |m| m.ending);
     if !s.replaying() {
         ending_note(notes, last, &s.target)?;
     }
-    if !stream {
+    if !stream && s.watch.is_none() {
         counts::software(out, &s.target, &plan, &runs, s.interval_mode(), fmt)?;
         if s.breakdown() {
             for key in breakdown_keys(

@@ -68,6 +68,11 @@ pub struct Args {
     /// Count only on these CPUs (e.g. 0-3,8), with -a.
     #[arg(short = 'C', long = "cpu-list", value_name = "CPUS")]
     pub cpu_list: Option<String>,
+    /// Count the tasks of this cgroup on every CPU (perf_event cgroup mode): a cgroup v2
+    /// directory, absolute or relative to the cgroup2 mount (system.slice/nginx.service);
+    /// repeat for several (summed into one tree).
+    #[arg(short = 'G', long = "cgroup", value_name = "PATH")]
+    pub cgroup: Vec<String>,
     /// Print a tree (or a --compact line) every MS milliseconds.
     #[arg(short = 'I', long = "interval", value_name = "MS")]
     pub interval_ms: Option<u64>,
@@ -148,6 +153,7 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<StatConfig> {
             tids: a.tid.clone(),
             all_cpus: a.all_cpus,
             cpu_list: a.cpu_list.clone(),
+            cgroups: a.cgroup.clone(),
             interval_ms: a.interval_ms,
             per_core: a.per_core,
             per_thread: a.per_thread,

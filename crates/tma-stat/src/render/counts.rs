@@ -46,6 +46,14 @@ pub fn describe_target(t: &Target) -> String {
         Target::Pids(p) => format!("pid {}", list(p)),
         Target::Tids(p) => format!("tid {}", list(p)),
         Target::System(None) => "all CPUs".to_string(),
+        Target::Cgroups(dirs) => format!(
+            "cgroup{} {}",
+            if dirs.len() == 1 { "" } else { "s" },
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
         Target::System(Some(c)) => format!(
             "CPUs {}",
             c.iter()

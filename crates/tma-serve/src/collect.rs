@@ -1,0 +1,548 @@
+//! From watched intervals to metric families: the [`Collector`] is the engine's
+//! [`Watcher`]; after each interval it publishes a fresh set of families (the tree, metrics,
+//! counters, state) that scrapes render until the next one.
+//!
+//! Cardinality: one series per shown node (`-l`, `--nodes`) and per selected metric, times
+//! the number of scopes (1, the `--cgroup`s, or the CPUs with `--per-cpu`); one event
+//! counter per counted event per scope; a fixed handful of others.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use tma_catalog::Unit;
+use tma_perf::backend::{Measurement, RawInterval, Target};
+use tma_perf::event::SoftwareEvent;
+use tma_perf::plan::Plan;
+use tma_perf::Interval;
+use tma_stat::eval::{RunInfo, TreeEval};
+use tma_stat::{IntervalReport, WatchInterval, WatchStart, Watcher};
+
+use crate::expo::{self, Family, Format, Kind};
+use crate::http::Stats;
+use crate::log::Log;
+
+/// What scrapes read: the families of the last interval, and the server's own counts.
+#[derive(Debug)]
+pub struct Shared {
+    families: Mutex<Arc<Vec<Family>>>,
+    ready: AtomicBool,
+    pub stats: Arc<Stats>,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            families: Mutex::new(Arc::new(Vec::new())),
+            ready: AtomicBool::new(false),
+            stats: Arc::new(Stats::default()),
+        }
+    }
+}
+
+impl Shared {
+    /// Replace the published families (after an interval).
+    pub fn publish(&self, families: Vec<Family>, ready: bool) {
+        *self.families.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(families);
+        if ready {
+            self.ready.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// An interval has been published.
+    pub fn ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+
+    /// The exposition in `format`, with the scrape's own figures at the end.
+    pub fn render(&self, format: Format) -> String {
+        let t0 = Instant::now();
+        let families = Arc::clone(&self.families.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut out = String::with_capacity(16 * 1024);
+        expo::write(&families, format, &mut out);
+        let mut http = Family::new(
+            "tma_http_responses",
+            Kind::Counter,
+            "HTTP responses of this exporter by status code (before this one).",
+        );
+        for (code, n) in self.stats.snapshot() {
+            http.push(vec![("code", code.to_string())], n as f64);
+        }
+        let mut dur = Family::new(
+            "tma_scrape_duration_seconds",
+            Kind::Gauge,
+            "Time this scrape took to render, seconds.",
+        );
+        dur.push(Vec::new(), t0.elapsed().as_secs_f64());
+        expo::write(&[http, dur], format, &mut out);
+        expo::finish(format, &mut out);
+        out
+    }
+}
+
+/// The build info labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Build {
+    pub version: String,
+    /// The running machine's CPU (`model name` of cpuinfo), `unknown` when unreadable.
+    pub cpu: String,
+}
+
+/// How series are split.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Split {
+    /// One scope (the target as a whole), or one per cgroup of a cgroup target.
+    #[default]
+    Target,
+    /// One scope per CPU (system-wide counting).
+    PerCpu,
+}
+
+/// One scope's label pair (none for the whole target).
+type ScopeLabel = Option<(&'static str, String)>;
+
+enum Mode {
+    Waiting,
+    Tree {
+        info: Box<RunInfo>,
+        eval: Box<TreeEval>,
+        plan: Option<Plan>,
+    },
+    Software {
+        plan: Plan,
+        reason: String,
+    },
+}
+
+/// The watcher behind `tma serve`.
+pub struct Collector {
+    shared: Arc<Shared>,
+    log: Arc<Log>,
+    build: Build,
+    split: Split,
+    /// Labels of the cgroups of a cgroup target, in target order.
+    cgroup_labels: Vec<String>,
+    /// `--replay`: the recording is served in a loop.
+    replay: bool,
+    mode: Mode,
+    target: Option<Target>,
+    /// Running totals of the counters: (family, scope, label value) -> total.
+    totals: BTreeMap<(&'static str, String, String), f64>,
+    intervals: u64,
+}
+
+/// The software events with a family of their own: (event, family base, help, scale).
+const SOFTWARE: [(SoftwareEvent, &str, &str, f64); 4] = [
+    (
+        SoftwareEvent::TaskClock,
+        "tma_task_clock_seconds",
+        "CPU time of the counted tasks (task-clock), seconds.",
+        1e-9,
+    ),
+    (
+        SoftwareEvent::ContextSwitches,
+        "tma_context_switches",
+        "Context switches of the counted tasks.",
+        1.0,
+    ),
+    (
+        SoftwareEvent::CpuMigrations,
+        "tma_cpu_migrations",
+        "CPU migrations of the counted tasks.",
+        1.0,
+    ),
+    (
+        SoftwareEvent::PageFaults,
+        "tma_page_faults",
+        "Page faults of the counted tasks.",
+        1.0,
+    ),
+];
+
+impl Collector {
+    pub fn new(
+        shared: Arc<Shared>,
+        log: Arc<Log>,
+        build: Build,
+        split: Split,
+        cgroup_labels: Vec<String>,
+        replay: bool,
+    ) -> Collector {
+        let c = Collector {
+            shared,
+            log,
+            build,
+            split,
+            cgroup_labels,
+            replay,
+            mode: Mode::Waiting,
+            target: None,
+            totals: BTreeMap::new(),
+            intervals: 0,
+        };
+        c.shared.publish(c.state_families(), false);
+        c
+    }
+
+    /// Forget the running totals' source: a replay starts its recording again, and the
+    /// counters go on from where they are (they never go down).
+    pub fn intervals(&self) -> u64 {
+        self.intervals
+    }
+
+    fn pmu_available(&self) -> Option<bool> {
+        match &self.mode {
+            Mode::Waiting => None,
+            Mode::Tree { .. } => Some(true),
+            Mode::Software { .. } => Some(false),
+        }
+    }
+
+    /// The families that do not depend on an interval.
+    fn state_families(&self) -> Vec<Family> {
+        let mut out = Vec::new();
+        let mut build = Family::new(
+            "tma_build",
+            Kind::Info,
+            "tma version, the CPU model of the tables (`none` without a PMU), the TMA version \
+             of the tables and this machine's CPU.",
+        );
+        let (model, tables) = match &self.mode {
+            Mode::Tree { info, .. } => (
+                info.model.key.to_string(),
+                info.model
+                    .tma_version
+                    .unwrap_or(info.model.source)
+                    .to_string(),
+            ),
+            _ => ("none".to_string(), "none".to_string()),
+        };
+        build.push(
+            vec![
+                ("version", self.build.version.clone()),
+                ("cpu_model", model),
+                ("table_version", tables),
+                ("cpu", self.build.cpu.clone()),
+                (
+                    "mode",
+                    if self.replay { "replay" } else { "live" }.to_string(),
+                ),
+            ],
+            1.0,
+        );
+        out.push(build);
+        if let Some(avail) = self.pmu_available() {
+            let mut a = Family::new(
+                "tma_pmu_available",
+                Kind::Gauge,
+                "1 when hardware counters are counted (the TMA tree is exported), 0 when only \
+                 software counts are.",
+            );
+            a.push(Vec::new(), if avail { 1.0 } else { 0.0 });
+            out.push(a);
+        }
+        if let Mode::Software { reason, .. } = &self.mode {
+            let mut r = Family::new(
+                "tma_pmu",
+                Kind::Info,
+                "Why hardware counters are not available (only while tma_pmu_available is 0).",
+            );
+            r.push(vec![("reason", reason.clone())], 1.0);
+            out.push(r);
+        }
+        out
+    }
+
+    /// The scopes of an interval: (label, readings, report).
+    fn scopes(
+        &self,
+        iv: &WatchInterval<'_>,
+    ) -> Vec<(ScopeLabel, Interval, Option<IntervalReport>)> {
+        let plan = match &self.mode {
+            Mode::Tree { plan: Some(p), .. } => Some(p),
+            Mode::Software { plan, .. } => Some(plan),
+            _ => None,
+        };
+        let eval = |r: &Interval| match &self.mode {
+            Mode::Tree { eval, .. } => Some(eval.eval(r)),
+            _ => None,
+        };
+        let part = |keep: &dyn Fn(&tma_perf::backend::GroupReading) -> bool,
+                    raw: &RawInterval,
+                    plan: &Plan| {
+            let sub = RawInterval {
+                start_s: raw.start_s,
+                end_s: raw.end_s,
+                groups: raw.groups.iter().filter(|g| keep(g)).cloned().collect(),
+            };
+            Measurement::interval_readings(plan, &sub, false)
+        };
+        if let (Some(raw), Some(plan)) = (iv.raw, plan) {
+            if let Some(Target::Cgroups(dirs)) = &self.target {
+                return (0..dirs.len() as u32)
+                    .map(|i| {
+                        let r = part(&|g| g.cgroup == Some(i), raw, plan);
+                        let label = self
+                            .cgroup_labels
+                            .get(i as usize)
+                            .cloned()
+                            .unwrap_or_else(|| dirs[i as usize].display().to_string());
+                        let rep = eval(&r);
+                        (Some(("cgroup", label)), r, rep)
+                    })
+                    .collect();
+            }
+            if self.split == Split::PerCpu {
+                let mut cpus: Vec<u32> = raw.groups.iter().filter_map(|g| g.cpu).collect();
+                cpus.sort_unstable();
+                cpus.dedup();
+                if !cpus.is_empty() {
+                    return cpus
+                        .into_iter()
+                        .map(|c| {
+                            let r = part(&|g| g.cpu == Some(c), raw, plan);
+                            let rep = eval(&r);
+                            (Some(("cpu", c.to_string())), r, rep)
+                        })
+                        .collect();
+                }
+            }
+        }
+        vec![(None, iv.readings.clone(), iv.report.cloned())]
+    }
+
+    fn add_total(&mut self, family: &'static str, scope: &ScopeLabel, key: &str, v: f64) -> f64 {
+        let s = scope.as_ref().map_or(String::new(), |(_, v)| v.clone());
+        let t = self
+            .totals
+            .entry((family, s, key.to_string()))
+            .or_insert(0.0);
+        if v.is_finite() && v > 0.0 {
+            *t += v;
+        }
+        *t
+    }
+
+    fn families(&mut self, iv: &WatchInterval<'_>, t0: Instant) -> Vec<Family> {
+        let mut out = self.state_families();
+        let scopes = self.scopes(iv);
+        let with = |scope: &ScopeLabel, mut l: Vec<(&'static str, String)>| {
+            if let Some(s) = scope {
+                l.push(s.clone());
+            }
+            l
+        };
+        let mut node_ratio = Family::new(
+            "tma_node_ratio",
+            Kind::Gauge,
+            "Share of the pipeline slots (or cycles) of a TMA node in the last interval, 0..1; \
+             node is the path from level 1, dot-separated.",
+        );
+        let mut counted = Family::new(
+            "tma_node_counted_ratio",
+            Kind::Gauge,
+            "Smallest share of the interval during which the node's events were on a counter \
+             (multiplexing), 0..1.",
+        );
+        let mut bottleneck = Family::new(
+            "tma_bottleneck",
+            Kind::Info,
+            "The bottleneck node of the last interval (the deepest node chosen from level 1).",
+        );
+        let mut metric = Family::new(
+            "tma_metric",
+            Kind::Gauge,
+            "A selected helper metric (IPC, CPI...) of the last interval, in its own unit.",
+        );
+        let mut events = Family::new(
+            "tma_event",
+            Kind::Counter,
+            "Hardware event counts, scaled for multiplexing.",
+        );
+        let mut software: Vec<Family> = SOFTWARE
+            .iter()
+            .map(|(_, base, help, _)| Family::new(base, Kind::Counter, help))
+            .collect();
+        let aliases: Vec<String> = match &self.mode {
+            Mode::Tree { plan: Some(p), .. } => p.aliases.iter().map(|(a, _)| a.clone()).collect(),
+            _ => Vec::new(),
+        };
+        let model = match &self.mode {
+            Mode::Tree { info, .. } => Some(info.model),
+            _ => None,
+        };
+        for (scope, readings, report) in &scopes {
+            if let (Some(rep), Some(model)) = (report, model) {
+                for n in &rep.report.nodes {
+                    let Some(v) = n.value.filter(|_| n.status.has_value()) else {
+                        continue;
+                    };
+                    if !matches!(n.unit, Unit::PercentSlots | Unit::Percent) {
+                        continue;
+                    }
+                    let labels = with(
+                        scope,
+                        vec![
+                            ("node", node_path(model, n.name)),
+                            ("level", n.level.to_string()),
+                        ],
+                    );
+                    if let Some(share) = n.counted_share {
+                        counted.push(labels.clone(), share);
+                    }
+                    node_ratio.push(labels, v / 100.0);
+                }
+                if let Some(b) = &rep.report.bottleneck.node {
+                    bottleneck.push(with(scope, vec![("node", node_path(model, b))]), 1.0);
+                }
+                for m in &rep.report.metrics {
+                    if let Some(v) = m.value.filter(|_| m.status.has_value()) {
+                        metric.push(with(scope, vec![("name", m.short_name.to_string())]), v);
+                    }
+                }
+            }
+            for r in readings
+                .readings
+                .iter()
+                .filter(|r| r.cpu.is_none() && r.tid.is_none())
+            {
+                let Some(v) = r.value else { continue };
+                if let Some(k) = SOFTWARE
+                    .iter()
+                    .position(|(e, ..)| e.name().eq_ignore_ascii_case(&r.event))
+                {
+                    let total = self.add_total(SOFTWARE[k].1, scope, "", v * SOFTWARE[k].3);
+                    software[k].push(with(scope, Vec::new()), total);
+                    continue;
+                }
+                if model.is_none()
+                    || SoftwareEvent::parse(&r.event).is_some()
+                    || r.event == "duration_time"
+                    || aliases.contains(&r.event)
+                {
+                    continue;
+                }
+                let total = self.add_total("tma_event", scope, &r.event, v);
+                events.push(with(scope, vec![("event", r.event.clone())]), total);
+            }
+        }
+        let mut len = Family::new(
+            "tma_interval_seconds",
+            Kind::Gauge,
+            "Length of the last counted interval, seconds.",
+        );
+        len.push(
+            Vec::new(),
+            (iv.readings.end_s - iv.readings.start_s).max(0.0),
+        );
+        let mut n = Family::new(
+            "tma_intervals",
+            Kind::Counter,
+            "Intervals counted (or replayed).",
+        );
+        n.push(Vec::new(), self.intervals as f64);
+        let mut at = Family::new(
+            "tma_last_interval_timestamp_seconds",
+            Kind::Gauge,
+            "Unix time the last interval was published.",
+        );
+        at.push(
+            Vec::new(),
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| (d.as_millis() as f64) / 1e3),
+        );
+        out.extend([len, n, at]);
+        out.extend([node_ratio, counted, bottleneck, metric, events]);
+        out.extend(software);
+        let mut eval = Family::new(
+            "tma_evaluation_duration_seconds",
+            Kind::Gauge,
+            "Time spent turning the last interval into these series, seconds.",
+        );
+        eval.push(Vec::new(), t0.elapsed().as_secs_f64());
+        out.push(eval);
+        out
+    }
+}
+
+/// `Backend_Bound.Memory_Bound`: the node's path from level 1.
+pub fn node_path(model: &tma_catalog::Model, name: &str) -> String {
+    let mut parts = vec![name];
+    let mut cur = model.node(name);
+    while let Some(p) = cur.and_then(|n| n.parent) {
+        if parts.len() > 16 || parts.contains(&p) {
+            break;
+        }
+        parts.push(p);
+        cur = model.node(p);
+    }
+    parts.reverse();
+    parts.join(".")
+}
+
+impl Watcher for Collector {
+    fn start(&mut self, start: WatchStart<'_>) {
+        match start {
+            WatchStart::Tree { info, plan, target } => {
+                match TreeEval::new(info) {
+                    Ok(eval) => {
+                        self.mode = Mode::Tree {
+                            info: Box::new(info.clone()),
+                            eval: Box::new(eval),
+                            plan: plan.cloned(),
+                        };
+                    }
+                    Err(e) => {
+                        // The engine compiled this very request already; not expected.
+                        self.log.error("tree_unavailable", &[("error", &e)]);
+                    }
+                }
+                self.target = target.cloned();
+                self.log.info(
+                    "counting",
+                    &[
+                        ("cpu_model", &info.model.key),
+                        ("source", &info.source),
+                        ("level", &info.request.level),
+                    ],
+                );
+            }
+            WatchStart::Software {
+                plan,
+                target,
+                reason,
+            } => {
+                let reason = reason
+                    .unwrap_or("hardware counters were not counted")
+                    .to_string();
+                // Logged once: a replay starts its recording again without a new start.
+                self.log.warn(
+                    "pmu_unavailable",
+                    &[
+                        ("reason", &reason),
+                        ("exported", &"software counts only, no TMA tree"),
+                        (
+                            "fix",
+                            &"enable the virtual PMU in the hypervisor or use bare metal; \
+                              `tma doctor` says what to change",
+                        ),
+                    ],
+                );
+                self.mode = Mode::Software {
+                    plan: plan.clone(),
+                    reason,
+                };
+                self.target = target.cloned();
+            }
+        }
+    }
+
+    fn interval(&mut self, iv: WatchInterval<'_>) {
+        let t0 = Instant::now();
+        self.intervals += 1;
+        let families = self.families(&iv, t0);
+        self.shared.publish(families, true);
+    }
+}

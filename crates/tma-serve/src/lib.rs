@@ -1,0 +1,426 @@
+//! The `tma serve` use case: count continuously with the `tma stat` engine
+//! ([`tma_stat::watch`]: planning, multiplexing, scaling, the software fallback without a
+//! PMU, perf_event's cgroup mode) and serve the last completed interval to Prometheus.
+//!
+//! * [`collect`]: the engine's watcher; each interval becomes a set of metric families
+//!   (TMA nodes, bottleneck, metrics, event and software counters, PMU state, build info).
+//! * [`expo`]: those families in Prometheus text 0.0.4 or OpenMetrics.
+//! * [`http`]: a small bounded HTTP server (`/metrics`, `/-/healthy`, `/-/ready`).
+//! * [`log`]: structured (logfmt) logs on standard error.
+//!
+//! `--replay FILE` serves the intervals of a recording (a `tma stat --record` snapshot or
+//! `perf stat -I` output) in a loop instead of counting. SIGINT/SIGTERM end [`run`] cleanly:
+//! counters closed, port released.
+
+pub mod collect;
+pub mod expo;
+pub mod http;
+pub mod log;
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tma_perf::backend::{RawInterval, Target};
+use tma_perf::host::Host;
+use tma_perf::plan::Plan;
+use tma_perf::Interval;
+use tma_stat::eval::RunInfo;
+use tma_stat::{Input, IntervalReport, LiveOptions, StatConfig, StatError};
+use tma_stat::{WatchInterval, WatchStart, Watcher};
+
+use crate::collect::{Build, Collector, Shared, Split};
+use crate::expo::Format;
+use crate::http::{Handler, Limits, Request, Response, Server};
+use crate::log::{Log, Notes};
+
+/// The default `--listen`: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9273";
+
+/// What to serve.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    /// Count live: system-wide (optionally on some CPUs), or the tasks of some cgroups.
+    Live {
+        /// `-C`: only these CPUs (system-wide).
+        cpu_list: Option<String>,
+        /// `--cgroup`: cgroup v2 directories (absolute, or relative to the cgroup2 mount).
+        cgroups: Vec<String>,
+    },
+    /// Serve the intervals of a recording in a loop.
+    Replay(PathBuf),
+}
+
+/// Everything `tma serve` needs; no clap, no environment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeConfig {
+    pub listen: SocketAddr,
+    pub source: Source,
+    /// Counting interval (live), or how long each recorded interval is served (replay).
+    pub interval: Duration,
+    /// One scope per CPU (`cpu` label) for system-wide counting.
+    pub per_cpu: bool,
+    /// CPU model (`--cpu`).
+    pub cpu: Option<String>,
+    pub level: u8,
+    pub nodes: Vec<String>,
+    /// `--metrics` as for `tma stat -m` (`Some([])` = the default set).
+    pub metrics: Option<Vec<String>>,
+    pub metric_groups: Vec<String>,
+    pub host: Host,
+    pub limits: Limits,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            listen: DEFAULT_LISTEN.parse().expect("a valid address"),
+            source: Source::Live {
+                cpu_list: None,
+                cgroups: Vec::new(),
+            },
+            interval: Duration::from_secs(10),
+            per_cpu: false,
+            cpu: None,
+            level: 2,
+            nodes: Vec::new(),
+            metrics: Some(Vec::new()),
+            metric_groups: Vec::new(),
+            host: Host::system(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Errors of `tma serve`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    #[error(
+        "cannot listen on {addr}: {source} (another exporter may use the port: choose another \
+         with --listen ADDR:PORT)"
+    )]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Stat(#[from] StatError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl ServeConfig {
+    /// The `tma stat` configuration of the engine.
+    pub fn stat_config(&self) -> Result<StatConfig, ServeError> {
+        let ms = u64::try_from(self.interval.as_millis()).unwrap_or(u64::MAX);
+        if ms < 100 {
+            return Err(ServeError::Usage(format!(
+                "--interval {:?} is too short: give at least 100ms (10s suits most scrapes)",
+                self.interval
+            )));
+        }
+        let (input, live) = match &self.source {
+            Source::Replay(p) => (Input::Import(p.clone()), LiveOptions::default()),
+            Source::Live { cpu_list, cgroups } => {
+                if self.per_cpu && !cgroups.is_empty() {
+                    return Err(ServeError::Usage(
+                        "--per-cpu splits system-wide counts; with --cgroup the series are \
+                         per cgroup already"
+                            .into(),
+                    ));
+                }
+                (
+                    Input::Live,
+                    LiveOptions {
+                        all_cpus: cgroups.is_empty() && cpu_list.is_none(),
+                        cpu_list: cpu_list.clone(),
+                        cgroups: cgroups.clone(),
+                        interval_ms: Some(ms),
+                        ..LiveOptions::default()
+                    },
+                )
+            }
+        };
+        Ok(StatConfig {
+            input,
+            cpu: self.cpu.clone(),
+            level: self.level,
+            nodes: self.nodes.clone(),
+            metrics: self.metrics.clone(),
+            metric_groups: self.metric_groups.clone(),
+            live,
+            host: self.host.clone(),
+            ..StatConfig::default()
+        })
+    }
+}
+
+/// The HTTP routes over the shared state.
+pub fn handler(shared: Arc<Shared>) -> Arc<Handler> {
+    Arc::new(move |req: &Request| {
+        if req.method != "GET" && req.method != "HEAD" {
+            let mut r = Response::text(405, "only GET and HEAD\n");
+            r.headers.push(("Allow", "GET, HEAD".into()));
+            return r;
+        }
+        match req.path.as_str() {
+            "/metrics" => {
+                let format = Format::negotiate(req.accept.as_deref());
+                Response {
+                    status: 200,
+                    content_type: format.content_type(),
+                    body: shared.render(format).into_bytes(),
+                    headers: Vec::new(),
+                }
+            }
+            "/-/healthy" => Response::text(200, "tma serve is healthy\n"),
+            "/-/ready" if shared.ready() => Response::text(200, "tma serve is ready\n"),
+            "/-/ready" => Response::text(503, "no interval counted yet\n"),
+            "/" => Response::text(
+                200,
+                "tma serve: Top-down Microarchitecture Analysis exporter\n\
+                 /metrics     Prometheus text 0.0.4, or OpenMetrics on request (Accept)\n\
+                 /-/healthy   liveness\n\
+                 /-/ready     200 once an interval is counted\n",
+            ),
+            _ => Response::text(404, "not found: try /metrics\n"),
+        }
+    })
+}
+
+/// Run the exporter until SIGINT/SIGTERM (or, live, until counting fails). Logs go to `log`.
+pub fn run(cfg: &ServeConfig, log: Arc<Log>) -> Result<(), ServeError> {
+    let stat = cfg.stat_config()?;
+    tma_perf::process::catch_interrupts()?;
+    let listener = TcpListener::bind(cfg.listen).map_err(|source| ServeError::Listen {
+        addr: cfg.listen,
+        source,
+    })?;
+    let shared = Arc::new(Shared::default());
+    let server = Server::start(
+        listener,
+        handler(Arc::clone(&shared)),
+        cfg.limits.clone(),
+        Arc::clone(&shared.stats),
+        Arc::clone(&log),
+    )?;
+    let addr = server.addr();
+    let what = match &cfg.source {
+        Source::Replay(p) => format!("replay of {}", p.display()),
+        Source::Live { cgroups, .. } if !cgroups.is_empty() => {
+            format!("cgroups {}", cgroups.join(","))
+        }
+        Source::Live {
+            cpu_list: Some(c), ..
+        } => format!("CPUs {c}"),
+        Source::Live { .. } => "all CPUs".to_string(),
+    };
+    log.info(
+        "listening",
+        &[
+            ("addr", &addr),
+            ("pid", &std::process::id()),
+            ("source", &what),
+            ("interval", &humantime::format_duration(cfg.interval)),
+        ],
+    );
+    if !addr.ip().is_loopback() {
+        log.warn(
+            "listening_beyond_loopback",
+            &[
+                ("addr", &addr),
+                ("note", &"anyone who can reach it can read the metrics"),
+            ],
+        );
+    }
+    let build = Build {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        cpu: cfg
+            .host
+            .cpuinfo()
+            .ok()
+            .and_then(|c| c.model_name)
+            .unwrap_or_else(|| "unknown".into()),
+    };
+    let (cgroups, replay) = match &cfg.source {
+        Source::Live { cgroups, .. } => (cgroups.clone(), false),
+        Source::Replay(_) => (Vec::new(), true),
+    };
+    let split = if cfg.per_cpu {
+        Split::PerCpu
+    } else {
+        Split::Target
+    };
+    let mut collector = Collector::new(
+        Arc::clone(&shared),
+        Arc::clone(&log),
+        build,
+        split,
+        cgroups,
+        replay,
+    );
+    let result = if replay {
+        serve_replay(&stat, cfg.interval, &mut collector, &log)
+    } else {
+        let mut notes = Notes::new(&log);
+        tma_stat::watch(&stat, &mut collector, &mut notes)
+            .map(|_| ())
+            .map_err(ServeError::from)
+    };
+    if let Err(e) = &result {
+        log.error("stopped_on_error", &[("error", e)]);
+    }
+    server.stop();
+    log.info(
+        "stopped",
+        &[
+            ("addr", &addr),
+            ("intervals", &collector.intervals()),
+            (
+                "reason",
+                &if tma_perf::process::interrupted() {
+                    "signal"
+                } else {
+                    "counting ended"
+                },
+            ),
+        ],
+    );
+    result
+}
+
+/// The start of a recorded run, owned.
+enum Start {
+    Tree {
+        info: Box<RunInfo>,
+        plan: Option<Plan>,
+        target: Option<Target>,
+    },
+    Software {
+        plan: Plan,
+        target: Option<Target>,
+        reason: Option<String>,
+    },
+}
+
+/// One recorded interval, owned.
+type Kept = (Option<RawInterval>, Interval, Option<IntervalReport>);
+
+/// Keeps a recording's intervals for the replay loop.
+#[derive(Default)]
+struct Recorder {
+    start: Option<Start>,
+    intervals: Vec<Kept>,
+}
+
+/// The most intervals a replayed recording may hold (they are kept in memory).
+const MAX_REPLAY_INTERVALS: usize = 100_000;
+
+impl Watcher for Recorder {
+    fn start(&mut self, start: WatchStart<'_>) {
+        self.start = Some(match start {
+            WatchStart::Tree { info, plan, target } => Start::Tree {
+                info: Box::new(info.clone()),
+                plan: plan.cloned(),
+                target: target.cloned(),
+            },
+            WatchStart::Software {
+                plan,
+                target,
+                reason,
+            } => Start::Software {
+                plan: plan.clone(),
+                target: target.cloned(),
+                reason: reason.map(str::to_string),
+            },
+        });
+    }
+    fn interval(&mut self, iv: WatchInterval<'_>) {
+        if self.intervals.len() < MAX_REPLAY_INTERVALS {
+            self.intervals
+                .push((iv.raw.cloned(), iv.readings.clone(), iv.report.cloned()));
+        }
+    }
+}
+
+/// Sleep `d`, waking early on SIGINT/SIGTERM; `true` when interrupted.
+fn sleep_or_interrupted(d: Duration) -> bool {
+    let end = Instant::now() + d;
+    loop {
+        if tma_perf::process::interrupted() {
+            return true;
+        }
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}
+
+/// Read the recording once (the engine's import or replay path), then publish its intervals
+/// one per `every`, from the first again after the last, until a signal.
+fn serve_replay(
+    stat: &StatConfig,
+    every: Duration,
+    collector: &mut Collector,
+    log: &Log,
+) -> Result<(), ServeError> {
+    let mut rec = Recorder::default();
+    {
+        let mut notes = Notes::new(log);
+        tma_stat::watch(stat, &mut rec, &mut notes)?;
+    }
+    let (Some(start), false) = (rec.start.as_ref(), rec.intervals.is_empty()) else {
+        return Err(ServeError::Usage(
+            "the recording holds no interval to serve".into(),
+        ));
+    };
+    if rec.intervals.len() == MAX_REPLAY_INTERVALS {
+        log.warn(
+            "replay_truncated",
+            &[("served_intervals", &MAX_REPLAY_INTERVALS)],
+        );
+    }
+    match start {
+        Start::Tree { info, plan, target } => collector.start(WatchStart::Tree {
+            info,
+            plan: plan.as_ref(),
+            target: target.as_ref(),
+        }),
+        Start::Software {
+            plan,
+            target,
+            reason,
+        } => collector.start(WatchStart::Software {
+            plan,
+            target: target.as_ref(),
+            reason: reason.as_deref(),
+        }),
+    }
+    log.info("replay_loaded", &[("intervals", &rec.intervals.len())]);
+    let mut loops = 0u64;
+    loop {
+        for (raw, readings, report) in &rec.intervals {
+            collector.interval(WatchInterval {
+                raw: raw.as_ref(),
+                readings,
+                report: report.as_ref(),
+            });
+            if sleep_or_interrupted(every) {
+                return Ok(());
+            }
+        }
+        loops += 1;
+        if loops == 1 {
+            log.info(
+                "replay_restarts",
+                &[("note", &"from the first interval, counters go on")],
+            );
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Shared helpers of the tma-serve tests.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tma_serve::collect::{Build, Collector, Shared, Split};
+use tma_serve::log::Log;
+use tma_stat::{Input, StatConfig};
+
+/// A file under tests/fixtures/.
+pub fn fixture(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(rel)
+}
+
+/// The multi-interval Sapphire Rapids recording the serve tests use.
+pub const SPR_INTERVALS: &str = "serve/spr-intervals-synthetic.csv";
+
+/// The `tma stat` configuration that reads `rel` at level 2 with the default metrics.
+pub fn import_config(rel: &str) -> StatConfig {
+    StatConfig {
+        input: Input::Import(fixture(rel)),
+        level: 2,
+        metrics: Some(Vec::new()),
+        ..StatConfig::default()
+    }
+}
+
+pub fn quiet_log() -> Arc<Log> {
+    Arc::new(Log::new(Box::new(std::io::sink())))
+}
+
+/// Shared state after every interval of `rel` went through a collector.
+pub fn loaded(rel: &str) -> Arc<Shared> {
+    let shared = Arc::new(Shared::default());
+    let mut c = Collector::new(
+        Arc::clone(&shared),
+        quiet_log(),
+        Build {
+            version: "test".into(),
+            cpu: "Test CPU".into(),
+        },
+        Split::Target,
+        Vec::new(),
+        true,
+    );
+    tma_stat::watch(&import_config(rel), &mut c, &mut std::io::sink()).unwrap();
+    shared
+}
+
+/// One GET; (status, content type, body).
+pub fn get(addr: SocketAddr, path: &str, accept: Option<&str>) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let accept = accept.map_or(String::new(), |a| format!("Accept: {a}\r\n"));
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n{accept}\r\n").unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    parse_response(&out)
+}
+
+pub fn parse_response(bytes: &[u8]) -> (u16, String, String) {
+    let text = String::from_utf8_lossy(bytes).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let ctype = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Type: "))
+        .unwrap_or("")
+        .to_string();
+    (status, ctype, body.to_string())
+}
+
+/// The value of the sample `series` (name and labels exactly as written) in an exposition.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+}
+
+/// `promtool`, when installed.
+pub fn promtool() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("promtool"))
+        .find(|p| p.is_file())
+}

@@ -33,7 +33,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             workers: 4,
-            queue: 512,
+            queue: 1024,
             read_timeout: Duration::from_secs(5),
             write_timeout: Duration::from_secs(10),
             max_head: 8192,
@@ -424,6 +424,50 @@ mod tests {
             r.starts_with("HTTP/1.1 505 ") || r.starts_with("HTTP/1.1 400 "),
             "{r}"
         );
+        srv.stop();
+    }
+
+    #[test]
+    fn clients_that_vanish_or_stall_mid_response_do_not_hold_the_worker() {
+        // One worker and a 4 MiB response: far more than the socket buffers hold, so the
+        // worker is still writing when the client goes away or stops reading.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let handler: Arc<Handler> = Arc::new(|r: &Request| {
+            let n = if r.path == "/big" { 4 << 20 } else { 3 };
+            Response::text(200, "x".repeat(n))
+        });
+        let stats = Arc::new(Stats::default());
+        let srv = Server::start(
+            l,
+            handler,
+            Limits {
+                workers: 1,
+                write_timeout: Duration::from_millis(300),
+                ..Limits::default()
+            },
+            Arc::clone(&stats),
+            Arc::new(Log::new(Box::new(std::io::sink()))),
+        )
+        .unwrap();
+        let addr = srv.addr();
+        // Reads a little, then disconnects.
+        let mut a = TcpStream::connect(addr).unwrap();
+        a.write_all(b"GET /big HTTP/1.1\r\n\r\n").unwrap();
+        let mut b = [0u8; 64];
+        a.read_exact(&mut b).unwrap();
+        drop(a);
+        // Asks, then never reads (the connection stays open).
+        let mut stalled = TcpStream::connect(addr).unwrap();
+        stalled.write_all(b"GET /big HTTP/1.1\r\n\r\n").unwrap();
+        let t = Instant::now();
+        let r = exchange(addr, b"GET /small HTTP/1.1\r\n\r\n");
+        assert!(r.ends_with("\r\n\r\nxxx"), "{r}");
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "the worker was held {:?}",
+            t.elapsed()
+        );
+        drop(stalled);
         srv.stop();
     }
 

@@ -176,7 +176,7 @@ fn bad_clients_memory_and_descriptors() {
     };
     let fds1 = settle(fds_before_server + 1);
     let rss1 = rss_kib();
-    for _ in 0..3 {
+    for _ in 0..2 {
         storm(addr);
     }
     let fds2 = settle(fds1);
@@ -184,20 +184,20 @@ fn bad_clients_memory_and_descriptors() {
     println!(
         "fds: {fds_before_server} before the server, {fds1} after one storm, {fds2} after four"
     );
-    println!("VmRSS: {rss1} KiB after one storm, {rss2} KiB after four");
+    println!("VmRSS: {rss1} KiB after one storm, {rss2} KiB after three");
     assert_eq!(
         fds1,
         fds_before_server + 1,
         "only the listening socket stays open"
     );
-    assert_eq!(fds2, fds1, "no descriptor leaks over three more storms");
+    assert_eq!(fds2, fds1, "no descriptor leaks over two more storms");
     assert!(
         rss2 <= rss1 + 4096,
-        "memory grew from {rss1} to {rss2} KiB over three storms"
+        "memory grew from {rss1} to {rss2} KiB over two storms"
     );
     let stats = shared.stats.snapshot();
     println!("responses by status: {stats:?}");
-    assert!(stats.iter().any(|(c, n)| *c == 200 && *n >= 4000));
+    assert!(stats.iter().any(|(c, n)| *c == 200 && *n >= 3000));
     server.stop();
     assert_eq!(settle(fds_before_server), fds_before_server);
 }

@@ -25,6 +25,7 @@ pub const SPR_INTERVALS: &str = "serve/spr-intervals-synthetic.csv";
 pub fn import_config(rel: &str) -> StatConfig {
     StatConfig {
         input: Input::Import(fixture(rel)),
+        cpu: Some("spr".into()),
         level: 2,
         metrics: Some(Vec::new()),
         ..StatConfig::default()

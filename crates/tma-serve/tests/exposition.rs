@@ -155,47 +155,9 @@ fn a_recording_of_software_counts_exports_no_tree() {
     assert!(!text.contains("tma_node_ratio"), "{text}");
 }
 
-/// A collector told there is no PMU, after one interval of software counts.
-fn software_only() -> std::sync::Arc<tma_serve::collect::Shared> {
-    use tma_perf::backend::{GroupReading, Measurement, RawInterval};
-    use tma_stat::{WatchInterval, WatchStart, Watcher};
-    let shared = std::sync::Arc::new(tma_serve::collect::Shared::default());
-    let mut c = tma_serve::collect::Collector::new(
-        std::sync::Arc::clone(&shared),
-        quiet_log(),
-        tma_serve::collect::Build {
-            version: "t".into(),
-            cpu: "c".into(),
-        },
-        Default::default(),
-        Vec::new(),
-        false,
-    );
-    let plan = tma_perf::plan::Plan::software(&tma_perf::backend::software_events());
-    c.start(WatchStart::Software {
-        plan: &plan,
-        target: None,
-        reason: Some("no `cpu` PMU in /sys/bus/event_source/devices"),
-    });
-    let raw = RawInterval {
-        start_s: 0.0,
-        end_s: 1.0,
-        groups: vec![GroupReading {
-            group: 0,
-            cpu: None,
-            tid: None,
-            cgroup: None,
-            time_enabled_ns: 1_000_000_000,
-            time_running_ns: 1_000_000_000,
-            values: vec![500_000_000, 10, 2, 30],
-        }],
-    };
-    let iv = Measurement::interval_readings(&plan, &raw, false);
-    c.interval(WatchInterval {
-        raw: Some(&raw),
-        readings: &iv,
-        report: None,
-    });
+#[test]
+fn without_a_pmu_software_counts_and_the_reason() {
+    let shared = software_only();
     let text = shared.render(tma_serve::expo::Format::Text);
     assert_eq!(sample(&text, "tma_pmu_available"), Some(0.0));
     assert_eq!(sample(&text, "tma_task_clock_seconds_total"), Some(0.5));
@@ -207,10 +169,4 @@ fn software_only() -> std::sync::Arc<tma_serve::collect::Shared> {
         !text.contains("tma_node_ratio") && !text.contains("tma_event_total"),
         "{text}"
     );
-    shared
-}
-
-#[test]
-fn without_a_pmu_software_counts_and_the_reason() {
-    software_only();
 }

@@ -95,3 +95,47 @@ pub fn promtool() -> Option<PathBuf> {
         .map(|d| d.join("promtool"))
         .find(|p| p.is_file())
 }
+
+/// A collector told there is no PMU, after one interval of software counts.
+pub fn software_only() -> std::sync::Arc<tma_serve::collect::Shared> {
+    use tma_perf::backend::{GroupReading, Measurement, RawInterval};
+    use tma_stat::{WatchInterval, WatchStart, Watcher};
+    let shared = std::sync::Arc::new(tma_serve::collect::Shared::default());
+    let mut c = tma_serve::collect::Collector::new(
+        std::sync::Arc::clone(&shared),
+        quiet_log(),
+        tma_serve::collect::Build {
+            version: "t".into(),
+            cpu: "c".into(),
+        },
+        Default::default(),
+        Vec::new(),
+        false,
+    );
+    let plan = tma_perf::plan::Plan::software(&tma_perf::backend::software_events());
+    c.start(WatchStart::Software {
+        plan: &plan,
+        target: None,
+        reason: Some("no `cpu` PMU in /sys/bus/event_source/devices"),
+    });
+    let raw = RawInterval {
+        start_s: 0.0,
+        end_s: 1.0,
+        groups: vec![GroupReading {
+            group: 0,
+            cpu: None,
+            tid: None,
+            cgroup: None,
+            time_enabled_ns: 1_000_000_000,
+            time_running_ns: 1_000_000_000,
+            values: vec![500_000_000, 10, 2, 30],
+        }],
+    };
+    let iv = Measurement::interval_readings(&plan, &raw, false);
+    c.interval(WatchInterval {
+        raw: Some(&raw),
+        readings: &iv,
+        report: None,
+    });
+    shared
+}

@@ -195,7 +195,7 @@ mod tests {
             let mut n = Notes::new(&log);
             writeln!(n, "tma: interrupted: printing what was counted so far").unwrap();
             write!(n, "tma: warning: counter group 1 not counted\ntma: hello").unwrap();
-            write!(n, " world\n").unwrap();
+            writeln!(n, " world").unwrap();
         }
         let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         let lines: Vec<&str> = text.lines().collect();

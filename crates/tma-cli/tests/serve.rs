@@ -495,3 +495,104 @@ fn stat_counts_a_cgroup() {
         "{err}"
     );
 }
+
+/// `--replay` of `tma stat --record` snapshots (the synthetic backend stands in for a PMU):
+/// the tree served equals what `tma stat --import` computes from the same snapshot; a
+/// software-only snapshot serves its counts and `tma_pmu_available 0`. A missing file is a
+/// clear error, exit 2.
+#[test]
+fn replay_of_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap.json");
+    let st = Command::new(env!("CARGO_BIN_EXE_tma"))
+        .args(["stat", "--synthetic-backend"])
+        .arg(fixture("live/synthetic-zen4-sha256.json"))
+        .args([
+            "--cpu",
+            "zen4",
+            "-a",
+            "-I",
+            "200",
+            "--duration",
+            "0.5",
+            "-l",
+            "2",
+        ])
+        .arg("--record")
+        .arg(&snap)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let json = Command::new(env!("CARGO_BIN_EXE_tma"))
+        .args(["stat", "--json", "--import"])
+        .arg(&snap)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let first = &v["intervals"][0]["nodes"];
+    let port = free_port();
+    let log = dir.path().join("serve.log");
+    let p = serve(
+        &["--replay", snap.to_str().unwrap(), "--interval", "1s"],
+        port,
+        &log,
+    );
+    let (status, body) = http_get(port, "/metrics").unwrap();
+    assert_eq!(status, 200);
+    let mut compared = 0;
+    for n in first.as_array().unwrap() {
+        if n["level"] != 1 {
+            continue;
+        }
+        let want = n["value"].as_f64().unwrap() / 100.0;
+        let series = format!(
+            "tma_node_ratio{{node=\"{}\",level=\"1\"}} ",
+            n["name"].as_str().unwrap()
+        );
+        let got: f64 = body
+            .lines()
+            .find_map(|l| l.strip_prefix(&series))
+            .unwrap_or_else(|| panic!("no {series} in {body}"))
+            .parse()
+            .unwrap();
+        // The synthetic backend gives every interval the same shares.
+        assert!((got - want).abs() < 1e-9, "{series}: {got} vs {want}");
+        compared += 1;
+    }
+    assert!(compared >= 4, "{compared} level-1 nodes");
+    stop_cleanly(p, port, &log);
+
+    let sw = dir.path().join("sw.json");
+    let st = Command::new(env!("CARGO_BIN_EXE_tma"))
+        .args(["stat", "-a", "-I", "200", "--duration", "0.5", "--record"])
+        .arg(&sw)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    if !has_core_pmu() {
+        let port = free_port();
+        let p = serve(
+            &["--replay", sw.to_str().unwrap(), "--interval", "1s"],
+            port,
+            &log,
+        );
+        let (_, body) = http_get(port, "/metrics").unwrap();
+        assert!(body.contains("\ntma_pmu_available 0\n"), "{body}");
+        assert!(body.contains("\ntma_task_clock_seconds_total "), "{body}");
+        assert!(!body.contains("tma_node_ratio"), "{body}");
+        stop_cleanly(p, port, &log);
+    }
+
+    let out = Command::new(env!("CARGO_BIN_EXE_tma"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--replay"])
+        .arg(dir.path().join("missing.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("missing.json"), "{err}");
+}

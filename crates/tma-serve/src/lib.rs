@@ -196,6 +196,11 @@ pub fn handler(shared: Arc<Shared>) -> Arc<Handler> {
 pub fn run(cfg: &ServeConfig, log: Arc<Log>) -> Result<(), ServeError> {
     let stat = cfg.stat_config()?;
     tma_perf::process::catch_interrupts()?;
+    // A recording is read (and refused) before the port is taken.
+    let recording = match &cfg.source {
+        Source::Replay(_) => Some(load_replay(&stat, &log)?),
+        Source::Live { .. } => None,
+    };
     let listener = TcpListener::bind(cfg.listen).map_err(|source| ServeError::Listen {
         addr: cfg.listen,
         source,
@@ -263,8 +268,8 @@ pub fn run(cfg: &ServeConfig, log: Arc<Log>) -> Result<(), ServeError> {
         cgroups,
         replay,
     );
-    let result = if replay {
-        serve_replay(&stat, cfg.interval, &mut collector, &log)
+    let result = if let Some(rec) = recording {
+        serve_replay(rec, cfg.interval, &mut collector, &log)
     } else {
         let mut notes = Notes::new(&log);
         tma_stat::watch(&stat, &mut collector, &mut notes)
@@ -362,30 +367,38 @@ fn sleep_or_interrupted(d: Duration) -> bool {
     }
 }
 
-/// Read the recording once (the engine's import or replay path), then publish its intervals
-/// one per `every`, from the first again after the last, until a signal.
-fn serve_replay(
-    stat: &StatConfig,
-    every: Duration,
-    collector: &mut Collector,
-    log: &Log,
-) -> Result<(), ServeError> {
+/// Read the recording once, through the engine's import or snapshot replay path.
+fn load_replay(stat: &StatConfig, log: &Log) -> Result<Recorder, ServeError> {
     let mut rec = Recorder::default();
     {
         let mut notes = Notes::new(log);
         tma_stat::watch(stat, &mut rec, &mut notes)?;
     }
-    let (Some(start), false) = (rec.start.as_ref(), rec.intervals.is_empty()) else {
+    if rec.start.is_none() || rec.intervals.is_empty() {
         return Err(ServeError::Usage(
             "the recording holds no interval to serve".into(),
         ));
-    };
+    }
     if rec.intervals.len() == MAX_REPLAY_INTERVALS {
         log.warn(
             "replay_truncated",
             &[("served_intervals", &MAX_REPLAY_INTERVALS)],
         );
     }
+    Ok(rec)
+}
+
+/// Publish the recorded intervals one per `every`, from the first again after the last,
+/// until a signal.
+fn serve_replay(
+    rec: Recorder,
+    every: Duration,
+    collector: &mut Collector,
+    log: &Log,
+) -> Result<(), ServeError> {
+    let Some(start) = rec.start.as_ref() else {
+        return Ok(());
+    };
     match start {
         Start::Tree { info, plan, target } => collector.start(WatchStart::Tree {
             info,

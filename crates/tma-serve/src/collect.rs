@@ -185,8 +185,8 @@ impl Collector {
         c
     }
 
-    /// Forget the running totals' source: a replay starts its recording again, and the
-    /// counters go on from where they are (they never go down).
+    /// Intervals published so far (a replay's loops included: its counters go on growing
+    /// from where they are when the recording starts again, they never go down).
     pub fn intervals(&self) -> u64 {
         self.intervals
     }

@@ -12,6 +12,8 @@
 //!   without a PMU.
 //! * `import`: `perf stat -x,` / `-j` recordings, streamed one interval at a time.
 //! * [`eval`]: readings to [`eval::IntervalReport`]s; [`render`]: text, JSON, CSV.
+//! * [`mod@watch`]: the same sessions and imports for an exporter (`tma serve`): each interval
+//!   goes to a [`Watcher`] as it is read instead of being written.
 //!
 //! Output goes to the writer the caller passes (standard output, or the temporary file of
 //! an atomic `-o FILE`), interval by interval as it is computed; notes and warnings go to a

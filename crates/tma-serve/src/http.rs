@@ -23,7 +23,7 @@ pub struct Limits {
     pub queue: usize,
     /// Time to receive the whole request head, from the accept.
     pub read_timeout: Duration,
-    /// Time allowed for each write of the response (a slow reader).
+    /// Time allowed to send the whole response (a slow or stalled reader).
     pub write_timeout: Duration,
     /// Largest request head, bytes (`431` beyond).
     pub max_head: usize,
@@ -224,9 +224,8 @@ impl Server {
 
 /// The queue is full: a short 503 without reading the request, then close.
 fn busy(stream: TcpStream) {
-    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
     let resp = Response::text(503, "busy: too many connections, retry\n");
-    let _ = write_response(&stream, &resp, false);
+    let _ = write_response(&stream, &resp, false, Duration::from_millis(100));
     let _ = stream.shutdown(Shutdown::Both);
 }
 
@@ -234,7 +233,6 @@ fn busy(stream: TcpStream) {
 /// would have been sent to a client that went away).
 fn serve_connection(stream: TcpStream, handler: &Handler, limits: &Limits) -> u16 {
     let _ = stream.set_nodelay(true);
-    let _ = stream.set_write_timeout(Some(limits.write_timeout));
     let (status, resp, head) = match read_request(&stream, limits) {
         Ok(req) => {
             let head = req.method == "HEAD";
@@ -244,7 +242,7 @@ fn serve_connection(stream: TcpStream, handler: &Handler, limits: &Limits) -> u1
         Err(Refused::Gone) => return 400,
         Err(Refused::Status(code, msg)) => (code, Response::text(code, msg), false),
     };
-    let _ = write_response(&stream, &resp, head);
+    let _ = write_response(&stream, &resp, head, limits.write_timeout);
     // Half-close, then drain briefly so the client gets the response rather than a reset
     // when it sent more than we read.
     let _ = stream.shutdown(Shutdown::Write);
@@ -333,7 +331,31 @@ fn checked(req: &httparse::Request<'_, '_>) -> Result<Request, Refused> {
     })
 }
 
-fn write_response(mut stream: &TcpStream, r: &Response, head_only: bool) -> std::io::Result<()> {
+/// Write all of `buf` before `deadline` (each write waits at most the time left).
+fn write_by(mut stream: &TcpStream, mut buf: &[u8], deadline: Instant) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ErrorKind::TimedOut.into());
+        }
+        stream.set_write_timeout(Some(left))?;
+        match stream.write(buf) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn write_response(
+    stream: &TcpStream,
+    r: &Response,
+    head_only: bool,
+    within: Duration,
+) -> std::io::Result<()> {
+    let deadline = Instant::now() + within;
     let mut head = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
         r.status,
@@ -348,11 +370,11 @@ fn write_response(mut stream: &TcpStream, r: &Response, head_only: bool) -> std:
         head.push_str("\r\n");
     }
     head.push_str("\r\n");
-    stream.write_all(head.as_bytes())?;
+    write_by(stream, head.as_bytes(), deadline)?;
     if !head_only {
-        stream.write_all(&r.body)?;
+        write_by(stream, &r.body, deadline)?;
     }
-    stream.flush()
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,17 +1,32 @@
-//! `--preset sha`: SHA-NI instruction costs and the SHA-256 lower bounds they imply.
+//! `--preset sha`: SHA-NI instruction costs, whether they share execution pipes, and the
+//! SHA-256 lower bounds they imply.
 //!
-//! Model (per 64-byte block, the standard SHA-NI sequence: 32 SHA256RNDS2, 12 SHA256MSG1,
-//! 12 SHA256MSG2, plus PADDD/PALIGNR/PSHUFB that are not counted here):
-//! * Round chain: round pair k reads the state produced by pair k-1 as its source operand
+//! Instruction mix of one 64-byte block ([`BLOCK_MIX`], the sequence of
+//! `tma_workloads::sha256`'s SHA-NI kernels): 32 SHA256RNDS2, 12 SHA256MSG1, 12 SHA256MSG2,
+//! 30 PADDD (16 W+K, 12 in the message schedule, 2 feed-forward), 12 PALIGNR (schedule) and
+//! 4 PSHUFB (byte order of the message words).
+//!
+//! One stream (latency):
+//! * round chain: round pair k reads the state produced by pair k-1 as its source operand
 //!   (pair 2->1) and the state of pair k-2 as its destination (pair 1->1), so the rounds need at
-//!   least `max(32 x lat(2->1), 16 x lat(1->1))` cycles.
-//! * Message-schedule chain: each of the 12 schedule steps is SHA256MSG2 (1->1 latency) plus one
-//!   dependent PADDD (taken as 1 cycle); it is on the critical path only when
-//!   `12 x (lat(msg2) + 1)` exceeds the round chain.
-//! * One stream: the larger of the two chains.
-//! * Interleaved streams (independent messages): bounded by throughput:
-//!   `max(32 x tp(rnds2), 12 x tp(msg1), 12 x tp(msg2))` if the three use separate units, and
-//!   the sum if they share one (both are printed; the truth lies between).
+//!   least `max(32 x lat(2->1), 16 x lat(1->1))` cycles;
+//! * message-schedule chain: each of the 12 schedule steps is SHA256MSG2 (1->1 latency) plus one
+//!   dependent PADDD (taken as 1 cycle);
+//! * one stream = the larger of the two chains.
+//!
+//! Interleaved streams (independent messages, throughput), from measured figures only:
+//! * `tp(x)`: each instruction alone, independent copies; `alone(x) = n(x) x tp(x)` cycles per
+//!   block if nothing else ran;
+//! * sharing: the throughput of the mixed body `a; b` (one of each, independent copies) is
+//!   `max(tp(a), tp(b))` when they run on separate pipes and `tp(a) + tp(b)` when they compete
+//!   for one; `share(a, b) = (mixed - max) / min`, clamped to 0..1, is where it lies;
+//! * SHA256RNDS2's pipe: `alone(rnds2) + sum over x of share(rnds2, x) x alone(x)` (every other
+//!   instruction of the mix adds the part of its cost that it takes from SHA256RNDS2);
+//! * MSG1 with MSG2: `max(alone) + share x min(alone)`; all three SHA instructions together:
+//!   the mixed triple `rnds2; msg1; msg2` measured the same way;
+//! * vector issue: every instruction of the mix needs a vector pipe, and the fastest one (PADDD)
+//!   shows how many there are: `total instructions x tp(paddd)`;
+//! * the bound is the largest of these terms; the derivation names the one that binds.
 
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +43,133 @@ pub const SHA_FORMS: [&str; 7] = [
     "sha1msg2 xmm1, xmm2",
 ];
 
+/// An instruction of the SHA-256 block mix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShaOp {
+    Rnds2,
+    Msg1,
+    Msg2,
+    Paddd,
+    Palignr,
+    Pshufb,
+}
+
+impl ShaOp {
+    /// Mnemonic as printed.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShaOp::Rnds2 => "sha256rnds2",
+            ShaOp::Msg1 => "sha256msg1",
+            ShaOp::Msg2 => "sha256msg2",
+            ShaOp::Paddd => "paddd",
+            ShaOp::Palignr => "palignr",
+            ShaOp::Pshufb => "pshufb",
+        }
+    }
+
+    /// The form measured alone (`tma bench` syntax).
+    pub fn alone_form(self) -> &'static str {
+        match self {
+            ShaOp::Rnds2 => SHA_FORMS[0],
+            ShaOp::Msg1 => SHA_FORMS[1],
+            ShaOp::Msg2 => SHA_FORMS[2],
+            ShaOp::Paddd => "paddd xmm1, xmm2",
+            ShaOp::Palignr => "palignr xmm1, xmm2, 4",
+            ShaOp::Pshufb => "pshufb xmm1, xmm2",
+        }
+    }
+
+    /// The instruction written to `dst` (reading the shared, never written `xmm2`), for mixed
+    /// bodies.
+    fn with_dst(self, dst: &str) -> String {
+        match self {
+            ShaOp::Palignr => format!("palignr {dst}, xmm2, 4"),
+            _ => format!("{} {dst}, xmm2", self.name()),
+        }
+    }
+}
+
+/// Instructions per 64-byte block of the SHA-NI kernels.
+pub const BLOCK_MIX: [(ShaOp, u32); 6] = [
+    (ShaOp::Rnds2, 32),
+    (ShaOp::Msg1, 12),
+    (ShaOp::Msg2, 12),
+    (ShaOp::Paddd, 30),
+    (ShaOp::Palignr, 12),
+    (ShaOp::Pshufb, 4),
+];
+
+/// The mixed bodies measured: the three SHA-256 pairs, the triple, and SHA256RNDS2 with each
+/// add and shuffle.
+pub const MIXES: [&[ShaOp]; 7] = [
+    &[ShaOp::Rnds2, ShaOp::Msg1],
+    &[ShaOp::Rnds2, ShaOp::Msg2],
+    &[ShaOp::Msg1, ShaOp::Msg2],
+    &[ShaOp::Rnds2, ShaOp::Msg1, ShaOp::Msg2],
+    &[ShaOp::Rnds2, ShaOp::Paddd],
+    &[ShaOp::Rnds2, ShaOp::Palignr],
+    &[ShaOp::Rnds2, ShaOp::Pshufb],
+];
+
+/// The body of a mixed measurement: one of each instruction, each with its own destination.
+pub fn mix_body(ops: &[ShaOp]) -> String {
+    const DST: [&str; 3] = ["xmm1", "xmm3", "xmm4"];
+    ops.iter()
+        .zip(DST)
+        .map(|(op, d)| op.with_dst(d))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// One instruction of the mix: its count and cost alone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MixTerm {
+    pub op: ShaOp,
+    pub per_block: u32,
+    /// Reciprocal throughput alone, cycles.
+    pub tp: f64,
+    /// `per_block x tp`: cycles per block if nothing else ran.
+    pub cycles: f64,
+}
+
+/// A measured mixed body and what it says about pipe sharing.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Sharing {
+    pub ops: Vec<ShaOp>,
+    pub body: String,
+    /// Cycles per copy of the mixed body.
+    pub mixed: f64,
+    /// Expected if the instructions use separate pipes: the largest throughput alone.
+    pub separate: f64,
+    /// Expected if they compete for one pipe: the sum of the throughputs alone.
+    pub shared: f64,
+    /// `(mixed - separate) / (shared - separate)`, clamped to 0..1.
+    pub share: f64,
+}
+
+/// Measured inputs of the model (cycles).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShaFigures {
+    pub rnds2_lat_src: f64,
+    pub rnds2_lat_dst: f64,
+    pub msg2_lat: f64,
+    /// Reciprocal throughput alone, for every instruction of [`BLOCK_MIX`].
+    pub tp: Vec<(ShaOp, f64)>,
+    /// Cycles per copy of each mixed body of [`MIXES`] that was measured.
+    pub mixed: Vec<(Vec<ShaOp>, f64)>,
+}
+
+/// One candidate bound.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BoundTerm {
+    pub name: String,
+    /// Cycles per 64-byte block.
+    pub cycles: f64,
+    /// How it was computed, with the figures.
+    pub formula: String,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ShaBounds {
     pub rnds2_lat_src: f64,
@@ -40,16 +182,24 @@ pub struct ShaBounds {
     pub schedule_chain_cycles: f64,
     /// Cycles per 64-byte block, one stream.
     pub one_stream_cycles_per_block: f64,
-    /// Cycles per 64-byte block with many interleaved streams, separate units.
+    /// Cycles per 64-byte block with many interleaved streams: the largest of `terms`.
     pub interleaved_cycles_per_block: f64,
-    /// Same, if RNDS2/MSG1/MSG2 share one unit.
-    pub interleaved_shared_unit_cycles_per_block: f64,
+    /// Name of the term that binds.
+    pub interleaved_binding: String,
+    pub mix: Vec<MixTerm>,
+    pub sharing: Vec<Sharing>,
+    pub terms: Vec<BoundTerm>,
+    /// The derivation, one line each, as printed by `tma bench --preset sha` and `tma demo -v`.
+    pub derivation: Vec<String>,
     pub model: String,
 }
 
 impl ShaBounds {
     pub fn one_stream_cycles_per_byte(&self) -> f64 {
         self.one_stream_cycles_per_block / 64.0
+    }
+    pub fn interleaved_cycles_per_byte(&self) -> f64 {
+        self.interleaved_cycles_per_block / 64.0
     }
 }
 
@@ -67,40 +217,189 @@ fn pair_lat(f: &FormReport, pair: &str) -> Option<f64> {
         .map(|x| x.median)
 }
 
-/// Compute the bounds from measured figures (pure; see the module docs for the model).
-pub fn bounds(
-    rnds2_lat_src: f64,
-    rnds2_lat_dst: f64,
-    rnds2_tp: f64,
-    msg1_tp: f64,
-    msg2_lat: f64,
-    msg2_tp: f64,
-) -> ShaBounds {
-    let round_chain = (32.0 * rnds2_lat_src).max(16.0 * rnds2_lat_dst);
-    let schedule_chain = 12.0 * (msg2_lat + 1.0);
-    ShaBounds {
-        rnds2_lat_src,
-        rnds2_lat_dst,
-        rnds2_tp,
-        msg1_tp,
-        msg2_lat,
-        msg2_tp,
-        round_chain_cycles: round_chain,
-        schedule_chain_cycles: schedule_chain,
-        one_stream_cycles_per_block: round_chain.max(schedule_chain),
-        interleaved_cycles_per_block: (32.0 * rnds2_tp).max(12.0 * msg1_tp).max(12.0 * msg2_tp),
-        interleaved_shared_unit_cycles_per_block: 32.0 * rnds2_tp + 12.0 * msg1_tp + 12.0 * msg2_tp,
-        model: "per 64-byte block: 32 SHA256RNDS2 + 12 SHA256MSG1 + 12 SHA256MSG2; one stream = \
-                max(32 x lat(rnds2 2->1, timed as sha256rnds2 xmm1, xmm1), 16 x lat(rnds2 1->1), \
-                12 x (lat(msg2) + 1 paddd)); \
-                interleaved = max(32 x tp(rnds2), 12 x tp(msg1), 12 x tp(msg2)) with separate \
-                units, sum if shared; PADDD/PALIGNR/PSHUFB and loads not counted"
-            .into(),
-    }
+/// Errors of the pure derivation: a figure the model needs is missing or not a positive number.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    #[error("--preset sha: the throughput of {0} alone is missing or not positive")]
+    MissingTp(&'static str),
 }
 
-/// Measure the SHA-NI instructions and derive the SHA-256 lower bounds.
-/// SHA-1 forms are measured too (they share the SHA CPUID bit).
+/// Compute the bounds from measured figures (pure; see the module docs for the model).
+pub fn bounds(m: &ShaFigures) -> Result<ShaBounds, ModelError> {
+    let tp = |op: ShaOp| {
+        m.tp.iter()
+            .find(|(o, _)| *o == op)
+            .map(|(_, t)| *t)
+            .filter(|t| t.is_finite() && *t > 0.0)
+            .ok_or(ModelError::MissingTp(op.name()))
+    };
+    let mut mix = Vec::new();
+    for (op, n) in BLOCK_MIX {
+        let t = tp(op)?;
+        mix.push(MixTerm {
+            op,
+            per_block: n,
+            tp: t,
+            cycles: f64::from(n) * t,
+        });
+    }
+    let alone = |op: ShaOp| mix.iter().find(|x| x.op == op).map_or(0.0, |x| x.cycles);
+
+    // Sharing, per measured mixed body.
+    let mut sharing = Vec::new();
+    for (ops, mixed) in &m.mixed {
+        let ts: Vec<f64> = ops.iter().map(|&o| tp(o)).collect::<Result<_, _>>()?;
+        let separate = ts.iter().copied().fold(0.0, f64::max);
+        let shared: f64 = ts.iter().sum();
+        let share = if shared > separate {
+            ((mixed - separate) / (shared - separate)).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        sharing.push(Sharing {
+            ops: ops.clone(),
+            body: mix_body(ops),
+            mixed: *mixed,
+            separate,
+            shared,
+            share,
+        });
+    }
+    let share_of = |ops: &[ShaOp]| {
+        sharing
+            .iter()
+            .find(|s| s.ops.as_slice() == ops)
+            .map(|s| s.share)
+    };
+
+    let mut terms = Vec::new();
+    for x in &mix {
+        terms.push(BoundTerm {
+            name: format!("{} alone", x.op.name()),
+            cycles: x.cycles,
+            formula: format!("{} x {:.3}", x.per_block, x.tp),
+        });
+    }
+    // SHA256RNDS2's pipe: its own cost plus what each other instruction takes from it.
+    let mut rnds2_pipe = alone(ShaOp::Rnds2);
+    let mut parts = vec![format!("{:.1}", rnds2_pipe)];
+    for x in mix.iter().filter(|x| x.op != ShaOp::Rnds2) {
+        if let Some(s) = share_of(&[ShaOp::Rnds2, x.op]) {
+            rnds2_pipe += s * x.cycles;
+            parts.push(format!("{s:.2} x {:.1} ({})", x.cycles, x.op.name()));
+        }
+    }
+    terms.push(BoundTerm {
+        name: "sha256rnds2's pipe".into(),
+        cycles: rnds2_pipe,
+        formula: parts.join(" + "),
+    });
+    let mut combine = |ops: &[ShaOp], name: &str| {
+        if let Some(s) = share_of(ops) {
+            let a: Vec<f64> = ops.iter().map(|&o| alone(o)).collect();
+            let max = a.iter().copied().fold(0.0, f64::max);
+            let sum: f64 = a.iter().sum();
+            terms.push(BoundTerm {
+                name: name.into(),
+                cycles: max + s * (sum - max),
+                formula: format!("{max:.1} + {s:.2} x {:.1}", sum - max),
+            });
+        }
+    };
+    combine(&[ShaOp::Msg1, ShaOp::Msg2], "sha256msg1 with sha256msg2");
+    combine(
+        &[ShaOp::Rnds2, ShaOp::Msg1, ShaOp::Msg2],
+        "sha256rnds2, msg1 and msg2 together",
+    );
+    let total: u32 = BLOCK_MIX.iter().map(|(_, n)| n).sum();
+    let paddd = tp(ShaOp::Paddd)?;
+    terms.push(BoundTerm {
+        name: "vector issue".into(),
+        cycles: f64::from(total) * paddd,
+        formula: format!(
+            "{total} instructions x {paddd:.3} (paddd: {:.1} vector pipes)",
+            1.0 / paddd
+        ),
+    });
+    // The largest term; on a tie the first one (the simpler explanation).
+    let binding = terms
+        .iter()
+        .fold(&terms[0], |best, t| if t.cycles > best.cycles { t } else { best });
+    let interleaved = binding.cycles;
+    let interleaved_binding = binding.name.clone();
+
+    let round_chain = (32.0 * m.rnds2_lat_src).max(16.0 * m.rnds2_lat_dst);
+    let schedule_chain = 12.0 * (m.msg2_lat + 1.0);
+    let one_stream = round_chain.max(schedule_chain);
+
+    let mut d = Vec::new();
+    d.push(format!(
+        "one stream: round chain max(32 x {:.2} (rnds2 2->1), 16 x {:.2} (1->1)) = {round_chain:.1}; \
+         schedule chain 12 x ({:.2} (msg2) + 1) = {schedule_chain:.1}; bound {one_stream:.1} cycles/block = {:.3} cycles/byte",
+        m.rnds2_lat_src,
+        m.rnds2_lat_dst,
+        m.msg2_lat,
+        one_stream / 64.0
+    ));
+    d.push(format!(
+        "block mix: {}",
+        mix.iter()
+            .map(|x| format!("{} {}", x.per_block, x.op.name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    for s in &sharing {
+        let verdict = if s.share < 0.25 {
+            "separate pipes"
+        } else if s.share > 0.75 {
+            "one shared pipe"
+        } else {
+            "partly shared"
+        };
+        d.push(format!(
+            "sharing: `{}` {:.3} cycles vs {:.3} if separate, {:.3} if shared: share {:.2} ({verdict})",
+            s.body, s.mixed, s.separate, s.shared, s.share
+        ));
+    }
+    for t in &terms {
+        d.push(format!(
+            "term {}: {} = {:.1} cycles/block",
+            t.name, t.formula, t.cycles
+        ));
+    }
+    d.push(format!(
+        "interleaved bound: {interleaved:.1} cycles/block = {:.3} cycles/byte, bound by {interleaved_binding}",
+        interleaved / 64.0
+    ));
+
+    Ok(ShaBounds {
+        rnds2_lat_src: m.rnds2_lat_src,
+        rnds2_lat_dst: m.rnds2_lat_dst,
+        rnds2_tp: tp(ShaOp::Rnds2)?,
+        msg1_tp: tp(ShaOp::Msg1)?,
+        msg2_lat: m.msg2_lat,
+        msg2_tp: tp(ShaOp::Msg2)?,
+        round_chain_cycles: round_chain,
+        schedule_chain_cycles: schedule_chain,
+        one_stream_cycles_per_block: one_stream,
+        interleaved_cycles_per_block: interleaved,
+        interleaved_binding,
+        mix,
+        sharing,
+        terms,
+        derivation: d,
+        model: "one stream = max(32 x lat(rnds2 2->1), 16 x lat(rnds2 1->1), 12 x (lat(msg2) + 1)); \
+                interleaved = the largest of: each instruction alone (count x tp), sha256rnds2's \
+                pipe (its cost + share(rnds2, x) x cost of x for every other instruction), msg1 \
+                with msg2 and the three SHA instructions together (max + share x rest), vector \
+                issue (all instructions x tp(paddd)); share = (mixed - max tp) / (sum tp - max tp) \
+                from the measured mixed bodies; loads and stores not counted"
+            .into(),
+    })
+}
+
+/// Measure the SHA-NI instructions, the adds and shuffles, the mixed bodies, and derive the
+/// SHA-256 lower bounds. SHA-1 forms are measured too (they share the SHA CPUID bit).
 pub fn preset_sha(opts: &Options) -> Result<ShaReport, BenchError> {
     let mut forms = Vec::new();
     for f in SHA_FORMS {
@@ -109,14 +408,45 @@ pub fn preset_sha(opts: &Options) -> Result<ShaReport, BenchError> {
     let need = |v: Option<f64>, what: &str| {
         v.ok_or_else(|| BenchError::Measurement(format!("--preset sha: {what} was not measured")))
     };
-    let b = bounds(
-        need(pair_lat(&forms[0], "2->1"), "sha256rnds2 latency 2->1")?,
-        need(pair_lat(&forms[0], "1->1"), "sha256rnds2 latency 1->1")?,
-        need(forms[0].throughput_summary(), "sha256rnds2 throughput")?,
-        need(forms[1].throughput_summary(), "sha256msg1 throughput")?,
-        need(pair_lat(&forms[2], "1->1"), "sha256msg2 latency")?,
-        need(forms[2].throughput_summary(), "sha256msg2 throughput")?,
-    );
+    // Adds and shuffles, and the mixed bodies: throughput only.
+    let tp_only = Options {
+        latency: false,
+        throughput: true,
+        ..opts.clone()
+    };
+    let mut tp = Vec::new();
+    for (op, _) in BLOCK_MIX {
+        let form = match SHA_FORMS.iter().position(|f| *f == op.alone_form()) {
+            Some(i) => &forms[i],
+            None => {
+                forms.push(bench(&Source::Text(op.alone_form().into()), &tp_only)?);
+                forms.last().expect("just pushed")
+            }
+        };
+        let t = need(
+            form.throughput_summary(),
+            &format!("{} throughput", op.name()),
+        )?;
+        tp.push((op, t));
+    }
+    let mut mixed = Vec::new();
+    for ops in MIXES {
+        let body = mix_body(ops);
+        let f = bench(&Source::Text(body.clone()), &tp_only)?;
+        mixed.push((
+            ops.to_vec(),
+            need(f.throughput_summary(), &format!("`{body}` throughput"))?,
+        ));
+        forms.push(f);
+    }
+    let figures = ShaFigures {
+        rnds2_lat_src: need(pair_lat(&forms[0], "2->1"), "sha256rnds2 latency 2->1")?,
+        rnds2_lat_dst: need(pair_lat(&forms[0], "1->1"), "sha256rnds2 latency 1->1")?,
+        msg2_lat: need(pair_lat(&forms[2], "1->1"), "sha256msg2 latency")?,
+        tp,
+        mixed,
+    };
+    let b = bounds(&figures).map_err(|e| BenchError::Measurement(e.to_string()))?;
     Ok(ShaReport { forms, bounds: b })
 }
 
@@ -124,18 +454,126 @@ pub fn preset_sha(opts: &Options) -> Result<ShaReport, BenchError> {
 mod tests {
     use super::*;
 
+    /// Figures with every instruction alone at `tp` and the mixed bodies at `mixed(ops)`.
+    fn figures(tp: [f64; 6], mixed: impl Fn(&[f64]) -> f64) -> ShaFigures {
+        let tp: Vec<(ShaOp, f64)> = BLOCK_MIX.iter().map(|(o, _)| *o).zip(tp).collect();
+        let t = |o: ShaOp| tp.iter().find(|(x, _)| *x == o).unwrap().1;
+        let mixed = MIXES
+            .iter()
+            .map(|ops| {
+                let ts: Vec<f64> = ops.iter().map(|&o| t(o)).collect();
+                (ops.to_vec(), mixed(&ts))
+            })
+            .collect();
+        ShaFigures {
+            rnds2_lat_src: 4.0,
+            rnds2_lat_dst: 4.0,
+            msg2_lat: 3.0,
+            tp,
+            mixed,
+        }
+    }
+
+    fn term(b: &ShaBounds, name: &str) -> f64 {
+        b.terms.iter().find(|t| t.name == name).unwrap().cycles
+    }
+
     #[test]
-    fn bounds_follow_the_model() {
-        // Zen 3-like numbers: rnds2 lat 4, tp 2; msg1 tp 0.5; msg2 lat 3, tp 2.
-        let b = bounds(4.0, 4.0, 2.0, 0.5, 3.0, 2.0);
+    fn separate_pipes_leave_rnds2_alone() {
+        // rnds2 1, msg1 0.5, msg2 1, paddd 0.25, palignr 0.5, pshufb 0.5; every mix runs at
+        // the slowest of its instructions: nothing is shared.
+        let f = figures([1.0, 0.5, 1.0, 0.25, 0.5, 0.5], |ts| {
+            ts.iter().copied().fold(0.0, f64::max)
+        });
+        let b = bounds(&f).unwrap();
+        assert!(b.sharing.iter().all(|s| s.share == 0.0));
+        assert_eq!(term(&b, "sha256rnds2's pipe"), 32.0);
+        assert_eq!(term(&b, "sha256msg1 with sha256msg2"), 12.0);
+        // 102 instructions on 4 vector pipes.
+        assert_eq!(term(&b, "vector issue"), 25.5);
+        assert_eq!(b.interleaved_cycles_per_block, 32.0);
+        // Nothing shares SHA256RNDS2's pipe: it binds alone (first of the equal terms).
+        assert_eq!(b.interleaved_binding, "sha256rnds2 alone");
+        assert_eq!(b.one_stream_cycles_per_block, 128.0);
         assert_eq!(b.round_chain_cycles, 128.0);
         assert_eq!(b.schedule_chain_cycles, 48.0);
-        assert_eq!(b.one_stream_cycles_per_block, 128.0);
-        assert_eq!(b.interleaved_cycles_per_block, 64.0);
-        assert_eq!(
-            b.interleaved_shared_unit_cycles_per_block,
-            64.0 + 6.0 + 24.0
-        );
         assert_eq!(b.one_stream_cycles_per_byte(), 2.0);
+        assert_eq!(b.interleaved_cycles_per_byte(), 0.5);
+    }
+
+    #[test]
+    fn one_shared_pipe_adds_up() {
+        // Every mix costs the sum of its instructions: the SHA instructions and the adds and
+        // shuffles all compete for SHA256RNDS2's pipe.
+        let f = figures([1.0, 0.5, 1.0, 0.25, 0.5, 0.5], |ts| ts.iter().sum());
+        let b = bounds(&f).unwrap();
+        assert!(b.sharing.iter().all(|s| s.share == 1.0));
+        // 32 + 6 (msg1) + 12 (msg2) + 7.5 (paddd) + 6 (palignr) + 2 (pshufb).
+        assert_eq!(term(&b, "sha256rnds2's pipe"), 65.5);
+        assert_eq!(term(&b, "sha256rnds2, msg1 and msg2 together"), 50.0);
+        assert_eq!(b.interleaved_cycles_per_block, 65.5);
+        assert!(b
+            .derivation
+            .iter()
+            .any(|l| l.contains("one shared pipe") && l.contains("sha256msg2")));
+        assert!(b
+            .derivation
+            .last()
+            .unwrap()
+            .contains("bound by sha256rnds2's pipe"));
+    }
+
+    #[test]
+    fn partial_sharing_interpolates() {
+        // Only msg2 shares with rnds2, half the time; msg1 and msg2 share fully with each other,
+        // and both are slow: msg1 with msg2 binds.
+        let tp = [1.0, 2.0, 2.0, 0.25, 0.5, 0.5];
+        let mut f = figures(tp, |ts| ts.iter().copied().fold(0.0, f64::max));
+        for (ops, m) in &mut f.mixed {
+            if ops.as_slice() == [ShaOp::Rnds2, ShaOp::Msg2] {
+                *m = 2.5; // max 2 + 0.5 x 1
+            }
+            if ops.as_slice() == [ShaOp::Msg1, ShaOp::Msg2] {
+                *m = 4.0;
+            }
+        }
+        let b = bounds(&f).unwrap();
+        let s = |ops: &[ShaOp]| b.sharing.iter().find(|s| s.ops == ops).unwrap().share;
+        assert_eq!(s(&[ShaOp::Rnds2, ShaOp::Msg2]), 0.5);
+        assert_eq!(s(&[ShaOp::Msg1, ShaOp::Msg2]), 1.0);
+        assert_eq!(term(&b, "sha256rnds2's pipe"), 32.0 + 0.5 * 24.0);
+        assert_eq!(term(&b, "sha256msg1 with sha256msg2"), 48.0);
+        assert_eq!(b.interleaved_cycles_per_block, 48.0);
+        assert_eq!(b.interleaved_binding, "sha256msg1 with sha256msg2");
+        // A mixed body faster than its slowest instruction (noise) counts as separate.
+        let mut g = figures(tp, |ts| ts.iter().copied().fold(0.0, f64::max) * 0.9);
+        g.mixed.truncate(1);
+        let b = bounds(&g).unwrap();
+        assert_eq!(b.sharing[0].share, 0.0);
+    }
+
+    #[test]
+    fn missing_or_bad_throughput_is_an_error() {
+        let mut f = figures([1.0, 0.5, 1.0, 0.25, 0.5, 0.5], |ts| ts[0]);
+        f.tp.retain(|(o, _)| *o != ShaOp::Palignr);
+        assert_eq!(
+            bounds(&f).unwrap_err(),
+            ModelError::MissingTp("palignr")
+        );
+        let mut f = figures([1.0, 0.5, 1.0, 0.0, 0.5, 0.5], |ts| ts[0]);
+        f.mixed.clear();
+        assert_eq!(bounds(&f).unwrap_err(), ModelError::MissingTp("paddd"));
+    }
+
+    #[test]
+    fn mixed_bodies_use_separate_destinations() {
+        assert_eq!(
+            mix_body(&[ShaOp::Rnds2, ShaOp::Msg1, ShaOp::Msg2]),
+            "sha256rnds2 xmm1, xmm2; sha256msg1 xmm3, xmm2; sha256msg2 xmm4, xmm2"
+        );
+        assert_eq!(
+            mix_body(&[ShaOp::Rnds2, ShaOp::Palignr]),
+            "sha256rnds2 xmm1, xmm2; palignr xmm3, xmm2, 4"
+        );
     }
 }

@@ -264,6 +264,26 @@ fn sha_preset_reports_bounds_consistent_with_its_figures() {
         (f("one_stream_cycles_per_block") - round.max(f("schedule_chain_cycles"))).abs() < 1e-9
     );
     assert!(f("interleaved_cycles_per_block") <= f("one_stream_cycles_per_block"));
+    // The interleaved bound is the largest term, and no term is below an instruction alone.
+    let terms = b["terms"].as_array().unwrap();
+    let max = terms
+        .iter()
+        .map(|t| t["cycles"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!((f("interleaved_cycles_per_block") - max).abs() < 1e-9);
+    assert!(max >= 32.0 * f("rnds2_tp") - 1e-9);
+    // Every mixed body was measured: the SHA pairs, the triple, rnds2 with adds and shuffles.
+    let sharing = b["sharing"].as_array().unwrap();
+    assert_eq!(sharing.len(), 7, "{sharing:?}");
+    for s in sharing {
+        let share = s["share"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&share), "{s}");
+    }
+    assert!(b["derivation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|l| l.as_str().unwrap().starts_with("interleaved bound:")));
     // SHA-1 forms are measured too on a CPU with SHA.
     let inputs: Vec<&str> = v["forms"]
         .as_array()

@@ -53,6 +53,8 @@ pub struct DemoConfig {
     pub bench: bool,
     /// The executable is a debug build: print a note that the figures are not representative.
     pub debug_build: bool,
+    /// Print derivations too (the SHA-256 instruction-level bound, line by line).
+    pub verbose: bool,
     /// Where the steps' machine facts are read (whether there is a core PMU, the CPU vendor).
     pub host: Host,
 }
@@ -445,10 +447,31 @@ fn demo_sha(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
                 ))
             }) {
                 Some(bd) => {
+                    let binding = v
+                        .as_ref()
+                        .and_then(|v| v.pointer("/sha/bounds/interleaved_binding"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("?");
                     demo.say(&format!(
-                        "bounds: one stream {:.2} cycles/byte (latency chain), interleaved {:.2} cycles/byte (throughput)",
-                        bd.0, bd.1
+                        "bounds: one stream {:.2} cycles/byte (latency chain), interleaved {:.2} cycles/byte\n\
+                         (throughput of the block's instruction mix, measured alone and in mixed pairs;\n\
+                         bound by {binding}){}",
+                        bd.0,
+                        bd.1,
+                        if args.verbose { "" } else { "; -v prints the derivation" }
                     ))?;
+                    if args.verbose {
+                        let lines = v
+                            .as_ref()
+                            .and_then(|v| v.pointer("/sha/bounds/derivation"))
+                            .and_then(Value::as_array)
+                            .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>())
+                            .unwrap_or_default();
+                        writeln!(demo.out, "derivation of the bound:")?;
+                        for l in lines {
+                            writeln!(demo.out, "  {l}")?;
+                        }
+                    }
                     bounds = Some(bd);
                 }
                 None => demo.say("could not read the bounds from the bench report")?,
@@ -793,6 +816,7 @@ mod tests {
             locate: true,
             bench: true,
             debug_build: false,
+            verbose: false,
             host: Host::system(),
         };
         let mut out = Vec::new();
@@ -835,6 +859,8 @@ mod tests {
                     locate,
                     bench,
                     debug_build: false,
+                    verbose: false,
+            verbose: false,
                     host: Host::system(),
                 };
                 let mut seen: Vec<(usize, usize, String)> = Vec::new();

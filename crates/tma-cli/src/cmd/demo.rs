@@ -34,6 +34,9 @@ pub struct Args {
     /// Skip the `tma bench --preset sha` step.
     #[arg(long)]
     pub no_bench: bool,
+    /// Print derivations too: the SHA-256 instruction-level bound behind the "of limit" column.
+    #[arg(short, long)]
+    pub verbose: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -60,6 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         locate: !args.no_locate,
         bench: !args.no_bench,
         debug_build: cfg!(debug_assertions),
+        verbose: args.verbose,
         host: tma_perf::host::Host::system(),
     };
     let progress = crate::progress::Lines::new("tma demo", true);

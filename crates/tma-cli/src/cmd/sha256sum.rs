@@ -44,8 +44,9 @@ pub struct Args {
     /// SHA-256 implementation: auto (fastest), portable or ni.
     #[arg(long = "impl", value_name = "IMPL", default_value = "auto")]
     pub imp: String,
-    /// Regular files hashed at once with interleaved SHA-NI streams (1 = one after another).
-    #[arg(long, value_name = "K", default_value_t = 4)]
+    /// Regular files hashed at once with interleaved SHA-NI streams (1 = one after another; the
+    /// default is the widest interleave that paid off in scripts/bench-sha256.sh).
+    #[arg(long, value_name = "K", default_value_t = tma_workloads::sha256::DEFAULT_LANES)]
     pub streams: usize,
 }
 

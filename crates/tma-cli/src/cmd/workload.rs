@@ -52,7 +52,7 @@ pub struct ShaArgs {
     /// Times each buffer is hashed.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub iters: u64,
-    /// Independent buffers hashed together; with SHA-NI they are interleaved (2 or 4 lanes).
+    /// Independent buffers hashed together; with SHA-NI they are interleaved (2, 3, 4, 6 or 8 lanes).
     #[arg(long, value_name = "K", default_value_t = 1)]
     pub streams: usize,
     /// Seed of the buffer contents.

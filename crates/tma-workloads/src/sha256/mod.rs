@@ -6,8 +6,8 @@
 //!   error when the CPU lacks it.
 //! * [`update_many`] / [`digest_many`] hash several independent streams at once. With SHA-NI,
 //!   one stream is bound by the SHA256RNDS2 latency chain (32 dependent instructions per
-//!   64-byte block); interleaving 2 or 4 streams keeps several chains in flight and brings the
-//!   core towards the instruction's throughput bound.
+//!   64-byte block); interleaving 2 to 8 streams ([`LANE_WIDTHS`]) keeps several chains in
+//!   flight and brings the core towards the instruction's throughput bound.
 
 mod portable;
 pub mod run;
@@ -301,8 +301,10 @@ pub fn digest_with(imp: Sha256Impl, data: &[u8]) -> Result<[u8; DIGEST_LEN], Sha
     Ok(h.finalize())
 }
 
-/// Default number of streams interleaved by [`update_many`] with SHA-NI.
-pub const DEFAULT_LANES: usize = 4;
+/// Default number of streams interleaved by [`update_many`] with SHA-NI: the widest interleave
+/// that paid off on the Zen 4 this was tuned on (`scripts/bench-sha256.sh` prints every width;
+/// 3 streams were as fast as or faster than 4, 6 and 8, whose extra state registers spill).
+pub const DEFAULT_LANES: usize = 3;
 
 /// Feed `inputs[i]` to `hashers[i]` for every `i`, interleaving independent streams (up to
 /// [`DEFAULT_LANES`] at a time) when the hashers use SHA-NI. The result is exactly that of
@@ -312,8 +314,11 @@ pub fn update_many(hashers: &mut [Sha256], inputs: &[&[u8]]) {
     update_many_lanes(hashers, inputs, DEFAULT_LANES)
 }
 
-/// [`update_many`] with an explicit maximum number of interleaved streams (1, 2 or 4 are used;
-/// other values are rounded down to one of those).
+/// Interleave widths the SHA-NI kernel is built for, widest first.
+pub const LANE_WIDTHS: [usize; 5] = [8, 6, 4, 3, 2];
+
+/// [`update_many`] with an explicit maximum number of interleaved streams (one of
+/// [`LANE_WIDTHS`] or 1; other values are rounded down to one of those).
 pub fn update_many_lanes(hashers: &mut [Sha256], inputs: &[&[u8]], max_lanes: usize) {
     let n = hashers.len().min(inputs.len());
     #[cfg(target_arch = "x86_64")]
@@ -356,21 +361,18 @@ fn update_many_ni(cpu: NiCpu, hashers: &mut [Sha256], inputs: &[&[u8]], max_lane
         let ni_idx: Vec<usize> = (0..bodies.len())
             .filter(|&k| matches!(hashers[bodies[k].0].backend, Backend::Ni(_)))
             .collect();
-        if ni_idx.len() >= 4 && max_lanes >= 4 {
-            let sel = [ni_idx[0], ni_idx[1], ni_idx[2], ni_idx[3]];
-            let mut states = sel.map(|k| hashers[bodies[k].0].state);
-            let used = ni::compress_lanes::<4>(cpu, &mut states, sel.map(|k| bodies[k].1));
-            for (s, k) in states.iter().zip(sel) {
-                hashers[bodies[k].0].state = *s;
-                bodies[k].1 = &bodies[k].1[used * 64..];
-            }
-        } else if ni_idx.len() >= 2 {
-            let sel = [ni_idx[0], ni_idx[1]];
-            let mut states = sel.map(|k| hashers[bodies[k].0].state);
-            let used = ni::compress_lanes::<2>(cpu, &mut states, sel.map(|k| bodies[k].1));
-            for (s, k) in states.iter().zip(sel) {
-                hashers[bodies[k].0].state = *s;
-                bodies[k].1 = &bodies[k].1[used * 64..];
+        let width = LANE_WIDTHS
+            .iter()
+            .copied()
+            .find(|&w| w <= max_lanes && w <= ni_idx.len());
+        if let Some(width) = width {
+            let sel = &ni_idx[..width];
+            match width {
+                8 => lanes_step::<8>(cpu, hashers, &mut bodies, sel),
+                6 => lanes_step::<6>(cpu, hashers, &mut bodies, sel),
+                4 => lanes_step::<4>(cpu, hashers, &mut bodies, sel),
+                3 => lanes_step::<3>(cpu, hashers, &mut bodies, sel),
+                _ => lanes_step::<2>(cpu, hashers, &mut bodies, sel),
             }
         } else {
             for (i, body) in bodies.drain(..) {
@@ -382,6 +384,23 @@ fn update_many_ni(cpu: NiCpu, hashers: &mut [Sha256], inputs: &[&[u8]], max_lane
     }
     for (h, t) in hashers.iter_mut().zip(tails) {
         h.keep_tail(t);
+    }
+}
+
+/// One call of the N-stream kernel on the bodies `sel` (indices into `bodies`).
+#[cfg(target_arch = "x86_64")]
+fn lanes_step<const N: usize>(
+    cpu: NiCpu,
+    hashers: &mut [Sha256],
+    bodies: &mut [(usize, &[u8])],
+    sel: &[usize],
+) {
+    let sel: [usize; N] = std::array::from_fn(|k| sel[k]);
+    let mut states = sel.map(|k| hashers[bodies[k].0].state);
+    let used = ni::compress_lanes::<N>(cpu, &mut states, sel.map(|k| bodies[k].1));
+    for (s, k) in states.iter().zip(sel) {
+        hashers[bodies[k].0].state = *s;
+        bodies[k].1 = &bodies[k].1[used * 64..];
     }
 }
 

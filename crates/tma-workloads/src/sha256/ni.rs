@@ -187,8 +187,80 @@ unsafe fn sha256_compress_ni(state: &mut [u32; 8], blocks: &[u8]) {
     from_ni_layout(abef, cdgh, state);
 }
 
-/// N-stream interleaved kernel: the same 16 four-round groups, with the N streams' SHA256RNDS2
-/// pairs issued back to back so that N independent latency chains overlap.
+/// The 16 W+K vectors of one block: vector `i` holds W[4i..4i+4] + K[4i..4i+4] (lane 0 first).
+type Schedule = [__m128i; 16];
+
+/// Block `b` of `data` as an array reference (bounds checked once per block, not per load).
+#[inline]
+fn block_at(data: &[u8], b: usize) -> &[u8; 64] {
+    let (block, _) = data[b * 64..]
+        .split_first_chunk::<64>()
+        .expect("the kernel asserted that every lane holds n blocks");
+    block
+}
+
+/// Message-schedule vector `v` (0..16) of one block into `out[v]`, as W+K: the first four from
+/// the message bytes, the others from the ring `w` of the previous four (indexed `v % 4`).
+/// Used for the first block of a call, whose schedule is computed before any round.
+macro_rules! schedule_step {
+    ($w:ident, $block:expr, $mask:expr, $v:expr, $out:expr) => {{
+        let v: usize = $v;
+        if v < 4 {
+            $w[v] = _mm_shuffle_epi8(load16(&$block[16 * v..]), $mask);
+        } else {
+            $w[v % 4] = schedule(&$w, v);
+        }
+        $out[v] = _mm_add_epi32($w[v % 4], k4(v));
+    }};
+}
+
+/// A 16-byte load that LLVM cannot turn into a register copy. The pipelined schedule keeps
+/// W[v-2], W[v-3] and W[v-4] of every stream in memory on purpose (registers are for the states
+/// and the newest W of each stream); a plain load would be forwarded from the store and the
+/// value kept in a register, which brings back the spills this layout avoids.
+#[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+#[inline]
+fn load_mem(v: &__m128i) -> __m128i {
+    // SAFETY: `v` is a reference, so valid and aligned for a read of its 16 bytes.
+    unsafe { core::ptr::read_volatile(v) }
+}
+
+/// W+K words 2 and 3 of a schedule vector, in lanes 0 and 1 (the operand of the second
+/// SHA256RNDS2 of a group): one 8-byte load from memory, no shuffle on the vector pipes.
+///
+/// Written as inline assembly because LLVM otherwise notices that the same 16 bytes were just
+/// loaded for the first SHA256RNDS2 and replaces this load by a `psrldq` of that register,
+/// which costs a slot on the pipe SHA256RNDS2 needs.
+#[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+#[inline]
+fn high_pair(wk: &__m128i) -> __m128i {
+    let p: *const __m128i = wk;
+    let r: __m128i;
+    // SAFETY: `p` points at a live 16-byte __m128i, so bytes 8..16 are readable; movq has no
+    // alignment requirement; the asm only reads that memory and writes the output register.
+    unsafe {
+        core::arch::asm!(
+            "movq {r}, qword ptr [{p} + 8]",
+            r = out(xmm_reg) r,
+            p = in(reg) p,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+    }
+    r
+}
+
+/// N-stream interleaved kernel.
+///
+/// Register budget (16 xmm without AVX-512): keeping the message schedule of N streams in
+/// registers needs 4N of them on top of the 2N of the states, so that layout spills from N = 3
+/// on. Here the schedule goes through memory instead, software-pipelined: while the rounds of
+/// block b run, the schedule of block b+1 is computed one stream after the other (stream-major,
+/// N schedule vectors per four-round group) into a second buffer, so only one stream's four
+/// message registers are live besides the 2N state registers and xmm0 (N = 4: 8 + 4 + 2
+/// temporaries + xmm0 = 15). The rounds read their W+K with plain loads: `movdqa` into xmm0 for
+/// the first SHA256RNDS2 of a group and an 8-byte `movq` of the upper half for the second, which
+/// keeps a shuffle per round pair off the vector pipes (shuffles compete with SHA256RNDS2 for
+/// its pipe; `tma bench --preset sha` measures by how much).
 ///
 /// # Safety
 /// The CPU must support sha, sse2, ssse3 and sse4.1, and every `blocks[j]` must hold at least
@@ -202,6 +274,9 @@ unsafe fn sha256_compress_ni_lanes<const N: usize>(
     n: usize,
 ) {
     assert!(blocks.iter().all(|b| b.len() >= n * 64));
+    if n == 0 {
+        return;
+    }
     let mask = bswap_mask();
     let zero = _mm_set_epi64x(0, 0);
     let mut abef = [zero; N];
@@ -209,54 +284,88 @@ unsafe fn sha256_compress_ni_lanes<const N: usize>(
     for j in 0..N {
         (abef[j], cdgh[j]) = to_ni_layout(&states[j]);
     }
-    for b in 0..n {
-        let abef_save = abef;
-        let cdgh_save = cdgh;
-        let mut w = [[zero; 4]; N];
-        for j in 0..N {
-            let block = &blocks[j][b * 64..b * 64 + 64];
-            for q in 0..4 {
-                w[j][q] = _mm_shuffle_epi8(load16(&block[16 * q..]), mask);
-            }
-        }
-        macro_rules! group {
-            ($i:expr) => {{
-                let i: usize = $i;
-                let k = k4(i);
-                for j in 0..N {
-                    if i >= 4 {
-                        w[j][i % 4] = schedule(&w[j], i);
-                    }
-                    let wk = _mm_add_epi32(w[j][i % 4], k);
-                    cdgh[j] = _mm_sha256rnds2_epu32(cdgh[j], abef[j], wk);
-                }
-                for j in 0..N {
-                    let wk = _mm_add_epi32(w[j][i % 4], k);
-                    abef[j] = _mm_sha256rnds2_epu32(abef[j], cdgh[j], _mm_shuffle_epi32(wk, 0x0E));
-                }
-            }};
-        }
-        group!(0);
-        group!(1);
-        group!(2);
-        group!(3);
-        group!(4);
-        group!(5);
-        group!(6);
-        group!(7);
-        group!(8);
-        group!(9);
-        group!(10);
-        group!(11);
-        group!(12);
-        group!(13);
-        group!(14);
-        group!(15);
-        for j in 0..N {
-            abef[j] = _mm_add_epi32(abef[j], abef_save[j]);
-            cdgh[j] = _mm_add_epi32(cdgh[j], cdgh_save[j]);
+    let mut buf_a = [[zero; 16]; N];
+    let mut buf_b = [[zero; 16]; N];
+    let mut cur: &mut [Schedule; N] = &mut buf_a;
+    let mut next: &mut [Schedule; N] = &mut buf_b;
+    // Prologue: the schedule of block 0.
+    for j in 0..N {
+        let block = block_at(blocks[j], 0);
+        let mut w = [zero; 4];
+        for v in 0..16 {
+            schedule_step!(w, block, mask, v, cur[j]);
         }
     }
+    // W of the next block, per stream (read back with `load_mem`), and the newest W of each
+    // stream in a register.
+    let mut wbuf = [[zero; 16]; N];
+    let mut last = [zero; N];
+    // The 64 rounds of block b for every stream; with `$sched`, also the schedule of block
+    // b + 1 (`$nb`: its blocks) into `next`: in four-round group i, schedule vector i of every
+    // stream, right after that stream's first SHA256RNDS2. One stream's schedule is a chain
+    // (W[v] needs W[v-1] through PALIGNR, PADDD and SHA256MSG2, 5 cycles), so it is spread over
+    // the whole block rather than computed in one go.
+    macro_rules! rounds {
+        ($sched:expr, $nb:expr) => {{
+            let abef_save = abef;
+            let cdgh_save = cdgh;
+            macro_rules! group {
+                ($i:expr) => {{
+                    const I: usize = $i;
+                    for j in 0..N {
+                        cdgh[j] = _mm_sha256rnds2_epu32(cdgh[j], abef[j], cur[j][I]);
+                        if $sched {
+                            let w = if I < 4 {
+                                _mm_shuffle_epi8(load16(&$nb[j][16 * I..]), mask)
+                            } else {
+                                let m = _mm_sha256msg1_epu32(
+                                    load_mem(&wbuf[j][I - 4]),
+                                    load_mem(&wbuf[j][I - 3]),
+                                );
+                                let t = _mm_alignr_epi8(last[j], load_mem(&wbuf[j][I - 2]), 4);
+                                _mm_sha256msg2_epu32(_mm_add_epi32(t, m), last[j])
+                            };
+                            if I < 14 {
+                                wbuf[j][I] = w;
+                            }
+                            last[j] = w;
+                            next[j][I] = _mm_add_epi32(w, k4(I));
+                        }
+                    }
+                    for j in 0..N {
+                        abef[j] = _mm_sha256rnds2_epu32(abef[j], cdgh[j], high_pair(&cur[j][I]));
+                    }
+                }};
+            }
+            group!(0);
+            group!(1);
+            group!(2);
+            group!(3);
+            group!(4);
+            group!(5);
+            group!(6);
+            group!(7);
+            group!(8);
+            group!(9);
+            group!(10);
+            group!(11);
+            group!(12);
+            group!(13);
+            group!(14);
+            group!(15);
+            for j in 0..N {
+                abef[j] = _mm_add_epi32(abef[j], abef_save[j]);
+                cdgh[j] = _mm_add_epi32(cdgh[j], cdgh_save[j]);
+            }
+        }};
+    }
+    for b in 0..n - 1 {
+        let nb: [&[u8; 64]; N] = core::array::from_fn(|j| block_at(blocks[j], b + 1));
+        rounds!(true, nb);
+        core::mem::swap(&mut cur, &mut next);
+    }
+    let nb: [&[u8; 64]; 0] = [];
+    rounds!(false, nb);
     for j in 0..N {
         from_ni_layout(abef[j], cdgh[j], &mut states[j]);
     }

@@ -170,7 +170,8 @@ fn hash_batch(imp: Sha256Impl, inputs: Vec<File>) -> Vec<io::Result<[u8; 32]>> {
             .map(|&i| hashers[i].take().expect("active hasher"))
             .collect();
         let data: Vec<&[u8]> = active.iter().map(|&i| &bufs[i][..lens[i]]).collect();
-        sha256::update_many(&mut hs, &data);
+        // Every file of the batch in its own lane (the batch is at most `--streams` wide).
+        sha256::update_many_lanes(&mut hs, &data, k);
         for (h, &i) in hs.into_iter().zip(&active) {
             hashers[i] = Some(h);
         }

@@ -71,7 +71,7 @@ impl Default for Sha256sumConfig {
             strict: false,
             warn: false,
             imp: "auto".to_string(),
-            streams: 4,
+            streams: crate::sha256::DEFAULT_LANES,
         }
     }
 }

@@ -274,7 +274,7 @@ fn sha_preset_reports_bounds_consistent_with_its_figures() {
     assert!(max >= 32.0 * f("rnds2_tp") - 1e-9);
     // Every mixed body was measured: the SHA pairs, the triple, rnds2 with adds and shuffles.
     let sharing = b["sharing"].as_array().unwrap();
-    assert_eq!(sharing.len(), 7, "{sharing:?}");
+    assert_eq!(sharing.len(), 13, "{sharing:?}");
     for s in sharing {
         let share = s["share"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&share), "{s}");

@@ -214,10 +214,11 @@ macro_rules! schedule_step {
     }};
 }
 
-/// A 16-byte load that LLVM cannot turn into a register copy. The pipelined schedule keeps
-/// W[v-2], W[v-3] and W[v-4] of every stream in memory on purpose (registers are for the states
-/// and the newest W of each stream); a plain load would be forwarded from the store and the
-/// value kept in a register, which brings back the spills this layout avoids.
+/// A 16-byte load that LLVM cannot turn into a register copy (volatile: it stays a load, which
+/// LLVM still folds into the memory operand of SHA256MSG1 or PALIGNR). The pipelined schedule
+/// keeps W[v-2], W[v-3] and W[v-4] of every stream in memory on purpose (registers are for the
+/// states and the newest W of each stream); a plain load would be forwarded from the store and
+/// the value kept in a register, which brings back the spills this layout avoids.
 #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
 #[inline]
 fn load_mem(v: &__m128i) -> __m128i {
@@ -254,13 +255,21 @@ fn high_pair(wk: &__m128i) -> __m128i {
 /// Register budget (16 xmm without AVX-512): keeping the message schedule of N streams in
 /// registers needs 4N of them on top of the 2N of the states, so that layout spills from N = 3
 /// on. Here the schedule goes through memory instead, software-pipelined: while the rounds of
-/// block b run, the schedule of block b+1 is computed one stream after the other (stream-major,
-/// N schedule vectors per four-round group) into a second buffer, so only one stream's four
-/// message registers are live besides the 2N state registers and xmm0 (N = 4: 8 + 4 + 2
-/// temporaries + xmm0 = 15). The rounds read their W+K with plain loads: `movdqa` into xmm0 for
-/// the first SHA256RNDS2 of a group and an 8-byte `movq` of the upper half for the second, which
-/// keeps a shuffle per round pair off the vector pipes (shuffles compete with SHA256RNDS2 for
-/// its pipe; `tma bench --preset sha` measures by how much).
+/// block b run, the schedule of block b+1 is computed into a second buffer, one schedule vector
+/// of every stream per four-round group. Only the newest W of each stream stays in a register
+/// (N = 3: 6 state + 3 W + 2 temporaries + xmm0 = 12 registers; N = 4: 16, the limit); the older
+/// W that SHA256MSG1 and PALIGNR need are read back from memory as operands. The rounds read
+/// their W+K with plain loads: `movdqa` into xmm0 for the first SHA256RNDS2 of a group and an
+/// 8-byte `movq` of the upper half for the second, which keeps a shuffle per round pair off the
+/// vector pipes (shuffles compete with SHA256RNDS2 for its pipe; `tma bench --preset sha`
+/// measures by how much).
+///
+/// What limits it (Zen 4, `tma bench`): the rounds alone run at SHA256RNDS2's throughput from
+/// N = 4 (33 cycles/block measured), and one schedule step (PALIGNR, PADDD, SHA256MSG2 on the
+/// newest W) costs about 2.5 cycles of the same vector pipes even with 4 independent chains, so
+/// the 12 steps of a block add about 30 cycles: the kernel runs at about 64 cycles/block from
+/// N = 3 on, against the pair model's bound of about 42 and 48 for the block's instruction mix
+/// measured as one body of independent instructions.
 ///
 /// # Safety
 /// The CPU must support sha, sse2, ssse3 and sse4.1, and every `blocks[j]` must hold at least
@@ -322,13 +331,23 @@ unsafe fn sha256_compress_ni_lanes<const N: usize>(
                                     load_mem(&wbuf[j][I - 4]),
                                     load_mem(&wbuf[j][I - 3]),
                                 );
-                                let t = _mm_alignr_epi8(last[j], load_mem(&wbuf[j][I - 2]), 4);
-                                _mm_sha256msg2_epu32(_mm_add_epi32(t, m), last[j])
+                                // From 4 streams on the registers are taken by the states:
+                                // W[v-1] comes from memory too (a store-to-load forward on the
+                                // schedule chain, which has the slack of 4 streams' rounds).
+                                let prev = if N >= 4 {
+                                    load_mem(&wbuf[j][I - 1])
+                                } else {
+                                    last[j]
+                                };
+                                let t = _mm_alignr_epi8(prev, load_mem(&wbuf[j][I - 2]), 4);
+                                _mm_sha256msg2_epu32(_mm_add_epi32(t, m), prev)
                             };
-                            if I < 14 {
+                            if I < 15 {
                                 wbuf[j][I] = w;
                             }
-                            last[j] = w;
+                            if N < 4 {
+                                last[j] = w;
+                            }
                             next[j][I] = _mm_add_epi32(w, k4(I));
                         }
                     }

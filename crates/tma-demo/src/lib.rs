@@ -860,7 +860,6 @@ mod tests {
                     bench,
                     debug_build: false,
                     verbose: false,
-                    verbose: false,
                     host: Host::system(),
                 };
                 let mut seen: Vec<(usize, usize, String)> = Vec::new();

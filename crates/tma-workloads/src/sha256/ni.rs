@@ -325,7 +325,9 @@ unsafe fn sha256_compress_ni_lanes<const N: usize>(
                         cdgh[j] = _mm_sha256rnds2_epu32(cdgh[j], abef[j], cur[j][I]);
                         if $sched {
                             let w = if I < 4 {
-                                _mm_shuffle_epi8(load16(&$nb[j][16 * I..]), mask)
+                                // `I % 4` is `I` here; it keeps the constant range in bounds for
+                                // the branches not taken.
+                                _mm_shuffle_epi8(load16(&$nb[j][16 * (I % 4)..]), mask)
                             } else {
                                 let m = _mm_sha256msg1_epu32(
                                     load_mem(&wbuf[j][I - 4]),

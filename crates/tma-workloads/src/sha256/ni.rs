@@ -267,9 +267,10 @@ fn high_pair(wk: &__m128i) -> __m128i {
 /// What limits it (Zen 4, `tma bench`): the rounds alone run at SHA256RNDS2's throughput from
 /// N = 4 (33 cycles/block measured), and one schedule step (PALIGNR, PADDD, SHA256MSG2 on the
 /// newest W) costs about 2.5 cycles of the same vector pipes even with 4 independent chains, so
-/// the 12 steps of a block add about 30 cycles: the kernel runs at about 64 cycles/block from
-/// N = 3 on, against the pair model's bound of about 42 and 48 for the block's instruction mix
-/// measured as one body of independent instructions.
+/// the 12 steps of a block add about 30 cycles: the kernel runs at 64 to 75 cycles/block with
+/// 3 or 4 streams, against 37 to 47 for the bound `tma bench --preset sha` derives and about 48
+/// for the block's instruction mix measured as one body of independent instructions. From 6
+/// streams on the 2N state registers alone exceed what is left and spill.
 ///
 /// # Safety
 /// The CPU must support sha, sse2, ssse3 and sse4.1, and every `blocks[j]` must hold at least

@@ -31,6 +31,8 @@ enum Command {
     Serve(cmd::serve::Args),
     /// Compare two runs: before, after and delta of every node, the bottleneck's move, significance.
     Diff(cmd::diff::Args),
+    /// Draw results (trees, intervals, diffs, profiles, benchmarks) in one self-contained HTML page.
+    Report(cmd::report::Args),
     /// List the raw events a TMA level needs, with perf encodings and a ready perf command.
     Events(cmd::events::Args),
     /// Show the TMA tree of a CPU: nodes, formulas, thresholds, locate-with events.
@@ -61,6 +63,7 @@ fn main() -> ExitCode {
         Command::Stat(a) => cmd::stat::run(a, &cli.root),
         Command::Serve(a) => cmd::serve::run(a, &cli.root),
         Command::Diff(a) => cmd::diff::run(a, &cli.root),
+        Command::Report(a) => cmd::report::run(a, &cli.root),
         Command::Events(a) => cmd::events::run(a, &cli.root),
         Command::List(a) => cmd::list::run(a, &cli.root),
         Command::Locate(a) => cmd::locate::run(a, &cli.root),
@@ -87,6 +90,10 @@ fn main() -> ExitCode {
                     .or_else(|| {
                         c.downcast_ref::<tma_stat::StatError>()
                             .and_then(tma_stat::StatError::io_error)
+                    })
+                    .or_else(|| {
+                        c.downcast_ref::<tma_html::HtmlError>()
+                            .and_then(tma_html::HtmlError::io_error)
                     });
                 io.is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
             }) {

@@ -135,6 +135,7 @@ fn interval_streams_in_every_format() {
             format,
             compact,
             verbose: 0,
+            plot: None,
         };
         let mut cfg = command(&["true"], Some("zen4"), zen4_synthetic());
         cfg.level = 2;

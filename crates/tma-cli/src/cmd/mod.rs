@@ -10,6 +10,7 @@ pub mod kvm;
 pub mod list;
 pub mod locate;
 pub mod man;
+pub mod report;
 pub mod serve;
 pub mod sha256sum;
 pub mod stat;

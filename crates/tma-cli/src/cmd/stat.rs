@@ -85,6 +85,11 @@ pub struct Args {
     /// Save a snapshot of the raw readings that `tma stat --import` replays.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// Also draw the run as an SVG picture in FILE: the stacked-area timeline of the -I
+    /// intervals (level 1 and the bottleneck's children), else the tree as bars. Memory
+    /// stays bounded: past 1024 columns, neighbouring intervals are averaged.
+    #[arg(long, value_name = "FILE.svg", conflicts_with_all = ["per_core", "per_thread"])]
+    pub plot: Option<PathBuf>,
     /// Run the command once per counter group instead of multiplexing.
     #[arg(long)]
     pub no_multiplex: bool,
@@ -146,6 +151,7 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<StatConfig> {
             },
             verbose: a.verbose,
             compact: a.compact,
+            plot: a.plot.clone(),
         },
         live: LiveOptions {
             command: a.command.clone(),

@@ -5,4 +5,5 @@ pub mod event_list;
 pub mod events;
 pub mod list;
 pub mod metric_list;
+pub mod plot;
 pub mod tree;

@@ -10,6 +10,7 @@ use tma_metrics::{Bottleneck, MetricResult, NodeResult, Report, Status, StopReas
 use tma_report::{JsonStream, ReportError};
 
 use crate::eval::{EventState, IntervalReport, RunInfo, StatRun};
+use crate::render::plot::{own_threshold, tree_svg, Bar, Timeline};
 
 /// The schema name of `tma stat --json`.
 pub const SCHEMA: &str = "tma.stat";
@@ -36,6 +37,9 @@ pub struct RenderOptions {
     pub verbose: u8,
     /// One line per interval instead of one tree per interval (interval data, text).
     pub compact: bool,
+    /// `--plot FILE.svg`: also draw the run (the timeline of intervals, else the tree as
+    /// bars) into this file when the run ends.
+    pub plot: Option<std::path::PathBuf>,
 }
 
 /// Write a whole run.
@@ -58,15 +62,21 @@ pub struct TreeWriter {
     json: Option<JsonStream>,
     /// `--compact`: the level-1 columns (name, width), fixed by the first interval.
     columns: Vec<(String, Unit, usize)>,
+    /// `--plot`: the intervals so far (bounded, see [`Timeline`]) and the last tree's bars.
+    timeline: Option<Timeline>,
+    last_bars: Vec<Bar>,
 }
 
 impl TreeWriter {
     pub fn new(opts: RenderOptions) -> TreeWriter {
+        let timeline = opts.plot.as_ref().map(|_| Timeline::new());
         TreeWriter {
             opts,
             count: 0,
             json: None,
             columns: Vec::new(),
+            timeline,
+            last_bars: Vec::new(),
         }
     }
 
@@ -126,14 +136,30 @@ impl TreeWriter {
                 }
             }
         }
+        if let Some(t) = self.timeline.as_mut() {
+            t.push_report(ir);
+            self.last_bars = bars(info, ir, self.opts.verbose);
+        }
         self.count += 1;
         Ok(())
     }
 
-    /// Whatever closes the document (the JSON brackets).
-    pub fn end(&mut self, w: &mut dyn Write, _info: &RunInfo) -> Result<(), ReportError> {
+    /// Whatever closes the document (the JSON brackets), and the `--plot` file.
+    pub fn end(&mut self, w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
         if let Some(j) = self.json.take() {
             j.end(w)?;
+        }
+        if let (Some(path), Some(t)) = (self.opts.plot.as_deref(), self.timeline.as_ref()) {
+            let svg = if info.interval_mode {
+                t.svg()
+            } else {
+                tree_svg(&tree_title(info), &self.last_bars)
+            };
+            let svg = svg.map_err(|e| ReportError::Output {
+                path: path.display().to_string(),
+                source: std::io::Error::other(e),
+            })?;
+            tma_report::write_atomic(path, |f| Ok(f.write_all(svg.as_bytes())?))?;
         }
         Ok(())
     }
@@ -289,6 +315,45 @@ fn visible(report: &Report, verbose: u8, model: &Model, requested: &[String]) ->
         shown.push(parent_shown && interesting);
     }
     shown
+}
+
+/// The tree of one interval as the bars of [`tree_svg`]: the nodes the text tree shows.
+pub fn bars(info: &RunInfo, ir: &IntervalReport, verbose: u8) -> Vec<Bar> {
+    let r = &ir.report;
+    let shown = visible(r, verbose, info.model, &info.request.nodes);
+    r.nodes
+        .iter()
+        .zip(&shown)
+        .filter(|(_, s)| **s)
+        .map(|(n, _)| {
+            let mut note: Vec<String> = Vec::new();
+            if r.bottleneck.node.as_deref() == Some(n.name) {
+                note.push("bottleneck".into());
+            }
+            note.extend(share_text(n.counted_share));
+            note.extend(status_text(n, ir, info.model));
+            Bar {
+                name: n.name.to_string(),
+                level: n.level,
+                value: n.value,
+                threshold: info
+                    .model
+                    .node(n.name)
+                    .and_then(|d| own_threshold(n.name, d.threshold)),
+                above_threshold: n.above_threshold,
+                on_path: r.bottleneck.path.iter().any(|p| p == n.name),
+                note: note.join("  "),
+            }
+        })
+        .collect()
+}
+
+/// The title of a tree picture: the CPU and the source.
+pub fn tree_title(info: &RunInfo) -> String {
+    format!(
+        "TMA tree: {} ({}), {}",
+        info.model.name, info.model.key, info.source
+    )
 }
 
 fn share_text(s: Option<f64>) -> Option<String> {

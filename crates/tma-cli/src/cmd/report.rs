@@ -1,0 +1,88 @@
+//! `tma report`: clap arguments -> [`tma_html::ReportConfig`] -> [`tma_html::run`] -> the page
+//! ([`tma_html::render::html`]) and/or the picture alone ([`tma_html::render::svg`]).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::cmd::args::{CpuArg, RootArg};
+
+/// Draw tma results in one self-contained HTML page (no network: styles, scripts and
+/// pictures inline), one section per input.
+///
+/// Inputs, recognised by their content: `tma stat --json` (the tree as bars with thresholds,
+/// the bottleneck path highlighted; with -I intervals, stacked-area timelines of level 1 and
+/// of the bottleneck's children), `tma stat --record` snapshots and `perf stat` recordings
+/// (with --cpu; evaluated as `tma stat --import` does), `tma diff --json` (side-by-side bars,
+/// deltas, significance), `tma locate --json` and perf.data files (hot functions, annotated
+/// instructions; a flame graph when call chains were recorded), `tma bench --json`
+/// (latency and throughput tables).
+///
+/// Examples:
+///   tma report run.json -o report.html
+///   tma report before.json after.json diff.json app.perf.data -o report.html
+///   tma report intervals.json --svg timeline.svg
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// The files to draw, one section each, in this order.
+    #[arg(value_name = "INPUT", required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// Write the HTML page to FILE (atomically). Without -o and --svg, the page goes to
+    /// standard output.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Write the timeline of the first input with intervals (else the tree of the first
+    /// tree) alone, as a static SVG picture.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// The page title (default: the input file names).
+    #[arg(long, value_name = "TEXT")]
+    pub title: Option<String>,
+    #[command(flatten)]
+    pub cpu: CpuArg,
+    /// Recordings: deepest tree level to evaluate (default 1; 2 or more for the timeline
+    /// of the bottleneck's children).
+    #[arg(short = 'l', long = "level", value_name = "N",
+          value_parser = clap::value_parser!(u8).range(1..=6))]
+    pub level: Option<u8>,
+    /// Recordings: only these nodes (comma-separated names) and their subtrees.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub nodes: Vec<String>,
+    /// Recordings: whether SMT was on where `perf stat` files were recorded.
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    pub smt: Option<String>,
+    /// perf.data files: the event to show (default: the first).
+    #[arg(short = 'e', long = "event", value_name = "EVENT")]
+    pub event: Option<String>,
+    /// perf.data files: look for binaries in DIR (by file name) before their recorded paths.
+    #[arg(long, value_name = "DIR")]
+    pub symdir: Vec<PathBuf>,
+    /// perf.data files: kernel symbols (a copy of that machine's /proc/kallsyms).
+    #[arg(long, value_name = "FILE")]
+    pub kallsyms: Option<PathBuf>,
+}
+
+pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
+    let cfg = tma_html::ReportConfig {
+        inputs: args.inputs,
+        cpu: args.cpu.cpu,
+        level: args.level,
+        nodes: args.nodes,
+        smt: args.smt.map(|s| s == "on"),
+        event: args.event,
+        symdir: args.symdir,
+        kallsyms: args.kallsyms,
+        title: args.title,
+        host: root.host(),
+    };
+    let report = tma_html::run(&cfg, &mut std::io::stderr())?;
+    if let Some(path) = &args.svg {
+        let svg = tma_html::render::svg(&report)?;
+        tma_report::write_atomic(path, |w| Ok(w.write_all(svg.as_bytes())?))?;
+    }
+    if args.output.is_some() || args.svg.is_none() {
+        crate::output::emit(args.output.as_deref(), |w| {
+            tma_html::render::html(w, &report)
+        })?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,453 @@
+//! Each input file, recognised by its content, read into its [`Section`].
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use tma_profile::locate::LocateConfig;
+use tma_profile::report::ReportOptions;
+use tma_stat::render::plot::{own_threshold, Timeline};
+use tma_stat::{Format, Input, RenderOptions, StatConfig};
+
+use crate::model::{
+    BenchDoc, DiffDoc, LocateDoc, LocateView, MetricRow, ProfileDiffDoc, Section, StatView, TreeRow,
+};
+use crate::{HtmlError, ReportConfig};
+
+/// What an input holds, by its first bytes and its `schema`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `tma stat --json`.
+    Stat,
+    Diff,
+    ProfileDiff,
+    Locate,
+    Bench,
+    /// A perf.data file (magic `PERFILE2`).
+    PerfData,
+    /// A `tma stat --record` snapshot or `perf stat` output: evaluated as `tma stat --import`.
+    Recording,
+}
+
+#[derive(Deserialize)]
+struct Head {
+    schema: String,
+    #[serde(default)]
+    schema_version: u32,
+}
+
+/// The kind of an input's bytes; a JSON document of another kind is [`HtmlError::Unsupported`].
+pub fn kind_of(file: &str, bytes: &[u8]) -> Result<Kind, HtmlError> {
+    if bytes.starts_with(b"PERFILE2") {
+        return Ok(Kind::PerfData);
+    }
+    if !tma_perf::import::is_document(bytes) {
+        return Ok(Kind::Recording);
+    }
+    let Ok(head) = serde_json::from_slice::<Head>(bytes) else {
+        // A line of `perf stat -j` output looks like a document's start.
+        return Ok(Kind::Recording);
+    };
+    Ok(match head.schema.as_str() {
+        s if s == tma_stat::render::tree::SCHEMA => Kind::Stat,
+        s if s == tma_perf::snapshot::SCHEMA => Kind::Recording,
+        "tma.diff" => Kind::Diff,
+        "tma.diff-profile" => Kind::ProfileDiff,
+        s if s == tma_profile::render::JSON_SCHEMA => Kind::Locate,
+        "tma.bench" => Kind::Bench,
+        other => {
+            return Err(HtmlError::Unsupported {
+                file: file.to_string(),
+                schema: other.to_string(),
+            })
+        }
+    })
+}
+
+/// Read one input into its section.
+pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Section, HtmlError> {
+    let file = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| HtmlError::Read {
+        file: file.clone(),
+        source,
+    })?;
+    match kind_of(&file, &bytes)? {
+        Kind::Stat => Ok(Section::Stat(Box::new(stat_view(&file, &bytes)?))),
+        Kind::Recording => recording(cfg, path, &file, notes),
+        Kind::Diff => {
+            let mut d: DiffDoc = document(&file, &bytes, "tma.diff", 1)?;
+            d.file = file;
+            Ok(Section::Diff(Box::new(d)))
+        }
+        Kind::ProfileDiff => {
+            let mut d: ProfileDiffDoc = document(&file, &bytes, "tma.diff-profile", 1)?;
+            d.file = file;
+            Ok(Section::ProfileDiff(Box::new(d)))
+        }
+        Kind::Bench => {
+            let mut d: BenchDoc = document(&file, &bytes, "tma.bench", tma_bench_version())?;
+            d.file = file;
+            Ok(Section::Bench(Box::new(d)))
+        }
+        Kind::Locate => {
+            let doc: LocateDoc = document(
+                &file,
+                &bytes,
+                tma_profile::render::JSON_SCHEMA,
+                tma_profile::render::JSON_SCHEMA_VERSION,
+            )?;
+            Ok(Section::Locate(Box::new(LocateView {
+                file,
+                doc,
+                flame: None,
+                no_flame: Some(
+                    "a tma locate --json document holds no call chains; give the perf.data file \
+                     (recorded with -g) for a flame graph"
+                        .into(),
+                ),
+            })))
+        }
+        Kind::PerfData => perf_data(cfg, path, file),
+    }
+}
+
+/// The `tma.bench` version this reader follows.
+fn tma_bench_version() -> u32 {
+    1
+}
+
+/// A JSON document of a known schema and version.
+fn document<T: DeserializeOwned>(
+    file: &str,
+    bytes: &[u8],
+    schema: &'static str,
+    version: u32,
+) -> Result<T, HtmlError> {
+    let head: Head = serde_json::from_slice(bytes).map_err(|e| HtmlError::Document {
+        file: file.to_string(),
+        schema,
+        detail: e.to_string(),
+    })?;
+    if head.schema_version != version {
+        return Err(HtmlError::Version {
+            file: file.to_string(),
+            schema,
+            found: head.schema_version,
+            expected: version,
+        });
+    }
+    serde_json::from_slice(bytes).map_err(|e| HtmlError::Document {
+        file: file.to_string(),
+        schema,
+        detail: e.to_string(),
+    })
+}
+
+/// A recording, evaluated as `tma stat --import` evaluates it and drawn from the `tma.stat`
+/// document `tma stat --json` would write for it (one path for every tree).
+fn recording(
+    cfg: &ReportConfig,
+    path: &Path,
+    file: &str,
+    notes: &mut dyn Write,
+) -> Result<Section, HtmlError> {
+    let stat = StatConfig {
+        input: Input::Import(path.to_path_buf()),
+        cpu: cfg.cpu.clone(),
+        level: cfg.level.unwrap_or(1),
+        nodes: cfg.nodes.clone(),
+        smt: cfg.smt,
+        host: cfg.host.clone(),
+        ..StatConfig::default()
+    };
+    let stat_err = |source| HtmlError::Stat {
+        file: file.to_string(),
+        source: Box::new(source),
+    };
+    let ev = tma_stat::evaluate(&stat, notes).map_err(stat_err)?;
+    let mut json = Vec::new();
+    let opts = RenderOptions {
+        format: Format::Json,
+        ..RenderOptions::default()
+    };
+    tma_stat::render::tree::render(&mut json, &ev.run, &opts)?;
+    let mut view = stat_view(file, &json)?;
+    view.file = file.to_string();
+    Ok(Section::Stat(Box::new(view)))
+}
+
+/// A perf.data file, read as `tma locate --import` reads it; a flame graph when its samples
+/// carry call chains.
+fn perf_data(cfg: &ReportConfig, path: &Path, file: String) -> Result<Section, HtmlError> {
+    let lc = LocateConfig {
+        import: Some(path.to_path_buf()),
+        event: cfg.event.clone(),
+        symdir: cfg.symdir.clone(),
+        kallsyms: cfg.kallsyms.clone(),
+        report: ReportOptions::default(),
+        ..LocateConfig::default()
+    };
+    let located =
+        tma_profile::locate::run(&lc, &mut std::io::sink()).map_err(|e| HtmlError::Locate {
+            file: file.clone(),
+            source: Box::new(e),
+        })?;
+    let p = located.profile;
+    let chains = p.stacks.iter().any(|(s, _)| s.len() > 1);
+    let (flame, no_flame) = if chains {
+        (Some(crate::flame::document(&crate::flame::svg(&p)?)), None)
+    } else {
+        (
+            None,
+            Some("the samples carry no call chains (record with -g for a flame graph)".into()),
+        )
+    };
+    let value = serde_json::to_value(&p).map_err(|e| HtmlError::Document {
+        file: file.clone(),
+        schema: "tma.locate",
+        detail: e.to_string(),
+    })?;
+    let doc: LocateDoc = serde_json::from_value(value).map_err(|e| HtmlError::Document {
+        file: file.clone(),
+        schema: "tma.locate",
+        detail: e.to_string(),
+    })?;
+    Ok(Section::Locate(Box::new(LocateView {
+        file,
+        doc,
+        flame,
+        no_flame,
+    })))
+}
+
+// ------------------------------------------------------------------ tma.stat
+
+#[derive(Deserialize)]
+struct StatDoc {
+    schema_version: u32,
+    cpu: CpuDoc,
+    source: String,
+    interval_mode: bool,
+    intervals: Vec<IntervalDoc>,
+}
+
+#[derive(Deserialize)]
+struct CpuDoc {
+    key: String,
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct IntervalDoc {
+    start_s: f64,
+    end_s: f64,
+    nodes: Vec<NodeDoc>,
+    bottleneck: BottleneckDoc,
+    #[serde(default)]
+    metrics: Vec<MetricDoc>,
+}
+
+#[derive(Deserialize)]
+struct NodeDoc {
+    name: String,
+    #[serde(default)]
+    parent: Option<String>,
+    level: u8,
+    value: Option<f64>,
+    unit: String,
+    status: String,
+    #[serde(default)]
+    status_detail: Option<String>,
+    #[serde(default)]
+    above_threshold: Option<bool>,
+    #[serde(default)]
+    counted_share: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct MetricDoc {
+    name: String,
+    value: Option<f64>,
+    unit: String,
+    #[serde(default)]
+    description: String,
+}
+
+#[derive(Deserialize)]
+struct BottleneckDoc {
+    path: Vec<String>,
+}
+
+/// Sums over the samples of one node.
+#[derive(Default)]
+struct Acc {
+    sum: f64,
+    n: usize,
+    above: usize,
+    verdicts: usize,
+    share: Option<f64>,
+    status: Option<(String, Option<String>)>,
+}
+
+/// A `tma.stat` document: the tree (means over the samples), and the timeline when there
+/// are several.
+pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
+    let doc: StatDoc = serde_json::from_slice(bytes).map_err(|e| HtmlError::Document {
+        file: file.to_string(),
+        schema: "tma.stat",
+        detail: e.to_string(),
+    })?;
+    if doc.schema_version != tma_stat::render::tree::SCHEMA_VERSION {
+        return Err(HtmlError::Version {
+            file: file.to_string(),
+            schema: "tma.stat",
+            found: doc.schema_version,
+            expected: tma_stat::render::tree::SCHEMA_VERSION,
+        });
+    }
+    let model = tma_catalog::models()
+        .iter()
+        .find(|m| m.key == doc.cpu.key)
+        .copied();
+    let mut rows: Vec<(TreeRow, Acc)> = Vec::new();
+    let mut metrics: Vec<(MetricRow, f64, usize)> = Vec::new();
+    let several = doc.intervals.len() > 1;
+    let mut timeline = several.then(Timeline::new);
+    let mut paths: Vec<(Vec<String>, usize)> = Vec::new();
+    for iv in &doc.intervals {
+        for n in &iv.nodes {
+            let i = match rows.iter().position(|(r, _)| r.name == n.name) {
+                Some(i) => i,
+                None => {
+                    let def = model.and_then(|m| m.node(&n.name));
+                    rows.push((
+                        TreeRow {
+                            name: n.name.clone(),
+                            parent: n.parent.clone(),
+                            level: n.level,
+                            value: None,
+                            unit: n.unit.clone(),
+                            threshold: def.and_then(|d| own_threshold(&n.name, d.threshold)),
+                            above_threshold: None,
+                            counted_share: None,
+                            status: "ok".into(),
+                            status_detail: None,
+                            on_path: false,
+                            bottleneck: false,
+                            description: def.map(|d| d.description.to_string()).unwrap_or_default(),
+                            has_children: false,
+                        },
+                        Acc::default(),
+                    ));
+                    rows.len() - 1
+                }
+            };
+            let a = &mut rows[i].1;
+            if let Some(v) = n.value.filter(|v| v.is_finite()) {
+                a.sum += v;
+                a.n += 1;
+            }
+            if let Some(b) = n.above_threshold {
+                a.verdicts += 1;
+                a.above += usize::from(b);
+            }
+            if let Some(s) = n.counted_share {
+                a.share = Some(a.share.map_or(s, |m: f64| m.min(s)));
+            }
+            if n.status != "ok" {
+                a.status = Some((n.status.clone(), n.status_detail.clone()));
+            }
+        }
+        for m in &iv.metrics {
+            let i = match metrics.iter().position(|(r, _, _)| r.name == m.name) {
+                Some(i) => i,
+                None => {
+                    metrics.push((
+                        MetricRow {
+                            name: m.name.clone(),
+                            value: None,
+                            unit: m.unit.clone(),
+                            description: m.description.clone(),
+                        },
+                        0.0,
+                        0,
+                    ));
+                    metrics.len() - 1
+                }
+            };
+            if let Some(v) = m.value.filter(|v| v.is_finite()) {
+                metrics[i].1 += v;
+                metrics[i].2 += 1;
+            }
+        }
+        if let Some(t) = timeline.as_mut() {
+            t.push(
+                iv.start_s,
+                iv.end_s,
+                iv.nodes
+                    .iter()
+                    .map(|n| (n.name.as_str(), n.parent.as_deref(), n.level, n.value)),
+                &iv.bottleneck.path,
+            );
+        }
+        if !iv.bottleneck.path.is_empty() {
+            match paths.iter_mut().find(|(p, _)| *p == iv.bottleneck.path) {
+                Some((_, n)) => *n += 1,
+                None => paths.push((iv.bottleneck.path.clone(), 1)),
+            }
+        }
+    }
+    // The path most samples named (the later one on a tie).
+    let mut bottleneck: Vec<String> = Vec::new();
+    let mut best = 0;
+    for (p, n) in &paths {
+        if *n >= best {
+            best = *n;
+            bottleneck = p.clone();
+        }
+    }
+    let names: Vec<Option<String>> = rows.iter().map(|(r, _)| r.parent.clone()).collect();
+    let rows: Vec<TreeRow> = rows
+        .into_iter()
+        .map(|(mut r, a)| {
+            r.value = (a.n > 0).then(|| a.sum / a.n as f64);
+            r.above_threshold = (a.verdicts > 0).then_some(2 * a.above > a.verdicts);
+            r.counted_share = a.share;
+            if a.n == 0 {
+                if let Some((s, d)) = a.status {
+                    r.status = s;
+                    r.status_detail = d;
+                }
+            } else if let Some((s, d)) = a.status.filter(|(s, _)| s == "out_of_range") {
+                r.status = s;
+                r.status_detail = d;
+            }
+            r.on_path = bottleneck.iter().any(|b| b == &r.name);
+            r.bottleneck = bottleneck.last() == Some(&r.name);
+            r.has_children = names.iter().any(|p| {
+                p.as_deref()
+                    .is_some_and(|p| p.eq_ignore_ascii_case(&r.name))
+            });
+            r
+        })
+        .collect();
+    Ok(StatView {
+        file: file.to_string(),
+        cpu_key: doc.cpu.key,
+        cpu_name: doc.cpu.name,
+        source: doc.source,
+        interval_mode: doc.interval_mode,
+        samples: doc.intervals.len(),
+        rows,
+        metrics: metrics
+            .into_iter()
+            .map(|(mut m, sum, n)| {
+                m.value = (n > 0).then(|| sum / n as f64);
+                m
+            })
+            .collect(),
+        bottleneck,
+        timeline,
+    })
+}

@@ -1,0 +1,95 @@
+//! The `tma report` use case as a library: draw `tma` results in one self-contained HTML page
+//! (no network: styles, scripts and pictures inline), or the timeline or tree alone as SVG.
+//!
+//! The CLI turns its arguments into a [`ReportConfig`] and calls [`run`], then writes the
+//! [`Report`] with [`render::html`] or [`render::svg`]. Data flow:
+//!
+//! * [`input`]: each input file, recognised by its content: a `tma.stat`, `tma.diff`,
+//!   `tma.diff-profile`, `tma.locate` or `tma.bench` JSON document, a `tma stat --record`
+//!   snapshot or `perf stat` recording (evaluated in-process by [`tma_stat::evaluate`] and read
+//!   as the `tma.stat` document `tma stat --json` would write), or a perf.data file (read as
+//!   `tma locate --import` reads it, call chains included) -> one [`Section`] each.
+//! * [`model`]: what each section shows (tree rows with means over intervals, the
+//!   [`tma_stat::render::plot::Timeline`], diff rows, profile tables, bench figures).
+//! * [`flame`]: folded call chains -> a flame graph SVG (`inferno`).
+//! * [`render`]: the page (an `askama` template, every text escaped) and `--svg` (plotters).
+
+mod error;
+pub mod flame;
+pub mod input;
+pub mod model;
+pub mod render;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use tma_perf::host::Host;
+
+pub use error::HtmlError;
+pub use model::{Report, Section};
+
+/// Everything `tma report` needs; no clap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportConfig {
+    /// The files to draw, one section each, in this order.
+    pub inputs: Vec<PathBuf>,
+    /// Recordings: CPU model of `perf stat` files (`--cpu`).
+    pub cpu: Option<String>,
+    /// Recordings: deepest tree level evaluated (default 1, as `tma stat`).
+    pub level: Option<u8>,
+    /// Recordings: only these nodes and their subtrees.
+    pub nodes: Vec<String>,
+    /// Recordings: whether SMT was on where a `perf stat` file was recorded.
+    pub smt: Option<bool>,
+    /// perf.data files: the event to show (else the first).
+    pub event: Option<String>,
+    /// perf.data files: look for binaries here (by file name) before their recorded paths.
+    pub symdir: Vec<PathBuf>,
+    /// perf.data files: kernel symbols (a copy of a machine's /proc/kallsyms).
+    pub kallsyms: Option<PathBuf>,
+    /// The page title (default: from the inputs).
+    pub title: Option<String>,
+    /// The `/sys` and `/proc` roots (a recording that names no CPU is of this machine).
+    pub host: Host,
+}
+
+impl Default for ReportConfig {
+    fn default() -> Self {
+        ReportConfig {
+            inputs: Vec::new(),
+            cpu: None,
+            level: None,
+            nodes: Vec::new(),
+            smt: None,
+            event: None,
+            symdir: Vec::new(),
+            kallsyms: None,
+            title: None,
+            host: Host::system(),
+        }
+    }
+}
+
+/// Read every input into its section. Notes of the imports go to `notes`.
+pub fn run(cfg: &ReportConfig, notes: &mut dyn Write) -> Result<Report, HtmlError> {
+    if cfg.inputs.is_empty() {
+        return Err(HtmlError::NoInput);
+    }
+    let sections = cfg
+        .inputs
+        .iter()
+        .map(|p| input::load(cfg, p, notes))
+        .collect::<Result<Vec<_>, _>>()?;
+    let title = cfg.title.clone().unwrap_or_else(|| {
+        let names: Vec<String> = cfg
+            .inputs
+            .iter()
+            .map(|p| {
+                p.file_name()
+                    .map_or_else(|| p.display().to_string(), |f| f.to_string_lossy().into())
+            })
+            .collect();
+        format!("tma report: {}", names.join(", "))
+    });
+    Ok(Report { title, sections })
+}

@@ -1,0 +1,63 @@
+//! Shared by the report tests: fixture paths and pages made from fixtures.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use tma_html::{render, ReportConfig};
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A file under tests/fixtures.
+pub fn fixture(rel: &str) -> PathBuf {
+    root().join("tests/fixtures").join(rel)
+}
+
+/// The Zen 4 SHA-256 recording (one sample, level 2): a tree with known values.
+pub fn stat_cfg() -> ReportConfig {
+    ReportConfig {
+        inputs: vec![fixture("import/zen4-sha256-synthetic.csv")],
+        cpu: Some("zen4".into()),
+        level: Some(2),
+        ..ReportConfig::default()
+    }
+}
+
+/// The two-phase Zen 4 interval recording (60 intervals, level 2).
+pub fn intervals_cfg() -> ReportConfig {
+    ReportConfig {
+        inputs: vec![fixture("report/zen4-phases-synthetic.csv")],
+        cpu: Some("zen4".into()),
+        level: Some(2),
+        ..ReportConfig::default()
+    }
+}
+
+/// The `tma diff --json` of the Zen 4 diff fixtures.
+pub fn diff_cfg() -> ReportConfig {
+    ReportConfig {
+        inputs: vec![fixture("report/zen4.diff.json")],
+        ..ReportConfig::default()
+    }
+}
+
+/// The chase perf.data (call chains) with its binary.
+pub fn locate_cfg() -> ReportConfig {
+    ReportConfig {
+        inputs: vec![fixture("locate/chase.perf.data")],
+        symdir: vec![fixture("locate")],
+        ..ReportConfig::default()
+    }
+}
+
+/// The page of `cfg` as a string.
+pub fn page(cfg: &ReportConfig) -> String {
+    let mut notes = Vec::new();
+    let r = tma_html::run(cfg, &mut notes).unwrap_or_else(|e| panic!("{e}"));
+    let mut out = Vec::new();
+    render::html(&mut out, &r).unwrap();
+    String::from_utf8(out).unwrap()
+}

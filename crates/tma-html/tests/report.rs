@@ -1,0 +1,388 @@
+//! `tma report` pages from fixtures, with known answers: the values the formulas give for the
+//! synthetic recordings (tests/fixtures/README.md), the deltas and p-values of the diff
+//! fixtures, the shares `perf report` gives for chase.perf.data.
+
+mod common;
+
+use common::*;
+use tma_html::{render, HtmlError, ReportConfig};
+
+/// The text of the element that holds `key` and follows it, up to the next `<`.
+fn after<'a>(page: &'a str, key: &str) -> &'a str {
+    let i = page
+        .find(key)
+        .unwrap_or_else(|| panic!("{key:?} not in the page"));
+    let rest = &page[i + key.len()..];
+    &rest[..rest.find('<').unwrap_or(rest.len())]
+}
+
+/// No external resource: no `<link>`, no `src=`/`href=` to the network, no CSS import.
+fn assert_self_contained(page: &str) {
+    for bad in [
+        "<link",
+        "src=\"http",
+        "src='http",
+        "href=\"http",
+        "url(http",
+        "@import",
+        "<img src=\"//",
+    ] {
+        assert!(!page.contains(bad), "the page loads something: {bad}");
+    }
+}
+
+#[test]
+fn the_tree_shows_values_counted_share_threshold_and_bottleneck_path() {
+    let page = page(&stat_cfg());
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert_self_contained(&page);
+    // Values the formulas give (README: zen4-sha256-synthetic.csv), as `tma stat -l 2`.
+    for (node, value) in [
+        ("frontend_bound", "6.2%"),
+        ("backend_bound", "67.6%"),
+        ("backend_bound_cpu", "65.9%"),
+        ("backend_bound_memory", "1.7%"),
+        ("retiring", "26.3%"),
+        ("retiring_fastpath", "20.2%"),
+        ("retiring_microcode", "6.1%"),
+    ] {
+        let key = format!("data-node=\"{node}\"");
+        let row = &page[page.find(&key).unwrap_or_else(|| panic!("{node} missing"))..];
+        let value_at = row.find("class=\"value\">").unwrap() + "class=\"value\">".len();
+        assert!(
+            row[value_at..].starts_with(value),
+            "{node}: {}",
+            &row[value_at..value_at + 12]
+        );
+    }
+    // The bottleneck and its path are marked; the counted share is shown.
+    assert!(page.contains("<div class=\"node bottleneck\" data-node=\"backend_bound_cpu\""));
+    assert!(page.contains("<details class=\"path\" open><summary><div class=\"node path\" data-node=\"backend_bound\""));
+    assert!(page.contains("[50.0% counted]"));
+    assert!(page.contains("Bottleneck: backend_bound &#62; backend_bound_cpu (65.9%)"));
+    // Nodes under threshold are there, collapsed or not, with their class.
+    assert!(page.contains("<div class=\"node below\" data-node=\"frontend_bound\""));
+    // Every <details> is closed.
+    assert_eq!(
+        page.matches("<details").count(),
+        page.matches("</details>").count()
+    );
+}
+
+#[test]
+fn intel_thresholds_are_marked_where_the_rule_has_a_number() {
+    // icx: Backend_Bound's rule is `Backend_Bound > 20`; the JSON fixture is of zen4-like
+    // names, so read a tree of icx from its recording instead.
+    let cfg = ReportConfig {
+        inputs: vec![fixture("import/icx-metrics-synthetic.csv")],
+        cpu: Some("icx".into()),
+        ..ReportConfig::default()
+    };
+    let page = page(&cfg);
+    let row = &page[page.find("data-node=\"Backend_Bound\"").unwrap()..];
+    let row = &row[..row.find("</div>").unwrap()];
+    // Threshold 20% on a scale of 100%: the mark sits at 20.00%.
+    assert!(
+        row.contains("<span class=\"thr\" style=\"left: 20.00%\" title=\"threshold 20.0%\">"),
+        "{row}"
+    );
+}
+
+#[test]
+fn intervals_draw_two_timelines_with_the_known_means() {
+    let page = page(&intervals_cfg());
+    assert_self_contained(&page);
+    assert!(page.contains("60 intervals; the tree shows their means"));
+    assert!(page.contains("<h3>Level 1 over time</h3>"));
+    // Phase one is memory-bound, phase two core-bound: backend_bound is the bottleneck of
+    // most intervals, and its children get the second timeline.
+    assert!(page.contains("<h3>backend_bound: its children over time</h3>"));
+    assert_eq!(page.matches("<div class=\"timeline\"").count(), 2);
+    // Summary rows: mean, min, max from the generator (make-zen4-phases.py).
+    let row = |name: &str| {
+        let key = format!("</span>{name}</td>");
+        let i = page.find(&key).unwrap_or_else(|| panic!("{name} row"));
+        let rest = &page[i + key.len()..];
+        let cells: Vec<String> = rest[..rest.find("</tr>").unwrap()]
+            .split("<td class=\"num\">")
+            .skip(1)
+            .map(|c| c[..c.find('<').unwrap()].to_string())
+            .collect();
+        cells
+    };
+    assert_eq!(row("retiring"), ["37.0%", "28.0%", "46.0%"]);
+    assert_eq!(row("bad_speculation"), ["4.0%", "4.0%", "4.0%"]);
+    assert_eq!(row("backend_bound"), ["50.0%", "39.0%", "61.0%"]);
+    assert_eq!(row("frontend_bound"), ["9.0%", "7.0%", "11.0%"]);
+    assert_eq!(row("backend_bound_memory"), ["23.9%", "5.9%", "42.7%"]);
+    assert_eq!(row("backend_bound_cpu"), ["26.0%", "17.7%", "34.8%"]);
+    // Hover data: one column per interval, start and end in seconds, then the values.
+    let data = after(&page, "<script type=\"application/json\" class=\"data\">");
+    let v: serde_json::Value = serde_json::from_str(data).unwrap();
+    assert_eq!(v["columns"].as_array().unwrap().len(), 60);
+    assert_eq!(v["names"][0], "frontend_bound");
+    assert_eq!(v["columns"][59][1], 6.0);
+    // The plotters SVG got a viewBox so that it scales with the page.
+    assert!(page.contains("viewBox=\"0 0 960 360\""));
+}
+
+/// A 1,000-interval recording: the fixture's 60 intervals repeated with shifted times.
+fn thousand_intervals(dir: &std::path::Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(fixture("report/zen4-phases-synthetic.csv")).unwrap();
+    let blocks: Vec<Vec<&str>> = {
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .collect();
+        lines.chunks(12).map(<[&str]>::to_vec).collect()
+    };
+    assert_eq!(blocks.len(), 60);
+    let mut out = String::from("# 1000 intervals made from zen4-phases-synthetic.csv\n\n");
+    for i in 0..1000 {
+        let t = 0.1 * (i + 1) as f64;
+        for l in &blocks[i % 60] {
+            let (_, rest) = l.split_once(',').unwrap();
+            out.push_str(&format!("{t:14.9},{rest}\n"));
+        }
+    }
+    let p = dir.join("thousand.csv");
+    std::fs::write(&p, out).unwrap();
+    p
+}
+
+#[test]
+fn a_thousand_interval_recording_makes_a_page_under_2_mb() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ReportConfig {
+        inputs: vec![thousand_intervals(dir.path())],
+        ..intervals_cfg()
+    };
+    let page = page(&cfg);
+    assert_self_contained(&page);
+    assert!(page.contains("1000 intervals"));
+    let data = after(&page, "<script type=\"application/json\" class=\"data\">");
+    let v: serde_json::Value = serde_json::from_str(data).unwrap();
+    // Drawn interval by interval: 1,000 columns.
+    assert_eq!(v["columns"].as_array().unwrap().len(), 1000);
+    assert!(
+        page.len() < 2_000_000,
+        "the page is {} bytes for 1,000 intervals",
+        page.len()
+    );
+    println!("1,000-interval page: {} bytes", page.len());
+}
+
+#[test]
+fn the_diff_shows_before_after_delta_and_p() {
+    let page = page(&diff_cfg());
+    assert_self_contained(&page);
+    // Known answers (crates/tma-diff/tests/fixtures.rs): memory [40, 44] -> [10, 14], p =
+    // 1 - sqrt(225/229) = 0.00877; cpu [20, 20] -> [30, 32], p = 1 - 2 atan(11)/pi = 0.0577;
+    // frontend [10, 12] -> [12, 12], p = 1/2.
+    let row = |name: &str| {
+        let key = format!("<tr data-node=\"{name}\">");
+        let i = page.find(&key).unwrap_or_else(|| panic!("{name} row"));
+        page[i..i + page[i..].find("</tr>").unwrap()].to_string()
+    };
+    let mem = row("backend_bound_memory");
+    assert!(mem.contains(">42.0% (n=2)<"), "{mem}");
+    assert!(mem.contains(">12.0% (n=2)<"), "{mem}");
+    assert!(
+        mem.contains("class=\"num down\">-30.0 pts (-71.4%)<"),
+        "{mem}"
+    );
+    assert!(mem.contains("class=\"num significant\""), "{mem}");
+    assert!(mem.contains(">p = 0.009 *<"), "{mem}");
+    let cpu = row("backend_bound_cpu");
+    assert!(
+        cpu.contains("class=\"num up\">+11.0 pts (+55.0%)<"),
+        "{cpu}"
+    );
+    assert!(cpu.contains(">p = 0.058<"), "{cpu}");
+    assert!(cpu.contains("class=\"num not_significant\""), "{cpu}");
+    assert!(row("frontend_bound").contains(">p = 0.500<"));
+    // Side-by-side bars: before and after, in % of the scale (100%).
+    assert!(
+        mem.contains("<div class=\"track before\"><span class=\"bar\" style=\"width: 42.00%\">")
+    );
+    assert!(mem.contains("<div class=\"track after\"><span class=\"bar\" style=\"width: 12.00%\">"));
+    assert!(page.contains("backend_bound &#62; backend_bound_memory 42.0% → 12.0% (fixed)"));
+    assert!(page.contains("Welch&#39;s t-test") || page.contains("Welch&#x27;s t-test"));
+}
+
+#[test]
+fn a_perf_data_profile_has_a_flame_graph_and_the_hot_functions() {
+    let page = page(&locate_cfg());
+    assert_self_contained(&page);
+    // perf report: chase 91.53%, main 5.71% (tests/fixtures/locate/chase.perf-report.txt).
+    assert!(page.contains(
+        "<tr data-function=\"chase\"><td class=\"num\">865</td><td class=\"num\">91.5%</td>"
+    ));
+    assert!(page.contains("<td class=\"num\">5.7%</td>"));
+    // The flame graph: inferno's SVG in an HTML document in an iframe's srcdoc (escaped once), with the
+    // call chain main -> chase.
+    assert!(page.contains(
+        "<iframe class=\"flame\" title=\"flame graph\" sandbox=\"allow-scripts\" style=\"height: "
+    ));
+    let i = page.find("srcdoc=\"").unwrap();
+    let srcdoc = &page[i..i + page[i..].find("\"></iframe>").unwrap()];
+    assert!(srcdoc.contains("&#60;!DOCTYPE html&#62;&#60;html&#62;"));
+    assert!(srcdoc.contains("&#60;svg"));
+    assert!(!srcdoc.contains("&#60;?xml"));
+    assert!(srcdoc.contains("chase"));
+    assert!(srcdoc.contains("main"));
+    assert!(!srcdoc.contains('<'), "srcdoc must be escaped");
+    // The annotated hot instruction (the load at 0x1197 skids to 0x119a).
+    let hot = &page[page.find("<tr class=\"hot\">").expect("a hot instruction")..];
+    assert!(
+        hot.starts_with("<tr class=\"hot\"><td>119a</td>"),
+        "{}",
+        &hot[..80]
+    );
+}
+
+#[test]
+fn a_locate_document_says_why_there_is_no_flame_graph() {
+    let cfg = ReportConfig {
+        inputs: vec![fixture("diff/before-synthetic.locate.json")],
+        ..ReportConfig::default()
+    };
+    let page = page(&cfg);
+    assert!(page.contains("No flame graph: a tma locate --json document holds no call chains"));
+    assert!(!page.contains("<iframe"));
+    assert!(page.contains(
+        "<tr data-function=\"hash\"><td class=\"num\">50</td><td class=\"num\">50.0%</td>"
+    ));
+}
+
+#[test]
+fn text_from_inputs_is_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("diff/before-synthetic.locate.json")).unwrap();
+    let evil = "operator<<(std::ostream&, \\\"x\\\") </script><script>alert(1)</script>";
+    let p = dir.path().join("evil.locate.json");
+    std::fs::write(&p, text.replace("\"hash\"", &format!("\"{evil}\""))).unwrap();
+    let cfg = ReportConfig {
+        inputs: vec![p],
+        title: Some("<b>title</b> & more".into()),
+        ..ReportConfig::default()
+    };
+    let page = page(&cfg);
+    assert!(!page.contains("<script>alert(1)"));
+    assert!(!page.contains("<b>title</b>"));
+    assert!(page.contains("&#60;b&#62;title&#60;/b&#62; &#38; more"));
+    assert!(page.contains("operator&#60;&#60;(std::ostream&#38;, &#34;x&#34;) &#60;/script&#62;"));
+    // Our own script is there once, and nothing else opened a script element.
+    assert_eq!(page.matches("<script>").count(), 1);
+}
+
+#[test]
+fn the_bench_tables_show_latency_and_throughput() {
+    let cfg = ReportConfig {
+        inputs: vec![fixture("report/add.bench.json")],
+        ..ReportConfig::default()
+    };
+    let page = page(&cfg);
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture("report/add.bench.json")).unwrap()).unwrap();
+    let form = &doc["forms"][0];
+    let lat = form["latency"][0]["figures"][0]["median"].as_f64().unwrap();
+    let tp = form["throughput"]["best"][0]["median"].as_f64().unwrap();
+    assert!(page.contains(&format!(
+        "<h3 class=\"mono\">{}</h3>",
+        form["input"].as_str().unwrap()
+    )));
+    assert!(page.contains(&format!("<td>latency</td>")));
+    assert!(
+        page.contains(&format!("<td class=\"num\">{lat:.3}</td>")),
+        "latency {lat}"
+    );
+    assert!(
+        page.contains(&format!("<td class=\"num\">{tp:.3}</td>")),
+        "throughput {tp}"
+    );
+}
+
+#[test]
+fn several_inputs_make_several_sections_in_order() {
+    let cfg = ReportConfig {
+        inputs: vec![
+            fixture("report/zen4.diff.json"),
+            fixture("import/zen4-sha256-synthetic.csv"),
+            fixture("diff/before-synthetic.locate.json"),
+        ],
+        cpu: Some("zen4".into()),
+        ..ReportConfig::default()
+    };
+    let page = page(&cfg);
+    let a = page.find("<section id=\"s1\" class=\"diff\">").unwrap();
+    let b = page.find("<section id=\"s2\" class=\"stat\">").unwrap();
+    let c = page.find("<section id=\"s3\" class=\"locate\">").unwrap();
+    assert!(a < b && b < c);
+    assert!(page.contains("<li><a href=\"#s2\">TMA tree: "));
+}
+
+#[test]
+fn svg_is_the_timeline_or_the_tree() {
+    let mut notes = Vec::new();
+    let r = tma_html::run(&intervals_cfg(), &mut notes).unwrap();
+    let svg = render::svg(&r).unwrap();
+    assert!(svg.starts_with("<svg"));
+    assert!(svg.contains("TMA level 1 over time"));
+    assert!(svg.contains("backend_bound: its children over time"));
+    assert!(svg.contains("backend_bound_memory"));
+
+    let r = tma_html::run(&stat_cfg(), &mut notes).unwrap();
+    let svg = render::svg(&r).unwrap();
+    assert!(svg.contains("TMA tree: AMD Zen 4 (zen4)"));
+    assert!(svg.contains("backend_bound_cpu"));
+    assert!(svg.contains("65.9%  bottleneck"));
+
+    let r = tma_html::run(&diff_cfg(), &mut notes).unwrap();
+    let e = render::svg(&r).unwrap_err();
+    assert!(matches!(e, HtmlError::NothingToDraw { .. }), "{e}");
+    assert!(e.to_string().contains("the inputs are: diff"), "{e}");
+}
+
+#[test]
+fn bad_inputs_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let kvm = dir.path().join("kvm.json");
+    std::fs::write(
+        &kvm,
+        "{\n  \"schema\": \"tma.kvm\",\n  \"schema_version\": 1\n}\n",
+    )
+    .unwrap();
+    let run = |p: &std::path::Path| {
+        let cfg = ReportConfig {
+            inputs: vec![p.to_path_buf()],
+            ..ReportConfig::default()
+        };
+        tma_html::run(&cfg, &mut Vec::new())
+            .unwrap_err()
+            .to_string()
+    };
+    let e = run(&kvm);
+    assert!(
+        e.contains("a \"tma.kvm\" document; tma report draws tma.stat"),
+        "{e}"
+    );
+    let v2 = dir.path().join("v2.json");
+    std::fs::write(
+        &v2,
+        "{\n  \"schema\": \"tma.diff\",\n  \"schema_version\": 2\n}\n",
+    )
+    .unwrap();
+    let e = run(&v2);
+    assert!(
+        e.contains("tma.diff schema_version 2; this tma reads version 1"),
+        "{e}"
+    );
+    let e = run(&dir.path().join("missing.json"));
+    assert!(e.starts_with("cannot read "), "{e}");
+    // A perf stat recording of an unknown CPU needs --cpu: the import's own message.
+    let e = run(&fixture("import/zen4-sha256-synthetic.csv"));
+    assert!(e.contains("zen4-sha256-synthetic.csv"), "{e}");
+    let e = tma_html::run(&ReportConfig::default(), &mut Vec::new()).unwrap_err();
+    assert!(matches!(e, HtmlError::NoInput));
+}

@@ -107,6 +107,11 @@ pub fn svg(r: &Report) -> Result<String, HtmlError> {
     })
 }
 
+/// The last part of a path, for headings (the meta line holds the whole path).
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').find(|s| !s.is_empty()).unwrap_or(path)
+}
+
 fn tree_title(v: &StatView) -> String {
     let what = if v.samples > 1 {
         format!(", mean of {} intervals", v.samples)
@@ -472,6 +477,7 @@ struct DiffItem {
 struct DiffT<'a> {
     id: &'a str,
     heading: String,
+    file: &'a str,
     before: String,
     after: String,
     bottleneck: String,
@@ -539,7 +545,8 @@ fn diff(id: &str, d: &DiffDoc) -> Result<(String, String), HtmlError> {
     };
     let t = DiffT {
         id,
-        heading: format!("Diff: {}", d.file),
+        heading: format!("Diff: {}", file_name(&d.file)),
+        file: &d.file,
         before: side(&d.before),
         after: side(&d.after),
         bottleneck: d.bottleneck.text.clone(),
@@ -597,7 +604,7 @@ fn profile_diff(id: &str, d: &ProfileDiffDoc) -> Result<(String, String), HtmlEr
         .fold(0.0f64, f64::max);
     let t = ProfileDiffT {
         id,
-        heading: format!("Profile diff: {}", d.file),
+        heading: format!("Profile diff: {}", file_name(&d.file)),
         before: format!(
             "{} ({} samples of {})",
             d.before.file, d.before.samples, d.before.event
@@ -713,10 +720,10 @@ fn locate(id: &str, l: &LocateView) -> Result<(String, String), HtmlError> {
     };
     let t = LocateT {
         id,
-        heading: format!("Profile: {}", l.file),
+        heading: format!("Profile: {}", file_name(&l.file)),
         meta: format!(
-            "{} samples of {} ({} lost)",
-            d.counts.samples, d.event, d.counts.lost
+            "{}: {} samples of {} ({} lost)",
+            l.file, d.counts.samples, d.event, d.counts.lost
         ),
         flame: l.flame.as_deref(),
         flame_height: l.flame.as_deref().and_then(svg_height).unwrap_or(400) + 4,
@@ -822,7 +829,7 @@ fn bench(id: &str, b: &BenchDoc) -> Result<(String, String), HtmlError> {
         .collect();
     let t = BenchT {
         id,
-        heading: format!("Bench: {}", b.file),
+        heading: format!("Bench: {}", file_name(&b.file)),
         forms,
         errors: b
             .errors

@@ -11,9 +11,10 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// A file under tests/fixtures.
+/// A file under tests/fixtures, relative to the crate (the tests' working directory), so
+/// that pages show the paths the README's commands use, below `../../`.
 pub fn fixture(rel: &str) -> PathBuf {
-    root().join("tests/fixtures").join(rel)
+    Path::new("../../tests/fixtures").join(rel)
 }
 
 /// The Zen 4 SHA-256 recording (one sample, level 2): a tree with known values.

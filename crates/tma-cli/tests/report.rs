@@ -1,0 +1,169 @@
+//! `tma report` and `tma stat --plot` end to end: the page and the SVG pictures are written
+//! (atomically: nothing is left behind on errors), bad inputs are exit 2 with one line.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(rel)
+}
+
+fn tma(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tma"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tma")
+}
+
+macro_rules! args {
+    ($($a:expr),* $(,)?) => { &[$(std::ffi::OsStr::new(&$a)),*] };
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn report_writes_the_page_and_the_timeline_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("report.html");
+    let svg = dir.path().join("timeline.svg");
+    let rec = fixture("report/zen4-phases-synthetic.csv");
+    let o = tma(args![
+        "report", rec, "--cpu", "zen4", "-l", "2", "-o", html, "--svg", svg
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(o.stdout.is_empty());
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(page.contains("60 intervals"));
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg"));
+    assert!(svg.contains("TMA level 1 over time"));
+    assert!(svg.contains("backend_bound: its children over time"));
+    assert_eq!(entries(dir.path()), ["report.html", "timeline.svg"]);
+}
+
+#[test]
+fn report_without_output_prints_the_page() {
+    let o = tma(args!["report", fixture("report/zen4.diff.json")]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let page = text(&o.stdout);
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(page.contains("<section id=\"s1\" class=\"diff\">"));
+}
+
+#[test]
+fn stat_plot_draws_the_intervals_or_the_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let tl = dir.path().join("tl.svg");
+    let rec = fixture("report/zen4-phases-synthetic.csv");
+    let o = tma(args![
+        "stat",
+        "--import",
+        rec,
+        "--cpu",
+        "zen4",
+        "-l",
+        "2",
+        "--compact",
+        "--plot",
+        tl
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    // The tree output is unchanged: one compact line per interval.
+    assert_eq!(
+        text(&o.stdout)
+            .lines()
+            .filter(|l| l.contains("backend_bound"))
+            .count(),
+        61
+    );
+    let svg = std::fs::read_to_string(&tl).unwrap();
+    assert!(svg.contains("TMA level 1 over time"), "{svg}");
+    assert!(svg.contains("backend_bound_memory"));
+
+    let tree = dir.path().join("tree.svg");
+    let rec = fixture("import/zen4-sha256-synthetic.csv");
+    let o = tma(args![
+        "stat", "--import", rec, "--cpu", "zen4", "-l", "2", "--plot", tree
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let svg = std::fs::read_to_string(&tree).unwrap();
+    assert!(svg.contains("TMA tree: AMD Zen 4 (zen4)"), "{svg}");
+    assert!(svg.contains("65.9%  bottleneck"));
+}
+
+#[test]
+fn live_intervals_plot_with_the_synthetic_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let tl = dir.path().join("live.svg");
+    let o = tma(args![
+        "stat",
+        "--synthetic-backend",
+        fixture("live/synthetic-zen4-sha256.json"),
+        "--cpu",
+        "zen4",
+        "-l",
+        "2",
+        "-I",
+        "100",
+        "--compact",
+        "--plot",
+        tl,
+        "--",
+        "sleep",
+        "0.45"
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let svg = std::fs::read_to_string(&tl).unwrap();
+    assert!(svg.contains("TMA level 1 over time"), "{svg}");
+    assert!(svg.contains("retiring"));
+}
+
+#[test]
+fn bad_inputs_are_exit_2_and_leave_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let kvm = dir.path().join("kvm.json");
+    std::fs::write(
+        &kvm,
+        "{\n  \"schema\": \"tma.kvm\",\n  \"schema_version\": 1\n}\n",
+    )
+    .unwrap();
+    let html = dir.path().join("out.html");
+    let o = tma(args!["report", kvm, "-o", html]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("a \"tma.kvm\" document; tma report draws"),
+        "{err}"
+    );
+    assert!(!html.exists());
+
+    let svg = dir.path().join("x.svg");
+    let o = tma(args![
+        "report",
+        fixture("report/zen4.diff.json"),
+        "--svg",
+        svg
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--svg draws the timeline of intervals or a TMA tree"));
+    assert_eq!(entries(dir.path()), ["kvm.json"]);
+
+    let o = tma(args!["report"]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -429,9 +429,16 @@ fn stat(id: &str, v: &StatView) -> Result<(String, String), HtmlError> {
             } else {
                 "TMA tree"
             },
-            v.file
+            file_name(&v.file)
         ),
-        meta: format!("{} ({}), {}; {what}", v.cpu_name, v.cpu_key, v.source),
+        meta: if v.source.contains(&v.file) {
+            format!("{} ({}), {}; {what}", v.cpu_name, v.cpu_key, v.source)
+        } else {
+            format!(
+                "{}: {} ({}), {}; {what}",
+                v.file, v.cpu_name, v.cpu_key, v.source
+            )
+        },
         bottleneck,
         items,
         final_closers,

@@ -26,6 +26,21 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
   fi
 fi
 
+# ensure chromium: the `tma report` browser test (crates/tma-html/tests/browser.rs) opens the
+# pages in headless Chromium (Debian package `chromium`). Installed when running as root and
+# missing; if that fails the test skips and says so.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing the Debian package chromium (for the tma report browser test)"
+    (DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 ||
+      { apt-get update >/dev/null 2>&1 &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >/dev/null 2>&1; }) ||
+      echo "could not install chromium; the browser test will skip"
+  else
+    echo "chromium not found and not root: the browser test will skip"
+  fi
+fi
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 log=$(mktemp)

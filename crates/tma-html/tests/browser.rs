@@ -145,7 +145,7 @@ fn pages() -> Vec<Page> {
 fn pages_load_without_console_messages_and_render_in_chromium() {
     let Some(bin) = chromium() else {
         println!(
-            "SKIP: no Chromium at {} (Debian package `chromium`; scripts/test.sh installs it when run as root)",
+            "skipped: no Chromium at {} (Debian package `chromium`; scripts/test.sh installs it when run as root)",
             CHROMIUM.join(" or ")
         );
         return;

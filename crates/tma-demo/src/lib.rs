@@ -101,10 +101,12 @@ pub fn planned_steps(cfg: &DemoConfig) -> usize {
     cfg.cases
         .iter()
         .map(|case| match case {
-            // measure, fix, interleave, compare; locate; bench
-            Case::Sha256 => 4 + usize::from(cfg.locate) + usize::from(cfg.bench),
+            // measure, fix, interleave, compare, diff and report; locate; bench
+            Case::Sha256 => 5 + usize::from(cfg.locate) + usize::from(cfg.bench),
+            // measure, fix, compare, diff and report; locate
+            Case::Dram => 4 + usize::from(cfg.locate),
             // measure, fix, compare; locate
-            Case::Dram | Case::Thp => 3 + usize::from(cfg.locate),
+            Case::Thp => 3 + usize::from(cfg.locate),
         })
         .sum()
 }
@@ -117,6 +119,9 @@ struct Demo<'a> {
     dir: PathBuf,
     step: usize,
     failures: Vec<String>,
+    /// The machine has a core PMU: `tma stat` records snapshots of its trees, which the
+    /// diff-and-report step compares.
+    trees: bool,
 }
 
 /// A step's command line as shown to the user: `$ tma ARGS`, shell-quoted.
@@ -185,11 +190,19 @@ impl Demo<'_> {
         let mut wl = workload.to_vec();
         wl.push("--report".into());
         wl.push(report.display().to_string());
-        let mut stat = strs(&["stat", "--"]);
-        stat.extend(strs(&["tma"]));
+        // With a PMU, keep the tree's snapshot for the diff-and-report step.
+        let mut stat = strs(&["stat"]);
+        if self.trees {
+            let snap = snapshot_path(report);
+            let _ = std::fs::remove_file(&snap);
+            stat.push("--record".into());
+            stat.push(snap.display().to_string());
+        }
+        let mut real = stat.clone();
+        stat.extend(strs(&["--", "tma"]));
         stat.extend(wl.iter().cloned());
         // `tma stat -- tma ...` must run this same executable: pass its path, show `tma`.
-        let mut real = strs(&["stat", "--"]);
+        real.push("--".into());
         real.push(self.exe.display().to_string());
         real.extend(wl.iter().cloned());
         writeln!(self.out, "{}", show(&stat))?;
@@ -223,6 +236,59 @@ impl Demo<'_> {
             writeln!(self.out, "  -> no figures for this variant")?;
         }
         Ok(v)
+    }
+
+    /// The last step of a case: `tma diff` of the trees `tma stat` recorded before and after
+    /// the fix, and a `tma report` page of both trees and their diff. The page is written
+    /// outside a temporary report directory, so that it outlives the walkthrough.
+    fn diff_and_report(
+        &mut self,
+        before: &Path,
+        after: &Path,
+        case: &str,
+        keep_dir: bool,
+    ) -> io::Result<()> {
+        self.heading("compare the trees: tma diff, and a tma report page")?;
+        if !self.trees {
+            return self.say(
+                "This machine has no hardware PMU, so `tma stat` could count only software events:
+                 there are no TMA trees to compare. With a PMU this step runs
+                 `tma diff BEFORE AFTER` on the two runs' `--record` snapshots and writes a
+                 `tma report` page with both trees, their diff and the bottleneck's move.",
+            );
+        }
+        let (b, a) = (snapshot_path(before), snapshot_path(after));
+        if !b.exists() || !a.exists() {
+            return self
+                .say("no snapshot from one of the two `tma stat` runs above: nothing to compare");
+        }
+        let (bs, as_) = (b.display().to_string(), a.display().to_string());
+        self.run(&strs(&["diff", &bs, &as_]))?;
+        let diff = self.report_path(&format!("{case}.diff.json"));
+        let ds = diff.display().to_string();
+        self.run(&strs(&["diff", &bs, &as_, "--json", "-o", &ds]))?;
+        let page = if keep_dir {
+            self.report_path(&format!("tma-demo-{case}.html"))
+        } else {
+            std::env::temp_dir().join(format!("tma-demo-{case}-{}.html", std::process::id()))
+        };
+        let ps = page.display().to_string();
+        let mut args = strs(&["report", &bs, &as_]);
+        if diff.exists() {
+            args.push(ds);
+        }
+        args.extend(strs(&[
+            "--title",
+            &format!("tma demo {case}: before and after"),
+            "-o",
+            &ps,
+        ]));
+        if let Outcome::Ok = self.run(&args)? {
+            self.say(&format!(
+                "The page: {ps} (one self-contained file; open it in a browser)"
+            ))?;
+        }
+        Ok(())
     }
 
     fn locate(&mut self, workload: &[String], what: &str) -> io::Result<()> {
@@ -265,6 +331,11 @@ impl Demo<'_> {
         }
         Ok(())
     }
+}
+
+/// Where `tma stat --record` keeps the snapshot of the run behind a workload report.
+fn snapshot_path(report: &Path) -> PathBuf {
+    report.with_extension("snapshot.json")
 }
 
 fn read_report(path: &Path) -> Option<Value> {
@@ -310,6 +381,7 @@ pub fn run_with_progress(
         dir: cfg.dir.clone(),
         step: 0,
         failures: Vec::new(),
+        trees: !tma_perf::sysfs::core_pmu_types(&cfg.host.sys).is_empty(),
     };
     let result = walk(&mut demo, cfg);
     if !cfg.keep_dir {
@@ -542,7 +614,12 @@ fn demo_sha(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
             "(no instruction-level limit: the `tma bench --preset sha` step did not give one)"
         )?;
     }
-    Ok(())
+    demo.diff_and_report(
+        &demo.report_path("sha-portable.json"),
+        &demo.report_path("sha-ni.json"),
+        "sha256",
+        args.keep_dir,
+    )
 }
 
 fn demo_dram(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
@@ -637,7 +714,12 @@ fn demo_dram(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
             b / n
         )?;
     }
-    Ok(())
+    demo.diff_and_report(
+        &demo.report_path("dram.json"),
+        &demo.report_path("dram-prefetch.json"),
+        "dram",
+        args.keep_dir,
+    )
 }
 
 fn demo_thp(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
@@ -828,13 +910,79 @@ mod tests {
             text.contains("$ tma stat -- tma workload matmul --m 16 --thp off"),
             "{text}"
         );
-        assert!(text.contains("Step 5: measure with 4 KiB pages"), "{text}");
+        assert!(text.contains("Step 6: measure with 4 KiB pages"), "{text}");
         assert!(text.contains("Steps that failed"), "{text}");
         assert!(!summary.failures.is_empty());
         assert!(
             !reports.exists(),
             "the temporary report directory is removed"
         );
+    }
+
+    /// With trees (a PMU), the last step diffs the two snapshots and writes a report page
+    /// with both and their diff; a stand-in `tma` (a shell script) logs the commands.
+    #[test]
+    fn the_last_step_diffs_the_snapshots_and_writes_a_page() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("tma");
+        let log = dir.path().join("log");
+        std::fs::write(
+            &exe,
+            format!(
+                "#!/bin/sh\necho \"$*\" >> {}\nwhile [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then : > \"$2\"; fi; shift; done\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let reports = dir.path().join("reports");
+        std::fs::create_dir_all(&reports).unwrap();
+        for f in ["dram.snapshot.json", "dram-prefetch.snapshot.json"] {
+            std::fs::write(reports.join(f), "{}").unwrap();
+        }
+        let mut out = Vec::new();
+        let mut progress = |_: StepStart<'_>| {};
+        let mut demo = Demo {
+            out: &mut out,
+            progress: &mut progress,
+            steps: 1,
+            exe,
+            dir: reports.clone(),
+            step: 0,
+            failures: Vec::new(),
+            trees: true,
+        };
+        let (b, a) = (
+            reports.join("dram.json"),
+            reports.join("dram-prefetch.json"),
+        );
+        demo.diff_and_report(&b, &a, "dram", true).unwrap();
+        assert!(demo.failures.is_empty(), "{:?}", demo.failures);
+        let text = String::from_utf8(out).unwrap();
+        let (bs, as_) = (
+            reports.join("dram.snapshot.json").display().to_string(),
+            reports
+                .join("dram-prefetch.snapshot.json")
+                .display()
+                .to_string(),
+        );
+        let diff = reports.join("dram.diff.json").display().to_string();
+        let page = reports.join("tma-demo-dram.html").display().to_string();
+        let log = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<&str> = log.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                format!("diff {bs} {as_}"),
+                format!("diff {bs} {as_} --json -o {diff}"),
+                format!(
+                    "report {bs} {as_} {diff} --title tma demo dram: before and after -o {page}"
+                ),
+            ],
+            "{text}"
+        );
+        assert!(text.contains(&format!("The page: {page}")), "{text}");
     }
 
     /// The step count a progress display shows matches the headings the walkthrough

@@ -292,7 +292,7 @@ fn the_bench_tables_show_latency_and_throughput() {
         "<h3 class=\"mono\">{}</h3>",
         form["input"].as_str().unwrap()
     )));
-    assert!(page.contains(&format!("<td>latency</td>")));
+    assert!(page.contains("<td>latency</td>"));
     assert!(
         page.contains(&format!("<td class=\"num\">{lat:.3}</td>")),
         "latency {lat}"

@@ -167,3 +167,26 @@ fn bad_inputs_are_exit_2_and_leave_no_file() {
     let o = tma(args!["report"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn stat_plot_without_a_pmu_says_why_there_is_no_picture() {
+    let pmu = ["cpu", "cpu_core", "cpu_atom"]
+        .iter()
+        .any(|p| Path::new("/sys/bus/event_source/devices").join(p).exists());
+    if pmu {
+        println!("skipped: this machine has a core PMU, so tma stat draws a tree");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("x.svg");
+    let o = tma(args![
+        "stat", "-I", "100", "--plot", svg, "--", "sleep", "0.25"
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("not written: there is no TMA tree to draw without hardware counters"),
+        "{err}"
+    );
+    assert!(!svg.exists());
+}

@@ -76,17 +76,17 @@ pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Se
         Kind::Stat => Ok(Section::Stat(Box::new(stat_view(&file, &bytes)?))),
         Kind::Recording => recording(cfg, path, &file, notes),
         Kind::Diff => {
-            let mut d: DiffDoc = document(&file, &bytes, "tma.diff", 1)?;
+            let mut d: DiffDoc = document(&file, &bytes, "tma.diff", VERSION)?;
             d.file = file;
             Ok(Section::Diff(Box::new(d)))
         }
         Kind::ProfileDiff => {
-            let mut d: ProfileDiffDoc = document(&file, &bytes, "tma.diff-profile", 1)?;
+            let mut d: ProfileDiffDoc = document(&file, &bytes, "tma.diff-profile", VERSION)?;
             d.file = file;
             Ok(Section::ProfileDiff(Box::new(d)))
         }
         Kind::Bench => {
-            let mut d: BenchDoc = document(&file, &bytes, "tma.bench", tma_bench_version())?;
+            let mut d: BenchDoc = document(&file, &bytes, "tma.bench", VERSION)?;
             d.file = file;
             Ok(Section::Bench(Box::new(d)))
         }
@@ -112,10 +112,9 @@ pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Se
     }
 }
 
-/// The `tma.bench` version this reader follows.
-fn tma_bench_version() -> u32 {
-    1
-}
+/// The schema version of `tma.diff`, `tma.diff-profile` and `tma.bench` this reader follows
+/// (their crates are not dependencies of this one: the documents are the interface).
+const VERSION: u32 = 1;
 
 /// A JSON document of a known schema and version.
 fn document<T: DeserializeOwned>(

@@ -386,3 +386,32 @@ fn bad_inputs_are_clear_errors() {
     let e = tma_html::run(&ReportConfig::default(), &mut Vec::new()).unwrap_err();
     assert!(matches!(e, HtmlError::NoInput));
 }
+
+#[test]
+fn a_profile_diff_shows_each_functions_shares_and_delta() {
+    let cfg = ReportConfig {
+        inputs: vec![fixture("report/profile.diff.json")],
+        ..ReportConfig::default()
+    };
+    let page = page(&cfg);
+    // README of the fixtures: 50/30/20/0 % -> 20/53/0/27 %, sorted by |delta|.
+    let hash = page.find("<tr data-function=\"hash\">").unwrap();
+    let inflate = page.find("<tr data-function=\"inflate\">").unwrap();
+    let memcpy = page.find("<tr data-function=\"memcpy\">").unwrap();
+    let parse = page.find("<tr data-function=\"parse\">").unwrap();
+    assert!(hash < inflate && inflate < memcpy && memcpy < parse);
+    let row = &page[hash..hash + page[hash..].find("</tr>").unwrap()];
+    assert!(
+        row.contains("<td class=\"num\">50.00%</td><td class=\"num\">20.00%</td>"),
+        "{row}"
+    );
+    assert!(
+        row.contains("<td class=\"num down\">-30.00 pts</td>"),
+        "{row}"
+    );
+    let row = &page[inflate..inflate + page[inflate..].find("</tr>").unwrap()];
+    assert!(
+        row.contains("<td class=\"num up\">+27.00 pts</td>"),
+        "{row}"
+    );
+}

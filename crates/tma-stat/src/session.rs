@@ -1212,6 +1212,13 @@ fn software(
     if s.cfg.render.verbose > 0 {
         write!(notes, "{plan}")?;
     }
+    if let Some(p) = &s.cfg.render.plot {
+        writeln!(
+            notes,
+            "tma: --plot {}: not written: there is no TMA tree to draw without hardware counters              (software counts only)",
+            p.display()
+        )?;
+    }
     let fmt = counts::CountsFormat::of(&s.cfg.render);
     let stream = s.interval_mode() && !s.breakdown() && s.repeat() == 1;
     s.opts.stream_only = stream && s.cfg.live.record.is_none();

@@ -2,7 +2,8 @@
 //! intervals, diff and locate (flame graph) pages made from fixtures, and for each the test
 //! checks that it loads with no console message at all (errors, warnings, logs: the page's
 //! script writes none), that the DOM after its scripts ran holds the expected node names and
-//! values, and that a screenshot is not blank (many distinct colours).
+//! values, and that a screenshot is not blank (many distinct colours); and that hovering over
+//! the timeline shows the values of the interval under the mouse.
 //!
 //! Without Chromium the test skips with the reason (`scripts/test.sh` installs it when it
 //! can). `UPDATE_SCREENSHOTS=1` copies the screenshots to docs/screenshots/.
@@ -201,4 +202,58 @@ fn pages_load_without_console_messages_and_render_in_chromium() {
             std::fs::copy(&png_path, &to).unwrap();
         }
     }
+}
+
+/// The timeline's hover read-out: a copy of the intervals page with a test script appended
+/// that moves the mouse over the first timeline, a quarter of the way across, and writes what
+/// the read-out then shows into the DOM.
+#[test]
+fn hovering_over_the_timeline_shows_that_intervals_values() {
+    let Some(bin) = chromium() else {
+        println!("skipped: no Chromium at {}", CHROMIUM.join(" or "));
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let probe = r#"<script>
+window.addEventListener("load", function () {
+  var tl = document.querySelector(".timeline");
+  var svg = tl.querySelector("svg");
+  var r = svg.getBoundingClientRect();
+  svg.dispatchEvent(new MouseEvent("mousemove", {
+    clientX: r.left + r.width * 0.25, clientY: r.top + r.height / 2, bubbles: true }));
+  var tip = tl.querySelector(".tip");
+  var out = document.createElement("pre");
+  out.id = "hover-check";
+  out.textContent = (tip.hidden ? "hidden" : "shown") + "\n" + tip.textContent;
+  document.body.appendChild(out);
+});
+</script>
+</body>"#;
+    let page = page(&intervals_cfg()).replace("</body>", probe);
+    let html = dir.path().join("hover.html");
+    std::fs::write(&html, page).unwrap();
+    let url = format!("file://{}", html.display());
+    let (dom, stderr) = run_chromium(&bin, &dir.path().join("profile"), &["--dump-dom"], &url);
+    let console = console_lines(&stderr);
+    assert!(console.is_empty(), "{}", console.join("\n"));
+    let key = "<pre id=\"hover-check\">";
+    let i = dom.find(key).expect("the probe ran") + key.len();
+    let shown = &dom[i..i + dom[i..].find("</pre>").unwrap()];
+    println!("hover read-out:\n{shown}");
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines[0], "shown", "{shown}");
+    // A quarter of the way across the 6 s run is in the memory-bound phase (the first 3 s):
+    // retiring is 28.0% and bad speculation 4.0% in every interval there.
+    assert!(
+        lines[1].contains(" s .. ") && lines[1].ends_with(" s"),
+        "{shown}"
+    );
+    let start: f64 = lines[1].split(' ').next().unwrap().parse().unwrap();
+    assert!((0.5..2.5).contains(&start), "{shown}");
+    assert!(lines.contains(&"retiring: 28.0%"), "{shown}");
+    assert!(lines.contains(&"bad_speculation: 4.0%"), "{shown}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("backend_bound: 6")),
+        "{shown}"
+    );
 }

@@ -138,12 +138,7 @@ impl Timeline {
             .nodes
             .iter()
             .map(|n| (n.name, n.parent, n.level, n.value));
-        self.push(
-            ir.start_s,
-            ir.end_s,
-            nodes,
-            &ir.report.bottleneck.path.clone(),
-        );
+        self.push(ir.start_s, ir.end_s, nodes, &ir.report.bottleneck.path);
     }
 
     /// Add one interval: its nodes (name, parent, level, value) and bottleneck path.
@@ -441,6 +436,7 @@ pub fn tree_svg(title: &str, bars: &[Bar]) -> Result<String, PlotError> {
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 18))
             .margin(10)
+            .margin_right(30)
             .x_label_area_size(30)
             .y_label_area_size(300)
             .build_cartesian_2d(0f64..xmax, 0f64..n as f64)
@@ -474,12 +470,12 @@ pub fn tree_svg(title: &str, bars: &[Bar]) -> Result<String, PlotError> {
                     )))
                     .map_err(perr)?;
             }
-            let (px, py) = chart.backend_coord(&(0.0, y - 0.5));
-            let indent = "    ".repeat(usize::from(b.level.saturating_sub(1)));
-            let label = format!("{indent}{}", b.name);
+            let (_, py) = chart.backend_coord(&(0.0, y - 0.5));
+            // Names left-aligned in the label area, indented by level.
+            let indent = 16 * i32::from(b.level.saturating_sub(1));
             let style = TextStyle::from(("sans-serif", 14).into_font())
-                .pos(Pos::new(HPos::Right, VPos::Center));
-            root.draw(&Text::new(label, (px - 8, py), style))
+                .pos(Pos::new(HPos::Left, VPos::Center));
+            root.draw(&Text::new(b.name.clone(), (12 + indent, py), style))
                 .map_err(perr)?;
             let mut value = b.value.map_or("-".to_string(), |v| format!("{v:.1}%"));
             if !b.note.is_empty() {

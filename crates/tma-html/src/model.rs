@@ -333,6 +333,10 @@ pub struct BenchFigure {
     pub p10: f64,
     #[serde(default)]
     pub p90: f64,
+    /// `false`: the repetitions did not agree, so the median is no claim (absent in older
+    /// documents: taken as converged).
+    #[serde(default)]
+    pub converged: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -782,6 +782,16 @@ struct BenchT<'a> {
     errors: Vec<(String, String)>,
 }
 
+/// A bench figure: the median, marked when the repetitions did not converge (never shown as
+/// a clean number then).
+fn figure_text(f: &crate::model::BenchFigure) -> String {
+    if f.converged == Some(false) {
+        format!("{:.3} (unconverged)", f.median)
+    } else {
+        format!("{:.3}", f.median)
+    }
+}
+
 fn clock_name(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => s.clone(),
@@ -805,7 +815,7 @@ fn bench(id: &str, b: &BenchDoc) -> Result<(String, String), HtmlError> {
                             format!("{} ({} → {})", p.pair, p.from, p.to)
                         },
                         clock: clock_name(&fig.clock),
-                        median: format!("{:.3}", fig.median),
+                        median: figure_text(fig),
                         spread: format!("{:.3}–{:.3}", fig.p10, fig.p90),
                         note: p.note.clone().unwrap_or_default(),
                     });
@@ -817,7 +827,7 @@ fn bench(id: &str, b: &BenchDoc) -> Result<(String, String), HtmlError> {
                         kind: "throughput",
                         what: format!("{} independent chains", t.best_chains),
                         clock: clock_name(&fig.clock),
-                        median: format!("{:.3}", fig.median),
+                        median: figure_text(fig),
                         spread: format!("{:.3}–{:.3}", fig.p10, fig.p90),
                         note: f.throughput_note.clone().unwrap_or_default(),
                     });

@@ -297,10 +297,19 @@ fn the_bench_tables_show_latency_and_throughput() {
         page.contains(&format!("<td class=\"num\">{lat:.3}</td>")),
         "latency {lat}"
     );
+    // A figure whose repetitions did not agree is never shown as a clean number.
+    let tp_text = if form["throughput"]["best"][0]["converged"] == false {
+        format!("{tp:.3} (unconverged)")
+    } else {
+        format!("{tp:.3}")
+    };
     assert!(
-        page.contains(&format!("<td class=\"num\">{tp:.3}</td>")),
-        "throughput {tp}"
+        page.contains(&format!("<td class=\"num\">{tp_text}</td>")),
+        "throughput {tp_text}"
     );
+    // The recorded fixture has one of each (README of the fixtures).
+    assert_eq!(form["latency"][0]["figures"][0]["converged"], true);
+    assert!(page.contains(" (unconverged)</td>"));
 }
 
 #[test]

@@ -843,3 +843,171 @@ fn ctrl_c_on_an_attached_process_still_reports() {
     assert!(out.contains("samples of cpu-clock"), "{out}");
     assert!(out.contains("interrupted"), "{out}");
 }
+
+/// One row of `perf report -t ';' --children --sort comm,dso,sym`: (children %, self %,
+/// comm, dso, symbol without its `[.] `/`[k] ` mark).
+fn perf_children_rows(text: &str) -> Vec<(f64, f64, String, String, String)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && l.contains(';'))
+        .map(|l| {
+            let f: Vec<&str> = l.split(';').map(str::trim).collect();
+            let pct = |s: &str| s.trim_end_matches('%').trim().parse::<f64>().unwrap();
+            let sym = f[4].get(4..).unwrap_or("").to_string();
+            (pct(f[0]), pct(f[1]), f[2].to_string(), f[3].to_string(), sym)
+        })
+        .collect()
+}
+
+/// The `perf record -a -g` fixture: every row of our binary and of the kernel (the rows
+/// that do not depend on this machine's libraries) has perf report's children and self
+/// percentages, under the same command name.
+#[test]
+fn system_wide_fixture_children_and_self_match_perf_report() {
+    let f = fixtures();
+    let golden = std::fs::read_to_string(f.join("syswide.perf-report.txt")).unwrap();
+    let want: Vec<_> = perf_children_rows(&golden)
+        .into_iter()
+        .filter(|r| r.3 == "chase" || r.3 == "[kernel.kallsyms]")
+        .filter(|r| !r.4.starts_with("0x") && !r.4.starts_with("00"))
+        .collect();
+    assert!(want.len() > 50, "golden rows: {}", want.len());
+    let o = run(&[
+        "locate",
+        "--import",
+        f.join("syswide.perf.data").to_str().unwrap(),
+        "--symdir",
+        f.to_str().unwrap(),
+        "--kallsyms",
+        f.join("syswide.kallsyms").to_str().unwrap(),
+        "--sort",
+        "comm,dso,sym",
+        "--children",
+        "--top",
+        "0",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["counts"]["samples"], 718);
+    let rows = v["functions"].as_array().unwrap();
+    // Ordered by children, as perf report --children.
+    let ch: Vec<f64> = rows
+        .iter()
+        .map(|r| r["children_percent"].as_f64().unwrap())
+        .collect();
+    assert!(ch.windows(2).all(|w| w[0] >= w[1]));
+    for (children, self_pct, comm, dso, sym) in &want {
+        let module = if dso == "[kernel.kallsyms]" {
+            "[kernel]"
+        } else {
+            dso.as_str()
+        };
+        let ours = rows
+            .iter()
+            .find(|r| r["comm"] == comm.as_str() && r["module"] == module && r["function"] == sym.as_str())
+            .unwrap_or_else(|| panic!("no row {comm} {module} {sym}"));
+        let (oc, os) = (
+            ours["children_percent"].as_f64().unwrap(),
+            ours["percent"].as_f64().unwrap(),
+        );
+        // perf prints two decimals.
+        assert!(
+            (oc - children).abs() < 0.006 && (os - self_pct).abs() < 0.006,
+            "{comm} {module} {sym}: ours children {oc:.3}% self {os:.3}%, perf {children}% {self_pct}%"
+        );
+    }
+    // The text report: Children and Self columns, then the sort keys.
+    let o = run(&[
+        "locate",
+        "--import",
+        f.join("syswide.perf.data").to_str().unwrap(),
+        "--symdir",
+        f.to_str().unwrap(),
+        "--sort",
+        "comm,dso,sym",
+        "--children",
+    ]);
+    let t = stdout(&o);
+    let header = t.lines().find(|l| l.contains("Children")).unwrap_or_default();
+    assert!(
+        header.split_whitespace().collect::<Vec<_>>()
+            == ["Children", "Self", "Samples", "Command", "Module", "Function"],
+        "{t}"
+    );
+    assert!(t.contains("36.63%  36.49%"), "{t}");
+}
+
+/// Bad --sort keys and -C without -a are clear errors.
+#[test]
+fn system_wide_usage_errors() {
+    let f = fixtures();
+    let data = f.join("chase.perf.data");
+    let o = run(&["locate", "--import", data.to_str().unwrap(), "--sort", "comm,color"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("unknown sort key \"color\""), "{}", stderr(&o));
+    let o = run(&["locate", "-a", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("-a samples the whole system"), "{}", stderr(&o));
+    let o = run(&["locate", "-C", "999", "--duration", "0.1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("CPU 999 is not online"), "{}", stderr(&o));
+}
+
+/// `tma locate -a -C N`: a busy child pinned to CPU N shows up under its own command name
+/// with most of that CPU's samples.
+#[test]
+fn system_wide_live_finds_a_pinned_busy_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build_chase(dir.path()) else {
+        return;
+    };
+    if Command::new("taskset").arg("-V").output().is_err() {
+        eprintln!("SKIP: taskset (util-linux) is not installed to pin the child");
+        return;
+    }
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let cpu = tma_perf::host::parse_cpu_list(online.as_bytes())
+        .ok()
+        .and_then(|v| v.last().copied())
+        .unwrap_or(0)
+        .to_string();
+    // 1 MiB cycle (cache-resident, all CPU), practically endless.
+    let mut child = Command::new("taskset")
+        .args(["-c", &cpu])
+        .arg(&exe)
+        .args(["1", "1000000000000"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let out = dir.path().join("r.json");
+    let o = run(&[
+        "locate", "-a", "-C", &cpu, "-g", "--duration", "2", "--top", "0", "--json", "-o",
+        out.to_str().unwrap(),
+    ]);
+    let _ = child.kill();
+    let _ = child.wait();
+    if !can_sample(&o) {
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let samples = v["counts"]["samples"].as_u64().unwrap();
+    assert!(samples > 1000, "2 s at 4000 Hz on one CPU: {samples} samples");
+    let rows = v["functions"].as_array().unwrap();
+    let hot = rows
+        .iter()
+        .find(|r| r["comm"] == "chase" && r["function"] == "chase")
+        .unwrap_or_else(|| panic!("no chase row: {v}"));
+    assert_eq!(hot["module"], "chase");
+    let self_pct = hot["percent"].as_f64().unwrap();
+    assert!(self_pct >= 30.0, "chase has only {self_pct:.1}% of CPU {cpu}'s samples");
+    // -a -g: children beside self, and chase's caller main holds at least chase's share.
+    let main = rows
+        .iter()
+        .find(|r| r["comm"] == "chase" && r["function"] == "main")
+        .unwrap_or_else(|| panic!("no main row: {v}"));
+    assert!(main["children_percent"].as_f64().unwrap() >= self_pct - 0.01);
+    let notes = v["notes"].to_string();
+    assert!(notes.contains(&format!("system-wide: every process on CPUs {cpu}")), "{notes}");
+}

@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 mod checks;
 pub mod cpuid;
 mod fix;
+pub mod verify;
+mod verify_sys;
 
 pub use checks::run_checks;
 pub use fix::{apply_fixes, planned_fixes, restore, FixAction, FixState, FixedValue, RootKind};
@@ -208,7 +210,46 @@ pub fn render(w: &mut dyn std::io::Write, r: &DoctorReport) -> std::io::Result<(
     Ok(())
 }
 
-/// Errors of `--fix` / `--restore`.
+/// Where `tma doctor --verify` takes its counts from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VerifyConfig {
+    /// Judge these recorded counts (`--replay FILE`) instead of measuring.
+    pub replay: Option<std::path::PathBuf>,
+    /// Also save the measured counts here (`--record FILE`).
+    pub record: Option<std::path::PathBuf>,
+}
+
+/// `tma doctor --verify`: measure (or read) the known-answer counts and judge them.
+pub fn verify(cfg: &VerifyConfig) -> Result<verify::VerifyReport, DoctorError> {
+    let rec = match &cfg.replay {
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(|e| DoctorError::BadRecording {
+                path: path.display().to_string(),
+                reason: format!("cannot read it: {e}"),
+            })?;
+            let mut rec = verify::parse_recorded(&bytes).map_err(|reason| {
+                DoctorError::BadRecording {
+                    path: path.display().to_string(),
+                    reason,
+                }
+            })?;
+            rec.source = format!("replay of {}", path.display());
+            rec
+        }
+        None => verify::measure().map_err(DoctorError::Verify)?,
+    };
+    if let Some(path) = &cfg.record {
+        tma_report::write_atomic(path, |w| verify::write_recorded(w, &rec)).map_err(|e| {
+            DoctorError::SaveState {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            }
+        })?;
+    }
+    Ok(verify::judge(&rec))
+}
+
+/// Errors of `--fix` / `--restore` / `--verify`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DoctorError {
@@ -228,4 +269,11 @@ pub enum DoctorError {
     SaveState { path: String, reason: String },
     #[error("cannot write the list of commands: {0}")]
     Notes(std::io::Error),
+    #[error(
+        "cannot count this thread's software events ({0}); perf_event_open is refused here: \
+         check /proc/sys/kernel/perf_event_paranoid (<= 2 for your own threads) or seccomp"
+    )]
+    Verify(std::io::Error),
+    #[error("{path} is not a tma doctor --verify recording: {reason}")]
+    BadRecording { path: String, reason: String },
 }

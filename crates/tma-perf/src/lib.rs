@@ -27,6 +27,7 @@ pub mod plan;
 pub mod process;
 pub mod readings;
 pub mod sampling;
+pub mod selfcount;
 pub mod snapshot;
 pub mod sys;
 pub mod sysfs;

@@ -17,7 +17,10 @@
 //!
 //! Targets: a launched command (one event per CPU with `inherit`, enabled on exec, so every
 //! fork and thread of it is followed) or an existing process (one event per thread that
-//! exists when sampling starts; the kernel cannot mmap inherited any-CPU events).
+//! exists when sampling starts; the kernel cannot mmap inherited any-CPU events), or the
+//! whole system (one every-task event per CPU, like `perf record -a`/`-C`; kernel samples
+//! when perf_event_paranoid allows them, otherwise user code only and
+//! [`SessionSummary::kernel_refused`] says so).
 //! The launched command is held back between fork and exec until the events exist; see
 //! [`spawn_held`].
 
@@ -65,6 +68,8 @@ pub enum SamplingError {
     Wait(io::Error),
     #[error("cannot install the Ctrl-C handler: {0}")]
     Signal(io::Error),
+    #[error("CPU {cpu} is not online here (online: {online}); pick CPUs from that list with -C")]
+    CpuNotOnline { cpu: u32, online: String },
 }
 
 /// What to sample.
@@ -113,6 +118,9 @@ pub enum Target {
     Launch(Vec<String>),
     /// Attach to an existing process and all its threads.
     Pid(i32),
+    /// Every process on these CPUs (`None`: all online CPUs), one event per CPU, as
+    /// `perf record -a` / `-C CPUS`: sampling lasts for the duration or until Ctrl-C.
+    System { cpus: Option<Vec<u32>> },
 }
 
 /// A sampling session's settings.
@@ -191,6 +199,9 @@ pub struct SessionSummary {
     /// Sampling of an attached process was ended by Ctrl-C (SIGINT) or SIGTERM; the records
     /// taken so far were all delivered.
     pub interrupted: bool,
+    /// System-wide sampling was asked to include the kernel, but perf_event_paranoid (this
+    /// text) refused it: only user code was sampled.
+    pub kernel_refused: Option<String>,
 }
 
 /// Check a sampling frequency against the kernel's limit (`max_rate_text` is the content of
@@ -356,28 +367,7 @@ impl Session {
         validate_rate(cfg.rate, max.as_deref())?;
         let mut summary = SessionSummary::default();
         let open_one = |tid: i32, cpu: Option<usize>, inherit: bool, enable_on_exec: bool| {
-            let mut b = builder_for(&cfg);
-            match cpu {
-                Some(c) => b.one_cpu(c),
-                None => b.any_cpu(),
-            };
-            b.observe_pid(tid)
-                .inherit(inherit)
-                .enable_on_exec(enable_on_exec)
-                .enabled(!enable_on_exec);
-            let attr = attr_bytes(&b, &cfg);
-            let counter = b.build().map_err(|source| SamplingError::Open {
-                event: cfg.event.name().to_string(),
-                hint: open_hint(&source, &cfg.host, &cfg.event),
-                err: source,
-            })?;
-            let sampler = counter
-                .sampled(cfg.mmap_pages.max(1) * page_size())
-                .map_err(|source| SamplingError::Mmap {
-                    event: cfg.event.name().to_string(),
-                    err: source,
-                })?;
-            Ok::<_, SamplingError>((sampler, attr))
+            open_sampler(&cfg, tid, cpu, inherit, enable_on_exec)
         };
         match target {
             Target::Launch(argv) => {
@@ -442,6 +432,31 @@ impl Session {
                     summary,
                 })
             }
+            Target::System { cpus } => {
+                let cpus = system_cpus(&cfg.host, cpus.as_deref())?;
+                let mut cfg = cfg;
+                let (samplers, attr) = match open_per_cpu(&cfg, &cpus) {
+                    Err(SamplingError::Open { err, .. })
+                        if cfg.include_kernel && is_permission(&err) =>
+                    {
+                        // Kernel samples refused: user code only, and say so.
+                        cfg.include_kernel = false;
+                        let r = open_per_cpu(&cfg, &cpus)?;
+                        summary.kernel_refused = Some(cfg.host.paranoid_text());
+                        r
+                    }
+                    r => r?,
+                };
+                Ok(Session {
+                    cfg,
+                    samplers,
+                    attr,
+                    child: None,
+                    program: String::new(),
+                    pid: -1,
+                    summary,
+                })
+            }
         }
     }
 
@@ -492,6 +507,7 @@ impl Session {
             }
             let finished = match self.child.as_mut() {
                 Some(c) => c.try_wait().map_err(SamplingError::Wait)?.is_some(),
+                None if self.pid < 0 => false,
                 None => !process_alive(
                     std::fs::read(self.cfg.host.proc.join(format!("{}/stat", self.pid)))
                         .ok()
@@ -555,6 +571,97 @@ impl Session {
 
 fn page_size() -> usize {
     4096
+}
+
+/// Open one sampling event with its ring buffer: task `tid` (-1: every task, with a CPU).
+fn open_sampler(
+    cfg: &SamplingConfig,
+    tid: i32,
+    cpu: Option<usize>,
+    inherit: bool,
+    enable_on_exec: bool,
+) -> Result<(Sampler, Vec<u8>), SamplingError> {
+    let mut b = builder_for(cfg);
+    match cpu {
+        Some(c) => b.one_cpu(c),
+        None => b.any_cpu(),
+    };
+    if tid < 0 {
+        b.any_pid();
+    } else {
+        b.observe_pid(tid);
+    }
+    b.inherit(inherit)
+        .enable_on_exec(enable_on_exec)
+        .enabled(!enable_on_exec);
+    let attr = attr_bytes(&b, cfg);
+    let counter = b.build().map_err(|source| SamplingError::Open {
+        event: cfg.event.name().to_string(),
+        hint: if tid < 0 && is_permission(&source) {
+            system_hint(&cfg.host)
+        } else {
+            open_hint(&source, &cfg.host, &cfg.event)
+        },
+        err: source,
+    })?;
+    let sampler = counter
+        .sampled(cfg.mmap_pages.max(1) * page_size())
+        .map_err(|source| SamplingError::Mmap {
+            event: cfg.event.name().to_string(),
+            err: source,
+        })?;
+    Ok((sampler, attr))
+}
+
+/// One every-task event per CPU.
+fn open_per_cpu(
+    cfg: &SamplingConfig,
+    cpus: &[u32],
+) -> Result<(Vec<Sampler>, Vec<u8>), SamplingError> {
+    let mut samplers = Vec::with_capacity(cpus.len());
+    let mut attr = Vec::new();
+    for &cpu in cpus {
+        let (s, a) = open_sampler(cfg, -1, Some(cpu as usize), false, false)?;
+        samplers.push(s);
+        attr = a;
+    }
+    Ok((samplers, attr))
+}
+
+fn is_permission(err: &io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
+}
+
+fn system_hint(host: &Host) -> String {
+    format!(
+        " (system-wide sampling needs root, CAP_PERFMON or perf_event_paranoid <= 0; it is \
+         {}: run as root, or `echo 0 | sudo tee /proc/sys/kernel/perf_event_paranoid`)",
+        host.paranoid_text()
+    )
+}
+
+/// The CPUs of a system-wide session: the ones asked for (each must be online), or all
+/// online CPUs.
+pub fn system_cpus(host: &Host, asked: Option<&[u32]>) -> Result<Vec<u32>, SamplingError> {
+    let online = host.online_cpus_or_cpu0();
+    match asked {
+        None => Ok(online),
+        Some(list) => {
+            for &cpu in list {
+                if !online.contains(&cpu) {
+                    let shown: Vec<String> = online.iter().map(u32::to_string).collect();
+                    return Err(SamplingError::CpuNotOnline {
+                        cpu,
+                        online: shown.join(","),
+                    });
+                }
+            }
+            let mut v = list.to_vec();
+            v.sort_unstable();
+            v.dedup();
+            Ok(v)
+        }
+    }
 }
 
 /// Whether `/proc/PID/stat` content describes a live process (`None`: the file is gone).
@@ -636,6 +743,21 @@ mod tests {
         assert!(!process_alive(Some(b"42 (sleep) Z 1 2 3")));
         assert!(!process_alive(Some(b"garbage")));
         assert!(!process_alive(None));
+    }
+
+    #[test]
+    fn system_cpus_must_be_online() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("sys/devices/system/cpu")).unwrap();
+        std::fs::write(dir.path().join("sys/devices/system/cpu/online"), "0-1,3\n").unwrap();
+        let host = Host::under(dir.path());
+        assert_eq!(system_cpus(&host, None).unwrap(), [0, 1, 3]);
+        assert_eq!(system_cpus(&host, Some(&[3, 1, 3])).unwrap(), [1, 3]);
+        let e = system_cpus(&host, Some(&[2])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "CPU 2 is not online here (online: 0,1,3); pick CPUs from that list with -C"
+        );
     }
 
     #[test]

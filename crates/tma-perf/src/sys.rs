@@ -131,6 +131,11 @@ pub fn enable_group(leader: &OwnedFd) -> io::Result<()> {
     group_ioctl(leader, 0)
 }
 
+/// Zero a whole group's counts through its leader.
+pub fn reset_group(leader: &OwnedFd) -> io::Result<()> {
+    group_ioctl(leader, 2)
+}
+
 /// Disable a whole group through its leader.
 pub fn disable_group(leader: &OwnedFd) -> io::Result<()> {
     group_ioctl(leader, 1)

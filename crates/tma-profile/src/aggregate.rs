@@ -21,6 +21,20 @@ const PERF_RECORD_LOST_SAMPLES: u32 = 13;
 /// Index into [`Aggregator::modules`].
 pub type ModuleId = u32;
 
+/// Index into [`Aggregator::tasks`].
+pub type TaskId = u32;
+
+/// Who a sample ran in: the process id and the command name of the sampled thread (what
+/// perf's `pid` and `comm` sort keys show). A thread renamed with `prctl(PR_SET_NAME)` or a
+/// process after exec is another task.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Task {
+    pub pid: i32,
+    /// The thread's command name; `swapper` for pid 0 (the idle task, as perf names it) and
+    /// `:PID` when no COMM record named it.
+    pub comm: String,
+}
+
 /// One resolved stack frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Frame {
@@ -127,10 +141,15 @@ pub struct Aggregator {
     processes: HashMap<i32, Process>,
     modules: Vec<Module>,
     module_index: HashMap<String, ModuleId>,
-    /// Leaf first. Non-leaf user frames hold `return address - 1` (inside the call).
-    stacks: HashMap<Vec<Frame>, u64>,
-    /// Samples per process name (comm).
-    comms: HashMap<String, u64>,
+    /// Per task: samples per stack. Leaf first. Non-leaf user frames hold
+    /// `return address - 1` (inside the call).
+    stacks: Vec<HashMap<Vec<Frame>, u64>>,
+    tasks: Vec<Task>,
+    task_index: HashMap<Task, TaskId>,
+    /// The task each thread id belongs to now.
+    threads: HashMap<i32, TaskId>,
+    /// Some sample carried a call chain (kept, with `keep_callchains`).
+    callchains: bool,
     counts: Counts,
     scratch: Vec<Frame>,
     /// Keep whole call chains (`-g`); otherwise only the sampled ip is used.
@@ -152,14 +171,75 @@ impl Aggregator {
         &self.modules
     }
 
-    /// Samples per stack (leaf first).
-    pub fn stacks(&self) -> &HashMap<Vec<Frame>, u64> {
-        &self.stacks
+    /// (task, stack with the leaf first, samples), in no particular order.
+    pub fn stacks(&self) -> impl Iterator<Item = (TaskId, &Vec<Frame>, u64)> + '_ {
+        self.stacks.iter().enumerate().flat_map(|(t, m)| {
+            m.iter()
+                .map(move |(stack, &n)| (t as TaskId, stack, n))
+        })
+    }
+
+    /// Number of distinct (task, stack) pairs.
+    pub fn stack_count(&self) -> usize {
+        self.stacks.iter().map(HashMap::len).sum()
+    }
+
+    /// Tasks seen; [`Aggregator::stacks`] refers to them by index.
+    pub fn tasks(&self) -> &[Task] {
+        &self.tasks
+    }
+
+    /// Whether samples carried call chains (and they were kept).
+    pub fn has_callchains(&self) -> bool {
+        self.callchains
     }
 
     /// Samples per command name.
-    pub fn comms(&self) -> &HashMap<String, u64> {
-        &self.comms
+    pub fn comms(&self) -> HashMap<String, u64> {
+        let mut out: HashMap<String, u64> = HashMap::new();
+        for (t, m) in self.stacks.iter().enumerate() {
+            let n: u64 = m.values().sum();
+            if n > 0 {
+                *out.entry(self.tasks[t].comm.clone()).or_default() += n;
+            }
+        }
+        out
+    }
+
+    fn intern_task(&mut self, pid: i32, comm: &str) -> TaskId {
+        let key = Task {
+            pid,
+            comm: comm.to_string(),
+        };
+        if let Some(&t) = self.task_index.get(&key) {
+            return t;
+        }
+        let t = self.tasks.len() as TaskId;
+        self.tasks.push(key.clone());
+        self.task_index.insert(key, t);
+        self.stacks.push(HashMap::new());
+        t
+    }
+
+    /// The task of a sample of thread `tid` in process `pid`.
+    fn task_of(&mut self, pid: i32, tid: i32) -> TaskId {
+        if let Some(&t) = self.threads.get(&tid) {
+            if self.tasks[t as usize].pid == pid {
+                return t;
+            }
+        }
+        let comm = self.process_comm(pid);
+        let t = self.intern_task(pid, &comm);
+        self.threads.insert(tid, t);
+        t
+    }
+
+    fn process_comm(&self, pid: i32) -> String {
+        match self.processes.get(&pid).map(|p| p.comm.as_str()) {
+            Some(c) if !c.is_empty() => c.to_string(),
+            _ if pid == 0 => "swapper".to_string(),
+            _ => format!(":{pid}"),
+        }
     }
 
     fn module_id(
@@ -205,7 +285,10 @@ impl Aggregator {
 
     /// Set a process's command name (from `/proc/PID/comm` when attaching).
     pub fn set_comm(&mut self, pid: i32, comm: &str) {
-        self.processes.entry(pid).or_default().comm = comm.trim().to_string();
+        let comm = comm.trim();
+        self.processes.entry(pid).or_default().comm = comm.to_string();
+        let t = self.intern_task(pid, comm);
+        self.threads.insert(pid, t);
     }
 
     /// Process one kernel record. Malformed records are counted in `bad_records`, not fatal.
@@ -247,6 +330,7 @@ impl Aggregator {
                 let mut mode = s.cpu_mode;
                 match (&s.callchain, self.keep_callchains) {
                     (Some(cc), true) if !cc.is_empty() => {
+                        self.callchains = true;
                         let mut first = true;
                         for i in 0..cc.len() {
                             let Some(a) = cc.get(i) else { break };
@@ -280,21 +364,12 @@ impl Aggregator {
                     Frame::Unknown(_) => self.counts.unknown_samples += 1,
                     Frame::File { .. } => {}
                 }
-                let comm = self
-                    .processes
-                    .get(&pid)
-                    .map(|p| p.comm.as_str())
-                    .filter(|c| !c.is_empty())
-                    .unwrap_or("[unknown]");
-                if let Some(n) = self.comms.get_mut(comm) {
+                let task = self.task_of(pid, s.tid.unwrap_or(pid));
+                let map = &mut self.stacks[task as usize];
+                if let Some(n) = map.get_mut(&self.scratch) {
                     *n += 1;
                 } else {
-                    self.comms.insert(comm.to_string(), 1);
-                }
-                if let Some(n) = self.stacks.get_mut(&self.scratch) {
-                    *n += 1;
-                } else {
-                    self.stacks.insert(self.scratch.clone(), 1);
+                    map.insert(self.scratch.clone(), 1);
                 }
             }
             EventRecord::Mmap(m)
@@ -315,15 +390,32 @@ impl Aggregator {
                 self.map(m.pid, m.address, m.length, m.page_offset, &path, bid);
             }
             EventRecord::Comm(c) => {
+                let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
                 let p = self.processes.entry(c.pid).or_default();
                 if c.is_execve {
                     p.maps.clear();
                 }
-                p.comm = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
+                // A thread naming itself does not rename its process.
+                if c.tid == c.pid || c.is_execve || p.comm.is_empty() {
+                    p.comm = name.clone();
+                }
+                let t = self.intern_task(c.pid, &name);
+                self.threads.insert(c.tid, t);
             }
-            EventRecord::Fork(f) if f.pid != f.ppid => {
-                let parent = self.processes.get(&f.ppid).cloned().unwrap_or_default();
-                self.processes.insert(f.pid, parent);
+            EventRecord::Fork(f) => {
+                // The new thread or process starts with the forking thread's name.
+                let comm = match self.threads.get(&f.ptid) {
+                    Some(&t) if self.tasks[t as usize].pid == f.ppid => {
+                        self.tasks[t as usize].comm.clone()
+                    }
+                    _ => self.process_comm(f.ppid),
+                };
+                if f.pid != f.ppid {
+                    let child = self.processes.get(&f.ppid).cloned().unwrap_or_default();
+                    self.processes.insert(f.pid, child);
+                }
+                let t = self.intern_task(f.pid, &comm);
+                self.threads.insert(f.tid, t);
             }
             EventRecord::Exit(_) => {
                 // Keep the maps: samples of the exiting process may still follow in the

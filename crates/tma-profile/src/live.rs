@@ -55,15 +55,18 @@ pub fn sample(
         .map_err(LiveError::Attr)?;
     let info = RecordParseInfo::new(&attr, Endianness::LittleEndian);
     let mut order = Reorder::new(info);
-    if let Target::Pid(pid) = target {
-        // Time 0 in their trailers: they sort before everything the kernel reports.
-        for (ty, misc, body) in synthesize_existing(&host, *pid) {
-            order.push(&RawRecord {
-                ty,
-                misc,
-                data: &[&body[..]],
-            });
-        }
+    // Time 0 in their trailers: they sort before everything the kernel reports.
+    let existing = match target {
+        Target::Pid(pid) => synthesize_existing(&host, *pid),
+        Target::System { .. } => synthesize_system(&host),
+        Target::Launch(_) => Vec::new(),
+    };
+    for (ty, misc, body) in existing {
+        order.push(&RawRecord {
+            ty,
+            misc,
+            data: &[&body[..]],
+        });
     }
     let summary =
         session.run(&mut |r: RawRecord<'_>| feed(&mut order, agg, tap.as_deref_mut(), info, &r))?;
@@ -140,6 +143,33 @@ pub fn synthesize_existing(host: &Host, pid: i32) -> Vec<(u32, u16, Vec<u8>)> {
     if let Ok(maps) = host.proc_bytes(&format!("{pid}/maps")) {
         for (start, end, off, path) in parse_proc_maps(&maps) {
             out.push(crate::record::synthetic_mmap(pid, start, end, off, &path));
+        }
+    }
+    out
+}
+
+/// COMM records for every thread and MMAP records for every process under the host's
+/// `/proc`, as `perf record -a` synthesizes them: system-wide samples hit processes that
+/// started long before sampling.
+pub fn synthesize_system(host: &Host) -> Vec<(u32, u16, Vec<u8>)> {
+    let mut out = Vec::new();
+    for pid in host.pids().unwrap_or_default() {
+        let mut named_self = false;
+        for tid in host.threads(pid).unwrap_or_default() {
+            if let Ok(comm) = host.proc_text(&format!("{pid}/task/{tid}/comm")) {
+                out.push(crate::record::synthetic_thread_comm(pid, tid, &comm));
+                named_self |= tid == pid;
+            }
+        }
+        if !named_self {
+            if let Ok(comm) = host.proc_text(&format!("{pid}/comm")) {
+                out.push(crate::record::synthetic_comm(pid, &comm));
+            }
+        }
+        if let Ok(maps) = host.proc_bytes(&format!("{pid}/maps")) {
+            for (start, end, off, path) in parse_proc_maps(&maps) {
+                out.push(crate::record::synthetic_mmap(pid, start, end, off, &path));
+            }
         }
     }
     out
@@ -262,8 +292,7 @@ pub(crate) mod tests {
     fn leaves(agg: &Aggregator) -> Vec<(String, u64)> {
         let mut v: Vec<(String, u64)> = agg
             .stacks()
-            .iter()
-            .map(|(st, n)| {
+            .map(|(_, st, n)| {
                 let name = match st[0] {
                     Frame::File { module, offset } => {
                         format!("{}+{offset:#x}", agg.modules()[module as usize].path)
@@ -271,7 +300,7 @@ pub(crate) mod tests {
                     Frame::Kernel(a) => format!("kernel {a:#x}"),
                     Frame::Unknown(a) => format!("? {a:#x}"),
                 };
-                (name, *n)
+                (name, n)
             })
             .collect();
         v.sort();
@@ -312,7 +341,8 @@ pub(crate) mod tests {
                 ("/work/child+0x125".to_string(), 1),
             ]
         );
-        let mut comms: Vec<(&String, &u64)> = agg.comms().iter().collect();
+        let all = agg.comms();
+        let mut comms: Vec<(&String, &u64)> = all.iter().collect();
         comms.sort();
         assert_eq!(
             comms,
@@ -444,7 +474,7 @@ pub(crate) mod tests {
                 (1, 250_000, 5, 0),
                 "cut {cut}"
             );
-            let stack: Vec<&Vec<Frame>> = agg.stacks().keys().collect();
+            let stack: Vec<&Vec<Frame>> = agg.stacks().map(|(_, s, _)| s).collect();
             assert_eq!(
                 stack,
                 vec![&vec![Frame::File {

@@ -57,6 +57,11 @@ pub struct LocateConfig {
     pub import: Option<PathBuf>,
     /// Sample this running process.
     pub pid: Option<i32>,
+    /// Sample every process on [`LocateConfig::cpus`] (`-a`), kernel code included when
+    /// perf_event_paranoid allows it.
+    pub system_wide: bool,
+    /// With `system_wide`: only these CPUs (`-C`); `None`: all online CPUs.
+    pub cpus: Option<Vec<u32>>,
     /// Sample this command (argv).
     pub command: Vec<String>,
     /// Sample the locate-with event of this TMA node.
@@ -98,6 +103,8 @@ impl Default for LocateConfig {
         LocateConfig {
             import: None,
             pid: None,
+            system_wide: false,
+            cpus: None,
             command: Vec::new(),
             node: None,
             event: None,
@@ -142,6 +149,21 @@ struct Recorded {
 /// Run `tma locate` up to the profile; notes (and the quick stat pass's) go to `notes`.
 pub fn run(cfg: &LocateConfig, notes: &mut dyn Write) -> Result<Located, LocateError> {
     let rec = match (&cfg.import, cfg.pid, cfg.command.is_empty()) {
+        _ if cfg.system_wide => {
+            if cfg.import.is_some() || cfg.pid.is_some() || !cfg.command.is_empty() {
+                return Err(usage(
+                    "-a samples the whole system for --duration S (or until Ctrl-C): \
+                     give no command, -p or --import with it",
+                ));
+            }
+            let target = Target::System {
+                cpus: cfg.cpus.clone(),
+            };
+            sample(cfg, &target, notes)?
+        }
+        _ if cfg.cpus.is_some() => {
+            return Err(usage("-C CPUS selects CPUs of a system-wide session: add -a"))
+        }
         (Some(path), ..) => import(cfg, path)?,
         (None, Some(_), false) => {
             return Err(usage("give either -p PID or a command after --, not both"))
@@ -251,7 +273,7 @@ fn sample(
     let exit_status = session_notes(cfg, &outcome, &mut notes);
     let kallsyms = match &cfg.kallsyms {
         Some(p) => read_kallsyms(p),
-        None if cfg.kernel => cfg
+        None if cfg.kernel || (cfg.system_wide && outcome.summary.kernel_refused.is_none()) => cfg
             .host
             .proc_bytes("kallsyms")
             .ok()
@@ -283,7 +305,9 @@ fn choose_event(
     let request = match (&cfg.node, &cfg.event) {
         (Some(n), _) => Request::Node(n.clone()),
         (None, Some(e)) => Request::Event(e.clone()),
-        (None, None) if pmu.is_none() => Request::Bottleneck(None),
+        (None, None) if pmu.is_none() || matches!(target, Target::System { .. }) => {
+            Request::Bottleneck(None)
+        }
         (None, None) => Request::Bottleneck(quick_stat_bottleneck(cfg, target, model, notes)?),
     };
     Ok(choose::choose(&request, model, pmu.as_ref())?)
@@ -339,6 +363,8 @@ fn quick_stat_config(
             shown.push("--".into());
             shown.extend(cmd.iter().cloned());
         }
+        // choose_event never asks for a stat pass of the whole system.
+        Target::System { .. } => {}
     }
     let stat = tma_stat::StatConfig {
         cpu: model.map(|m| m.key.to_string()),
@@ -354,7 +380,7 @@ fn sampling_config(cfg: &LocateConfig, chosen: &Chosen) -> Result<SamplingConfig
     let mut s = SamplingConfig::new(chosen.event.clone());
     s.precise = chosen.precise;
     s.callchain = cfg.call_graph;
-    s.include_kernel = cfg.kernel;
+    s.include_kernel = cfg.kernel || cfg.system_wide;
     s.host = cfg.host.clone();
     if let Some(r) = cfg.rate {
         s.rate = r;
@@ -414,6 +440,25 @@ fn session_notes(cfg: &LocateConfig, outcome: &LiveOutcome, notes: &mut Vec<Stri
         ));
     }
     let summary = &outcome.summary;
+    if let Some(paranoid) = &summary.kernel_refused {
+        notes.push(format!(
+            "kernel samples were refused (perf_event_paranoid is {paranoid}): only user code \
+             was sampled; run as root or lower perf_event_paranoid to -1 to include the kernel"
+        ));
+    }
+    if cfg.system_wide {
+        let cpus = match &cfg.cpus {
+            Some(c) => {
+                let v: Vec<String> = c.iter().map(u32::to_string).collect();
+                format!("CPUs {}", v.join(","))
+            }
+            None => "all CPUs".to_string(),
+        };
+        notes.push(format!(
+            "system-wide: every process on {cpus} for {:.1} s",
+            summary.elapsed.as_secs_f64()
+        ));
+    }
     if summary.target_vanished {
         notes.push("the attached process exited during sampling".into());
     }

@@ -208,9 +208,9 @@ pub fn build(p: &Profile, duration_ns: i64) -> PProfile {
     let samples = p
         .stacks
         .iter()
-        .map(|(idx, n)| Sample {
-            location_id: idx.iter().map(|&i| i as u64 + 1).collect(),
-            value: vec![*n as i64],
+        .map(|st| Sample {
+            location_id: st.frames.iter().map(|&i| i as u64 + 1).collect(),
+            value: vec![st.samples as i64],
         })
         .collect();
     PProfile {

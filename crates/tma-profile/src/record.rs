@@ -124,11 +124,16 @@ pub fn synthetic_mmap(
     (PERF_RECORD_MMAP, PERF_RECORD_MISC_USER, b)
 }
 
-/// A PERF_RECORD_COMM body.
+/// A PERF_RECORD_COMM body for a process (its main thread).
 pub fn synthetic_comm(pid: i32, comm: &str) -> (u32, u16, Vec<u8>) {
+    synthetic_thread_comm(pid, pid, comm)
+}
+
+/// A PERF_RECORD_COMM body for thread `tid` of process `pid`.
+pub fn synthetic_thread_comm(pid: i32, tid: i32, comm: &str) -> (u32, u16, Vec<u8>) {
     let mut b = Vec::with_capacity(32);
     b.extend_from_slice(&pid.to_le_bytes());
-    b.extend_from_slice(&pid.to_le_bytes());
+    b.extend_from_slice(&tid.to_le_bytes());
     push_padded_str(&mut b, comm.trim());
     push_trailer(&mut b, pid);
     (PERF_RECORD_COMM, PERF_RECORD_MISC_USER, b)

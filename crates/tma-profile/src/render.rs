@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use tma_report::ReportError;
 
-use crate::report::{Annotation, Profile, Syntax};
+use crate::report::{Annotation, Profile, SortKey, Syntax};
 
 /// JSON schema name and version of `tma locate --json`: the envelope
 /// `{"schema": "tma.locate", "schema_version": 1, ...}` around a [`Profile`]:
@@ -28,10 +28,10 @@ pub fn json(w: &mut dyn std::io::Write, p: &Profile) -> Result<(), ReportError> 
 pub fn folded(w: &mut dyn std::io::Write, p: &Profile) -> std::io::Result<()> {
     let mut lines: Vec<(String, u64)> = Vec::with_capacity(p.stacks.len());
     let mut merged: HashMap<String, u64> = HashMap::new();
-    for (idx, n) in &p.stacks {
+    for st in &p.stacks {
         let mut s = String::new();
         let mut prev: Option<&str> = None;
-        for (k, &i) in idx.iter().rev().enumerate() {
+        for (k, &i) in st.frames.iter().rev().enumerate() {
             let f = &p.frames[i];
             // Unsymbolized kernel frames in a row say nothing more than one does.
             if f.function == "[kernel]" && prev == Some("[kernel]") {
@@ -44,7 +44,7 @@ pub fn folded(w: &mut dyn std::io::Write, p: &Profile) -> std::io::Result<()> {
             // `;` separates frames and the last space separates the count: keep both out.
             s.push_str(&f.function.replace([';', '\n'], "_"));
         }
-        *merged.entry(s).or_default() += n;
+        *merged.entry(s).or_default() += st.samples;
     }
     lines.extend(merged);
     lines.sort();
@@ -68,16 +68,7 @@ fn text_string(p: &Profile) -> String {
         c.samples, p.event, c.lost
     );
     let _ = writeln!(out);
-    let mut t = tma_table(&["Samples", "%", "Module", "Function"]);
-    for r in &p.functions {
-        t.push(vec![
-            r.samples.to_string(),
-            format!("{:.1}%", r.percent),
-            r.module.clone(),
-            r.function.clone(),
-        ]);
-    }
-    out.push_str(&render_rows(&t, &[0, 1]));
+    out.push_str(&function_table(p));
     if let Some(a) = &p.annotation {
         let _ = writeln!(out);
         let _ = writeln!(
@@ -156,6 +147,53 @@ fn text_string(p: &Profile) -> String {
         }
     }
     out
+}
+
+/// The function table: [Children, Self,] Samples, %, then one column per sort key.
+fn function_table(p: &Profile) -> String {
+    let children = p.functions.iter().any(|r| r.children.is_some());
+    let mut header: Vec<&str> = Vec::new();
+    if children {
+        header.extend(["Children", "Self", "Samples"]);
+    } else {
+        header.extend(["Samples", "%"]);
+    }
+    let numeric = header.len();
+    for k in &p.sort {
+        header.push(match k {
+            SortKey::Comm => "Command",
+            SortKey::Pid => "Pid:Command",
+            SortKey::Dso => "Module",
+            SortKey::Sym => "Function",
+        });
+    }
+    let mut t = tma_table(&header);
+    for r in &p.functions {
+        let mut row = Vec::with_capacity(header.len());
+        if children {
+            row.push(format!("{:.2}%", r.children_percent.unwrap_or(0.0)));
+            row.push(format!("{:.2}%", r.percent));
+            row.push(r.samples.to_string());
+        } else {
+            row.push(r.samples.to_string());
+            row.push(format!("{:.1}%", r.percent));
+        }
+        for k in &p.sort {
+            row.push(match k {
+                SortKey::Comm => r.comm.clone().unwrap_or_default(),
+                SortKey::Pid => format!(
+                    "{}:{}",
+                    r.pid.unwrap_or(-1),
+                    r.comm.as_deref().unwrap_or("")
+                ),
+                SortKey::Dso => r.module.clone(),
+                SortKey::Sym => r.function.clone(),
+            });
+        }
+        t.push(row);
+    }
+    let right: Vec<usize> = (0..numeric).collect();
+    render_rows(&t, &right)
 }
 
 /// Functions longer than this are shown around their hottest instructions only.

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use iced_x86::{Decoder, DecoderOptions, Formatter, GasFormatter, Instruction, IntelFormatter};
 use serde::Serialize;
 
-use crate::aggregate::{Aggregator, Counts, Frame};
+use crate::aggregate::{Aggregator, Counts, Frame, Task, TaskId};
 use crate::symbols::Symbolizer;
 
 /// Assembly syntax of the annotation.
@@ -17,6 +17,49 @@ pub enum Syntax {
     Att,
 }
 
+/// A column the function table groups by (`--sort comm,dso,sym`, as perf report's keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SortKey {
+    /// The sampled thread's command name.
+    Comm,
+    /// The process id (shown as `pid:comm`, as perf does).
+    Pid,
+    /// The module (shared object): `libc.so.6`, `[kernel]`, `[unknown]`.
+    Dso,
+    /// The function.
+    Sym,
+}
+
+impl SortKey {
+    /// Parse perf's comma-separated key list (`comm,dso,sym`; `symbol` and
+    /// `shared_object` are accepted too).
+    pub fn parse_list(text: &str) -> Result<Vec<SortKey>, String> {
+        let mut keys = Vec::new();
+        for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            let k = match word.to_ascii_lowercase().as_str() {
+                "comm" => SortKey::Comm,
+                "pid" => SortKey::Pid,
+                "dso" | "shared_object" => SortKey::Dso,
+                "sym" | "symbol" => SortKey::Sym,
+                _ => {
+                    return Err(format!(
+                        "unknown sort key {word:?}: choose from comm, pid, dso, sym \
+                         (comma-separated, e.g. --sort comm,dso,sym)"
+                    ))
+                }
+            };
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        if keys.is_empty() {
+            return Err("--sort needs at least one key: comm, pid, dso or sym".into());
+        }
+        Ok(keys)
+    }
+}
+
 /// What to put in the report.
 #[derive(Debug, Clone, Default)]
 pub struct ReportOptions {
@@ -25,6 +68,11 @@ pub struct ReportOptions {
     pub syntax: Syntax,
     /// Rows in the function table (0 = all).
     pub top: usize,
+    /// What a row of the function table is; empty: `dso,sym`.
+    pub sort: Vec<SortKey>,
+    /// Add the children column (samples with the row anywhere in their call chain) and
+    /// order by it, when call chains were recorded.
+    pub children: bool,
 }
 
 /// A resolved stack frame.
@@ -48,15 +96,38 @@ pub struct ResolvedFrame {
     pub line: Option<u32>,
 }
 
-/// One row of the hot-function table.
+/// One row of the hot-function table: a function, or what the sort keys group (then
+/// `function` and `module` are empty when `sym` and `dso` are not among them).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FunctionRow {
     pub function: String,
     pub module: String,
-    /// Samples whose leaf (sampled instruction) is in this function.
+    /// The command name, when sorting by comm or pid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+    /// The process id, when sorting by pid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+    /// Samples whose leaf (sampled instruction) is in this function ("self").
     pub samples: u64,
     /// Share of all samples, in percent.
     pub percent: f64,
+    /// Samples with this function anywhere in their call chain, counted once per sample
+    /// (with children shown and call chains recorded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub children: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub children_percent: Option<f64>,
+}
+
+/// One distinct call stack of one task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stack {
+    /// Indices into [`Profile::frames`], leaf first.
+    pub frames: Vec<usize>,
+    pub samples: u64,
+    /// Index into [`Profile::tasks`].
+    pub task: TaskId,
 }
 
 /// One disassembled instruction.
@@ -103,9 +174,15 @@ pub struct Profile {
     /// Distinct frames; stacks refer to them by index.
     #[serde(skip)]
     pub frames: Vec<ResolvedFrame>,
-    /// (frame indices, leaf first; samples).
+    /// Distinct (task, stack) pairs with their samples.
     #[serde(skip)]
-    pub stacks: Vec<(Vec<usize>, u64)>,
+    pub stacks: Vec<Stack>,
+    /// The processes/threads stacks refer to.
+    #[serde(skip)]
+    pub tasks: Vec<Task>,
+    /// The sort keys of `functions` (for the renderer's columns).
+    #[serde(skip)]
+    pub sort: Vec<SortKey>,
     /// Modules with their recorded paths, address range and build ids (for pprof).
     #[serde(skip)]
     pub modules: Vec<crate::aggregate::Module>,
@@ -136,10 +213,11 @@ pub fn analyze(
     let mut unreadable: Vec<String> = Vec::new();
     let mut mismatched: Vec<String> = Vec::new();
 
-    let mut stacks: Vec<(Vec<usize>, u64)> = Vec::with_capacity(agg.stacks().len());
-    let mut sorted: Vec<(&Vec<Frame>, &u64)> = agg.stacks().iter().collect();
-    sorted.sort();
-    for (stack, &n) in sorted {
+    let mut stacks: Vec<Stack> = Vec::with_capacity(agg.stack_count());
+    let mut sorted: Vec<(&Vec<Frame>, TaskId, u64)> =
+        agg.stacks().map(|(t, st, n)| (st, t, n)).collect();
+    sorted.sort_unstable();
+    for (stack, task, n) in sorted {
         let mut idx = Vec::with_capacity(stack.len());
         for f in stack {
             let i = match frame_index.get(f) {
@@ -161,14 +239,23 @@ pub fn analyze(
             };
             idx.push(i);
         }
-        stacks.push((idx, n));
+        stacks.push(Stack {
+            frames: idx,
+            samples: n,
+            task,
+        });
     }
 
     // Leaf samples per function and per instruction.
     let total = agg.counts().samples;
     let mut per_func: HashMap<&FuncKey, (u64, usize)> = HashMap::new();
     let mut per_addr: HashMap<(String, u64), u64> = HashMap::new();
-    for (idx, n) in &stacks {
+    for Stack {
+        frames: idx,
+        samples: n,
+        ..
+    } in &stacks
+    {
         let Some(&leaf) = idx.first() else { continue };
         let e = per_func.entry(&keys[leaf]).or_insert((0, leaf));
         e.0 += n;
@@ -183,23 +270,25 @@ pub fn analyze(
         b.0.cmp(&a.0)
             .then_with(|| frames[a.1].function.cmp(&frames[b.1].function))
     });
-    let pct = |n: u64, of: u64| {
-        if of == 0 {
-            0.0
-        } else {
-            n as f64 * 100.0 / of as f64
-        }
+    let sort = if opts.sort.is_empty() {
+        vec![SortKey::Dso, SortKey::Sym]
+    } else {
+        opts.sort.clone()
     };
-    let functions: Vec<FunctionRow> = rows
-        .iter()
-        .take(if opts.top == 0 { usize::MAX } else { opts.top })
-        .map(|&(n, leaf)| FunctionRow {
-            function: frames[leaf].function.clone(),
-            module: frames[leaf].module.clone(),
-            samples: n,
-            percent: pct(n, total),
-        })
-        .collect();
+    let children = opts.children && agg.has_callchains();
+    if opts.children && !agg.has_callchains() && total > 0 {
+        notes.push("no call chains were recorded (-g): only self samples are shown".into());
+    }
+    let functions = table_rows(
+        &stacks,
+        &frames,
+        &keys,
+        agg.tasks(),
+        &sort,
+        children,
+        total,
+        opts.top,
+    );
 
     // Which function to annotate.
     // A function asked for by name but without samples is still disassembled when one of
@@ -311,8 +400,136 @@ pub fn analyze(
         notes,
         frames,
         stacks,
+        tasks: agg.tasks().to_vec(),
+        sort,
         modules: modules.to_vec(),
     }
+}
+
+/// What one row of the function table groups: the parts named by the sort keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct RowKey<'a> {
+    pid: Option<i32>,
+    comm: Option<&'a str>,
+    dso: Option<&'a str>,
+    sym: Option<&'a FuncKey>,
+}
+
+#[derive(Debug, Default)]
+struct RowCount {
+    self_samples: u64,
+    children: u64,
+    /// A frame of the row (for its function and module names).
+    frame: usize,
+}
+
+/// The function table: self samples per row key (the leaf's), and with `children` also the
+/// samples whose stack holds the key anywhere (once per stack, as perf report --children).
+#[allow(clippy::too_many_arguments)]
+fn table_rows(
+    stacks: &[Stack],
+    frames: &[ResolvedFrame],
+    keys: &[FuncKey],
+    tasks: &[Task],
+    sort: &[SortKey],
+    children: bool,
+    total: u64,
+    top: usize,
+) -> Vec<FunctionRow> {
+    let has = |k: SortKey| sort.contains(&k);
+    let (by_pid, by_comm, by_dso, by_sym) = (
+        has(SortKey::Pid),
+        has(SortKey::Comm) || has(SortKey::Pid),
+        has(SortKey::Dso),
+        has(SortKey::Sym),
+    );
+    fn row_key<'a>(
+        task: &'a Task,
+        frame: &'a ResolvedFrame,
+        key: &'a FuncKey,
+        by: (bool, bool, bool, bool),
+    ) -> RowKey<'a> {
+        RowKey {
+            pid: by.0.then_some(task.pid),
+            comm: by.1.then_some(task.comm.as_str()),
+            dso: by.2.then_some(frame.module.as_str()),
+            sym: by.3.then_some(key),
+        }
+    }
+    let by = (by_pid, by_comm, by_dso, by_sym);
+    let key_of = |task, fi: usize| row_key(task, &frames[fi], &keys[fi], by);
+    let mut table: HashMap<RowKey<'_>, RowCount> = HashMap::new();
+    let mut seen: Vec<RowKey<'_>> = Vec::new();
+    for st in stacks {
+        let Some(&leaf) = st.frames.first() else {
+            continue;
+        };
+        let task = &tasks[st.task as usize];
+        let e = table.entry(key_of(task, leaf)).or_insert(RowCount {
+            frame: leaf,
+            ..RowCount::default()
+        });
+        e.self_samples += st.samples;
+        if children {
+            seen.clear();
+            for &fi in &st.frames {
+                let k = key_of(task, fi);
+                if seen.contains(&k) {
+                    continue;
+                }
+                seen.push(k);
+                table
+                    .entry(k)
+                    .or_insert(RowCount {
+                        frame: fi,
+                        ..RowCount::default()
+                    })
+                    .children += st.samples;
+            }
+        }
+    }
+    let mut rows: Vec<(RowKey<'_>, RowCount)> = table.into_iter().collect();
+    rows.sort_by(|(ka, a), (kb, b)| {
+        let primary = if children {
+            b.children.cmp(&a.children)
+        } else {
+            std::cmp::Ordering::Equal
+        };
+        primary
+            .then(b.self_samples.cmp(&a.self_samples))
+            .then_with(|| frames[a.frame].function.cmp(&frames[b.frame].function))
+            .then_with(|| frames[a.frame].module.cmp(&frames[b.frame].module))
+            .then_with(|| ka.comm.cmp(&kb.comm))
+            .then_with(|| ka.pid.cmp(&kb.pid))
+    });
+    let pct = |n: u64| {
+        if total == 0 {
+            0.0
+        } else {
+            n as f64 * 100.0 / total as f64
+        }
+    };
+    rows.into_iter()
+        .take(if top == 0 { usize::MAX } else { top })
+        .map(|(k, c)| FunctionRow {
+            function: if by_sym {
+                frames[c.frame].function.clone()
+            } else {
+                String::new()
+            },
+            module: if by_dso {
+                frames[c.frame].module.clone()
+            } else {
+                String::new()
+            },
+            comm: k.comm.map(str::to_string),
+            pid: k.pid,
+            samples: c.self_samples,
+            percent: pct(c.self_samples),
+            children: children.then_some(c.children),
+            children_percent: children.then(|| pct(c.children)),
+        })
+        .collect()
 }
 
 fn name_matches(function: &str, wanted: &str) -> bool {

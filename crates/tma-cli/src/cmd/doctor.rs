@@ -22,12 +22,26 @@ pub struct Args {
     /// Undo a previous --fix from its state file.
     #[arg(long, value_name = "FILE")]
     pub restore: Option<PathBuf>,
+    /// Known-answer self-test of the counting path: exact instruction/branch counts of JIT
+    /// loops, multiplexing, level 1 (with a PMU); software events otherwise. Exit 1 on any
+    /// failure.
+    #[arg(long, conflicts_with_all = ["fix", "restore"])]
+    pub verify: bool,
+    /// With --verify: judge counts recorded by --record (on another machine) instead.
+    #[arg(long, value_name = "FILE", requires = "verify", conflicts_with = "record")]
+    pub replay: Option<PathBuf>,
+    /// With --verify: also save the measured counts to FILE (for --replay).
+    #[arg(long, value_name = "FILE", requires = "verify")]
+    pub record: Option<PathBuf>,
     /// Write the report to FILE (atomically) instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 }
 
 pub fn run(args: Args, root: &crate::cmd::args::RootArg) -> anyhow::Result<ExitCode> {
+    if args.verify {
+        return verify(&args);
+    }
     let (roots, cpuid) = match &root.root {
         Some(r) => {
             if !r.join("proc").is_dir() || !r.join("sys").is_dir() {
@@ -80,4 +94,25 @@ pub fn run(args: Args, root: &crate::cmd::args::RootArg) -> anyhow::Result<ExitC
         }
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `tma doctor --verify`: the pass/fail table; exit 1 on any failure.
+fn verify(args: &Args) -> anyhow::Result<ExitCode> {
+    let cfg = tma_doctor::VerifyConfig {
+        replay: args.replay.clone(),
+        record: args.record.clone(),
+    };
+    let report = tma_doctor::verify(&cfg)?;
+    crate::output::emit(args.output.as_deref(), |w| {
+        if args.json {
+            tma_report::write_json(w, "tma.doctor.verify_report", 1, &report)
+        } else {
+            Ok(tma_doctor::verify::render(w, &report)?)
+        }
+    })?;
+    Ok(if report.failed() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::bail;
 use tma_perf::host::Host;
 use tma_perf::sampling::Rate;
-use tma_profile::report::{ReportOptions, Syntax};
+use tma_profile::report::{ReportOptions, SortKey, Syntax};
 use tma_profile::{render, LocateConfig};
 
 use crate::cmd::args::RootArg;
@@ -18,7 +18,8 @@ use crate::cmd::args::RootArg;
 #[command(
     after_help = "Examples:\n  tma locate -- ./app args\n  tma locate --node Memory_Bound -- ./app\n  \
 tma locate -e cpu-clock -g --folded -o app.folded -- ./app\n  tma locate -p 1234 --duration 10\n  \
-tma locate --import perf.data --symdir ./build"
+tma locate --import perf.data --symdir ./build\n  \
+tma locate -a -C 1 -g --duration 4"
 )]
 pub struct Args {
     /// Sample the locate-with event of this TMA node (first listed; :pp when precise).
@@ -33,6 +34,24 @@ pub struct Args {
     /// Attach to this process (all its threads) instead of running a command.
     #[arg(short = 'p', long, conflicts_with = "import")]
     pub pid: Option<i32>,
+    /// Sample every process on every CPU (kernel code too, when permitted), like
+    /// `perf record -a`; for --duration S or until Ctrl-C.
+    #[arg(short = 'a', long = "all-cpus", conflicts_with_all = ["pid", "import"])]
+    pub all_cpus: bool,
+    /// System-wide, on these CPUs only (`0-3,6`; implies -a).
+    #[arg(short = 'C', long = "cpus", value_name = "CPUS", conflicts_with_all = ["pid", "import"])]
+    pub cpus: Option<String>,
+    /// Group the function table by these keys: comm, pid, dso, sym (default: dso,sym;
+    /// with -a: comm,dso,sym).
+    #[arg(long, value_name = "KEYS")]
+    pub sort: Option<String>,
+    /// Show children (samples with the function anywhere in the call chain) beside self,
+    /// ordered by children; the default with -a -g.
+    #[arg(long, conflicts_with = "no_children")]
+    pub children: bool,
+    /// Self samples only, also with -a -g.
+    #[arg(long)]
+    pub no_children: bool,
     /// Stop sampling after this many seconds (a launched command is then sent SIGTERM).
     #[arg(long, value_name = "S")]
     pub duration: Option<f64>,
@@ -104,9 +123,24 @@ pub fn config(args: &Args, root: &RootArg) -> anyhow::Result<LocateConfig> {
         "att" | "at&t" | "gas" => Syntax::Att,
         other => bail!("unknown syntax {other:?} for -M: use intel or att"),
     };
+    let system_wide = args.all_cpus || args.cpus.is_some();
+    let cpus = match &args.cpus {
+        Some(text) => Some(
+            tma_perf::host::parse_cpu_list(text.as_bytes())
+                .map_err(|e| anyhow::anyhow!("bad -C {text:?} ({e}): give CPUs like 0-3,6"))?,
+        ),
+        None => None,
+    };
+    let sort = match &args.sort {
+        Some(text) => SortKey::parse_list(text).map_err(anyhow::Error::msg)?,
+        None if system_wide => vec![SortKey::Comm, SortKey::Dso, SortKey::Sym],
+        None => Vec::new(),
+    };
     Ok(LocateConfig {
         import: args.import.clone(),
         pid: args.pid,
+        system_wide,
+        cpus,
         command: args.command.clone(),
         node: args.node.clone(),
         event: args.event.clone(),
@@ -124,6 +158,8 @@ pub fn config(args: &Args, root: &RootArg) -> anyhow::Result<LocateConfig> {
             annotate: args.annotate.clone(),
             syntax,
             top: args.top,
+            sort,
+            children: args.children || (system_wide && !args.no_children),
         },
         folded: args.folded,
         // The text report on the terminal repeats the notes at its end.

@@ -604,7 +604,7 @@ fn resolve_frame(
                             let line = m.line_at(svma);
                             (
                                 ResolvedFrame {
-                                    function: s.name.clone(),
+                                    function: s.name().to_string(),
                                     module: mname,
                                     module_path: Some(md.path.clone()),
                                     address: svma,
@@ -738,7 +738,7 @@ fn annotate(
         };
     }
     Annotation {
-        function: s.name.clone(),
+        function: s.name().to_string(),
         module: module.to_string(),
         start: s.start,
         size: s.size,

@@ -26,8 +26,26 @@ pub enum SymbolError {
 pub struct Symbol {
     pub start: u64,
     pub size: u64,
-    /// Demangled name.
-    pub name: String,
+    /// The name as the symbol table has it (mangled).
+    pub raw: String,
+    /// Demangled on first use: a large library has 100,000 symbols, a profile needs a few.
+    demangled: std::cell::OnceCell<String>,
+}
+
+impl Symbol {
+    pub fn new(start: u64, size: u64, raw: String) -> Symbol {
+        Symbol {
+            start,
+            size,
+            raw,
+            demangled: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The demangled name.
+    pub fn name(&self) -> &str {
+        self.demangled.get_or_init(|| demangle(&self.raw))
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -76,11 +94,7 @@ fn collect_symbols(file: &object::File<'_>) -> Vec<Symbol> {
                 .map(|n| (n.0 - start).min(4096))
                 .unwrap_or(16)
         };
-        symbols.push(Symbol {
-            start,
-            size,
-            name: demangle(name),
-        });
+        symbols.push(Symbol::new(start, size, name.to_string()));
     }
     symbols
 }
@@ -223,9 +237,9 @@ impl ElfModule {
     /// The first symbol whose (demangled) name is `name`, or starts with `name` followed by
     /// `(` or `::h` (so `main` and `foo::bar` match C++/Rust decorated names).
     pub fn symbol_named(&self, name: &str) -> Option<&Symbol> {
-        self.symbols.iter().find(|s| s.name == name).or_else(|| {
+        self.symbols.iter().find(|s| s.name() == name).or_else(|| {
             self.symbols.iter().find(|s| {
-                s.name
+                s.name()
                     .strip_prefix(name)
                     .is_some_and(|rest| rest.starts_with('(') || rest.starts_with("::h"))
             })

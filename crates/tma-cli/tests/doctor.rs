@@ -181,3 +181,78 @@ fn vm_memory_check_for_each_vm_found() {
     );
     assert!(c["fix"].as_str().unwrap().contains("MADV_HUGEPAGE"));
 }
+
+fn verify_fixture() -> PathBuf {
+    tree("verify/synthetic-good.json")
+}
+
+/// `tma doctor --verify` here: the software path passes (and, without a PMU, says that only it
+/// was verified); exit 0.
+#[test]
+fn verify_runs_here_and_passes_the_software_path() {
+    let o = Command::new(TMA).args(["doctor", "--verify"]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    if err.contains("cannot count this thread") {
+        eprintln!("SKIP: perf_event_open refused here: {err}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    for id in ["software.task_clock", "software.context_switches", "software.page_faults"] {
+        let line = out.lines().find(|l| l.contains(id)).unwrap_or_default();
+        assert!(line.contains("pass"), "{id}: {out}");
+    }
+    if !has_cpu_pmu() {
+        assert!(out.contains("software counting only"), "{out}");
+        assert!(out.contains("no hardware PMU here"), "{out}");
+    }
+}
+
+/// Recorded counts: the good set passes (exit 0); a corrupted copy fails (exit 1) and says
+/// which check and why.
+#[test]
+fn verify_replay_good_and_corrupted() {
+    let o = Command::new(TMA)
+        .args(["doctor", "--verify", "--replay"])
+        .arg(verify_fixture())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("hardware and software counting"), "{out}");
+    assert!(out.contains("0 failed"), "{out}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(verify_fixture()).unwrap()).unwrap();
+    // One branch too many per iteration in the add+jmp loop.
+    let b = v["loops"][1]["branches"][1].as_u64().unwrap();
+    v["loops"][1]["branches"][1] = serde_json::json!(b + 100_000);
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, v.to_string()).unwrap();
+    let o = Command::new(TMA)
+        .args(["doctor", "--verify", "--json", "--replay"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "exact.add_jmp_loop.branches")
+        .unwrap();
+    assert_eq!(row["verdict"], "fail");
+    assert_eq!(
+        row["reason"],
+        "100000 more iterations gave 10200000, not 10100000 = 100000 x 101"
+    );
+    // Not a recording at all.
+    let o = Command::new(TMA)
+        .args(["doctor", "--verify", "--replay", "/nonexistent/verify.json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read it"));
+}

@@ -217,6 +217,9 @@ pub struct VerifyConfig {
     pub replay: Option<std::path::PathBuf>,
     /// Also save the measured counts here (`--record FILE`).
     pub record: Option<std::path::PathBuf>,
+    /// This program (`tma`), which `perf stat` runs with `doctor --run-loop` for the
+    /// side-by-side check; `None` skips it.
+    pub exe: Option<std::path::PathBuf>,
 }
 
 /// `tma doctor --verify`: measure (or read) the known-answer counts and judge them.
@@ -236,7 +239,7 @@ pub fn verify(cfg: &VerifyConfig) -> Result<verify::VerifyReport, DoctorError> {
             rec.source = format!("replay of {}", path.display());
             rec
         }
-        None => verify::measure().map_err(DoctorError::Verify)?,
+        None => verify::measure(cfg.exe.as_deref()).map_err(DoctorError::Verify)?,
     };
     if let Some(path) = &cfg.record {
         tma_report::write_atomic(path, |w| verify::write_recorded(w, &rec)).map_err(|e| {

@@ -45,6 +45,9 @@ pub struct Recorded {
     /// The same loops counted by `perf stat`.
     #[serde(default)]
     pub perf: Vec<PerfCounts>,
+    /// Why `perf stat` was not compared (not installed, cannot count).
+    #[serde(default)]
+    pub perf_skipped: Option<String>,
 }
 
 /// Software events against the kernel's other accounts of the same thread.
@@ -261,6 +264,9 @@ pub fn judge(r: &Recorded) -> VerifyReport {
     }
     for p in &r.perf {
         judge_perf(p, &mut rows);
+    }
+    if let Some(why) = &r.perf_skipped {
+        rows.push(skip("perf", why.clone()));
     }
     VerifyReport {
         source: r.source.clone(),
@@ -595,9 +601,69 @@ fn scratch() -> Vec<u8> {
     s
 }
 
-/// Take the counts on this machine. Errors only when even software counting of this
+/// Run one of [`LOOPS`] for `iters` iterations (`tma doctor --run-loop NAME --iters N`: the
+/// process `perf stat` counts for the side-by-side check).
+pub fn run_loop(name: &str, iters: u64) -> io::Result<()> {
+    let spec = LOOPS.iter().find(|l| l.name == name).ok_or_else(|| {
+        let names: Vec<&str> = LOOPS.iter().map(|l| l.name).collect();
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("no loop {name:?}: choose from {}", names.join(", ")),
+        )
+    })?;
+    let code = JitCode::new(&spec.image()?)?;
+    code.call(iters.max(1), &mut scratch());
+    Ok(())
+}
+
+/// The first field of `perf stat -x,` output for an event: its count, or why there is none.
+pub fn parse_perf_stat_csv(text: &str, event: &str) -> Result<u64, String> {
+    let line = text
+        .lines()
+        .find(|l| l.split(',').nth(2).is_some_and(|e| e.starts_with(event)))
+        .ok_or_else(|| format!("perf stat printed no {event} line"))?;
+    let first = line.split(',').next().unwrap_or("").trim();
+    first
+        .parse::<u64>()
+        .map_err(|_| format!("perf stat could not count {event} ({first})"))
+}
+
+/// `perf stat -x, -e instructions:u` of `exe doctor --run-loop NAME --iters N`, for the two
+/// iteration counts of each exact loop.
+fn measure_perf(exe: &std::path::Path, loops: &[LoopCounts]) -> Result<Vec<PerfCounts>, String> {
+    let mut out = Vec::new();
+    for l in loops {
+        let mut perf = [0u64; 2];
+        for (k, &iters) in l.iters.iter().enumerate() {
+            let o = std::process::Command::new("perf")
+                .args(["stat", "-x,", "-e", "instructions:u", "--"])
+                .arg(exe)
+                .args(["doctor", "--run-loop", &l.name, "--iters", &iters.to_string()])
+                .output()
+                .map_err(|e| format!("perf is not installed or cannot run ({e})"))?;
+            if !o.status.success() {
+                return Err(format!(
+                    "perf stat failed: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ));
+            }
+            perf[k] = parse_perf_stat_csv(&String::from_utf8_lossy(&o.stderr), "instructions")?;
+        }
+        out.push(PerfCounts {
+            name: l.name.clone(),
+            per_iter_instructions: l.per_iter_instructions,
+            iters: l.iters,
+            ours: l.instructions,
+            perf,
+        });
+    }
+    Ok(out)
+}
+
+/// Take the counts on this machine (`exe`: this program, for `perf stat` to run the loops;
+/// `None` skips the perf comparison). Errors only when even software counting of this
 /// thread is impossible.
-pub fn measure() -> io::Result<Recorded> {
+pub fn measure(exe: Option<&std::path::Path>) -> io::Result<Recorded> {
     let software = measure_software()?;
     let mut rec = Recorded {
         source: "live".into(),
@@ -647,6 +713,13 @@ pub fn measure() -> io::Result<Recorded> {
     }
     drop(group);
     rec.multiplex = Some(measure_multiplex(&mut scratch, intercepts.first().copied())?);
+    match exe {
+        Some(exe) => match measure_perf(exe, &rec.loops) {
+            Ok(p) => rec.perf = p,
+            Err(why) => rec.perf_skipped = Some(why),
+        },
+        None => rec.perf_skipped = Some("no program path to run the loops under perf".into()),
+    }
     Ok(rec)
 }
 

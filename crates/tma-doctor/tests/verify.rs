@@ -200,7 +200,7 @@ fn loop_bodies_are_what_they_claim() {
 /// Live, on this machine: the software path passes; with a PMU the hardware checks run too.
 #[test]
 fn live_verify_passes_here() {
-    let rec = match tma_doctor::verify::measure() {
+    let rec = match tma_doctor::verify::measure(None) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("SKIP: cannot count this thread's software events here: {e}");
@@ -222,8 +222,28 @@ fn live_verify_passes_here() {
 #[test]
 #[ignore = "needs a hardware PMU (perf_event_paranoid <= 2 for user-only counting)"]
 fn live_verify_hardware_passes() {
-    let rec = tma_doctor::verify::measure().expect("software counting");
+    let rec = tma_doctor::verify::measure(None).expect("software counting");
     assert!(rec.no_pmu.is_none(), "no PMU: {:?}", rec.no_pmu);
     let r = judge(&rec);
     assert!(!r.failed(), "{:#?}", r.rows);
+}
+
+#[test]
+fn perf_stat_csv_counts_and_refusals() {
+    use tma_doctor::verify::parse_perf_stat_csv;
+    let ok = "102037,,instructions:u,1049012,100.00,,\n";
+    assert_eq!(parse_perf_stat_csv(ok, "instructions"), Ok(102037));
+    let no = "<not supported>,,instructions:u,0,100.00,,\n";
+    assert_eq!(
+        parse_perf_stat_csv(no, "instructions"),
+        Err("perf stat could not count instructions (<not supported>)".into())
+    );
+    assert!(parse_perf_stat_csv("", "instructions").is_err());
+    // Judged: a skipped comparison is a skip row, not a failure.
+    let mut rec = good();
+    rec.perf.clear();
+    rec.perf_skipped = Some("perf is not installed".into());
+    let r = judge(&rec);
+    assert!(!r.failed());
+    assert_eq!(verdict(&r, "perf").verdict, Verdict::Skip);
 }

@@ -78,6 +78,10 @@ pub struct LocateConfig {
     pub rate: Option<Rate>,
     /// Record call chains.
     pub call_graph: bool,
+    /// Keep whole call stacks in the profile (folded stacks, pprof, children). Off, only the
+    /// sampled instructions are aggregated: the flat report is all that is wanted, and
+    /// walking every call chain of a large perf.data is most of the work.
+    pub stacks: bool,
     /// Also sample kernel code.
     pub kernel: bool,
     pub report: ReportOptions,
@@ -113,6 +117,7 @@ impl Default for LocateConfig {
             duration_s: None,
             rate: None,
             call_graph: false,
+            stacks: true,
             kernel: false,
             report: ReportOptions::default(),
             folded: false,
@@ -191,9 +196,9 @@ pub fn run(cfg: &LocateConfig, notes: &mut dyn Write) -> Result<Located, LocateE
     })
 }
 
-fn new_aggregator() -> Aggregator {
+fn new_aggregator(cfg: &LocateConfig) -> Aggregator {
     let mut agg = Aggregator::new();
-    agg.keep_callchains = true;
+    agg.keep_callchains = cfg.stacks || cfg.report.children;
     agg
 }
 
@@ -211,7 +216,7 @@ fn import(cfg: &LocateConfig, path: &Path) -> Result<Recorded, LocateError> {
             "--node chooses what to sample; with --import use -e EVENT to pick an event of the file",
         ));
     }
-    let mut agg = new_aggregator();
+    let mut agg = new_aggregator(cfg);
     let info =
         crate::import::import_file(path, &mut agg, cfg.event.as_deref()).map_err(|source| {
             LocateError::Import {
@@ -265,7 +270,7 @@ fn sample(
         ));
     }
     let scfg = sampling_config(cfg, &chosen)?;
-    let mut agg = new_aggregator();
+    let mut agg = new_aggregator(cfg);
     let (outcome, records) = record(cfg, scfg, target, &mut agg)?;
     if let Some(path) = &cfg.record {
         write_perf_data(path, outcome.attr.clone(), &records)?;

@@ -33,12 +33,22 @@ pub struct Args {
     /// With --verify: also save the measured counts to FILE (for --replay).
     #[arg(long, value_name = "FILE", requires = "verify")]
     pub record: Option<PathBuf>,
+    /// Internal (--verify's perf comparison): run the named exact-count loop and exit.
+    #[arg(long, value_name = "NAME", hide = true)]
+    pub run_loop: Option<String>,
+    /// Internal: iterations of --run-loop.
+    #[arg(long, value_name = "N", hide = true, default_value_t = 1000)]
+    pub iters: u64,
     /// Write the report to FILE (atomically) instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 }
 
 pub fn run(args: Args, root: &crate::cmd::args::RootArg) -> anyhow::Result<ExitCode> {
+    if let Some(name) = &args.run_loop {
+        tma_doctor::verify::run_loop(name, args.iters)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.verify {
         return verify(&args);
     }
@@ -101,6 +111,7 @@ fn verify(args: &Args) -> anyhow::Result<ExitCode> {
     let cfg = tma_doctor::VerifyConfig {
         replay: args.replay.clone(),
         record: args.record.clone(),
+        exe: std::env::current_exe().ok(),
     };
     let report = tma_doctor::verify(&cfg)?;
     crate::output::emit(args.output.as_deref(), |w| {

@@ -153,6 +153,8 @@ pub fn config(args: &Args, root: &RootArg) -> anyhow::Result<LocateConfig> {
             (None, None) => None,
         },
         call_graph: args.call_graph,
+        // Whole stacks only for the outputs that show them.
+        stacks: args.folded || args.pprof.is_some(),
         kernel: args.kernel,
         report: ReportOptions {
             annotate: args.annotate.clone(),

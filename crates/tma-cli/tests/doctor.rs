@@ -190,7 +190,10 @@ fn verify_fixture() -> PathBuf {
 /// was verified); exit 0.
 #[test]
 fn verify_runs_here_and_passes_the_software_path() {
-    let o = Command::new(TMA).args(["doctor", "--verify"]).output().unwrap();
+    let o = Command::new(TMA)
+        .args(["doctor", "--verify"])
+        .output()
+        .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     let err = String::from_utf8_lossy(&o.stderr);
     if err.contains("cannot count this thread") {
@@ -198,7 +201,11 @@ fn verify_runs_here_and_passes_the_software_path() {
         return;
     }
     assert_eq!(o.status.code(), Some(0), "{out}{err}");
-    for id in ["software.task_clock", "software.context_switches", "software.page_faults"] {
+    for id in [
+        "software.task_clock",
+        "software.context_switches",
+        "software.page_faults",
+    ] {
         let line = out.lines().find(|l| l.contains(id)).unwrap_or_default();
         assert!(line.contains("pass"), "{id}: {out}");
     }

@@ -853,7 +853,13 @@ fn perf_children_rows(text: &str) -> Vec<(f64, f64, String, String, String)> {
             let f: Vec<&str> = l.split(';').map(str::trim).collect();
             let pct = |s: &str| s.trim_end_matches('%').trim().parse::<f64>().unwrap();
             let sym = f[4].get(4..).unwrap_or("").to_string();
-            (pct(f[0]), pct(f[1]), f[2].to_string(), f[3].to_string(), sym)
+            (
+                pct(f[0]),
+                pct(f[1]),
+                f[2].to_string(),
+                f[3].to_string(),
+                sym,
+            )
         })
         .collect()
 }
@@ -904,7 +910,9 @@ fn system_wide_fixture_children_and_self_match_perf_report() {
         };
         let ours = rows
             .iter()
-            .find(|r| r["comm"] == comm.as_str() && r["module"] == module && r["function"] == sym.as_str())
+            .find(|r| {
+                r["comm"] == comm.as_str() && r["module"] == module && r["function"] == sym.as_str()
+            })
             .unwrap_or_else(|| panic!("no row {comm} {module} {sym}"));
         let (oc, os) = (
             ours["children_percent"].as_f64().unwrap(),
@@ -928,7 +936,10 @@ fn system_wide_fixture_children_and_self_match_perf_report() {
         "--children",
     ]);
     let t = stdout(&o);
-    let header = t.lines().find(|l| l.contains("Children")).unwrap_or_default();
+    let header = t
+        .lines()
+        .find(|l| l.contains("Children"))
+        .unwrap_or_default();
     assert!(
         header.split_whitespace().collect::<Vec<_>>()
             == ["Children", "Self", "Samples", "Command", "Module", "Function"],
@@ -942,15 +953,33 @@ fn system_wide_fixture_children_and_self_match_perf_report() {
 fn system_wide_usage_errors() {
     let f = fixtures();
     let data = f.join("chase.perf.data");
-    let o = run(&["locate", "--import", data.to_str().unwrap(), "--sort", "comm,color"]);
+    let o = run(&[
+        "locate",
+        "--import",
+        data.to_str().unwrap(),
+        "--sort",
+        "comm,color",
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("unknown sort key \"color\""), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown sort key \"color\""),
+        "{}",
+        stderr(&o)
+    );
     let o = run(&["locate", "-a", "--", "true"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("-a samples the whole system"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("-a samples the whole system"),
+        "{}",
+        stderr(&o)
+    );
     let o = run(&["locate", "-C", "999", "--duration", "0.1"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("CPU 999 is not online"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("CPU 999 is not online"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// `tma locate -a -C N`: a busy child pinned to CPU N shows up under its own command name
@@ -991,7 +1020,17 @@ fn system_wide_live_finds_a_pinned_busy_child() {
     let t0 = (ticks(child.id()), std::time::Instant::now());
     let out = dir.path().join("r.json");
     let o = run(&[
-        "locate", "-a", "-C", &cpu, "-g", "--duration", "2", "--top", "0", "--json", "-o",
+        "locate",
+        "-a",
+        "-C",
+        &cpu,
+        "-g",
+        "--duration",
+        "2",
+        "--top",
+        "0",
+        "--json",
+        "-o",
         out.to_str().unwrap(),
     ]);
     let t1 = (ticks(child.id()), t0.1.elapsed());
@@ -1003,7 +1042,10 @@ fn system_wide_live_finds_a_pinned_busy_child() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     let samples = v["counts"]["samples"].as_u64().unwrap();
-    assert!(samples > 1000, "2 s at 4000 Hz on one CPU: {samples} samples");
+    assert!(
+        samples > 1000,
+        "2 s at 4000 Hz on one CPU: {samples} samples"
+    );
     let rows = v["functions"].as_array().unwrap();
     let hot = rows
         .iter()
@@ -1029,5 +1071,8 @@ fn system_wide_live_finds_a_pinned_busy_child() {
     // -a -g: children beside self; chase is in every stack it leads.
     assert!(hot["children_percent"].as_f64().unwrap() >= self_pct - 1e-9);
     let notes = v["notes"].to_string();
-    assert!(notes.contains(&format!("system-wide: every process on CPUs {cpu}")), "{notes}");
+    assert!(
+        notes.contains(&format!("system-wide: every process on CPUs {cpu}")),
+        "{notes}"
+    );
 }

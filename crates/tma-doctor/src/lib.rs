@@ -230,12 +230,11 @@ pub fn verify(cfg: &VerifyConfig) -> Result<verify::VerifyReport, DoctorError> {
                 path: path.display().to_string(),
                 reason: format!("cannot read it: {e}"),
             })?;
-            let mut rec = verify::parse_recorded(&bytes).map_err(|reason| {
-                DoctorError::BadRecording {
+            let mut rec =
+                verify::parse_recorded(&bytes).map_err(|reason| DoctorError::BadRecording {
                     path: path.display().to_string(),
                     reason,
-                }
-            })?;
+                })?;
             rec.source = format!("replay of {}", path.display());
             rec
         }

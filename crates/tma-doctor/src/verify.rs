@@ -197,7 +197,13 @@ pub mod tolerance {
     pub const PERF_REL: f64 = 1e-4;
 }
 
-fn row(id: impl Into<String>, expected: String, measured: String, ok: bool, why: String) -> VerifyRow {
+fn row(
+    id: impl Into<String>,
+    expected: String,
+    measured: String,
+    ok: bool,
+    why: String,
+) -> VerifyRow {
     VerifyRow {
         id: id.into(),
         expected,
@@ -255,7 +261,8 @@ pub fn judge(r: &Recorded) -> VerifyReport {
         if r.level1.is_empty() {
             rows.push(skip(
                 "level1",
-                "no level-1 results recorded (needs this CPU's TMA tables)",
+                "this build does not run the level-1 kernels live; judge recorded level-1 \
+                 results (--replay FILE)",
             ));
         }
         for k in &r.level1 {
@@ -278,8 +285,7 @@ pub fn judge(r: &Recorded) -> VerifyReport {
 
 fn judge_software(s: &SoftwareCounts, rows: &mut Vec<VerifyRow>) {
     use tolerance::*;
-    let allowed =
-        (s.thread_cpu_ns as f64 * TASK_CLOCK_REL) as u64 + TASK_CLOCK_ABS_NS;
+    let allowed = (s.thread_cpu_ns as f64 * TASK_CLOCK_REL) as u64 + TASK_CLOCK_ABS_NS;
     let diff = s.task_clock_ns.abs_diff(s.thread_cpu_ns);
     rows.push(row(
         "software.task_clock",
@@ -391,10 +397,7 @@ fn judge_loop(l: &LoopCounts, rows: &mut Vec<VerifyRow>) {
 }
 
 fn judge_multiplex(m: &MultiplexCounts, rows: &mut Vec<VerifyRow>) {
-    let multiplexed = m
-        .counters
-        .iter()
-        .any(|c| c.time_running < c.time_enabled);
+    let multiplexed = m.counters.iter().any(|c| c.time_running < c.time_enabled);
     if !multiplexed {
         rows.push(row(
             "multiplex",
@@ -472,8 +475,18 @@ fn judge_level1(k: &Level1Counts, rows: &mut Vec<VerifyRow>) {
     // The rivals of the expected node: the other level-1 nodes (for Core/Memory_Bound,
     // whose parent is Backend_Bound, the sibling instead of the parent).
     let rivals: Vec<&str> = match k.expect.as_str() {
-        "Core_Bound" => vec!["Frontend_Bound", "Bad_Speculation", "Retiring", "Memory_Bound"],
-        "Memory_Bound" => vec!["Frontend_Bound", "Bad_Speculation", "Retiring", "Core_Bound"],
+        "Core_Bound" => vec![
+            "Frontend_Bound",
+            "Bad_Speculation",
+            "Retiring",
+            "Memory_Bound",
+        ],
+        "Memory_Bound" => vec![
+            "Frontend_Bound",
+            "Bad_Speculation",
+            "Retiring",
+            "Core_Bound",
+        ],
         e => LEVEL1.iter().copied().filter(|n| *n != e).collect(),
     };
     let Some(&got) = k.nodes.get(&k.expect) else {
@@ -638,7 +651,13 @@ fn measure_perf(exe: &std::path::Path, loops: &[LoopCounts]) -> Result<Vec<PerfC
             let o = std::process::Command::new("perf")
                 .args(["stat", "-x,", "-e", "instructions:u", "--"])
                 .arg(exe)
-                .args(["doctor", "--run-loop", &l.name, "--iters", &iters.to_string()])
+                .args([
+                    "doctor",
+                    "--run-loop",
+                    &l.name,
+                    "--iters",
+                    &iters.to_string(),
+                ])
                 .output()
                 .map_err(|e| format!("perf is not installed or cannot run ({e})"))?;
             if !o.status.success() {
@@ -712,7 +731,10 @@ pub fn measure(exe: Option<&std::path::Path>) -> io::Result<Recorded> {
         rec.loops.push(lc);
     }
     drop(group);
-    rec.multiplex = Some(measure_multiplex(&mut scratch, intercepts.first().copied())?);
+    rec.multiplex = Some(measure_multiplex(
+        &mut scratch,
+        intercepts.first().copied(),
+    )?);
     match exe {
         Some(exe) => match measure_perf(exe, &rec.loops) {
             Ok(p) => rec.perf = p,
@@ -886,11 +908,14 @@ pub fn render(w: &mut dyn io::Write, r: &VerifyReport) -> io::Result<()> {
             writeln!(w, "{}{line}", if i == 0 { "note: " } else { "      " })?;
         }
     }
-    let (p, f, s) = r.rows.iter().fold((0, 0, 0), |(p, f, s), x| match x.verdict {
-        Verdict::Pass => (p + 1, f, s),
-        Verdict::Fail => (p, f + 1, s),
-        Verdict::Skip => (p, f, s + 1),
-    });
+    let (p, f, s) = r
+        .rows
+        .iter()
+        .fold((0, 0, 0), |(p, f, s), x| match x.verdict {
+            Verdict::Pass => (p + 1, f, s),
+            Verdict::Fail => (p, f + 1, s),
+            Verdict::Skip => (p, f, s + 1),
+        });
     writeln!(w)?;
     writeln!(w, "{p} passed, {f} failed, {s} skipped")?;
     Ok(())

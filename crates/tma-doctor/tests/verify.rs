@@ -58,7 +58,10 @@ fn an_instruction_too_many_per_iteration_fails_the_exact_check() {
         row.reason,
         "100000 more iterations gave 10300000, not 10200000 = 100000 x 102"
     );
-    assert_eq!(verdict(&r, "exact.add_loop.branches").verdict, Verdict::Pass);
+    assert_eq!(
+        verdict(&r, "exact.add_loop.branches").verdict,
+        Verdict::Pass
+    );
 }
 
 #[test]
@@ -72,7 +75,11 @@ fn counting_kernel_code_shows_as_a_large_harness() {
     let r = judge(&rec);
     let row = verdict(&r, "exact.add_jmp_loop.instructions");
     assert_eq!(row.verdict, Verdict::Fail);
-    assert!(row.reason.contains("the harness adds 5037"), "{}", row.reason);
+    assert!(
+        row.reason.contains("the harness adds 5037"),
+        "{}",
+        row.reason
+    );
 }
 
 #[test]
@@ -84,7 +91,11 @@ fn a_bad_multiplex_scale_fails() {
     let row = verdict(&r, "multiplex");
     assert_eq!(row.verdict, Verdict::Fail);
     assert!(row.measured.contains("branches:u#3"), "{}", row.measured);
-    assert!(row.reason.starts_with("branches:u#3 scaled to"), "{}", row.reason);
+    assert!(
+        row.reason.starts_with("branches:u#3 scaled to"),
+        "{}",
+        row.reason
+    );
     // Never multiplexed: nothing was checked, and that is a failure too.
     let mut rec = good();
     for c in &mut rec.multiplex.as_mut().unwrap().counters {
@@ -92,7 +103,11 @@ fn a_bad_multiplex_scale_fails() {
     }
     let row = verdict(&judge(&rec), "multiplex").clone();
     assert_eq!(row.verdict, Verdict::Fail);
-    assert!(row.reason.contains("every counter all the time"), "{}", row.reason);
+    assert!(
+        row.reason.contains("every counter all the time"),
+        "{}",
+        row.reason
+    );
 }
 
 #[test]
@@ -107,7 +122,10 @@ fn level_one_must_sum_to_100_and_kernels_land_where_they_should() {
     let sum = verdict(&r, "level1.imul_chain.sum");
     assert_eq!(sum.verdict, Verdict::Fail);
     assert_eq!(sum.reason, "level 1 sums to 95.0%, not 100%");
-    assert_eq!(verdict(&r, "level1.imul_chain.Core_Bound").verdict, Verdict::Pass);
+    assert_eq!(
+        verdict(&r, "level1.imul_chain.Core_Bound").verdict,
+        Verdict::Pass
+    );
     let mem = verdict(&r, "level1.pointer_chase_1g.Memory_Bound");
     assert_eq!(mem.verdict, Verdict::Fail);
     assert_eq!(mem.reason, "Core_Bound is higher (60.0%)");
@@ -168,7 +186,10 @@ fn perf_side_by_side_must_agree() {
     rec.perf[0].perf[1] += 50_000;
     let row = verdict(&judge(&rec), "perf.add_loop").clone();
     assert_eq!(row.verdict, Verdict::Fail);
-    assert_eq!(row.reason, "per iteration we count 102.000, perf stat 102.500");
+    assert_eq!(
+        row.reason,
+        "per iteration we count 102.000, perf stat 102.500"
+    );
 }
 
 #[test]

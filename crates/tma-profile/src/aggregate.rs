@@ -173,10 +173,10 @@ impl Aggregator {
 
     /// (task, stack with the leaf first, samples), in no particular order.
     pub fn stacks(&self) -> impl Iterator<Item = (TaskId, &Vec<Frame>, u64)> + '_ {
-        self.stacks.iter().enumerate().flat_map(|(t, m)| {
-            m.iter()
-                .map(move |(stack, &n)| (t as TaskId, stack, n))
-        })
+        self.stacks
+            .iter()
+            .enumerate()
+            .flat_map(|(t, m)| m.iter().map(move |(stack, &n)| (t as TaskId, stack, n)))
     }
 
     /// Number of distinct (task, stack) pairs.

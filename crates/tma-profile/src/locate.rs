@@ -167,7 +167,9 @@ pub fn run(cfg: &LocateConfig, notes: &mut dyn Write) -> Result<Located, LocateE
             sample(cfg, &target, notes)?
         }
         _ if cfg.cpus.is_some() => {
-            return Err(usage("-C CPUS selects CPUs of a system-wide session: add -a"))
+            return Err(usage(
+                "-C CPUS selects CPUs of a system-wide session: add -a",
+            ))
         }
         (Some(path), ..) => import(cfg, path)?,
         (None, Some(_), false) => {

@@ -73,6 +73,10 @@ pub struct ReportOptions {
     /// Add the children column (samples with the row anywhere in their call chain) and
     /// order by it, when call chains were recorded.
     pub children: bool,
+    /// Skip the source file and line of every frame (only pprof shows them; the annotated
+    /// function always gets its lines). Reading a large library's DWARF is most of the
+    /// symbolization time.
+    pub no_frame_lines: bool,
 }
 
 /// A resolved stack frame.
@@ -227,6 +231,7 @@ pub fn analyze(
                         *f,
                         modules,
                         sym,
+                        !opts.no_frame_lines,
                         &mut stripped,
                         &mut unreadable,
                         &mut mismatched,
@@ -539,10 +544,12 @@ fn name_matches(function: &str, wanted: &str) -> bool {
             .is_some_and(|r| r.starts_with('(') || r.starts_with("::h"))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn resolve_frame(
     f: Frame,
     modules: &[crate::aggregate::Module],
     sym: &mut Symbolizer,
+    lines: bool,
     stripped: &mut Vec<String>,
     unreadable: &mut Vec<String>,
     mismatched: &mut Vec<String>,
@@ -585,6 +592,7 @@ fn resolve_frame(
                     Frame::Unknown(offset),
                     modules,
                     sym,
+                    lines,
                     stripped,
                     unreadable,
                     mismatched,
@@ -601,7 +609,7 @@ fn resolve_frame(
                     let svma = m.offset_to_svma(offset).unwrap_or(offset);
                     match m.symbol_at(svma) {
                         Some(s) => {
-                            let line = m.line_at(svma);
+                            let line = if lines { m.line_at(svma) } else { None };
                             (
                                 ResolvedFrame {
                                     function: s.name().to_string(),

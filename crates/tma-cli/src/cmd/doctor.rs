@@ -28,7 +28,12 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["fix", "restore"])]
     pub verify: bool,
     /// With --verify: judge counts recorded by --record (on another machine) instead.
-    #[arg(long, value_name = "FILE", requires = "verify", conflicts_with = "record")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "verify",
+        conflicts_with = "record"
+    )]
     pub replay: Option<PathBuf>,
     /// With --verify: also save the measured counts to FILE (for --replay).
     #[arg(long, value_name = "FILE", requires = "verify")]

@@ -162,6 +162,8 @@ pub fn config(args: &Args, root: &RootArg) -> anyhow::Result<LocateConfig> {
             top: args.top,
             sort,
             children: args.children || (system_wide && !args.no_children),
+            // Frame lines are shown by pprof only.
+            no_frame_lines: args.pprof.is_none(),
         },
         folded: args.folded,
         // The text report on the terminal repeats the notes at its end.

@@ -48,6 +48,9 @@ pub struct Recorded {
     /// Why `perf stat` was not compared (not installed, cannot count).
     #[serde(default)]
     pub perf_skipped: Option<String>,
+    /// Why the level-1 kernels were not measured (no TMA tables for this CPU, ...).
+    #[serde(default)]
+    pub level1_skipped: Option<String>,
 }
 
 /// Software events against the kernel's other accounts of the same thread.
@@ -259,11 +262,16 @@ pub fn judge(r: &Recorded) -> VerifyReport {
             None => rows.push(skip("multiplex", "not measured")),
         }
         if r.level1.is_empty() {
-            rows.push(skip(
-                "level1",
-                "this build does not run the level-1 kernels live; judge recorded level-1 \
-                 results (--replay FILE)",
-            ));
+            rows.push(match &r.level1_skipped {
+                Some(why) => skip("level1", why.clone()),
+                None => row(
+                    "level1",
+                    "three kernels".into(),
+                    "none".into(),
+                    false,
+                    "no level-1 result was recorded".into(),
+                ),
+            });
         }
         for k in &r.level1 {
             judge_level1(k, &mut rows);
@@ -629,6 +637,191 @@ pub fn run_loop(name: &str, iters: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// A kernel of known character for the level-1 check.
+pub struct KernelSpec {
+    pub name: &'static str,
+    /// The node that must dominate.
+    pub expect: &'static str,
+    copy: &'static [&'static [u8]],
+    /// Harness iterations for about a second.
+    iters: u64,
+}
+
+/// `imul rax, rax` (48 0f af c0): each result feeds the next.
+const IMUL_RAX_RAX: &[u8] = &[0x48, 0x0f, 0xaf, 0xc0];
+/// `mov rax, [rax]` (48 8b 00): each load's address is the previous load's value.
+const LOAD_RAX_RAX: &[u8] = &[0x48, 0x8b, 0x00];
+/// `imul rax, rbx` (48 0f af c3), `add rax, rcx` (48 01 c8): a 64-bit LCG step.
+const LCG_MUL: &[u8] = &[0x48, 0x0f, 0xaf, 0xc3];
+const LCG_ADD: &[u8] = &[0x48, 0x01, 0xc8];
+/// `bt rax, 63` (48 0f ba e0 3f), `jc $+2` (72 00): a branch taken on a random bit.
+const BT_RAX_63: &[u8] = &[0x48, 0x0f, 0xba, 0xe0, 0x3f];
+const JC_NEXT: &[u8] = &[0x72, 0x00];
+
+/// Bytes of the pointer-chase buffer.
+pub const CHASE_BYTES: usize = 1 << 30;
+
+pub const KERNELS: [KernelSpec; 3] = [
+    KernelSpec {
+        name: "imul_chain",
+        expect: "Core_Bound",
+        copy: &[IMUL_RAX_RAX],
+        iters: 10_000_000,
+    },
+    KernelSpec {
+        name: "pointer_chase_1g",
+        expect: "Memory_Bound",
+        copy: &[LOAD_RAX_RAX],
+        iters: 100_000,
+    },
+    KernelSpec {
+        name: "random_branch",
+        expect: "Bad_Speculation",
+        copy: &[LCG_MUL, LCG_ADD, BT_RAX_63, JC_NEXT],
+        iters: 1_000_000,
+    },
+];
+
+/// A random cyclic permutation of the cache lines of `buf` (Sattolo's algorithm, xorshift):
+/// each line's first 8 bytes hold the address of the next line of the cycle.
+fn link_random_cycle(buf: &mut [u8]) {
+    let lines = buf.len() / 64;
+    let base = buf.as_ptr() as u64;
+    let mut order: Vec<u32> = (0..lines as u32).collect();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in (1..lines).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let j = (x % i as u64) as usize;
+        order.swap(i, j);
+    }
+    for k in 0..lines {
+        let from = order[k] as usize * 64;
+        let to = base + order[(k + 1) % lines] as u64 * 64;
+        buf[from..from + 8].copy_from_slice(&to.to_le_bytes());
+    }
+}
+
+/// Run one of [`KERNELS`] for about a second (`tma doctor --run-kernel NAME`: the process
+/// `tma stat` counts for the level-1 check).
+pub fn run_kernel(name: &str) -> io::Result<()> {
+    let spec = KERNELS.iter().find(|k| k.name == name).ok_or_else(|| {
+        let names: Vec<&str> = KERNELS.iter().map(|k| k.name).collect();
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("no kernel {name:?}: choose from {}", names.join(", ")),
+        )
+    })?;
+    let reg = |n: &str| {
+        tma_bench::asm::register_by_name(n)
+            .ok_or_else(|| io::Error::other(format!("no register {n}")))
+    };
+    let mut chase = None;
+    let gprs = match spec.name {
+        "pointer_chase_1g" => {
+            let mut m = memmap2::MmapMut::map_anon(CHASE_BYTES)?;
+            link_random_cycle(&mut m);
+            let start = m.as_ptr() as u64;
+            chase = Some(m);
+            vec![(reg("rax")?, start)]
+        }
+        "random_branch" => vec![
+            (reg("rax")?, 0x1234_5678_9abc_def1),
+            (reg("rbx")?, 6_364_136_223_846_793_005),
+            (reg("rcx")?, 1_442_695_040_888_963_407),
+        ],
+        _ => vec![(reg("rax")?, 3)],
+    };
+    let copy = tma_bench::harness::Copy {
+        insns: spec.copy.iter().map(|b| b.to_vec()).collect(),
+    };
+    let image = tma_bench::harness::build_image(
+        &[copy],
+        UNROLL as usize,
+        &gprs,
+        tma_bench::harness::VecInit::None,
+        false,
+    )
+    .map_err(|e| io::Error::other(e.to_string()))?;
+    let code = JitCode::new(&image.bytes)?;
+    code.call(spec.iters, &mut scratch());
+    drop(chase);
+    Ok(())
+}
+
+/// The percent-of-slots nodes of a `tma.stat` JSON document, under the names the checks use
+/// (`tma_core_bound` and Zen's `backend_bound_cpu` are both `Core_Bound`).
+pub fn level1_nodes(stat_json: &[u8]) -> Result<BTreeMap<String, f64>, String> {
+    let v: serde_json::Value = serde_json::from_slice(stat_json).map_err(|e| e.to_string())?;
+    let nodes = v["intervals"]
+        .as_array()
+        .and_then(|a| a.last())
+        .and_then(|i| i["nodes"].as_array())
+        .ok_or("the tma.stat document has no intervals with nodes")?;
+    let mut out = BTreeMap::new();
+    for n in nodes {
+        let (Some(name), Some(value)) = (n["name"].as_str(), n["value"].as_f64()) else {
+            continue;
+        };
+        let canonical = match name.trim_start_matches("tma_") {
+            "frontend_bound" => "Frontend_Bound",
+            "bad_speculation" => "Bad_Speculation",
+            "backend_bound" => "Backend_Bound",
+            "retiring" => "Retiring",
+            "core_bound" | "backend_bound_cpu" => "Core_Bound",
+            "memory_bound" | "backend_bound_memory" => "Memory_Bound",
+            _ => continue,
+        };
+        out.insert(canonical.to_string(), value);
+    }
+    Ok(out)
+}
+
+/// `tma stat -l 2` of each kernel (`exe doctor --run-kernel NAME`), in process, with the
+/// given backend (perf_event_open, or chosen counts in tests).
+pub fn measure_level1(
+    exe: &std::path::Path,
+    backend: tma_stat::BackendChoice,
+    cpu: Option<String>,
+    host: tma_perf::host::Host,
+) -> Result<Vec<Level1Counts>, String> {
+    let mut out = Vec::new();
+    for k in &KERNELS {
+        let cfg = tma_stat::StatConfig {
+            cpu: cpu.clone(),
+            level: 2,
+            render: tma_stat::RenderOptions {
+                format: tma_stat::Format::Json,
+                verbose: 1,
+                compact: false,
+            },
+            live: tma_stat::LiveOptions {
+                command: vec![
+                    exe.display().to_string(),
+                    "doctor".into(),
+                    "--run-kernel".into(),
+                    k.name.into(),
+                ],
+                backend: backend.clone(),
+                command_stdout: tma_perf::process::CommandStdout::Null,
+                ..tma_stat::LiveOptions::default()
+            },
+            host: host.clone(),
+            ..tma_stat::StatConfig::default()
+        };
+        let mut json = Vec::new();
+        tma_stat::run(&cfg, &mut json, &mut std::io::sink())
+            .map_err(|e| format!("tma stat -l 2 of {}: {e}", k.name))?;
+        out.push(Level1Counts {
+            kernel: k.name.into(),
+            expect: k.expect.into(),
+            nodes: level1_nodes(&json)?,
+        });
+    }
+    Ok(out)
+}
+
 /// The first field of `perf stat -x,` output for an event: its count, or why there is none.
 pub fn parse_perf_stat_csv(text: &str, event: &str) -> Result<u64, String> {
     let line = text
@@ -736,11 +929,25 @@ pub fn measure(exe: Option<&std::path::Path>) -> io::Result<Recorded> {
         intercepts.first().copied(),
     )?);
     match exe {
-        Some(exe) => match measure_perf(exe, &rec.loops) {
-            Ok(p) => rec.perf = p,
-            Err(why) => rec.perf_skipped = Some(why),
-        },
-        None => rec.perf_skipped = Some("no program path to run the loops under perf".into()),
+        Some(exe) => {
+            match measure_perf(exe, &rec.loops) {
+                Ok(p) => rec.perf = p,
+                Err(why) => rec.perf_skipped = Some(why),
+            }
+            match measure_level1(
+                exe,
+                tma_stat::BackendChoice::Live,
+                None,
+                tma_perf::host::Host::system(),
+            ) {
+                Ok(l) => rec.level1 = l,
+                Err(why) => rec.level1_skipped = Some(why),
+            }
+        }
+        None => {
+            rec.perf_skipped = Some("no program path to run the loops under perf".into());
+            rec.level1_skipped = Some("no program path to run the kernels under tma stat".into());
+        }
     }
     Ok(rec)
 }

@@ -176,8 +176,15 @@ fn without_a_pmu_only_the_software_path_is_judged() {
     // A PMU that opens but counts nothing is not a pass.
     let mut rec = good();
     rec.loops.clear();
-    let row = verdict(&judge(&rec), "exact").clone();
-    assert_eq!(row.verdict, Verdict::Fail);
+    rec.level1.clear();
+    let r = judge(&rec);
+    assert_eq!(verdict(&r, "exact").verdict, Verdict::Fail);
+    assert_eq!(verdict(&r, "level1").verdict, Verdict::Fail);
+    // Level 1 not measurable (no tables for this CPU): a skip that says why.
+    rec.level1_skipped = Some("no TMA tables for this CPU".into());
+    let r = judge(&rec);
+    assert_eq!(verdict(&r, "level1").verdict, Verdict::Skip);
+    assert_eq!(verdict(&r, "level1").reason, "no TMA tables for this CPU");
 }
 
 #[test]
@@ -267,4 +274,57 @@ fn perf_stat_csv_counts_and_refusals() {
     let r = judge(&rec);
     assert!(!r.failed());
     assert_eq!(verdict(&r, "perf").verdict, Verdict::Skip);
+}
+
+/// The level-1 runs go through `tma stat -l 2` in process: with chosen counts (the synthetic
+/// backend, Zen 4 counts of a SHA-256 run) each kernel gets the four level-1 nodes and the
+/// Backend_Bound split under the names the checks use, summing to 100.
+#[test]
+fn level1_of_each_kernel_through_tma_stat() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/live/synthetic-zen4-sha256.json");
+    let synthetic: tma_perf::backend::Synthetic =
+        serde_json::from_slice(&std::fs::read(fixture).unwrap()).unwrap();
+    let got = tma_doctor::verify::measure_level1(
+        Path::new("/bin/true"),
+        tma_stat::BackendChoice::Synthetic(synthetic),
+        Some("zen4".into()),
+        tma_perf::host::Host::system(),
+    )
+    .unwrap();
+    let names: Vec<&str> = got.iter().map(|k| k.kernel.as_str()).collect();
+    assert_eq!(names, ["imul_chain", "pointer_chase_1g", "random_branch"]);
+    for k in &got {
+        let keys: Vec<&str> = k.nodes.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "Backend_Bound",
+                "Bad_Speculation",
+                "Core_Bound",
+                "Frontend_Bound",
+                "Memory_Bound",
+                "Retiring"
+            ]
+        );
+        let sum: f64 = [
+            "Frontend_Bound",
+            "Bad_Speculation",
+            "Backend_Bound",
+            "Retiring",
+        ]
+        .iter()
+        .map(|n| k.nodes[*n])
+        .sum();
+        assert!((sum - 100.0).abs() < 0.5, "{sum}");
+    }
+}
+
+/// The kernels run (no PMU needed to run them): the JIT code and the 1 GiB chase buffer work.
+#[test]
+fn kernels_run() {
+    for k in ["imul_chain", "random_branch"] {
+        tma_doctor::verify::run_kernel(k).unwrap();
+    }
+    assert!(tma_doctor::verify::run_kernel("nope").is_err());
 }

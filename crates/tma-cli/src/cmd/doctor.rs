@@ -41,6 +41,9 @@ pub struct Args {
     /// Internal (--verify's perf comparison): run the named exact-count loop and exit.
     #[arg(long, value_name = "NAME", hide = true)]
     pub run_loop: Option<String>,
+    /// Internal (--verify's level-1 check): run the named known-character kernel and exit.
+    #[arg(long, value_name = "NAME", hide = true)]
+    pub run_kernel: Option<String>,
     /// Internal: iterations of --run-loop.
     #[arg(long, value_name = "N", hide = true, default_value_t = 1000)]
     pub iters: u64,
@@ -50,6 +53,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args, root: &crate::cmd::args::RootArg) -> anyhow::Result<ExitCode> {
+    if let Some(name) = &args.run_kernel {
+        tma_doctor::verify::run_kernel(name)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if let Some(name) = &args.run_loop {
         tma_doctor::verify::run_loop(name, args.iters)?;
         return Ok(ExitCode::SUCCESS);

@@ -597,7 +597,7 @@ impl LoopSpec {
         tma_bench::harness::build_image(
             &[copy],
             UNROLL as usize,
-            &[],
+            &tma_bench::harness::Regs::values(&[]),
             tma_bench::harness::VecInit::None,
             false,
         )
@@ -614,11 +614,12 @@ const REPEAT: usize = 3;
 const MUX_ITERS: u64 = 2_000_000;
 const MUX_COUNTERS: usize = 12;
 
-fn scratch() -> Vec<u8> {
-    let mut s = vec![0u8; tma_bench::harness::SCRATCH_LEN];
+/// The harness's scratch mapping: the vector pool page, then a `mem`-byte buffer (r14 points
+/// at the buffer; see `tma_bench::harness`).
+fn scratch(mem: usize) -> Vec<u8> {
+    let mut s = vec![0u8; tma_bench::harness::POOL_PAGE + mem];
     let pool = tma_bench::harness::pool_bytes();
-    s[tma_bench::harness::POOL_OFFSET..tma_bench::harness::POOL_OFFSET + pool.len()]
-        .copy_from_slice(&pool);
+    s[..pool.len()].copy_from_slice(&pool);
     s
 }
 
@@ -633,7 +634,7 @@ pub fn run_loop(name: &str, iters: u64) -> io::Result<()> {
         )
     })?;
     let code = JitCode::new(&spec.image()?)?;
-    code.call(iters.max(1), &mut scratch());
+    code.call(iters.max(1), &mut scratch(tma_bench::harness::DEFAULT_MEM));
     Ok(())
 }
 
@@ -658,8 +659,8 @@ const LCG_ADD: &[u8] = &[0x48, 0x01, 0xc8];
 const BT_RAX_63: &[u8] = &[0x48, 0x0f, 0xba, 0xe0, 0x3f];
 const JC_NEXT: &[u8] = &[0x72, 0x00];
 
-/// Bytes of the pointer-chase buffer.
-pub const CHASE_BYTES: usize = 1 << 30;
+/// Bytes of the pointer-chase buffer (the bench's largest `--mem`).
+pub const CHASE_BYTES: usize = tma_bench::harness::MAX_MEM;
 
 pub const KERNELS: [KernelSpec; 3] = [
     KernelSpec {
@@ -683,27 +684,6 @@ pub const KERNELS: [KernelSpec; 3] = [
     },
 ];
 
-/// A random cyclic permutation of the cache lines of `buf` (Sattolo's algorithm, xorshift):
-/// each line's first 8 bytes hold the address of the next line of the cycle.
-fn link_random_cycle(buf: &mut [u8]) {
-    let lines = buf.len() / 64;
-    let base = buf.as_ptr() as u64;
-    let mut order: Vec<u32> = (0..lines as u32).collect();
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    for i in (1..lines).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let j = (x % i as u64) as usize;
-        order.swap(i, j);
-    }
-    for k in 0..lines {
-        let from = order[k] as usize * 64;
-        let to = base + order[(k + 1) % lines] as u64 * 64;
-        buf[from..from + 8].copy_from_slice(&to.to_le_bytes());
-    }
-}
-
 /// Run one of [`KERNELS`] for about a second (`tma doctor --run-kernel NAME`: the process
 /// `tma stat` counts for the level-1 check).
 pub fn run_kernel(name: &str) -> io::Result<()> {
@@ -718,36 +698,50 @@ pub fn run_kernel(name: &str) -> io::Result<()> {
         tma_bench::asm::register_by_name(n)
             .ok_or_else(|| io::Error::other(format!("no register {n}")))
     };
-    let mut chase = None;
-    let gprs = match spec.name {
-        "pointer_chase_1g" => {
-            let mut m = memmap2::MmapMut::map_anon(CHASE_BYTES)?;
-            link_random_cycle(&mut m);
-            let start = m.as_ptr() as u64;
-            chase = Some(m);
-            vec![(reg("rax")?, start)]
-        }
-        "random_branch" => vec![
-            (reg("rax")?, 0x1234_5678_9abc_def1),
-            (reg("rbx")?, 6_364_136_223_846_793_005),
-            (reg("rcx")?, 1_442_695_040_888_963_407),
-        ],
-        _ => vec![(reg("rax")?, 3)],
+    let rax = reg("rax")?;
+    let (gprs, mem, chase) = match spec.name {
+        "pointer_chase_1g" => (Vec::new(), CHASE_BYTES, Some(rax)),
+        "random_branch" => (
+            vec![
+                (rax, 0x1234_5678_9abc_def1),
+                (reg("rbx")?, 6_364_136_223_846_793_005),
+                (reg("rcx")?, 1_442_695_040_888_963_407),
+            ],
+            tma_bench::harness::DEFAULT_MEM,
+            None,
+        ),
+        _ => (vec![(rax, 3)], tma_bench::harness::DEFAULT_MEM, None),
     };
+    let mut buf = scratch(mem);
+    if chase.is_some() {
+        // The bench's ring: one pointer per line, a random single cycle from the first line;
+        // the chased register starts from the cursor below the buffer.
+        let page = tma_bench::harness::POOL_PAGE;
+        let base = buf[page..].as_ptr() as u64;
+        for (at, ptr) in tma_bench::harness::chase_ring(mem, 0, base) {
+            buf[page + at..page + at + 8].copy_from_slice(&ptr.to_le_bytes());
+        }
+        let cursor = (page as i64 + i64::from(tma_bench::harness::CHASE_CURSOR)) as usize;
+        buf[cursor..cursor + 8].copy_from_slice(&base.to_le_bytes());
+    }
     let copy = tma_bench::harness::Copy {
         insns: spec.copy.iter().map(|b| b.to_vec()).collect(),
+    };
+    let regs = tma_bench::harness::Regs {
+        gprs: &gprs,
+        addr: &[],
+        chase,
     };
     let image = tma_bench::harness::build_image(
         &[copy],
         UNROLL as usize,
-        &gprs,
+        &regs,
         tma_bench::harness::VecInit::None,
         false,
     )
     .map_err(|e| io::Error::other(e.to_string()))?;
     let code = JitCode::new(&image.bytes)?;
-    code.call(spec.iters, &mut scratch());
-    drop(chase);
+    code.call(spec.iters, &mut buf);
     Ok(())
 }
 
@@ -896,7 +890,7 @@ pub fn measure(exe: Option<&std::path::Path>) -> io::Result<Recorded> {
             return Ok(rec);
         }
     };
-    let mut scratch = scratch();
+    let mut scratch = scratch(tma_bench::harness::DEFAULT_MEM);
     let mut intercepts = Vec::new();
     for spec in &LOOPS {
         let code = JitCode::new(&spec.image()?)?;

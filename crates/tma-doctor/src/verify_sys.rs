@@ -59,18 +59,24 @@ impl JitCode {
         })
     }
 
-    /// Run the harness for `iters` iterations (it returns the TSC cycles it took).
+    /// Run the harness for `iters` iterations (it returns the TSC cycles it took). `scratch`
+    /// is the pool page followed by the memory buffer; r14 gets the buffer's address.
     pub fn call(&self, iters: u64, scratch: &mut [u8]) -> u64 {
-        assert!(scratch.len() >= tma_bench::harness::SCRATCH_LEN);
+        let page = tma_bench::harness::POOL_PAGE;
+        assert!(scratch.len() >= page + tma_bench::harness::DEFAULT_MEM);
         assert!(iters > 0, "the harness loop runs at least once");
+        let buffer = scratch[page..].as_mut_ptr();
         // SAFETY: the mapping holds a complete `build_image` harness starting at offset 0:
         // SysV ABI, callee-saved registers pushed and popped, rsp balanced, result in rax.
-        // Its bodies are ours (`crate::verify::LOOPS`): register arithmetic and jumps to the
-        // next instruction, which cannot fault. The mapping is executable and lives as long
-        // as `self`; `scratch` (r14) is at least SCRATCH_LEN bytes, all the harness may read.
+        // Its bodies are ours (`crate::verify::LOOPS` and `KERNELS`): register arithmetic,
+        // jumps to the next instruction, and (the chase kernel) loads that follow the ring
+        // the caller wrote into this buffer, which cannot fault. The mapping is executable
+        // and lives as long as `self`; r14 is `buffer`, with the pool page (read by the
+        // harness; the chase cursor read and written) below it and at least DEFAULT_MEM
+        // bytes (the whole ring, for the chase) above it.
         unsafe {
             let f: extern "sysv64" fn(u64, *mut u8) -> u64 = std::mem::transmute(self.map.as_ptr());
-            f(iters, scratch.as_mut_ptr())
+            f(iters, buffer)
         }
     }
 }

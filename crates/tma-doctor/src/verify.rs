@@ -789,7 +789,7 @@ pub fn measure_level1(
             render: tma_stat::RenderOptions {
                 format: tma_stat::Format::Json,
                 verbose: 1,
-                compact: false,
+                ..tma_stat::RenderOptions::default()
             },
             live: tma_stat::LiveOptions {
                 command: vec![

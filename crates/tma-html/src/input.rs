@@ -193,7 +193,7 @@ fn perf_data(cfg: &ReportConfig, path: &Path, file: String) -> Result<Section, H
             source: Box::new(e),
         })?;
     let p = located.profile;
-    let chains = p.stacks.iter().any(|(s, _)| s.len() > 1);
+    let chains = p.stacks.iter().any(|s| s.frames.len() > 1);
     let (flame, no_flame) = if chains {
         (Some(crate::flame::document(&crate::flame::svg(&p)?)), None)
     } else {

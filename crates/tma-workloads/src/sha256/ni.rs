@@ -272,6 +272,15 @@ fn high_pair(wk: &__m128i) -> __m128i {
 /// for the block's instruction mix measured as one body of independent instructions. From 6
 /// streams on the 2N state registers alone exceed what is left and spill.
 ///
+/// Tried and dropped: computing the schedule of 8 streams with AVX2 instead (one ymm = W[t] of
+/// the 8 streams, sigma0/sigma1 as shifts and XORs, K folded in, W+K pairs as `movq` operands),
+/// so that the SHA unit only runs SHA256RNDS2. Interleaved with the rounds it ran at 176
+/// cycles/byte on the AMD EPYC VM this was measured on (70 with a VZEROUPPER after every AVX2
+/// step): the legacy-SSE SHA instructions pay for the dirty upper halves of the ymm registers.
+/// As separate phases (schedule of the next block, VZEROUPPER, rounds) it ran at 1.82
+/// cycles/byte, slower than this kernel, because the phases barely overlap and the AVX2
+/// schedule is about 150 vector instructions per block.
+///
 /// # Safety
 /// The CPU must support sha, sse2, ssse3 and sse4.1, and every `blocks[j]` must hold at least
 /// `n` whole 64-byte blocks (checked with an assert, so a violation panics instead of reading

@@ -302,7 +302,7 @@ pub fn digest_with(imp: Sha256Impl, data: &[u8]) -> Result<[u8; DIGEST_LEN], Sha
 }
 
 /// Default number of streams interleaved by [`update_many`] with SHA-NI: the widest interleave
-/// that paid off on the Zen 4 this was tuned on (`scripts/bench-sha256.sh` prints every width;
+/// that paid off on the Zen 3 VM (family 25 model 1) this was tuned on (`scripts/bench-sha256.sh` prints every width;
 /// 3 streams were as fast as or faster than 4, 6 and 8, whose extra state registers spill).
 pub const DEFAULT_LANES: usize = 3;
 

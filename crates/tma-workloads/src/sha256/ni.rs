@@ -264,7 +264,7 @@ fn high_pair(wk: &__m128i) -> __m128i {
 /// vector pipes (shuffles compete with SHA256RNDS2 for its pipe; `tma bench --preset sha`
 /// measures by how much).
 ///
-/// What limits it (Zen 4, `tma bench`): the rounds alone run at SHA256RNDS2's throughput from
+/// What limits it (Zen 3 VM, family 25 model 1, `tma bench`): the rounds alone run at SHA256RNDS2's throughput from
 /// N = 4 (33 cycles/block measured), and one schedule step (PALIGNR, PADDD, SHA256MSG2 on the
 /// newest W) costs about 2.5 cycles of the same vector pipes even with 4 independent chains, so
 /// the 12 steps of a block add about 30 cycles: the kernel runs at 64 to 75 cycles/block with

@@ -190,3 +190,27 @@ fn stat_plot_without_a_pmu_says_why_there_is_no_picture() {
     );
     assert!(!svg.exists());
 }
+
+#[test]
+fn a_file_that_is_no_input_is_named_as_such_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("notes.txt");
+    std::fs::write(&junk, "hello\nworld\n").unwrap();
+    let html = dir.path().join("report.html");
+    let o = tma(args!["report", junk, "-o", html]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("notes.txt: not an input tma report reads"),
+        "{err}"
+    );
+    assert!(err.contains("line 1"), "{err}");
+    // The perf-stat parser's message is given once, not repeated through the error chain.
+    assert_eq!(
+        err.matches("truncated or malformed line").count(),
+        1,
+        "{err}"
+    );
+    assert_eq!(entries(dir.path()), ["notes.txt"]);
+}

@@ -40,6 +40,14 @@ pub enum HtmlError {
         file: String,
         source: Box<tma_stat::StatError>,
     },
+    /// Neither a JSON document of ours nor perf.data, and unreadable as a `perf stat`
+    /// recording either: most often a file that is none of the inputs.
+    #[error("{file}: not an input tma report reads (tma stat/diff/locate/bench --json, a tma stat --record snapshot, perf stat -x, or -j output, or a perf.data file); read as a perf stat recording it fails: {}", strip(.file, .cause))]
+    Unrecognized {
+        file: String,
+        /// Not a `source`: the message carries it (the chain would repeat it).
+        cause: Box<tma_stat::StatError>,
+    },
     /// A perf.data file that `tma locate --import` refuses.
     #[error("{}", prefixed(.file, .source))]
     Locate {
@@ -74,6 +82,15 @@ impl HtmlError {
 }
 
 /// `FILE: message`, unless the message names the file already.
+/// The message of `e` without a leading `file: ` (the caller names the file already).
+fn strip(file: &str, e: &dyn std::error::Error) -> String {
+    let msg = e.to_string();
+    match msg.strip_prefix(file).and_then(|m| m.strip_prefix(": ")) {
+        Some(rest) => rest.to_string(),
+        None => msg,
+    }
+}
+
 fn prefixed(file: &str, e: &dyn std::error::Error) -> String {
     let msg = e.to_string();
     if msg.contains(file) {

@@ -160,9 +160,15 @@ fn recording(
         host: cfg.host.clone(),
         ..StatConfig::default()
     };
-    let stat_err = |source| HtmlError::Stat {
-        file: file.to_string(),
-        source: Box::new(source),
+    let stat_err = |source| match source {
+        e @ tma_stat::StatError::Import { .. } => HtmlError::Unrecognized {
+            file: file.to_string(),
+            cause: Box::new(e),
+        },
+        e => HtmlError::Stat {
+            file: file.to_string(),
+            source: Box::new(e),
+        },
     };
     let ev = tma_stat::evaluate(&stat, notes).map_err(stat_err)?;
     let mut json = Vec::new();

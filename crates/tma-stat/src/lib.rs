@@ -350,13 +350,15 @@ pub(crate) fn document_input(
     Ok(FileInput::Snapshot(Box::new(snap)))
 }
 
-/// `--import FILE`: a snapshot is read whole and replayed; perf stat output streams.
-fn import_file(
-    cfg: &StatConfig,
-    path: &Path,
-    out: &mut dyn Write,
-    notes: &mut dyn Write,
-) -> Result<Outcome, StatError> {
+/// An `--import FILE` opened for its kind: perf stat output streams from the file; a document
+/// (a snapshot, or `perf stat -j` read whole to tell them apart) is in memory.
+pub(crate) enum ImportSource {
+    Stream(BufReader<std::fs::File>, String),
+    Whole(FileInput),
+}
+
+/// Open `--import FILE` and tell a stream of perf stat lines from a document by its first bytes.
+pub(crate) fn open_import(cfg: &StatConfig, path: &Path) -> Result<ImportSource, StatError> {
     let read_err = |source| StatError::Read {
         path: path.to_path_buf(),
         source,
@@ -366,15 +368,26 @@ fn import_file(
     let mut input = BufReader::with_capacity(1 << 16, f);
     let prefix = input.fill_buf().map_err(read_err)?;
     if !tma_perf::import::is_document(prefix) {
-        return import::run_perf_stat(cfg, input, &file, out, notes);
+        return Ok(ImportSource::Stream(input, file));
     }
     let mut bytes = Vec::new();
     input.read_to_end(&mut bytes).map_err(read_err)?;
-    match document_input(cfg, bytes, file)? {
-        FileInput::PerfStat(bytes, file) => {
+    Ok(ImportSource::Whole(document_input(cfg, bytes, file)?))
+}
+
+/// `--import FILE`: a snapshot is read whole and replayed; perf stat output streams.
+fn import_file(
+    cfg: &StatConfig,
+    path: &Path,
+    out: &mut dyn Write,
+    notes: &mut dyn Write,
+) -> Result<Outcome, StatError> {
+    match open_import(cfg, path)? {
+        ImportSource::Stream(input, file) => import::run_perf_stat(cfg, input, &file, out, notes),
+        ImportSource::Whole(FileInput::PerfStat(bytes, file)) => {
             import::run_perf_stat(cfg, &bytes[..], &file, out, notes)
         }
-        FileInput::Snapshot(snap) => session::replay(cfg, *snap, out, notes),
+        ImportSource::Whole(FileInput::Snapshot(snap)) => session::replay(cfg, *snap, out, notes),
     }
 }
 

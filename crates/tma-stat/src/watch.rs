@@ -4,7 +4,7 @@
 //! evaluated, instead of being written. Nothing is kept: memory stays flat however long it
 //! runs.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 
 use tma_perf::backend::{RawInterval, Target};
 use tma_perf::plan::Plan;
@@ -12,7 +12,7 @@ use tma_perf::Interval;
 
 use crate::error::usage;
 use crate::eval::{IntervalReport, RunInfo};
-use crate::{import, session, FileInput, Input, Outcome, StatConfig, StatError};
+use crate::{import, session, FileInput, ImportSource, Input, Outcome, StatConfig, StatError};
 
 /// What is known before the first interval.
 #[derive(Debug, Clone, Copy)]
@@ -99,24 +99,16 @@ pub fn watch(
         }
         Input::Import(path) => {
             crate::check_import_flags(&cfg.live)?;
-            let read_err = |source| StatError::Read {
-                path: path.to_path_buf(),
-                source,
-            };
-            let file = path.display().to_string();
-            let f = std::fs::File::open(path).map_err(read_err)?;
-            let mut input = BufReader::with_capacity(1 << 16, f);
-            let prefix = input.fill_buf().map_err(read_err)?;
-            if !tma_perf::import::is_document(prefix) {
-                return import::watch_perf_stat(cfg, input, &file, w, notes);
-            }
-            let mut bytes = Vec::new();
-            input.read_to_end(&mut bytes).map_err(read_err)?;
-            match crate::document_input(cfg, bytes, file)? {
-                FileInput::PerfStat(bytes, file) => {
+            match crate::open_import(cfg, path)? {
+                ImportSource::Stream(input, file) => {
+                    import::watch_perf_stat(cfg, input, &file, w, notes)
+                }
+                ImportSource::Whole(FileInput::PerfStat(bytes, file)) => {
                     import::watch_perf_stat(cfg, &bytes[..], &file, w, notes)
                 }
-                FileInput::Snapshot(snap) => session::replay_watch(cfg, *snap, w, notes),
+                ImportSource::Whole(FileInput::Snapshot(snap)) => {
+                    session::replay_watch(cfg, *snap, w, notes)
+                }
             }
         }
     }

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use tma_stat::{Input, SampleKind, StatConfig};
 
 use crate::{DiffConfig, DiffError};
+use tma_stat::render::doc::StatDoc;
 
 /// One node or metric over a side's samples.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,47 +77,6 @@ pub fn load(cfg: &DiffConfig, path: &Path, notes: &mut dyn Write) -> Result<Side
 #[derive(Deserialize)]
 struct Head {
     schema: String,
-}
-
-#[derive(Deserialize)]
-struct StatDoc {
-    schema_version: u32,
-    cpu: CpuDoc,
-    source: String,
-    interval_mode: bool,
-    intervals: Vec<IntervalDoc>,
-}
-
-#[derive(Deserialize)]
-struct CpuDoc {
-    key: String,
-    name: String,
-}
-
-#[derive(Deserialize)]
-struct IntervalDoc {
-    nodes: Vec<ValueDoc>,
-    bottleneck: BottleneckDoc,
-    #[serde(default)]
-    metrics: Vec<ValueDoc>,
-}
-
-#[derive(Deserialize)]
-struct ValueDoc {
-    name: String,
-    #[serde(default)]
-    parent: Option<String>,
-    #[serde(default)]
-    level: u8,
-    value: Option<f64>,
-    unit: String,
-    #[serde(default)]
-    above_threshold: Option<bool>,
-}
-
-#[derive(Deserialize)]
-struct BottleneckDoc {
-    path: Vec<String>,
 }
 
 /// Collects series in first-seen order over the samples.

@@ -14,6 +14,7 @@ use crate::model::{
     BenchDoc, DiffDoc, LocateDoc, LocateView, MetricRow, ProfileDiffDoc, Section, StatView, TreeRow,
 };
 use crate::{HtmlError, ReportConfig};
+use tma_stat::render::doc::StatDoc;
 
 /// What an input holds, by its first bytes and its `schema`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,62 +228,6 @@ fn perf_data(cfg: &ReportConfig, path: &Path, file: String) -> Result<Section, H
 }
 
 // ------------------------------------------------------------------ tma.stat
-
-#[derive(Deserialize)]
-struct StatDoc {
-    schema_version: u32,
-    cpu: CpuDoc,
-    source: String,
-    interval_mode: bool,
-    intervals: Vec<IntervalDoc>,
-}
-
-#[derive(Deserialize)]
-struct CpuDoc {
-    key: String,
-    name: String,
-}
-
-#[derive(Deserialize)]
-struct IntervalDoc {
-    start_s: f64,
-    end_s: f64,
-    nodes: Vec<NodeDoc>,
-    bottleneck: BottleneckDoc,
-    #[serde(default)]
-    metrics: Vec<MetricDoc>,
-}
-
-#[derive(Deserialize)]
-struct NodeDoc {
-    name: String,
-    #[serde(default)]
-    parent: Option<String>,
-    level: u8,
-    value: Option<f64>,
-    unit: String,
-    status: String,
-    #[serde(default)]
-    status_detail: Option<String>,
-    #[serde(default)]
-    above_threshold: Option<bool>,
-    #[serde(default)]
-    counted_share: Option<f64>,
-}
-
-#[derive(Deserialize)]
-struct MetricDoc {
-    name: String,
-    value: Option<f64>,
-    unit: String,
-    #[serde(default)]
-    description: String,
-}
-
-#[derive(Deserialize)]
-struct BottleneckDoc {
-    path: Vec<String>,
-}
 
 /// Sums over the samples of one node.
 #[derive(Default)]

@@ -1,6 +1,7 @@
 //! Renderers of `tma stat`, `tma events` and `tma list` results, on `tma-report` primitives.
 
 pub mod counts;
+pub mod doc;
 pub mod event_list;
 pub mod events;
 pub mod list;

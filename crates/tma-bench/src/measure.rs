@@ -1160,9 +1160,9 @@ mod tests {
         assert!(m.addr.is_empty());
     }
 
-    #[test]
-    fn a_throughput_check_off_by_more_than_one_percent_unconfirms_throughput() {
-        let f = |median: f64, converged: bool| Figure {
+    /// A tsc figure of `median` over `reps` identical repetitions.
+    fn figure(median: f64, converged: bool, reps: usize) -> Figure {
+        Figure {
             clock: ClockKind::Tsc,
             median,
             p10: median,
@@ -1173,10 +1173,16 @@ mod tests {
             rejected: 0,
             raw_tsc_ticks: median,
             converged,
-            repetitions: vec![median, median],
+            repetitions: vec![median; reps],
             dropped: false,
             contended: Vec::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_throughput_check_off_by_more_than_one_percent_unconfirms_throughput() {
+        // Two repetitions that agree.
+        let f = |median: f64, converged: bool| figure(median, converged, 2);
         let tp = || ThroughputResult {
             best: vec![f(0.2425, true)],
             best_chains: 4,
@@ -1202,21 +1208,7 @@ mod tests {
 
     #[test]
     fn the_best_throughput_prefers_an_accepted_figure_within_one_percent() {
-        let f = |median: f64, converged: bool| Figure {
-            clock: ClockKind::Tsc,
-            median,
-            p10: median,
-            p90: median,
-            snapped: median,
-            snapped_ok: true,
-            accepted: 11,
-            rejected: 0,
-            raw_tsc_ticks: median,
-            converged,
-            repetitions: vec![median],
-            dropped: false,
-            contended: Vec::new(),
-        };
+        let f = |median: f64, converged: bool| figure(median, converged, 1);
         let (a, b, c) = (f(0.2502, true), f(0.2499, false), f(0.31, true));
         assert_eq!(best_of(&[(4, &a), (12, &b), (8, &c)]).unwrap().0, 4);
         // An unconfirmed figure well below every accepted one makes the result unaccepted.

@@ -134,18 +134,7 @@ fn a_recording_of_software_counts_exports_no_tree() {
     // `cycles`: not a tree, so `tma stat` refuses it for lack of the tree's events.
     let mut cfg = import_config("import/perf-csv-interval.csv");
     cfg.cpu = Some("spr".into());
-    let shared = std::sync::Arc::new(tma_serve::collect::Shared::default());
-    let mut c = tma_serve::collect::Collector::new(
-        std::sync::Arc::clone(&shared),
-        quiet_log(),
-        tma_serve::collect::Build {
-            version: "t".into(),
-            cpu: "c".into(),
-        },
-        Default::default(),
-        Vec::new(),
-        true,
-    );
+    let (shared, mut c) = collector(true);
     let r = tma_stat::watch(&cfg, &mut c, &mut std::io::sink());
     let text = shared.render(Format::Text);
     assert!(

@@ -36,10 +36,11 @@ pub fn quiet_log() -> Arc<Log> {
     Arc::new(Log::new(Box::new(std::io::sink())))
 }
 
-/// Shared state after every interval of `rel` went through a collector.
-pub fn loaded(rel: &str) -> Arc<Shared> {
+/// A quiet collector of one scope (no cgroups, no per-CPU split) and the state it publishes;
+/// `replay`: intervals come from a recording.
+pub fn collector(replay: bool) -> (Arc<Shared>, Collector) {
     let shared = Arc::new(Shared::default());
-    let mut c = Collector::new(
+    let c = Collector::new(
         Arc::clone(&shared),
         quiet_log(),
         Build {
@@ -48,8 +49,14 @@ pub fn loaded(rel: &str) -> Arc<Shared> {
         },
         Split::Target,
         Vec::new(),
-        true,
+        replay,
     );
+    (shared, c)
+}
+
+/// Shared state after every interval of `rel` went through a collector.
+pub fn loaded(rel: &str) -> Arc<Shared> {
+    let (shared, mut c) = collector(true);
     tma_stat::watch(&import_config(rel), &mut c, &mut std::io::sink()).unwrap();
     shared
 }
@@ -100,18 +107,7 @@ pub fn promtool() -> Option<PathBuf> {
 pub fn software_only() -> std::sync::Arc<tma_serve::collect::Shared> {
     use tma_perf::backend::{GroupReading, Measurement, RawInterval};
     use tma_stat::{WatchInterval, WatchStart, Watcher};
-    let shared = std::sync::Arc::new(tma_serve::collect::Shared::default());
-    let mut c = tma_serve::collect::Collector::new(
-        std::sync::Arc::clone(&shared),
-        quiet_log(),
-        tma_serve::collect::Build {
-            version: "t".into(),
-            cpu: "c".into(),
-        },
-        Default::default(),
-        Vec::new(),
-        false,
-    );
+    let (shared, mut c) = collector(false);
     let plan = tma_perf::plan::Plan::software(&tma_perf::backend::software_events());
     c.start(WatchStart::Software {
         plan: &plan,

@@ -16,7 +16,15 @@ use crate::{BenchError, ClockKind};
 /// Methodology parameters (see /work/shared/MICROBENCH-METHOD.md and the crate docs).
 #[derive(Debug, Clone)]
 pub struct Method {
-    /// Two unroll counts; the per-copy cost is the difference of the two runs.
+    /// Two unroll counts; the per-copy cost is the difference of the two runs. Each job rounds
+    /// them up to a whole number of rounds through its chains ([`job_unroll`]).
+    ///
+    /// Default 256/512. With 64/128 the loop's taken branch does not cancel for bodies that
+    /// fill the four ALUs: on a Zen 3 `popcnt`, `add` and `bswap` throughput read 0.240 to 0.243
+    /// (below the 0.25 that four pipes allow) in some runs, every run for popcnt; from 128/256
+    /// on they read 0.248 to 0.250, and 256/512 gave 0.250 for all eight forms of
+    /// `scripts/bench-microbench.sh` in every run. The time per figure does not change: the
+    /// iterations are sized so that the large run takes `min_ticks`.
     pub unroll: (usize, usize),
     /// Accepted timings per independent repetition of a figure (median taken).
     pub reps: usize,
@@ -51,7 +59,7 @@ pub struct Method {
 impl Default for Method {
     fn default() -> Self {
         Method {
-            unroll: (64, 128),
+            unroll: (256, 512),
             reps: 11,
             trials: 3,
             min_ticks: 100_000,
@@ -82,11 +90,26 @@ impl Method {
     }
 }
 
-/// A job: one body at two unroll counts (image indices).
+/// A job: one body at two unroll counts (image indices), and those counts.
 #[derive(Debug, Clone)]
 pub struct Job {
     pub small: usize,
     pub large: usize,
+    /// Copies of the body in the small and the large image ([`job_unroll`]).
+    pub unroll: (usize, usize),
+}
+
+/// The unroll counts of a body of `copies` distinct copies (chains): the method's two counts,
+/// each rounded up to a whole number of rounds through the copies. With a count that is not a
+/// multiple, one loop iteration gives some chains one copy more than the others; when the
+/// chains are just enough to fill the pipes (3 `imul` chains, latency 3) the longest chain then
+/// sets the pace, and the difference of the two runs is off by up to 6% depending on the pair
+/// (64/128 read 0.970 cycles per imul, 80/160 1.025, 96/192 1.000 on a Zen 3).
+pub fn job_unroll(method: (usize, usize), copies: usize) -> (usize, usize) {
+    let n = copies.max(1);
+    let up = |u: usize| u.div_ceil(n) * n;
+    let (a, b) = (up(method.0), up(method.1));
+    (a, if b > a { b } else { a + n })
 }
 
 /// Jobs 0 and 1 are always the calibration (`add rax, rax`) and check (`imul rax, rax`) chains.
@@ -594,7 +617,7 @@ impl Child<'_> {
             t2 = t2.min(t);
             c2 = c2.min(c);
         }
-        let (u1, u2) = self.method.unroll;
+        let (u1, u2) = j.unroll;
         let denom = (iters * (u2 - u1) as u64) as f64;
         Sample {
             ticks: (t2 as f64 - t1 as f64) / denom,
@@ -1098,6 +1121,28 @@ mod nan_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unroll_counts_give_every_chain_the_same_number_of_copies() {
+        // (method's counts, chains) -> the job's counts.
+        let cases = [
+            ((256, 512), 1, (256, 512)),
+            ((256, 512), 3, (258, 513)),
+            ((64, 128), 3, (66, 129)),
+            ((256, 512), 12, (264, 516)),
+            ((4, 8), 8, (8, 16)),
+            // Both round to the same count: the large one gets one more round.
+            ((5, 6), 8, (8, 16)),
+            ((256, 512), 0, (256, 512)),
+        ];
+        for (method, chains, want) in cases {
+            let got = job_unroll(method, chains);
+            assert_eq!(got, want, "{method:?} with {chains} chains");
+            let n = chains.max(1);
+            assert_eq!((got.0 % n, got.1 % n), (0, 0));
+            assert!(got.1 > got.0);
+        }
+    }
 
     #[test]
     fn self_check_brackets_imul_between_adds_and_rejects_moved_clocks() {

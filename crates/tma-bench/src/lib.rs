@@ -809,6 +809,7 @@ mod tests {
             jobs.push(engine::Job {
                 small: images.len() - 2,
                 large: images.len() - 1,
+                unroll: (4, 8),
             });
         }
         let layout = engine::Layout::new(images);
@@ -989,7 +990,11 @@ mod tests {
             &f,
             &layout,
             &v,
-            &[engine::Job { small: 0, large: 0 }],
+            &[engine::Job {
+                small: 0,
+                large: 0,
+                unroll: (4, 8),
+            }],
             &gprs,
             &Method::default(),
         );

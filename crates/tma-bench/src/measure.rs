@@ -488,15 +488,17 @@ fn build_layout(
             addr: &mem.addr,
             chase,
         };
-        for unroll in [u1, u2] {
+        let unroll = engine::job_unroll((u1, u2), copies.len());
+        for u in [unroll.0, unroll.1] {
             images.push(
-                harness::build_image(&copies, unroll, &regs, vec_init, mm)
+                harness::build_image(&copies, u, &regs, vec_init, mm)
                     .map_err(|e| BenchError::Measurement(format!("harness: {e}")))?,
             );
         }
         jobs.push(engine::Job {
             small: images.len() - 2,
             large: images.len() - 1,
+            unroll,
         });
     }
     let mut layout = engine::Layout::new(images);

@@ -75,7 +75,7 @@ impl Default for BenchConfig {
             chains: vec![1, 2, 4, 8, 12],
             clock: ClockChoice::Auto,
             init: Vec::new(),
-            unroll: vec![64, 128],
+            unroll: vec![256, 512],
             cpu: None,
             precise: false,
             reps: None,
@@ -100,7 +100,7 @@ impl BenchConfig {
         }
         let [u1, u2] = self.unroll[..] else {
             return Err(BenchError::BadOption(
-                "--unroll needs two counts, e.g. 64,128".into(),
+                "--unroll needs two counts, e.g. 256,512".into(),
             ));
         };
         let mut method = if self.precise {

@@ -61,12 +61,13 @@ pub struct Args {
     /// Unnamed vector registers hold f32 1.5 in every lane (normal, never denormal).
     #[arg(long, value_delimiter = ',', value_name = "REG=VALUE")]
     pub init: Vec<String>,
-    /// The two unroll counts whose difference is taken.
+    /// The two unroll counts whose difference is taken (each rounded up to a multiple of the
+    /// chain count, so that every chain gets the same number of copies).
     #[arg(
         long,
         value_delimiter = ',',
         value_name = "A,B",
-        default_value = "64,128"
+        default_value = "256,512"
     )]
     pub unroll: Vec<usize>,
     /// CPU to pin the measurement to (default: the current one).

@@ -83,7 +83,7 @@ pub struct Args {
     #[arg(long)]
     pub precise: bool,
     /// Accepted timings per independent repetition of a figure (its median is the repetition's
-    /// value; a figure takes 2 to 10 repetitions until the lowest agree within 1%).
+    /// value; a figure takes 2 to 20 repetitions until the lowest agree within 1%).
     #[arg(long)]
     pub reps: Option<usize>,
     /// Give up on one input after this many seconds.

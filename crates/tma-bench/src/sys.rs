@@ -207,6 +207,11 @@ pub fn set_fault_context(fd: RawFd, code_base: u64) {
     CODE_BASE.store(code_base, Ordering::SeqCst);
 }
 
+/// Where faults are mapped from after switching to another copy of the code buffer.
+pub fn set_fault_context_base(code_base: u64) {
+    CODE_BASE.store(code_base, Ordering::SeqCst);
+}
+
 pub fn set_current_job(job: u64) {
     CURRENT_JOB.store(job, Ordering::Relaxed);
 }

@@ -485,33 +485,11 @@ fn mmap2_build_id_ok(rec: &RawEventRecord<'_>) -> bool {
 
 /// Parse `/proc/PID/maps` text into (start, end, offset, path) of executable file mappings.
 pub fn parse_proc_maps(text: &[u8]) -> Vec<(u64, u64, u64, String)> {
-    let text = String::from_utf8_lossy(text);
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let mut it = line.split_ascii_whitespace();
-        let (Some(range), Some(perms), Some(off), Some(_dev), Some(_inode)) =
-            (it.next(), it.next(), it.next(), it.next(), it.next())
-        else {
-            continue;
-        };
-        let path: Vec<&str> = it.collect();
-        let path = path.join(" ");
-        if !perms.contains('x') || path.is_empty() {
-            continue;
-        }
-        let Some((a, b)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(a), Ok(b), Ok(off)) = (
-            u64::from_str_radix(a, 16),
-            u64::from_str_radix(b, 16),
-            u64::from_str_radix(off, 16),
-        ) else {
-            continue;
-        };
-        out.push((a, b, off, path));
-    }
-    out
+    tma_perf::host::parse_maps(text)
+        .into_iter()
+        .filter(|m| m.perms.contains('x') && !m.path.is_empty())
+        .map(|m| (m.start, m.end, m.offset, m.path))
+        .collect()
 }
 
 #[cfg(test)]

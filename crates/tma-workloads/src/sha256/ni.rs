@@ -60,11 +60,38 @@ pub fn compress_lanes<const N: usize>(
     blocks: [&[u8]; N],
 ) -> usize {
     let n = blocks.iter().map(|b| b.len() / 64).min().unwrap_or(0);
-    // SAFETY: an NiToken exists only when CPUID reported sha, sse2, ssse3 and sse4.1, which
-    // are exactly the target features `sha256_compress_ni_lanes` is compiled with; every lane
-    // holds at least `n` whole blocks.
-    unsafe { sha256_compress_ni_lanes::<N>(states, blocks, n) };
+    // 2 to 4 streams: the register-allocated kernels; wider: the intrinsics one.
+    let st: &mut [[u32; 8]] = states;
+    match N {
+        2 => {
+            let (st, bl) = (fixed::<2>(st), core::array::from_fn(|j| blocks[j]));
+            // SAFETY: an NiToken exists only when CPUID reported sha, sse2, ssse3 and sse4.1,
+            // the target features of the kernel; every lane holds at least `n` whole blocks.
+            unsafe { sha256_compress_ni_x2(st, bl, n) }
+        }
+        3 => {
+            let (st, bl) = (fixed::<3>(st), core::array::from_fn(|j| blocks[j]));
+            // SAFETY: as for 2 streams.
+            unsafe { sha256_compress_ni_x3(st, bl, n) }
+        }
+        4 => {
+            let (st, bl) = (fixed::<4>(st), core::array::from_fn(|j| blocks[j]));
+            // SAFETY: as for 2 streams.
+            unsafe { sha256_compress_ni_x4(st, bl, n) }
+        }
+        // SAFETY: an NiToken exists only when CPUID reported sha, sse2, ssse3 and sse4.1, which
+        // are exactly the target features `sha256_compress_ni_lanes` is compiled with; every
+        // lane holds at least `n` whole blocks.
+        _ => unsafe { sha256_compress_ni_lanes::<N>(states, blocks, n) },
+    }
     n
+}
+
+/// `states` as an array of `M` states (the caller matched `N == M`).
+fn fixed<const M: usize>(states: &mut [[u32; 8]]) -> &mut [[u32; 8]; M] {
+    states
+        .try_into()
+        .expect("compress_lanes matched the lane count")
 }
 
 /// Byte shuffle that turns each big-endian 32-bit message word into a little-endian lane.
@@ -401,3 +428,172 @@ unsafe fn sha256_compress_ni_lanes<const N: usize>(
         from_ni_layout(abef[j], cdgh[j], &mut states[j]);
     }
 }
+
+/// K as 16-byte aligned vectors: the memory operand of `paddd` (legacy SSE) must be aligned.
+#[repr(C, align(16))]
+struct AlignedK([u32; 64]);
+static K_ALIGNED: AlignedK = AlignedK(K);
+
+/// The byte shuffle of [`bswap_mask`] in memory, for `pshufb`'s memory operand.
+#[repr(C, align(16))]
+struct AlignedMask([u8; 16]);
+static BSWAP_MASK: AlignedMask =
+    AlignedMask([3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12]);
+
+// Text of the register-allocated kernels (`sha256_compress_ni_x2` to `_x4`). One `asm!` block per
+// four-round group `{o} / 16` of a block; stream `j` keeps ABEF, CDGH and its newest message
+// word vector W in the registers named by the caller; `{wbuf}` holds the 16 W of every stream
+// (256 bytes each), `{k}` the aligned K, `{m}` the N message pointers of the current block.
+// xmm0 is the W+K operand of SHA256RNDS2 and a temporary; xmm13 and xmm14 are temporaries.
+
+/// Rounds 4i..4i+4 of one stream: W+K from the newest W, the upper pair shifted down for the
+/// second SHA256RNDS2.
+macro_rules! x_rounds {
+    ($abef:literal, $cdgh:literal, $w:literal) => {
+        concat!(
+            "movdqa xmm0, ", $w, "\n",
+            "paddd xmm0, xmmword ptr [{k} + {o}]\n",
+            "sha256rnds2 ", $cdgh, ", ", $abef, ", xmm0\n",
+            "pshufd xmm0, xmm0, 0x0E\n",
+            "sha256rnds2 ", $abef, ", ", $cdgh, ", xmm0\n",
+        )
+    };
+}
+
+/// Keep W of stream `j` for the later schedule steps that read it.
+macro_rules! x_store {
+    ($j:literal, $w:literal) => {
+        concat!("movdqa xmmword ptr [{wbuf} + 256*", $j, " + {o}], ", $w, "\n")
+    };
+}
+
+/// W[i] (i < 4) of stream `j`: 16 message bytes, byte-swapped.
+macro_rules! x_load {
+    ($j:literal, $w:literal) => {
+        concat!(
+            "mov {g}, qword ptr [{m} + 8*", $j, "]\n",
+            "movdqu ", $w, ", xmmword ptr [{g} + {o}]\n",
+            "pshufb ", $w, ", xmmword ptr [{mask}]\n",
+            x_store!($j, $w),
+        )
+    };
+}
+
+/// W[i] (i >= 4) of stream `j` from W[i-4], W[i-3], W[i-2] (memory) and W[i-1] (the register).
+macro_rules! x_step {
+    ($j:literal, $w:literal) => {
+        concat!(
+            "movdqa xmm13, xmmword ptr [{wbuf} + 256*", $j, " + {o} - 64]\n",
+            "sha256msg1 xmm13, xmmword ptr [{wbuf} + 256*", $j, " + {o} - 48]\n",
+            "movdqa xmm14, ", $w, "\n",
+            "palignr xmm14, xmmword ptr [{wbuf} + 256*", $j, " + {o} - 32], 4\n",
+            "paddd xmm13, xmm14\n",
+            "sha256msg2 xmm13, ", $w, "\n",
+            "movdqa ", $w, ", xmm13\n",
+        )
+    };
+}
+
+/// One group of every stream: the schedule first (all streams), then the rounds. `load`: W[0..4]
+/// from the message; `step`: W[4..14], stored for later steps; `last`: W[14], W[15] (no later
+/// step reads them).
+macro_rules! x_group {
+    (load; $(($j:literal, $a:literal, $c:literal, $w:literal)),*) => {
+        concat!($(x_load!($j, $w),)* $(x_rounds!($a, $c, $w),)*)
+    };
+    (step; $(($j:literal, $a:literal, $c:literal, $w:literal)),*) => {
+        concat!($(x_step!($j, $w), x_store!($j, $w),)* $(x_rounds!($a, $c, $w),)*)
+    };
+    (last; $(($j:literal, $a:literal, $c:literal, $w:literal)),*) => {
+        concat!($(x_step!($j, $w),)* $(x_rounds!($a, $c, $w),)*)
+    };
+}
+
+/// One `asm!` block: group `$i` of kind `$kind` for the streams listed, their registers bound
+/// to `$abef[j]`, `$cdgh[j]` and `$w[j]`.
+macro_rules! x_asm {
+    ($kind:ident, $i:literal, [$abef:ident, $cdgh:ident, $w:ident, $wbuf:ident, $m:ident];
+     $(($j:tt, $a:tt, $c:tt, $wr:tt)),*) => {
+        // SAFETY: the text reads `{wbuf}` (N x 16 vectors, 256 bytes per stream, offsets
+        // 0..256 within each), the 64 aligned words of K_ALIGNED, BSWAP_MASK, the N pointers
+        // of `{m}` and 16 bytes at offset {o} < 64 of each pointed-to block (which holds 64
+        // bytes: the caller's `block_at`); it writes only `{wbuf}` and the registers declared
+        // here. Every operand is named in the trailing assembler comment so that one operand
+        // list serves the three kinds of group (asm! rejects unused operands).
+        unsafe {
+            core::arch::asm!(
+                x_group!($kind; $(($j, $a, $c, $wr)),*),
+                "/* {wbuf} {k} {mask} {m} {g} */",
+                wbuf = in(reg) $wbuf,
+                k = in(reg) K_ALIGNED.0.as_ptr(),
+                mask = in(reg) BSWAP_MASK.0.as_ptr(),
+                m = in(reg) $m.as_ptr(),
+                g = out(reg) _,
+                o = const 16 * $i,
+                $(inout($a) $abef[$j], inout($c) $cdgh[$j], inout($wr) $w[$j],)*
+                out("xmm0") _, out("xmm13") _, out("xmm14") _,
+                options(nostack, preserves_flags)
+            )
+        }
+    };
+}
+
+/// A register-allocated N-stream kernel (N <= 4) named `$name`; the stream list gives each
+/// stream's ABEF, CDGH and W registers.
+macro_rules! x_kernel {
+    ($name:ident, $n:literal; $(($j:tt, $a:tt, $c:tt, $wr:tt)),*) => {
+        /// Register-allocated N-stream kernel (see the notes above `sha256_compress_ni_lanes`).
+        ///
+        /// # Safety
+        /// The CPU must support sha, sse2, ssse3 and sse4.1. `blocks[j]` shorter than `n`
+        /// blocks panics (checked).
+        #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+        #[inline(never)]
+        unsafe fn $name(states: &mut [[u32; 8]; $n], blocks: [&[u8]; $n], n: usize) {
+            assert!(blocks.iter().all(|b| b.len() >= n * 64));
+            let zero = _mm_set_epi64x(0, 0);
+            let mut abef = [zero; $n];
+            let mut cdgh = [zero; $n];
+            let mut w = [zero; $n];
+            for j in 0..$n {
+                (abef[j], cdgh[j]) = to_ni_layout(&states[j]);
+            }
+            let mut wbuf_store = [[zero; 16]; $n];
+            let wbuf = wbuf_store.as_mut_ptr();
+            for b in 0..n {
+                let m: [*const u8; $n] = core::array::from_fn(|j| block_at(blocks[j], b).as_ptr());
+                let (abef_save, cdgh_save) = (abef, cdgh);
+                x_asm!(load, 0, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
+                x_asm!(load, 1, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
+                x_asm!(load, 2, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
+                x_asm!(load, 3, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
+                x_asm!(step, 4, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
+                x_asm!(step, 5, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
+                x_asm!(step, 6, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
+                x_asm!(step, 7, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
+                x_asm!(step, 8, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
+                x_asm!(step, 9, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
+                x_asm!(step, 10, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
+                x_asm!(step, 11, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
+                x_asm!(step, 12, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
+                x_asm!(step, 13, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
+                x_asm!(last, 14, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
+                x_asm!(last, 15, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
+                for j in 0..$n {
+                    abef[j] = _mm_add_epi32(abef[j], abef_save[j]);
+                    cdgh[j] = _mm_add_epi32(cdgh[j], cdgh_save[j]);
+                }
+            }
+            for j in 0..$n {
+                from_ni_layout(abef[j], cdgh[j], &mut states[j]);
+            }
+        }
+    };
+}
+
+x_kernel!(sha256_compress_ni_x2, 2; (0, "xmm1", "xmm2", "xmm9"), (1, "xmm3", "xmm4", "xmm10"));
+x_kernel!(sha256_compress_ni_x3, 3;
+    (0, "xmm1", "xmm2", "xmm9"), (1, "xmm3", "xmm4", "xmm10"), (2, "xmm5", "xmm6", "xmm11"));
+x_kernel!(sha256_compress_ni_x4, 4;
+    (0, "xmm1", "xmm2", "xmm9"), (1, "xmm3", "xmm4", "xmm10"), (2, "xmm5", "xmm6", "xmm11"),
+    (3, "xmm7", "xmm8", "xmm12"));

@@ -7,7 +7,8 @@
 //! * [`update_many`] / [`digest_many`] hash several independent streams at once. With SHA-NI,
 //!   one stream is bound by the SHA256RNDS2 latency chain (32 dependent instructions per
 //!   64-byte block); interleaving 2 to 8 streams ([`LANE_WIDTHS`]) keeps several chains in
-//!   flight and brings the core towards the instruction's throughput bound.
+//!   flight and brings the core towards the instruction's throughput bound (2 to 4 streams:
+//!   register-allocated kernels in inline assembly; see the `ni` module docs).
 
 mod portable;
 pub mod run;
@@ -302,9 +303,11 @@ pub fn digest_with(imp: Sha256Impl, data: &[u8]) -> Result<[u8; DIGEST_LEN], Sha
 }
 
 /// Default number of streams interleaved by [`update_many`] with SHA-NI: the widest interleave
-/// that paid off on the Zen 3 VM (family 25 model 1) this was tuned on (`scripts/bench-sha256.sh` prints every width;
-/// 3 streams were as fast as or faster than 4, 6 and 8, whose extra state registers spill).
-pub const DEFAULT_LANES: usize = 3;
+/// that paid off on the Zen 3 VM (family 25 model 1) this was tuned on (`scripts/bench-sha256.sh`
+/// prints every width). 4 streams, the widest register-allocated kernel, ran at 0.89 to 0.94
+/// cycles/byte against 0.92 to 0.98 for 3 and 1.04 for 2; 6 and 8 use the intrinsics kernel,
+/// whose state registers spill (1.3 to 1.4).
+pub const DEFAULT_LANES: usize = 4;
 
 /// Feed `inputs[i]` to `hashers[i]` for every `i`, interleaving independent streams (up to
 /// [`DEFAULT_LANES`] at a time) when the hashers use SHA-NI. The result is exactly that of

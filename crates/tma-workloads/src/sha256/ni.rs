@@ -12,6 +12,44 @@
 //! So the 64 rounds of a block are a chain of 32 dependent SHA256RNDS2: a single stream runs
 //! at the instruction's latency. [`compress_lanes`] interleaves N independent streams so that
 //! N chains are in flight and the core can approach the instruction's throughput instead.
+//!
+//! # Interleaved kernels for 2 to 4 streams
+//!
+//! Written as inline assembly, one `asm!` block per four-round group, with every register
+//! named (`x_kernel!`): stream j keeps ABEF, CDGH and its newest message vector W in registers
+//! for the whole call (4 streams: 8 + 4 registers, plus xmm0 and two temporaries), so nothing
+//! spills. The message schedule is computed just in time, in the block whose rounds use it:
+//! in group i, W[i] of every stream (message bytes for i < 4, one SHA256MSG1, PALIGNR, PADDD,
+//! SHA256MSG2 step for i >= 4, with W[i-4], W[i-3], W[i-2] read back from a small per-stream
+//! buffer as memory operands and W[i-1] from its register), then the four rounds of every
+//! stream with W+K made from the register (`paddd` with the aligned K, `pshufd` for the upper
+//! pair). The schedule chain (about 5 cycles per step) is shorter than a stream's round chain
+//! (8 cycles per group), so it runs ahead of the rounds in the out-of-order window.
+//!
+//! Measured on the Zen 3 VM this was tuned on (AMD EPYC, family 25 model 1, 2 vCPUs, a noisy
+//! shared host; `tma workload sha256 --impl ni --streams K`, best of 3; cycles/byte):
+//!
+//! | kernel | 2 streams | 3 streams | 4 streams |
+//! |---|---|---|---|
+//! | intrinsics, next block's schedule during this block's rounds (the previous kernel) | 1.05 | 1.00 to 1.46 | 1.07 to 1.13 |
+//! | the same layout with explicit registers (asm) | | | 1.03 to 1.05 |
+//! | + W+K made at the rounds from a W-only schedule (one store per step, not two) | | | 0.97 |
+//! | + the schedule steps of a group before its rounds | | | 0.92 |
+//! | just-in-time schedule, W in a register (this kernel) | 1.04 | 0.92 to 0.98 | 0.89 to 0.94 |
+//!
+//! What limits it is the instruction mix, not the dependency chains: `tma bench` on this
+//! kernel's mix for one block as one body of independent instructions runs at 54 to 56 cycles
+//! (the kernel: 57 to 60), against 45 for the block's minimal mix (`tma bench --preset sha`,
+//! "the block mix measured as one body"). The difference is the 16 `pshufd` (6 cycles: removing
+//! them from the body gives 48), the 14 stores of W (2) and the register copies (2). Every way
+//! tried to avoid the shuffle cost more: loading the upper pair with `movq` (from a W+K table
+//! computed a block ahead, or from the W just stored) adds loads (2 per cycle on this core) or a
+//! store-to-load forward (9 cycles) to each round pair and ran at 1.03 to 1.08; `psrldq`,
+//! `movhlps`, `punpckhqdq`, `shufps` cost the same as `pshufd`. Also tried: VEX forms
+//! (`vpaddd`, `vpalignr`, fewer register copies; no gain), 5 and 6 streams with every W in memory
+//! (SHA256MSG2 reading W[i-1] through a store-to-load forward: 1.10 to 1.16), 3 streams with
+//! W[i-1..i-3] in registers (0.91, no better than 4), and steps ordered after the rounds or
+//! interleaved stream by stream (0.95 to 0.99).
 // unsafe allowed: SHA-NI intrinsics behind #[target_feature], gated by NiToken.
 #![allow(unsafe_code)]
 
@@ -277,27 +315,19 @@ fn high_pair(wk: &__m128i) -> __m128i {
     r
 }
 
-/// N-stream interleaved kernel.
+/// N-stream interleaved kernel in intrinsics, used for 6 and 8 streams (2 to 4 use the
+/// register-allocated kernels, see the module docs).
 ///
-/// Register budget (16 xmm without AVX-512): keeping the message schedule of N streams in
-/// registers needs 4N of them on top of the 2N of the states, so that layout spills from N = 3
-/// on. Here the schedule goes through memory instead, software-pipelined: while the rounds of
-/// block b run, the schedule of block b+1 is computed into a second buffer, one schedule vector
-/// of every stream per four-round group. Only the newest W of each stream stays in a register
-/// (N = 3: 6 state + 3 W + 2 temporaries + xmm0 = 12 registers; N = 4: 16, the limit); the older
-/// W that SHA256MSG1 and PALIGNR need are read back from memory as operands. The rounds read
-/// their W+K with plain loads: `movdqa` into xmm0 for the first SHA256RNDS2 of a group and an
-/// 8-byte `movq` of the upper half for the second, which keeps a shuffle per round pair off the
-/// vector pipes (shuffles compete with SHA256RNDS2 for its pipe; `tma bench --preset sha`
-/// measures by how much).
-///
-/// What limits it (Zen 3 VM, family 25 model 1, `tma bench`): the rounds alone run at SHA256RNDS2's throughput from
-/// N = 4 (33 cycles/block measured), and one schedule step (PALIGNR, PADDD, SHA256MSG2 on the
-/// newest W) costs about 2.5 cycles of the same vector pipes even with 4 independent chains, so
-/// the 12 steps of a block add about 30 cycles: the kernel runs at 64 to 75 cycles/block with
-/// 3 or 4 streams, against 37 to 47 for the bound `tma bench --preset sha` derives and about 48
-/// for the block's instruction mix measured as one body of independent instructions. From 6
-/// streams on the 2N state registers alone exceed what is left and spill.
+/// The schedule goes through memory, software-pipelined: while the rounds of block b run, the
+/// schedule of block b+1 is computed into a second buffer, one schedule vector of every stream
+/// per four-round group; only the newest W of each stream stays in a register, the older W that
+/// SHA256MSG1 and PALIGNR need are read back from memory as operands, and the rounds read their
+/// W+K with plain loads (`movdqa` into xmm0 for the first SHA256RNDS2 of a group, an 8-byte
+/// `movq` of the upper half for the second). From 6 streams on the 2N state registers alone
+/// exceed the 16 xmm registers and LLVM spills; with 2 to 4 streams this kernel ran at 1.0 to 1.1
+/// cycles/byte (64 to 70 cycles/block), against 0.90 to 0.94 for the register-allocated ones:
+/// it stores W+K and W (two stores per schedule step, and stores are the scarcest memory port:
+/// one per cycle), and LLVM put the W of 3 streams through memory too.
 ///
 /// Tried and dropped: computing the schedule of 8 streams with AVX2 instead (one ymm = W[t] of
 /// the 8 streams, sigma0/sigma1 as shifts and XORs, K folded in, W+K pairs as `movq` operands),
@@ -443,7 +473,8 @@ static BSWAP_MASK: AlignedMask =
 // Text of the register-allocated kernels (`sha256_compress_ni_x2` to `_x4`). One `asm!` block per
 // four-round group `{o} / 16` of a block; stream `j` keeps ABEF, CDGH and its newest message
 // word vector W in the registers named by the caller; `{wbuf}` holds the 16 W of every stream
-// (256 bytes each), `{k}` the aligned K, `{m}` the N message pointers of the current block.
+// (256 bytes each), `{k}` the aligned K, `{m0}`.. the current block of each stream (one register
+// each: loading the pointers from memory in the group cost 6%).
 // xmm0 is the W+K operand of SHA256RNDS2 and a temporary; xmm13 and xmm14 are temporaries.
 
 /// Rounds 4i..4i+4 of one stream: W+K from the newest W, the upper pair shifted down for the
@@ -451,11 +482,21 @@ static BSWAP_MASK: AlignedMask =
 macro_rules! x_rounds {
     ($abef:literal, $cdgh:literal, $w:literal) => {
         concat!(
-            "movdqa xmm0, ", $w, "\n",
+            "movdqa xmm0, ",
+            $w,
+            "\n",
             "paddd xmm0, xmmword ptr [{k} + {o}]\n",
-            "sha256rnds2 ", $cdgh, ", ", $abef, ", xmm0\n",
+            "sha256rnds2 ",
+            $cdgh,
+            ", ",
+            $abef,
+            ", xmm0\n",
             "pshufd xmm0, xmm0, 0x0E\n",
-            "sha256rnds2 ", $abef, ", ", $cdgh, ", xmm0\n",
+            "sha256rnds2 ",
+            $abef,
+            ", ",
+            $cdgh,
+            ", xmm0\n",
         )
     };
 }
@@ -463,17 +504,28 @@ macro_rules! x_rounds {
 /// Keep W of stream `j` for the later schedule steps that read it.
 macro_rules! x_store {
     ($j:literal, $w:literal) => {
-        concat!("movdqa xmmword ptr [{wbuf} + 256*", $j, " + {o}], ", $w, "\n")
+        concat!(
+            "movdqa xmmword ptr [{wbuf} + 256*",
+            $j,
+            " + {o}], ",
+            $w,
+            "\n"
+        )
     };
 }
 
-/// W[i] (i < 4) of stream `j`: 16 message bytes, byte-swapped.
+/// W[i] (i < 4) of stream `j`: 16 message bytes (from the block `$mp` points at), byte-swapped.
 macro_rules! x_load {
-    ($j:literal, $w:literal) => {
+    ($j:literal, $w:literal, $mp:ident) => {
         concat!(
-            "mov {g}, qword ptr [{m} + 8*", $j, "]\n",
-            "movdqu ", $w, ", xmmword ptr [{g} + {o}]\n",
-            "pshufb ", $w, ", xmmword ptr [{mask}]\n",
+            "movdqu ",
+            $w,
+            ", xmmword ptr [{",
+            stringify!($mp),
+            "} + {o}]\n",
+            "pshufb ",
+            $w,
+            ", xmmword ptr [{mask}]\n",
             x_store!($j, $w),
         )
     };
@@ -483,13 +535,25 @@ macro_rules! x_load {
 macro_rules! x_step {
     ($j:literal, $w:literal) => {
         concat!(
-            "movdqa xmm13, xmmword ptr [{wbuf} + 256*", $j, " + {o} - 64]\n",
-            "sha256msg1 xmm13, xmmword ptr [{wbuf} + 256*", $j, " + {o} - 48]\n",
-            "movdqa xmm14, ", $w, "\n",
-            "palignr xmm14, xmmword ptr [{wbuf} + 256*", $j, " + {o} - 32], 4\n",
+            "movdqa xmm13, xmmword ptr [{wbuf} + 256*",
+            $j,
+            " + {o} - 64]\n",
+            "sha256msg1 xmm13, xmmword ptr [{wbuf} + 256*",
+            $j,
+            " + {o} - 48]\n",
+            "movdqa xmm14, ",
+            $w,
+            "\n",
+            "palignr xmm14, xmmword ptr [{wbuf} + 256*",
+            $j,
+            " + {o} - 32], 4\n",
             "paddd xmm13, xmm14\n",
-            "sha256msg2 xmm13, ", $w, "\n",
-            "movdqa ", $w, ", xmm13\n",
+            "sha256msg2 xmm13, ",
+            $w,
+            "\n",
+            "movdqa ",
+            $w,
+            ", xmm13\n",
         )
     };
 }
@@ -498,13 +562,13 @@ macro_rules! x_step {
 /// from the message; `step`: W[4..14], stored for later steps; `last`: W[14], W[15] (no later
 /// step reads them).
 macro_rules! x_group {
-    (load; $(($j:literal, $a:literal, $c:literal, $w:literal)),*) => {
-        concat!($(x_load!($j, $w),)* $(x_rounds!($a, $c, $w),)*)
+    (load; $(($j:literal, $a:literal, $c:literal, $w:literal, $mp:ident)),*) => {
+        concat!($(x_load!($j, $w, $mp),)* $(x_rounds!($a, $c, $w),)*)
     };
-    (step; $(($j:literal, $a:literal, $c:literal, $w:literal)),*) => {
+    (step; $(($j:literal, $a:literal, $c:literal, $w:literal, $mp:ident)),*) => {
         concat!($(x_step!($j, $w), x_store!($j, $w),)* $(x_rounds!($a, $c, $w),)*)
     };
-    (last; $(($j:literal, $a:literal, $c:literal, $w:literal)),*) => {
+    (last; $(($j:literal, $a:literal, $c:literal, $w:literal, $mp:ident)),*) => {
         concat!($(x_step!($j, $w),)* $(x_rounds!($a, $c, $w),)*)
     };
 }
@@ -513,23 +577,23 @@ macro_rules! x_group {
 /// to `$abef[j]`, `$cdgh[j]` and `$w[j]`.
 macro_rules! x_asm {
     ($kind:ident, $i:literal, [$abef:ident, $cdgh:ident, $w:ident, $wbuf:ident, $m:ident];
-     $(($j:tt, $a:tt, $c:tt, $wr:tt)),*) => {
+     $(($j:tt, $a:tt, $c:tt, $wr:tt, $mp:ident)),*) => {
         // SAFETY: the text reads `{wbuf}` (N x 16 vectors, 256 bytes per stream, offsets
-        // 0..256 within each), the 64 aligned words of K_ALIGNED, BSWAP_MASK, the N pointers
-        // of `{m}` and 16 bytes at offset {o} < 64 of each pointed-to block (which holds 64
+        // 0..256 within each), the 64 aligned words of K_ALIGNED, BSWAP_MASK and 16 bytes
+        // at offset {o} < 64 of the block each `{mJ}` points at (which holds 64
         // bytes: the caller's `block_at`); it writes only `{wbuf}` and the registers declared
         // here. Every operand is named in the trailing assembler comment so that one operand
         // list serves the three kinds of group (asm! rejects unused operands).
         unsafe {
             core::arch::asm!(
-                x_group!($kind; $(($j, $a, $c, $wr)),*),
-                "/* {wbuf} {k} {mask} {m} {g} */",
+                x_group!($kind; $(($j, $a, $c, $wr, $mp)),*),
+                "/* {wbuf} {k} {mask} */",
+                $(concat!("/* {", stringify!($mp), "} */"),)*
                 wbuf = in(reg) $wbuf,
                 k = in(reg) K_ALIGNED.0.as_ptr(),
                 mask = in(reg) BSWAP_MASK.0.as_ptr(),
-                m = in(reg) $m.as_ptr(),
-                g = out(reg) _,
                 o = const 16 * $i,
+                $($mp = in(reg) $m[$j],)*
                 $(inout($a) $abef[$j], inout($c) $cdgh[$j], inout($wr) $w[$j],)*
                 out("xmm0") _, out("xmm13") _, out("xmm14") _,
                 options(nostack, preserves_flags)
@@ -541,7 +605,7 @@ macro_rules! x_asm {
 /// A register-allocated N-stream kernel (N <= 4) named `$name`; the stream list gives each
 /// stream's ABEF, CDGH and W registers.
 macro_rules! x_kernel {
-    ($name:ident, $n:literal; $(($j:tt, $a:tt, $c:tt, $wr:tt)),*) => {
+    ($name:ident, $n:literal; $(($j:tt, $a:tt, $c:tt, $wr:tt, $mp:ident)),*) => {
         /// Register-allocated N-stream kernel (see the notes above `sha256_compress_ni_lanes`).
         ///
         /// # Safety
@@ -563,22 +627,22 @@ macro_rules! x_kernel {
             for b in 0..n {
                 let m: [*const u8; $n] = core::array::from_fn(|j| block_at(blocks[j], b).as_ptr());
                 let (abef_save, cdgh_save) = (abef, cdgh);
-                x_asm!(load, 0, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
-                x_asm!(load, 1, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
-                x_asm!(load, 2, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
-                x_asm!(load, 3, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
-                x_asm!(step, 4, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
-                x_asm!(step, 5, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
-                x_asm!(step, 6, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
-                x_asm!(step, 7, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
-                x_asm!(step, 8, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
-                x_asm!(step, 9, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
-                x_asm!(step, 10, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
-                x_asm!(step, 11, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
-                x_asm!(step, 12, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
-                x_asm!(step, 13, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
-                x_asm!(last, 14, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
-                x_asm!(last, 15, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr)),*);
+                x_asm!(load, 0, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
+                x_asm!(load, 1, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
+                x_asm!(load, 2, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
+                x_asm!(load, 3, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
+                x_asm!(step, 4, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
+                x_asm!(step, 5, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
+                x_asm!(step, 6, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
+                x_asm!(step, 7, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
+                x_asm!(step, 8, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
+                x_asm!(step, 9, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
+                x_asm!(step, 10, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
+                x_asm!(step, 11, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
+                x_asm!(step, 12, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
+                x_asm!(step, 13, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
+                x_asm!(last, 14, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
+                x_asm!(last, 15, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
                 for j in 0..$n {
                     abef[j] = _mm_add_epi32(abef[j], abef_save[j]);
                     cdgh[j] = _mm_add_epi32(cdgh[j], cdgh_save[j]);
@@ -591,9 +655,11 @@ macro_rules! x_kernel {
     };
 }
 
-x_kernel!(sha256_compress_ni_x2, 2; (0, "xmm1", "xmm2", "xmm9"), (1, "xmm3", "xmm4", "xmm10"));
+x_kernel!(sha256_compress_ni_x2, 2;
+    (0, "xmm1", "xmm2", "xmm9", m0), (1, "xmm3", "xmm4", "xmm10", m1));
 x_kernel!(sha256_compress_ni_x3, 3;
-    (0, "xmm1", "xmm2", "xmm9"), (1, "xmm3", "xmm4", "xmm10"), (2, "xmm5", "xmm6", "xmm11"));
+    (0, "xmm1", "xmm2", "xmm9", m0), (1, "xmm3", "xmm4", "xmm10", m1),
+    (2, "xmm5", "xmm6", "xmm11", m2));
 x_kernel!(sha256_compress_ni_x4, 4;
-    (0, "xmm1", "xmm2", "xmm9"), (1, "xmm3", "xmm4", "xmm10"), (2, "xmm5", "xmm6", "xmm11"),
-    (3, "xmm7", "xmm8", "xmm12"));
+    (0, "xmm1", "xmm2", "xmm9", m0), (1, "xmm3", "xmm4", "xmm10", m1),
+    (2, "xmm5", "xmm6", "xmm11", m2), (3, "xmm7", "xmm8", "xmm12", m3));

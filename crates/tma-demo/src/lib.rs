@@ -526,7 +526,7 @@ fn demo_sha(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
                         .unwrap_or("?");
                     demo.say(&format!(
                         "bounds: one stream {:.2} cycles/byte (latency chain), interleaved {:.2} cycles/byte\n\
-                         (throughput of the block's instruction mix, measured alone and in mixed pairs;\n\
+                         (throughput of the block's instruction mix, measured alone, in mixed pairs and as one body;\n\
                          bound by {binding}){}",
                         bd.0,
                         bd.1,

@@ -14,6 +14,12 @@
 # quiet machine for figures to record. Cycles come from the core clock measured by
 # `tma workload` (a timed chain of dependent adds).
 #
+# On a shared host another tenant's thread on the SMT sibling slows vector work for seconds at a
+# time, so the interleaved figures and the targets use the fastest pass over the 1 MiB buffers
+# on both sides: `tma workload`'s best_bytes_per_second, and OpenSSL's SHA-256 through Python's
+# hashlib (which calls OpenSSL's EVP code) timed per 1 MiB pass the same way. The averages
+# (tma's whole run, `openssl speed`) are printed too, with the targets on them.
+#
 # Usage: scripts/bench-sha256.sh [SIZE_MIB]   (default 512: bytes hashed per figure)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,6 +55,19 @@ fi
 
 # openssl: bytes/s per block size in machine-readable form; take the 16384-byte column.
 openssl speed -mr -evp sha256 -seconds 3 2>/dev/null | grep '^+F:' > "$work/openssl.txt"
+# OpenSSL per pass: its SHA-256 through hashlib, fastest of 256 passes over a 1 MiB buffer (CPU
+# time of the thread), the statistic of tma's fastest pass.
+python3 - > "$work/openssl_pass.txt" <<'PY'
+import hashlib, os, time
+assert "openssl" in repr(hashlib.sha256), "python's hashlib is not built on OpenSSL here"
+buf = os.urandom(1 << 20)
+best = float("inf")
+for _ in range(256):
+    t0 = time.thread_time_ns()
+    hashlib.sha256(buf).digest()
+    best = min(best, time.thread_time_ns() - t0)
+print((1 << 20) / (best / 1e9))
+PY
 
 # coreutils and tma sha256sum on the same file(s), task-clock from perf (software event).
 head -c $((SIZE_MIB << 20)) /dev/urandom > "$work/big"
@@ -72,8 +91,10 @@ hz = p["clock"]["core_hz"]
 rows = []
 def bps(j):
     return j["sha256"]["bytes_per_second"]
+def best(j):
+    return j["sha256"]["best_bytes_per_second"]
 def wl_row(name, j):
-    rows.append((name, bps(j), j["clock"]["core_hz"] / bps(j)))
+    rows.append((name, bps(j), j["clock"]["core_hz"] / bps(j), best(j)))
 wl_row("tma portable (1 stream)", p)
 if ni == "1":
     wl_row("tma SHA-NI, 1 stream", load("ni1.json"))
@@ -81,7 +102,8 @@ if ni == "1":
         wl_row(f"tma SHA-NI, {k} streams interleaved", load(f"ni{k}.json"))
 f = open(os.path.join(work, "openssl.txt")).read().strip().split(":")
 ossl = float(f[-1])  # 16384-byte blocks, bytes per second of user CPU time
-rows.append(("openssl speed -evp sha256 (16 KiB)", ossl, hz / ossl))
+ossl_pass = float(open(os.path.join(work, "openssl_pass.txt")).read())
+rows.append(("openssl speed -evp sha256 (16 KiB) / OpenSSL via hashlib", ossl, hz / ossl, ossl_pass))
 tools = {}
 for key, name, ms, nbytes in [
     ("cu", f"coreutils sha256sum, 1 file of {size_mib} MiB", cu_ms, size),
@@ -92,11 +114,15 @@ for key, name, ms, nbytes in [
 ]:
     r = nbytes / (float(ms) / 1e3)
     tools[key] = r
-    rows.append((name, r, hz / r))
+    rows.append((name, r, hz / r, None))
 print(f"core clock {hz/1e9:.3f} GHz (dependent add chain); all rates per CPU second")
-print(f"{'implementation':<58} {'GB/s':>7} {'cycles/B':>9} {'vs openssl':>10}")
-for name, r, cpb in rows:
-    print(f"{name:<58} {r/1e9:7.3f} {cpb:9.3f} {r/ossl:9.2f}x")
+print("average: the whole run (openssl speed for OpenSSL); fastest pass: the best 1 MiB pass "
+      "(OpenSSL through hashlib)")
+print(f"{'implementation':<58} {'GB/s':>7} {'cycles/B':>9} {'vs openssl':>10}   "
+      f"{'fastest pass: c/B':>17} {'vs openssl':>10}")
+for name, r, cpb, b in rows:
+    fast = f"{hz/b:17.3f} {b/ossl_pass:9.2f}x" if b else ""
+    print(f"{name:<58} {r/1e9:7.3f} {cpb:9.3f} {r/ossl:9.2f}x   {fast}")
 
 verdict = lambda ok: "PASS" if ok else "FAIL"
 print()
@@ -108,23 +134,31 @@ if ni == "1":
           f"(bound by {b['interleaved_binding']})")
     for line in b["derivation"]:
         print(f"  {line}")
-    best = {k: load(f"ni{k}.json") for k in widths}
-    cpb = {k: j["clock"]["core_hz"] / bps(j) for k, j in best.items()}
-    print("of limit: " + ", ".join(f"{k} streams {100*bound_cpb/c:.0f}%" for k, c in cpb.items()))
+    docs = {k: load(f"ni{k}.json") for k in widths}
+    cpb = {k: j["clock"]["core_hz"] / best(j) for k, j in docs.items()}
+    cpb_avg = {k: j["clock"]["core_hz"] / bps(j) for k, j in docs.items()}
+    print("of limit (fastest pass): " + ", ".join(f"{k} streams {100*bound_cpb/c:.0f}%" for k, c in cpb.items()))
     wide = [k for k in widths if 4 <= k <= 8]
     kbest = min(wide, key=lambda k: cpb[k])
     kall = min(widths, key=lambda k: cpb[k])
     print(f"widest interleave that pays off here: {kall} streams ({cpb[kall]:.3f} c/B; "
           f"tma's DEFAULT_LANES is what `tma sha256sum` uses)")
     need_bound = bound_cpb / 0.80                       # c/B needed for 80% of the bound
-    need_ossl = (hz / ossl) / 2.5                       # c/B needed for 2.5x OpenSSL
+    need_ossl = (hz / ossl_pass) / 2.5                  # c/B needed for 2.5x OpenSSL
     stricter = min(need_bound, need_ossl)
     c = cpb[kbest]
-    print(f"target interleaved (best of 4-8 streams: {kbest}, {c:.3f} c/B) <= {stricter:.3f} c/B "
+    print(f"target interleaved, fastest pass (best of 4-8 streams: {kbest}, {c:.3f} c/B) <= {stricter:.3f} c/B "
           f"[80% of bound needs {need_bound:.3f}, 2.5x openssl needs {need_ossl:.3f}; the stricter]: "
-          f"{verdict(c <= stricter)} ({100*bound_cpb/c:.0f}% of bound, {(hz/c)/ossl:.2f}x openssl)")
+          f"{verdict(c <= stricter)} ({100*bound_cpb/c:.0f}% of bound, {(hz/c)/ossl_pass:.2f}x openssl)")
+    ka = min(wide, key=lambda k: cpb_avg[k])
+    ca = cpb_avg[ka]
+    need_a = min(need_bound, (hz / ossl) / 2.5)
+    print(f"  the same on averages (whole run vs openssl speed; {ka} streams, {ca:.3f} c/B <= {need_a:.3f}): "
+          f"{verdict(ca <= need_a)} ({100*bound_cpb/ca:.0f}% of bound, {(hz/ca)/ossl:.2f}x openssl)")
     one = bps(load("ni1.json"))
-    print(f"target SHA-NI 1 stream >= openssl: {verdict(one >= ossl)} ({one/ossl:.2f}x)")
+    one_b = best(load("ni1.json"))
+    print(f"target SHA-NI 1 stream >= openssl: {verdict(one >= ossl)} ({one/ossl:.2f}x on averages, "
+          f"{one_b/ossl_pass:.2f}x on the fastest pass)")
 port = bps(p)
 print(f"target portable >= coreutils per CPU second: {verdict(port >= tools['cu'])} "
       f"(workload {port/tools['cu']:.2f}x, tma sha256sum --impl portable {tools['tmap']/tools['cu']:.2f}x)")

@@ -8,6 +8,8 @@ use serde::Serialize;
 use crate::aggregate::{Aggregator, Counts, Frame, Task, TaskId};
 use crate::symbols::Symbolizer;
 
+/// The module of kernel frames, named as `perf report` names it.
+pub const KERNEL_MODULE: &str = "[kernel.kallsyms]";
 /// Assembly syntax of the annotation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -25,7 +27,7 @@ pub enum SortKey {
     Comm,
     /// The process id (shown as `pid:comm`, as perf does).
     Pid,
-    /// The module (shared object): `libc.so.6`, `[kernel]`, `[unknown]`.
+    /// The module (shared object): `libc.so.6`, `[kernel.kallsyms]`, `[unknown]`.
     Dso,
     /// The function.
     Sym,
@@ -84,7 +86,7 @@ pub struct ReportOptions {
 pub struct ResolvedFrame {
     /// Function name, `[kernel]`, or `[unknown] 0xADDR` when no symbol covers the address.
     pub function: String,
-    /// Module file name (`libc.so.6`), `[kernel]` or `[unknown]`.
+    /// Module file name (`libc.so.6`), `[kernel.kallsyms]` ([`KERNEL_MODULE`]) or `[unknown]`.
     pub module: String,
     /// Full module path as recorded, when the frame is in a file.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -564,7 +566,7 @@ fn resolve_frame(
             (
                 ResolvedFrame {
                     function: name.clone().unwrap_or_else(|| "[kernel]".into()),
-                    module: "[kernel]".into(),
+                    module: KERNEL_MODULE.into(),
                     module_path: None,
                     address: addr,
                     function_start: None,

@@ -159,6 +159,11 @@ pub enum Msg {
         /// ([`stats::sentinel_ok`]), and the sentinel readings that were off.
         #[serde(default)]
         contended: Vec<f64>,
+        /// The lowest repetitions agreed on a value no pipe count explains while a lower
+        /// repetition is plausible: that lower one is reported, unconverged
+        /// ([`Repeated::message_plausible`]).
+        #[serde(default)]
+        outvoted_plausible: bool,
     },
     Note(String),
 }
@@ -510,9 +515,11 @@ impl Repeated {
     ) -> Msg {
         let medians = self.medians();
         let mut agreed = self.agreed(m);
+        let mut outvoted_plausible = false;
         if let (Some(v), Some(n)) = (agreed, max_n) {
             if !stats::snap(v, n).1 && medians.iter().any(|x| *x < v && stats::snap(*x, n).1) {
                 agreed = None;
+                outvoted_plausible = true;
             }
         }
         let converged = agreed.is_some();
@@ -559,6 +566,7 @@ impl Repeated {
             converged,
             dropped: self.dropped,
             contended: self.contended.clone(),
+            outvoted_plausible,
         }
     }
 }
@@ -1408,15 +1416,21 @@ mod tests {
         let r = repeated(&[0.2501, 0.284, 0.2841, 0.2842]);
         let shown = |n: Option<usize>| match r.message_plausible(4, ClockKind::Tsc, &m, n) {
             Msg::Figure {
-                values, converged, ..
-            } => (stats::median(&values), converged),
+                values,
+                converged,
+                outvoted_plausible,
+                ..
+            } => (stats::median(&values), converged, outvoted_plausible),
             other => panic!("{other:?}"),
         };
         assert_eq!(
             shown(Some(4)),
-            (stats::median(&r.estimates[0].values), false)
+            (stats::median(&r.estimates[0].values), false, true)
         );
-        assert_eq!(shown(None), (stats::median(&r.estimates[1].values), true));
+        assert_eq!(
+            shown(None),
+            (stats::median(&r.estimates[1].values), true, false)
+        );
     }
 
     #[test]

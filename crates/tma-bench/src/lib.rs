@@ -324,6 +324,10 @@ pub struct Figure {
     /// tenant, or the calibration was off ([`stats::sentinel_expect`]).
     #[serde(default)]
     pub contended: Vec<f64>,
+    /// The lowest repetitions agreed on a value that no pipe count explains while a lower
+    /// repetition is plausible; `median` is that lower one and `converged` is false.
+    #[serde(default)]
+    pub outvoted_plausible: bool,
     pub accepted: usize,
     pub rejected: usize,
     /// Median raw TSC ticks per copy, uncalibrated.

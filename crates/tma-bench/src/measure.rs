@@ -756,12 +756,14 @@ fn collect(
                 converged,
                 dropped,
                 contended,
+                outvoted_plausible,
                 ..
             } => {
                 let mut f = figure(*clock, values, raw_ticks, *rejected)?;
                 f.converged = *converged;
                 f.dropped = *dropped;
                 f.contended = contended.clone();
+                f.outvoted_plausible = *outvoted_plausible;
                 f.repetitions = repetitions.clone();
                 figs.insert((*job, *clock), f);
             }
@@ -808,6 +810,7 @@ fn figure(
         repetitions: vec![median],
         dropped: false,
         contended: Vec::new(),
+        outvoted_plausible: false,
     })
 }
 
@@ -1178,6 +1181,7 @@ mod tests {
             repetitions: vec![median; reps],
             dropped: false,
             contended: Vec::new(),
+            outvoted_plausible: false,
         }
     }
 

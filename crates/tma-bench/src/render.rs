@@ -74,17 +74,23 @@ fn unconverged_note(f: &Figure) -> Option<String> {
             s.len()
         ));
     }
-    if crate::stats::agreed(&f.repetitions, 0.01).is_some() && f.contended.is_empty() {
-        return Some(
-            "UNCONFIRMED: the repetitions agree, but the throughput check failed (see the note below)"
-                .into(),
-        );
-    }
-    let mut n = format!(
-        "UNCONVERGED: {} repetitions {lo:.3}-{hi:.3} (spread {:.1}%), the lowest never confirmed within 1%; the lowest is shown, the true figure may be lower",
-        s.len(),
-        f.repetition_spread() * 100.0
-    );
+    let agreed = crate::stats::agreed(&f.repetitions, 0.01);
+    let mut n = if f.outvoted_plausible {
+        format!(
+            "UNCONVERGED: repetitions agreed on {:.3}, which no pipe count explains, over a lower {lo:.3} that one does but no other repetition confirmed ({} repetitions, {lo:.3}-{hi:.3}); the lower is shown",
+            agreed.unwrap_or(*hi),
+            s.len()
+        )
+    } else if agreed.is_some() {
+        "UNCONFIRMED: the repetitions agree, but the throughput check failed (see the note below)"
+            .to_string()
+    } else {
+        format!(
+            "UNCONVERGED: {} repetitions {lo:.3}-{hi:.3} (spread {:.1}%), the lowest never confirmed within 1%; the lowest is shown, the true figure may be lower",
+            s.len(),
+            f.repetition_spread() * 100.0
+        )
+    };
     if !f.contended.is_empty() {
         let c = crate::stats::sorted(&f.contended);
         n.push_str(&format!(
@@ -424,4 +430,52 @@ fn sha(w: &mut dyn Write, s: &ShaReport) -> Result<(), ReportError> {
     }
     writeln!(w, "  model: {}", b.model)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fig(reps: &[f64], contended: &[f64], outvoted: bool) -> Figure {
+        let low = crate::stats::sorted(reps).first().copied().unwrap_or(0.0);
+        Figure {
+            clock: crate::ClockKind::Tsc,
+            median: low,
+            p10: low,
+            p90: low,
+            snapped: low,
+            snapped_ok: true,
+            converged: false,
+            repetitions: reps.to_vec(),
+            dropped: false,
+            contended: contended.to_vec(),
+            outvoted_plausible: outvoted,
+            accepted: 11,
+            rejected: 0,
+            raw_tsc_ticks: low,
+        }
+    }
+
+    /// Each reason a figure is not clean gets its own note, whatever else happened to it.
+    #[test]
+    fn unconverged_notes_name_the_reason() {
+        let note = |f: Figure| unconverged_note(&f).unwrap();
+        // Agreeing repetitions, some others discarded by the sentinel: the throughput check
+        // failed (not "never confirmed").
+        let n = note(fig(&[0.2502, 0.2513], &[0.3, 0.31], false));
+        assert!(n.starts_with("UNCONFIRMED: the repetitions agree"), "{n}");
+        assert!(n.contains("2 more discarded"), "{n}");
+        // Three agreeing on an implausible value over a plausible lower one.
+        let n = note(fig(&[0.25, 0.284, 0.2841, 0.2842], &[], true));
+        assert!(
+            n.starts_with("UNCONVERGED: repetitions agreed on 0.284, which no pipe count explains, over a lower 0.250"),
+            "{n}"
+        );
+        // Nothing agrees.
+        let n = note(fig(&[0.25, 0.3], &[], false));
+        assert!(n.contains("the lowest never confirmed within 1%"), "{n}");
+        // Everything discarded.
+        let n = note(fig(&[], &[0.3], false));
+        assert!(n.contains("every repetition (1) was discarded"), "{n}");
+    }
 }

@@ -73,6 +73,16 @@ fn tp_best(r: &FormReport) -> f64 {
     claimed(&r.throughput.as_ref().unwrap().best[0])
 }
 
+/// A report whose off figure shows the noise itself: some figure marked implausible (`*`) has
+/// a p10-p90 spread over 2% of its median. A wrong method gives a tight figure.
+fn noisy(r: &FormReport) -> bool {
+    r.latency
+        .iter()
+        .flat_map(|p| &p.figures)
+        .chain(r.throughput.iter().flat_map(|t| &t.best))
+        .any(|f| !f.snapped_ok && (f.p90 - f.p10) / f.median > 0.02)
+}
+
 fn within(x: f64, want: f64) -> bool {
     ((x - want) / want).abs() <= 0.02
 }
@@ -91,6 +101,8 @@ fn measure_until(
 ) -> Option<f64> {
     let mut last = None;
     let (mut tries, mut refusals) = (0, 0);
+    // Whether every attempt that missed showed the host's noise in the figures themselves.
+    let mut all_noisy = true;
     while tries < 5 && refusals < 6 {
         match bench(&Source::Text(text.into()), opts) {
             Ok(r) => {
@@ -100,6 +112,7 @@ fn measure_until(
                 if within(v, want) {
                     return last;
                 }
+                all_noisy &= noisy(&r);
                 eprintln!("{text}: {v:.4} (want {want}), measuring again");
                 std::thread::sleep(std::time::Duration::from_millis(300));
             }
@@ -115,6 +128,10 @@ fn measure_until(
         eprintln!(
             "skipped: the calibration self-check refused {refusals} times (host too contended)"
         );
+    }
+    if tries == 5 && all_noisy && last.is_some_and(|v| !v.is_nan()) {
+        eprintln!("skipped: {text}: every attempt read off its plausible value with a p10-p90 spread over 2% (marked `*`: a noisy host; a wrong method gives a tight figure)");
+        return None;
     }
     if last.is_some_and(f64::is_nan) {
         eprintln!("skipped: {text}: tma marked the figure unconverged every time (host too noisy to confirm it)");

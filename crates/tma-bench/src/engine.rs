@@ -620,10 +620,12 @@ fn still_needed(
 
 /// Copies of the code buffer, used in turn by the rounds of a figure ([`Child::figures`]):
 /// independent repetitions then also run from different pages. On a Zen 3 VM, `popcnt rax,
-/// rbx` throughput read 0.284 instead of 0.250 in 3 to 11 runs of 20, for the whole run and
-/// through a second of repetitions, while the run before and after read 0.250: a property of
-/// the pages the code landed on (it happened with ASLR off too), which a second copy does not
-/// share.
+/// rbx` throughput read 0.284 instead of 0.250 in 3 to 11 runs of 20 (ASLR off too), often
+/// for a whole run, while the runs before and after read 0.250. What causes it is not known
+/// (it only hits long instructions, so the op cache is the suspect); with copies, one process
+/// saw 0.250 from one copy and 0.284 from the next, and also both from the same copy at
+/// different times. The copies make the rounds differ in one more way; [`still_needed`]'s
+/// spaced retries and [`Repeated::message_plausible`] deal with what remains.
 const CODE_COPIES: usize = 3;
 
 /// The pause before a round that only measures an accepted but implausible throughput again

@@ -127,8 +127,10 @@ for name, r, cpb, b in rows:
 verdict = lambda ok: "PASS" if ok else "FAIL"
 print()
 if ni == "1":
-    b = load("bench.json")["sha"]["bounds"]
+    sha = load("bench.json")["sha"]
+    b = sha["bounds"]
     bound_cpb = b["interleaved_cycles_per_block"] / 64.0
+    unconfirmed = sha.get("unconfirmed", [])
     print(f"instruction-level bound (tma bench --preset sha): one stream "
           f"{b['one_stream_cycles_per_block']/64:.3f} c/B, interleaved {bound_cpb:.3f} c/B "
           f"(bound by {b['interleaved_binding']})")
@@ -147,9 +149,18 @@ if ni == "1":
     need_ossl = (hz / ossl_pass) / 2.5                  # c/B needed for 2.5x OpenSSL
     stricter = min(need_bound, need_ossl)
     c = cpb[kbest]
-    print(f"target interleaved, fastest pass (best of 4-8 streams: {kbest}, {c:.3f} c/B) <= {stricter:.3f} c/B "
-          f"[80% of bound needs {need_bound:.3f}, 2.5x openssl needs {need_ossl:.3f}; the stricter]: "
-          f"{verdict(c <= stricter)} ({100*bound_cpb/c:.0f}% of bound, {(hz/c)/ossl_pass:.2f}x openssl)")
+    if unconfirmed:
+        # A bound measured through noise is too high: "of limit" and the 80% check would flatter.
+        print(f"BOUND UNCONFIRMED: {len(unconfirmed)} of its measured inputs did not converge "
+              f"({', '.join(unconfirmed)}); the shares of it above and the 80% check are not figures "
+              "to trust: run again on a quieter machine")
+        print(f"target interleaved, fastest pass (best of 4-8 streams: {kbest}, {c:.3f} c/B): 80% of bound: "
+              f"UNKNOWN (bound unconfirmed); 2.5x openssl needs {need_ossl:.3f}: "
+              f"{verdict(c <= need_ossl)} ({(hz/c)/ossl_pass:.2f}x openssl)")
+    else:
+        print(f"target interleaved, fastest pass (best of 4-8 streams: {kbest}, {c:.3f} c/B) <= {stricter:.3f} c/B "
+              f"[80% of bound needs {need_bound:.3f}, 2.5x openssl needs {need_ossl:.3f}; the stricter]: "
+              f"{verdict(c <= stricter)} ({100*bound_cpb/c:.0f}% of bound, {(hz/c)/ossl_pass:.2f}x openssl)")
     ka = min(wide, key=lambda k: cpb_avg[k])
     ca = cpb_avg[ka]
     need_a = min(need_bound, (hz / ossl) / 2.5)

@@ -424,6 +424,14 @@ fn sha(w: &mut dyn Write, s: &ShaReport) -> Result<(), ReportError> {
         b.interleaved_cycles_per_byte(),
         b.interleaved_binding
     )?;
+    if !s.unconfirmed.is_empty() {
+        writeln!(
+            w,
+            "  UNCONFIRMED: {} of the measured inputs did not converge ({}); the bounds are what this run measured, likely too high: measure again on a quieter machine",
+            s.unconfirmed.len(),
+            s.unconfirmed.join(", ")
+        )?;
+    }
     writeln!(w, "derivation:")?;
     for line in &b.derivation {
         writeln!(w, "  {line}")?;

@@ -289,6 +289,11 @@ impl ShaBounds {
 pub struct ShaReport {
     pub forms: Vec<FormReport>,
     pub bounds: ShaBounds,
+    /// The measured inputs of the bounds that tma did not accept (unconverged or unconfirmed
+    /// on a noisy host). Then the bounds are what this run measured, likely too high, and a
+    /// kernel's share "of the limit" is not a figure to trust.
+    #[serde(default)]
+    pub unconfirmed: Vec<String>,
 }
 
 fn pair_lat(f: &FormReport, pair: &str) -> Option<f64> {
@@ -568,7 +573,35 @@ pub fn preset_sha(opts: &Options) -> Result<ShaReport, BenchError> {
         block_body: Some(block),
     };
     let b = bounds(&figures).map_err(|e| BenchError::Measurement(e.to_string()))?;
-    Ok(ShaReport { forms, bounds: b })
+    let unconfirmed = unconfirmed_inputs(&forms);
+    Ok(ShaReport {
+        forms,
+        bounds: b,
+        unconfirmed,
+    })
+}
+
+/// The forms whose figures the bounds use and tma did not accept: the latency pairs of every
+/// form and its best throughput (the SHA-1 forms are reported, not used).
+fn unconfirmed_inputs(forms: &[FormReport]) -> Vec<String> {
+    forms
+        .iter()
+        .filter(|f| !f.input.starts_with("sha1"))
+        .filter(|f| {
+            let lat = f
+                .latency
+                .iter()
+                .filter_map(|p| p.figures.first())
+                .any(|x| !x.converged);
+            let tp = f
+                .throughput
+                .as_ref()
+                .and_then(|t| t.best.first())
+                .is_some_and(|x| !x.converged);
+            lat || tp
+        })
+        .map(|f| f.input.clone())
+        .collect()
 }
 
 #[cfg(test)]

@@ -292,6 +292,31 @@ fn sha_preset_reports_bounds_consistent_with_its_figures() {
         .map(|f| f["input"].as_str().unwrap())
         .collect();
     assert!(inputs.contains(&"sha1rnds4 xmm1, xmm2, 0"), "{inputs:?}");
+    // `unconfirmed` lists exactly the inputs of the bounds whose figures tma did not accept.
+    let not_accepted: Vec<&str> = v["forms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| !f["input"].as_str().unwrap().starts_with("sha1"))
+        .filter(|f| {
+            let off = |x: &serde_json::Value| x["converged"] == false;
+            f["latency"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|p| p["figures"].get(0))
+                .any(off)
+                || f["throughput"]["best"].get(0).is_some_and(off)
+        })
+        .map(|f| f["input"].as_str().unwrap())
+        .collect();
+    let unconfirmed: Vec<&str> = v["sha"]["unconfirmed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    assert_eq!(unconfirmed, not_accepted);
 }
 
 /// `--progress` with `--file`: progress goes to stderr only (one line per input when stderr is

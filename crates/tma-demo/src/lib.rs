@@ -544,7 +544,19 @@ fn demo_sha(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
                             writeln!(demo.out, "  {l}")?;
                         }
                     }
-                    bounds = Some(bd);
+                    let unconfirmed = v
+                        .as_ref()
+                        .and_then(|v| v.pointer("/sha/unconfirmed"))
+                        .and_then(Value::as_array)
+                        .map_or(0, Vec::len);
+                    if unconfirmed > 0 {
+                        demo.say(&format!(
+                            "the bound is unconfirmed: {unconfirmed} of its measured inputs did not converge (a noisy host);
+                             the \"of limit\" column is left out rather than shown against a bound that is likely too high"
+                        ))?;
+                    } else {
+                        bounds = Some(bd);
+                    }
                 }
                 None => demo.say("could not read the bounds from the bench report")?,
             }

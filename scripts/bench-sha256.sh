@@ -152,7 +152,7 @@ if ni == "1":
     if unconfirmed:
         # A bound measured through noise is too high: "of limit" and the 80% check would flatter.
         print(f"BOUND UNCONFIRMED: {len(unconfirmed)} of its measured inputs did not converge "
-              f"({', '.join(unconfirmed)}); the shares of it above and the 80% check are not figures "
+              f"(`{'`, `'.join(unconfirmed)}`); the shares of it above and the 80% check are not figures "
               "to trust: run again on a quieter machine")
         print(f"target interleaved, fastest pass (best of 4-8 streams: {kbest}, {c:.3f} c/B): 80% of bound: "
               f"UNKNOWN (bound unconfirmed); 2.5x openssl needs {need_ossl:.3f}: "

@@ -427,9 +427,9 @@ fn sha(w: &mut dyn Write, s: &ShaReport) -> Result<(), ReportError> {
     if !s.unconfirmed.is_empty() {
         writeln!(
             w,
-            "  UNCONFIRMED: {} of the measured inputs did not converge ({}); the bounds are what this run measured, likely too high: measure again on a quieter machine",
+            "  UNCONFIRMED: {} of the measured inputs did not converge (`{}`); the bounds are what this run measured, likely too high: measure again on a quieter machine",
             s.unconfirmed.len(),
-            s.unconfirmed.join(", ")
+            s.unconfirmed.join("`, `")
         )?;
     }
     writeln!(w, "derivation:")?;

@@ -161,7 +161,7 @@ pub enum Msg {
         contended: Vec<f64>,
         /// The lowest repetitions agreed on a value no pipe count explains while a lower
         /// repetition is plausible: that lower one is reported, unconverged
-        /// ([`Repeated::message_plausible`]).
+        /// ([`Repeated::message`]).
         #[serde(default)]
         outvoted_plausible: bool,
     },
@@ -495,24 +495,13 @@ impl Repeated {
             .flatten()
     }
 
-    /// The figure message: the accepted repetition ([`stats::agreed`]), else the lowest.
-    #[cfg(test)]
-    fn message(&self, job: usize, clock: ClockKind, m: &Method) -> Msg {
-        self.message_plausible(job, clock, m, None)
-    }
-
-    /// [`Repeated::message`] for a throughput, with this machine's pipe count (`max_n`): when
-    /// the accepted value is not plausible ([`stats::snap`]) but a lower repetition is, the
-    /// lower one is shown, unconverged. Host noise only adds time, and three repetitions of a
-    /// run agreeing on popcnt at 0.284 cycles over one at 0.250 were the noise (the other runs
-    /// read 0.250); the figure is then not confirmed either way, and says so.
-    fn message_plausible(
-        &self,
-        job: usize,
-        clock: ClockKind,
-        m: &Method,
-        max_n: Option<usize>,
-    ) -> Msg {
+    /// The figure message: the accepted repetition ([`stats::agreed`]), else the lowest. For a
+    /// throughput, `max_n` is this machine's pipe count: when the accepted value is not
+    /// plausible ([`stats::snap`]) but a lower repetition is, the lower one is shown,
+    /// unconverged. Host noise only adds time, and three repetitions of a run agreeing on
+    /// popcnt at 0.284 cycles over one at 0.250 were the noise (the other runs read 0.250); the
+    /// figure is then not confirmed either way, and says so.
+    fn message(&self, job: usize, clock: ClockKind, m: &Method, max_n: Option<usize>) -> Msg {
         let medians = self.medians();
         let mut agreed = self.agreed(m);
         let mut outvoted_plausible = false;
@@ -625,7 +614,7 @@ fn still_needed(
 /// (it only hits long instructions, so the op cache is the suspect); with copies, one process
 /// saw 0.250 from one copy and 0.284 from the next, and also both from the same copy at
 /// different times. The copies make the rounds differ in one more way; [`still_needed`]'s
-/// spaced retries and [`Repeated::message_plausible`] deal with what remains.
+/// spaced retries and [`Repeated::message`] deal with what remains.
 const CODE_COPIES: usize = 3;
 
 /// The pause before a round that only measures an accepted but implausible throughput again
@@ -894,7 +883,7 @@ impl Child<'_> {
             reps.iter()
                 .map(|(j, r)| {
                     let n = tp.contains(j).then_some(max_n);
-                    r.message_plausible(*j, clock, m, n)
+                    r.message(*j, clock, m, n)
                 })
                 .collect(),
         )
@@ -1299,7 +1288,7 @@ mod tests {
     #[test]
     fn figure_messages_follow_the_repetition_rule() {
         let m = Method::default();
-        let fig = |r: &Repeated| match r.message(7, ClockKind::Tsc, &m) {
+        let fig = |r: &Repeated| match r.message(7, ClockKind::Tsc, &m, None) {
             Msg::Figure {
                 values,
                 repetitions,
@@ -1338,7 +1327,7 @@ mod tests {
             contended: vec![0.49, 0.5],
             ..Repeated::default()
         };
-        match r.message(3, ClockKind::Tsc, &m) {
+        match r.message(3, ClockKind::Tsc, &m, None) {
             Msg::Figure {
                 values,
                 converged,
@@ -1389,7 +1378,7 @@ mod tests {
         let next = still_needed(&mut reps, &tp, &m, 4);
         assert_eq!(next, vec![3, 7, 8]);
         assert!(reps[4].1.dropped && !reps[5].1.dropped);
-        match reps[4].1.message(6, ClockKind::Tsc, &m) {
+        match reps[4].1.message(6, ClockKind::Tsc, &m, None) {
             Msg::Figure {
                 converged, dropped, ..
             } => assert!(!converged && dropped),
@@ -1416,7 +1405,7 @@ mod tests {
         // Three agreeing at an implausible 0.284 over one plausible 0.250: the lower is shown,
         // unconverged; without the pipe count (a latency) the agreeing three win.
         let r = repeated(&[0.2501, 0.284, 0.2841, 0.2842]);
-        let shown = |n: Option<usize>| match r.message_plausible(4, ClockKind::Tsc, &m, n) {
+        let shown = |n: Option<usize>| match r.message(4, ClockKind::Tsc, &m, n) {
             Msg::Figure {
                 values,
                 converged,

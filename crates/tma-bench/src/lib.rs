@@ -375,6 +375,27 @@ fn yes() -> bool {
 }
 
 impl Figure {
+    /// A tsc figure of `median` over `reps` identical repetitions (tests' builder).
+    #[cfg(test)]
+    pub(crate) fn tsc_for_tests(median: f64, converged: bool, reps: usize) -> Figure {
+        Figure {
+            clock: ClockKind::Tsc,
+            median,
+            p10: median,
+            p90: median,
+            snapped: median,
+            snapped_ok: true,
+            accepted: 11,
+            rejected: 0,
+            raw_tsc_ticks: median,
+            converged,
+            repetitions: vec![median; reps],
+            dropped: false,
+            contended: Vec::new(),
+            outvoted_plausible: false,
+        }
+    }
+
     /// The spread of the independent repetitions, relative to the lowest: (max - min) / min.
     pub fn repetition_spread(&self) -> f64 {
         let s = stats::sorted(&self.repetitions);

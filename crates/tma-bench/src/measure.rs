@@ -1165,24 +1165,8 @@ mod tests {
         assert!(m.addr.is_empty());
     }
 
-    /// A tsc figure of `median` over `reps` identical repetitions.
     fn figure(median: f64, converged: bool, reps: usize) -> Figure {
-        Figure {
-            clock: ClockKind::Tsc,
-            median,
-            p10: median,
-            p90: median,
-            snapped: median,
-            snapped_ok: true,
-            accepted: 11,
-            rejected: 0,
-            raw_tsc_ticks: median,
-            converged,
-            repetitions: vec![median; reps],
-            dropped: false,
-            contended: Vec::new(),
-            outvoted_plausible: false,
-        }
+        Figure::tsc_for_tests(median, converged, reps)
     }
 
     #[test]

@@ -447,20 +447,10 @@ mod tests {
     fn fig(reps: &[f64], contended: &[f64], outvoted: bool) -> Figure {
         let low = crate::stats::sorted(reps).first().copied().unwrap_or(0.0);
         Figure {
-            clock: crate::ClockKind::Tsc,
-            median: low,
-            p10: low,
-            p90: low,
-            snapped: low,
-            snapped_ok: true,
-            converged: false,
             repetitions: reps.to_vec(),
-            dropped: false,
             contended: contended.to_vec(),
             outvoted_plausible: outvoted,
-            accepted: 11,
-            rejected: 0,
-            raw_tsc_ticks: low,
+            ..Figure::tsc_for_tests(low, false, 0)
         }
     }
 

@@ -204,7 +204,7 @@ pub const TAG_FAULT: u64 = 0xFA17;
 /// Tell the fault handler which code buffer and job are running.
 pub fn set_fault_context(fd: RawFd, code_base: u64) {
     REPORT_FD.store(fd, Ordering::SeqCst);
-    CODE_BASE.store(code_base, Ordering::SeqCst);
+    set_fault_context_base(code_base);
 }
 
 /// Where faults are mapped from after switching to another copy of the code buffer.

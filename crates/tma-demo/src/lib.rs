@@ -551,7 +551,7 @@ fn demo_sha(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
                         .map_or(0, Vec::len);
                     if unconfirmed > 0 {
                         demo.say(&format!(
-                            "the bound is unconfirmed: {unconfirmed} of its measured inputs did not converge (a noisy host);
+                            "the bound is unconfirmed: {unconfirmed} of its measured inputs did not converge (a noisy host);\n\
                              the \"of limit\" column is left out rather than shown against a bound that is likely too high"
                         ))?;
                     } else {

@@ -10,6 +10,7 @@ use crate::symbols::Symbolizer;
 
 /// The module of kernel frames, named as `perf report` names it.
 pub const KERNEL_MODULE: &str = "[kernel.kallsyms]";
+
 /// Assembly syntax of the annotation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "lowercase")]

@@ -42,7 +42,7 @@ pub fn text(w: &mut dyn Write, report: &WorkloadReport) -> io::Result<()> {
                 .unwrap_or_default();
             writeln!(
                 w,
-                "  fastest pass {:.3} GB/s{cpb} (of {} passes; host noise only slows a pass down)",
+                "  fastest pass {:.3} GB/s{cpb} ({} passes timed in groups of at least 1 MiB; host noise only slows them down)",
                 s.best_bytes_per_second / 1e9,
                 s.iters
             )?;

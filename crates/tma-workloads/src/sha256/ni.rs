@@ -15,8 +15,8 @@
 //!
 //! # Interleaved kernels for 2 to 4 streams
 //!
-//! Written as inline assembly, one `asm!` block per four-round group, with every register
-//! named (`x_kernel!`): stream j keeps ABEF, CDGH and its newest message vector W in registers
+//! Written as inline assembly, one `asm!` loop over the blocks with every register named
+//! (`x_kernel!`): stream j keeps ABEF, CDGH and its newest message vector W in registers
 //! for the whole call (4 streams: 8 + 4 registers, plus xmm0 and two temporaries), so nothing
 //! spills. The message schedule is computed just in time, in the block whose rounds use it:
 //! in group i, W[i] of every stream (message bytes for i < 4, one SHA256MSG1, PALIGNR, PADDD,
@@ -35,11 +35,12 @@
 //! | the same layout with explicit registers (asm) | | | 1.03 to 1.05 |
 //! | + W+K made at the rounds from a W-only schedule (one store per step, not two) | | | 0.97 |
 //! | + the schedule steps of a group before its rounds | | | 0.92 |
-//! | just-in-time schedule, W in a register (this kernel) | 1.04 | 0.92 to 0.98 | 0.89 to 0.94 |
+//! | just-in-time schedule, W in a register (one `asm!` block per group) | 1.04 | 0.92 to 0.98 | 0.89 to 0.94 |
+//! | the same as one `asm!` loop over the blocks (this kernel; fastest pass, 1 MiB buffers) | 0.99 | 0.88 | 0.86 to 0.88 |
 //!
 //! What limits it is the instruction mix, not the dependency chains: `tma bench` on this
 //! kernel's mix for one block as one body of independent instructions runs at 54 to 56 cycles
-//! (the kernel: 57 to 60), against 45 for the block's minimal mix (`tma bench --preset sha`,
+//! (the kernel: 57 to 60 as one `asm!` block per group, 53 to 55 as one loop), against 45 for the block's minimal mix (`tma bench --preset sha`,
 //! "the block mix measured as one body"). The difference is the 16 `pshufd` (6 cycles: removing
 //! them from the body gives 48), the 14 stores of W (2) and the register copies (2). Every way
 //! tried to avoid the shuffle cost more: loading the upper pair with `movq` (from a W+K table
@@ -50,6 +51,32 @@
 //! (SHA256MSG2 reading W[i-1] through a store-to-load forward: 1.10 to 1.16), 3 streams with
 //! W[i-1..i-3] in registers (0.91, no better than 4), and steps ordered after the rounds or
 //! interleaved stream by stream (0.95 to 0.99).
+//!
+//! Where the cycles go (same VM, 2026-11-26; `scripts/sha-ni-ablation`, which generates this
+//! kernel's 4-stream loop and variants of it and times them side by side on 4 x 64 KiB, fastest
+//! of 200 runs, three runs agreeing within 0.5 cycles): this kernel 53.4 cycles per block and
+//! stream (0.834 cycles/byte), and with one kind of instruction deleted (wrong digests, right
+//! timing):
+//!
+//! | deleted | cycles/block | saved |
+//! |---|---|---|
+//! | SHA256MSG2 (12) | 41.0 | 12.4 |
+//! | SHA256RNDS2 (32) | 48.0 | 5.4 |
+//! | SHA256MSG1 (12) | 48.4 | 5.0 |
+//! | `pshufd` (16) | 49.8 | 3.6 |
+//! | `paddd` of K (16) | 51.7 | 1.7 |
+//! | `palignr` (12) | 52.4 | 1.0 |
+//! | the stores of W (14) | 54.9 | none |
+//! | the whole schedule (steps 4 to 15) | 40.6 | 12.8 |
+//!
+//! SHA256MSG2 costs the most although its pipe is busy only 24 of the 53 cycles: while it runs
+//! (2 cycles each) it takes one of the core's two 16-byte load slots (8 SHA256MSG2 with 16 loads
+//! take 16 cycles, with 24 loads 24) and slows `palignr` and SHA256MSG1 beside it. Variants, all
+//! slower (cycles/block): the schedule one group ahead of the rounds (53.4, the same), two groups
+//! ahead with W read from memory (56.0), K of a group loaded once into xmm15 (56.3), `palignr` as
+//! `vpalignr` (55.3) or `vpblendw` + `pshufd` (55.8), the upper pair as `movq` of the stored W
+//! plus a `paddd` of K (62.7), as `movq` from a table never stored (57.9), or through a general
+//! register with `pextrq`/`movq` (67.5).
 // unsafe allowed: SHA-NI intrinsics behind #[target_feature], gated by NiToken.
 #![allow(unsafe_code)]
 
@@ -470,22 +497,31 @@ struct AlignedMask([u8; 16]);
 static BSWAP_MASK: AlignedMask =
     AlignedMask([3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12]);
 
-// Text of the register-allocated kernels (`sha256_compress_ni_x2` to `_x4`). One `asm!` block per
-// four-round group `{o} / 16` of a block; stream `j` keeps ABEF, CDGH and its newest message
-// word vector W in the registers named by the caller; `{wbuf}` holds the 16 W of every stream
-// (256 bytes each), `{k}` the aligned K, `{m0}`.. the current block of each stream (one register
-// each: loading the pointers from memory in the group cost 6%).
-// xmm0 is the W+K operand of SHA256RNDS2 and a temporary; xmm13 and xmm14 are temporaries.
+// Text of the register-allocated kernels (`sha256_compress_ni_x2` to `_x4`): one `asm!` loop
+// over the blocks. Stream `j` keeps ABEF, CDGH and its newest message word vector W in the
+// registers named by the caller for the whole call; `{wbuf}` holds the 16 W of every stream
+// (256 bytes each), `{save}` the states at the start of the block (32 bytes per stream), `{k}`
+// the aligned K, `{m0}`.. the current block of each stream. `$o` is the byte offset of the group
+// (16 x its number) in K, in a block and in a stream's W. xmm0 is the W+K operand of SHA256RNDS2
+// and a temporary; xmm13 and xmm14 are temporaries.
+//
+// One loop rather than one `asm!` block per group (the previous form, with the block loop, the
+// state additions and the block pointers in Rust): 53.4 against 55.4 cycles per block and
+// stream for 4 streams, measured side by side with scripts/sha-ni-ablation (the compiler kept
+// the saved states on the stack and reloaded them, and computed every pointer with its bounds
+// check per block).
 
 /// Rounds 4i..4i+4 of one stream: W+K from the newest W, the upper pair shifted down for the
 /// second SHA256RNDS2.
 macro_rules! x_rounds {
-    ($abef:literal, $cdgh:literal, $w:literal) => {
+    ($o:literal, $abef:literal, $cdgh:literal, $w:literal) => {
         concat!(
             "movdqa xmm0, ",
             $w,
             "\n",
-            "paddd xmm0, xmmword ptr [{k} + {o}]\n",
+            "paddd xmm0, xmmword ptr [{k} + ",
+            $o,
+            "]\n",
             "sha256rnds2 ",
             $cdgh,
             ", ",
@@ -503,11 +539,13 @@ macro_rules! x_rounds {
 
 /// Keep W of stream `j` for the later schedule steps that read it.
 macro_rules! x_store {
-    ($j:literal, $w:literal) => {
+    ($o:literal, $j:literal, $w:literal) => {
         concat!(
             "movdqa xmmword ptr [{wbuf} + 256*",
             $j,
-            " + {o}], ",
+            " + ",
+            $o,
+            "], ",
             $w,
             "\n"
         )
@@ -516,37 +554,45 @@ macro_rules! x_store {
 
 /// W[i] (i < 4) of stream `j`: 16 message bytes (from the block `$mp` points at), byte-swapped.
 macro_rules! x_load {
-    ($j:literal, $w:literal, $mp:ident) => {
+    ($o:literal, $j:literal, $w:literal, $mp:ident) => {
         concat!(
             "movdqu ",
             $w,
             ", xmmword ptr [{",
             stringify!($mp),
-            "} + {o}]\n",
+            "} + ",
+            $o,
+            "]\n",
             "pshufb ",
             $w,
             ", xmmword ptr [{mask}]\n",
-            x_store!($j, $w),
+            x_store!($o, $j, $w),
         )
     };
 }
 
 /// W[i] (i >= 4) of stream `j` from W[i-4], W[i-3], W[i-2] (memory) and W[i-1] (the register).
 macro_rules! x_step {
-    ($j:literal, $w:literal) => {
+    ($o:literal, $j:literal, $w:literal) => {
         concat!(
             "movdqa xmm13, xmmword ptr [{wbuf} + 256*",
             $j,
-            " + {o} - 64]\n",
+            " + ",
+            $o,
+            " - 64]\n",
             "sha256msg1 xmm13, xmmword ptr [{wbuf} + 256*",
             $j,
-            " + {o} - 48]\n",
+            " + ",
+            $o,
+            " - 48]\n",
             "movdqa xmm14, ",
             $w,
             "\n",
             "palignr xmm14, xmmword ptr [{wbuf} + 256*",
             $j,
-            " + {o} - 32], 4\n",
+            " + ",
+            $o,
+            " - 32], 4\n",
             "paddd xmm13, xmm14\n",
             "sha256msg2 xmm13, ",
             $w,
@@ -562,48 +608,55 @@ macro_rules! x_step {
 /// from the message; `step`: W[4..14], stored for later steps; `last`: W[14], W[15] (no later
 /// step reads them).
 macro_rules! x_group {
-    (load; $(($j:literal, $a:literal, $c:literal, $w:literal, $mp:ident)),*) => {
-        concat!($(x_load!($j, $w, $mp),)* $(x_rounds!($a, $c, $w),)*)
+    (load, $o:literal; $(($j:literal, $a:literal, $c:literal, $w:literal, $mp:ident)),*) => {
+        concat!($(x_load!($o, $j, $w, $mp),)* $(x_rounds!($o, $a, $c, $w),)*)
     };
-    (step; $(($j:literal, $a:literal, $c:literal, $w:literal, $mp:ident)),*) => {
-        concat!($(x_step!($j, $w), x_store!($j, $w),)* $(x_rounds!($a, $c, $w),)*)
+    (step, $o:literal; $(($j:literal, $a:literal, $c:literal, $w:literal, $mp:ident)),*) => {
+        concat!($(x_step!($o, $j, $w), x_store!($o, $j, $w),)* $(x_rounds!($o, $a, $c, $w),)*)
     };
-    (last; $(($j:literal, $a:literal, $c:literal, $w:literal, $mp:ident)),*) => {
-        concat!($(x_step!($j, $w),)* $(x_rounds!($a, $c, $w),)*)
+    (last, $o:literal; $(($j:literal, $a:literal, $c:literal, $w:literal, $mp:ident)),*) => {
+        concat!($(x_step!($o, $j, $w),)* $(x_rounds!($o, $a, $c, $w),)*)
     };
 }
 
-/// One `asm!` block: group `$i` of kind `$kind` for the streams listed, their registers bound
-/// to `$abef[j]`, `$cdgh[j]` and `$w[j]`.
-macro_rules! x_asm {
-    ($kind:ident, $i:literal, [$abef:ident, $cdgh:ident, $w:ident, $wbuf:ident, $m:ident];
-     $(($j:tt, $a:tt, $c:tt, $wr:tt, $mp:ident)),*) => {
-        // SAFETY: the text reads `{wbuf}` (N x 16 vectors, 256 bytes per stream, offsets
-        // 0..256 within each), the 64 aligned words of K_ALIGNED, BSWAP_MASK and 16 bytes
-        // at offset {o} < 64 of the block each `{mJ}` points at (which holds 64
-        // bytes: the caller's `block_at`); it writes only `{wbuf}` and the registers declared
-        // here. Every operand is named in the trailing assembler comment so that one operand
-        // list serves the three kinds of group (asm! rejects unused operands).
-        unsafe {
-            core::arch::asm!(
-                x_group!($kind; $(($j, $a, $c, $wr, $mp)),*),
-                "/* {wbuf} {k} {mask} */",
-                $(concat!("/* {", stringify!($mp), "} */"),)*
-                wbuf = in(reg) $wbuf,
-                k = in(reg) K_ALIGNED.0.as_ptr(),
-                mask = in(reg) BSWAP_MASK.0.as_ptr(),
-                o = const 16 * $i,
-                $($mp = in(reg) $m[$j],)*
-                $(inout($a) $abef[$j], inout($c) $cdgh[$j], inout($wr) $w[$j],)*
-                out("xmm0") _, out("xmm13") _, out("xmm14") _,
-                options(nostack, preserves_flags)
-            )
-        }
+/// The whole loop: save the states, the 16 groups, add the saved states, next block.
+macro_rules! x_loop {
+    ($(($j:literal, $a:literal, $c:literal, $w:literal, $mp:ident)),*) => {
+        concat!(
+            "2:\n",
+            $(
+                "movdqa xmmword ptr [{save} + 32*", $j, "], ", $a, "\n",
+                "movdqa xmmword ptr [{save} + 32*", $j, " + 16], ", $c, "\n",
+            )*
+            x_group!(load, 0; $(($j, $a, $c, $w, $mp)),*),
+            x_group!(load, 16; $(($j, $a, $c, $w, $mp)),*),
+            x_group!(load, 32; $(($j, $a, $c, $w, $mp)),*),
+            x_group!(load, 48; $(($j, $a, $c, $w, $mp)),*),
+            x_group!(step, 64; $(($j, $a, $c, $w, $mp)),*),
+            x_group!(step, 80; $(($j, $a, $c, $w, $mp)),*),
+            x_group!(step, 96; $(($j, $a, $c, $w, $mp)),*),
+            x_group!(step, 112; $(($j, $a, $c, $w, $mp)),*),
+            x_group!(step, 128; $(($j, $a, $c, $w, $mp)),*),
+            x_group!(step, 144; $(($j, $a, $c, $w, $mp)),*),
+            x_group!(step, 160; $(($j, $a, $c, $w, $mp)),*),
+            x_group!(step, 176; $(($j, $a, $c, $w, $mp)),*),
+            x_group!(step, 192; $(($j, $a, $c, $w, $mp)),*),
+            x_group!(step, 208; $(($j, $a, $c, $w, $mp)),*),
+            x_group!(last, 224; $(($j, $a, $c, $w, $mp)),*),
+            x_group!(last, 240; $(($j, $a, $c, $w, $mp)),*),
+            $(
+                "paddd ", $a, ", xmmword ptr [{save} + 32*", $j, "]\n",
+                "paddd ", $c, ", xmmword ptr [{save} + 32*", $j, " + 16]\n",
+                "add {", stringify!($mp), "}, 64\n",
+            )*
+            "dec {n}\n",
+            "jnz 2b\n",
+        )
     };
 }
 
 /// A register-allocated N-stream kernel (N <= 4) named `$name`; the stream list gives each
-/// stream's ABEF, CDGH and W registers.
+/// stream's ABEF, CDGH and W registers and the name of its block pointer.
 macro_rules! x_kernel {
     ($name:ident, $n:literal; $(($j:tt, $a:tt, $c:tt, $wr:tt, $mp:ident)),*) => {
         /// Register-allocated N-stream kernel (see the notes above `sha256_compress_ni_lanes`).
@@ -615,38 +668,35 @@ macro_rules! x_kernel {
         #[inline(never)]
         unsafe fn $name(states: &mut [[u32; 8]; $n], blocks: [&[u8]; $n], n: usize) {
             assert!(blocks.iter().all(|b| b.len() >= n * 64));
+            if n == 0 {
+                return;
+            }
             let zero = _mm_set_epi64x(0, 0);
             let mut abef = [zero; $n];
             let mut cdgh = [zero; $n];
-            let mut w = [zero; $n];
             for j in 0..$n {
                 (abef[j], cdgh[j]) = to_ni_layout(&states[j]);
             }
-            let mut wbuf_store = [[zero; 16]; $n];
-            let wbuf = wbuf_store.as_mut_ptr();
-            for b in 0..n {
-                let m: [*const u8; $n] = core::array::from_fn(|j| block_at(blocks[j], b).as_ptr());
-                let (abef_save, cdgh_save) = (abef, cdgh);
-                x_asm!(load, 0, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
-                x_asm!(load, 1, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
-                x_asm!(load, 2, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
-                x_asm!(load, 3, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
-                x_asm!(step, 4, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
-                x_asm!(step, 5, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
-                x_asm!(step, 6, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
-                x_asm!(step, 7, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
-                x_asm!(step, 8, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
-                x_asm!(step, 9, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
-                x_asm!(step, 10, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
-                x_asm!(step, 11, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
-                x_asm!(step, 12, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
-                x_asm!(step, 13, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
-                x_asm!(last, 14, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
-                x_asm!(last, 15, [abef, cdgh, w, wbuf, m]; $(($j, $a, $c, $wr, $mp)),*);
-                for j in 0..$n {
-                    abef[j] = _mm_add_epi32(abef[j], abef_save[j]);
-                    cdgh[j] = _mm_add_epi32(cdgh[j], cdgh_save[j]);
-                }
+            let mut wbuf = [[zero; 16]; $n];
+            let mut save = [[zero; 2]; $n];
+            // SAFETY: the loop runs `n` >= 1 times; each pass reads 64 bytes at each `{mJ}`
+            // (which then advances by 64; the assert above guarantees n x 64 bytes per lane),
+            // the 64 aligned words of K_ALIGNED, BSWAP_MASK, and reads and writes `wbuf` (16
+            // vectors, 256 bytes per stream) and `save` (32 bytes per stream) only; it writes the
+            // registers and flags declared here.
+            unsafe {
+                core::arch::asm!(
+                    x_loop!($(($j, $a, $c, $wr, $mp)),*),
+                    wbuf = in(reg) wbuf.as_mut_ptr(),
+                    save = in(reg) save.as_mut_ptr(),
+                    k = in(reg) K_ALIGNED.0.as_ptr(),
+                    mask = in(reg) BSWAP_MASK.0.as_ptr(),
+                    n = inout(reg) n => _,
+                    $($mp = inout(reg) blocks[$j].as_ptr() => _,)*
+                    $(inout($a) abef[$j], inout($c) cdgh[$j], out($wr) _,)*
+                    out("xmm0") _, out("xmm13") _, out("xmm14") _,
+                    options(nostack)
+                )
             }
             for j in 0..$n {
                 from_ni_layout(abef[j], cdgh[j], &mut states[j]);

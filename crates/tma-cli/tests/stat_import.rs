@@ -239,6 +239,58 @@ fn json_recording_with_intervals_and_compact() {
         "{text}"
     );
 
+    // Requested metrics get columns after the level-1 nodes, with the values the JSON view
+    // gives for the same intervals, and `-` where a metric could not be computed.
+    let rec = p.to_str().unwrap();
+    let o = run(&[
+        "stat",
+        "--import",
+        rec,
+        "--cpu",
+        "zen4",
+        "-m",
+        "ops_per_cycle",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let opc: Vec<f64> = (0..2)
+        .map(|i| j["intervals"][i]["metrics"][0]["value"].as_f64().unwrap())
+        .collect();
+    assert_eq!(j["intervals"][0]["metrics"][0]["status"], "ok", "{j}");
+    let o = run(&[
+        "stat",
+        "--import",
+        rec,
+        "--cpu",
+        "zen4",
+        "-m",
+        "IPC,ops_per_cycle",
+        "--compact",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let head = text.lines().find(|l| l.contains("end (s)")).unwrap();
+    let cols: Vec<&str> = head.split_whitespace().collect();
+    assert_eq!(
+        cols[cols.len() - 3..],
+        ["ops_per_cycle", "IPC", "bottleneck"],
+        "{text}"
+    );
+    let data: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with(['1', '2']))
+        .collect();
+    assert_eq!(data.len(), 2, "{text}");
+    for (line, v) in data.iter().zip(&opc) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // end, the level-1 shares, ops_per_cycle, IPC (the recording lacks its event),
+        // bottleneck.
+        assert_eq!(fields[fields.len() - 2], "-", "{text}");
+        let shown: f64 = fields[fields.len() - 3].parse().unwrap();
+        assert!((shown - v).abs() < 0.001, "{shown} vs {v}: {text}");
+    }
+
     let o = run(&[
         "stat",
         "--import",

@@ -60,8 +60,8 @@ pub struct TreeWriter {
     opts: RenderOptions,
     count: usize,
     json: Option<JsonStream>,
-    /// `--compact`: the level-1 columns (name, width), fixed by the first interval.
-    columns: Vec<(String, Unit, usize)>,
+    /// `--compact`: the level-1 and metric columns, fixed by the first interval.
+    columns: Vec<CompactColumn>,
     /// `--plot`: the intervals so far (bounded, see [`Timeline`]) and the last tree's bars.
     timeline: Option<Timeline>,
     last_bars: Vec<Bar>,
@@ -743,43 +743,75 @@ fn closing(w: &mut dyn Write, info: &RunInfo, r: &Report) -> Result<(), ReportEr
     Ok(())
 }
 
-/// `--compact`: the level-1 columns of the first interval, with their widths.
-fn compact_columns(first: &IntervalReport) -> Vec<(String, Unit, usize)> {
-    first
-        .report
-        .nodes
-        .iter()
-        .filter(|n| n.level == 1)
-        .map(|n| (n.name.to_string(), n.unit, n.name.len().max(7)))
+/// One column of `--compact`: a level-1 node or a requested metric (`-m`, `-M`, `-B`).
+#[derive(Debug, Clone)]
+struct CompactColumn {
+    /// The node's name or the metric's catalog name (how the value is found).
+    key: String,
+    /// The header: the node's name or the metric's short name.
+    head: String,
+    metric: bool,
+    width: usize,
+}
+
+/// `--compact`: the level-1 nodes of the first interval, then its metrics (`-m`, `-M`, `-B`) in
+/// the report's order, with their widths.
+fn compact_columns(first: &IntervalReport) -> Vec<CompactColumn> {
+    let col = |key: &str, head: &str, metric: bool| CompactColumn {
+        key: key.to_string(),
+        head: head.to_string(),
+        metric,
+        width: head.len().max(7),
+    };
+    let nodes = first.report.nodes.iter().filter(|n| n.level == 1);
+    let nodes = nodes.map(|n| col(n.name, n.name, false));
+    let metrics = first.report.metrics.iter();
+    nodes
+        .chain(metrics.map(|m| col(m.name, m.short_name, true)))
         .collect()
 }
 
-fn compact_header(w: &mut dyn Write, cols: &[(String, Unit, usize)]) -> Result<(), ReportError> {
+fn compact_header(w: &mut dyn Write, cols: &[CompactColumn]) -> Result<(), ReportError> {
     writeln!(w)?;
     let mut head = format!("{:>10}", "end (s)");
-    for (name, _, wd) in cols {
-        head.push_str(&format!("  {name:>wd$}"));
+    for c in cols {
+        head.push_str(&format!("  {:>wd$}", c.head, wd = c.width));
     }
     head.push_str("  bottleneck");
     writeln!(w, "{head}")?;
     Ok(())
 }
 
-/// One line per interval: level-1 values and the bottleneck.
+/// One line per interval: level-1 values, metric values and the bottleneck. A value that
+/// could not be computed is `-`; one computed out of its range ends in `?` (the tree view
+/// says why).
 fn compact_line(
     w: &mut dyn Write,
-    cols: &[(String, Unit, usize)],
+    cols: &[CompactColumn],
     ir: &IntervalReport,
 ) -> Result<(), ReportError> {
     use std::fmt::Write as _;
     let mut line = format!("{:>10.3}", ir.end_s);
-    for (name, _, wd) in cols {
-        let v = ir
-            .report
-            .node(name)
-            .and_then(|n| n.value.map(|v| fmt_value(v, n.unit)));
+    for c in cols {
+        let shown = |v: Option<f64>, unit: Unit, status: &Status| {
+            v.map(|v| {
+                let mark = if *status == Status::OutOfRange {
+                    "?"
+                } else {
+                    ""
+                };
+                format!("{}{mark}", fmt_value(v, unit))
+            })
+        };
+        let v = if c.metric {
+            let m = ir.report.metrics.iter().find(|m| m.name == c.key);
+            m.and_then(|m| shown(m.value, m.unit, &m.status))
+        } else {
+            let n = ir.report.node(&c.key);
+            n.and_then(|n| shown(n.value, n.unit, &n.status))
+        };
         // Writing into a String cannot fail.
-        let _ = write!(line, "  {:>wd$}", v.as_deref().unwrap_or("-"));
+        let _ = write!(line, "  {:>wd$}", v.as_deref().unwrap_or("-"), wd = c.width);
     }
     line.push_str("  ");
     line.push_str(&bottleneck_short(&ir.report.bottleneck));

@@ -637,6 +637,205 @@ fn stop_child(pid: i32, pidfd: Option<&OwnedFd>) -> Option<sys::Exit> {
     }
 }
 
+/// What a live run counts on, and what it holds while counting: the command it started (held
+/// stopped until the counters are open) and its pidfd, the pidfds of attached processes, and
+/// the open cgroup directories.
+struct Attached {
+    points: Vec<AttachPoint>,
+    mode: AttachMode,
+    child: Option<(HeldChild, Option<OwnedFd>)>,
+    watch: Vec<OwnedFd>,
+    cgroup_fds: Vec<OwnedFd>,
+}
+
+/// Resolve `target` into attach points: start the command (held), check pids, tids, CPUs,
+/// open cgroups.
+fn attach(target: &Target, opts: &RunOptions) -> Result<Attached, RunError> {
+    let mut child: Option<(HeldChild, Option<OwnedFd>)> = None;
+    let mut watch: Vec<OwnedFd> = Vec::new();
+    // Cgroup directory fds, open while the counters are opened.
+    let mut cgroup_fds: Vec<OwnedFd> = Vec::new();
+    let (points, mode): (Vec<AttachPoint>, AttachMode) = match target {
+        Target::Command(argv) => {
+            let cmd = argv.first().ok_or(RunError::EmptyTarget)?;
+            let path =
+                resolve_command(cmd).ok_or_else(|| RunError::CommandNotFound(cmd.clone()))?;
+            let cpath = CString::new(path.as_os_str().as_encoded_bytes())
+                .map_err(|_| RunError::CommandNotFound(cmd.clone()))?;
+            let cargv = argv
+                .iter()
+                .map(|a| CString::new(a.as_bytes()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| RunError::CommandNotFound(cmd.clone()))?;
+            let held = HeldChild::spawn_program(&cpath, &cargv, opts.command_stdout)?;
+            let pid = held.pid();
+            child = Some((held, None));
+            let mut p = AttachPoint::task(pid);
+            p.tid_label = None;
+            (vec![p], AttachMode::LAUNCH)
+        }
+        Target::Pids(pids) => {
+            if pids.is_empty() {
+                return Err(RunError::EmptyTarget);
+            }
+            let mut pts = Vec::new();
+            for &pid in pids {
+                let tids = opts
+                    .host
+                    .threads(pid)
+                    .map_err(|_| RunError::NoSuchProcess(pid))?;
+                for tid in tids {
+                    pts.push(AttachPoint::task(tid));
+                }
+                watch.push(sys::pidfd_open(pid).map_err(|_| RunError::NoSuchProcess(pid))?);
+            }
+            (pts, AttachMode::PROCESS)
+        }
+        Target::Tids(tids) => {
+            if tids.is_empty() {
+                return Err(RunError::EmptyTarget);
+            }
+            for &t in tids {
+                if !opts.host.has_process(t) {
+                    return Err(RunError::NoSuchProcess(t));
+                }
+            }
+            (
+                tids.iter().map(|&t| AttachPoint::task(t)).collect(),
+                AttachMode::SINGLE,
+            )
+        }
+        Target::System(cpus) => {
+            let online = opts.host.online_cpus_or_cpu0();
+            let cpus = cpus.clone().unwrap_or_else(|| online.clone());
+            if let Some(bad) = cpus.iter().find(|c| !online.contains(c)) {
+                return Err(RunError::BadCpu(*bad));
+            }
+            (
+                cpus.iter().map(|&c| AttachPoint::cpu(c)).collect(),
+                AttachMode::SINGLE,
+            )
+        }
+        Target::Cgroups(paths) => {
+            if paths.is_empty() {
+                return Err(RunError::EmptyTarget);
+            }
+            for p in paths {
+                cgroup_fds.push(open_cgroup(p)?);
+            }
+            let raw: Vec<i32> = cgroup_fds
+                .iter()
+                .map(|f| {
+                    use std::os::fd::AsRawFd;
+                    f.as_raw_fd()
+                })
+                .collect();
+            (
+                cgroup_points(&raw, &opts.host.online_cpus_or_cpu0()),
+                AttachMode::SINGLE,
+            )
+        }
+    };
+    Ok(Attached {
+        points,
+        mode,
+        child,
+        watch,
+        cgroup_fds,
+    })
+}
+
+/// Count until the run ends (the command or every attached process exits, --duration,
+/// Ctrl-C), reading an interval at every -I tick into `intervals` and `on_interval`. Returns
+/// how the run ended and the end of the last interval read (seconds since `t0`); `child` is
+/// `None` afterwards when it exited.
+fn count_until_end(
+    groups: &mut [OpenGroup],
+    child: &mut Option<(HeldChild, Option<OwnedFd>)>,
+    watch: &[OwnedFd],
+    opts: &RunOptions,
+    t0: Instant,
+    on_interval: &mut dyn FnMut(&RawInterval),
+    intervals: &mut Collected,
+) -> Result<(Ending, f64), RunError> {
+    let mut last_s = 0.0;
+    let mut next_tick = opts.interval.map(|i| t0 + i);
+    let deadline = opts.duration.map(|d| t0 + d);
+    let ending;
+    loop {
+        if crate::process::interrupted() {
+            ending = Ending::Interrupted;
+            break;
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            ending = Ending::Duration;
+            break;
+        }
+        if let Some(tick) = next_tick {
+            if now >= tick {
+                let end_s = t0.elapsed().as_secs_f64();
+                let iv = read_deltas(groups, last_s, end_s)?;
+                on_interval(&iv);
+                intervals.push(iv);
+                last_s = end_s;
+                next_tick = opts.interval.map(|i| tick + i);
+                continue;
+            }
+        }
+        let wake = [next_tick, deadline].into_iter().flatten().min();
+        let timeout_ms = wake.map_or(-1, |w| {
+            w.saturating_duration_since(now)
+                .as_millis()
+                .clamp(1, i32::MAX as u128) as i32
+        });
+        let mut fds: Vec<&OwnedFd> = Vec::new();
+        if let Some((_, Some(p))) = &child {
+            fds.push(p);
+        }
+        fds.extend(watch.iter());
+        if fds.is_empty() {
+            if let Some((held, None)) = &child {
+                // No pidfd (old kernel): poll the child every 50 ms.
+                match sys::wait_pid(held.pid(), true) {
+                    Ok(Some(e)) => {
+                        ending = exit_ending(e);
+                        *child = None;
+                        break;
+                    }
+                    _ => std::thread::sleep(Duration::from_millis(timeout_ms.clamp(1, 50) as u64)),
+                }
+                continue;
+            }
+            std::thread::sleep(Duration::from_millis(if timeout_ms < 0 {
+                100
+            } else {
+                timeout_ms.min(100) as u64
+            }));
+            continue;
+        }
+        let ready = sys::poll_readable(&fds, timeout_ms)?;
+        if let Some((held, Some(_))) = &child {
+            if ready[0] {
+                let e = loop {
+                    match sys::wait_pid(held.pid(), false) {
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Ok(Some(e)) => break Some(e),
+                        _ => break None,
+                    }
+                };
+                ending = e.map_or(Ending::Exited(0), exit_ending);
+                *child = None;
+                break;
+            }
+        } else if !watch.is_empty() && ready.iter().all(|r| *r) {
+            ending = Ending::TargetsExited;
+            break;
+        }
+    }
+    Ok((ending, last_s))
+}
+
 impl Backend for Live {
     fn run_with(
         &mut self,
@@ -647,91 +846,13 @@ impl Backend for Live {
     ) -> Result<Measurement, RunError> {
         let pmus = Pmus::discover(&opts.host.sys).unwrap_or_default();
         crate::process::catch_interrupts()?;
-        let mut child: Option<(HeldChild, Option<OwnedFd>)> = None;
-        let mut watch: Vec<OwnedFd> = Vec::new();
-        // Cgroup directory fds, open while the counters are opened.
-        let mut cgroup_fds: Vec<OwnedFd> = Vec::new();
-        let (points, mode): (Vec<AttachPoint>, AttachMode) = match target {
-            Target::Command(argv) => {
-                let cmd = argv.first().ok_or(RunError::EmptyTarget)?;
-                let path =
-                    resolve_command(cmd).ok_or_else(|| RunError::CommandNotFound(cmd.clone()))?;
-                let cpath = CString::new(path.as_os_str().as_encoded_bytes())
-                    .map_err(|_| RunError::CommandNotFound(cmd.clone()))?;
-                let cargv = argv
-                    .iter()
-                    .map(|a| CString::new(a.as_bytes()))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|_| RunError::CommandNotFound(cmd.clone()))?;
-                let held = HeldChild::spawn_program(&cpath, &cargv, opts.command_stdout)?;
-                let pid = held.pid();
-                child = Some((held, None));
-                let mut p = AttachPoint::task(pid);
-                p.tid_label = None;
-                (vec![p], AttachMode::LAUNCH)
-            }
-            Target::Pids(pids) => {
-                if pids.is_empty() {
-                    return Err(RunError::EmptyTarget);
-                }
-                let mut pts = Vec::new();
-                for &pid in pids {
-                    let tids = opts
-                        .host
-                        .threads(pid)
-                        .map_err(|_| RunError::NoSuchProcess(pid))?;
-                    for tid in tids {
-                        pts.push(AttachPoint::task(tid));
-                    }
-                    watch.push(sys::pidfd_open(pid).map_err(|_| RunError::NoSuchProcess(pid))?);
-                }
-                (pts, AttachMode::PROCESS)
-            }
-            Target::Tids(tids) => {
-                if tids.is_empty() {
-                    return Err(RunError::EmptyTarget);
-                }
-                for &t in tids {
-                    if !opts.host.has_process(t) {
-                        return Err(RunError::NoSuchProcess(t));
-                    }
-                }
-                (
-                    tids.iter().map(|&t| AttachPoint::task(t)).collect(),
-                    AttachMode::SINGLE,
-                )
-            }
-            Target::System(cpus) => {
-                let online = opts.host.online_cpus_or_cpu0();
-                let cpus = cpus.clone().unwrap_or_else(|| online.clone());
-                if let Some(bad) = cpus.iter().find(|c| !online.contains(c)) {
-                    return Err(RunError::BadCpu(*bad));
-                }
-                (
-                    cpus.iter().map(|&c| AttachPoint::cpu(c)).collect(),
-                    AttachMode::SINGLE,
-                )
-            }
-            Target::Cgroups(paths) => {
-                if paths.is_empty() {
-                    return Err(RunError::EmptyTarget);
-                }
-                for p in paths {
-                    cgroup_fds.push(open_cgroup(p)?);
-                }
-                let raw: Vec<i32> = cgroup_fds
-                    .iter()
-                    .map(|f| {
-                        use std::os::fd::AsRawFd;
-                        f.as_raw_fd()
-                    })
-                    .collect();
-                (
-                    cgroup_points(&raw, &opts.host.online_cpus_or_cpu0()),
-                    AttachMode::SINGLE,
-                )
-            }
-        };
+        let Attached {
+            points,
+            mode,
+            mut child,
+            watch,
+            cgroup_fds,
+        } = attach(target, opts)?;
         let opened = open_groups(
             plan,
             &pmus,
@@ -772,83 +893,15 @@ impl Backend for Live {
             }
         }
         let mut intervals = Collected::new(opts);
-        let mut last_s = 0.0;
-        let mut next_tick = opts.interval.map(|i| t0 + i);
-        let deadline = opts.duration.map(|d| t0 + d);
-        let ending;
-        loop {
-            if crate::process::interrupted() {
-                ending = Ending::Interrupted;
-                break;
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                ending = Ending::Duration;
-                break;
-            }
-            if let Some(tick) = next_tick {
-                if now >= tick {
-                    let end_s = t0.elapsed().as_secs_f64();
-                    let iv = read_deltas(&mut groups, last_s, end_s)?;
-                    on_interval(&iv);
-                    intervals.push(iv);
-                    last_s = end_s;
-                    next_tick = opts.interval.map(|i| tick + i);
-                    continue;
-                }
-            }
-            let wake = [next_tick, deadline].into_iter().flatten().min();
-            let timeout_ms = wake.map_or(-1, |w| {
-                w.saturating_duration_since(now)
-                    .as_millis()
-                    .clamp(1, i32::MAX as u128) as i32
-            });
-            let mut fds: Vec<&OwnedFd> = Vec::new();
-            if let Some((_, Some(p))) = &child {
-                fds.push(p);
-            }
-            fds.extend(watch.iter());
-            if fds.is_empty() {
-                if let Some((held, None)) = &child {
-                    // No pidfd (old kernel): poll the child every 50 ms.
-                    match sys::wait_pid(held.pid(), true) {
-                        Ok(Some(e)) => {
-                            ending = exit_ending(e);
-                            child = None;
-                            break;
-                        }
-                        _ => std::thread::sleep(Duration::from_millis(
-                            timeout_ms.clamp(1, 50) as u64
-                        )),
-                    }
-                    continue;
-                }
-                std::thread::sleep(Duration::from_millis(if timeout_ms < 0 {
-                    100
-                } else {
-                    timeout_ms.min(100) as u64
-                }));
-                continue;
-            }
-            let ready = sys::poll_readable(&fds, timeout_ms)?;
-            if let Some((held, Some(_))) = &child {
-                if ready[0] {
-                    let e = loop {
-                        match sys::wait_pid(held.pid(), false) {
-                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                            Ok(Some(e)) => break Some(e),
-                            _ => break None,
-                        }
-                    };
-                    ending = e.map_or(Ending::Exited(0), exit_ending);
-                    child = None;
-                    break;
-                }
-            } else if !watch.is_empty() && ready.iter().all(|r| *r) {
-                ending = Ending::TargetsExited;
-                break;
-            }
-        }
+        let (ending, last_s) = count_until_end(
+            &mut groups,
+            &mut child,
+            &watch,
+            opts,
+            t0,
+            on_interval,
+            &mut intervals,
+        )?;
         let end_s = t0.elapsed().as_secs_f64();
         let wall_ns = t0.elapsed().as_nanos() as u64;
         let last = read_deltas(&mut groups, last_s, end_s)?;

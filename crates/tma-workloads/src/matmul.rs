@@ -151,9 +151,12 @@ pub struct MatmulResult {
     pub huge_pages_error: Option<String>,
     /// Seconds spent mapping and filling the buffers (not timed).
     pub setup_seconds: f64,
-    /// CPU seconds of the multiply.
+    /// CPU seconds of the multiply (in `tma.workload` at the top of the document, so not
+    /// serialized here).
+    #[serde(skip)]
     pub seconds: f64,
-    /// Wall-clock seconds of the multiply.
+    /// Wall-clock seconds of the multiply (at the top of `tma.workload` too).
+    #[serde(skip)]
     pub wall_seconds: f64,
     /// Floating-point operations (`2·M·K·N`).
     pub flops: u64,

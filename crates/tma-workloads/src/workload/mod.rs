@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::clock::{self, CoreClock};
 use crate::dram::{self, DramConfig, DramError};
-use crate::matmul::{self, Check, HugePages, MatmulConfig, MatmulError, ThpAdvice};
+use crate::matmul::{self, MatmulConfig, MatmulError};
 use crate::sha256::run::{self as sha_run, Sha256Workload};
 use crate::sha256::{Sha256Error, Sha256Impl};
 
@@ -174,32 +174,14 @@ pub struct DramReport {
     pub checksum: u64,
 }
 
-/// The matmul part of a [`WorkloadReport`].
+/// The matmul part of a [`WorkloadReport`]: the run's result (its times are the document's
+/// `seconds` and `wall_seconds`) and the cycles per multiply-add.
 #[derive(Debug, Serialize)]
 pub struct MatmulReport {
-    pub m: usize,
-    pub k: usize,
-    pub n: usize,
-    /// The advice given: `on` (MADV_HUGEPAGE) or `off` (MADV_NOHUGEPAGE).
-    pub thp: ThpAdvice,
-    /// The system THP mode (`always`, `madvise`, `never`; null when unknown).
-    pub thp_mode: Option<tma_perf::host::ThpMode>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub thp_mode_error: Option<String>,
-    /// How much of the buffers is on huge pages, from /proc/self/smaps (null when unreadable).
-    pub huge_pages: Option<HugePages>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub huge_pages_error: Option<String>,
-    pub setup_seconds: f64,
-    pub flops: u64,
-    pub gflops: f64,
+    #[serde(flatten)]
+    pub run: crate::matmul::MatmulResult,
     /// Core cycles per multiply-add, when the clock was calibrated.
     pub cycles_per_fma: Option<f64>,
-    pub check: Check,
-    pub checksum: f64,
-    /// Said plainly when the advice did not get what it asked for.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
 }
 
 /// Validate the configuration, run the workload (between two core-clock calibrations unless
@@ -333,21 +315,8 @@ fn run_matmul(cfg: &MatmulConfig, cal: bool) -> Result<WorkloadReport, WorkloadE
         sha256: None,
         dram: None,
         matmul: Some(MatmulReport {
-            m: r.m,
-            k: r.k,
-            n: r.n,
-            thp: r.thp,
-            thp_mode: r.thp_mode,
-            thp_mode_error: r.thp_mode_error,
-            huge_pages: r.huge_pages,
-            huge_pages_error: r.huge_pages_error,
-            setup_seconds: r.setup_seconds,
-            flops: r.flops,
-            gflops: r.gflops,
+            run: r,
             cycles_per_fma,
-            check: r.check,
-            checksum: r.checksum,
-            note: r.note,
         }),
     })
 }

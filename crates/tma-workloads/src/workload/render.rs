@@ -91,26 +91,26 @@ fn write_matmul(w: &mut dyn Write, report: &WorkloadReport, m: &MatmulReport) ->
     writeln!(
         w,
         "matmul workload: f32 {}x{} by {}x{}, weights read column-wise ({} bytes between loads), --thp {}",
-        m.m,
-        m.k,
-        m.k,
-        m.n,
-        m.n * 4,
-        m.thp.name()
+        m.run.m,
+        m.run.k,
+        m.run.k,
+        m.run.n,
+        m.run.n * 4,
+        m.run.thp.name()
     )?;
     writeln!(
         w,
         "  setup        {:.3} s (mapping and filling the buffers, not timed)",
-        m.setup_seconds
+        m.run.setup_seconds
     )?;
     runtime_line(w, report)?;
     writeln!(
         w,
         "  throughput   {:.3} GFLOP/s ({} flops)",
-        m.gflops, m.flops
+        m.run.gflops, m.run.flops
     )?;
     write_cycles(w, "cycles/FMA", m.cycles_per_fma, report.clock.as_ref())?;
-    match &m.huge_pages {
+    match &m.run.huge_pages {
         Some(h) => writeln!(
             w,
             "  huge pages   {:.1}% of the buffers ({} of {} bytes, AnonHugePages in /proc/self/smaps{})",
@@ -122,10 +122,10 @@ fn write_matmul(w: &mut dyn Write, report: &WorkloadReport, m: &MatmulReport) ->
         None => writeln!(
             w,
             "  huge pages   unknown: {}",
-            m.huge_pages_error.as_deref().unwrap_or("smaps not read")
+            m.run.huge_pages_error.as_deref().unwrap_or("smaps not read")
         )?,
     }
-    match (&m.thp_mode, &m.thp_mode_error) {
+    match (&m.run.thp_mode, &m.run.thp_mode_error) {
         (Some(mode), _) => writeln!(
             w,
             "  THP mode     {mode} (system, transparent_hugepage/enabled)"
@@ -139,10 +139,10 @@ fn write_matmul(w: &mut dyn Write, report: &WorkloadReport, m: &MatmulReport) ->
     writeln!(
         w,
         "  check        {} elements match an f64 dot product (worst error {:.1e} of the tolerance)",
-        m.check.elements, m.check.worst_error_ratio
+        m.run.check.elements, m.run.check.worst_error_ratio
     )?;
-    writeln!(w, "  checksum     {:.6e}", m.checksum)?;
-    if let Some(note) = &m.note {
+    writeln!(w, "  checksum     {:.6e}", m.run.checksum)?;
+    if let Some(note) = &m.run.note {
         writeln!(w, "  note: {note}")?;
     }
     Ok(())

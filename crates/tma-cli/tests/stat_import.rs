@@ -291,6 +291,43 @@ fn json_recording_with_intervals_and_compact() {
         assert!((shown - v).abs() < 0.001, "{shown} vs {v}: {text}");
     }
 
+    // A value out of its range (retired ops over the dispatch slots: Retiring > 100%) keeps its
+    // number and is marked with `?`.
+    let skewed = dir.path().join("skewed.json");
+    let json = std::fs::read_to_string(&p).unwrap();
+    let json = json.replace(
+        "\"counter-value\" : \"1576800000.000000\", \"unit\" : \"\", \"event\" : \"ex_ret_ops\"",
+        "\"counter-value\" : \"7000000000.000000\", \"unit\" : \"\", \"event\" : \"ex_ret_ops\"",
+    );
+    assert!(
+        json.contains("\"7000000000.000000\""),
+        "the fixture changed"
+    );
+    std::fs::write(&skewed, json).unwrap();
+    let o = run(&[
+        "stat",
+        "--import",
+        skewed.to_str().unwrap(),
+        "--cpu",
+        "zen4",
+        "--compact",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let head: Vec<&str> = text
+        .lines()
+        .find(|l| l.contains("end (s)"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let col = head.iter().position(|h| *h == "retiring").unwrap() - 1; // "end (s)" is 2 words
+    let first = text
+        .lines()
+        .find(|l| l.trim_start().starts_with('1'))
+        .unwrap();
+    let retiring = first.split_whitespace().nth(col).unwrap();
+    assert!(retiring.ends_with("%?"), "{retiring}: {text}");
+
     let o = run(&[
         "stat",
         "--import",

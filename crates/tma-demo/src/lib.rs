@@ -469,8 +469,10 @@ fn demo_sha(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
         demo.heading("locate the hot code")?;
         demo.locate(
             &wl("portable", "1"),
-            "nearly all samples in tma_workloads::sha256::portable::sha256_compress_portable, \
-             spread over the rotate/xor/add round instructions.",
+            "nearly all samples in the portable compression function \
+             (tma_workloads::sha256::bmi2::compress_bmi2 where the CPU has BMI2, else \
+             tma_workloads::sha256::portable::sha256_compress_portable), spread over the \
+             rotate/xor/add round instructions.",
         )?;
     }
 

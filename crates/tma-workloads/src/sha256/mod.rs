@@ -14,6 +14,9 @@ mod portable;
 pub mod run;
 
 #[cfg(target_arch = "x86_64")]
+mod bmi2;
+
+#[cfg(target_arch = "x86_64")]
 mod ni;
 
 pub use portable::sha256_compress_portable;

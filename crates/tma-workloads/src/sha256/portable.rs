@@ -9,7 +9,10 @@
 //! * every index is a constant after unrolling, and a block is a `&[u8; 64]`, so the round code
 //!   has no bounds checks;
 //! * Maj is written as `((a ^ b) & (b ^ c)) ^ b`: the `b ^ c` of one round is the `a ^ b` of the
-//!   previous one, which the compiler reuses.
+//!   previous one, which the compiler reuses;
+//! * on x86-64 CPUs with BMI2 the same code is compiled a second time with BMI2 enabled and
+//!   chosen at run time (module `bmi2`): `rorx` rotates into a new register, which saves the
+//!   copies the two-operand `ror` needs (a 256 MiB buffer: 0.86 s instead of 0.96 s on Zen 3).
 
 use super::K;
 
@@ -51,6 +54,16 @@ fn maj(x: u32, y: u32, z: u32) -> u32 {
 /// only pass whole blocks).
 #[inline(never)]
 pub fn sha256_compress_portable(state: &mut [u32; 8], blocks: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::bmi2::compress_if_available(state, blocks) {
+        return;
+    }
+    compress_blocks(state, blocks);
+}
+
+/// The loop over the blocks, inlined into [`sha256_compress_portable`] and into the BMI2 build.
+#[inline(always)]
+pub(super) fn compress_blocks(state: &mut [u32; 8], blocks: &[u8]) {
     let (whole, _) = blocks.as_chunks::<64>();
     for block in whole {
         compress_block(state, block);

@@ -97,11 +97,12 @@ def kernel(name, o):
 #[inline(never)]
 unsafe fn {name}(s: &mut [[__m128i; 2]; 4], blocks: [&[u8]; 4], n: usize) {{
     assert!(n > 0 && blocks.iter().all(|b| b.len() >= n * 64));
-    let mut wbuf = [[_mm_setzero_si128(); 16]; 4];
-    let mut save = [_mm_setzero_si128(); 8];
+    // As in tma's kernel: everything the loop reads and writes besides the message in one
+    // 4 KiB-aligned block (no 4K aliasing between K loads and W stores).
+    let mut sc = crate::Scratch {{ k: K16.0, khi: KHI.0, mask: MASK.0, wbuf: [[_mm_setzero_si128(); 16]; 4], save: [_mm_setzero_si128(); 8] }};
     core::arch::asm!("{text}",
-        wbuf = in(reg) wbuf.as_mut_ptr(), save = in(reg) save.as_mut_ptr(),
-        k = in(reg) K16.0.as_ptr(), khi = in(reg) KHI.0.as_ptr(), mask = in(reg) MASK.0.as_ptr(),
+        wbuf = in(reg) sc.wbuf.as_mut_ptr(), save = in(reg) sc.save.as_mut_ptr(),
+        k = in(reg) sc.k.as_ptr(), khi = in(reg) sc.khi.as_ptr(), mask = in(reg) sc.mask.as_ptr(),
         m0 = inout(reg) blocks[0].as_ptr() => _, m1 = inout(reg) blocks[1].as_ptr() => _,
         m2 = inout(reg) blocks[2].as_ptr() => _, m3 = inout(reg) blocks[3].as_ptr() => _,
         n = inout(reg) n => _,

@@ -27,6 +27,16 @@ pub static KHI: Aligned<[u32; 64]> = {
 pub static MASK: Aligned<[u8; 16]> =
     Aligned([3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12]);
 
+/// What a kernel reads and writes besides the message, in one 4 KiB-aligned block.
+#[repr(C, align(4096))]
+pub struct Scratch {
+    pub k: [u32; 64],
+    pub khi: [u32; 64],
+    pub mask: [u8; 16],
+    pub wbuf: [[__m128i; 16]; 4],
+    pub save: [__m128i; 8],
+}
+
 /// State A..H -> [ABEF, CDGH] (lane 3 first, as SHA256RNDS2 wants).
 fn to_ni(s: &[u32; 8]) -> [__m128i; 2] {
     let v = |a: u32, b: u32, c: u32, d: u32| {

@@ -54,29 +54,32 @@
 //!
 //! Where the cycles go (same VM, 2026-11-26; `scripts/sha-ni-ablation`, which generates this
 //! kernel's 4-stream loop and variants of it and times them side by side on 4 x 64 KiB, fastest
-//! of 200 runs, three runs agreeing within 0.5 cycles): this kernel 53.4 cycles per block and
-//! stream (0.834 cycles/byte), and with one kind of instruction deleted (wrong digests, right
-//! timing):
+//! of 5 runs of 200): this kernel 52.7 cycles per block and stream (0.823 cycles/byte; tma's own
+//! through `update_many_lanes` the same), and with one kind of instruction deleted (wrong
+//! digests, right timing):
 //!
 //! | deleted | cycles/block | saved |
 //! |---|---|---|
-//! | SHA256MSG2 (12) | 41.0 | 12.4 |
-//! | SHA256RNDS2 (32) | 48.0 | 5.4 |
-//! | SHA256MSG1 (12) | 48.4 | 5.0 |
-//! | `pshufd` (16) | 49.8 | 3.6 |
-//! | `paddd` of K (16) | 51.7 | 1.7 |
-//! | `palignr` (12) | 52.4 | 1.0 |
-//! | the stores of W (14) | 54.9 | none |
-//! | the whole schedule (steps 4 to 15) | 40.6 | 12.8 |
+//! | SHA256MSG2 (12) | 39.6 | 13.1 |
+//! | SHA256RNDS2 (32) | 46.4 | 6.3 |
+//! | SHA256MSG1 (12) | 46.7 | 6.0 |
+//! | `pshufd` (16) | 48.0 | 4.7 |
+//! | `palignr` (12) | 49.7 | 3.0 |
+//! | `paddd` of K (16) | 49.9 | 2.8 |
+//! | the stores of W (14) | 52.1 | 0.6 |
+//! | the whole schedule (steps 4 to 15) | 36.9 | 15.8 |
 //!
 //! SHA256MSG2 costs the most although its pipe is busy only 24 of the 53 cycles: while it runs
 //! (2 cycles each) it takes one of the core's two 16-byte load slots (8 SHA256MSG2 with 16 loads
-//! take 16 cycles, with 24 loads 24) and slows `palignr` and SHA256MSG1 beside it. Variants, all
-//! slower (cycles/block): the schedule one group ahead of the rounds (53.4, the same), two groups
-//! ahead with W read from memory (56.0), K of a group loaded once into xmm15 (56.3), `palignr` as
-//! `vpalignr` (55.3) or `vpblendw` + `pshufd` (55.8), the upper pair as `movq` of the stored W
-//! plus a `paddd` of K (62.7), as `movq` from a table never stored (57.9), or through a general
-//! register with `pextrq`/`movq` (67.5).
+//! take 16 cycles, with 24 loads 24) and slows `palignr` and SHA256MSG1 beside it. Without the
+//! schedule the rounds alone take 37, not the 32 of SHA256RNDS2's throughput: with 4 streams its
+//! 4-cycle latency leaves no slack. Variants, none faster (cycles/block): the schedule one group
+//! ahead of the rounds (52.6), two groups ahead with W read from memory (54.1), K of a group
+//! loaded once into xmm15 (54.6), `palignr` as `vpalignr` (53.5) or `vpblendw` + `pshufd` (54.0),
+//! the upper pair as `movq` of the stored W plus a `paddd` of K (61.0), as `movq` from a table
+//! never stored (56.2), or through a general register with `pextrq`/`movq` (65.5). More streams
+//! do not help either: 5 streams (two with W in memory, the registers being full) 60.0, 6
+//! streams 67 to 71, 3 streams 55.8 (a separate run of the same generator, 4 streams 53.9).
 // unsafe allowed: SHA-NI intrinsics behind #[target_feature], gated by NiToken.
 #![allow(unsafe_code)]
 

@@ -79,7 +79,8 @@
 //! the upper pair as `movq` of the stored W plus a `paddd` of K (61.0), as `movq` from a table
 //! never stored (56.2), or through a general register with `pextrq`/`movq` (65.5). More streams
 //! do not help either: 5 streams (two with W in memory, the registers being full) 60.0, 6
-//! streams 67 to 71, 3 streams 55.8 (a separate run of the same generator, 4 streams 53.9).
+//! streams 67 to 71, 3 streams 55.8 (measured with an N-stream copy of the generator that was
+//! not kept; 4 streams read 53.9 in that run, before the 4 KiB scratch layout).
 // unsafe allowed: SHA-NI intrinsics behind #[target_feature], gated by NiToken.
 #![allow(unsafe_code)]
 

@@ -6,7 +6,8 @@
 # targets as PASS/FAIL lines:
 #   * interleaved: the best of 4 to 8 streams reaches >= 80% of the derived bound, or >= 2.5x
 #     OpenSSL's single-stream speed, whichever is stricter (both are checked);
-#   * portable >= coreutils sha256sum per CPU second;
+#   * portable >= coreutils sha256sum per CPU second (`tma sha256sum --impl portable` against
+#     `sha256sum` on the same file, reading included, the least task-clock of 3 runs each);
 #   * SHA-NI one stream >= OpenSSL (issue 7).
 #
 # Every figure is CPU time (tma workloads: the thread CPU clock; openssl speed: user time, its
@@ -105,7 +106,8 @@ def bps(j):
 def best(j):
     return j["sha256"]["best_bytes_per_second"]
 def wl_row(name, j):
-    rows.append((name, bps(j), j["clock"]["core_hz"] / bps(j), best(j)))
+    # Each workload's own core clock, for its average and its fastest pass alike.
+    rows.append((name, bps(j), j["clock"]["core_hz"] / bps(j), best(j), j["clock"]["core_hz"]))
 wl_row("tma portable (1 stream)", p)
 if ni == "1":
     wl_row("tma SHA-NI, 1 stream", load("ni1.json"))
@@ -114,7 +116,7 @@ if ni == "1":
 f = open(os.path.join(work, "openssl.txt")).read().strip().split(":")
 ossl = float(f[-1])  # 16384-byte blocks, bytes per second of user CPU time
 ossl_pass = float(open(os.path.join(work, "openssl_pass.txt")).read())
-rows.append(("openssl speed -evp sha256 (16 KiB) / OpenSSL via hashlib", ossl, hz / ossl, ossl_pass))
+rows.append(("openssl speed -evp sha256 (16 KiB) / OpenSSL via hashlib", ossl, hz / ossl, ossl_pass, hz))
 tools = {}
 for key, name, ms, nbytes in [
     ("cu", f"coreutils sha256sum, 1 file of {size_mib} MiB", cu_ms, size),
@@ -125,14 +127,14 @@ for key, name, ms, nbytes in [
 ]:
     r = nbytes / (float(ms) / 1e3)
     tools[key] = r
-    rows.append((name, r, hz / r, None))
+    rows.append((name, r, hz / r, None, hz))
 print(f"core clock {hz/1e9:.3f} GHz (dependent add chain); all rates per CPU second")
 print("average: the whole run (openssl speed for OpenSSL); fastest pass: the best 1 MiB pass "
       "(OpenSSL through hashlib)")
 print(f"{'implementation':<58} {'GB/s':>7} {'cycles/B':>9} {'vs openssl':>10}   "
       f"{'fastest pass: c/B':>17} {'vs openssl':>10}")
-for name, r, cpb, b in rows:
-    fast = f"{hz/b:17.3f} {b/ossl_pass:9.2f}x" if b else ""
+for name, r, cpb, b, row_hz in rows:
+    fast = f"{row_hz/b:17.3f} {b/ossl_pass:9.2f}x" if b else ""
     print(f"{name:<58} {r/1e9:7.3f} {cpb:9.3f} {r/ossl:9.2f}x   {fast}")
 
 verdict = lambda ok: "PASS" if ok else "FAIL"
@@ -156,8 +158,12 @@ if ni == "1":
     kall = min(widths, key=lambda k: cpb[k])
     print(f"widest interleave that pays off here: {kall} streams ({cpb[kall]:.3f} c/B; "
           f"tma's DEFAULT_LANES is what `tma sha256sum` uses)")
+    # The OpenSSL ratio is one of bytes per second (no clock in it); the c/B it needs uses the
+    # interleaved run's own core clock, like its c/B.
+    hz_k = docs[kbest]["clock"]["core_hz"]
+    x_ossl = best(docs[kbest]) / ossl_pass
     need_bound = bound_cpb / 0.80                       # c/B needed for 80% of the bound
-    need_ossl = (hz / ossl_pass) / 2.5                  # c/B needed for 2.5x OpenSSL
+    need_ossl = hz_k / (2.5 * ossl_pass)                # c/B needed for 2.5x OpenSSL
     stricter = min(need_bound, need_ossl)
     c = cpb[kbest]
     if unconfirmed:
@@ -167,21 +173,24 @@ if ni == "1":
               "to trust: run again on a quieter machine")
         print(f"target interleaved, fastest pass (best of 4-8 streams: {kbest}, {c:.3f} c/B): 80% of bound: "
               f"UNKNOWN (bound unconfirmed); 2.5x openssl needs {need_ossl:.3f}: "
-              f"{verdict(c <= need_ossl)} ({(hz/c)/ossl_pass:.2f}x openssl)")
+              f"{verdict(x_ossl >= 2.5)} ({x_ossl:.2f}x openssl)")
     else:
         print(f"target interleaved, fastest pass (best of 4-8 streams: {kbest}, {c:.3f} c/B) <= {stricter:.3f} c/B "
               f"[80% of bound needs {need_bound:.3f}, 2.5x openssl needs {need_ossl:.3f}; the stricter]: "
-              f"{verdict(c <= stricter)} ({100*bound_cpb/c:.0f}% of bound, {(hz/c)/ossl_pass:.2f}x openssl)")
+              f"{verdict(c <= need_bound and x_ossl >= 2.5)} ({100*bound_cpb/c:.0f}% of bound, {x_ossl:.2f}x openssl)")
     ka = min(wide, key=lambda k: cpb_avg[k])
     ca = cpb_avg[ka]
-    need_a = min(need_bound, (hz / ossl) / 2.5)
+    xa = bps(docs[ka]) / ossl
+    need_a = min(need_bound, docs[ka]["clock"]["core_hz"] / (2.5 * ossl))
     print(f"  the same on averages (whole run vs openssl speed; {ka} streams, {ca:.3f} c/B <= {need_a:.3f}): "
-          f"{verdict(ca <= need_a)} ({100*bound_cpb/ca:.0f}% of bound, {(hz/ca)/ossl:.2f}x openssl)")
+          f"{verdict(ca <= need_bound and xa >= 2.5)} ({100*bound_cpb/ca:.0f}% of bound, {xa:.2f}x openssl)")
     one = bps(load("ni1.json"))
     one_b = best(load("ni1.json"))
     print(f"target SHA-NI 1 stream >= openssl: {verdict(one >= ossl)} ({one/ossl:.2f}x on averages, "
           f"{one_b/ossl_pass:.2f}x on the fastest pass)")
+# Like for like: both tools hashing the same file, reading included, least task-clock of 3 runs.
 port = bps(p)
-print(f"target portable >= coreutils per CPU second: {verdict(port >= tools['cu'])} "
-      f"(workload {port/tools['cu']:.2f}x, tma sha256sum --impl portable {tools['tmap']/tools['cu']:.2f}x)")
+print(f"target portable >= coreutils per CPU second: {verdict(tools['tmap'] >= tools['cu'])} "
+      f"(tma sha256sum --impl portable {tools['tmap']/tools['cu']:.2f}x coreutils sha256sum on the "
+      f"same file; the hashing alone, tma workload's whole run: {port/tools['cu']:.2f}x)")
 PY

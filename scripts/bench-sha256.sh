@@ -81,7 +81,7 @@ task_ms() {
   for _ in 1 2 3; do
     perf stat -x, -e task-clock -o "$work/perf.txt" -- "$@" > /dev/null
     ms=$(awk -F, '/task-clock/ {print $1; exit}' "$work/perf.txt")
-    best=$(python3 -c "import sys; print(min(float(x) for x in sys.argv[1:] if x))" "$ms" $best)
+    best=$(printf '%s\n' "$ms" $best | sort -g | head -n 1)
   done
   echo "$best"
 }

@@ -172,6 +172,17 @@ fn without_cpu_and_unidentifiable_machine_asks_for_cpu() {
     assert!(stderr(&o).contains("--cpu"), "{}", stderr(&o));
 }
 
+/// A `--compact` output as its header words (`end (s)` is two) and its interval lines' words.
+fn compact_table(text: &str) -> (Vec<&str>, Vec<Vec<&str>>) {
+    let head = text.lines().find(|l| l.contains("end (s)")).unwrap();
+    let rows = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with(['1', '2']))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    (head.split_whitespace().collect(), rows)
+}
+
 #[test]
 fn json_recording_with_intervals_and_compact() {
     // The zen4 counts as `perf stat -j -I` lines: two intervals, the second with half the
@@ -270,20 +281,14 @@ fn json_recording_with_intervals_and_compact() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
-    let head = text.lines().find(|l| l.contains("end (s)")).unwrap();
-    let cols: Vec<&str> = head.split_whitespace().collect();
+    let (cols, data) = compact_table(&text);
     assert_eq!(
         cols[cols.len() - 3..],
         ["ops_per_cycle", "IPC", "bottleneck"],
         "{text}"
     );
-    let data: Vec<&str> = text
-        .lines()
-        .filter(|l| l.trim_start().starts_with(['1', '2']))
-        .collect();
     assert_eq!(data.len(), 2, "{text}");
-    for (line, v) in data.iter().zip(&opc) {
-        let fields: Vec<&str> = line.split_whitespace().collect();
+    for (fields, v) in data.iter().zip(&opc) {
         // end, the level-1 shares, ops_per_cycle, IPC (the recording lacks its event),
         // bottleneck.
         assert_eq!(fields[fields.len() - 2], "-", "{text}");
@@ -314,18 +319,9 @@ fn json_recording_with_intervals_and_compact() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
-    let head: Vec<&str> = text
-        .lines()
-        .find(|l| l.contains("end (s)"))
-        .unwrap()
-        .split_whitespace()
-        .collect();
+    let (head, data) = compact_table(&text);
     let col = head.iter().position(|h| *h == "retiring").unwrap() - 1; // "end (s)" is 2 words
-    let first = text
-        .lines()
-        .find(|l| l.trim_start().starts_with('1'))
-        .unwrap();
-    let retiring = first.split_whitespace().nth(col).unwrap();
+    let retiring = data[0][col];
     assert!(retiring.ends_with("%?"), "{retiring}: {text}");
 
     let o = run(&[

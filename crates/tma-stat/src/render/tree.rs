@@ -791,20 +791,20 @@ fn compact_line(
     ir: &IntervalReport,
 ) -> Result<(), ReportError> {
     use std::fmt::Write as _;
+    let shown = |v: Option<f64>, unit: Unit, status: &Status| {
+        v.map(|v| {
+            let mark = if *status == Status::OutOfRange {
+                "?"
+            } else {
+                ""
+            };
+            format!("{}{mark}", fmt_value(v, unit))
+        })
+    };
     let mut line = format!("{:>10.3}", ir.end_s);
     for c in cols {
-        let shown = |v: Option<f64>, unit: Unit, status: &Status| {
-            v.map(|v| {
-                let mark = if *status == Status::OutOfRange {
-                    "?"
-                } else {
-                    ""
-                };
-                format!("{}{mark}", fmt_value(v, unit))
-            })
-        };
         let v = if c.metric {
-            let m = ir.report.metrics.iter().find(|m| m.name == c.key);
+            let m = ir.report.metric(&c.key);
             m.and_then(|m| shown(m.value, m.unit, &m.status))
         } else {
             let n = ir.report.node(&c.key);

@@ -47,7 +47,7 @@ def rounds(j, i, o):
 def block(o):
     """One block of the four streams: per group, the schedule steps `ahead` groups on, then the
     rounds (ahead 0: the schedule of the group itself, before its rounds, as in tma)."""
-    ahead, drop, out = o.get("ahead", 0), o.get("drop", ()), []
+    ahead, drop, out, group_start = o.get("ahead", 0), o.get("drop", ()), [], 0
     keep = lambda ins: [x for x in ins if not any(x.startswith(d) for d in drop)]
     steps = lambda i: [] if ("schedule" in drop and i >= 4) else sum((keep(sched(j, i, o)) for j in range(4)), [])
     for i in range(ahead):
@@ -61,10 +61,66 @@ def block(o):
             out += keep(rounds(j, i, o))
         if ahead and i + ahead < 16:
             out += steps(i + ahead)
+        if o.get("fill"):
+            out = filler(out, group_start, o["fill"], o.get("fill_loads", 0))
+        group_start = len(out)
+    return out
+
+
+FILL = ["rorx rax, {f1}, 3", "rorx {f2}, {f1}, 7", "andn rax, {f1}, {f1}", "shrx {f2}, {f1}, {f1}", "rorx rax, {f1}, 11", "andn {f2}, {f1}, {f1}"]
+
+
+def filler(out, start, n, loads):
+    """Spread n scalar ops (integer pipes only; `loads` of them with a 4-byte load) over out[start:]."""
+    grp, res = out[start:], out[:start]
+    ops = []
+    for t in range(n):
+        if loads and t % (n // loads) == 0:
+            ops.append(f"mov {{f2:e}}, dword ptr [{{save}} + {4 * (t % 32)}]")
+        else:
+            ops.append(FILL[t % len(FILL)])
+    for i, ins in enumerate(grp):
+        res.append(ins)
+        lo, hi = i * n // len(grp), (i + 1) * n // len(grp)
+        res += ops[lo:hi]
+    return res
+
+
+def lean_block(o):
+    """The kernel without register copies: the W registers rotate names (the new W of a step is
+    made in the free register, the old W's register becomes the free one), VEX `vpaddd` makes
+    W+K and (option) `vpalignr` the shifted pair."""
+    free, wr, out = "xmm13", [s[2] for s in ST], []
+    for i in range(16):
+        for j in range(4):
+            a, c, _ = ST[j]
+            if i < 4:
+                w = wr[j]
+                out += [f"movdqu {w}, xmmword ptr [{{m{j}}} + {16 * i}]",
+                        f"pshufb {w}, xmmword ptr [{{mask}}]", f"movdqa {wb(j, i)}, {w}"]
+                continue
+            w, t = wr[j], free
+            pal = ([f"vpalignr xmm14, {w}, {wb(j, i - 2)}, 4"] if o.get("vpalignr", True)
+                   else [f"movdqa xmm14, {w}", f"palignr xmm14, {wb(j, i - 2)}, 4"])
+            out += [f"movdqa {t}, {wb(j, i - 4)}", f"sha256msg1 {t}, {wb(j, i - 3)}", *pal,
+                    f"paddd {t}, xmm14", f"sha256msg2 {t}, {w}"]
+            if i < 14:
+                out.append(f"movdqa {wb(j, i)}, {t}")
+            wr[j], free = t, w
+        for j in range(4):
+            a, c, _ = ST[j]
+            k = f"xmmword ptr [{{k}} + {16 * i}]"
+            first = ([f"vpaddd xmm0, {wr[j]}, {k}"] if o.get("vpaddd", True)
+                     else [f"movdqa xmm0, {wr[j]}", f"paddd xmm0, {k}"])
+            out += [*first, f"sha256rnds2 {c}, {a}, xmm0", "pshufd xmm0, xmm0, 0x0E", f"sha256rnds2 {a}, {c}, xmm0"]
     return out
 
 
 KERNELS = {
+    "lean": {"lean": True},
+    "lean_sse_palignr": {"lean": True, "vpalignr": False},
+    "lean_sse_paddd": {"lean": True, "vpaddd": False},
+    "lean_rotation_only": {"lean": True, "vpaddd": False, "vpalignr": False},
     "tma": {},
     "ahead_1": {"ahead": 1},
     "ahead_2_w_from_memory": {"ahead": 2, "wmem": True, "store_all": True},
@@ -75,6 +131,8 @@ KERNELS = {
     "upper_movq_never_stored": {"upper": "movq_k", "wrong": True},
     "upper_pextrq": {"upper": "pextrq"},
     # Deletions (and upper_movq_never_stored, which reads K instead of W): wrong digests, timing only.
+    "fill_8": {"fill": 8}, "fill_16": {"fill": 16}, "fill_24": {"fill": 24}, "fill_32": {"fill": 32},
+    "fill_16_2loads": {"fill": 16, "fill_loads": 2}, "fill_32_4loads": {"fill": 32, "fill_loads": 4},
     "without_msg2": {"drop": ("sha256msg2",)},
     "without_rnds2": {"drop": ("sha256rnds2",)},
     "without_msg1": {"drop": ("sha256msg1",)},
@@ -87,10 +145,10 @@ KERNELS = {
 
 
 def kernel(name, o):
-    body = ["2:"] + [f"movdqa xmmword ptr [{{save}} + {16 * r}], xmm{r + 1}" for r in range(8)] + block(o)
+    body = ["2:"] + [f"movdqa xmmword ptr [{{save}} + {16 * r}], xmm{r + 1}" for r in range(8)] + (lean_block(o) if o.get("lean") else block(o))
     body += [f"paddd xmm{r + 1}, xmmword ptr [{{save}} + {16 * r}]" for r in range(8)]
     body += ["add {m0}, 64", "add {m1}, 64", "add {m2}, 64", "add {m3}, 64", "dec {n}", "jnz 2b",
-             "/* {k} {khi} {mask} */"]
+             "/* {k} {khi} {mask} {f1} {f2} */"]
     text = "\\n".join(body)
     return f"""
 #[target_feature(enable = "sha,sse2,ssse3,sse4.1,avx")]
@@ -109,7 +167,7 @@ unsafe fn {name}(s: &mut [[__m128i; 2]; 4], blocks: [&[u8]; 4], n: usize) {{
         inout("xmm1") s[0][0], inout("xmm2") s[0][1], inout("xmm3") s[1][0], inout("xmm4") s[1][1],
         inout("xmm5") s[2][0], inout("xmm6") s[2][1], inout("xmm7") s[3][0], inout("xmm8") s[3][1],
         out("xmm9") _, out("xmm10") _, out("xmm11") _, out("xmm12") _,
-        out("xmm0") _, out("xmm13") _, out("xmm14") _, out("xmm15") _, out("rax") _,
+        out("xmm0") _, out("xmm13") _, out("xmm14") _, out("xmm15") _, out("rax") _, f1 = out(reg) _, f2 = out(reg) _,
         options(nostack));
 }}
 """

@@ -81,6 +81,19 @@
 //! do not help either: 5 streams (two with W in memory, the registers being full) 60.0, 6
 //! streams 67 to 71, 3 streams 55.8 (measured with an N-stream copy of the generator that was
 //! not kept; 4 streams read 53.9 in that run, before the 4 KiB scratch layout).
+//!
+//! Two more questions, same harness, 2026-11-26 (a noisier afternoon: the kernel read 53.5, fastest
+//! of 6 runs of 200):
+//! - *Would a fifth, scalar stream on the idle integer pipes pay?* The scalar (BMI2) compression
+//!   is about 2,700 instructions per block. Independent integer instructions (`rorx`, `andn`,
+//!   `shrx`, no dependency chains) spread over the loop cost 1.8 cycles per block and stream at
+//!   8 per group (128 per 4-block iteration), 4.9 at 16, 11.1 at 24, 18.3 at 32; with one in 8 a
+//!   load, about the same. Stitching a scalar stream gains only if each iteration's added cycles
+//!   stay under 53.5 times the scalar blocks it adds, i.e. under 2.5 cycles for 128 instructions
+//!   (7.2 measured) and 5.1 for 256 (19.6 measured): a loss at every rate, so there is none.
+//! - *Do the register copies cost?* A variant with none (the W registers rotate names, the new W
+//!   made in the free register; VEX `vpaddd` for W+K and `vpalignr`) read 53.0 against 53.5:
+//!   within the noise, and it would need AVX besides SHA-NI (which Goldmont-class cores lack).
 // unsafe allowed: SHA-NI intrinsics behind #[target_feature], gated by NiToken.
 #![allow(unsafe_code)]
 

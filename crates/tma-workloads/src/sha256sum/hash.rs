@@ -1,6 +1,7 @@
 //! Reading and hashing the inputs of `sha256sum`: one input alone (on two threads when it is
 //! large or a stream), or several regular files at once with interleaved SHA-NI streams.
 
+use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Read};
@@ -135,60 +136,32 @@ fn hash_one_pipelined(
     Ok(h.finalize())
 }
 
-/// Hash several opened regular files together, interleaving their streams.
-fn hash_batch(imp: Sha256Impl, inputs: Vec<File>) -> Vec<io::Result<[u8; 32]>> {
-    let k = inputs.len();
-    let mut inputs: Vec<Option<File>> = inputs.into_iter().map(Some).collect();
-    let mut hashers: Vec<Option<Sha256>> = (0..k).map(|_| Sha256::with_impl(imp).ok()).collect();
-    let mut results: Vec<Option<io::Result<[u8; 32]>>> = (0..k).map(|_| None).collect();
-    let mut bufs: Vec<Vec<u8>> = (0..k).map(|_| vec![0u8; CHUNK]).collect();
-    loop {
-        let mut active: Vec<usize> = Vec::new();
-        let mut lens = vec![0usize; k];
-        for i in 0..k {
-            let Some(input) = inputs[i].as_mut() else {
-                continue;
-            };
-            match read_full(input, &mut bufs[i]) {
-                Ok(0) => {
-                    inputs[i] = None;
-                    if let Some(h) = hashers[i].take() {
-                        results[i] = Some(Ok(h.finalize()));
-                    }
-                }
-                Ok(n) => {
-                    lens[i] = n;
-                    active.push(i);
-                }
-                Err(e) => {
-                    inputs[i] = None;
-                    hashers[i] = None;
-                    results[i] = Some(Err(e));
-                }
-            }
-        }
-        if active.is_empty() {
-            break;
-        }
-        let mut hs: Vec<Sha256> = active
-            .iter()
-            .map(|&i| hashers[i].take().expect("active hasher"))
-            .collect();
-        let data: Vec<&[u8]> = active.iter().map(|&i| &bufs[i][..lens[i]]).collect();
-        // Every file of the batch in its own lane (the batch is at most `--streams` wide).
-        sha256::update_many_lanes(&mut hs, &data, k);
-        for (h, &i) in hs.into_iter().zip(&active) {
-            hashers[i] = Some(h);
-        }
-    }
-    results
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(io::Error::other("internal: stream not finished"))))
-        .collect()
+/// A regular file being hashed in one lane of [`hash_files_batched`].
+struct Lane {
+    /// Index of the file in the argument list.
+    idx: usize,
+    file: File,
+    buf: Vec<u8>,
+    /// Bytes of `buf` read this round.
+    len: usize,
+    /// The file ended (a short read) or failed this round.
+    end: Option<io::Result<()>>,
 }
 
-/// Hash `files` in order, up to `width` consecutive regular files at once; `emit` gets each
-/// file's index and digest (or the error opening or reading it), in the order of `files`.
+/// How many files past the oldest unfinished one the batch may open. Files that finish out of
+/// order wait for it with their digest (a few dozen bytes each): this bounds that memory when
+/// one huge file shares the lanes with a great many small ones.
+const LOOKAHEAD: usize = 4096;
+
+/// Hash `files` up to `width` regular files at once, each in its own interleaved SHA-NI
+/// stream; `emit` gets each file's index and digest (or the error opening or reading it), in
+/// the order of `files`.
+///
+/// The lanes roll: when a file ends, the next regular file takes its lane at the next chunk,
+/// so one large file among small ones keeps being hashed beside them instead of alone once its
+/// first companions have ended. Anything that is not a regular file (standard input, a pipe, a
+/// device) is hashed on its own when its turn comes to be opened. With `width` 1, or one file,
+/// each input is hashed alone (a large one with reading on a second thread).
 pub(crate) fn hash_files_batched(
     imp: Sha256Impl,
     files: &[OsString],
@@ -196,42 +169,97 @@ pub(crate) fn hash_files_batched(
     stdin: &mut (dyn Read + Send),
     emit: &mut dyn FnMut(usize, io::Result<[u8; 32]>) -> io::Result<()>,
 ) -> io::Result<()> {
-    let mut i = 0;
-    while i < files.len() {
-        // Collect up to `width` consecutive regular files; anything else is hashed alone.
-        let mut batch: Vec<(usize, File)> = Vec::new();
-        let mut errors: Vec<(usize, io::Error)> = Vec::new();
-        let mut single: Option<(usize, Input)> = None;
-        while i < files.len() && batch.len() < width {
-            match open_input(&files[i]) {
-                Ok(Input::File(f)) if is_regular(&f) => batch.push((i, f)),
-                Ok(input) => {
-                    if batch.is_empty() && errors.is_empty() {
-                        single = Some((i, input));
-                        i += 1;
+    hash_files_rolling(imp, files, width, LOOKAHEAD, stdin, emit)
+}
+
+/// [`hash_files_batched`] with the look-ahead bound as a parameter (tests use a small one).
+pub(crate) fn hash_files_rolling(
+    imp: Sha256Impl,
+    files: &[OsString],
+    width: usize,
+    lookahead: usize,
+    stdin: &mut (dyn Read + Send),
+    emit: &mut dyn FnMut(usize, io::Result<[u8; 32]>) -> io::Result<()>,
+) -> io::Result<()> {
+    let lookahead = lookahead.max(1);
+    if width <= 1 || files.len() <= 1 {
+        for (i, name) in files.iter().enumerate() {
+            let r = open_input(name).and_then(|input| hash_input(imp, input, &mut *stdin));
+            emit(i, r)?;
+        }
+        return Ok(());
+    }
+    let mut lanes: Vec<Lane> = Vec::with_capacity(width);
+    let mut hashers: Vec<Sha256> = Vec::with_capacity(width);
+    let mut spare: Vec<Vec<u8>> = Vec::new();
+    let mut finished: BTreeMap<usize, io::Result<[u8; 32]>> = BTreeMap::new();
+    let (mut next_open, mut next_emit) = (0, 0);
+    while next_emit < files.len() {
+        // Free lanes take the next files.
+        while lanes.len() < width && next_open < files.len() && next_open < next_emit + lookahead {
+            let idx = next_open;
+            next_open += 1;
+            match open_input(&files[idx]) {
+                Ok(Input::File(file)) if is_regular(&file) => match Sha256::with_impl(imp) {
+                    Ok(h) => {
+                        hashers.push(h);
+                        lanes.push(Lane {
+                            idx,
+                            file,
+                            buf: spare.pop().unwrap_or_else(|| vec![0u8; CHUNK]),
+                            len: 0,
+                            end: None,
+                        });
                     }
-                    break;
+                    Err(e) => {
+                        finished.insert(idx, Err(io::Error::other(e)));
+                    }
+                },
+                Ok(input) => {
+                    finished.insert(idx, hash_input(imp, input, &mut *stdin));
                 }
-                Err(e) => errors.push((i, e)),
+                Err(e) => {
+                    finished.insert(idx, Err(e));
+                }
             }
-            i += 1;
         }
-        let mut results: Vec<(usize, io::Result<[u8; 32]>)> =
-            errors.into_iter().map(|(j, e)| (j, Err(e))).collect();
-        if let Some((j, input)) = single {
-            results.push((j, hash_input(imp, input, &mut *stdin)));
+        if !lanes.is_empty() {
+            // One chunk of every lane; a short read is the end of that file.
+            for lane in &mut lanes {
+                match read_full(&mut lane.file, &mut lane.buf) {
+                    Ok(n) => {
+                        lane.len = n;
+                        if n < lane.buf.len() {
+                            lane.end = Some(Ok(()));
+                        }
+                    }
+                    Err(e) => {
+                        lane.len = 0;
+                        lane.end = Some(Err(e));
+                    }
+                }
+            }
+            let data: Vec<&[u8]> = lanes.iter().map(|l| &l.buf[..l.len]).collect();
+            sha256::update_many_lanes(&mut hashers, &data, width);
+            let mut k = 0;
+            while k < lanes.len() {
+                let Some(end) = lanes[k].end.take() else {
+                    k += 1;
+                    continue;
+                };
+                let lane = lanes.swap_remove(k);
+                let h = hashers.swap_remove(k);
+                finished.insert(lane.idx, end.map(|()| h.finalize()));
+                spare.push(lane.buf);
+            }
         }
-        let idx: Vec<usize> = batch.iter().map(|(j, _)| *j).collect();
-        let mut inputs: Vec<File> = batch.into_iter().map(|(_, f)| f).collect();
-        let digests = if inputs.len() == 1 {
-            vec![hash_input(imp, Input::File(inputs.remove(0)), &mut *stdin)]
-        } else {
-            hash_batch(imp, inputs)
-        };
-        results.extend(idx.into_iter().zip(digests));
-        results.sort_by_key(|(j, _)| *j);
-        for (j, r) in results {
-            emit(j, r)?;
+        // Emit what is finished, in order.
+        while let Some(entry) = finished.first_entry() {
+            if *entry.key() != next_emit {
+                break;
+            }
+            emit(next_emit, entry.remove())?;
+            next_emit += 1;
         }
     }
     Ok(())

@@ -117,3 +117,89 @@ fn contradictory_options_are_usage_errors() {
          Try 'tma sha256sum --help' for more information.\n"
     );
 }
+
+/// The rolling lanes: a large file first, then many small ones, a missing file, a directory
+/// and standard input in between; every width and a look-ahead of 1 to 6 files. Each digest
+/// must be the file's own (checked against the portable one-shot digest) and the results must
+/// come in the order of the arguments, each exactly once.
+#[test]
+fn rolling_lanes_keep_order_and_digests() {
+    use super::hash::hash_files_rolling;
+    use crate::sha256::{digest_with, Sha256Impl};
+    let dir = tempfile::tempdir().unwrap();
+    let mut names: Vec<std::ffi::OsString> = Vec::new();
+    let mut want: Vec<Option<[u8; 32]>> = Vec::new();
+    let stdin_data = b"from standard input".repeat(5000);
+    let mut x: u32 = 7;
+    // Sizes around the read chunk (64 KiB) and the block edges; the first is the large one.
+    let sizes = [
+        700_000usize,
+        0,
+        1,
+        55,
+        64,
+        65_536,
+        65_537,
+        3,
+        131_072,
+        200_000,
+        119,
+        64 * 1024 - 1,
+        5,
+    ];
+    for (i, s) in sizes.iter().enumerate() {
+        let data: Vec<u8> = (0..*s)
+            .map(|_| {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                (x >> 16) as u8
+            })
+            .collect();
+        let p = dir.path().join(format!("f{i}"));
+        std::fs::write(&p, &data).unwrap();
+        names.push(p.into_os_string());
+        want.push(Some(digest_with(Sha256Impl::Portable, &data).unwrap()));
+        match i {
+            3 => {
+                names.push(dir.path().join("missing").into_os_string());
+                want.push(None);
+            }
+            6 => {
+                names.push("-".into());
+                want.push(Some(
+                    digest_with(Sha256Impl::Portable, &stdin_data).unwrap(),
+                ));
+            }
+            9 => {
+                names.push(dir.path().as_os_str().to_owned());
+                want.push(None);
+            }
+            _ => {}
+        }
+    }
+    for width in [1, 2, 3, 4, 8] {
+        for lookahead in 1..=6 {
+            let mut stdin = std::io::Cursor::new(stdin_data.clone());
+            let mut got: Vec<(usize, Option<[u8; 32]>)> = Vec::new();
+            hash_files_rolling(
+                Sha256Impl::best(),
+                &names,
+                width,
+                lookahead,
+                &mut stdin,
+                &mut |i, r| {
+                    got.push((i, r.ok()));
+                    Ok(())
+                },
+            )
+            .unwrap();
+            let order: Vec<usize> = got.iter().map(|(i, _)| *i).collect();
+            assert_eq!(
+                order,
+                (0..names.len()).collect::<Vec<_>>(),
+                "width {width}, look-ahead {lookahead}"
+            );
+            let digests: Vec<Option<[u8; 32]>> = got.into_iter().map(|(_, d)| d).collect();
+            assert_eq!(digests, want, "width {width}, look-ahead {lookahead}");
+        }
+    }
+}

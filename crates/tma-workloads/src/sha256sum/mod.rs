@@ -20,7 +20,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use crate::sha256::{Sha256Error, Sha256Impl};
 use format::{errno_text, format_line, parse_line, quote_name, FormatState};
-use hash::{hash_files_batched, hash_input, open_input};
+use hash::hash_files_batched;
 
 /// Program name at the start of every diagnostic.
 pub const PROG: &str = "tma sha256sum";
@@ -260,6 +260,15 @@ fn check_file(
     if content.last() == Some(&b'\n') {
         lines.pop();
     }
+    // Parse every line first; the listed files are then hashed like several files are (the
+    // lanes of `--streams`), and the malformed-line warnings and the results come out in the
+    // order of the lines.
+    enum Item {
+        Malformed(usize),
+        Entry { name: Vec<u8>, digest: [u8; 32] },
+    }
+    let mut items: Vec<Item> = Vec::new();
+    let mut names: Vec<OsString> = Vec::new();
     for (lineno, raw) in lines.into_iter().enumerate() {
         if raw.first() == Some(&b'#') {
             continue;
@@ -268,42 +277,62 @@ fn check_file(
         if line.is_empty() {
             continue;
         }
-        let Some(entry) = parse_line(line, &mut st) else {
-            malformed += 1;
-            if cfg.warn {
-                out.flush()?;
-                writeln!(
-                    err,
-                    "{PROG}: {}: {}: improperly formatted SHA256 checksum line",
-                    quote_name(cname),
-                    lineno + 1
-                )?;
+        match parse_line(line, &mut st) {
+            Some(entry) => {
+                formatted += 1;
+                names.push(OsString::from_vec(entry.name.clone()));
+                items.push(Item::Entry {
+                    name: entry.name,
+                    digest: entry.digest,
+                });
             }
-            continue;
-        };
-        formatted += 1;
-        let name_os = OsString::from_vec(entry.name.clone());
-        let shown = format::check_display_name(&entry.name);
-        let result = open_input(&name_os).and_then(|input| hash_input(imp, input, &mut *stdin));
+            None => items.push(Item::Malformed(lineno)),
+        }
+    }
+    let mut pending = items.into_iter();
+    // Write the warnings up to the next entry and return that entry.
+    let mut upto_entry = |out: &mut dyn Write,
+                          err: &mut dyn Write,
+                          malformed: &mut u64|
+     -> io::Result<Option<(Vec<u8>, [u8; 32])>> {
+        for item in pending.by_ref() {
+            match item {
+                Item::Malformed(lineno) => {
+                    *malformed += 1;
+                    if cfg.warn {
+                        out.flush()?;
+                        writeln!(
+                            err,
+                            "{PROG}: {}: {}: improperly formatted SHA256 checksum line",
+                            quote_name(cname),
+                            lineno + 1
+                        )?;
+                    }
+                }
+                Item::Entry { name, digest } => return Ok(Some((name, digest))),
+            }
+        }
+        Ok(None)
+    };
+    let mut emit = |_: usize, result: io::Result<[u8; 32]>| -> io::Result<()> {
+        let (name, want) = upto_entry(&mut *out, &mut *err, &mut malformed)?.ok_or_else(|| {
+            io::Error::other("internal: more files hashed than checksum lines listed")
+        })?;
+        let shown = format::check_display_name(&name);
         match result {
             Err(e) => {
                 if cfg.ignore_missing && e.kind() == io::ErrorKind::NotFound {
-                    continue;
+                    return Ok(());
                 }
                 unreadable += 1;
                 out.flush()?;
-                writeln!(
-                    err,
-                    "{PROG}: {}: {}",
-                    quote_name(&entry.name),
-                    errno_text(&e)
-                )?;
+                writeln!(err, "{PROG}: {}: {}", quote_name(&name), errno_text(&e))?;
                 if !cfg.status {
                     out.write_all(&shown)?;
                     out.write_all(b": FAILED open or read\n")?;
                 }
             }
-            Ok(d) if d == entry.digest => {
+            Ok(d) if d == want => {
                 verified += 1;
                 if !cfg.status && !cfg.quiet {
                     out.write_all(&shown)?;
@@ -318,7 +347,11 @@ fn check_file(
                 }
             }
         }
-    }
+        Ok(())
+    };
+    hash_files_batched(imp, &names, cfg.streams.max(1), stdin, &mut emit)?;
+    // The warnings after the last entry (every entry was consumed by a result).
+    upto_entry(&mut *out, &mut *err, &mut malformed)?;
     out.flush()?;
     if formatted == 0 {
         writeln!(

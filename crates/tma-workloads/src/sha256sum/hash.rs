@@ -136,18 +136,6 @@ fn hash_one_pipelined(
     Ok(h.finalize())
 }
 
-/// A regular file being hashed in one lane of [`hash_files_batched`].
-struct Lane {
-    /// Index of the file in the argument list.
-    idx: usize,
-    file: File,
-    buf: Vec<u8>,
-    /// Bytes of `buf` read this round.
-    len: usize,
-    /// The file ended (a short read) or failed this round.
-    end: Option<io::Result<()>>,
-}
-
 /// How many files past the oldest unfinished one the batch may open. Files that finish out of
 /// order wait for it with their digest (a few dozen bytes each): this bounds that memory when
 /// one huge file shares the lanes with a great many small ones.
@@ -160,7 +148,8 @@ const LOOKAHEAD: usize = 4096;
 /// The lanes roll: when a file ends, the next regular file takes its lane at the next chunk,
 /// so one large file among small ones keeps being hashed beside them instead of alone once its
 /// first companions have ended. Anything that is not a regular file (standard input, a pipe, a
-/// device) is hashed on its own when its turn comes to be opened. With `width` 1, or one file,
+/// device) is hashed on its own when its turn comes. With more than one CPU the files are read
+/// on a second thread while this one hashes the previous chunks. With `width` 1, or one file,
 /// each input is hashed alone (a large one with reading on a second thread).
 pub(crate) fn hash_files_batched(
     imp: Sha256Impl,
@@ -169,98 +158,309 @@ pub(crate) fn hash_files_batched(
     stdin: &mut (dyn Read + Send),
     emit: &mut dyn FnMut(usize, io::Result<[u8; 32]>) -> io::Result<()>,
 ) -> io::Result<()> {
-    hash_files_rolling(imp, files, width, LOOKAHEAD, stdin, emit)
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let how = Rolling {
+        width,
+        lookahead: LOOKAHEAD,
+        threaded: cpus >= 2,
+    };
+    hash_files_rolling(imp, files, how, stdin, emit)
 }
 
-/// [`hash_files_batched`] with the look-ahead bound as a parameter (tests use a small one).
+/// How [`hash_files_rolling`] runs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rolling {
+    /// Lanes (files hashed at once).
+    pub width: usize,
+    /// Files that may be opened past the oldest unfinished one.
+    pub lookahead: usize,
+    /// Read on a second thread.
+    pub threaded: bool,
+}
+
+/// What the reading side hands the hashing side, in the order of the files.
+enum Event {
+    /// One chunk of every lane's file.
+    Round(Vec<Chunk>),
+    /// An input that is not a regular file, opened: hashed on its own.
+    Alone(usize, Input),
+    /// The file could not be opened.
+    Failed(usize, io::Error),
+}
+
+/// One chunk of one lane's file.
+struct Chunk {
+    /// Index of the file in the argument list.
+    idx: usize,
+    buf: Vec<u8>,
+    /// Bytes of `buf` read.
+    len: usize,
+    /// The file ended with this chunk (a short read) or failed.
+    end: Option<io::Result<()>>,
+}
+
+/// The reading side: the open files of the lanes, and the next file to open.
+struct LaneReader<'a> {
+    files: &'a [OsString],
+    width: usize,
+    lookahead: usize,
+    lanes: Vec<(usize, File)>,
+    next_open: usize,
+}
+
+impl LaneReader<'_> {
+    fn done(&self) -> bool {
+        self.lanes.is_empty() && self.next_open == self.files.len()
+    }
+
+    /// Can [`Self::step`] do anything before the hashing side emits more (`next_emit`)?
+    fn can_step(&self, next_emit: usize) -> bool {
+        !self.lanes.is_empty()
+            || (self.next_open < self.files.len() && self.next_open < next_emit + self.lookahead)
+    }
+
+    /// Open files for the free lanes (`send`ing what is hashed alone or failed), then read one
+    /// chunk of every lane into buffers from `take_buf` and `send` the round. Returns false
+    /// when `send` refused an event (the hashing side stopped).
+    fn step(
+        &mut self,
+        next_emit: usize,
+        take_buf: &mut dyn FnMut() -> Vec<u8>,
+        send: &mut dyn FnMut(Event) -> bool,
+    ) -> bool {
+        while self.lanes.len() < self.width
+            && self.next_open < self.files.len()
+            && self.next_open < next_emit + self.lookahead
+        {
+            let idx = self.next_open;
+            self.next_open += 1;
+            let ev = match open_input(&self.files[idx]) {
+                Ok(Input::File(file)) if is_regular(&file) => {
+                    self.lanes.push((idx, file));
+                    continue;
+                }
+                Ok(input) => Event::Alone(idx, input),
+                Err(e) => Event::Failed(idx, e),
+            };
+            if !send(ev) {
+                return false;
+            }
+        }
+        if self.lanes.is_empty() {
+            return true;
+        }
+        let mut round = Vec::with_capacity(self.lanes.len());
+        let mut k = 0;
+        while k < self.lanes.len() {
+            let mut buf = take_buf();
+            let (idx, file) = &mut self.lanes[k];
+            let (len, end) = match read_full(file, &mut buf) {
+                // A short read is the end of the file.
+                Ok(n) => (n, (n < buf.len()).then_some(Ok(()))),
+                Err(e) => (0, Some(Err(e))),
+            };
+            round.push(Chunk {
+                idx: *idx,
+                buf,
+                len,
+                end: None,
+            });
+            if let Some(end) = end {
+                round.last_mut().expect("just pushed").end = Some(end);
+                self.lanes.swap_remove(k);
+            } else {
+                k += 1;
+            }
+        }
+        send(Event::Round(round))
+    }
+}
+
+/// The hashing side: the hashers of the files in the lanes, and the digests waiting for an
+/// earlier file to be emitted.
+struct LaneHasher {
+    imp: Sha256Impl,
+    width: usize,
+    hashers: Vec<(usize, Sha256)>,
+    finished: BTreeMap<usize, io::Result<[u8; 32]>>,
+    next_emit: usize,
+}
+
+impl LaneHasher {
+    /// Hash one event; its buffers go to `give_back`. Then emit what is finished, in order.
+    fn take(
+        &mut self,
+        ev: Event,
+        stdin: &mut (dyn Read + Send),
+        give_back: &mut dyn FnMut(Vec<u8>),
+        emit: &mut dyn FnMut(usize, io::Result<[u8; 32]>) -> io::Result<()>,
+    ) -> io::Result<()> {
+        match ev {
+            Event::Failed(idx, e) => {
+                self.finished.insert(idx, Err(e));
+            }
+            Event::Alone(idx, input) => {
+                self.finished
+                    .insert(idx, hash_input(self.imp, input, &mut *stdin));
+            }
+            Event::Round(chunks) => {
+                let mut hs = Vec::with_capacity(chunks.len());
+                for c in &chunks {
+                    let h = match self.hashers.iter().position(|(i, _)| *i == c.idx) {
+                        Some(k) => self.hashers.swap_remove(k).1,
+                        None => Sha256::with_impl(self.imp).map_err(io::Error::other)?,
+                    };
+                    hs.push(h);
+                }
+                let data: Vec<&[u8]> = chunks.iter().map(|c| &c.buf[..c.len]).collect();
+                sha256::update_many_lanes(&mut hs, &data, self.width);
+                for (c, h) in chunks.into_iter().zip(hs) {
+                    match c.end {
+                        None => self.hashers.push((c.idx, h)),
+                        Some(end) => {
+                            self.finished.insert(c.idx, end.map(|()| h.finalize()));
+                        }
+                    }
+                    give_back(c.buf);
+                }
+            }
+        }
+        while let Some(entry) = self.finished.first_entry() {
+            if *entry.key() != self.next_emit {
+                break;
+            }
+            emit(self.next_emit, entry.remove())?;
+            self.next_emit += 1;
+        }
+        Ok(())
+    }
+}
+
+/// [`hash_files_batched`] with the way it runs as a parameter (tests use a small look-ahead and
+/// both the one-thread and the two-thread forms).
 pub(crate) fn hash_files_rolling(
     imp: Sha256Impl,
     files: &[OsString],
-    width: usize,
-    lookahead: usize,
+    how: Rolling,
     stdin: &mut (dyn Read + Send),
     emit: &mut dyn FnMut(usize, io::Result<[u8; 32]>) -> io::Result<()>,
 ) -> io::Result<()> {
-    let lookahead = lookahead.max(1);
-    if width <= 1 || files.len() <= 1 {
+    if how.width <= 1 || files.len() <= 1 {
         for (i, name) in files.iter().enumerate() {
             let r = open_input(name).and_then(|input| hash_input(imp, input, &mut *stdin));
             emit(i, r)?;
         }
         return Ok(());
     }
-    let mut lanes: Vec<Lane> = Vec::with_capacity(width);
-    let mut hashers: Vec<Sha256> = Vec::with_capacity(width);
-    let mut spare: Vec<Vec<u8>> = Vec::new();
-    let mut finished: BTreeMap<usize, io::Result<[u8; 32]>> = BTreeMap::new();
-    let (mut next_open, mut next_emit) = (0, 0);
-    while next_emit < files.len() {
-        // Free lanes take the next files.
-        while lanes.len() < width && next_open < files.len() && next_open < next_emit + lookahead {
-            let idx = next_open;
-            next_open += 1;
-            match open_input(&files[idx]) {
-                Ok(Input::File(file)) if is_regular(&file) => match Sha256::with_impl(imp) {
-                    Ok(h) => {
-                        hashers.push(h);
-                        lanes.push(Lane {
-                            idx,
-                            file,
-                            buf: spare.pop().unwrap_or_else(|| vec![0u8; CHUNK]),
-                            len: 0,
-                            end: None,
-                        });
-                    }
-                    Err(e) => {
-                        finished.insert(idx, Err(io::Error::other(e)));
-                    }
+    let mut reader = LaneReader {
+        files,
+        width: how.width,
+        lookahead: how.lookahead.max(1),
+        lanes: Vec::with_capacity(how.width),
+        next_open: 0,
+    };
+    let mut hasher = LaneHasher {
+        imp,
+        width: how.width,
+        hashers: Vec::with_capacity(how.width),
+        finished: BTreeMap::new(),
+        next_emit: 0,
+    };
+    if !how.threaded {
+        let mut spare: Vec<Vec<u8>> = Vec::new();
+        let mut events = Vec::new();
+        while !reader.done() {
+            reader.step(
+                hasher.next_emit,
+                &mut || spare.pop().unwrap_or_else(|| vec![0u8; CHUNK]),
+                &mut |ev| {
+                    events.push(ev);
+                    true
                 },
-                Ok(input) => {
-                    finished.insert(idx, hash_input(imp, input, &mut *stdin));
-                }
-                Err(e) => {
-                    finished.insert(idx, Err(e));
-                }
+            );
+            for ev in events.drain(..) {
+                hasher.take(ev, stdin, &mut |b| spare.push(b), emit)?;
             }
         }
-        if !lanes.is_empty() {
-            // One chunk of every lane; a short read is the end of that file.
-            for lane in &mut lanes {
-                match read_full(&mut lane.file, &mut lane.buf) {
-                    Ok(n) => {
-                        lane.len = n;
-                        if n < lane.buf.len() {
-                            lane.end = Some(Ok(()));
-                        }
-                    }
-                    Err(e) => {
-                        lane.len = 0;
-                        lane.end = Some(Err(e));
-                    }
-                }
-            }
-            let data: Vec<&[u8]> = lanes.iter().map(|l| &l.buf[..l.len]).collect();
-            sha256::update_many_lanes(&mut hashers, &data, width);
-            let mut k = 0;
-            while k < lanes.len() {
-                let Some(end) = lanes[k].end.take() else {
-                    k += 1;
-                    continue;
-                };
-                let lane = lanes.swap_remove(k);
-                let h = hashers.swap_remove(k);
-                finished.insert(lane.idx, end.map(|()| h.finalize()));
-                spare.push(lane.buf);
-            }
-        }
-        // Emit what is finished, in order.
-        while let Some(entry) = finished.first_entry() {
-            if *entry.key() != next_emit {
-                break;
-            }
-            emit(next_emit, entry.remove())?;
-            next_emit += 1;
-        }
+    } else {
+        hash_rolling_threaded(reader, &mut hasher, stdin, emit)?;
+    }
+    if hasher.next_emit != files.len() {
+        return Err(io::Error::other(format!(
+            "internal: {} of {} files were hashed",
+            hasher.next_emit,
+            files.len()
+        )));
     }
     Ok(())
+}
+
+/// The rolling lanes with the reading on a second thread: rounds go one way (at most one
+/// waiting), buffers and the hashing side's progress come back.
+fn hash_rolling_threaded(
+    mut reader: LaneReader<'_>,
+    hasher: &mut LaneHasher,
+    stdin: &mut (dyn Read + Send),
+    emit: &mut dyn FnMut(usize, io::Result<[u8; 32]>) -> io::Result<()>,
+) -> io::Result<()> {
+    use std::sync::mpsc::{channel, sync_channel, TryRecvError};
+    // Buffers: a round being read, one waiting, one being hashed.
+    let nbufs = 3 * reader.width;
+    std::thread::scope(|scope| {
+        let (event_tx, event_rx) = sync_channel::<Event>(1);
+        let (back_tx, back_rx) = channel::<(Option<Vec<u8>>, usize)>();
+        scope.spawn(move || {
+            let mut pool: Vec<Vec<u8>> = (0..nbufs).map(|_| vec![0u8; CHUNK]).collect();
+            let mut next_emit = 0;
+            let absorb = |msg: (Option<Vec<u8>>, usize), pool: &mut Vec<Vec<u8>>, e: &mut usize| {
+                if let Some(b) = msg.0 {
+                    pool.push(b);
+                }
+                *e = (*e).max(msg.1);
+            };
+            while !reader.done() {
+                loop {
+                    match back_rx.try_recv() {
+                        Ok(msg) => absorb(msg, &mut pool, &mut next_emit),
+                        Err(TryRecvError::Empty) => break,
+                        Err(TryRecvError::Disconnected) => return,
+                    }
+                }
+                // Wait for the hashing side when a round's buffers are not there yet or the
+                // look-ahead is used up.
+                while pool.len() < reader.lanes.len().max(1) || !reader.can_step(next_emit) {
+                    match back_rx.recv() {
+                        Ok(msg) => absorb(msg, &mut pool, &mut next_emit),
+                        Err(_) => return,
+                    }
+                }
+                let ok = reader.step(
+                    next_emit,
+                    &mut || pool.pop().unwrap_or_else(|| vec![0u8; CHUNK]),
+                    &mut |ev| event_tx.send(ev).is_ok(),
+                );
+                if !ok {
+                    return;
+                }
+            }
+        });
+        let result = (|| {
+            for ev in event_rx.iter() {
+                let mut back = Vec::new();
+                hasher.take(ev, stdin, &mut |b| back.push(b), emit)?;
+                let progress = hasher.next_emit;
+                if back.is_empty() {
+                    let _ = back_tx.send((None, progress));
+                }
+                for b in back {
+                    let _ = back_tx.send((Some(b), progress));
+                }
+            }
+            Ok(())
+        })();
+        // Hang up so the reader thread ends before the scope joins it.
+        drop(back_tx);
+        drop(event_rx);
+        result
+    })
 }

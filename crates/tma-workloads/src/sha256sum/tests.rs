@@ -124,7 +124,7 @@ fn contradictory_options_are_usage_errors() {
 /// come in the order of the arguments, each exactly once.
 #[test]
 fn rolling_lanes_keep_order_and_digests() {
-    use super::hash::hash_files_rolling;
+    use super::hash::{hash_files_rolling, Rolling};
     use crate::sha256::{digest_with, Sha256Impl};
     let dir = tempfile::tempdir().unwrap();
     let mut names: Vec<std::ffi::OsString> = Vec::new();
@@ -176,15 +176,21 @@ fn rolling_lanes_keep_order_and_digests() {
             _ => {}
         }
     }
-    for width in [1, 2, 3, 4, 8] {
+    for (width, threaded) in [1, 2, 3, 4, 8]
+        .into_iter()
+        .flat_map(|w| [(w, false), (w, true)])
+    {
         for lookahead in 1..=6 {
             let mut stdin = std::io::Cursor::new(stdin_data.clone());
             let mut got: Vec<(usize, Option<[u8; 32]>)> = Vec::new();
             hash_files_rolling(
                 Sha256Impl::best(),
                 &names,
-                width,
-                lookahead,
+                Rolling {
+                    width,
+                    lookahead,
+                    threaded,
+                },
                 &mut stdin,
                 &mut |i, r| {
                     got.push((i, r.ok()));
@@ -196,10 +202,13 @@ fn rolling_lanes_keep_order_and_digests() {
             assert_eq!(
                 order,
                 (0..names.len()).collect::<Vec<_>>(),
-                "width {width}, look-ahead {lookahead}"
+                "width {width}, look-ahead {lookahead}, threaded {threaded}"
             );
             let digests: Vec<Option<[u8; 32]>> = got.into_iter().map(|(_, d)| d).collect();
-            assert_eq!(digests, want, "width {width}, look-ahead {lookahead}");
+            assert_eq!(
+                digests, want,
+                "width {width}, look-ahead {lookahead}, threaded {threaded}"
+            );
         }
     }
 }

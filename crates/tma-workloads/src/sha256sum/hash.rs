@@ -254,23 +254,18 @@ impl LaneReader<'_> {
         while k < self.lanes.len() {
             let mut buf = take_buf();
             let (idx, file) = &mut self.lanes[k];
+            let idx = *idx;
             let (len, end) = match read_full(file, &mut buf) {
                 // A short read is the end of the file.
                 Ok(n) => (n, (n < buf.len()).then_some(Ok(()))),
                 Err(e) => (0, Some(Err(e))),
             };
-            round.push(Chunk {
-                idx: *idx,
-                buf,
-                len,
-                end: None,
-            });
-            if let Some(end) = end {
-                round.last_mut().expect("just pushed").end = Some(end);
+            if end.is_some() {
                 self.lanes.swap_remove(k);
             } else {
                 k += 1;
             }
+            round.push(Chunk { idx, buf, len, end });
         }
         send(Event::Round(round))
     }

@@ -141,33 +141,7 @@ fn hash_one_pipelined(
 /// one huge file shares the lanes with a great many small ones.
 const LOOKAHEAD: usize = 4096;
 
-/// Hash `files` up to `width` regular files at once, each in its own interleaved SHA-NI
-/// stream; `emit` gets each file's index and digest (or the error opening or reading it), in
-/// the order of `files`.
-///
-/// The lanes roll: when a file ends, the next regular file takes its lane at the next chunk,
-/// so one large file among small ones keeps being hashed beside them instead of alone once its
-/// first companions have ended. Anything that is not a regular file (standard input, a pipe, a
-/// device) is hashed on its own when its turn comes. With more than one CPU the files are read
-/// on a second thread while this one hashes the previous chunks. With `width` 1, or one file,
-/// each input is hashed alone (a large one with reading on a second thread).
-pub(crate) fn hash_files_batched(
-    imp: Sha256Impl,
-    files: &[OsString],
-    width: usize,
-    stdin: &mut (dyn Read + Send),
-    emit: &mut dyn FnMut(usize, io::Result<[u8; 32]>) -> io::Result<()>,
-) -> io::Result<()> {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let how = Rolling {
-        width,
-        lookahead: LOOKAHEAD,
-        threaded: cpus >= 2,
-    };
-    hash_files_rolling(imp, files, how, stdin, emit)
-}
-
-/// How [`hash_files_rolling`] runs.
+/// How [`hash_files_batched`] runs.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Rolling {
     /// Lanes (files hashed at once).
@@ -176,6 +150,19 @@ pub(crate) struct Rolling {
     pub lookahead: usize,
     /// Read on a second thread.
     pub threaded: bool,
+}
+
+impl Rolling {
+    /// `width` lanes, the [`LOOKAHEAD`] bound, and the reading on a second thread when this
+    /// process may run on more than one CPU.
+    pub(crate) fn for_this_host(width: usize) -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Rolling {
+            width,
+            lookahead: LOOKAHEAD,
+            threaded: cpus >= 2,
+        }
+    }
 }
 
 /// What the reading side hands the hashing side, in the order of the files.
@@ -213,10 +200,14 @@ impl LaneReader<'_> {
         self.lanes.is_empty() && self.next_open == self.files.len()
     }
 
-    /// Can [`Self::step`] do anything before the hashing side emits more (`next_emit`)?
+    /// May another file be opened before the hashing side emits more (`next_emit`)?
+    fn can_open(&self, next_emit: usize) -> bool {
+        self.next_open < self.files.len() && self.next_open < next_emit + self.lookahead
+    }
+
+    /// Can [`Self::step`] do anything before the hashing side emits more?
     fn can_step(&self, next_emit: usize) -> bool {
-        !self.lanes.is_empty()
-            || (self.next_open < self.files.len() && self.next_open < next_emit + self.lookahead)
+        !self.lanes.is_empty() || self.can_open(next_emit)
     }
 
     /// Open files for the free lanes (`send`ing what is hashed alone or failed), then read one
@@ -228,10 +219,7 @@ impl LaneReader<'_> {
         take_buf: &mut dyn FnMut() -> Vec<u8>,
         send: &mut dyn FnMut(Event) -> bool,
     ) -> bool {
-        while self.lanes.len() < self.width
-            && self.next_open < self.files.len()
-            && self.next_open < next_emit + self.lookahead
-        {
+        while self.lanes.len() < self.width && self.can_open(next_emit) {
             let idx = self.next_open;
             self.next_open += 1;
             let ev = match open_input(&self.files[idx]) {
@@ -331,9 +319,17 @@ impl LaneHasher {
     }
 }
 
-/// [`hash_files_batched`] with the way it runs as a parameter (tests use a small look-ahead and
-/// both the one-thread and the two-thread forms).
-pub(crate) fn hash_files_rolling(
+/// Hash `files` up to `how.width` regular files at once, each in its own interleaved SHA-NI
+/// stream; `emit` gets each file's index and digest (or the error opening or reading it), in
+/// the order of `files`.
+///
+/// The lanes roll: when a file ends, the next regular file takes its lane at the next chunk,
+/// so one large file among small ones keeps being hashed beside them instead of alone once its
+/// first companions have ended. Anything that is not a regular file (standard input, a pipe, a
+/// device) is hashed on its own when its turn comes. With `how.threaded` the files are read on
+/// a second thread while this one hashes the previous chunks. With `width` 1, or one file,
+/// each input is hashed alone (a large one with reading on a second thread).
+pub(crate) fn hash_files_batched(
     imp: Sha256Impl,
     files: &[OsString],
     how: Rolling,
@@ -403,14 +399,13 @@ fn hash_rolling_threaded(
     let nbufs = 3 * reader.width;
     std::thread::scope(|scope| {
         let (event_tx, event_rx) = sync_channel::<Event>(1);
-        let (back_tx, back_rx) = channel::<(Option<Vec<u8>>, usize)>();
+        // Back: an event's buffers and the hashing side's progress after it.
+        let (back_tx, back_rx) = channel::<(Vec<Vec<u8>>, usize)>();
         scope.spawn(move || {
             let mut pool: Vec<Vec<u8>> = (0..nbufs).map(|_| vec![0u8; CHUNK]).collect();
             let mut next_emit = 0;
-            let absorb = |msg: (Option<Vec<u8>>, usize), pool: &mut Vec<Vec<u8>>, e: &mut usize| {
-                if let Some(b) = msg.0 {
-                    pool.push(b);
-                }
+            let absorb = |msg: (Vec<Vec<u8>>, usize), pool: &mut Vec<Vec<u8>>, e: &mut usize| {
+                pool.extend(msg.0);
                 *e = (*e).max(msg.1);
             };
             while !reader.done() {
@@ -443,13 +438,7 @@ fn hash_rolling_threaded(
             for ev in event_rx.iter() {
                 let mut back = Vec::new();
                 hasher.take(ev, stdin, &mut |b| back.push(b), emit)?;
-                let progress = hasher.next_emit;
-                if back.is_empty() {
-                    let _ = back_tx.send((None, progress));
-                }
-                for b in back {
-                    let _ = back_tx.send((Some(b), progress));
-                }
+                let _ = back_tx.send((back, hasher.next_emit));
             }
             Ok(())
         })();

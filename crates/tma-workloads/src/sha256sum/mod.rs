@@ -20,7 +20,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use crate::sha256::{Sha256Error, Sha256Impl};
 use format::{errno_text, format_line, parse_line, quote_name, FormatState};
-use hash::hash_files_batched;
+use hash::{hash_files_batched, Rolling};
 
 /// Program name at the start of every diagnostic.
 pub const PROG: &str = "tma sha256sum";
@@ -217,7 +217,13 @@ fn hash_files(
         }
         Ok(())
     };
-    hash_files_batched(imp, files, cfg.streams.max(1), stdin, &mut emit)?;
+    hash_files_batched(
+        imp,
+        files,
+        Rolling::for_this_host(cfg.streams.max(1)),
+        stdin,
+        &mut emit,
+    )?;
     Ok(ok)
 }
 
@@ -349,7 +355,13 @@ fn check_file(
         }
         Ok(())
     };
-    hash_files_batched(imp, &names, cfg.streams.max(1), stdin, &mut emit)?;
+    hash_files_batched(
+        imp,
+        &names,
+        Rolling::for_this_host(cfg.streams.max(1)),
+        stdin,
+        &mut emit,
+    )?;
     // The warnings after the last entry (every entry was consumed by a result).
     upto_entry(&mut *out, &mut *err, &mut malformed)?;
     out.flush()?;

@@ -124,7 +124,7 @@ fn contradictory_options_are_usage_errors() {
 /// come in the order of the arguments, each exactly once.
 #[test]
 fn rolling_lanes_keep_order_and_digests() {
-    use super::hash::{hash_files_rolling, Rolling};
+    use super::hash::{hash_files_batched, Rolling};
     use crate::sha256::{digest_with, Sha256Impl};
     let dir = tempfile::tempdir().unwrap();
     let mut names: Vec<std::ffi::OsString> = Vec::new();
@@ -183,7 +183,7 @@ fn rolling_lanes_keep_order_and_digests() {
         for lookahead in 1..=6 {
             let mut stdin = std::io::Cursor::new(stdin_data.clone());
             let mut got: Vec<(usize, Option<[u8; 32]>)> = Vec::new();
-            hash_files_rolling(
+            hash_files_batched(
                 Sha256Impl::best(),
                 &names,
                 Rolling {

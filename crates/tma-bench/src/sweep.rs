@@ -177,7 +177,7 @@ pub fn run(
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<BenchOutcome, BenchError> {
     let opts = cfg.options()?;
-    let refs = cfg.compare.as_ref().map(read_references).transpose()?;
+    let refs = cfg.compare.as_deref().map(read_references).transpose()?;
     let mut outcome = match &cfg.input {
         Some(Input::Preset(Preset::Sha)) => measure_sha(&opts, progress)?,
         Some(input) => match &sources(input)?[..] {
@@ -197,8 +197,8 @@ pub fn run(
     Ok(outcome)
 }
 
-fn read_references(path: &PathBuf) -> Result<References, BenchError> {
-    let text = std::fs::read_to_string(path).map_err(|source| BenchError::Read {
+fn read_references(path: &std::path::Path) -> Result<References, BenchError> {
+    let text = tma_report::files::read_input_string(path).map_err(|source| BenchError::Read {
         what: format!("--compare {}", path.display()),
         source,
     })?;
@@ -211,10 +211,11 @@ fn sources(input: &Input) -> Result<Vec<Source>, BenchError> {
         Input::Body(b) => Ok(reg_and_mem(b).into_iter().map(Source::Text).collect()),
         Input::Bytes(h) => Ok(vec![Source::Bytes(asm::parse_hex(h)?)]),
         Input::File(f) => {
-            let text = std::fs::read_to_string(f).map_err(|source| BenchError::Read {
-                what: format!("--file {}", f.display()),
-                source,
-            })?;
+            let text =
+                tma_report::files::read_input_string(f).map_err(|source| BenchError::Read {
+                    what: format!("--file {}", f.display()),
+                    source,
+                })?;
             let list: Vec<Source> = text
                 .lines()
                 .map(str::trim)

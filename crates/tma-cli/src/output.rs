@@ -1,13 +1,30 @@
-//! Where output goes: `-o FILE` (atomically: nothing is left behind when the command
-//! fails) or standard output. The libraries render; this only picks the writer.
+//! Where output goes: `-o FILE` (through [`tma_report::OutputFile`]: a file is replaced only
+//! when the command succeeds, a device or FIFO is written directly, `-` is standard output) or
+//! standard output. The libraries render; this only picks the writer.
 
 use std::io::Write;
 use std::path::Path;
 
 use tma_report::ReportError;
 
+/// Look at every output path a command was given before it runs anything: each must be
+/// writable, and no two may name the same file. `main` is the `-o` of the command's main
+/// output (standard output when not given); `others` are its other output options.
+pub fn check<'a>(
+    main: Option<&'a Path>,
+    others: impl IntoIterator<Item = (&'a str, Option<&'a Path>)>,
+) -> anyhow::Result<()> {
+    let main = match main {
+        Some(p) => ("-o", p),
+        None => ("the output (no -o given)", Path::new("-")),
+    };
+    let others = others.into_iter().filter_map(|(f, p)| p.map(|p| (f, p)));
+    tma_report::check_outputs(std::iter::once(main).chain(others))?;
+    Ok(())
+}
+
 /// Run `render` with the output writer and return what it returns. With `path`, the output
-/// goes to a temporary file that replaces `path` only when `render` succeeds.
+/// goes where [`tma_report::write_output`] puts it.
 pub fn emit<T, E>(
     path: Option<&Path>,
     render: impl FnOnce(&mut dyn Write) -> Result<T, E>,
@@ -18,12 +35,12 @@ where
     match path {
         Some(p) => {
             let mut result: Option<Result<T, E>> = None;
-            let written = tma_report::write_atomic(p, |w| {
+            let written = tma_report::write_output(p, |w| {
                 let r = render(w);
                 let failed = r.is_err();
                 result = Some(r);
                 if failed {
-                    // Abandon the temporary file; the caller sees the real error below.
+                    // Abandon the output; the caller sees the real error below.
                     return Err(ReportError::Io(std::io::Error::other("render failed")));
                 }
                 Ok(())

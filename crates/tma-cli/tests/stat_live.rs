@@ -382,10 +382,13 @@ fn record_is_atomic_on_failure() {
 
 // ------------------------------------------------------------------ hardware PMU
 
-/// On a host with a PMU: `cargo test -p tma-cli --test stat_live -- --ignored pmu_`.
+/// Runs wherever a hardware PMU can be used; skipped with the reason elsewhere.
 #[test]
-#[ignore = "needs a hardware PMU"]
 fn pmu_live_tree_for_a_command() {
+    if let Some(why) = no_pmu() {
+        println!("skipped: needs a hardware PMU ({why})");
+        return;
+    }
     let o = run(tma().args([
         "stat",
         "-l",
@@ -586,4 +589,28 @@ fn header_and_json_head_name_the_tma_version() {
     let o = run(synthetic().args(["--cpu", "skx", "--json", "--", "true"]));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["cpu"]["tma_version"], "5.01");
+}
+
+/// Why hardware counting cannot be tried here, or None where it can: a core PMU in sysfs,
+/// and perf_event_paranoid <= 2 (or root).
+fn no_pmu() -> Option<String> {
+    let has = tma_perf::sysfs::Pmus::discover(std::path::Path::new("/sys"))
+        .is_ok_and(|p| p.has_core_pmu());
+    if !has {
+        return Some("no core PMU in /sys/bus/event_source/devices".into());
+    }
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(2);
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false);
+    (paranoid > 2 && !root)
+        .then(|| format!("perf_event_paranoid is {paranoid}; 2 or less is needed"))
 }

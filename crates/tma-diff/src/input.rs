@@ -45,8 +45,8 @@ pub struct Side {
 
 /// Read one side.
 pub fn load(cfg: &DiffConfig, path: &Path, notes: &mut dyn Write) -> Result<Side, DiffError> {
-    let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| DiffError::Read {
+    let file = tma_report::files::display_input(path);
+    let bytes = tma_report::files::read_input(path).map_err(|source| DiffError::Read {
         file: file.clone(),
         source,
     })?;

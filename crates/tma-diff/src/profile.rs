@@ -55,8 +55,8 @@ pub fn kind_of(bytes: &[u8]) -> InputKind {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, DiffError> {
-    std::fs::read(path).map_err(|source| DiffError::Read {
-        file: path.display().to_string(),
+    tma_report::files::read_input(path).map_err(|source| DiffError::Read {
+        file: tma_report::files::display_input(path),
         source,
     })
 }

@@ -226,10 +226,11 @@ pub struct VerifyConfig {
 pub fn verify(cfg: &VerifyConfig) -> Result<verify::VerifyReport, DoctorError> {
     let rec = match &cfg.replay {
         Some(path) => {
-            let bytes = std::fs::read(path).map_err(|e| DoctorError::BadRecording {
-                path: path.display().to_string(),
-                reason: format!("cannot read it: {e}"),
-            })?;
+            let bytes =
+                tma_report::files::read_input(path).map_err(|e| DoctorError::BadRecording {
+                    path: tma_report::files::display_input(path),
+                    reason: format!("cannot read it: {e}"),
+                })?;
             let mut rec =
                 verify::parse_recorded(&bytes).map_err(|reason| DoctorError::BadRecording {
                     path: path.display().to_string(),
@@ -241,7 +242,7 @@ pub fn verify(cfg: &VerifyConfig) -> Result<verify::VerifyReport, DoctorError> {
         None => verify::measure(cfg.exe.as_deref()).map_err(DoctorError::Verify)?,
     };
     if let Some(path) = &cfg.record {
-        tma_report::write_atomic(path, |w| verify::write_recorded(w, &rec)).map_err(|e| {
+        tma_report::write_output(path, |w| verify::write_recorded(w, &rec)).map_err(|e| {
             DoctorError::SaveState {
                 path: path.display().to_string(),
                 reason: e.to_string(),

@@ -68,8 +68,8 @@ pub fn kind_of(file: &str, bytes: &[u8]) -> Result<Kind, HtmlError> {
 
 /// Read one input into its section.
 pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Section, HtmlError> {
-    let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| HtmlError::Read {
+    let file = tma_report::files::display_input(path);
+    let bytes = tma_report::files::read_input(path).map_err(|source| HtmlError::Read {
         file: file.clone(),
         source,
     })?;

@@ -84,9 +84,9 @@ pub fn run(cfg: &ReportConfig, notes: &mut dyn Write) -> Result<Report, HtmlErro
         let names: Vec<String> = cfg
             .inputs
             .iter()
-            .map(|p| {
-                p.file_name()
-                    .map_or_else(|| p.display().to_string(), |f| f.to_string_lossy().into())
+            .map(|p| match p.file_name() {
+                Some(f) if !tma_report::files::is_stdio(p) => f.to_string_lossy().into(),
+                _ => tma_report::files::display_input(p),
             })
             .collect();
         format!("tma report: {}", names.join(", "))

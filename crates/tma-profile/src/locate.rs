@@ -430,7 +430,7 @@ fn write_perf_data(path: &Path, attr: Vec<u8>, records: &[KeptRecord]) -> Result
         w.push(*ty, *misc, &[&body[..]]);
     }
     let image = w.finish();
-    tma_report::write_atomic(path, |out| {
+    tma_report::write_output(path, |out| {
         out.write_all(&image)?;
         Ok(())
     })?;

@@ -2,20 +2,21 @@
 //!
 //! Domain crates own their result types; this crate only knows how to put rows, JSON
 //! documents and files on the page. It never touches the kernel and never exits.
-//! * [`write_atomic`]: `-o FILE` output is written to a temporary file in the same directory
-//!   and renamed into place only when rendering succeeded, so a failed run never leaves a
-//!   half-written file behind.
+//! * [`files`]: output paths written through what the user named ([`write_output`],
+//!   [`OutputFile`]: a file is replaced atomically, a device or FIFO written directly, `-` is
+//!   standard output) and checked before a run; input paths where `-` is standard input.
 //! * [`JsonEnvelope`]: every `--json` document carries `schema` (`tma.<kind>`) and
 //!   `schema_version`, so consumers can detect format changes.
 //! * [`table`]: the one table style used by terminal output.
 //! * [`wrap`], [`shell_quote`], [`shell_words`]: word wrapping and shell quoting ([`text`]).
 
+pub mod files;
 pub mod text;
 
+pub use files::{check_outputs, write_output, OutputFile};
 pub use text::{shell_quote, shell_words, wrap};
 
 use std::io::{self, Write};
-use std::path::Path;
 
 use serde::Serialize;
 
@@ -24,6 +25,16 @@ use serde::Serialize;
 pub enum ReportError {
     #[error("cannot write output file {path}: {source}")]
     Output { path: String, source: io::Error },
+    #[error("cannot write output file {path}: {problem}")]
+    OutputPath { path: String, problem: String },
+    #[error("cannot write output file {path}: {source}; what was measured is kept in {kept}")]
+    Rescued {
+        path: String,
+        source: io::Error,
+        kept: String,
+    },
+    #[error("{0}")]
+    Usage(String),
     #[error("cannot serialize {what} to JSON: {source}")]
     Json {
         what: &'static str,
@@ -31,57 +42,6 @@ pub enum ReportError {
     },
     #[error(transparent)]
     Io(#[from] io::Error),
-}
-
-/// Write `path` atomically: `render` writes into a temporary file in the same directory,
-/// which replaces `path` only if `render` returns `Ok`. On error nothing is left behind.
-pub fn write_atomic<F>(path: &Path, render: F) -> Result<(), ReportError>
-where
-    F: FnOnce(&mut dyn Write) -> Result<(), ReportError>,
-{
-    let out_err = |source: io::Error| ReportError::Output {
-        path: path.display().to_string(),
-        source,
-    };
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tma-out-")
-        .tempfile_in(dir)
-        .map_err(out_err)?;
-    {
-        let mut buf = io::BufWriter::new(tmp.as_file_mut());
-        render(&mut buf)?;
-        buf.flush().map_err(out_err)?;
-    }
-    // The temporary file is created 0600; give the result the mode a plain create would
-    // (0666 less the umask), or the mode of the file it replaces.
-    let mode = match std::fs::metadata(path) {
-        Ok(m) => std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777,
-        Err(_) => 0o666 & !current_umask(),
-    };
-    std::fs::set_permissions(
-        tmp.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(mode),
-    )
-    .map_err(out_err)?;
-    tmp.as_file().sync_all().map_err(out_err)?;
-    tmp.persist(path).map_err(|e| out_err(e.error))?;
-    Ok(())
-}
-
-/// The process umask, from `/proc/self/status` (Linux 4.7+); 0o022 when unreadable.
-fn current_umask() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Umask:"))
-                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-        })
-        .unwrap_or(0o022)
 }
 
 /// A versioned JSON document: `{"schema": "tma.stat", "schema_version": 1, ...payload}`.
@@ -300,7 +260,10 @@ impl ReportError {
     pub fn io_error(&self) -> Option<&io::Error> {
         match self {
             ReportError::Output { source, .. } | ReportError::Io(source) => Some(source),
-            ReportError::Json { .. } => None,
+            ReportError::Json { .. }
+            | ReportError::OutputPath { .. }
+            | ReportError::Rescued { .. }
+            | ReportError::Usage(_) => None,
         }
     }
 }
@@ -388,47 +351,6 @@ mod tests {
                 String::from_utf8(want).unwrap()
             );
         }
-    }
-
-    #[test]
-    fn atomic_write_leaves_nothing_on_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("out.txt");
-        let r = write_atomic(&p, |w| {
-            w.write_all(b"partial")?;
-            Err(ReportError::Io(io::Error::other("render failed")))
-        });
-        assert!(r.is_err());
-        assert!(!p.exists());
-        assert_eq!(
-            std::fs::read_dir(dir.path()).unwrap().count(),
-            0,
-            "temp file left behind"
-        );
-    }
-
-    #[test]
-    fn atomic_write_gets_a_normal_file_mode() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("new.txt");
-        write_atomic(&p, |w| Ok(w.write_all(b"x")?)).unwrap();
-        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o666 & !current_umask(), "{mode:o}");
-        // Replacing keeps the old file's mode.
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
-        write_atomic(&p, |w| Ok(w.write_all(b"y")?)).unwrap();
-        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o640);
-    }
-
-    #[test]
-    fn atomic_write_replaces_on_success() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("out.txt");
-        std::fs::write(&p, "old").unwrap();
-        write_atomic(&p, |w| Ok(w.write_all(b"new")?)).unwrap();
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
     }
 
     #[test]

@@ -23,6 +23,8 @@ struct Batch {
     event_map: Option<Vec<(String, String)>>,
     /// Every spec ignored so far (tolerant imports), when the batch added some.
     ignored: Option<Vec<String>>,
+    /// At the end: where the recording was cut off.
+    cut: Option<tma_perf::import::CutOff>,
 }
 
 enum BatchError {
@@ -47,6 +49,7 @@ where
         intervals: Vec::with_capacity(BATCH),
         event_map: None,
         ignored: None,
+        cut: None,
     };
     let ignored_before = resolver.ignored().len();
     let mut result = Ok(false);
@@ -54,6 +57,7 @@ where
         let iv = match reader.next_interval() {
             Ok(Some(iv)) => iv,
             Ok(None) => {
+                batch.cut = reader.cut_off().cloned();
                 result = Ok(true);
                 break;
             }
@@ -195,6 +199,8 @@ fn import_perf_stat(
     let mut bottleneck = None;
     // Intervals evaluated so far.
     let mut evaluated = 0usize;
+    // Where the recording was cut off (its last interval dropped).
+    let mut cut = None;
     // Two stages on two threads, so a long recording takes the time of the slower one:
     // reading and resolving text here, evaluating and writing below. The channel holds a
     // few batches, so memory stays flat however long the recording.
@@ -211,7 +217,8 @@ fn import_perf_stat(
                 });
                 // Intervals read before an error are still shown, then the error.
                 let done = !matches!(result, Ok(false));
-                if !batch.intervals.is_empty() && tx.send(Ok(batch)).is_err() {
+                let worth = !batch.intervals.is_empty() || batch.cut.is_some();
+                if worth && tx.send(Ok(batch)).is_err() {
                     return; // the writer stopped (an error of its own)
                 }
                 if let Err(e) = result {
@@ -226,6 +233,9 @@ fn import_perf_stat(
         let mut noted = 0;
         for batch in rx {
             let batch = batch?;
+            if batch.cut.is_some() {
+                cut = batch.cut.clone();
+            }
             if let Some(map) = batch.event_map {
                 info.event_map = map;
             }
@@ -275,6 +285,14 @@ fn import_perf_stat(
             writer.begin(out, &info)?;
         }
         writer.end(out, &info)?;
+    }
+    if let Some(cut) = cut {
+        if cfg.strict {
+            return Err(import_err(tma_perf::import::ImportError::CutOffStrict {
+                line: cut.line,
+            }));
+        }
+        writeln!(notes, "tma: note: {file}: {cut}")?;
     }
     let outcome = Outcome {
         ending: None,

@@ -313,8 +313,8 @@ pub(crate) enum FileInput {
 
 /// Read a recording whole for [`evaluate`] (its trees are kept in memory anyway).
 pub(crate) fn read_input(cfg: &StatConfig, path: &Path) -> Result<FileInput, StatError> {
-    let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| StatError::Read {
+    let file = tma_report::files::display_input(path);
+    let bytes = tma_report::files::read_input(path).map_err(|source| StatError::Read {
         path: path.to_path_buf(),
         source,
     })?;
@@ -353,7 +353,7 @@ pub(crate) fn document_input(
 /// An `--import FILE` opened for its kind: perf stat output streams from the file; a document
 /// (a snapshot, or `perf stat -j` read whole to tell them apart) is in memory.
 pub(crate) enum ImportSource {
-    Stream(BufReader<std::fs::File>, String),
+    Stream(BufReader<Box<dyn Read + Send>>, String),
     Whole(FileInput),
 }
 
@@ -363,8 +363,8 @@ pub(crate) fn open_import(cfg: &StatConfig, path: &Path) -> Result<ImportSource,
         path: path.to_path_buf(),
         source,
     };
-    let file = path.display().to_string();
-    let f = std::fs::File::open(path).map_err(read_err)?;
+    let file = tma_report::files::display_input(path);
+    let f = tma_report::files::open_input(path).map_err(read_err)?;
     let mut input = BufReader::with_capacity(1 << 16, f);
     let prefix = input.fill_buf().map_err(read_err)?;
     if !tma_perf::import::is_document(prefix) {

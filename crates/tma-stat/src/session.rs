@@ -665,7 +665,7 @@ fn write_record(s: &Session, live: &LiveOptions) -> Result<(), StatError> {
         runs: s.runs.clone(),
         cpu_cores: s.cpu_cores.clone(),
     };
-    tma_report::write_atomic(path, |w| {
+    tma_report::write_output(path, |w| {
         snap.write(w)?;
         Ok(())
     })?;

@@ -64,7 +64,7 @@ pub struct OutputArgs {
     /// Print JSON (a versioned schema, `tma.<command>`).
     #[arg(long)]
     pub json: bool,
-    /// Write the output to FILE (atomically) instead of standard output.
+    /// Write the output to FILE instead of standard output (`-`: standard output); a file is replaced only when the command succeeds.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 }

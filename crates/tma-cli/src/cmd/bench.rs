@@ -102,7 +102,7 @@ pub struct Args {
     /// JSON output (schema tma.bench, version 1).
     #[arg(long)]
     pub json: bool,
-    /// Write the output to FILE (atomically).
+    /// Write the output to FILE (`-`: standard output); a file is replaced only when the command succeeds.
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 }
@@ -147,6 +147,7 @@ pub fn config(a: &Args) -> BenchConfig {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    crate::output::check(args.output.as_deref(), [])?;
     let cfg = config(&args);
     let mut progress = ProgressView::new(args.progress);
     let outcome = tma_bench::run(&cfg, &mut |p| progress.show(p))?;

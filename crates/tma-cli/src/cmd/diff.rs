@@ -62,7 +62,7 @@ pub struct Args {
     /// Print CSV: one row per node and metric (per function for profiles).
     #[arg(long)]
     pub csv: bool,
-    /// Write the output to FILE (atomically) instead of standard output.
+    /// Write the output to FILE instead of standard output (`-`: standard output); a file is replaced only when the command succeeds.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 }
@@ -71,6 +71,8 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     if !args.metric.metric_groups.is_empty() || args.metric.bottlenecks {
         anyhow::bail!("tma diff takes -m LIST for metrics; -M and -B are for tma stat");
     }
+    crate::output::check(args.output.as_deref(), [])?;
+    tma_report::files::check_one_stdin([args.before.as_path(), args.after.as_path()])?;
     if tma_diff::inputs(&args.before, &args.after)? {
         return profiles(args);
     }

@@ -47,7 +47,7 @@ pub struct Args {
     /// Internal: iterations of --run-loop.
     #[arg(long, value_name = "N", hide = true, default_value_t = 1000)]
     pub iters: u64,
-    /// Write the report to FILE (atomically) instead of stdout.
+    /// Write the report to FILE instead of standard output (`-`: standard output); a file is replaced only when the command succeeds.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 }
@@ -61,6 +61,10 @@ pub fn run(args: Args, root: &crate::cmd::args::RootArg) -> anyhow::Result<ExitC
         tma_doctor::verify::run_loop(name, args.iters)?;
         return Ok(ExitCode::SUCCESS);
     }
+    crate::output::check(
+        args.output.as_deref(),
+        [("--record", args.record.as_deref().filter(|_| args.verify))],
+    )?;
     if args.verify {
         return verify(&args);
     }

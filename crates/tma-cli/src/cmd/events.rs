@@ -33,6 +33,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
+    crate::output::check(args.out.output.as_deref(), [])?;
     let (model, source) = tma_stat::select_model(args.cpu.cpu.as_deref(), None, &root.host())?;
     // The events of the metrics `tma stat -m/-M/-B` would show are recorded too.
     let choice = tma_stat::MetricChoice::resolve_with(

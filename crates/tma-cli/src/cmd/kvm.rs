@@ -37,7 +37,7 @@ pub struct Args {
     /// Print JSON (schema tma.kvm, version 1).
     #[arg(long)]
     pub json: bool,
-    /// Write the report to FILE (atomically) instead of stdout.
+    /// Write the report to FILE instead of standard output (`-`: standard output); a file is replaced only when the command succeeds.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Ring buffer data pages per CPU (power of two).
@@ -49,6 +49,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, root: &super::args::RootArg) -> anyhow::Result<ExitCode> {
+    crate::output::check(args.output.as_deref(), [])?;
     if args.memory {
         return memory(&args, root);
     }

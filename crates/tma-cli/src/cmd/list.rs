@@ -34,6 +34,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
+    crate::output::check(args.out.output.as_deref(), [])?;
     let (model, source) = tma_stat::select_model(args.cpu.cpu.as_deref(), None, &root.host())?;
     if let Some(filter) = args.events.as_deref() {
         crate::output::emit(args.out.output.as_deref(), |w| {

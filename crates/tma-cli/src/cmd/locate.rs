@@ -85,7 +85,7 @@ pub struct Args {
     /// Also write a gzip-compressed pprof profile to FILE.
     #[arg(long, value_name = "FILE")]
     pub pprof: Option<PathBuf>,
-    /// Write the report to FILE (atomically) instead of stdout.
+    /// Write the report to FILE instead of standard output (`-`: standard output); a file is replaced only when the command succeeds.
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Also save the samples as a perf.data file (perf's format; `perf report -i` reads it).
@@ -177,11 +177,18 @@ pub fn config(args: &Args, root: &RootArg) -> anyhow::Result<LocateConfig> {
 }
 
 pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
+    crate::output::check(
+        args.output.as_deref(),
+        [
+            ("--pprof", args.pprof.as_deref()),
+            ("--record", args.record.as_deref()),
+        ],
+    )?;
     let cfg = config(&args, root)?;
     let located = tma_profile::run(&cfg, &mut std::io::stderr())?;
     let profile = &located.profile;
     if let Some(path) = &args.pprof {
-        tma_report::write_atomic(path, |w| {
+        tma_report::write_output(path, |w| {
             tma_profile::pprof::encode(profile, located.duration_ns, w)?;
             Ok(())
         })?;

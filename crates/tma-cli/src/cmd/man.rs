@@ -29,7 +29,11 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let root = built_root();
     let cmd = find(&root, &args.command)?;
-    match &args.output {
+    match args
+        .output
+        .as_deref()
+        .filter(|p| !tma_report::files::is_stdio(p))
+    {
         None => {
             let mut out = std::io::stdout().lock();
             man(cmd).render(&mut out)?;
@@ -100,11 +104,12 @@ fn pages(cmd: &clap::Command) -> std::io::Result<Vec<(String, Vec<u8>)>> {
     Ok(all)
 }
 
+/// Every page into `dir` (made if missing), each written through [`tma_report::write_output`].
 fn write_pages(cmd: &clap::Command, dir: &Path) -> anyhow::Result<()> {
+    tma_report::files::check_output_dir(dir)?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for (name, roff) in pages(cmd)? {
-        let path = dir.join(&name);
-        std::fs::write(&path, roff).with_context(|| format!("cannot write {}", path.display()))?;
+        tma_report::write_output(&dir.join(&name), |w| Ok(w.write_all(&roff)?))?;
     }
     Ok(())
 }

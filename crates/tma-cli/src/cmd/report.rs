@@ -26,7 +26,7 @@ pub struct Args {
     /// The files to draw, one section each, in this order.
     #[arg(value_name = "INPUT", required = true)]
     pub inputs: Vec<PathBuf>,
-    /// Write the HTML page to FILE (atomically). Without -o and --svg, the page goes to
+    /// Write the HTML page to FILE (`-`: standard output; a file is replaced only when the command succeeds). Without -o and --svg, the page goes to
     /// standard output.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -62,6 +62,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
+    let svg = ("--svg", args.svg.as_deref());
+    if args.output.is_some() || args.svg.is_none() {
+        crate::output::check(args.output.as_deref(), [svg])?;
+    } else if let Some(p) = args.svg.as_deref() {
+        tma_report::check_outputs([("--svg", p)])?;
+    }
+    tma_report::files::check_one_stdin(args.inputs.iter().map(|p| p.as_path()))?;
     let cfg = tma_html::ReportConfig {
         inputs: args.inputs,
         cpu: args.cpu.cpu,
@@ -77,7 +84,7 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     let report = tma_html::run(&cfg, &mut std::io::stderr())?;
     if let Some(path) = &args.svg {
         let svg = tma_html::render::svg(&report)?;
-        tma_report::write_atomic(path, |w| Ok(w.write_all(svg.as_bytes())?))?;
+        tma_report::write_output(path, |w| Ok(w.write_all(svg.as_bytes())?))?;
     }
     if args.output.is_some() || args.svg.is_none() {
         crate::output::emit(args.output.as_deref(), |w| {

@@ -48,7 +48,7 @@ pub struct Args {
     /// Print CSV: one row per node (per interval).
     #[arg(long)]
     pub csv: bool,
-    /// Write the output to FILE (atomically) instead of standard output.
+    /// Write the output to FILE instead of standard output (`-`: standard output); a file is replaced only when the command succeeds.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// One line per interval instead of one tree per interval (interval data only).
@@ -178,6 +178,13 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<StatConfig> {
 }
 
 pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
+    crate::output::check(
+        args.output.as_deref(),
+        [
+            ("--record", args.record.as_deref()),
+            ("--plot", args.plot.as_deref()),
+        ],
+    )?;
     let cfg = config(&args, root)?;
     let progress = crate::progress::Lines::new("tma stat", long_run(&cfg));
     let outcome = crate::output::emit(args.output.as_deref(), |w| {

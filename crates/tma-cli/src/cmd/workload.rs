@@ -1,6 +1,6 @@
 //! `tma workload NAME [opts]`: run a bundled case-study workload (`tma_workloads::workload`)
 //! as an ordinary process; text by default, `--json` for the `tma.workload` v1 document, and
-//! `--report FILE` additionally writes that document to FILE (atomically).
+//! `--report FILE` additionally writes that document to FILE (`-`: standard output); a file is replaced only when the command succeeds.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -33,7 +33,7 @@ pub struct Common {
     /// Print a `tma.workload` v1 JSON document instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Also write the JSON document to FILE (atomically).
+    /// Also write the JSON document to FILE (`-`: standard output); a file is replaced only when the command succeeds.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
     /// Skip the core-clock calibration (no cycle figures).
@@ -116,7 +116,31 @@ pub struct MatmulArgs {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (kind, common) = match args.workload {
+    let (kind, common) = split(args.workload);
+    crate::output::check(None, [("--report", common.report.as_deref())])?;
+    let cfg = WorkloadConfig {
+        kind,
+        calibrate: !common.no_calibrate,
+    };
+    let report = workload::run(&cfg)?;
+    if let Some(path) = &common.report {
+        tma_report::write_output(path, |w| render::json(w, &report))
+            .with_context(|| format!("writing the workload report to {}", path.display()))?;
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if common.json {
+        render::json(&mut out, &report)?;
+    } else {
+        render::text(&mut out, &report)?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The workload's own options and the options every workload shares.
+fn split(w: Workload) -> (WorkloadKind, Common) {
+    match w {
         Workload::Sha256(a) => (
             WorkloadKind::Sha256(ShaOptions {
                 imp: a.imp,
@@ -152,23 +176,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }),
             a.common,
         ),
-    };
-    let cfg = WorkloadConfig {
-        kind,
-        calibrate: !common.no_calibrate,
-    };
-    let report = workload::run(&cfg)?;
-    if let Some(path) = &common.report {
-        tma_report::write_atomic(path, |w| render::json(w, &report))
-            .with_context(|| format!("writing the workload report to {}", path.display()))?;
     }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    if common.json {
-        render::json(&mut out, &report)?;
-    } else {
-        render::text(&mut out, &report)?;
-    }
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
 }

@@ -20,6 +20,10 @@ pub enum ImportError {
     HumanReadable { line: usize },
     #[error("line {line}: this looks like `perf stat --metric-only` output, which holds no raw counts; re-record without --metric-only")]
     MetricOnly { line: usize },
+    #[error("line {line}: the recording is cut off here (perf was stopped while writing?) and holds no complete interval before it; record again and let perf finish")]
+    CutOff { line: usize },
+    #[error("line {line}: the recording is cut off here (perf was stopped while writing?); the complete intervals before it were used, and --strict makes the dropped last one an error")]
+    CutOffStrict { line: usize },
     #[error("line {line}: truncated or malformed line ({found}); expected `value,unit,event,running-ns,running-%` as written by `perf stat -x,`")]
     Truncated { line: usize, found: String },
     #[error("line {line}: `{value}` in the {field} column is not a number")]

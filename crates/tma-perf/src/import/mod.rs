@@ -25,7 +25,7 @@ mod reader;
 mod resolve;
 
 pub use error::{ImportError, ResolveError};
-pub use reader::IntervalReader;
+pub use reader::{CutOff, IntervalReader};
 pub use resolve::{aggregate, is_generic_event, resolve, ResolveOutcome, Resolver};
 
 use crate::readings::Interval;
@@ -75,6 +75,8 @@ pub struct Recording {
     pub intervals: Vec<Interval>,
     /// Distinct event specs in order of first appearance.
     pub events: Vec<String>,
+    /// Where the recording was cut off; the interval cut was dropped.
+    pub cut_off: Option<CutOff>,
 }
 
 /// Tell the format of a recording from its bytes, without parsing all of it.
@@ -157,6 +159,7 @@ pub fn parse(bytes: &[u8]) -> Result<Recording, ImportError> {
         breakdown: reader.breakdown(),
         cpu_hint: reader.cpu_hint().map(str::to_string),
         events: reader.events().to_vec(),
+        cut_off: reader.cut_off().cloned(),
         intervals,
     })
 }

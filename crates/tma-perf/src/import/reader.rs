@@ -29,6 +29,47 @@ pub struct IntervalReader<R> {
     first: Option<Row>,
     asm: Assembler,
     done: bool,
+    /// The last line read ended with a newline.
+    terminated: bool,
+    /// Intervals returned so far.
+    returned: usize,
+    cut: Option<CutOff>,
+    /// The interval time stamp the cut line starts with, when it is whole.
+    cut_ts: Option<f64>,
+}
+
+/// The recording ends in the middle of an interval (perf was stopped while writing): the
+/// interval being read was dropped, and the complete ones before it were returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CutOff {
+    /// The line that was cut (1-based); for a cut between lines, the last line read.
+    pub line: usize,
+    /// End of the dropped interval (seconds), with `-I` data.
+    pub interval_end_s: Option<f64>,
+    /// The dropped interval had this many rows of the previous interval's (cut between lines).
+    pub rows: Option<(usize, usize)>,
+}
+
+impl std::fmt::Display for CutOff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.rows {
+            Some((have, want)) => write!(
+                f,
+                "the recording ends after line {} with {have} of the {want} rows of its last \
+                 interval (perf was stopped while writing?)",
+                self.line
+            )?,
+            None => write!(
+                f,
+                "the last line (line {}) is cut off (perf was stopped while writing?)",
+                self.line
+            )?,
+        }
+        match self.interval_end_s {
+            Some(t) => write!(f, "; that interval (ending at {t} s) was dropped"),
+            None => write!(f, "; that interval was dropped"),
+        }
+    }
 }
 
 impl<R: BufRead> IntervalReader<R> {
@@ -40,7 +81,8 @@ impl<R: BufRead> IntervalReader<R> {
         let mut cpu_hint = None;
         let mut any_text = false;
         loop {
-            let Some(text) = next_line(&mut input, &mut line, &mut lineno, &mut offset)? else {
+            let Some(text) = next_line(&mut input, &mut line, &mut lineno, &mut offset, &mut true)?
+            else {
                 return Err(if any_text {
                     ImportError::NoData
                 } else {
@@ -92,6 +134,10 @@ impl<R: BufRead> IntervalReader<R> {
                 first: None,
                 asm: Assembler::default(),
                 done: false,
+                terminated: true,
+                returned: 0,
+                cut: None,
+                cut_ts: None,
             };
             // A metric-only first line fixes the format and layout but opens no interval.
             let row = match row {
@@ -127,7 +173,15 @@ impl<R: BufRead> IntervalReader<R> {
         &self.asm.events
     }
 
-    /// The next complete interval, `None` at the end of the recording.
+    /// Where the recording was cut off, once [`next_interval`](Self::next_interval) has
+    /// returned `None`: the interval that was being read then was dropped.
+    pub fn cut_off(&self) -> Option<&CutOff> {
+        self.cut.as_ref()
+    }
+
+    /// The next complete interval, `None` at the end of the recording. A recording whose
+    /// last interval was cut off ends with the interval before it (see
+    /// [`cut_off`](Self::cut_off)); one with no complete interval is an error.
     pub fn next_interval(&mut self) -> Result<Option<Interval>, ImportError> {
         if self.done {
             return Ok(None);
@@ -139,9 +193,30 @@ impl<R: BufRead> IntervalReader<R> {
             };
             let Some(row) = row else {
                 self.done = true;
-                return Ok(self.asm.finish());
+                if self.cut.is_none() {
+                    self.cut = self.asm.short_last(self.lineno);
+                }
+                if let Some(cut) = self.cut.as_mut() {
+                    let current = self.asm.current_ts.filter(|_| self.asm.interval_mode);
+                    if current.is_some() && self.cut_ts.is_some() && self.cut_ts != current {
+                        // The cut line opened the next interval: the current one is whole.
+                        cut.interval_end_s = self.cut_ts;
+                        let last = self.asm.finish();
+                        self.returned += last.is_some() as usize;
+                        return Ok(last);
+                    }
+                    cut.interval_end_s = current;
+                    if self.returned == 0 || !self.asm.interval_mode {
+                        return Err(ImportError::CutOff { line: cut.line });
+                    }
+                    return Ok(None);
+                }
+                let last = self.asm.finish();
+                self.returned += last.is_some() as usize;
+                return Ok(last);
             };
             if let Some(iv) = self.asm.push(row)? {
+                self.returned += 1;
                 return Ok(Some(iv));
             }
         }
@@ -155,10 +230,13 @@ impl<R: BufRead> IntervalReader<R> {
                 &mut self.line,
                 &mut self.lineno,
                 &mut self.offset,
+                &mut self.terminated,
             )?
             else {
                 return Ok(None);
             };
+            // Only the last line of a file can lack its newline.
+            let last_unterminated = !self.terminated;
             let t = text.trim();
             if t.is_empty() || t.starts_with('#') {
                 continue;
@@ -166,14 +244,37 @@ impl<R: BufRead> IntervalReader<R> {
             if t.starts_with("Performance counter stats for") {
                 return Err(ImportError::HumanReadable { line: self.lineno });
             }
-            let row = match self.format {
+            let parsed = match self.format {
                 ImportFormat::PerfCsv { separator } => csv::parse_line(
                     text.trim_end_matches('\r'),
                     separator,
                     self.lineno,
                     self.short,
-                )?,
-                _ => json::parse_line(t, self.lineno)?,
+                ),
+                _ => json::parse_line(t, self.lineno),
+            };
+            let row = match parsed {
+                Ok(row) => row,
+                Err(_) if last_unterminated => {
+                    // perf was stopped in the middle of this line.
+                    self.cut_ts = match self.format {
+                        ImportFormat::PerfCsv { separator } => t
+                            .split_once(separator)
+                            .and_then(|(ts, _)| ts.trim().parse().ok()),
+                        _ => t
+                            .split_once("\"interval\"")
+                            .and_then(|(_, rest)| rest.trim_start().strip_prefix(':'))
+                            .and_then(|rest| rest.split_once(','))
+                            .and_then(|(ts, _)| ts.trim().parse().ok()),
+                    };
+                    self.cut = Some(CutOff {
+                        line: self.lineno,
+                        interval_end_s: None,
+                        rows: None,
+                    });
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
             };
             if row.is_some() {
                 return Ok(row);
@@ -189,6 +290,7 @@ fn next_line<'b>(
     buf: &'b mut Vec<u8>,
     lineno: &mut usize,
     offset: &mut usize,
+    terminated: &mut bool,
 ) -> Result<Option<&'b str>, ImportError> {
     buf.clear();
     let n = input
@@ -212,7 +314,8 @@ fn next_line<'b>(
         }
     }
     *offset += n;
-    if buf.last() == Some(&b'\n') {
+    *terminated = buf.last() == Some(&b'\n');
+    if *terminated {
         buf.pop();
         if buf.last() == Some(&b'\r') {
             buf.pop();
@@ -358,6 +461,21 @@ impl Assembler {
     }
 
     /// The last interval (whole-run data: its end is `duration_time` when that was counted).
+    /// At the end: the last `-I` interval holds fewer rows than the one before it, so the
+    /// recording was cut between two lines. (Per-thread rows come and go with the threads.)
+    fn short_last(&self, line: usize) -> Option<CutOff> {
+        let short = self.interval_mode
+            && self.breakdown != Breakdown::PerThread
+            && self.current.is_some()
+            && !self.previous_rows.is_empty()
+            && self.rows.len() < self.previous_rows.len();
+        short.then_some(CutOff {
+            line,
+            interval_end_s: None,
+            rows: Some((self.rows.len(), self.previous_rows.len())),
+        })
+    }
+
     fn finish(&mut self) -> Option<Interval> {
         let mut iv = self.current.take()?;
         if let (false, Some(ns)) = (self.interval_mode, self.duration_ns) {

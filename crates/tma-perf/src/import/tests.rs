@@ -175,9 +175,12 @@ fn bad_inputs_have_precise_errors() {
         (b"\x7fELF\x02\x01\x01\x00\x00\x00", "binary"),
         (b"PERFILE2\x00\x10\x00", "binary"),
         (b"12,,cycles,100,100.00\n\xff\xfe,,x\n", "UTF-8"),
-        (b"12,,cycles,100,100.00\n13,,instr", "line 2: truncated"),
-        (b"12,,cycles\n13,", "line 2: truncated"),
-        (b"12,,cycles,100,100.00\n13,,instr,,\n14,,x", "line 3: truncated"),
+        // A whole-run recording cut in its last line has no complete interval.
+        (b"12,,cycles,100,100.00\n13,,instr", "line 2: the recording is cut off"),
+        (b"12,,cycles\n13,", "line 2: the recording is cut off"),
+        (b"12,,cycles,100,100.00\n13,,instr,,\n14,,x", "line 3: the recording is cut off"),
+        // A short line that ends with its newline is malformed, not cut off.
+        (b"12,,cycles,100,100.00\n13,,instr\n", "line 2: truncated"),
         (
             b"12,,cycles,100,100.00\n13,,cycles,100,100.00\n",
             "line 2: event `cycles` appears twice in one interval (first on line 1)",
@@ -476,4 +479,38 @@ fn resolver_learns_specs_once_and_checks_them_per_interval() {
     assert_eq!(resolver.ignored(), ["rbad"]);
     drop(resolver);
     assert_eq!((lookups, guesses), (2, 1));
+}
+
+#[test]
+fn a_recording_cut_off_in_its_last_interval_ends_with_the_interval_before() {
+    let full = "     0.1,10,,cycles,100,100.00\n     0.1,20,,instructions,100,100.00\n\
+                     0.2,11,,cycles,100,100.00\n     0.2,21,,instructions,100,100.00\n";
+    // Cut in the middle of the last line, at a line boundary, and in a JSON line.
+    let cases: [(String, &str); 3] = [
+        (format!("{full}     0.3,12,,cycles,100,100.00\n     0.3,2"), "line 6) is cut off"),
+        (format!("{full}     0.3,12,,cycles,100,100.00\n"), "with 1 of the 2 rows"),
+        (
+            "{\"interval\" : 0.1, \"counter-value\" : \"10\", \"unit\" : \"\", \"event\" : \"cycles\"}\n\
+             {\"interval\" : 0.2, \"counter-value\" : \"11\", \"unit\" : \"\", \"event\" : \"cycles\"}\n\
+             {\"interval\" : 0.3, \"counter-val"
+                .to_string(),
+            "line 3) is cut off",
+        ),
+    ];
+    for (text, want) in cases {
+        let rec = parse(text.as_bytes()).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        assert_eq!(rec.intervals.len(), 2, "{text:?}");
+        assert_eq!(rec.intervals[1].end_s, 0.2);
+        let cut = rec.cut_off.expect("the cut is reported").to_string();
+        assert!(cut.contains(want), "{cut}");
+        assert!(cut.contains("ending at 0.3 s) was dropped"), "{cut}");
+    }
+    // Complete recordings, with and without a final newline, are not cut.
+    let rec = parse(full.as_bytes()).unwrap();
+    assert_eq!((rec.intervals.len(), rec.cut_off), (2, None));
+    let rec = parse(full.trim_end().as_bytes()).unwrap();
+    assert_eq!((rec.intervals.len(), rec.cut_off), (2, None));
+    // A cut in the first interval leaves nothing to use.
+    let e = parse(b"     0.1,10,,cycles,100,100.00\n     0.1,2").unwrap_err();
+    assert_eq!(e, ImportError::CutOff { line: 2 });
 }

@@ -159,7 +159,7 @@ impl TreeWriter {
                 path: path.display().to_string(),
                 source: std::io::Error::other(e),
             })?;
-            tma_report::write_atomic(path, |f| Ok(f.write_all(svg.as_bytes())?))?;
+            tma_report::write_output(path, |f| Ok(f.write_all(svg.as_bytes())?))?;
         }
         Ok(())
     }

@@ -376,8 +376,17 @@ fn bad_input_one_line_exit_2_no_output_file() {
         ("empty", Vec::new(), &["--cpu", "zen4"], "the file is empty"),
         ("garbage", garbage, &["--cpu", "zen4"], "binary"),
         (
-            "truncated",
+            // A whole-run recording cut in its last line has no complete interval.
+            "cut off",
             (zen4.lines().take(6).collect::<Vec<_>>().join("\n") + "\n1576800000,,de_src_op")
+                .into_bytes(),
+            &["--cpu", "zen4"],
+            "line 7: the recording is cut off",
+        ),
+        (
+            "truncated",
+            (zen4.lines().take(6).collect::<Vec<_>>().join("\n")
+                + "\n1576800000,,de_src_op\n")
                 .into_bytes(),
             &["--cpu", "zen4"],
             "truncated",

@@ -806,7 +806,8 @@ pub fn measure_level1(
             ..tma_stat::StatConfig::default()
         };
         let mut json = Vec::new();
-        tma_stat::run(&cfg, &mut json, &mut std::io::sink())
+        let mut sink = tma_stat::TreeOutput::new(&mut json, &cfg.render);
+        tma_stat::run(&cfg, &mut sink, &mut std::io::sink())
             .map_err(|e| format!("tma stat -l 2 of {}: {e}", k.name))?;
         out.push(Level1Counts {
             kernel: k.name.into(),

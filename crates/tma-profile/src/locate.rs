@@ -336,7 +336,7 @@ fn quick_stat_bottleneck(
         shown.join(" ")
     )?;
     let outcome =
-        tma_stat::run(&stat, &mut std::io::sink(), notes).map_err(LocateError::QuickStat)?;
+        tma_stat::run(&stat, &mut tma_stat::Discard, notes).map_err(LocateError::QuickStat)?;
     Ok(outcome.bottleneck.and_then(|b| b.node))
 }
 
@@ -528,7 +528,7 @@ mod tests {
             },
             ..Default::default()
         };
-        let outcome = tma_stat::run(&stat, &mut std::io::sink(), &mut std::io::sink()).unwrap();
+        let outcome = tma_stat::run(&stat, &mut tma_stat::Discard, &mut std::io::sink()).unwrap();
         let want = outcome.bottleneck.and_then(|b| b.node);
         assert!(want.is_some());
         assert_eq!(node, want);

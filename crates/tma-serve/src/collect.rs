@@ -1,5 +1,5 @@
 //! From watched intervals to metric families: the [`Collector`] is the engine's
-//! [`Watcher`]; after each interval it publishes a fresh set of families (the tree, metrics,
+//! [`IntervalSink`]; after each interval it publishes a fresh set of families (the tree, metrics,
 //! counters, state) that scrapes render until the next one.
 //!
 //! Cardinality: one series per shown node (`-l`, `--nodes`) and per selected metric, times
@@ -17,7 +17,8 @@ use tma_perf::event::SoftwareEvent;
 use tma_perf::plan::Plan;
 use tma_perf::Interval;
 use tma_stat::eval::{RunInfo, TreeEval};
-use tma_stat::{IntervalReport, WatchInterval, WatchStart, Watcher};
+use tma_stat::sink::{IntervalData, IntervalSink, Start};
+use tma_stat::{IntervalReport, StatError};
 
 use crate::expo::{self, Family, Format, Kind};
 use crate::http::Stats;
@@ -255,10 +256,7 @@ impl Collector {
     }
 
     /// The scopes of an interval: (label, readings, report).
-    fn scopes(
-        &self,
-        iv: &WatchInterval<'_>,
-    ) -> Vec<(ScopeLabel, Interval, Option<IntervalReport>)> {
+    fn scopes(&self, iv: &IntervalData<'_>) -> Vec<(ScopeLabel, Interval, Option<IntervalReport>)> {
         let plan = match &self.mode {
             Mode::Tree { plan: Some(p), .. } => Some(p),
             Mode::Software { plan, .. } => Some(plan),
@@ -324,7 +322,7 @@ impl Collector {
         *t
     }
 
-    fn families(&mut self, iv: &WatchInterval<'_>, t0: Instant) -> Vec<Family> {
+    fn families(&mut self, iv: &IntervalData<'_>, t0: Instant) -> Vec<Family> {
         let mut out = self.state_families();
         let scopes = self.scopes(iv);
         let with = |scope: &ScopeLabel, mut l: Vec<(&'static str, String)>| {
@@ -482,10 +480,10 @@ pub fn node_path(model: &tma_catalog::Model, name: &str) -> String {
     parts.join(".")
 }
 
-impl Watcher for Collector {
-    fn start(&mut self, start: WatchStart<'_>) {
+impl IntervalSink for Collector {
+    fn start(&mut self, start: Start<'_>) -> Result<(), StatError> {
         match start {
-            WatchStart::Tree { info, plan, target } => {
+            Start::Tree { info, plan, target } => {
                 match TreeEval::new(info) {
                     Ok(eval) => {
                         self.mode = Mode::Tree {
@@ -509,10 +507,11 @@ impl Watcher for Collector {
                     ],
                 );
             }
-            WatchStart::Software {
+            Start::Software {
                 plan,
                 target,
                 reason,
+                ..
             } => {
                 let reason = reason
                     .unwrap_or("hardware counters were not counted")
@@ -537,13 +536,15 @@ impl Watcher for Collector {
                 self.target = target.cloned();
             }
         }
+        Ok(())
     }
 
-    fn interval(&mut self, iv: WatchInterval<'_>) {
+    fn interval(&mut self, iv: IntervalData<'_>) -> Result<(), StatError> {
         let t0 = Instant::now();
         self.intervals += 1;
         let families = self.families(&iv, t0);
         self.shared.publish(families, true);
+        Ok(())
     }
 }
 
@@ -599,11 +600,12 @@ mod tests {
             vec!["system.slice/a.service".into(), "b".into()],
             false,
         );
-        c.start(WatchStart::Tree {
+        c.start(Start::Tree {
             info: &info,
             plan: Some(&plan),
             target: Some(&target),
-        });
+        })
+        .unwrap();
         let mut groups = Vec::new();
         // Scope 0: backend 30%; scope 1: backend 50%. Each on CPUs 0 and 1 (cgroups) or on
         // its own CPU (per-CPU split).
@@ -636,11 +638,12 @@ mod tests {
             groups,
         };
         let agg = Measurement::interval_readings(&plan, &raw, false);
-        c.interval(WatchInterval {
+        c.interval(IntervalData {
             raw: Some(&raw),
             readings: &agg,
             report: None,
-        });
+        })
+        .unwrap();
         shared.render(Format::Text)
     }
 

@@ -27,8 +27,8 @@ use tma_perf::host::Host;
 use tma_perf::plan::Plan;
 use tma_perf::Interval;
 use tma_stat::eval::RunInfo;
+use tma_stat::sink::{self as stat_sink, IntervalData, IntervalSink};
 use tma_stat::{Input, IntervalReport, LiveOptions, StatConfig, StatError};
-use tma_stat::{WatchInterval, WatchStart, Watcher};
 
 use crate::collect::{Build, Collector, Shared, Split};
 use crate::expo::Format;
@@ -272,7 +272,8 @@ pub fn run(cfg: &ServeConfig, log: Arc<Log>) -> Result<(), ServeError> {
         serve_replay(rec, cfg.interval, &mut collector, &log)
     } else {
         let mut notes = Notes::new(&log);
-        tma_stat::watch(&stat, &mut collector, &mut notes)
+        check_streamable(&stat)
+            .and_then(|()| tma_stat::run(&stat, &mut collector, &mut notes))
             .map(|_| ())
             .map_err(ServeError::from)
     };
@@ -309,7 +310,41 @@ enum Start {
         plan: Plan,
         target: Option<Target>,
         reason: Option<String>,
+        streamed: bool,
     },
+}
+
+/// An exporter streams intervals: live counting needs `-I`, and the settings that need a
+/// whole run are refused before anything is counted.
+fn check_streamable(cfg: &StatConfig) -> Result<(), StatError> {
+    if cfg.input != Input::Live {
+        return Ok(());
+    }
+    let l = &cfg.live;
+    if l.interval_ms.is_none() {
+        return Err(StatError::Usage(
+            "watching live counts needs an interval (-I MS)".into(),
+        ));
+    }
+    let bad: Vec<&str> = [
+        (l.repeat.is_some_and(|n| n > 1), "--repeat"),
+        (l.drilldown, "--drilldown"),
+        (l.no_multiplex, "--no-multiplex"),
+        (l.per_core, "--per-core"),
+        (l.per_thread, "--per-thread"),
+        (l.record.is_some(), "--record"),
+    ]
+    .into_iter()
+    .filter_map(|(set, name)| set.then_some(name))
+    .collect();
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(StatError::Usage(format!(
+            "{} need a whole run; an exporter streams intervals",
+            bad.join(", ")
+        )))
+    }
 }
 
 /// One recorded interval, owned.
@@ -325,30 +360,53 @@ struct Recorder {
 /// The most intervals a replayed recording may hold (they are kept in memory).
 const MAX_REPLAY_INTERVALS: usize = 100_000;
 
-impl Watcher for Recorder {
-    fn start(&mut self, start: WatchStart<'_>) {
+impl IntervalSink for Recorder {
+    fn start(&mut self, start: stat_sink::Start<'_>) -> Result<(), StatError> {
+        if self.start.is_some() {
+            return Err(StatError::Usage(
+                "the snapshot is a --drilldown run: record one run (with -I MS for intervals) \
+                 to serve it"
+                    .into(),
+            ));
+        }
         self.start = Some(match start {
-            WatchStart::Tree { info, plan, target } => Start::Tree {
+            stat_sink::Start::Tree { info, plan, target } => Start::Tree {
                 info: Box::new(info.clone()),
                 plan: plan.cloned(),
                 target: target.cloned(),
             },
-            WatchStart::Software {
+            stat_sink::Start::Software {
                 plan,
                 target,
                 reason,
+                streamed,
             } => Start::Software {
                 plan: plan.clone(),
                 target: target.cloned(),
                 reason: reason.map(str::to_string),
+                streamed,
             },
         });
+        Ok(())
     }
-    fn interval(&mut self, iv: WatchInterval<'_>) {
+    fn interval(&mut self, iv: IntervalData<'_>) -> Result<(), StatError> {
         if self.intervals.len() < MAX_REPLAY_INTERVALS {
             self.intervals
                 .push((iv.raw.cloned(), iv.readings.clone(), iv.report.cloned()));
         }
+        Ok(())
+    }
+    fn finish(&mut self, end: stat_sink::Finish<'_>) -> Result<(), StatError> {
+        if let stat_sink::Finish::Tree { whole: Some(w), .. } = end {
+            if w.repeats.is_some() {
+                return Err(StatError::Usage(
+                    "the snapshot is a --repeat run: record one run (with -I MS for \
+                     intervals) to serve it"
+                        .into(),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -372,7 +430,7 @@ fn load_replay(stat: &StatConfig, log: &Log) -> Result<Recorder, ServeError> {
     let mut rec = Recorder::default();
     {
         let mut notes = Notes::new(log);
-        tma_stat::watch(stat, &mut rec, &mut notes)?;
+        tma_stat::run(stat, &mut rec, &mut notes)?;
     }
     if rec.start.is_none() || rec.intervals.is_empty() {
         return Err(ServeError::Usage(
@@ -400,30 +458,32 @@ fn serve_replay(
         return Ok(());
     };
     match start {
-        Start::Tree { info, plan, target } => collector.start(WatchStart::Tree {
+        Start::Tree { info, plan, target } => collector.start(stat_sink::Start::Tree {
             info,
             plan: plan.as_ref(),
             target: target.as_ref(),
-        }),
+        })?,
         Start::Software {
             plan,
             target,
             reason,
-        } => collector.start(WatchStart::Software {
+            streamed,
+        } => collector.start(stat_sink::Start::Software {
             plan,
             target: target.as_ref(),
             reason: reason.as_deref(),
-        }),
+            streamed: *streamed,
+        })?,
     }
     log.info("replay_loaded", &[("intervals", &rec.intervals.len())]);
     let mut loops = 0u64;
     loop {
         for (raw, readings, report) in &rec.intervals {
-            collector.interval(WatchInterval {
+            collector.interval(IntervalData {
                 raw: raw.as_ref(),
                 readings,
                 report: report.as_ref(),
-            });
+            })?;
             if sleep_or_interrupted(every) {
                 return Ok(());
             }

@@ -135,7 +135,7 @@ fn a_recording_of_software_counts_exports_no_tree() {
     let mut cfg = import_config("import/perf-csv-interval.csv");
     cfg.cpu = Some("spr".into());
     let (shared, mut c) = collector(true);
-    let r = tma_stat::watch(&cfg, &mut c, &mut std::io::sink());
+    let r = tma_stat::run(&cfg, &mut c, &mut std::io::sink());
     let text = shared.render(Format::Text);
     assert!(
         r.is_err(),

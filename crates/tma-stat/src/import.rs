@@ -1,5 +1,5 @@
 //! `tma stat --import FILE` of `perf stat -x,` CSV or `perf stat -j` JSON: read, resolve,
-//! evaluate and write one interval at a time, so memory stays flat however long the
+//! evaluate and hand on one interval at a time, so memory stays flat however long the
 //! recording (a day of 100 ms intervals is 864,000 of them).
 
 use std::io::{BufRead, Write};
@@ -7,9 +7,8 @@ use std::io::{BufRead, Write};
 use tma_perf::import::{self, Breakdown, IntervalReader, Resolver};
 use tma_perf::snapshot::Topology;
 
-use crate::eval::{IntervalReport, Request, RunInfo, StatRun, TreeEval};
-use crate::render::tree::TreeWriter;
-use crate::watch::{WatchInterval, WatchStart, Watcher};
+use crate::eval::{Request, RunInfo, TreeEval};
+use crate::sink::{Finish, IntervalData, IntervalSink, Start};
 use crate::{Outcome, StatConfig, StatError};
 
 /// Intervals handed from the reading thread to the writing one at a time.
@@ -91,54 +90,24 @@ where
     (batch, result)
 }
 
-/// Import a perf stat recording from `input` (named `file` in messages).
+/// Import a perf stat recording from `input` (named `file` in messages) into `sink`.
 pub(crate) fn run_perf_stat(
     cfg: &StatConfig,
     input: impl BufRead + Send,
     file: &str,
-    out: &mut dyn Write,
+    sink: &mut dyn IntervalSink,
     notes: &mut dyn Write,
 ) -> Result<Outcome, StatError> {
-    import_perf_stat(cfg, input, file, Sink::Write(out), notes).map(|(outcome, _)| outcome)
-}
-
-/// The evaluated intervals of a perf stat recording ([`crate::evaluate`]), kept in memory.
-pub(crate) fn kept_perf_stat(
-    cfg: &StatConfig,
-    input: impl BufRead + Send,
-    file: &str,
-    notes: &mut dyn Write,
-) -> Result<StatRun, StatError> {
-    let mut intervals = Vec::new();
-    let (_, info) = import_perf_stat(cfg, input, file, Sink::Keep(&mut intervals), notes)?;
-    Ok(StatRun { info, intervals })
-}
-
-/// The intervals of a perf stat recording to `watch` ([`crate::watch`]).
-pub(crate) fn watch_perf_stat(
-    cfg: &StatConfig,
-    input: impl BufRead + Send,
-    file: &str,
-    watch: &mut dyn Watcher,
-    notes: &mut dyn Write,
-) -> Result<Outcome, StatError> {
-    import_perf_stat(cfg, input, file, Sink::Watch(watch), notes).map(|(outcome, _)| outcome)
-}
-
-/// Where the evaluated intervals go: written as they come, kept, or handed to a watcher.
-enum Sink<'a> {
-    Write(&'a mut dyn Write),
-    Keep(&'a mut Vec<IntervalReport>),
-    Watch(&'a mut dyn Watcher),
+    import_perf_stat(cfg, input, file, sink, notes)
 }
 
 fn import_perf_stat(
     cfg: &StatConfig,
     input: impl BufRead + Send,
     file: &str,
-    mut sink: Sink<'_>,
+    sink: &mut dyn IntervalSink,
     notes: &mut dyn Write,
-) -> Result<(Outcome, RunInfo), StatError> {
+) -> Result<Outcome, StatError> {
     let import_err = |source| StatError::Import {
         file: file.to_string(),
         source,
@@ -195,7 +164,6 @@ fn import_perf_stat(
         resolver = resolver.tolerant();
     }
     let aggregated = reader.breakdown() == Breakdown::Aggregated;
-    let mut writer = TreeWriter::new(cfg.render.clone());
     let mut bottleneck = None;
     // Intervals evaluated so far.
     let mut evaluated = 0usize;
@@ -253,39 +221,33 @@ fn import_perf_stat(
                     noted = ignored.len();
                 }
                 bottleneck = Some(ir.report.bottleneck.clone());
-                match &mut sink {
-                    Sink::Write(out) => {
-                        if writer.count() == 0 {
-                            writer.begin(*out, &info)?;
-                        }
-                        writer.interval(*out, &info, &ir)?;
-                    }
-                    Sink::Keep(kept) => kept.push(ir),
-                    Sink::Watch(w) => {
-                        if evaluated == 1 {
-                            w.start(WatchStart::Tree {
-                                info: &info,
-                                plan: None,
-                                target: None,
-                            });
-                        }
-                        w.interval(WatchInterval {
-                            raw: None,
-                            readings: iv,
-                            report: Some(&ir),
-                        });
-                    }
+                if evaluated == 1 {
+                    sink.start(Start::Tree {
+                        info: &info,
+                        plan: None,
+                        target: None,
+                    })?;
                 }
+                sink.interval(IntervalData {
+                    raw: None,
+                    readings: iv,
+                    report: Some(&ir),
+                })?;
             }
         }
         Ok(())
     })?;
-    if let Sink::Write(out) = sink {
-        if writer.count() == 0 {
-            writer.begin(out, &info)?;
-        }
-        writer.end(out, &info)?;
+    if evaluated == 0 {
+        sink.start(Start::Tree {
+            info: &info,
+            plan: None,
+            target: None,
+        })?;
     }
+    sink.finish(Finish::Tree {
+        info: &info,
+        whole: None,
+    })?;
     if let Some(cut) = cut {
         if cfg.strict {
             return Err(import_err(tma_perf::import::ImportError::CutOffStrict {
@@ -294,11 +256,10 @@ fn import_perf_stat(
         }
         writeln!(notes, "tma: note: {file}: {cut}")?;
     }
-    let outcome = Outcome {
+    Ok(Outcome {
         ending: None,
         bottleneck,
-    };
-    Ok((outcome, info))
+    })
 }
 
 /// One note for the events a tolerant import dropped: how many, and the first few.

@@ -1,8 +1,10 @@
 //! The `tma stat` use case as a library: count the events of a TMA tree for a command, pids,
 //! threads or the whole system (or read a recording of them), evaluate the tree and write it.
 //!
-//! The CLI turns its arguments into a [`StatConfig`] and calls [`run`]; `tma locate` calls
-//! [`run`] too, for the bottleneck ([`Outcome::bottleneck`]) of a quick pass. Data flow:
+//! The CLI turns its arguments into a [`StatConfig`] and calls [`run`] with a sink
+//! ([`sink::TreeOutput`] prints); `tma locate` calls [`run`] too, for the bottleneck
+//! ([`Outcome::bottleneck`]) of a quick pass, `tma diff` and `tma report` collect the trees
+//! ([`evaluate`], [`sink::Collect`]), and `tma serve`'s collector is a sink. Data flow:
 //!
 //! * [`model`]: which CPU tables to use (`--cpu`, the recording, this machine's cpuinfo).
 //! * [`plan`]: the one event-group planner (used by `tma events --perf-cmd` too).
@@ -12,12 +14,10 @@
 //!   without a PMU.
 //! * `import`: `perf stat -x,` / `-j` recordings, streamed one interval at a time.
 //! * [`eval`]: readings to [`eval::IntervalReport`]s; [`render`]: text, JSON, CSV.
-//! * [`mod@watch`]: the same sessions and imports for an exporter (`tma serve`): each interval
-//!   goes to a [`Watcher`] as it is read instead of being written.
+//! * [`sink`]: the one interface of every consumer, [`IntervalSink`]: each step starts, gets
+//!   its intervals as they are evaluated, and finishes.
 //!
-//! Output goes to the writer the caller passes (standard output, or the temporary file of
-//! an atomic `-o FILE`), interval by interval as it is computed; notes and warnings go to a
-//! second writer (standard error).
+//! Notes and warnings go to a second writer (standard error).
 
 mod error;
 pub mod eval;
@@ -26,7 +26,7 @@ pub mod model;
 pub mod plan;
 pub mod render;
 mod session;
-pub mod watch;
+pub mod sink;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -35,10 +35,10 @@ pub use error::StatError;
 pub use eval::{IntervalReport, MetricChoice, Request, RunInfo, StatRun};
 pub use model::{select_model, CpuSource};
 pub use render::tree::{Format, RenderOptions};
+pub use sink::{Collect, Discard, IntervalSink, TreeOutput};
 use tma_metrics::Bottleneck;
 use tma_perf::backend::{Ending, Synthetic};
 use tma_perf::host::Host;
-pub use watch::{watch, WatchInterval, WatchStart, Watcher};
 
 use crate::error::usage;
 
@@ -192,22 +192,12 @@ pub struct RunStart {
     pub runs: usize,
 }
 
-/// Run `tma stat`: the tree (or software counts) to `out`, notes and warnings to `notes`.
+/// Run `tma stat`: count (or read) and evaluate, each step into `sink`; notes and warnings
+/// to `notes`. The one entry point of every consumer.
 pub fn run(
     cfg: &StatConfig,
-    out: &mut dyn Write,
+    sink: &mut dyn IntervalSink,
     notes: &mut dyn Write,
-) -> Result<Outcome, StatError> {
-    run_with_progress(cfg, out, notes, &mut |_| {})
-}
-
-/// [`run`], telling `progress` before each run of the target (live counting; never for
-/// imports and replays).
-pub fn run_with_progress(
-    cfg: &StatConfig,
-    out: &mut dyn Write,
-    notes: &mut dyn Write,
-    progress: &mut dyn FnMut(RunStart),
 ) -> Result<Outcome, StatError> {
     match &cfg.input {
         Input::Live => {
@@ -216,7 +206,7 @@ pub fn run_with_progress(
                     "--smt describes an imported recording; live runs read the topology themselves",
                 ));
             }
-            session::run_live(cfg, &cfg.live, out, notes, progress, None)
+            session::run_live(cfg, &cfg.live, sink, notes)
         }
         Input::Example => {
             check_import_flags(&cfg.live)?;
@@ -230,11 +220,21 @@ pub fn run_with_progress(
                 "tma: bundled example: synthetic Zen 4 counts of a SHA-256 run, solved from the \
                  methodology's published percentages (not measured on this machine)"
             )?;
-            import::run_perf_stat(&c, EXAMPLE_CSV, EXAMPLE_NAME, out, notes)
+            import::run_perf_stat(&c, EXAMPLE_CSV, EXAMPLE_NAME, sink, notes)
         }
         Input::Import(path) => {
             check_import_flags(&cfg.live)?;
-            import_file(cfg, path, out, notes)
+            match open_import(cfg, path)? {
+                ImportSource::Stream(input, file) => {
+                    import::run_perf_stat(cfg, input, &file, sink, notes)
+                }
+                ImportSource::Whole(FileInput::PerfStat(bytes, file)) => {
+                    import::run_perf_stat(cfg, &bytes[..], &file, sink, notes)
+                }
+                ImportSource::Whole(FileInput::Snapshot(snap)) => {
+                    session::replay(cfg, *snap, sink, notes)
+                }
+            }
         }
     }
 }
@@ -264,39 +264,17 @@ pub struct Evaluated {
 /// `--repeat` run of a snapshot (where `tma stat` prints their mean). Notes go to `notes`.
 /// Live counting is not a recording: an error.
 pub fn evaluate(cfg: &StatConfig, notes: &mut dyn Write) -> Result<Evaluated, StatError> {
-    let run = match &cfg.input {
-        Input::Live => {
-            return Err(usage(
-                "evaluate reads a recording: give a perf stat file or a --record snapshot",
-            ))
-        }
-        Input::Example => {
-            let mut c = cfg.clone();
-            c.cpu.get_or_insert_with(|| "zen4".into());
-            import::kept_perf_stat(&c, EXAMPLE_CSV, EXAMPLE_NAME, notes)?
-        }
-        Input::Import(path) => {
-            check_import_flags(&cfg.live)?;
-            match read_input(cfg, path)? {
-                FileInput::PerfStat(bytes, file) => {
-                    import::kept_perf_stat(cfg, &bytes[..], &file, notes)?
-                }
-                FileInput::Snapshot(snap) => {
-                    let repeats = snap.settings.repeat > 1;
-                    let run = session::replay_kept(cfg, *snap, notes)?;
-                    let samples = if repeats {
-                        SampleKind::Repeats
-                    } else if run.info.interval_mode {
-                        SampleKind::Intervals
-                    } else {
-                        SampleKind::Whole
-                    };
-                    return Ok(Evaluated { run, samples });
-                }
-            }
-        }
-    };
-    let samples = if run.info.interval_mode {
+    if cfg.input == Input::Live {
+        return Err(usage(
+            "evaluate reads a recording: give a perf stat file or a --record snapshot",
+        ));
+    }
+    let mut collect = Collect::default();
+    run(cfg, &mut collect, notes)?;
+    let (run, repeats) = collect.into_run()?;
+    let samples = if repeats {
+        SampleKind::Repeats
+    } else if run.info.interval_mode {
         SampleKind::Intervals
     } else {
         SampleKind::Whole
@@ -309,19 +287,6 @@ pub(crate) enum FileInput {
     /// `perf stat` output (its bytes) and the file's name for messages.
     PerfStat(Vec<u8>, String),
     Snapshot(Box<tma_perf::snapshot::Snapshot>),
-}
-
-/// Read a recording whole for [`evaluate`] (its trees are kept in memory anyway).
-pub(crate) fn read_input(cfg: &StatConfig, path: &Path) -> Result<FileInput, StatError> {
-    let file = tma_report::files::display_input(path);
-    let bytes = tma_report::files::read_input(path).map_err(|source| StatError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    if !tma_perf::import::is_document(&bytes) {
-        return Ok(FileInput::PerfStat(bytes, file));
-    }
-    document_input(cfg, bytes, file)
 }
 
 /// A file that starts like a JSON document: a snapshot, or (a one-line JSON start) perf
@@ -373,22 +338,6 @@ pub(crate) fn open_import(cfg: &StatConfig, path: &Path) -> Result<ImportSource,
     let mut bytes = Vec::new();
     input.read_to_end(&mut bytes).map_err(read_err)?;
     Ok(ImportSource::Whole(document_input(cfg, bytes, file)?))
-}
-
-/// `--import FILE`: a snapshot is read whole and replayed; perf stat output streams.
-fn import_file(
-    cfg: &StatConfig,
-    path: &Path,
-    out: &mut dyn Write,
-    notes: &mut dyn Write,
-) -> Result<Outcome, StatError> {
-    match open_import(cfg, path)? {
-        ImportSource::Stream(input, file) => import::run_perf_stat(cfg, input, &file, out, notes),
-        ImportSource::Whole(FileInput::PerfStat(bytes, file)) => {
-            import::run_perf_stat(cfg, &bytes[..], &file, out, notes)
-        }
-        ImportSource::Whole(FileInput::Snapshot(snap)) => session::replay(cfg, *snap, out, notes),
-    }
 }
 
 /// Live-only settings make no sense with a recording: say so instead of ignoring them.

@@ -9,6 +9,7 @@
 //! memory stays flat however long the run; only `--per-core`/`--per-thread` and `--repeat`
 //! keep the intervals, because their output needs all of them.
 
+use std::cell::RefCell;
 use std::io::Write;
 use std::time::Duration;
 
@@ -28,8 +29,7 @@ use crate::error::usage;
 use crate::eval::{Request, RunInfo, StatRun, TreeEval};
 use crate::plan::{counting_plan, hw_groups};
 use crate::render::counts;
-use crate::render::tree::{self, TreeWriter};
-use crate::watch::{WatchInterval, WatchStart, Watcher};
+use crate::sink::{Finish, IntervalData, IntervalSink, Start, WholeStep};
 use crate::{BackendChoice, LiveOptions, Outcome, RunStart, StatConfig, StatError};
 
 /// Where a session's measurements come from.
@@ -56,13 +56,8 @@ struct Session<'a> {
     topology: Topology,
     /// CPU -> core label, for --per-core.
     cpu_cores: Vec<(u32, String)>,
-    /// Told before each live run of the target.
-    progress: &'a mut dyn FnMut(RunStart),
-    /// Keep each step's evaluated samples here instead of writing its tree
-    /// ([`crate::evaluate`]): the intervals of `-I`, else one per `--repeat` run.
-    keep: Option<Vec<StatRun>>,
-    /// Hand each interval to this watcher instead of writing it ([`crate::watch`]).
-    watch: Option<&'a mut dyn Watcher>,
+    /// Where every step goes (taken while a step is counted).
+    sink: Option<&'a mut dyn IntervalSink>,
 }
 
 impl Session<'_> {
@@ -90,10 +85,8 @@ impl Session<'_> {
 pub(crate) fn run_live(
     cfg: &StatConfig,
     live: &LiveOptions,
-    out: &mut dyn Write,
+    sink: &mut dyn IntervalSink,
     notes: &mut dyn Write,
-    progress: &mut dyn FnMut(RunStart),
-    watch: Option<&mut dyn Watcher>,
 ) -> Result<Outcome, StatError> {
     let target = target_of(cfg, live)?;
     check_flags(cfg, live, &target)?;
@@ -130,9 +123,7 @@ pub(crate) fn run_live(
         model_key: None,
         topology: Topology::discover(&cfg.host),
         cpu_cores: Vec::new(),
-        progress,
-        keep: None,
-        watch: watch.map(|w| -> &mut dyn Watcher { w }),
+        sink: Some(sink),
     };
     if live.per_core {
         let cpus = match &target {
@@ -156,7 +147,7 @@ pub(crate) fn run_live(
         let (model, source) = crate::model::select_model(cfg.cpu.as_deref(), None, &cfg.host)?;
         s.cpu_source = source.describe().to_string();
         s.model_key = Some(model.key.to_string());
-        match hardware(&mut s, model, &extra, out, notes) {
+        match hardware(&mut s, model, &extra, notes) {
             Ok(outcome) => {
                 write_record(&s, live)?;
                 return Ok(outcome);
@@ -196,7 +187,7 @@ pub(crate) fn run_live(
     s.note = Some(format!("hardware counters not available: {reason}"));
     s.source = Source::Live(Box::new(Live));
     s.settings.events = live.events.clone();
-    let outcome = software(&mut s, Plan::software(&events), out, notes)?;
+    let outcome = software(&mut s, Plan::software(&events), notes)?;
     write_record(&s, live)?;
     Ok(outcome)
 }
@@ -206,67 +197,18 @@ pub(crate) fn run_live(
 pub(crate) fn replay(
     cfg: &StatConfig,
     snap: Snapshot,
-    out: &mut dyn Write,
+    sink: &mut dyn IntervalSink,
     notes: &mut dyn Write,
 ) -> Result<Outcome, StatError> {
-    replay_session(cfg, snap, false, None, out, notes).map(|(outcome, _)| outcome)
-}
-
-/// The evaluated samples of a snapshot's tree ([`crate::evaluate`]): nothing is written to
-/// the output; notes still go to `notes`.
-pub(crate) fn replay_kept(
-    cfg: &StatConfig,
-    snap: Snapshot,
-    notes: &mut dyn Write,
-) -> Result<StatRun, StatError> {
-    if !snap.hardware {
-        return Err(usage(
-            "the snapshot holds software counts only (no hardware counters where it was \
-             recorded): there is no TMA tree to compare",
-        ));
-    }
-    if snap.settings.drilldown {
-        return Err(usage(
-            "the snapshot is a --drilldown run (one partial tree per step): record with -l N \
-             for one whole tree to compare",
-        ));
-    }
-    if snap.settings.per_core || snap.settings.per_thread {
-        return Err(usage(
-            "the snapshot is a --per-core/--per-thread run: record without them to compare \
-             whole trees",
-        ));
-    }
-    let (_, mut kept) = replay_session(cfg, snap, true, None, &mut std::io::sink(), notes)?;
-    kept.pop()
-        .ok_or_else(|| usage("the snapshot gave no tree to compare"))
-}
-
-/// A snapshot's intervals to `watch` ([`crate::watch`]), through the replay code.
-pub(crate) fn replay_watch(
-    cfg: &StatConfig,
-    snap: Snapshot,
-    watch: &mut dyn Watcher,
-    notes: &mut dyn Write,
-) -> Result<Outcome, StatError> {
-    if snap.settings.drilldown || snap.settings.repeat > 1 {
-        return Err(usage(
-            "the snapshot is a --drilldown or --repeat run: record one run (with -I MS for \
-             intervals) to serve it",
-        ));
-    }
-    replay_session(cfg, snap, false, Some(watch), &mut std::io::sink(), notes)
-        .map(|(outcome, _)| outcome)
+    replay_session(cfg, snap, sink, notes)
 }
 
 fn replay_session(
     cfg: &StatConfig,
     snap: Snapshot,
-    keep: bool,
-    watch: Option<&mut dyn Watcher>,
-    out: &mut dyn Write,
+    sink: &mut dyn IntervalSink,
     notes: &mut dyn Write,
-) -> Result<(Outcome, Vec<StatRun>), StatError> {
+) -> Result<Outcome, StatError> {
     let mut backend = Replay::default();
     for r in &snap.runs {
         let plan = snap
@@ -311,13 +253,11 @@ fn replay_session(
         model_key: snap.cpu.catalog_key.clone(),
         topology: snap.topology,
         cpu_cores: snap.cpu_cores.clone(),
-        progress: &mut |_| {},
-        keep: keep.then(Vec::new),
-        watch: watch.map(|w| -> &mut dyn Watcher { w }),
+        sink: Some(sink),
     };
     if !snap.hardware {
         let plan = snap.plans.first().cloned().unwrap_or_default();
-        return Ok((software(&mut s, plan, out, notes)?, Vec::new()));
+        return software(&mut s, plan, notes);
     }
     let key = cfg
         .cpu
@@ -326,8 +266,7 @@ fn replay_session(
         .ok_or_else(|| usage("the snapshot names no CPU model; pass --cpu NAME"))?;
     let model = tma_catalog::by_name(key)?;
     let extra: Vec<EventSpec> = Vec::new();
-    let outcome = hardware(&mut s, model, &extra, out, notes)?;
-    Ok((outcome, s.keep.take().unwrap_or_default()))
+    hardware(&mut s, model, &extra, notes)
 }
 
 /// What the backend needs to know about a live run beyond the plan and the target.
@@ -692,6 +631,7 @@ fn measure(
     plan: &Plan,
     step: u32,
     notes: &mut dyn Write,
+    progress: &mut dyn FnMut(RunStart),
     on_interval: &mut dyn FnMut(&RawInterval),
 ) -> Result<Vec<Measurement>, StatError> {
     let plan_idx = s.plans.len();
@@ -731,7 +671,7 @@ fn measure(
     for r in 0..repeat {
         for (k, sub) in subsets.iter().enumerate() {
             if !s.replaying() {
-                (s.progress)(RunStart {
+                progress(RunStart {
                     step,
                     run: r as usize * subsets.len() + k + 1,
                     runs,
@@ -848,14 +788,14 @@ fn only_key(m: &Measurement, key: &Key, cores: &[(u32, String)]) -> Measurement 
     out
 }
 
-/// One tree per core / thread after the aggregated tree.
-fn breakdown_trees(
-    out: &mut dyn Write,
+/// One tree per core / thread, shown after the aggregated tree.
+fn breakdown_parts(
     s: &Session,
     info: &RunInfo,
     plan: &Plan,
     runs: &[Measurement],
-) -> Result<(), StatError> {
+) -> Result<Vec<StatRun>, StatError> {
+    let mut parts = Vec::new();
     for key in breakdown_keys(
         runs,
         s.settings.per_core,
@@ -869,11 +809,9 @@ fn breakdown_trees(
         let ivs = intervals_of(plan, &part, false, 1, s.interval_mode());
         let mut kinfo = info.clone();
         kinfo.source = format!("{}, {}", info.source, key.label());
-        let run = StatRun::evaluate(kinfo, &ivs)?;
-        out.write_all(b"\n")?;
-        tree::render(out, &run, &s.cfg.render)?;
+        parts.push(StatRun::evaluate(kinfo, &ivs)?);
     }
-    Ok(())
+    Ok(parts)
 }
 
 /// The TMA tree of each step: count, write, descend with `--drilldown`.
@@ -881,7 +819,6 @@ fn hardware(
     s: &mut Session,
     model: &'static Model,
     extra: &[EventSpec],
-    out: &mut dyn Write,
     notes: &mut dyn Write,
 ) -> Result<Outcome, StatError> {
     s.hardware = true;
@@ -935,12 +872,10 @@ fn hardware(
             command: s.command(),
             event_map: Vec::new(),
         };
-        let (runs, b) = count_step(s, &plan, &info, step, out, notes)?;
+        let (runs, b) = count_step(s, &plan, &info, step, notes)?;
         bottleneck = b;
         last_ending = runs.last().map_or(last_ending, |m| m.ending);
-        if s.keep.is_none() {
-            step_extras(s, &plan, &info, &runs, out, notes)?;
-        }
+        step_end(s, &plan, &info, &runs, notes)?;
         if !drilldown || last_ending == Ending::Interrupted {
             break;
         }
@@ -984,62 +919,62 @@ fn step_plan(
     }
 }
 
-/// Count one step and write its tree; the runs and the bottleneck of the last tree written.
-/// In interval mode each interval is evaluated and written as soon as it is read.
+/// Count one step and hand its tree to the sink; the runs and the bottleneck of the last
+/// tree. In interval mode each interval is evaluated and handed on as soon as it is read.
 fn count_step(
     s: &mut Session,
     plan: &Plan,
     info: &RunInfo,
     step: u32,
-    out: &mut dyn Write,
     notes: &mut dyn Write,
 ) -> Result<(Vec<Measurement>, Option<Bottleneck>), StatError> {
-    let stream = s.interval_mode() && s.repeat() == 1 && !s.breakdown() && s.keep.is_none();
+    let sink = s.sink.take().expect("a session has a sink between steps");
+    let sink = RefCell::new(sink);
+    let result = count_step_into(s, &sink, plan, info, step, notes);
+    s.sink = Some(sink.into_inner());
+    result
+}
+
+fn count_step_into(
+    s: &mut Session,
+    sink: &RefCell<&mut dyn IntervalSink>,
+    plan: &Plan,
+    info: &RunInfo,
+    step: u32,
+    notes: &mut dyn Write,
+) -> Result<(Vec<Measurement>, Option<Bottleneck>), StatError> {
+    let stream = s.interval_mode() && s.repeat() == 1 && !s.breakdown();
     // Streamed intervals are not kept unless a snapshot is to hold them.
     s.opts.stream_only = stream && s.cfg.live.record.is_none();
     let eval = TreeEval::new(info)?;
-    let mut writer = TreeWriter::new(s.cfg.render.clone());
+    let target = s.target.clone();
+    let start = || Start::Tree {
+        info,
+        plan: Some(plan),
+        target: Some(&target),
+    };
     let mut last = None;
     let mut failed: Option<StatError> = None;
-    let mut watch = s.watch.take();
-    let target = s.target.clone();
-    let mut watched = 0usize;
+    let mut started = false;
     let runs = {
         let mut on_interval = |raw: &RawInterval| {
             if !stream || failed.is_some() {
                 return;
             }
             let iv = Measurement::interval_readings(plan, raw, false);
-            if let Some(w) = watch.as_deref_mut() {
-                if watched == 0 {
-                    if let Err(e) = eval.check_present(std::iter::once(&iv)) {
-                        failed = Some(e);
-                        return;
-                    }
-                    w.start(WatchStart::Tree {
-                        info,
-                        plan: Some(plan),
-                        target: Some(&target),
-                    });
+            let r = (|| -> Result<_, StatError> {
+                let mut sink = sink.borrow_mut();
+                if !started {
+                    eval.check_present(std::iter::once(&iv))?;
+                    sink.start(start())?;
+                    started = true;
                 }
-                watched += 1;
                 let ir = eval.eval(&iv);
-                w.interval(WatchInterval {
+                sink.interval(IntervalData {
                     raw: Some(raw),
                     readings: &iv,
                     report: Some(&ir),
-                });
-                last = Some(ir.report.bottleneck);
-                return;
-            }
-            let r = (|| -> Result<_, StatError> {
-                if writer.count() == 0 {
-                    eval.check_present(std::iter::once(&iv))?;
-                    writer.begin(out, info)?;
-                }
-                let ir = eval.eval(&iv);
-                writer.interval(out, info, &ir)?;
-                out.flush()?;
+                })?;
                 Ok(ir)
             })();
             match r {
@@ -1047,23 +982,22 @@ fn count_step(
                 Err(e) => failed = Some(e),
             }
         };
-        measure(s, plan, step, notes, &mut on_interval)
+        let mut progress = |r: RunStart| sink.borrow_mut().run_start(r);
+        measure(s, plan, step, notes, &mut progress, &mut on_interval)
     };
-    s.watch = watch;
     let runs = runs?;
     if let Some(e) = failed {
         return Err(e);
     }
-    if stream && s.watch.is_some() {
-        return Ok((runs, last));
-    }
+    let mut sink = sink.borrow_mut();
     if stream {
-        if writer.count() == 0 {
-            writer.begin(out, info)?;
+        if !started {
+            sink.start(start())?;
         }
-        writer.end(out, info)?;
         return Ok((runs, last));
     }
+    // A whole step: its tree (one per interval with breakdowns or --repeat, the mean of the
+    // runs with --repeat).
     let intervals = intervals_of(
         plan,
         &runs,
@@ -1073,53 +1007,53 @@ fn count_step(
     );
     let run = StatRun::evaluate(info.clone(), &intervals)?;
     let bottleneck = run.bottleneck().cloned();
-    if let Some(w) = s.watch.as_deref_mut() {
-        // A recording without intervals: its one (or few) trees, without raw readings.
-        w.start(WatchStart::Tree {
-            info,
-            plan: Some(plan),
-            target: Some(&s.target),
-        });
-        for (iv, ir) in intervals.iter().zip(&run.intervals) {
-            w.interval(WatchInterval {
-                raw: None,
-                readings: iv,
-                report: Some(ir),
-            });
-        }
-        return Ok((runs, bottleneck));
+    sink.start(start())?;
+    for (iv, ir) in intervals.iter().zip(&run.intervals) {
+        sink.interval(IntervalData {
+            raw: None,
+            readings: iv,
+            report: Some(ir),
+        })?;
     }
-    if s.keep.is_some() {
-        // One sample per --repeat run (the tree above is their mean), else the intervals.
-        let run = if s.repeat() > 1 {
-            let totals = repeat_totals(plan, &runs, s.settings.no_multiplex, s.repeat());
-            StatRun::evaluate(info.clone(), &totals)?
-        } else {
-            run
-        };
-        s.keep.get_or_insert_with(Vec::new).push(run);
-        return Ok((runs, bottleneck));
-    }
-    tree::render(out, &run, &s.cfg.render)?;
     Ok((runs, bottleneck))
 }
 
-/// What follows a step's tree: `-e` counts, the per-core/thread trees, `--repeat` spreads.
-fn step_extras(
-    s: &Session,
+/// The end of a step: `-e` totals, the per-core/thread trees and the `--repeat` samples
+/// to the sink; `--repeat` spreads to the notes.
+fn step_end(
+    s: &mut Session,
     plan: &Plan,
     info: &RunInfo,
     runs: &[Measurement],
-    out: &mut dyn Write,
     notes: &mut dyn Write,
 ) -> Result<(), StatError> {
-    if s.cfg.render.format == tree::Format::Text && !s.interval_mode() {
-        let total = intervals_of(plan, runs, s.settings.no_multiplex, s.repeat(), false);
-        counts::extra_events(out, &s.settings.events, total.last())?;
-    }
-    if s.breakdown() {
-        breakdown_trees(out, s, info, plan, runs)?;
-    }
+    let total = (!s.interval_mode())
+        .then(|| intervals_of(plan, runs, s.settings.no_multiplex, s.repeat(), false))
+        .and_then(|mut v| v.pop());
+    let parts = if s.breakdown() {
+        breakdown_parts(s, info, plan, runs)?
+    } else {
+        Vec::new()
+    };
+    let repeats = if s.repeat() > 1 {
+        let totals = repeat_totals(plan, runs, s.settings.no_multiplex, s.repeat());
+        Some(StatRun::evaluate(info.clone(), &totals)?)
+    } else {
+        None
+    };
+    let events = s.settings.events.clone();
+    s.sink
+        .as_deref_mut()
+        .expect("a session has a sink between steps")
+        .finish(Finish::Tree {
+            info,
+            whole: Some(WholeStep {
+                events: &events,
+                total: total.as_ref(),
+                parts: &parts,
+                repeats: repeats.as_ref(),
+            }),
+        })?;
     if s.repeat() > 1 {
         for (ev, mean, pct) in backend::repeat_stats(plan, runs) {
             if s.cfg.render.verbose > 0 || !plan.events().any(|e| e.name == ev && !e.is_hardware())
@@ -1201,13 +1135,8 @@ fn stop_words(stop: &StopReason) -> String {
     }
 }
 
-/// No hardware counters: count (or replay) software events and write their counts.
-fn software(
-    s: &mut Session,
-    plan: Plan,
-    out: &mut dyn Write,
-    notes: &mut dyn Write,
-) -> Result<Outcome, StatError> {
+/// No hardware counters: count (or replay) software events and hand their counts on.
+fn software(s: &mut Session, plan: Plan, notes: &mut dyn Write) -> Result<Outcome, StatError> {
     s.hardware = false;
     if s.cfg.render.verbose > 0 {
         write!(notes, "{plan}")?;
@@ -1215,103 +1144,98 @@ fn software(
     if let Some(p) = &s.cfg.render.plot {
         writeln!(
             notes,
-            "tma: --plot {}: not written: there is no TMA tree to draw without hardware counters              (software counts only)",
+            "tma: --plot {}: not written: there is no TMA tree to draw without hardware counters \
+             (software counts only)",
             p.display()
         )?;
     }
-    let fmt = counts::CountsFormat::of(&s.cfg.render);
     let stream = s.interval_mode() && !s.breakdown() && s.repeat() == 1;
     s.opts.stream_only = stream && s.cfg.live.record.is_none();
     let target = s.target.clone();
-    let mut k = 0usize;
-    let mut failed: Option<StatError> = None;
-    let mut watch = s.watch.take();
     let reason = s.note.clone().map(|n| {
         n.strip_prefix("hardware counters not available: ")
             .map_or(n.clone(), str::to_string)
     });
-    let runs = {
-        let mut on_interval = |raw: &RawInterval| {
-            if !stream || failed.is_some() {
-                return;
-            }
-            if let Some(w) = watch.as_deref_mut() {
-                if k == 0 {
-                    w.start(WatchStart::Software {
-                        plan: &plan,
-                        target: Some(&target),
-                        reason: reason.as_deref(),
-                    });
+    let sink = RefCell::new(s.sink.take().expect("a session has a sink"));
+    let result = (|| -> Result<Outcome, StatError> {
+        sink.borrow_mut().start(Start::Software {
+            plan: &plan,
+            target: Some(&target),
+            reason: reason.as_deref(),
+            streamed: stream,
+        })?;
+        let mut failed: Option<StatError> = None;
+        let runs = {
+            let mut on_interval = |raw: &RawInterval| {
+                if !stream || failed.is_some() {
+                    return;
                 }
-                k += 1;
                 let iv = Measurement::interval_readings(&plan, raw, false);
-                w.interval(WatchInterval {
+                let r = sink.borrow_mut().interval(IntervalData {
                     raw: Some(raw),
                     readings: &iv,
                     report: None,
                 });
-                return;
-            }
-            let r = counts::software_interval(out, &target, &plan, raw, k == 0, fmt)
-                .and_then(|()| out.flush().map_err(Into::into));
-            if let Err(e) = r {
-                failed = Some(e.into());
-            }
-            k += 1;
+                if let Err(e) = r {
+                    failed = Some(e);
+                }
+            };
+            let mut progress = |r: RunStart| sink.borrow_mut().run_start(r);
+            measure(s, &plan, 0, notes, &mut progress, &mut on_interval)?
         };
-        measure(s, &plan, 0, notes, &mut on_interval)
-    };
-    s.watch = watch;
-    let runs = runs?;
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    if !stream {
-        if let Some(w) = s.watch.as_deref_mut() {
-            // A recording without intervals: its whole-run counts.
-            w.start(WatchStart::Software {
-                plan: &plan,
-                target: Some(&s.target),
-                reason: reason.as_deref(),
-            });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let mut sink = sink.borrow_mut();
+        if !stream {
+            // The whole-run counts of each run.
             for m in &runs {
                 let total = m.total();
                 let iv = Measurement::interval_readings(&plan, &total, false);
-                w.interval(WatchInterval {
+                sink.interval(IntervalData {
                     raw: Some(&total),
                     readings: &iv,
                     report: None,
-                });
+                })?;
             }
         }
-    }
-    let last = runs.last().map_or(Ending::Exited(0), |m| m.ending);
-    if !s.replaying() {
-        ending_note(notes, last, &s.target)?;
-    }
-    if !stream && s.watch.is_none() {
-        counts::software(out, &s.target, &plan, &runs, s.interval_mode(), fmt)?;
-        if s.breakdown() {
-            for key in breakdown_keys(
+        let last = runs.last().map_or(Ending::Exited(0), |m| m.ending);
+        if !s.replaying() {
+            ending_note(notes, last, &s.target)?;
+        }
+        let parts: Vec<(String, Vec<Measurement>)> = if s.breakdown() && !stream {
+            breakdown_keys(
                 &runs,
                 s.settings.per_core,
                 s.settings.per_thread,
                 &s.cpu_cores,
-            ) {
-                let part: Vec<Measurement> = runs
+            )
+            .into_iter()
+            .map(|key| {
+                let part = runs
                     .iter()
                     .map(|m| only_key(m, &key, &s.cpu_cores))
                     .collect();
-                writeln!(out)?;
-                writeln!(out, "--- {} ---", key.label())?;
-                counts::software(out, &s.target, &plan, &part, s.interval_mode(), fmt)?;
-            }
-        }
-    }
-    Ok(Outcome {
-        ending: (!s.replaying()).then_some(last),
-        bottleneck: None,
-    })
+                (key.label(), part)
+            })
+            .collect()
+        } else {
+            Vec::new()
+        };
+        sink.finish(Finish::Software {
+            plan: &plan,
+            target: &s.target,
+            runs: &runs,
+            interval_mode: s.interval_mode(),
+            parts: &parts,
+        })?;
+        Ok(Outcome {
+            ending: (!s.replaying()).then_some(last),
+            bottleneck: None,
+        })
+    })();
+    s.sink = Some(sink.into_inner());
+    result
 }
 
 #[cfg(test)]

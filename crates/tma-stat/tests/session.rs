@@ -32,13 +32,13 @@ fn live_then_replay(mut cfg: StatConfig, replay: StatConfig) -> (String, String,
     let snap = dir.path().join("s.json");
     cfg.live.record = Some(snap.clone());
     let (mut out, mut notes) = (Vec::new(), Vec::new());
-    tma_stat::run(&cfg, &mut out, &mut notes).unwrap();
+    run(&cfg, &mut out, &mut notes).unwrap();
     let replay = StatConfig {
         input: Input::Import(snap),
         ..replay
     };
     let mut again = Vec::new();
-    tma_stat::run(&replay, &mut again, &mut Vec::new()).unwrap();
+    run(&replay, &mut again, &mut Vec::new()).unwrap();
     (
         String::from_utf8(out).unwrap(),
         String::from_utf8(again).unwrap(),
@@ -105,7 +105,7 @@ fn extra_events_record_replay_same_output() {
     assert_eq!(live, replay);
     let mut bad = command(&["true"], Some("zen4"), zen4_synthetic());
     bad.live.events = vec!["no_such_event".into()];
-    let e = tma_stat::run(&bad, &mut Vec::new(), &mut Vec::new()).unwrap_err();
+    let e = run(&bad, &mut Vec::new(), &mut Vec::new()).unwrap_err();
     assert!(e.to_string().contains("unknown event"), "{e}");
 }
 
@@ -159,7 +159,7 @@ fn interval_streams_in_every_format() {
 fn outcome_names_the_bottleneck() {
     let mut cfg = command(&["true"], Some("zen4"), zen4_synthetic());
     cfg.level = 2;
-    let o = tma_stat::run(&cfg, &mut std::io::sink(), &mut Vec::new()).unwrap();
+    let o = run(&cfg, &mut std::io::sink(), &mut Vec::new()).unwrap();
     let b = o.bottleneck.clone().expect("a bottleneck");
     assert_eq!(
         b.path.first().map(String::as_str),
@@ -181,7 +181,7 @@ fn import_refuses_live_flags() {
         },
         ..Default::default()
     };
-    let e = tma_stat::run(&cfg, &mut Vec::new(), &mut Vec::new())
+    let e = run(&cfg, &mut Vec::new(), &mut Vec::new())
         .unwrap_err()
         .to_string();
     assert!(e.contains("-a, -I"), "{e}");
@@ -196,7 +196,7 @@ fn example_runs_anywhere() {
         ..Default::default()
     };
     let (mut out, mut notes) = (Vec::new(), Vec::new());
-    let o = tma_stat::run(&cfg, &mut out, &mut notes).unwrap();
+    let o = run(&cfg, &mut out, &mut notes).unwrap();
     let out = String::from_utf8(out).unwrap();
     assert!(out.starts_with("AMD Zen 4 (zen4, from --cpu)"), "{out}");
     assert!(out.contains("Bottleneck:"), "{out}");
@@ -216,11 +216,11 @@ fn progress_hears_each_live_run() {
     cfg.live.record = Some(snap.clone());
     let mut seen = Vec::new();
     let (mut out, mut notes) = (Vec::new(), Vec::new());
-    tma_stat::run_with_progress(&cfg, &mut out, &mut notes, &mut |p| seen.push(p)).unwrap();
+    run_with_progress(&cfg, &mut out, &mut notes, &mut |p| seen.push(p)).unwrap();
     let mut plain = cfg.clone();
     plain.live.record = None;
     let mut plain_out = Vec::new();
-    tma_stat::run(&plain, &mut plain_out, &mut Vec::new()).unwrap();
+    run(&plain, &mut plain_out, &mut Vec::new()).unwrap();
     assert_eq!(out, plain_out, "the hook changes no output");
 
     assert!(seen.len() >= 4, "{seen:?}");
@@ -243,9 +243,30 @@ fn progress_hears_each_live_run() {
         ..Default::default()
     };
     let mut replayed = Vec::new();
-    tma_stat::run_with_progress(&replay, &mut std::io::sink(), &mut Vec::new(), &mut |p| {
+    run_with_progress(&replay, &mut std::io::sink(), &mut Vec::new(), &mut |p| {
         replayed.push(p)
     })
     .unwrap();
     assert!(replayed.is_empty(), "{replayed:?}");
+}
+
+/// `tma stat`'s printed output of a run: the tree sink into `out`.
+fn run(
+    cfg: &StatConfig,
+    out: &mut dyn std::io::Write,
+    notes: &mut dyn std::io::Write,
+) -> Result<tma_stat::Outcome, tma_stat::StatError> {
+    let mut sink = tma_stat::TreeOutput::new(out, &cfg.render);
+    tma_stat::run(cfg, &mut sink, notes)
+}
+
+/// [`run`], telling `progress` before each run of the counted target.
+fn run_with_progress(
+    cfg: &StatConfig,
+    out: &mut dyn std::io::Write,
+    notes: &mut dyn std::io::Write,
+    progress: &mut dyn FnMut(tma_stat::RunStart),
+) -> Result<tma_stat::Outcome, tma_stat::StatError> {
+    let mut sink = tma_stat::TreeOutput::new(out, &cfg.render).with_progress(progress);
+    tma_stat::run(cfg, &mut sink, notes)
 }

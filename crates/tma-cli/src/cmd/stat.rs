@@ -188,14 +188,16 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     let cfg = config(&args, root)?;
     let progress = crate::progress::Lines::new("tma stat", long_run(&cfg));
     let outcome = crate::output::emit(args.output.as_deref(), |w| {
-        tma_stat::run_with_progress(&cfg, w, &mut std::io::stderr(), &mut |p| {
+        let mut show = |p: tma_stat::RunStart| {
             let msg = if cfg.live.drilldown {
                 format!("drill-down step {}", p.step + 1)
             } else {
                 "run".to_string()
             };
             progress.line(p.run, p.runs, &msg);
-        })
+        };
+        let mut sink = tma_stat::TreeOutput::new(w, &cfg.render).with_progress(&mut show);
+        tma_stat::run(&cfg, &mut sink, &mut std::io::stderr())
     })?;
     Ok(ExitCode::from(outcome.exit_status()))
 }

@@ -57,7 +57,7 @@ pub fn collector(replay: bool) -> (Arc<Shared>, Collector) {
 /// Shared state after every interval of `rel` went through a collector.
 pub fn loaded(rel: &str) -> Arc<Shared> {
     let (shared, mut c) = collector(true);
-    tma_stat::watch(&import_config(rel), &mut c, &mut std::io::sink()).unwrap();
+    tma_stat::run(&import_config(rel), &mut c, &mut std::io::sink()).unwrap();
     shared
 }
 
@@ -106,14 +106,16 @@ pub fn promtool() -> Option<PathBuf> {
 /// A collector told there is no PMU, after one interval of software counts.
 pub fn software_only() -> std::sync::Arc<tma_serve::collect::Shared> {
     use tma_perf::backend::{GroupReading, Measurement, RawInterval};
-    use tma_stat::{WatchInterval, WatchStart, Watcher};
+    use tma_stat::sink::{IntervalData, IntervalSink, Start};
     let (shared, mut c) = collector(false);
     let plan = tma_perf::plan::Plan::software(&tma_perf::backend::software_events());
-    c.start(WatchStart::Software {
+    c.start(Start::Software {
         plan: &plan,
         target: None,
         reason: Some("no `cpu` PMU in /sys/bus/event_source/devices"),
-    });
+        streamed: true,
+    })
+    .unwrap();
     let raw = RawInterval {
         start_s: 0.0,
         end_s: 1.0,
@@ -128,10 +130,11 @@ pub fn software_only() -> std::sync::Arc<tma_serve::collect::Shared> {
         }],
     };
     let iv = Measurement::interval_readings(&plan, &raw, false);
-    c.interval(WatchInterval {
+    c.interval(IntervalData {
         raw: Some(&raw),
         readings: &iv,
         report: None,
-    });
+    })
+    .unwrap();
     shared
 }

@@ -1,0 +1,352 @@
+//! The one interface of every consumer of a stat run: [`IntervalSink`].
+//!
+//! A source (live counting, a snapshot replay, a `perf stat` import) yields raw intervals; the
+//! pipeline evaluates them (and, between the source and the sinks, descends into the
+//! bottleneck with `--drilldown` and splits per core or thread) and pushes each step into one
+//! sink: [`IntervalSink::start`] once per step (the CPU, the plan, the target),
+//! [`IntervalSink::interval`] for each interval (raw counts, readings, the evaluated tree),
+//! [`IntervalSink::finish`] at the end of the step (what only a whole step has: per-core trees,
+//! `-e` totals, the `--repeat` samples). The printers of `tma stat` ([`TreeOutput`]), the
+//! in-memory collection of `tma diff` and `tma report` ([`Collect`]), `tma serve`'s collector
+//! and `tma locate`'s bottleneck pass ([`Discard`]: the bottleneck is in the
+//! [`Outcome`](crate::Outcome)) are sinks; [`Both`] feeds two at once.
+
+use std::io::Write;
+
+use tma_perf::backend::{Measurement, RawInterval, Target};
+use tma_perf::plan::Plan;
+use tma_perf::Interval;
+
+use crate::error::usage;
+use crate::eval::{IntervalReport, RunInfo, StatRun};
+use crate::render::counts;
+use crate::render::tree::{Format, RenderOptions, TreeWriter};
+use crate::{RunStart, StatError};
+
+/// What is known before a step's first interval.
+#[derive(Debug, Clone, Copy)]
+pub enum Start<'a> {
+    /// Hardware counters (or a recording of them): every interval comes with its tree.
+    Tree {
+        info: &'a RunInfo,
+        /// The counter groups (live counting and snapshots; `None` for perf stat imports).
+        plan: Option<&'a Plan>,
+        /// What is counted (`None` for perf stat imports).
+        target: Option<&'a Target>,
+    },
+    /// No hardware counters: software counts only, and no tree.
+    Software {
+        plan: &'a Plan,
+        target: Option<&'a Target>,
+        /// Why there are no hardware counters, when known.
+        reason: Option<&'a str>,
+        /// The intervals come as they are read (`-I`); else one whole-run total per run
+        /// of the target, and [`Finish::Software`] holds the runs.
+        streamed: bool,
+    },
+}
+
+/// One interval.
+#[derive(Debug, Clone, Copy)]
+pub struct IntervalData<'a> {
+    /// The raw group readings per attach point (CPU, thread, cgroup), for breakdowns
+    /// through [`Measurement::interval_readings`]; `None` for perf stat imports and trees of
+    /// whole runs.
+    pub raw: Option<&'a RawInterval>,
+    /// The aggregated, multiplex-scaled readings.
+    pub readings: &'a Interval,
+    /// The evaluated tree ([`Start::Tree`] only).
+    pub report: Option<&'a IntervalReport>,
+}
+
+/// The end of a step.
+#[derive(Debug, Clone, Copy)]
+pub enum Finish<'a> {
+    Tree {
+        info: &'a RunInfo,
+        /// What only a whole live or replayed step has (`None` for perf stat imports).
+        whole: Option<WholeStep<'a>>,
+    },
+    Software {
+        plan: &'a Plan,
+        target: &'a Target,
+        /// Every run of the target (their intervals when not streamed).
+        runs: &'a [Measurement],
+        interval_mode: bool,
+        /// `--per-core`/`--per-thread`: each part's runs, labelled.
+        parts: &'a [(String, Vec<Measurement>)],
+    },
+}
+
+/// What a whole step of a live run or a snapshot replay adds to its intervals.
+#[derive(Debug, Clone, Copy)]
+pub struct WholeStep<'a> {
+    /// `-e` events and their whole-run totals (`None` in interval mode).
+    pub events: &'a [String],
+    pub total: Option<&'a Interval>,
+    /// `--per-core`/`--per-thread`: each part's tree (its source names the part).
+    pub parts: &'a [StatRun],
+    /// `--repeat N`: one tree per run (the intervals above are their mean).
+    pub repeats: Option<&'a StatRun>,
+}
+
+/// Receives a stat run, step by step (one step unless `--drilldown`).
+pub trait IntervalSink {
+    /// Before each run of the counted target (live counting only), for a progress display.
+    fn run_start(&mut self, _run: RunStart) {}
+    /// Once per step, before its first interval.
+    fn start(&mut self, start: Start<'_>) -> Result<(), StatError>;
+    /// Each interval, in order, as soon as it is read (or, for a whole step, its tree).
+    fn interval(&mut self, iv: IntervalData<'_>) -> Result<(), StatError>;
+    /// Once per step, after its last interval.
+    fn finish(&mut self, _end: Finish<'_>) -> Result<(), StatError> {
+        Ok(())
+    }
+}
+
+/// Takes nothing: for a run whose [`Outcome`](crate::Outcome) (the bottleneck, the exit
+/// status) is all the caller wants, such as `tma locate`'s quick pass.
+#[derive(Debug, Default)]
+pub struct Discard;
+
+impl IntervalSink for Discard {
+    fn start(&mut self, _: Start<'_>) -> Result<(), StatError> {
+        Ok(())
+    }
+    fn interval(&mut self, _: IntervalData<'_>) -> Result<(), StatError> {
+        Ok(())
+    }
+}
+
+/// Two sinks fed by one run (a tree on the terminal and a collector, say).
+pub struct Both<'a>(pub &'a mut dyn IntervalSink, pub &'a mut dyn IntervalSink);
+
+impl IntervalSink for Both<'_> {
+    fn run_start(&mut self, run: RunStart) {
+        self.0.run_start(run);
+        self.1.run_start(run);
+    }
+    fn start(&mut self, start: Start<'_>) -> Result<(), StatError> {
+        self.0.start(start)?;
+        self.1.start(start)
+    }
+    fn interval(&mut self, iv: IntervalData<'_>) -> Result<(), StatError> {
+        self.0.interval(iv)?;
+        self.1.interval(iv)
+    }
+    fn finish(&mut self, end: Finish<'_>) -> Result<(), StatError> {
+        self.0.finish(end)?;
+        self.1.finish(end)
+    }
+}
+
+/// `tma stat`'s printed output: the tree, `--compact` lines, CSV or JSON (and `--plot`),
+/// or the software counts where there are no hardware counters.
+pub struct TreeOutput<'w> {
+    out: &'w mut dyn Write,
+    opts: RenderOptions,
+    writer: TreeWriter,
+    info: Option<RunInfo>,
+    software: Option<SoftwareStep>,
+    progress: Option<&'w mut dyn FnMut(RunStart)>,
+}
+
+/// The software counts of a step.
+struct SoftwareStep {
+    plan: Plan,
+    target: Option<Target>,
+    streamed: bool,
+    written: usize,
+}
+
+impl<'w> TreeOutput<'w> {
+    pub fn new(out: &'w mut dyn Write, opts: &RenderOptions) -> TreeOutput<'w> {
+        TreeOutput {
+            out,
+            opts: opts.clone(),
+            writer: TreeWriter::new(opts.clone()),
+            info: None,
+            software: None,
+            progress: None,
+        }
+    }
+
+    /// Also tell `progress` before each run of the counted target.
+    pub fn with_progress(mut self, progress: &'w mut dyn FnMut(RunStart)) -> TreeOutput<'w> {
+        self.progress = Some(progress);
+        self
+    }
+}
+
+impl IntervalSink for TreeOutput<'_> {
+    fn run_start(&mut self, run: RunStart) {
+        if let Some(p) = self.progress.as_deref_mut() {
+            p(run);
+        }
+    }
+
+    fn start(&mut self, start: Start<'_>) -> Result<(), StatError> {
+        match start {
+            Start::Tree { info, .. } => {
+                // A new tree (a drill-down step): a new writer, begun at its first interval.
+                self.writer = TreeWriter::new(self.opts.clone());
+                self.info = Some(info.clone());
+                self.software = None;
+            }
+            Start::Software {
+                plan,
+                target,
+                streamed,
+                ..
+            } => {
+                self.info = None;
+                self.software = Some(SoftwareStep {
+                    plan: plan.clone(),
+                    target: target.cloned(),
+                    streamed,
+                    written: 0,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn interval(&mut self, iv: IntervalData<'_>) -> Result<(), StatError> {
+        if let (Some(ir), Some(info)) = (iv.report, self.info.as_ref()) {
+            if self.writer.count() == 0 {
+                self.writer.begin(self.out, info)?;
+            }
+            self.writer.interval(self.out, info, ir)?;
+            if iv.raw.is_some() {
+                // Counted live: show each interval as it comes.
+                self.out.flush()?;
+            }
+            return Ok(());
+        }
+        if let (Some(sw), Some(raw)) = (self.software.as_mut(), iv.raw) {
+            if !sw.streamed {
+                return Ok(());
+            }
+            let Some(target) = sw.target.as_ref() else {
+                return Ok(());
+            };
+            let fmt = counts::CountsFormat::of(&self.opts);
+            counts::software_interval(self.out, target, &sw.plan, raw, sw.written == 0, fmt)?;
+            sw.written += 1;
+            self.out.flush()?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, end: Finish<'_>) -> Result<(), StatError> {
+        match end {
+            Finish::Tree { info, whole } => {
+                if self.writer.count() == 0 {
+                    self.writer.begin(self.out, info)?;
+                }
+                self.writer.end(self.out, info)?;
+                let Some(w) = whole else { return Ok(()) };
+                if prints_totals(&self.opts, info) {
+                    counts::extra_events(self.out, w.events, w.total)?;
+                }
+                for part in w.parts {
+                    self.out.write_all(b"\n")?;
+                    crate::render::tree::render(self.out, part, &self.opts)?;
+                }
+                Ok(())
+            }
+            Finish::Software {
+                plan,
+                target,
+                runs,
+                interval_mode,
+                parts,
+            } => {
+                if self.software.as_ref().is_some_and(|s| s.streamed) {
+                    return Ok(());
+                }
+                let fmt = counts::CountsFormat::of(&self.opts);
+                counts::software(self.out, target, plan, runs, interval_mode, fmt)?;
+                for (label, part) in parts {
+                    writeln!(self.out)?;
+                    writeln!(self.out, "--- {label} ---")?;
+                    counts::software(self.out, target, plan, part, interval_mode, fmt)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What [`Collect`] gathered: every sample's tree of a recording.
+#[derive(Debug, Default)]
+pub struct Collect {
+    run: Option<StatRun>,
+    repeats: Option<StatRun>,
+}
+
+impl Collect {
+    /// The collected trees: the intervals, or one per `--repeat` run (their mean otherwise).
+    pub fn into_run(self) -> Result<(StatRun, bool), StatError> {
+        if let Some(r) = self.repeats {
+            return Ok((r, true));
+        }
+        self.run
+            .map(|r| (r, false))
+            .ok_or_else(|| usage("the recording gave no tree to compare"))
+    }
+}
+
+impl IntervalSink for Collect {
+    fn start(&mut self, start: Start<'_>) -> Result<(), StatError> {
+        match start {
+            Start::Software { .. } => Err(usage(
+                "the recording holds software counts only (no hardware counters where it was \
+                 recorded): there is no TMA tree to compare",
+            )),
+            Start::Tree { .. } if self.run.is_some() => Err(usage(
+                "the recording is a --drilldown run (one partial tree per step): record with \
+                 -l N for one whole tree to compare",
+            )),
+            Start::Tree { info, .. } => {
+                self.run = Some(StatRun {
+                    info: info.clone(),
+                    intervals: Vec::new(),
+                });
+                Ok(())
+            }
+        }
+    }
+
+    fn interval(&mut self, iv: IntervalData<'_>) -> Result<(), StatError> {
+        if let (Some(run), Some(ir)) = (self.run.as_mut(), iv.report) {
+            run.intervals.push(ir.clone());
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, end: Finish<'_>) -> Result<(), StatError> {
+        if let Finish::Tree {
+            info,
+            whole: Some(w),
+        } = end
+        {
+            if !w.parts.is_empty() {
+                return Err(usage(
+                    "the recording is a --per-core/--per-thread run: record without them to \
+                     compare whole trees",
+                ));
+            }
+            if let Some(r) = self.run.as_mut() {
+                r.info = info.clone();
+            }
+            self.repeats = w.repeats.cloned();
+        }
+        Ok(())
+    }
+}
+
+/// Whether a format prints the `-e` totals after the tree (text of whole runs).
+pub(crate) fn prints_totals(opts: &RenderOptions, info: &RunInfo) -> bool {
+    opts.format == Format::Text && !info.interval_mode
+}

@@ -12,8 +12,9 @@
 # Two files only, so that a device tool that brings back few files brings back all of it.
 #
 # The binary: $TMA if set, else a release build with cargo (where cargo exists), else
-# target/release/tma if it was built elsewhere and carried here. The hardware-only tests need
-# cargo and are skipped with the reason without it. Every step has its own time limit, and
+# target/release/tma if it was built elsewhere and carried here. The hardware-only tests run
+# with cargo, or from test executables carried into $TMA_TEST_BINS; else they are skipped
+# with the reason. Every step has its own time limit, and
 # the whole script stays within 8 minutes including the build on 16 cores.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,17 +36,21 @@ step() {
     echo
     echo "===== $name: $*"
   } >>"$details"
-  local t0 rc
-  t0=$(date +%s.%N)
-  timeout --kill-after=5 "$limit" "$@" >>"$details" 2>&1
+  local t0 rc ms
+  t0=$(date +%s%N)
+  timeout --kill-after=5 "$limit" "$@" >"$out/.step.log" 2>&1
   rc=$?
-  local secs
-  secs=$(echo "$(date +%s.%N) - $t0" | bc 2>/dev/null || echo "?")
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  cat "$out/.step.log" >>"$details"
   case $rc in
-    0) say "ok      $name (${secs%.*}s)" ;;
-    124 | 137) say "TIMEOUT $name (over ${limit}s)" ;;
-    *) say "FAILED  $name (exit $rc, ${secs%.*}s; see details.log)" ;;
+    0) say "ok      $name ($((ms / 1000)).$((ms % 1000 / 100)) s)" ;;
+    124 | 137) say "TIMEOUT $name (over ${limit} s)" ;;
+    *)
+      say "FAILED  $name (exit $rc after $((ms / 1000)) s):"
+      say "          $(grep -v '^\s*$' "$out/.step.log" | tail -1 | cut -c1-200)"
+      ;;
   esac
+  rm -f "$out/.step.log"
   echo "----- exit $rc" >>"$details"
   return 0
 }
@@ -100,8 +105,19 @@ if command -v cargo >/dev/null 2>&1; then
   step "hardware tests: tma-doctor verify live_verify_hardware" 150 \
     cargo test --release --locked -p tma-doctor --test verify live_verify_hardware -- --show-output
   grep -h "skipped:" "$details" | sort -u | sed 's/^ */  /' | tee -a "$summary" >/dev/null
+elif [ -n "${TMA_TEST_BINS:-}" ] && [ -d "$TMA_TEST_BINS" ]; then
+  # Test executables built elsewhere (`cargo test --no-run`) and carried here.
+  for t in "live_software pmu_" "verify live_verify_hardware"; do
+    set -- $t
+    if [ -x "$TMA_TEST_BINS/$1" ]; then
+      step "hardware tests: $1 $2 (carried binary)" 150 "$TMA_TEST_BINS/$1" "$2" --show-output
+    else
+      skip "hardware tests: $1" "not among the carried test binaries in $TMA_TEST_BINS"
+    fi
+  done
+  grep -h "skipped:" "$details" | sort -u | sed 's/^ */  /' | tee -a "$summary" >/dev/null
 else
-  skip "hardware tests" "no cargo on this machine (carry a build and run them where cargo is)"
+  skip "hardware tests" "no cargo on this machine and no TMA_TEST_BINS (carry test binaries built with cargo test --no-run)"
 fi
 
 # ---- tma itself
@@ -119,8 +135,8 @@ step "tma stat -l 3 (dram --prefetch)" 60 "$TMA" stat -l 3 -- $w dram --accesses
 step "tma stat -l 3 (matmul --thp off)" 90 "$TMA" stat -l 3 -- $w matmul --thp off --no-calibrate
 step "tma stat -l 3 (matmul --thp on)" 90 "$TMA" stat -l 3 -- $w matmul --thp on --no-calibrate
 step "tma locate (dram, the bottleneck's locate-with event)" 60 "$TMA" locate -- $w dram --accesses 5000000 --no-calibrate
-step "tma bench --clock tsc" 60 "$TMA" bench --clock tsc 'add rax, rbx' 'imul rax, rbx'
-step "tma bench --clock perf" 60 "$TMA" bench --clock perf 'add rax, rbx' 'imul rax, rbx'
+step "tma bench --clock tsc (imul: latency 3, throughput 1)" 60 "$TMA" bench --clock tsc 'imul rax, rbx'
+step "tma bench --clock perf (imul: latency 3, throughput 1)" 60 "$TMA" bench --clock perf 'imul rax, rbx'
 
 # ---- the headline figures, pulled from the details
 {
@@ -128,6 +144,6 @@ step "tma bench --clock perf" 60 "$TMA" bench --clock perf 'add rax, rbx' 'imul 
   echo "bottlenecks (the <== line of each tree):"
   awk '/^===== /{name=$0} /<==/{sub(/^===== /,"",name); print "  " substr(name,1,60) " | " $0}' "$details"
   echo "bench figures:"
-  awk '/^===== tma bench/{on=1; print "  " $0; next} /^===== /{on=0} on && /(add|imul)/{print "    " $0}' "$details"
+  awk '/^===== tma bench/{on=1; print "  " $0; next} /^===== /{on=0} on && /(->|throughput|error)/{print "    " $0}' "$details"
 } | tee -a "$summary" >/dev/null
 say "finished in $(($(date +%s) - start)) s; full output in $details"

@@ -499,3 +499,44 @@ fn a_recording_cut_off_at_the_end_is_read_alike_in_every_command() {
         Some(true)
     );
 }
+
+#[test]
+fn a_full_disk_keeps_what_was_measured_and_says_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small");
+    let rescue = dir.path().join("rescue");
+    std::fs::create_dir_all(&small).unwrap();
+    std::fs::create_dir_all(&rescue).unwrap();
+    // A 4 KiB tmpfs in a private mount namespace: needs root (CAP_SYS_ADMIN).
+    let script = format!(
+        "mount -t tmpfs -o size=4k tmpfs {small} || exit 77; \
+         {tma} --root {root} stat --example --json -o {small}/out.json",
+        small = small.display(),
+        tma = env!("CARGO_BIN_EXE_tma"),
+        root = repo_root().join("tests/fixtures/roots/none").display(),
+    );
+    let o = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .env("TMPDIR", &rescue)
+        .output();
+    let o = match o {
+        Ok(o) if o.status.code() != Some(77) && !stderr(&o).contains("unshare failed") => o,
+        _ => {
+            println!("skipped: cannot mount a small tmpfs here (needs root and unshare)");
+            return;
+        }
+    };
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("No space left on device"), "{e}");
+    let saved: Vec<PathBuf> = std::fs::read_dir(&rescue)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(saved.len(), 1, "{e}");
+    assert!(e.contains(&saved[0].display().to_string()), "{e}");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&saved[0]).unwrap()).expect("the whole document");
+    assert_eq!(doc["schema"], "tma.stat");
+    assert!(!e.contains(".tma-out"), "{e}");
+}

@@ -19,12 +19,11 @@ pub struct Method {
     /// Two unroll counts; the per-copy cost is the difference of the two runs. Each job rounds
     /// them up to a whole number of rounds through its chains ([`job_unroll`]).
     ///
-    /// Default 256/512. With 64/128 the loop's taken branch does not cancel for bodies that
-    /// fill the four ALUs: on a Zen 3 `popcnt`, `add` and `bswap` throughput read 0.240 to 0.243
-    /// (below the 0.25 that four pipes allow) in some runs, every run for popcnt; from 128/256
-    /// on they read 0.248 to 0.250, and 256/512 gave 0.250 for all eight forms of
-    /// `scripts/bench-microbench.sh` in every run. The time per figure does not change: the
-    /// iterations are sized so that the large run takes `min_ticks`.
+    /// Default 256/512. With fewer copies the loop's taken branch does not cancel for bodies
+    /// that fill the four ALUs (on a Zen 3, 64/128 read `popcnt` at 0.240 to 0.243 where four
+    /// pipes allow 0.25; 256/512 read 0.250 for every form; the runs are in
+    /// `docs/measurements.md`). The time per figure does not change: the iterations are sized so
+    /// that the large run takes `min_ticks`.
     pub unroll: (usize, usize),
     /// Accepted timings per independent repetition of a figure (median taken).
     pub reps: usize,
@@ -609,12 +608,10 @@ fn still_needed(
 
 /// Copies of the code buffer, used in turn by the rounds of a figure ([`Child::figures`]):
 /// independent repetitions then also run from different pages. On a Zen 3 VM, `popcnt rax,
-/// rbx` throughput read 0.284 instead of 0.250 in 3 to 11 runs of 20 (ASLR off too), often
-/// for a whole run, while the runs before and after read 0.250. What causes it is not known
-/// (it only hits long instructions, so the op cache is the suspect); with copies, one process
-/// saw 0.250 from one copy and 0.284 from the next, and also both from the same copy at
-/// different times. The copies make the rounds differ in one more way; [`still_needed`]'s
-/// spaced retries and [`Repeated::message`] deal with what remains.
+/// rbx` throughput sometimes read 0.284 instead of 0.250 for a whole run, for a cause not known
+/// (the op cache is the suspect; the runs are in `docs/measurements.md`). The copies make the
+/// rounds differ in one more way; [`still_needed`]'s spaced retries and [`Repeated::message`]
+/// deal with what remains.
 const CODE_COPIES: usize = 3;
 
 /// The pause before a round that only measures an accepted but implausible throughput again

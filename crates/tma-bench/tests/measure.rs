@@ -3,7 +3,7 @@
 //! bound by construction: 4 independent add chains = 0.25 and 3 independent imul chains = 1.0
 //! (latency-bound: each chain issues one instruction per latency). The best throughput over the
 //! chain sweep is core-specific (0.25/1.0 on 4-ALU, 1-multiplier cores such as Zen 3; about
-//! 0.19/0.33 on this VM's Zen 5, family 0x1a, with 6 ALUs and 3 multipliers), so for it we only
+//! 0.19/0.33 on Zen 5, family 0x1a, with 6 ALUs and 3 multipliers), so for it we only
 //! check the bounds every core satisfies. The method's rejection rule, medians and bounded
 //! retries make these robust to load rather than a loose tolerance.
 

@@ -503,7 +503,8 @@ impl IntervalSink for Collector {
                     &[
                         ("cpu_model", &info.model.key),
                         ("source", &info.source),
-                        ("level", &info.request.level),
+                        // Not `level`: that key is the log line's own level.
+                        ("tma_level", &info.request.level),
                     ],
                 );
             }
@@ -706,6 +707,63 @@ mod tests {
         };
         assert!((be(0) - 0.3).abs() < 1e-12);
         assert!((be(1) - 0.5).abs() < 1e-12);
+    }
+
+    /// The lines a collector logs when counting starts (with a tree, then without a PMU)
+    /// repeat no key; the TMA level is `tma_level`, apart from the line's `level`.
+    #[test]
+    fn start_up_log_lines_have_no_duplicate_key() {
+        use crate::log::testing::{assert_no_duplicate_keys, Buf};
+        let model = tma_catalog::by_name("spr").unwrap();
+        let request = Request {
+            level: 2,
+            nodes: Vec::new(),
+            topology: None,
+            metrics: Vec::new(),
+            bottlenecks: Vec::new(),
+        };
+        let info = RunInfo {
+            model,
+            cpu_source: "test".into(),
+            source: "test".into(),
+            interval_mode: true,
+            request: request.clone(),
+            command: None,
+            event_map: Vec::new(),
+        };
+        let plan = tma_stat::plan::counting_plan(model, &request.selection(), &[], false).unwrap();
+        let buf = Buf::default();
+        let mut c = Collector::new(
+            Arc::new(Shared::default()),
+            Arc::new(Log::new(Box::new(buf.clone()))),
+            Build {
+                version: "t".into(),
+                cpu: "c".into(),
+            },
+            Split::Target,
+            Vec::new(),
+            false,
+        );
+        c.start(WatchStart::Tree {
+            info: &info,
+            plan: Some(&plan),
+            target: None,
+        });
+        let software = tma_perf::plan::Plan::software(&tma_perf::backend::software_events());
+        c.start(WatchStart::Software {
+            plan: &software,
+            target: None,
+            reason: Some("no `cpu` PMU"),
+        });
+        let text = buf.text();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(
+            text.lines().next().is_some_and(
+                |l| l.contains(" level=info event=counting ") && l.contains(" tma_level=2")
+            ),
+            "{text}"
+        );
+        assert_no_duplicate_keys(&text);
     }
 
     #[test]

@@ -149,8 +149,85 @@ impl Drop for Notes<'_> {
     }
 }
 
+/// Test helpers: a log sink to read back, and the keys of a logfmt line.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    /// A log sink whose bytes the test can read back.
+    #[derive(Clone, Default)]
+    pub(crate) struct Buf(pub(crate) Arc<Mutex<Vec<u8>>>);
+
+    impl Buf {
+        pub(crate) fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    impl Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The keys of one logfmt line, in order: each `key=` outside a quoted value.
+    pub(crate) fn keys(line: &str) -> Vec<String> {
+        let mut keys = Vec::new();
+        let mut rest = line.trim();
+        while !rest.is_empty() {
+            let (key, after) = rest
+                .split_once('=')
+                .unwrap_or_else(|| panic!("no `=` after {rest:?} in {line:?}"));
+            assert!(
+                !key.is_empty() && !key.contains(char::is_whitespace),
+                "bad key {key:?} in {line:?}"
+            );
+            keys.push(key.to_string());
+            rest = if let Some(quoted) = after.strip_prefix('"') {
+                // Up to the closing quote: a backslash escapes the next character.
+                let mut chars = quoted.char_indices();
+                let mut end = None;
+                while let Some((i, c)) = chars.next() {
+                    match c {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => {
+                            end = Some(i + 1);
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                let end = end.unwrap_or_else(|| panic!("unclosed quote in {line:?}"));
+                &quoted[end..]
+            } else {
+                after.find(' ').map_or("", |i| &after[i..])
+            }
+            .trim_start();
+        }
+        keys
+    }
+
+    /// Panic when a line of `text` repeats a key.
+    pub(crate) fn assert_no_duplicate_keys(text: &str) {
+        for line in text.lines() {
+            let keys = keys(line);
+            for (i, k) in keys.iter().enumerate() {
+                assert!(!keys[..i].contains(k), "key `{k}` twice in {line:?}");
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::testing::{assert_no_duplicate_keys, keys, Buf};
     use super::*;
     use std::time::{Duration, UNIX_EPOCH};
 
@@ -175,18 +252,6 @@ mod tests {
         );
     }
 
-    #[derive(Clone, Default)]
-    struct Buf(std::sync::Arc<Mutex<Vec<u8>>>);
-    impl Write for Buf {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     #[test]
     fn notes_become_one_event_per_line() {
         let buf = Buf::default();
@@ -197,10 +262,29 @@ mod tests {
             write!(n, "tma: warning: counter group 1 not counted\ntma: hello").unwrap();
             writeln!(n, " world").unwrap();
         }
-        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        let text = buf.text();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
         assert!(lines[0].contains("level=warn event=note msg=\"counter group 1 not counted\""));
         assert!(lines[1].contains("level=info event=note msg=\"hello world\""));
+    }
+
+    #[test]
+    fn logfmt_keys_skip_quoted_values() {
+        let ts = UNIX_EPOCH + Duration::from_millis(1_764_128_400_123);
+        let l = line(
+            ts,
+            "info",
+            "note",
+            &[("msg", &"a=b \"c d=e\" \\"), ("n", &1), ("e", &"")],
+        );
+        assert_eq!(keys(&l), ["ts", "level", "event", "msg", "n", "e"]);
+        assert_no_duplicate_keys(&l);
+    }
+
+    #[test]
+    #[should_panic(expected = "key `level` twice")]
+    fn a_repeated_key_is_found() {
+        assert_no_duplicate_keys("ts=1 level=info event=x level=2");
     }
 }

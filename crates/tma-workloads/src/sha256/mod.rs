@@ -306,10 +306,9 @@ pub fn digest_with(imp: Sha256Impl, data: &[u8]) -> Result<[u8; DIGEST_LEN], Sha
 }
 
 /// Default number of streams interleaved by [`update_many`] with SHA-NI: the widest interleave
-/// that paid off on the Zen 3 VM (family 25 model 1) this was tuned on (`scripts/bench-sha256.sh`
-/// prints every width). 4 streams, the widest register-allocated kernel, ran at 0.89 to 0.94
-/// cycles/byte against 0.92 to 0.98 for 3 and 1.04 for 2; 6 and 8 use the intrinsics kernel,
-/// whose state registers spill (1.3 to 1.4).
+/// that pays off. 4 streams use the widest register-allocated kernel and beat 3 and 2; 6 and 8
+/// use the intrinsics kernel, whose state registers spill, and are slower
+/// (`scripts/bench-sha256.sh` prints every width; figures in `docs/sha256-kernels.md`).
 pub const DEFAULT_LANES: usize = 4;
 
 /// Feed `inputs[i]` to `hashers[i]` for every `i`, interleaving independent streams (up to

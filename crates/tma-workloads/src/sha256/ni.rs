@@ -26,74 +26,12 @@
 //! pair). The schedule chain (about 5 cycles per step) is shorter than a stream's round chain
 //! (8 cycles per group), so it runs ahead of the rounds in the out-of-order window.
 //!
-//! Measured on the Zen 3 VM this was tuned on (AMD EPYC, family 25 model 1, 2 vCPUs, a noisy
-//! shared host; `tma workload sha256 --impl ni --streams K`, best of 3; cycles/byte):
-//!
-//! | kernel | 2 streams | 3 streams | 4 streams |
-//! |---|---|---|---|
-//! | intrinsics, next block's schedule during this block's rounds (the previous kernel) | 1.05 | 1.00 to 1.46 | 1.07 to 1.13 |
-//! | the same layout with explicit registers (asm) | | | 1.03 to 1.05 |
-//! | + W+K made at the rounds from a W-only schedule (one store per step, not two) | | | 0.97 |
-//! | + the schedule steps of a group before its rounds | | | 0.92 |
-//! | just-in-time schedule, W in a register (one `asm!` block per group) | 1.04 | 0.92 to 0.98 | 0.89 to 0.94 |
-//! | the same as one `asm!` loop over the blocks (this kernel; fastest pass, 1 MiB buffers) | 0.99 | 0.88 | 0.86 to 0.88 |
-//!
-//! What limits it is the instruction mix, not the dependency chains: `tma bench` on this
-//! kernel's mix for one block as one body of independent instructions runs at 54 to 56 cycles
-//! (the kernel: 57 to 60 as one `asm!` block per group, 53 to 55 as one loop), against 45 for the block's minimal mix (`tma bench --preset sha`,
-//! "the block mix measured as one body"). The difference is the 16 `pshufd` (6 cycles: removing
-//! them from the body gives 48), the 14 stores of W (2) and the register copies (2). Every way
-//! tried to avoid the shuffle cost more: loading the upper pair with `movq` (from a W+K table
-//! computed a block ahead, or from the W just stored) adds loads (2 per cycle on this core) or a
-//! store-to-load forward (9 cycles) to each round pair and ran at 1.03 to 1.08; `psrldq`,
-//! `movhlps`, `punpckhqdq`, `shufps` cost the same as `pshufd`. Also tried: VEX forms
-//! (`vpaddd`, `vpalignr`, fewer register copies; no gain), 5 and 6 streams with every W in memory
-//! (SHA256MSG2 reading W[i-1] through a store-to-load forward: 1.10 to 1.16), 3 streams with
-//! W[i-1..i-3] in registers (0.91, no better than 4), and steps ordered after the rounds or
-//! interleaved stream by stream (0.95 to 0.99).
-//!
-//! Where the cycles go (same VM, 2026-11-26; `scripts/sha-ni-ablation`, which generates this
-//! kernel's 4-stream loop and variants of it and times them side by side on 4 x 64 KiB, fastest
-//! of 5 runs of 200): this kernel 52.7 cycles per block and stream (0.823 cycles/byte; tma's own
-//! through `update_many_lanes` the same), and with one kind of instruction deleted (wrong
-//! digests, right timing):
-//!
-//! | deleted | cycles/block | saved |
-//! |---|---|---|
-//! | SHA256MSG2 (12) | 39.6 | 13.1 |
-//! | SHA256RNDS2 (32) | 46.4 | 6.3 |
-//! | SHA256MSG1 (12) | 46.7 | 6.0 |
-//! | `pshufd` (16) | 48.0 | 4.7 |
-//! | `palignr` (12) | 49.7 | 3.0 |
-//! | `paddd` of K (16) | 49.9 | 2.8 |
-//! | the stores of W (14) | 52.1 | 0.6 |
-//! | the whole schedule (steps 4 to 15) | 36.9 | 15.8 |
-//!
-//! SHA256MSG2 costs the most although its pipe is busy only 24 of the 53 cycles: while it runs
-//! (2 cycles each) it takes one of the core's two 16-byte load slots (8 SHA256MSG2 with 16 loads
-//! take 16 cycles, with 24 loads 24) and slows `palignr` and SHA256MSG1 beside it. Without the
-//! schedule the rounds alone take 37, not the 32 of SHA256RNDS2's throughput: with 4 streams its
-//! 4-cycle latency leaves no slack. Variants, none faster (cycles/block): the schedule one group
-//! ahead of the rounds (52.6), two groups ahead with W read from memory (54.1), K of a group
-//! loaded once into xmm15 (54.6), `palignr` as `vpalignr` (53.5) or `vpblendw` + `pshufd` (54.0),
-//! the upper pair as `movq` of the stored W plus a `paddd` of K (61.0), as `movq` from a table
-//! never stored (56.2), or through a general register with `pextrq`/`movq` (65.5). More streams
-//! do not help either: 5 streams (two with W in memory, the registers being full) 60.0, 6
-//! streams 67 to 71, 3 streams 55.8 (measured with an N-stream copy of the generator that was
-//! not kept; 4 streams read 53.9 in that run, before the 4 KiB scratch layout).
-//!
-//! Two more questions, same harness, 2026-11-26 (a noisier afternoon: the kernel read 53.5, fastest
-//! of 6 runs of 200):
-//! - *Would a fifth, scalar stream on the idle integer pipes pay?* The scalar (BMI2) compression
-//!   is about 2,700 instructions per block. Independent integer instructions (`rorx`, `andn`,
-//!   `shrx`, no dependency chains) spread over the loop cost 1.8 cycles per block and stream at
-//!   8 per group (128 per 4-block iteration), 4.9 at 16, 11.1 at 24, 18.3 at 32; with one in 8 a
-//!   load, about the same. Stitching a scalar stream gains only if each iteration's added cycles
-//!   stay under 53.5 times the scalar blocks it adds, i.e. under 2.5 cycles for 128 instructions
-//!   (7.2 measured) and 5.1 for 256 (19.6 measured): a loss at every rate, so there is none.
-//! - *Do the register copies cost?* A variant with none (the W registers rotate names, the new W
-//!   made in the free register; VEX `vpaddd` for W+K and `vpalignr`) read 53.0 against 53.5:
-//!   within the noise, and it would need AVX besides SHA-NI (which Goldmont-class cores lack).
+//! On a Zen 3 VM (AMD EPYC, family 25 model 1), this kernel hashes 4 streams at 0.86 to 0.88
+//! cycles/byte (3 streams: 0.88, 2: 0.99). The instruction mix limits it, not the dependency
+//! chains: of its 52.7 cycles per block and stream, the schedule's SHA256MSG2 costs the most
+//! (13.1), and every variant tried (other shuffles, VEX forms, more or fewer streams, a scalar
+//! fifth stream) was no faster. The kernels tried and the figures of each run are in
+//! `docs/sha256-kernels.md`.
 // unsafe allowed: SHA-NI intrinsics behind #[target_feature], gated by NiToken.
 #![allow(unsafe_code)]
 
@@ -373,14 +311,9 @@ fn high_pair(wk: &__m128i) -> __m128i {
 /// it stores W+K and W (two stores per schedule step, and stores are the scarcest memory port:
 /// one per cycle), and LLVM put the W of 3 streams through memory too.
 ///
-/// Tried and dropped: computing the schedule of 8 streams with AVX2 instead (one ymm = W[t] of
-/// the 8 streams, sigma0/sigma1 as shifts and XORs, K folded in, W+K pairs as `movq` operands),
-/// so that the SHA unit only runs SHA256RNDS2. Interleaved with the rounds it ran at 176
-/// cycles/byte on the AMD EPYC VM this was measured on (70 with a VZEROUPPER after every AVX2
-/// step): the legacy-SSE SHA instructions pay for the dirty upper halves of the ymm registers.
-/// As separate phases (schedule of the next block, VZEROUPPER, rounds) it ran at 1.82
-/// cycles/byte, slower than this kernel, because the phases barely overlap and the AVX2
-/// schedule is about 150 vector instructions per block.
+/// An AVX2 schedule for 8 streams, so that the SHA unit would run only SHA256RNDS2, was slower
+/// (the legacy-SSE SHA instructions pay for dirty ymm upper halves; see
+/// `docs/sha256-kernels.md`).
 ///
 /// # Safety
 /// The CPU must support sha, sse2, ssse3 and sse4.1, and every `blocks[j]` must hold at least
@@ -524,8 +457,8 @@ const WIDE_MAX: usize = 8;
 /// 3584 bytes, 32 KiB buffers). The pads put the buffers at 0, 80 and 176 bytes (mod 256): slot
 /// `i` of one buffer then shares its page offset only with slots at least 5 groups of four
 /// rounds away in another (5 x 16 stores of 8 streams are more than the store queue holds).
-/// With this block: 1.14 to 1.18 at every size. (K stays a constant operand: read from a copy
-/// in this block, 8 streams ran at 1.76 to 2.3.)
+/// With this block: 1.14 to 1.18 at every size. K stays a constant operand (a copy in this
+/// block was slower; see `docs/sha256-kernels.md`).
 #[repr(C, align(4096))]
 struct WideScratch {
     a: [Schedule; WIDE_MAX],

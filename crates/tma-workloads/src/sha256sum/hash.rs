@@ -65,9 +65,8 @@ fn read_full(r: &mut (impl Read + ?Sized), buf: &mut [u8]) -> io::Result<usize> 
 
 /// Bytes read per `read` call and buffer. Small enough that the buffers being filled and hashed
 /// stay in the core's L2 cache (three per input pipelined, one per file in a batch): with 256 KiB
-/// a 256 MiB file took 0.39 s of CPU with SHA-NI against 0.24 s at 64 KiB (the copy out of the
-/// page cache and the hashing then went through L3), and the portable hash 1.19 s against 1.02 s
-/// (Zen 3, 512 KiB L2; 32 KiB, coreutils' size, read 0.25 s and 1.01 s).
+/// buffers a 256 MiB file took 0.39 s of CPU with SHA-NI against 0.24 s at 64 KiB on a Zen 3
+/// (more sizes in `docs/measurements.md`).
 const CHUNK: usize = 64 * 1024;
 
 /// Hash one input to the end.

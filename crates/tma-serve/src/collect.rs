@@ -744,17 +744,20 @@ mod tests {
             Vec::new(),
             false,
         );
-        c.start(WatchStart::Tree {
+        c.start(Start::Tree {
             info: &info,
             plan: Some(&plan),
             target: None,
-        });
+        })
+        .unwrap();
         let software = tma_perf::plan::Plan::software(&tma_perf::backend::software_events());
-        c.start(WatchStart::Software {
+        c.start(Start::Software {
             plan: &software,
             target: None,
             reason: Some("no `cpu` PMU"),
-        });
+            streamed: true,
+        })
+        .unwrap();
         let text = buf.text();
         assert_eq!(text.lines().count(), 2, "{text}");
         assert!(

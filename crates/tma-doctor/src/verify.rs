@@ -791,7 +791,7 @@ pub fn measure_level1(
                 verbose: 1,
                 ..tma_stat::RenderOptions::default()
             },
-            live: tma_stat::LiveOptions {
+            input: tma_stat::Input::Live(tma_stat::LiveOptions {
                 command: vec![
                     exe.display().to_string(),
                     "doctor".into(),
@@ -801,7 +801,7 @@ pub fn measure_level1(
                 backend: backend.clone(),
                 command_stdout: tma_perf::process::CommandStdout::Null,
                 ..tma_stat::LiveOptions::default()
-            },
+            }),
             host: host.clone(),
             ..tma_stat::StatConfig::default()
         };

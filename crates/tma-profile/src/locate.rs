@@ -374,9 +374,9 @@ fn quick_stat_config(
         Target::System { .. } => {}
     }
     let stat = tma_stat::StatConfig {
+        input: tma_stat::Input::Live(live),
         cpu: model.map(|m| m.key.to_string()),
         level: 3,
-        live,
         host: cfg.host.clone(),
         ..tma_stat::StatConfig::default()
     };
@@ -521,11 +521,11 @@ mod tests {
         let stat = tma_stat::StatConfig {
             cpu: Some("zen4".into()),
             level: 3,
-            live: tma_stat::LiveOptions {
+            input: tma_stat::Input::Live(tma_stat::LiveOptions {
                 command: vec!["true".into()],
                 backend: cfg.stat_backend.clone(),
                 ..Default::default()
-            },
+            }),
             ..Default::default()
         };
         let outcome = tma_stat::run(&stat, &mut tma_stat::Discard, &mut std::io::sink()).unwrap();
@@ -542,11 +542,11 @@ mod tests {
         let cfg = LocateConfig::default();
         let launch = Target::Launch(vec!["echo".into(), "hi".into()]);
         let (stat, shown) = quick_stat_config(&cfg, &launch, None);
-        assert_eq!(stat.live.command_stdout, CommandStdout::Null);
-        assert_eq!(stat.live.command, ["echo", "hi"]);
+        assert_eq!(stat.live().unwrap().command_stdout, CommandStdout::Null);
+        assert_eq!(stat.live().unwrap().command, ["echo", "hi"]);
         assert_eq!(shown.join(" "), "stat -l 3 -- echo hi");
         let (stat, _) = quick_stat_config(&cfg, &Target::Pid(42), None);
-        assert_eq!(stat.live.command_stdout, CommandStdout::Inherit);
-        assert_eq!(stat.live.pids, [42]);
+        assert_eq!(stat.live().unwrap().command_stdout, CommandStdout::Inherit);
+        assert_eq!(stat.live().unwrap().pids, [42]);
     }
 }

@@ -123,8 +123,8 @@ impl ServeConfig {
                 self.interval
             )));
         }
-        let (input, live) = match &self.source {
-            Source::Replay(p) => (Input::Import(p.clone()), LiveOptions::default()),
+        let input = match &self.source {
+            Source::Replay(p) => Input::Import(p.clone()),
             Source::Live { cpu_list, cgroups } => {
                 if self.per_cpu && !cgroups.is_empty() {
                     return Err(ServeError::Usage(
@@ -133,16 +133,13 @@ impl ServeConfig {
                             .into(),
                     ));
                 }
-                (
-                    Input::Live,
-                    LiveOptions {
-                        all_cpus: cgroups.is_empty() && cpu_list.is_none(),
-                        cpu_list: cpu_list.clone(),
-                        cgroups: cgroups.clone(),
-                        interval_ms: Some(ms),
-                        ..LiveOptions::default()
-                    },
-                )
+                Input::Live(LiveOptions {
+                    all_cpus: cgroups.is_empty() && cpu_list.is_none(),
+                    cpu_list: cpu_list.clone(),
+                    cgroups: cgroups.clone(),
+                    interval_ms: Some(ms),
+                    ..LiveOptions::default()
+                })
             }
         };
         Ok(StatConfig {
@@ -152,7 +149,6 @@ impl ServeConfig {
             nodes: self.nodes.clone(),
             metrics: self.metrics.clone(),
             metric_groups: self.metric_groups.clone(),
-            live,
             host: self.host.clone(),
             ..StatConfig::default()
         })
@@ -317,10 +313,9 @@ enum Start {
 /// An exporter streams intervals: live counting needs `-I`, and the settings that need a
 /// whole run are refused before anything is counted.
 fn check_streamable(cfg: &StatConfig) -> Result<(), StatError> {
-    if cfg.input != Input::Live {
+    let Some(l) = cfg.live() else {
         return Ok(());
-    }
-    let l = &cfg.live;
+    };
     if l.interval_ms.is_none() {
         return Err(StatError::Usage(
             "watching live counts needs an interval (-I MS)".into(),

@@ -42,17 +42,26 @@ use tma_perf::host::Host;
 
 use crate::error::usage;
 
-/// What to analyse.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// What to analyse: count live, or read a recording. Live settings exist only with
+/// [`Input::Live`], so a recording cannot be given a target, an interval or `--record`.
+// One config per run: the size of the live variant costs nothing, and a plain value keeps
+// building and matching it simple.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Input {
-    /// Count live (the target is in [`LiveOptions`]).
-    #[default]
-    Live,
+    /// Count live: the target and how.
+    Live(LiveOptions),
     /// Read a recording: `perf stat -x,` CSV, `perf stat -j` JSON or a `tma stat --record`
     /// snapshot.
     Import(PathBuf),
     /// The bundled example recording (synthetic Zen 4 counts of a SHA-256 run).
     Example,
+}
+
+impl Default for Input {
+    fn default() -> Self {
+        Input::Live(LiveOptions::default())
+    }
 }
 
 /// Where live counts come from.
@@ -123,7 +132,6 @@ pub struct StatConfig {
     /// `-B/--bottlenecks`: the `Bottleneck_*` costs as a ranked list.
     pub bottlenecks: bool,
     pub render: RenderOptions,
-    pub live: LiveOptions,
     /// The `/sys` and `/proc` roots; this machine's CPU is read from its `cpuinfo`.
     pub host: Host,
     /// The command line a `--record` snapshot stores.
@@ -133,7 +141,7 @@ pub struct StatConfig {
 impl Default for StatConfig {
     fn default() -> Self {
         StatConfig {
-            input: Input::Live,
+            input: Input::default(),
             cpu: None,
             level: 1,
             nodes: Vec::new(),
@@ -143,7 +151,6 @@ impl Default for StatConfig {
             metric_groups: Vec::new(),
             bottlenecks: false,
             render: RenderOptions::default(),
-            live: LiveOptions::default(),
             host: Host::system(),
             command_line: Vec::new(),
         }
@@ -200,16 +207,15 @@ pub fn run(
     notes: &mut dyn Write,
 ) -> Result<Outcome, StatError> {
     match &cfg.input {
-        Input::Live => {
+        Input::Live(live) => {
             if cfg.smt.is_some() {
                 return Err(usage(
                     "--smt describes an imported recording; live runs read the topology themselves",
                 ));
             }
-            session::run_live(cfg, &cfg.live, sink, notes)
+            session::run_live(cfg, live, sink, notes)
         }
         Input::Example => {
-            check_import_flags(&cfg.live)?;
             let mut c = cfg.clone();
             c.cpu.get_or_insert_with(|| "zen4".into());
             if c.level == 1 {
@@ -222,20 +228,17 @@ pub fn run(
             )?;
             import::run_perf_stat(&c, EXAMPLE_CSV, EXAMPLE_NAME, sink, notes)
         }
-        Input::Import(path) => {
-            check_import_flags(&cfg.live)?;
-            match open_import(cfg, path)? {
-                ImportSource::Stream(input, file) => {
-                    import::run_perf_stat(cfg, input, &file, sink, notes)
-                }
-                ImportSource::Whole(FileInput::PerfStat(bytes, file)) => {
-                    import::run_perf_stat(cfg, &bytes[..], &file, sink, notes)
-                }
-                ImportSource::Whole(FileInput::Snapshot(snap)) => {
-                    session::replay(cfg, *snap, sink, notes)
-                }
+        Input::Import(path) => match open_import(cfg, path)? {
+            ImportSource::Stream(input, file) => {
+                import::run_perf_stat(cfg, input, &file, sink, notes)
             }
-        }
+            ImportSource::Whole(FileInput::PerfStat(bytes, file)) => {
+                import::run_perf_stat(cfg, &bytes[..], &file, sink, notes)
+            }
+            ImportSource::Whole(FileInput::Snapshot(snap)) => {
+                session::replay(cfg, *snap, sink, notes)
+            }
+        },
     }
 }
 
@@ -264,7 +267,7 @@ pub struct Evaluated {
 /// `--repeat` run of a snapshot (where `tma stat` prints their mean). Notes go to `notes`.
 /// Live counting is not a recording: an error.
 pub fn evaluate(cfg: &StatConfig, notes: &mut dyn Write) -> Result<Evaluated, StatError> {
-    if cfg.input == Input::Live {
+    if matches!(cfg.input, Input::Live(_)) {
         return Err(usage(
             "evaluate reads a recording: give a perf stat file or a --record snapshot",
         ));
@@ -340,37 +343,45 @@ pub(crate) fn open_import(cfg: &StatConfig, path: &Path) -> Result<ImportSource,
     Ok(ImportSource::Whole(document_input(cfg, bytes, file)?))
 }
 
-/// Live-only settings make no sense with a recording: say so instead of ignoring them.
-pub(crate) fn check_import_flags(a: &LiveOptions) -> Result<(), StatError> {
-    let mut bad: Vec<&str> = Vec::new();
-    if !a.command.is_empty() {
-        bad.push("-- CMD");
-    }
-    for (set, name) in [
-        (!a.pids.is_empty(), "-p"),
-        (!a.tids.is_empty(), "-t"),
-        (a.all_cpus, "-a"),
-        (a.cpu_list.is_some(), "-C"),
-        (!a.cgroups.is_empty(), "-G"),
-        (a.interval_ms.is_some(), "-I"),
-        (a.per_core, "--per-core"),
-        (a.per_thread, "--per-thread"),
-        (a.record.is_some(), "--record"),
-        (a.no_multiplex, "--no-multiplex"),
-        (a.repeat.is_some(), "--repeat"),
-        (a.drilldown, "--drilldown"),
-        (a.duration_s.is_some(), "--duration"),
-        (!a.events.is_empty(), "-e"),
-    ] {
-        if set {
-            bad.push(name);
+impl StatConfig {
+    /// The live settings, when counting live.
+    pub fn live(&self) -> Option<&LiveOptions> {
+        match &self.input {
+            Input::Live(l) => Some(l),
+            _ => None,
         }
     }
-    if !bad.is_empty() {
-        return Err(usage(format!(
-            "--import reads a recording and cannot be combined with {} (those are for live counting)",
-            bad.join(", ")
-        )));
+}
+
+impl LiveOptions {
+    /// The options of live counting that are set, as `tma stat` spells them (a front end
+    /// that reads a recording refuses them by name).
+    pub fn flags_set(&self) -> Vec<&'static str> {
+        let a = self;
+        let mut set_flags: Vec<&'static str> = Vec::new();
+        if !a.command.is_empty() {
+            set_flags.push("-- CMD");
+        }
+        for (set, name) in [
+            (!a.pids.is_empty(), "-p"),
+            (!a.tids.is_empty(), "-t"),
+            (a.all_cpus, "-a"),
+            (a.cpu_list.is_some(), "-C"),
+            (!a.cgroups.is_empty(), "-G"),
+            (a.interval_ms.is_some(), "-I"),
+            (a.per_core, "--per-core"),
+            (a.per_thread, "--per-thread"),
+            (a.record.is_some(), "--record"),
+            (a.no_multiplex, "--no-multiplex"),
+            (a.repeat.is_some(), "--repeat"),
+            (a.drilldown, "--drilldown"),
+            (a.duration_s.is_some(), "--duration"),
+            (!a.events.is_empty(), "-e"),
+        ] {
+            if set {
+                set_flags.push(name);
+            }
+        }
+        set_flags
     }
-    Ok(())
 }

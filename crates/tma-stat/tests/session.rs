@@ -30,7 +30,7 @@ fn has_core_pmu() -> bool {
 fn live_then_replay(mut cfg: StatConfig, replay: StatConfig) -> (String, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let snap = dir.path().join("s.json");
-    cfg.live.record = Some(snap.clone());
+    live_of(&mut cfg).record = Some(snap.clone());
     let (mut out, mut notes) = (Vec::new(), Vec::new());
     run(&cfg, &mut out, &mut notes).unwrap();
     let replay = StatConfig {
@@ -49,11 +49,11 @@ fn live_then_replay(mut cfg: StatConfig, replay: StatConfig) -> (String, String,
 fn command(argv: &[&str], cpu: Option<&str>, backend: BackendChoice) -> StatConfig {
     StatConfig {
         cpu: cpu.map(String::from),
-        live: LiveOptions {
+        input: Input::Live(LiveOptions {
             command: argv.iter().map(|s| s.to_string()).collect(),
             backend,
             ..Default::default()
-        },
+        }),
         ..Default::default()
     }
 }
@@ -75,7 +75,7 @@ fn software_record_replay_same_output() {
     );
     assert_eq!(live, replay);
     let mut cfg = command(&["sleep", "0.25"], None, BackendChoice::Live);
-    cfg.live.interval_ms = Some(100);
+    live_of(&mut cfg).interval_ms = Some(100);
     let (live, replay, _) = live_then_replay(cfg, StatConfig::default());
     assert!(live.contains("--- interval"), "{live}");
     assert_eq!(live, replay);
@@ -84,7 +84,7 @@ fn software_record_replay_same_output() {
 #[test]
 fn drilldown_record_replay_same_output() {
     let mut cfg = command(&["true"], Some("zen4"), zen4_synthetic());
-    cfg.live.drilldown = true;
+    live_of(&mut cfg).drilldown = true;
     let (live, replay, notes) = live_then_replay(cfg, StatConfig::default());
     assert_eq!(live.matches("AMD Zen 4").count(), 2, "{live}");
     assert!(notes.contains("tma: drill-down: 2 runs"), "{notes}");
@@ -94,7 +94,7 @@ fn drilldown_record_replay_same_output() {
 #[test]
 fn extra_events_record_replay_same_output() {
     let mut cfg = command(&["true"], Some("zen4"), zen4_synthetic());
-    cfg.live.events = vec!["ex_ret_ucode_ops,cs".into()];
+    live_of(&mut cfg).events = vec!["ex_ret_ucode_ops,cs".into()];
     let (live, replay, _) = live_then_replay(cfg, StatConfig::default());
     // 366e6 true count, read a quarter of the time (2 hardware groups) and scaled back.
     assert!(
@@ -104,7 +104,7 @@ fn extra_events_record_replay_same_output() {
     assert!(live.contains("  context-switches\n"), "{live}");
     assert_eq!(live, replay);
     let mut bad = command(&["true"], Some("zen4"), zen4_synthetic());
-    bad.live.events = vec!["no_such_event".into()];
+    live_of(&mut bad).events = vec!["no_such_event".into()];
     let e = run(&bad, &mut Vec::new(), &mut Vec::new()).unwrap_err();
     assert!(e.to_string().contains("unknown event"), "{e}");
 }
@@ -113,9 +113,9 @@ fn extra_events_record_replay_same_output() {
 fn per_core_record_replay_same_output() {
     let mut cfg = command(&[], Some("zen4"), zen4_synthetic());
     cfg.level = 2;
-    cfg.live.cpu_list = Some("0".into());
-    cfg.live.per_core = true;
-    cfg.live.duration_s = Some(1.0);
+    live_of(&mut cfg).cpu_list = Some("0".into());
+    live_of(&mut cfg).per_core = true;
+    live_of(&mut cfg).duration_s = Some(1.0);
     let (live, replay, _) = live_then_replay(cfg, StatConfig::default());
     assert!(live.contains(", core S"), "{live}");
     assert_eq!(live, replay);
@@ -140,7 +140,7 @@ fn interval_streams_in_every_format() {
         let mut cfg = command(&["true"], Some("zen4"), zen4_synthetic());
         cfg.level = 2;
         cfg.render = render.clone();
-        cfg.live.interval_ms = Some(100);
+        live_of(&mut cfg).interval_ms = Some(100);
         let replay = StatConfig {
             render,
             ..Default::default()
@@ -169,22 +169,22 @@ fn outcome_names_the_bottleneck() {
     assert_eq!(o.exit_status(), 0);
 }
 
-/// Flags that need a live target are refused with a recording, naming each flag.
+/// A recording cannot carry live settings (the input is one enum); a front end that reads
+/// both refuses them by the names `flags_set` gives.
 #[test]
-fn import_refuses_live_flags() {
-    let cfg = StatConfig {
-        input: Input::Example,
-        live: LiveOptions {
-            all_cpus: true,
-            interval_ms: Some(100),
-            ..Default::default()
-        },
+fn live_flags_are_named_for_a_front_end_to_refuse() {
+    let live = LiveOptions {
+        all_cpus: true,
+        interval_ms: Some(100),
         ..Default::default()
     };
-    let e = run(&cfg, &mut Vec::new(), &mut Vec::new())
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("-a, -I"), "{e}");
+    assert_eq!(live.flags_set(), ["-a", "-I"]);
+    assert!(LiveOptions::default().flags_set().is_empty());
+    let cfg = StatConfig {
+        input: Input::Example,
+        ..Default::default()
+    };
+    assert!(cfg.live().is_none());
 }
 
 /// The example streams through the same import path as a file and names its bottleneck.
@@ -210,15 +210,15 @@ fn progress_hears_each_live_run() {
     let dir = tempfile::tempdir().unwrap();
     let snap = dir.path().join("s.json");
     let mut cfg = command(&["true"], Some("zen4"), zen4_synthetic());
-    cfg.live.repeat = Some(2);
-    cfg.live.no_multiplex = true;
-    cfg.live.drilldown = true;
-    cfg.live.record = Some(snap.clone());
+    live_of(&mut cfg).repeat = Some(2);
+    live_of(&mut cfg).no_multiplex = true;
+    live_of(&mut cfg).drilldown = true;
+    live_of(&mut cfg).record = Some(snap.clone());
     let mut seen = Vec::new();
     let (mut out, mut notes) = (Vec::new(), Vec::new());
     run_with_progress(&cfg, &mut out, &mut notes, &mut |p| seen.push(p)).unwrap();
     let mut plain = cfg.clone();
-    plain.live.record = None;
+    live_of(&mut plain).record = None;
     let mut plain_out = Vec::new();
     run(&plain, &mut plain_out, &mut Vec::new()).unwrap();
     assert_eq!(out, plain_out, "the hook changes no output");
@@ -269,4 +269,12 @@ fn run_with_progress(
 ) -> Result<tma_stat::Outcome, tma_stat::StatError> {
     let mut sink = tma_stat::TreeOutput::new(out, &cfg.render).with_progress(progress);
     tma_stat::run(cfg, &mut sink, notes)
+}
+
+/// The live settings of a config made by [`command`].
+fn live_of(cfg: &mut StatConfig) -> &mut LiveOptions {
+    match &mut cfg.input {
+        Input::Live(l) => l,
+        other => panic!("not a live config: {other:?}"),
+    }
 }

@@ -127,12 +127,50 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<StatConfig> {
             )
         }
     };
+    let live = LiveOptions {
+        command: a.command.clone(),
+        pids: a.pid.clone(),
+        tids: a.tid.clone(),
+        all_cpus: a.all_cpus,
+        cpu_list: a.cpu_list.clone(),
+        cgroups: a.cgroup.clone(),
+        interval_ms: a.interval_ms,
+        per_core: a.per_core,
+        per_thread: a.per_thread,
+        record: a.record.clone(),
+        no_multiplex: a.no_multiplex,
+        repeat: a.repeat,
+        drilldown: a.drilldown,
+        duration_s: a.duration,
+        events: a.events.clone(),
+        backend,
+        ..LiveOptions::default()
+    };
+    let input = match (&a.import, a.example) {
+        (None, false) => Input::Live(live),
+        (recording, _) => {
+            // Live settings make no sense with a recording: say so instead of ignoring them.
+            let set = live.flags_set();
+            if !set.is_empty() {
+                anyhow::bail!(
+                    "{} reads a recording and cannot be combined with {} (those are for live \
+                     counting)",
+                    if recording.is_some() {
+                        "--import"
+                    } else {
+                        "--example"
+                    },
+                    set.join(", ")
+                );
+            }
+            match recording {
+                Some(p) => Input::Import(p.clone()),
+                None => Input::Example,
+            }
+        }
+    };
     Ok(StatConfig {
-        input: match (&a.import, a.example) {
-            (Some(p), _) => Input::Import(p.clone()),
-            (None, true) => Input::Example,
-            (None, false) => Input::Live,
-        },
+        input,
         cpu: a.cpu.cpu.clone(),
         level: a.tree.level,
         nodes: a.tree.nodes.clone(),
@@ -153,25 +191,6 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<StatConfig> {
             compact: a.compact,
             plot: a.plot.clone(),
         },
-        live: LiveOptions {
-            command: a.command.clone(),
-            pids: a.pid.clone(),
-            tids: a.tid.clone(),
-            all_cpus: a.all_cpus,
-            cpu_list: a.cpu_list.clone(),
-            cgroups: a.cgroup.clone(),
-            interval_ms: a.interval_ms,
-            per_core: a.per_core,
-            per_thread: a.per_thread,
-            record: a.record.clone(),
-            no_multiplex: a.no_multiplex,
-            repeat: a.repeat,
-            drilldown: a.drilldown,
-            duration_s: a.duration,
-            events: a.events.clone(),
-            backend,
-            ..LiveOptions::default()
-        },
         host: root.host(),
         command_line: std::env::args().collect(),
     })
@@ -189,7 +208,7 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     let progress = crate::progress::Lines::new("tma stat", long_run(&cfg));
     let outcome = crate::output::emit(args.output.as_deref(), |w| {
         let mut show = |p: tma_stat::RunStart| {
-            let msg = if cfg.live.drilldown {
+            let msg = if cfg.live().is_some_and(|l| l.drilldown) {
                 format!("drill-down step {}", p.step + 1)
             } else {
                 "run".to_string()
@@ -204,8 +223,8 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
 
 /// Live runs that run the target more than once (or step by step) show progress.
 fn long_run(cfg: &StatConfig) -> bool {
-    cfg.input == Input::Live
-        && (cfg.live.drilldown || cfg.live.no_multiplex || cfg.live.repeat.is_some_and(|n| n > 1))
+    cfg.live()
+        .is_some_and(|l| l.drilldown || l.no_multiplex || l.repeat.is_some_and(|n| n > 1))
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ pub(super) fn software(
         )?;
     }
     let stream = s.interval_mode() && !s.breakdown() && s.repeat() == 1;
-    s.opts.stream_only = stream && s.cfg.live.record.is_none();
+    s.opts.stream_only = stream && s.cfg.live().is_none_or(|l| l.record.is_none());
     let target = s.target.clone();
     let reason = s.note.clone().map(|n| {
         n.strip_prefix("hardware counters not available: ")

@@ -133,7 +133,7 @@ pub(super) fn count_step_into(
 ) -> Result<(Vec<Measurement>, Option<Bottleneck>), StatError> {
     let stream = s.interval_mode() && s.repeat() == 1 && !s.breakdown();
     // Streamed intervals are not kept unless a snapshot is to hold them.
-    s.opts.stream_only = stream && s.cfg.live.record.is_none();
+    s.opts.stream_only = stream && s.cfg.live().is_none_or(|l| l.record.is_none());
     let eval = TreeEval::new(info)?;
     let target = s.target.clone();
     let start = || Start::Tree {

@@ -22,6 +22,7 @@ use crate::process::{CommandStdout, HeldChild};
 use crate::readings::{Interval, Reading, ReadingStatus};
 use crate::sys;
 use crate::sysfs::Pmus;
+use tma_sys::process::Exit;
 
 /// What to count.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -616,20 +617,20 @@ fn read_deltas(
 }
 
 /// Stop a launched child that is still running: SIGTERM, a grace period, SIGKILL; reap it.
-fn stop_child(pid: i32, pidfd: Option<&OwnedFd>) -> Option<sys::Exit> {
-    if let Ok(Some(e)) = sys::wait_pid(pid, true) {
+fn stop_child(pid: i32, pidfd: Option<&OwnedFd>) -> Option<Exit> {
+    if let Ok(Some(e)) = tma_sys::process::wait(pid, true) {
         return Some(e);
     }
-    let _ = sys::kill(pid, libc::SIGTERM);
+    let _ = tma_sys::process::kill(pid, libc::SIGTERM);
     if let Some(fd) = pidfd {
         let _ = sys::poll_readable(&[fd], 500);
     }
-    if let Ok(Some(e)) = sys::wait_pid(pid, true) {
+    if let Ok(Some(e)) = tma_sys::process::wait(pid, true) {
         return Some(e);
     }
-    let _ = sys::kill(pid, libc::SIGKILL);
+    let _ = tma_sys::process::kill(pid, libc::SIGKILL);
     loop {
-        match sys::wait_pid(pid, false) {
+        match tma_sys::process::wait(pid, false) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Ok(e) => return e,
             Err(_) => return None,
@@ -687,7 +688,9 @@ fn attach(target: &Target, opts: &RunOptions) -> Result<Attached, RunError> {
                 for tid in tids {
                     pts.push(AttachPoint::task(tid));
                 }
-                watch.push(sys::pidfd_open(pid).map_err(|_| RunError::NoSuchProcess(pid))?);
+                watch.push(
+                    tma_sys::process::pidfd_open(pid).map_err(|_| RunError::NoSuchProcess(pid))?,
+                );
             }
             (pts, AttachMode::PROCESS)
         }
@@ -797,7 +800,7 @@ fn count_until_end(
         if fds.is_empty() {
             if let Some((held, None)) = &child {
                 // No pidfd (old kernel): poll the child every 50 ms.
-                match sys::wait_pid(held.pid(), true) {
+                match tma_sys::process::wait(held.pid(), true) {
                     Ok(Some(e)) => {
                         ending = exit_ending(e);
                         *child = None;
@@ -818,7 +821,7 @@ fn count_until_end(
         if let Some((held, Some(_))) = &child {
             if ready[0] {
                 let e = loop {
-                    match sys::wait_pid(held.pid(), false) {
+                    match tma_sys::process::wait(held.pid(), false) {
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                         Ok(Some(e)) => break Some(e),
                         _ => break None,
@@ -877,7 +880,7 @@ impl Backend for Live {
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
         if let Some((held, pidfd)) = child.as_mut() {
-            *pidfd = sys::pidfd_open(held.pid()).ok();
+            *pidfd = tma_sys::process::pidfd_open(held.pid()).ok();
             if let Err(source) = held.release() {
                 return Err(RunError::Exec {
                     cmd: match target {
@@ -927,10 +930,10 @@ impl Backend for Live {
     }
 }
 
-fn exit_ending(e: sys::Exit) -> Ending {
+fn exit_ending(e: Exit) -> Ending {
     match e {
-        sys::Exit::Code(c) => Ending::Exited(c),
-        sys::Exit::Signal(s) => Ending::Signaled(s),
+        Exit::Code(c) => Ending::Exited(c),
+        Exit::Signal(s) => Ending::Signaled(s),
     }
 }
 

@@ -37,7 +37,7 @@ pub fn open_cycles() -> Result<Cycles, String> {
 pub fn available(clock: crate::ClockKind) -> Result<(), String> {
     match clock {
         crate::ClockKind::Msr => {
-            let (vendor, _, _) = crate::sys::cpu_signature();
+            let vendor = tma_sys::cpu::vendor();
             let cpu = crate::sys::current_cpu().unwrap_or(0);
             tma_perf::msr::MsrSetup::system()
                 .check(cpu, &vendor, false)

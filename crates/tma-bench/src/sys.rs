@@ -19,13 +19,15 @@ fn last_err() -> io::Error {
 /// `iters` in rdi, the memory buffer in rsi, TSC ticks back in rax); `buffer` is the start of
 /// the memory buffer, with the pool page below it.
 ///
-/// The caller is the measuring child of [`crate::engine`]: bodies are refused by
-/// `plan::check_safe` when they branch or write rsp/r14/r15, and faults are caught by
-/// [`install_fault_handlers`] in the forked child, which then exits.
+/// Two callers, each with its reason why the body may run: the measuring child of
+/// [`crate::engine`] (bodies refused by `plan::check_safe` when they branch or write
+/// rsp/r14/r15, faults caught by [`install_fault_handlers`] in a forked child that then
+/// exits), and [`crate::jitloop::JitLoop::run`] (whose `unsafe` constructor's caller vouched
+/// for the body).
 pub fn call_harness(code: &ExecCode, offset: usize, iters: u64, buffer: *mut u8) -> u64 {
     // SAFETY: the image was built by `harness::build_image`, which pushes and pops every
     // callee-saved register it uses, keeps rsp balanced, clears the vector state it touched
-    // and returns in rax; the body was validated and runs in the forked child as described
+    // and returns in rax; the body's own conduct is vouched for by the callers as described
     // above, and `buffer` is a live mapping of at least the pool page below and the memory
     // buffer above it, owned by the caller for the duration of the call.
     unsafe { code.call(offset, iters, buffer) }

@@ -79,7 +79,6 @@ const MLOCK: &str = "the perf ring buffers exceed this user's locked-memory allo
 const MSR_DRIVER: &str = "load the msr driver: `sudo modprobe msr`";
 const MSR_ROOT: &str = "run tma with sudo (programming a counter needs CAP_SYS_RAWIO and write \
     access to /dev/cpu/N/msr)";
-const MSR_OFFLINE: &str = "that CPU is offline: pick one listed in /sys/devices/system/cpu/online";
 const KVM_MODULE: &str = "load KVM: `sudo modprobe kvm_intel` (or kvm_amd); in a VM, enable \
     nested virtualization first";
 const KVM_GROUP: &str =
@@ -105,7 +104,6 @@ pub fn advice(op: Op, errno: i32) -> Option<&'static str> {
         (RingMmap, EPERM) => MLOCK,
         (MsrOpen, ENOENT) => MSR_DRIVER,
         (MsrOpen, EACCES | EPERM) => MSR_ROOT,
-        (MsrOpen, ENXIO) => MSR_OFFLINE,
         (KvmOpen, ENOENT | ENODEV | ENXIO) => KVM_MODULE,
         (KvmOpen, EACCES | EPERM) => KVM_GROUP,
         (TracefsMount, EPERM | EACCES) => TRACEFS_ROOT,
@@ -151,7 +149,6 @@ mod tests {
         (Op::MsrOpen, ENOENT, "modprobe msr"),
         (Op::MsrOpen, EACCES, "sudo"),
         (Op::MsrOpen, EPERM, "sudo"),
-        (Op::MsrOpen, ENXIO, "offline"),
         (Op::KvmOpen, ENOENT, "modprobe kvm_intel"),
         (Op::KvmOpen, ENODEV, "modprobe kvm_intel"),
         (Op::KvmOpen, ENXIO, "modprobe kvm_intel"),

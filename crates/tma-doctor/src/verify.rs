@@ -856,7 +856,8 @@ pub fn measure(exe: Option<&std::path::Path>) -> io::Result<Recorded> {
         Ok(g) => g,
         Err(e) => {
             rec.no_pmu = Some(format!(
-                "perf_event_open of instructions:u and branches:u failed: {e}"
+                "perf_event_open of instructions:u and branches:u failed: {}",
+                tma_sys::advice::explain(tma_sys::advice::Op::PerfOpenUser, &e)
             ));
             return Ok(rec);
         }

@@ -13,10 +13,11 @@ pub fn explain_open_error(e: &io::Error, paranoid: Option<i32>) -> String {
         Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) => {
             "no hardware PMU (cycles event not supported)".to_string()
         }
+        // A user-space-only counter of the calling thread.
         Some(libc::EACCES) | Some(libc::EPERM) => format!(
-            "permission denied opening the cycles event (perf_event_paranoid={}); run as root or \
-             `sysctl kernel.perf_event_paranoid=1`",
-            paranoid.map_or("?".to_string(), |p| p.to_string())
+            "permission denied opening the cycles event (perf_event_paranoid is {}): {}",
+            paranoid.map_or("unknown".to_string(), |p| p.to_string()),
+            tma_sys::advice::permission(tma_sys::advice::Op::PerfOpenUser)
         ),
         _ => format!("cannot open the cycles event: {e}"),
     }
@@ -37,7 +38,7 @@ pub fn open_cycles() -> Result<Cycles, String> {
 pub fn available(clock: crate::ClockKind) -> Result<(), String> {
     match clock {
         crate::ClockKind::Msr => {
-            let (vendor, _, _) = crate::sys::cpu_signature();
+            let vendor = tma_sys::cpu::vendor();
             let cpu = crate::sys::current_cpu().unwrap_or(0);
             tma_perf::msr::MsrSetup::system()
                 .check(cpu, &vendor, false)
@@ -80,6 +81,11 @@ mod tests {
             "no hardware PMU (cycles event not supported)"
         );
         let e = io::Error::from_raw_os_error(libc::EACCES);
-        assert!(explain_open_error(&e, Some(3)).contains("perf_event_paranoid=3"));
+        let m = explain_open_error(&e, Some(3));
+        assert!(m.contains("perf_event_paranoid is 3"), "{m}");
+        assert!(
+            m.contains("sudo sysctl kernel.perf_event_paranoid=2"),
+            "{m}"
+        );
     }
 }

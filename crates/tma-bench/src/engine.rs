@@ -12,6 +12,8 @@ use crate::harness::{self, Image};
 use crate::stats;
 use crate::sys;
 use crate::{BenchError, ClockKind};
+use tma_sys::jit::ExecCode;
+use tma_sys::process::Exit;
 
 /// Methodology parameters (see /work/shared/MICROBENCH-METHOD.md and the crate docs).
 #[derive(Debug, Clone)]
@@ -204,14 +206,7 @@ pub struct Layout {
     pub chase: Option<Chase>,
 }
 
-/// The pointer-chase ring of a [`Layout`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Chase {
-    /// Bytes of the buffer the ring covers (a multiple of 64, at least 64).
-    pub len: usize,
-    /// Offset within each line of the pointer (the load's displacement).
-    pub offset: usize,
-}
+pub use crate::harness::Chase;
 
 impl Layout {
     pub fn new(images: Vec<Image>) -> Layout {
@@ -347,7 +342,7 @@ pub fn run(
     // restored when `_msr` drops (after the child is reaped, also when it was killed) or on a
     // signal; the child only reads it with rdpmc.
     let (_msr, msr_error) = if clocks.contains(&ClockKind::Msr) {
-        let (vendor, _, _) = sys::cpu_signature();
+        let vendor = tma_sys::cpu::vendor();
         match tma_perf::msr::ProgrammedCounter::program(&method.msr, cpu, &vendor, method.force) {
             Ok(c) => (Some(c), None),
             Err(e) => (None, Some(e.to_string())),
@@ -378,18 +373,19 @@ pub fn run(
                 .map_err(|e| io("read from child", e))?;
             let mut out = Outcome::default();
             if !finished {
-                sys::kill_child(pid);
+                // Our own child, not yet reaped: the pid cannot have been reused.
+                let _ = tma_sys::process::kill(pid, libc::SIGKILL);
                 out.timed_out = true;
             }
-            let exit = sys::wait_child(pid).map_err(|e| io("waitpid", e))?;
+            let exit = tma_sys::process::wait_blocking(pid).map_err(|e| io("waitpid", e))?;
             parse_frames(&buf, &mut out);
             match exit {
-                sys::ChildExit::Code(0) => {}
-                sys::ChildExit::Code(3) if out.fault.is_some() => {}
-                sys::ChildExit::Code(c) => {
+                Exit::Code(0) => {}
+                Exit::Code(3) if out.fault.is_some() => {}
+                Exit::Code(c) => {
                     out.exit = Some(format!("measurement process exited with status {c}"))
                 }
-                sys::ChildExit::Signal(s) => {
+                Exit::Signal(s) => {
                     out.exit = Some(format!(
                         "measurement process killed by {}",
                         sys::signal_name(s)
@@ -441,7 +437,7 @@ impl Counter {
             Counter::Tsc => 0,
             Counter::Perf(c) => c.read().unwrap_or(0),
             Counter::Rdpmc(s) => s.read().unwrap_or(0),
-            Counter::Msr => sys::rdpmc(0),
+            Counter::Msr => tma_sys::cpu::rdpmc(0),
         }
     }
 
@@ -625,9 +621,11 @@ const DROP_MARGIN: f64 = 0.05;
 
 struct Child<'a> {
     /// [`CODE_COPIES`] mappings of the same images; `cur` is the one in use.
-    code: Vec<sys::Mapping>,
+    code: Vec<ExecCode>,
     cur: usize,
-    scratch: sys::Mapping,
+    /// The pool page and the memory buffer; `buffer` points at the latter (r14).
+    _scratch: memmap2::MmapMut,
+    buffer: *mut u8,
     layout: &'a Layout,
     jobs: &'a [Job],
     method: &'a Method,
@@ -660,9 +658,12 @@ impl Child<'_> {
 
     fn call(&self, img: usize, iters: u64, ctr: &mut Counter) -> (u64, u64) {
         let c0 = ctr.read();
-        // r14: the memory buffer, after the pool page.
-        let buf = self.scratch.as_mut_ptr().wrapping_add(harness::POOL_PAGE);
-        let t = self.code[self.cur].call(self.layout.offsets[img], iters, buf);
+        let t = sys::call_harness(
+            &self.code[self.cur],
+            self.layout.offsets[img],
+            iters,
+            self.buffer,
+        );
         let c1 = ctr.read();
         (t, ctr.delta(c0, c1))
     }
@@ -1033,38 +1034,22 @@ fn child_main(
     }
     let mut code = Vec::with_capacity(CODE_COPIES);
     for _ in 0..CODE_COPIES {
-        let mut c = match sys::Mapping::rw(layout.bytes.len()) {
-            Ok(m) => m,
-            Err(e) => fail(&wr, format!("mmap code buffer: {e}")),
-        };
-        if let Err(e) = c.write(0, &layout.bytes).and_then(|_| c.seal_exec()) {
-            fail(&wr, format!("prepare W^X code buffer: {e}"));
+        match ExecCode::new(&layout.bytes) {
+            Ok(c) => code.push(c),
+            Err(e) => fail(&wr, format!("prepare W^X code buffer: {e}")),
         }
-        code.push(c);
     }
-    let mut scratch = match sys::Mapping::rw(harness::POOL_PAGE + layout.mem) {
+    let mut scratch = match memmap2::MmapMut::map_anon(harness::POOL_PAGE + layout.mem) {
         Ok(m) => m,
         Err(e) => fail(
             &wr,
             format!("mmap the {} byte memory buffer: {e}", layout.mem),
         ),
     };
-    let _ = scratch.write(0, &layout.pool);
     // Touch the memory buffer so no page faults happen while timing (it is cache-warm after
     // the untimed runs of the autosizing).
-    for off in (0..layout.mem).step_by(1 << 16) {
-        let n = (layout.mem - off).min(1 << 16);
-        let _ = scratch.write(harness::POOL_PAGE + off, &vec![0u8; n]);
-    }
-    if let Some(c) = layout.chase {
-        let base = scratch.addr() + harness::POOL_PAGE as u64;
-        for (at, ptr) in harness::chase_ring(c.len, c.offset, base) {
-            let _ = scratch.write(harness::POOL_PAGE + at, &ptr.to_le_bytes());
-        }
-        // The chase starts at the first line ([`harness::CHASE_CURSOR`]).
-        let cursor = (harness::POOL_PAGE as i64 + i64::from(harness::CHASE_CURSOR)) as usize;
-        let _ = scratch.write(cursor, &base.to_le_bytes());
-    }
+    scratch[harness::POOL_PAGE..].fill(0);
+    let buffer = harness::fill_scratch(&mut scratch, &layout.pool, layout.chase);
     sys::set_fault_context(wr.as_raw_fd(), code[0].addr());
     if let Err(e) = sys::install_fault_handlers() {
         fail(&wr, format!("sigaction: {e}"));
@@ -1073,7 +1058,8 @@ fn child_main(
     let mut ch = Child {
         code,
         cur: 0,
-        scratch,
+        _scratch: scratch,
+        buffer,
         layout,
         jobs,
         method,

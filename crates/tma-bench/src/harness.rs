@@ -360,6 +360,32 @@ pub fn chase_ring(len: usize, offset: usize, base: u64) -> Vec<(usize, u64)> {
         .collect()
 }
 
+/// The pointer-chase ring of an image's memory buffer ([`chase_ring`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chase {
+    /// Bytes of the buffer the ring covers (a multiple of 64, at least 64).
+    pub len: usize,
+    /// Offset within each line of the pointer (the load's displacement).
+    pub offset: usize,
+}
+
+/// Prepare a scratch area (the pool page, then the memory buffer r14 points at) before the
+/// first call: the vector `pool` at its start and, for a pointer chase, the ring over the
+/// buffer with the chase cursor at the buffer's first line. Returns the buffer's address.
+pub fn fill_scratch(scratch: &mut [u8], pool: &[u8], chase: Option<Chase>) -> *mut u8 {
+    assert!(scratch.len() >= POOL_PAGE && pool.len() <= POOL_PAGE);
+    scratch[..pool.len()].copy_from_slice(pool);
+    let base = scratch[POOL_PAGE..].as_ptr() as u64;
+    if let Some(c) = chase {
+        for (at, ptr) in chase_ring(c.len, c.offset, base) {
+            scratch[POOL_PAGE + at..POOL_PAGE + at + 8].copy_from_slice(&ptr.to_le_bytes());
+        }
+        let cursor = (POOL_PAGE as i64 + i64::from(CHASE_CURSOR)) as usize;
+        scratch[cursor..cursor + 8].copy_from_slice(&base.to_le_bytes());
+    }
+    scratch[POOL_PAGE..].as_mut_ptr()
+}
+
 /// Which vector init a register class needs.
 pub fn vec_init_for(c: RegClass, high: bool) -> VecInit {
     match c {

@@ -6,6 +6,8 @@
 //! harness images at two unroll counts ([`harness`], pure bytes) -> a forked child pinned to
 //! one CPU runs them from a W^X buffer with faults caught ([`engine`], [`sys`]) -> statistics
 //! ([`stats`]) -> [`FormReport`]. One measurement is a sequence of stages in `measure`.
+//! [`jitloop`] builds one fixed body with the same harness and runs it in the caller's process,
+//! for callers that count it with their own counters (`tma doctor --verify`).
 //!
 //! The `tma bench` command: a clap-free [`BenchConfig`] -> [`run`] (every input of a body,
 //! `--bytes`, a `--file` list or a preset, with `--compare` references: [`compare`]) ->
@@ -73,6 +75,7 @@ pub mod clock;
 pub mod compare;
 pub mod engine;
 pub mod harness;
+pub mod jitloop;
 mod measure;
 pub mod plan;
 pub mod render;

@@ -557,8 +557,8 @@ fn plan_sentinel(planned: &mut Planned, instrs: &[Instruction]) -> Option<(usize
             .iter()
             .any(|d| plan::reg_file(d.reg) == Some(plan::RegFile::Vec))
     });
-    let (vendor, family, model) = sys::cpu_signature();
-    let expect = stats::sentinel_expect(&vendor, family, model, vector)?;
+    let cpu = tma_sys::cpu::signature();
+    let expect = stats::sentinel_expect(&cpu.vendor, cpu.family, cpu.model, vector)?;
     let ins = if vector {
         Instruction::with3(
             Code::VEX_Vpaddd_xmm_xmm_xmmm128,
@@ -818,8 +818,8 @@ fn figure(
 pub(crate) fn pipes() -> usize {
     static PIPES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *PIPES.get_or_init(|| {
-        let (vendor, family, model) = sys::cpu_signature();
-        stats::pipe_count(&vendor, family, model)
+        let cpu = tma_sys::cpu::signature();
+        stats::pipe_count(&cpu.vendor, cpu.family, cpu.model)
     })
 }
 

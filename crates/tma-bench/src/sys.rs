@@ -1,112 +1,36 @@
-//! The only module with `unsafe` in tma-bench: W^X code buffer, scratch memory, fork, CPU
-//! pinning, mlockall, signal capture, alarm, calling generated code, and the TSC.
-//! Every block carries a `// SAFETY:` comment.
-// unsafe allowed: mmap/mprotect, fork, pinning, mlockall, signals, calling generated code.
+//! The only module with `unsafe` in tma-bench: calling generated code, fork, signal capture,
+//! alarm, and the child's pipe. Every block carries a `// SAFETY:` comment. The W^X code
+//! buffer, CPUID, rdpmc, kill and waitpid are `tma_sys`'s; pinning, mlockall and the lock
+//! file are rustix calls (safe) kept here beside the rest of the child's set-up.
+// unsafe allowed: calling generated code, fork, signals, alarm, pipe read/write/poll.
 #![allow(unsafe_code)]
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
+use tma_sys::jit::ExecCode;
+
 fn last_err() -> io::Error {
     io::Error::last_os_error()
 }
 
-/// Anonymous memory mapping, unmapped on drop.
-pub struct Mapping {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Mapping {
-    /// Map `len` bytes read+write, zero-filled.
-    pub fn rw(len: usize) -> io::Result<Mapping> {
-        let len = len.max(1).div_ceil(4096) * 4096;
-        // SAFETY: anonymous private mapping with no address hint; the kernel picks the address
-        // and we check for MAP_FAILED before using it.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(last_err());
-        }
-        Ok(Mapping {
-            ptr: p as *mut u8,
-            len,
-        })
-    }
-
-    pub fn as_mut_ptr(&self) -> *mut u8 {
-        self.ptr
-    }
-
-    pub fn addr(&self) -> u64 {
-        self.ptr as u64
-    }
-
-    /// Copy `data` to `offset`. Only valid while the mapping is writable.
-    pub fn write(&mut self, offset: usize, data: &[u8]) -> io::Result<()> {
-        if offset.checked_add(data.len()).is_none_or(|e| e > self.len) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "write past mapping",
-            ));
-        }
-        // SAFETY: bounds checked above; the mapping is ours and RW until `seal_exec` (the
-        // caller only writes before sealing; after sealing the write would fault, never UB in
-        // Rust terms since the memory is not aliased by any Rust reference).
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(offset), data.len()) };
-        Ok(())
-    }
-
-    /// W^X: turn the mapping read+execute (no longer writable).
-    pub fn seal_exec(&mut self) -> io::Result<()> {
-        // SAFETY: ptr/len describe exactly the mapping we created.
-        let r = unsafe {
-            libc::mprotect(
-                self.ptr as *mut libc::c_void,
-                self.len,
-                libc::PROT_READ | libc::PROT_EXEC,
-            )
-        };
-        if r != 0 {
-            return Err(last_err());
-        }
-        Ok(())
-    }
-
-    /// Call generated code at `offset` with the harness ABI
-    /// `extern "sysv64" fn(iters: u64, scratch: *mut u8) -> u64`.
-    ///
-    /// The caller guarantees the mapping is sealed executable and that `offset` is the entry
-    /// of a harness produced by `harness::build_image` (which saves and restores all
-    /// callee-saved registers and the stack pointer).
-    pub fn call(&self, offset: usize, iters: u64, scratch: *mut u8) -> u64 {
-        assert!(offset < self.len);
-        // SAFETY: the harness follows the SysV ABI (callee-saved registers pushed/popped,
-        // rsp balanced, returns in rax); its body was validated not to branch, not to write
-        // rsp/r14/r15. Faults inside it are delivered as signals to the forked child, whose
-        // handler reports them and exits; the parent process never calls this.
-        unsafe {
-            let f: extern "sysv64" fn(u64, *mut u8) -> u64 =
-                std::mem::transmute(self.ptr.add(offset));
-            f(iters, scratch)
-        }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly the region mmap returned.
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
-    }
+/// Call the harness image at `offset` of `code` (`harness::build_image`'s ABI:
+/// `iters` in rdi, the memory buffer in rsi, TSC ticks back in rax); `buffer` is the start of
+/// the memory buffer, with the pool page below it.
+///
+/// Two callers, each with its reason why the body may run: the measuring child of
+/// [`crate::engine`] (bodies refused by `plan::check_safe` when they branch or write
+/// rsp/r14/r15, faults caught by [`install_fault_handlers`] in a forked child that then
+/// exits), and [`crate::jitloop::JitLoop::run`] (whose `unsafe` constructor's caller vouched
+/// for the body).
+pub fn call_harness(code: &ExecCode, offset: usize, iters: u64, buffer: *mut u8) -> u64 {
+    // SAFETY: the image was built by `harness::build_image`, which pushes and pops every
+    // callee-saved register it uses, keeps rsp balanced, clears the vector state it touched
+    // and returns in rax; the body's own conduct is vouched for by the callers as described
+    // above, and `buffer` is a live mapping of at least the pool page below and the memory
+    // buffer above it, owned by the caller for the duration of the call.
+    unsafe { code.call(offset, iters, buffer) }
 }
 
 /// Result of fork from the caller's point of view.
@@ -136,37 +60,27 @@ pub fn exit_now(code: i32) -> ! {
 
 /// Pin the calling thread to `cpu`.
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET operate on our local copy.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(last_err());
-        }
+    let mut set = rustix::thread::CpuSet::new();
+    if cpu >= rustix::thread::CpuSet::MAX_CPU {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
-    Ok(())
+    set.set(cpu);
+    Ok(rustix::thread::sched_setaffinity(None, &set)?)
 }
 
 /// CPUs this process may run on.
 pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: as above, plain data and a valid pointer/size pair.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return vec![0];
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect(),
+        Err(_) => vec![0],
     }
 }
 
 /// The CPU the caller runs on now.
 pub fn current_cpu() -> Option<usize> {
-    // SAFETY: no preconditions.
-    let c = unsafe { libc::sched_getcpu() };
-    (c >= 0).then_some(c as usize)
+    Some(rustix::thread::sched_getcpu())
 }
 
 /// mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT): pages are locked as they are touched, so
@@ -176,15 +90,11 @@ pub fn current_cpu() -> Option<usize> {
 /// 4.4 reject MCL_ONFAULT with EINVAL; then plain MCL_CURRENT | MCL_FUTURE is used. Failure
 /// is not fatal (the caller notes it).
 pub fn mlockall() -> io::Result<()> {
-    // SAFETY: no memory-safety preconditions.
-    if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT) } == 0 {
+    use rustix::mm::MlockAllFlags as F;
+    if rustix::mm::mlockall(F::CURRENT | F::FUTURE | F::ONFAULT).is_ok() {
         return Ok(());
     }
-    // SAFETY: as above.
-    if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
-        return Err(last_err());
-    }
-    Ok(())
+    Ok(rustix::mm::mlockall(F::CURRENT | F::FUTURE)?)
 }
 
 /// alarm(2) in the child: SIGALRM is caught by the fault handler and reported as a timeout.
@@ -363,41 +273,6 @@ pub fn read_until_eof(
     }
 }
 
-/// SIGKILL a child we forked.
-pub fn kill_child(pid: libc::pid_t) {
-    // SAFETY: pid is our own child (not yet reaped), so it cannot have been reused.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
-}
-
-/// How a child ended.
-#[derive(Debug, Clone, Copy)]
-pub enum ChildExit {
-    Code(i32),
-    Signal(i32),
-}
-
-/// waitpid(2) blocking for our child.
-pub fn wait_child(pid: libc::pid_t) -> io::Result<ChildExit> {
-    let mut status = 0;
-    loop {
-        // SAFETY: status is a valid out pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r < 0 {
-            let e = last_err();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        break;
-    }
-    if libc::WIFEXITED(status) {
-        Ok(ChildExit::Code(libc::WEXITSTATUS(status)))
-    } else {
-        Ok(ChildExit::Signal(libc::WTERMSIG(status)))
-    }
-}
-
 /// Signal name for messages.
 pub fn signal_name(sig: i32) -> &'static str {
     match sig {
@@ -429,61 +304,11 @@ impl FileLock {
             .open(path)?;
         let fd: OwnedFd = f.into();
         loop {
-            // SAFETY: fd is a valid open file descriptor we own.
-            let r = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX) };
-            if r == 0 {
-                return Ok(FileLock { _fd: fd });
-            }
-            let e = last_err();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
+            match rustix::fs::flock(&fd, rustix::fs::FlockOperation::LockExclusive) {
+                Ok(()) => return Ok(FileLock { _fd: fd }),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
             }
         }
     }
-}
-
-/// The CPU's vendor string (`AuthenticAMD`, `GenuineIntel`) and display family and model
-/// (CPUID leaf 0 and leaf 1, with the extended family/model fields folded in).
-#[allow(unused_unsafe)] // `__cpuid` is a safe fn on newer toolchains, unsafe on older ones.
-pub fn cpu_signature() -> (String, u32, u32) {
-    use std::arch::x86_64::__cpuid;
-    // SAFETY: CPUID is available on every x86-64 CPU; leaf 0 is always valid.
-    let l0 = unsafe { __cpuid(0) };
-    let mut v = Vec::with_capacity(12);
-    for r in [l0.ebx, l0.edx, l0.ecx] {
-        v.extend_from_slice(&r.to_le_bytes());
-    }
-    // SAFETY: leaf 1 exists on every x86-64 CPU (the maximum basic leaf is at least 1).
-    let l1 = unsafe { __cpuid(1) };
-    let base_family = (l1.eax >> 8) & 0xf;
-    let family = if base_family == 0xf {
-        base_family + ((l1.eax >> 20) & 0xff)
-    } else {
-        base_family
-    };
-    let mut model = (l1.eax >> 4) & 0xf;
-    if base_family == 0x6 || base_family == 0xf {
-        model |= ((l1.eax >> 16) & 0xf) << 4;
-    }
-    (String::from_utf8_lossy(&v).into_owned(), family, model)
-}
-
-/// `rdpmc` of general-purpose counter `idx` (after an lfence, so earlier instructions have
-/// completed). Raises #GP (SIGSEGV) unless user-space rdpmc is enabled (CR4.PCE); callers check
-/// `/sys/bus/event_source/devices/cpu/rdpmc` = 2 first ([`tma_perf::msr::MsrSetup::check`]).
-pub fn rdpmc(idx: u32) -> u64 {
-    let (lo, hi): (u32, u32);
-    // SAFETY: lfence and rdpmc touch no memory and only the named registers (ecx in, edx:eax
-    // out); a fault is a signal handled by the measuring child, not undefined behaviour.
-    unsafe {
-        std::arch::asm!(
-            "lfence",
-            "rdpmc",
-            in("ecx") idx,
-            out("eax") lo,
-            out("edx") hi,
-            options(nostack, nomem, preserves_flags)
-        );
-    }
-    (u64::from(hi) << 32) | u64::from(lo)
 }

@@ -1,6 +1,7 @@
 //! The individual checks.
 
 use tma_perf::host::CpuInfo;
+use tma_sys::advice::{self, Op};
 
 use crate::{Check, CpuidFacts, DoctorReport, Roots, Status};
 
@@ -132,7 +133,9 @@ fn paranoid_check(f: &Facts) -> Check {
         Some(_) => "this process has neither CAP_PERFMON nor CAP_SYS_ADMIN".into(),
         None => "capabilities unknown (no CapEff in /proc/self/status)".into(),
     };
-    let fix_paranoid = Some("echo 0 > /proc/sys/kernel/perf_event_paranoid  (persist: `sysctl -w kernel.perf_event_paranoid=0` in /etc/sysctl.d/)".to_string());
+    // Level 0: per-process with the kernel, and whole CPUs (-a); tracepoints need more (tma kvm
+    // says what when it is refused).
+    let fix_paranoid = Some(advice::permission(Op::PerfOpenCpu).to_string());
     match paranoid {
         None => check(
             "paranoid",
@@ -258,7 +261,7 @@ fn nmi_watchdog_check(f: &Facts) -> Check {
             Status::Warning,
             format!("NMI watchdog on ({v}): it takes one general-purpose counter"),
             "The hard-lockup detector keeps a cycles event on one counter of every CPU, so TMA groups get one counter less and multiplex more.",
-            Some("echo 0 > /proc/sys/kernel/nmi_watchdog  (persist: kernel.nmi_watchdog=0 in /etc/sysctl.d/)".into()),
+            Some(advice::NMI_WATCHDOG_OFF.to_string()),
         ),
         Err(_) => check(
             "nmi_watchdog",

@@ -3,7 +3,7 @@
 //! Two halves, joined by [`Recorded`] (the counts, serializable):
 //! * [`measure`] takes the counts on this machine: software events of the calling thread
 //!   against what the kernel reports by other means (thread CPU time, `getrusage`), and,
-//!   when a hardware PMU can be opened, JIT-built loops (`tma_bench::harness`) whose retired
+//!   when a hardware PMU can be opened, JIT-built loops (`tma_bench::jitloop`) whose retired
 //!   instructions and branches are known exactly, counted user-only around the call through
 //!   `tma_perf::selfcount` (our own perf_event_open path), plus the same loop under more
 //!   counters than the PMU has (multiplexing);
@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 use tma_perf::event::SoftwareEvent;
 use tma_perf::selfcount::{self, SelfGroup};
 
-use crate::verify_sys::{self, JitCode};
+use tma_bench::jitloop::{JitLoop, LoopBody, DEFAULT_MEM, MAX_MEM};
+
+use crate::verify_sys;
 
 /// Schema of the recorded counts file (`--record` / `--replay`).
 pub const RECORDED_SCHEMA: &str = "tma.doctor.verify";
@@ -589,20 +591,24 @@ impl LoopSpec {
         UNROLL * self.branches_per_copy + 1
     }
 
-    /// The harness image bytes (`tma_bench::harness::build_image`, no register init).
+    /// What runs: the copy, unrolled [`UNROLL`] times, no register init, the default buffer.
+    pub fn body(&self) -> LoopBody<'static> {
+        LoopBody {
+            copy: self.copy,
+            unroll: UNROLL as usize,
+            init: &[],
+            mem: DEFAULT_MEM,
+            chase: None,
+        }
+    }
+
+    /// The harness image bytes ([`LoopBody::image`]).
     pub fn image(&self) -> io::Result<Vec<u8>> {
-        let copy = tma_bench::harness::Copy {
-            insns: self.copy.iter().map(|b| b.to_vec()).collect(),
-        };
-        tma_bench::harness::build_image(
-            &[copy],
-            UNROLL as usize,
-            &tma_bench::harness::Regs::values(&[]),
-            tma_bench::harness::VecInit::None,
-            false,
-        )
-        .map(|i| i.bytes)
-        .map_err(|e| io::Error::other(e.to_string()))
+        self.body().image()
+    }
+
+    fn load(&self) -> io::Result<JitLoop> {
+        verify_sys::load(&self.body())
     }
 }
 
@@ -614,15 +620,6 @@ const REPEAT: usize = 3;
 const MUX_ITERS: u64 = 2_000_000;
 const MUX_COUNTERS: usize = 12;
 
-/// The harness's scratch mapping: the vector pool page, then a `mem`-byte buffer (r14 points
-/// at the buffer; see `tma_bench::harness`).
-fn scratch(mem: usize) -> Vec<u8> {
-    let mut s = vec![0u8; tma_bench::harness::POOL_PAGE + mem];
-    let pool = tma_bench::harness::pool_bytes();
-    s[..pool.len()].copy_from_slice(&pool);
-    s
-}
-
 /// Run one of [`LOOPS`] for `iters` iterations (`tma doctor --run-loop NAME --iters N`: the
 /// process `perf stat` counts for the side-by-side check).
 pub fn run_loop(name: &str, iters: u64) -> io::Result<()> {
@@ -633,8 +630,7 @@ pub fn run_loop(name: &str, iters: u64) -> io::Result<()> {
             format!("no loop {name:?}: choose from {}", names.join(", ")),
         )
     })?;
-    let code = JitCode::new(&spec.image()?)?;
-    code.call(iters.max(1), &mut scratch(tma_bench::harness::DEFAULT_MEM));
+    spec.load()?.run(iters.max(1));
     Ok(())
 }
 
@@ -660,7 +656,7 @@ const BT_RAX_63: &[u8] = &[0x48, 0x0f, 0xba, 0xe0, 0x3f];
 const JC_NEXT: &[u8] = &[0x72, 0x00];
 
 /// Bytes of the pointer-chase buffer (the bench's largest `--mem`).
-pub const CHASE_BYTES: usize = tma_bench::harness::MAX_MEM;
+pub const CHASE_BYTES: usize = MAX_MEM;
 
 pub const KERNELS: [KernelSpec; 3] = [
     KernelSpec {
@@ -694,54 +690,29 @@ pub fn run_kernel(name: &str) -> io::Result<()> {
             format!("no kernel {name:?}: choose from {}", names.join(", ")),
         )
     })?;
-    let reg = |n: &str| {
-        tma_bench::asm::register_by_name(n)
-            .ok_or_else(|| io::Error::other(format!("no register {n}")))
-    };
-    let rax = reg("rax")?;
-    let (gprs, mem, chase) = match spec.name {
-        "pointer_chase_1g" => (Vec::new(), CHASE_BYTES, Some(rax)),
+    let (init, mem, chase): (&[(&str, u64)], usize, Option<&str>) = match spec.name {
+        "pointer_chase_1g" => (&[], CHASE_BYTES, Some("rax")),
         "random_branch" => (
-            vec![
-                (rax, 0x1234_5678_9abc_def1),
-                (reg("rbx")?, 6_364_136_223_846_793_005),
-                (reg("rcx")?, 1_442_695_040_888_963_407),
+            &[
+                ("rax", 0x1234_5678_9abc_def1),
+                ("rbx", 6_364_136_223_846_793_005),
+                ("rcx", 1_442_695_040_888_963_407),
             ],
-            tma_bench::harness::DEFAULT_MEM,
+            DEFAULT_MEM,
             None,
         ),
-        _ => (vec![(rax, 3)], tma_bench::harness::DEFAULT_MEM, None),
+        _ => (&[("rax", 3)], DEFAULT_MEM, None),
     };
-    let mut buf = scratch(mem);
-    if chase.is_some() {
-        // The bench's ring: one pointer per line, a random single cycle from the first line;
-        // the chased register starts from the cursor below the buffer.
-        let page = tma_bench::harness::POOL_PAGE;
-        let base = buf[page..].as_ptr() as u64;
-        for (at, ptr) in tma_bench::harness::chase_ring(mem, 0, base) {
-            buf[page + at..page + at + 8].copy_from_slice(&ptr.to_le_bytes());
-        }
-        let cursor = (page as i64 + i64::from(tma_bench::harness::CHASE_CURSOR)) as usize;
-        buf[cursor..cursor + 8].copy_from_slice(&base.to_le_bytes());
-    }
-    let copy = tma_bench::harness::Copy {
-        insns: spec.copy.iter().map(|b| b.to_vec()).collect(),
-    };
-    let regs = tma_bench::harness::Regs {
-        gprs: &gprs,
-        addr: &[],
+    // The pointer chase follows the bench's ring: one pointer per line, a random single cycle
+    // from the first line.
+    let body = LoopBody {
+        copy: spec.copy,
+        unroll: UNROLL as usize,
+        init,
+        mem,
         chase,
     };
-    let image = tma_bench::harness::build_image(
-        &[copy],
-        UNROLL as usize,
-        &regs,
-        tma_bench::harness::VecInit::None,
-        false,
-    )
-    .map_err(|e| io::Error::other(e.to_string()))?;
-    let code = JitCode::new(&image.bytes)?;
-    code.call(spec.iters, &mut buf);
+    verify_sys::load(&body)?.run(spec.iters);
     Ok(())
 }
 
@@ -886,15 +857,15 @@ pub fn measure(exe: Option<&std::path::Path>) -> io::Result<Recorded> {
         Ok(g) => g,
         Err(e) => {
             rec.no_pmu = Some(format!(
-                "perf_event_open of instructions:u and branches:u failed: {e}"
+                "perf_event_open of instructions:u and branches:u failed: {}",
+                tma_sys::advice::explain(tma_sys::advice::Op::PerfOpenUser, &e)
             ));
             return Ok(rec);
         }
     };
-    let mut scratch = scratch(tma_bench::harness::DEFAULT_MEM);
     let mut intercepts = Vec::new();
     for spec in &LOOPS {
-        let code = JitCode::new(&spec.image()?)?;
+        let mut code = spec.load()?;
         let mut lc = LoopCounts {
             name: spec.name.into(),
             per_iter_instructions: spec.per_iter_instructions(),
@@ -906,7 +877,7 @@ pub fn measure(exe: Option<&std::path::Path>) -> io::Result<Recorded> {
         for (k, &iters) in EXACT_ITERS.iter().enumerate() {
             for _ in 0..REPEAT {
                 group.start()?;
-                code.call(iters, &mut scratch);
+                code.run(iters);
                 group.stop()?;
                 let r = group.read()?;
                 lc.instructions[k] = lc.instructions[k].min(r.values[0].0);
@@ -920,10 +891,7 @@ pub fn measure(exe: Option<&std::path::Path>) -> io::Result<Recorded> {
         rec.loops.push(lc);
     }
     drop(group);
-    rec.multiplex = Some(measure_multiplex(
-        &mut scratch,
-        intercepts.first().copied(),
-    )?);
+    rec.multiplex = Some(measure_multiplex(intercepts.first().copied())?);
     match exe {
         Some(exe) => {
             match measure_perf(exe, &rec.loops) {
@@ -949,12 +917,9 @@ pub fn measure(exe: Option<&std::path::Path>) -> io::Result<Recorded> {
 }
 
 /// More single-event groups than the PMU has counters, over one long run of the first loop.
-fn measure_multiplex(
-    scratch: &mut [u8],
-    intercept: Option<(u64, u64)>,
-) -> io::Result<MultiplexCounts> {
+fn measure_multiplex(intercept: Option<(u64, u64)>) -> io::Result<MultiplexCounts> {
     let spec = &LOOPS[0];
-    let code = JitCode::new(&spec.image()?)?;
+    let mut code = spec.load()?;
     let (ci, cb) = intercept.unwrap_or((0, 0));
     let mut groups = Vec::with_capacity(MUX_COUNTERS);
     for k in 0..MUX_COUNTERS {
@@ -977,7 +942,7 @@ fn measure_multiplex(
     for (g, ..) in &groups {
         g.start()?;
     }
-    code.call(MUX_ITERS, scratch);
+    code.run(MUX_ITERS);
     for (g, ..) in &groups {
         g.stop()?;
     }
@@ -1001,29 +966,29 @@ fn measure_software() -> io::Result<SoftwareCounts> {
     let mut s = SoftwareCounts::default();
     // task-clock over ~100 ms of work.
     let g = SelfGroup::open(&[selfcount::software(SoftwareEvent::TaskClock)])?;
-    let t0 = verify_sys::thread_cpu_ns()?;
+    let t0 = tma_sys::clock::thread_cpu_ns();
     g.start()?;
     let mut x = 1u64;
-    while verify_sys::thread_cpu_ns()? - t0 < 100_000_000 {
+    while tma_sys::clock::thread_cpu_ns() - t0 < 100_000_000 {
         for _ in 0..10_000 {
             x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
         }
     }
     g.stop()?;
-    let t1 = verify_sys::thread_cpu_ns()?;
+    let t1 = tma_sys::clock::thread_cpu_ns();
     s.task_clock_ns = g.read()?.values[0].0;
     s.thread_cpu_ns = t1 - t0;
 
     // 50 sleeps of 1 ms: each one is a context switch.
     let g = SelfGroup::open(&[selfcount::software(SoftwareEvent::ContextSwitches)])?;
     s.sleeps = 50;
-    let u0 = verify_sys::thread_usage()?;
+    let u0 = tma_sys::usage::thread_usage()?;
     g.start()?;
     for _ in 0..s.sleeps {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     g.stop()?;
-    let u1 = verify_sys::thread_usage()?;
+    let u1 = tma_sys::usage::thread_usage()?;
     s.context_switches = g.read()?.values[0].0;
     s.rusage_switches = u1.switches - u0.switches;
 
@@ -1033,13 +998,13 @@ fn measure_software() -> io::Result<SoftwareCounts> {
     // Without THP advice the kernel may back the range with huge pages: fewer faults.
     let _ = map.advise(memmap2::Advice::NoHugePage);
     let g = SelfGroup::open(&[selfcount::software(SoftwareEvent::PageFaults)])?;
-    let u0 = verify_sys::thread_usage()?;
+    let u0 = tma_sys::usage::thread_usage()?;
     g.start()?;
     for p in 0..s.pages as usize {
         map[p * 4096] = 1;
     }
     g.stop()?;
-    let u1 = verify_sys::thread_usage()?;
+    let u1 = tma_sys::usage::thread_usage()?;
     std::hint::black_box(&map);
     s.page_faults = g.read()?.values[0].0;
     s.rusage_minor_faults = u1.minor_faults - u0.minor_faults;

@@ -332,6 +332,15 @@ fn kernels_run() {
     assert!(tma_doctor::verify::run_kernel("nope").is_err());
 }
 
+/// The exact-count loops run in this process too (`--run-loop`).
+#[test]
+fn loops_run() {
+    for l in tma_doctor::verify::LOOPS {
+        tma_doctor::verify::run_loop(l.name, 1000).unwrap();
+    }
+    assert!(tma_doctor::verify::run_loop("nope", 1).is_err());
+}
+
 /// Why hardware counting cannot be tried here, or None where it can: a core PMU in sysfs,
 /// and perf_event_paranoid <= 2 (or root).
 fn no_pmu() -> Option<String> {

@@ -230,7 +230,8 @@ fn open_error(name: &str, e: std::io::Error, host: &Host) -> KvmError {
         .map_or_else(|_| "?".to_string(), |p| p.to_string());
     match e.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => KvmError::Permission(format!(
-            "perf_event_open of tracepoint kvm:{name} was refused ({e}); tracepoints need root or CAP_PERFMON (perf_event_paranoid is {paranoid}): run as root, or `sudo setcap cap_perfmon+ep $(which tma)`"
+            "perf_event_open of tracepoint kvm:{name} was refused ({e}; perf_event_paranoid is {paranoid}): {}",
+            tma_sys::advice::permission(tma_sys::advice::Op::TracepointOpen)
         )),
         _ => KvmError::Perf(format!("perf_event_open of tracepoint kvm:{name} failed: {e}")),
     }

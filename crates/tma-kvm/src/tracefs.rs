@@ -8,6 +8,7 @@ use crate::decode::KVM_EVENTS;
 use crate::KvmError;
 use tma_perf::host::{Host, HostError};
 use tma_perf::tracefs::{EventFormat, FormatError, Tracefs, TracefsError};
+use tma_sys::advice::{self, Op};
 
 /// Read and parse `events/kvm/<name>/format` for every event in [`KVM_EVENTS`] that this
 /// kernel has. Errors when the kvm system is absent (kvm module not loaded) or unreadable.
@@ -37,11 +38,16 @@ impl From<FormatError> for KvmError {
 fn perm(p: &Path, e: std::io::Error) -> KvmError {
     if e.kind() == std::io::ErrorKind::PermissionDenied {
         KvmError::Tracefs(format!(
-            "no permission to read {}: run as root, or give this user read access to tracefs (e.g. `chmod -R o+rX /sys/kernel/tracing/events/kvm`) plus CAP_PERFMON",
-            p.display()
+            "no permission to read {}: {}",
+            p.display(),
+            advice::permission(Op::TracefsRead)
         ))
     } else {
-        KvmError::Tracefs(format!("cannot read {}: {e}", p.display()))
+        KvmError::Tracefs(format!(
+            "cannot read {}: {}",
+            p.display(),
+            advice::explain(Op::TracefsRead, &e)
+        ))
     }
 }
 

@@ -22,6 +22,8 @@ use crate::process::{CommandStdout, HeldChild};
 use crate::readings::{Interval, Reading, ReadingStatus};
 use crate::sys;
 use crate::sysfs::Pmus;
+use tma_sys::advice::{self, Op};
+use tma_sys::process::Exit;
 
 /// What to count.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,12 +79,14 @@ pub enum RunError {
     },
     #[error("{0}")]
     Attr(#[from] AttrError),
-    #[error(
-        "permission denied opening {event} (perf_event_paranoid is {paranoid}): run \
-         `sudo sysctl kernel.perf_event_paranoid=1` to count your own processes, or =0 for -a and \
-         other users' processes, or grant CAP_PERFMON (`sudo setcap cap_perfmon+ep $(command -v tma)`)"
-    )]
-    Permission { event: String, paranoid: String },
+    /// The kernel refused for want of privilege; `advice` is `tma_sys::advice`'s for what was
+    /// opened (a task's user code, a task with its kernel code, or a whole CPU).
+    #[error("permission denied opening {event} (perf_event_paranoid is {paranoid}): {advice}")]
+    Permission {
+        event: String,
+        paranoid: String,
+        advice: &'static str,
+    },
     #[error("no such process: {0} (check the pid with `ps -p {0}`)")]
     NoSuchProcess(i32),
     #[error("command not found: {0} (not an executable file, and not in PATH)")]
@@ -483,8 +487,19 @@ pub fn resolve_command(cmd: &str) -> Option<PathBuf> {
         .find(|p| is_exec(p))
 }
 
-/// Thread ids of a process from `<proc_root>/<pid>/task`.
-fn map_open_error(ev: &EventSpec, e: std::io::Error, host: &Host, pid: i32) -> RunError {
+/// What kind of `perf_event_open` `attr` at `p` is, for the advice on a refusal: every task
+/// on a CPU (`-a`, `-C`, cgroups), or one task's user code, or one task with its kernel code.
+fn open_op(p: &AttachPoint, attr: &crate::attr::Attr) -> Op {
+    if p.pid == -1 || p.flags & sys::FLAG_PID_CGROUP != 0 {
+        Op::PerfOpenCpu
+    } else if attr.exclude_kernel {
+        Op::PerfOpenUser
+    } else {
+        Op::PerfOpenProcess
+    }
+}
+
+fn map_open_error(ev: &EventSpec, e: std::io::Error, host: &Host, pid: i32, op: Op) -> RunError {
     match e.raw_os_error() {
         Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) if ev.needs_core_pmu() => {
             RunError::NoHardware {
@@ -495,6 +510,7 @@ fn map_open_error(ev: &EventSpec, e: std::io::Error, host: &Host, pid: i32) -> R
         Some(libc::EACCES) | Some(libc::EPERM) => RunError::Permission {
             event: ev.name.clone(),
             paranoid: host.paranoid_text(),
+            advice: advice::permission(op),
         },
         Some(libc::ESRCH) => RunError::NoSuchProcess(pid),
         _ => RunError::Open {
@@ -543,7 +559,7 @@ fn open_groups(
                 );
                 let fd = match fd {
                     Ok(fd) => fd,
-                    Err(e) => match map_open_error(ev, e, host, pid) {
+                    Err(e) => match map_open_error(ev, e, host, pid, open_op(p, &attr)) {
                         err @ RunError::Open { .. } => {
                             failed.push((gi, err.to_string()));
                             first_err.get_or_insert(err);
@@ -616,20 +632,20 @@ fn read_deltas(
 }
 
 /// Stop a launched child that is still running: SIGTERM, a grace period, SIGKILL; reap it.
-fn stop_child(pid: i32, pidfd: Option<&OwnedFd>) -> Option<sys::Exit> {
-    if let Ok(Some(e)) = sys::wait_pid(pid, true) {
+fn stop_child(pid: i32, pidfd: Option<&OwnedFd>) -> Option<Exit> {
+    if let Ok(Some(e)) = tma_sys::process::wait(pid, true) {
         return Some(e);
     }
-    let _ = sys::kill(pid, libc::SIGTERM);
+    let _ = tma_sys::process::kill(pid, libc::SIGTERM);
     if let Some(fd) = pidfd {
         let _ = sys::poll_readable(&[fd], 500);
     }
-    if let Ok(Some(e)) = sys::wait_pid(pid, true) {
+    if let Ok(Some(e)) = tma_sys::process::wait(pid, true) {
         return Some(e);
     }
-    let _ = sys::kill(pid, libc::SIGKILL);
+    let _ = tma_sys::process::kill(pid, libc::SIGKILL);
     loop {
-        match sys::wait_pid(pid, false) {
+        match tma_sys::process::wait(pid, false) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Ok(e) => return e,
             Err(_) => return None,
@@ -687,7 +703,9 @@ fn attach(target: &Target, opts: &RunOptions) -> Result<Attached, RunError> {
                 for tid in tids {
                     pts.push(AttachPoint::task(tid));
                 }
-                watch.push(sys::pidfd_open(pid).map_err(|_| RunError::NoSuchProcess(pid))?);
+                watch.push(
+                    tma_sys::process::pidfd_open(pid).map_err(|_| RunError::NoSuchProcess(pid))?,
+                );
             }
             (pts, AttachMode::PROCESS)
         }
@@ -797,7 +815,7 @@ fn count_until_end(
         if fds.is_empty() {
             if let Some((held, None)) = &child {
                 // No pidfd (old kernel): poll the child every 50 ms.
-                match sys::wait_pid(held.pid(), true) {
+                match tma_sys::process::wait(held.pid(), true) {
                     Ok(Some(e)) => {
                         ending = exit_ending(e);
                         *child = None;
@@ -818,7 +836,7 @@ fn count_until_end(
         if let Some((held, Some(_))) = &child {
             if ready[0] {
                 let e = loop {
-                    match sys::wait_pid(held.pid(), false) {
+                    match tma_sys::process::wait(held.pid(), false) {
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                         Ok(Some(e)) => break Some(e),
                         _ => break None,
@@ -877,7 +895,7 @@ impl Backend for Live {
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
         if let Some((held, pidfd)) = child.as_mut() {
-            *pidfd = sys::pidfd_open(held.pid()).ok();
+            *pidfd = tma_sys::process::pidfd_open(held.pid()).ok();
             if let Err(source) = held.release() {
                 return Err(RunError::Exec {
                     cmd: match target {
@@ -927,10 +945,10 @@ impl Backend for Live {
     }
 }
 
-fn exit_ending(e: sys::Exit) -> Ending {
+fn exit_ending(e: Exit) -> Ending {
     match e {
-        sys::Exit::Code(c) => Ending::Exited(c),
-        sys::Exit::Signal(s) => Ending::Signaled(s),
+        Exit::Code(c) => Ending::Exited(c),
+        Exit::Signal(s) => Ending::Signaled(s),
     }
 }
 
@@ -1300,29 +1318,41 @@ mod tests {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/live/proc-paranoid-3"),
         );
         let hw = EventSpec::raw("INST_RETIRED.ANY", "cpu", 0xC0);
-        let e = map_open_error(
-            &hw,
-            std::io::Error::from_raw_os_error(libc::EACCES),
-            &host,
-            1,
-        );
+        let eacces = || std::io::Error::from_raw_os_error(libc::EACCES);
+        let e = map_open_error(&hw, eacces(), &host, 1, Op::PerfOpenProcess);
         let msg = e.to_string();
         assert!(matches!(e, RunError::Permission { .. }));
         assert!(msg.contains("perf_event_paranoid is 3"), "{msg}");
         assert!(
+            msg.ends_with(advice::permission(Op::PerfOpenProcess)),
+            "{msg}"
+        );
+        assert!(
             msg.contains("sudo sysctl kernel.perf_event_paranoid=1"),
             "{msg}"
         );
-        assert!(msg.contains("CAP_PERFMON"), "{msg}");
+        let e = map_open_error(&hw, eacces(), &host, -1, Op::PerfOpenCpu);
+        assert!(
+            e.to_string()
+                .contains("sudo sysctl kernel.perf_event_paranoid=0"),
+            "{e}"
+        );
         let e = map_open_error(
             &hw,
             std::io::Error::from_raw_os_error(libc::EPERM),
             &Host::under(Path::new("/nonexistent")),
             1,
+            Op::PerfOpenProcess,
         );
         assert!(e.to_string().contains("perf_event_paranoid is unknown"));
         for errno in [libc::ENOENT, libc::EOPNOTSUPP, libc::ENODEV] {
-            let e = map_open_error(&hw, std::io::Error::from_raw_os_error(errno), &host, 1);
+            let e = map_open_error(
+                &hw,
+                std::io::Error::from_raw_os_error(errno),
+                &host,
+                1,
+                Op::PerfOpenProcess,
+            );
             assert!(matches!(e, RunError::NoHardware { .. }), "{errno}");
         }
         // A software event that fails with ENOENT is not "no PMU".
@@ -1332,6 +1362,7 @@ mod tests {
             std::io::Error::from_raw_os_error(libc::ENOENT),
             &host,
             1,
+            Op::PerfOpenProcess,
         );
         assert!(matches!(e, RunError::Open { .. }));
         let e = map_open_error(
@@ -1339,8 +1370,22 @@ mod tests {
             std::io::Error::from_raw_os_error(libc::ESRCH),
             &host,
             42,
+            Op::PerfOpenProcess,
         );
         assert!(matches!(e, RunError::NoSuchProcess(42)));
+    }
+
+    #[test]
+    fn refusals_are_advised_by_what_was_opened() {
+        let mut attr = crate::selfcount::hardware(0, false);
+        assert_eq!(open_op(&AttachPoint::cpu(3), &attr), Op::PerfOpenCpu);
+        assert_eq!(
+            open_op(&cgroup_points(&[7], &[0])[0], &attr),
+            Op::PerfOpenCpu
+        );
+        assert_eq!(open_op(&AttachPoint::task(42), &attr), Op::PerfOpenProcess);
+        attr.exclude_kernel = true;
+        assert_eq!(open_op(&AttachPoint::task(42), &attr), Op::PerfOpenUser);
     }
 
     #[test]

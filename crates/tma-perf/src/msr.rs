@@ -17,6 +17,8 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use tma_sys::advice::{advice, permission, Op, NMI_WATCHDOG_OFF};
+
 use crate::host::Host;
 
 /// AMD Zen core counter 0: `PERF_CTL0` (PerfEvtSel0 in the extended core counter range).
@@ -75,15 +77,15 @@ pub enum MsrError {
         "the CPU vendor `{0}` has no known cycles event for the MSR clock (AMD and Intel only)"
     )]
     Vendor(String),
-    #[error("{} does not exist: the msr driver is not loaded; load it with `sudo modprobe msr`", .0.display())]
+    #[error("{} does not exist: {}", .0.display(), advice(Op::MsrOpen, libc::ENOENT).unwrap_or_default())]
     NoDriver(PathBuf),
-    #[error("permission denied opening {} for writing: programming a counter needs root (run tma with sudo, or give it CAP_SYS_RAWIO and write access to the device)", .0.display())]
+    #[error("permission denied opening {} for writing: {}", .0.display(), permission(Op::MsrOpen))]
     NotRoot(PathBuf),
     #[error("user-space rdpmc is not allowed for counters perf does not own ({}={}); allow it with `echo 2 | sudo tee /sys/bus/event_source/devices/cpu/rdpmc`", .path.display(), .value)]
     Rdpmc { path: PathBuf, value: String },
     #[error("no core PMU is visible ({} is missing): this machine has no performance counters to program (a VM without PMU passthrough?); use --clock tsc here, or a machine with a PMU", .0.display())]
     NoPmu(PathBuf),
-    #[error("{register} (MSR {msr:#x}) on CPU {cpu} is in use (value {value:#x}, enable bit set: perf, the NMI watchdog or another tool owns counter 0); free it (e.g. `sudo sysctl kernel.nmi_watchdog=0`) or pass --force to borrow it (its value is restored afterwards)")]
+    #[error("{register} (MSR {msr:#x}) on CPU {cpu} is in use (value {value:#x}, enable bit set: perf, the NMI watchdog or another tool owns counter 0); free it (the NMI watchdog: {}) or pass --force to borrow it (its value is restored afterwards)", NMI_WATCHDOG_OFF)]
     InUse {
         register: &'static str,
         msr: u32,

@@ -441,9 +441,12 @@ fn no_counter_reason(e: &EventSpec, lim: &Limits) -> String {
         e.counter_mask,
         lim.usable_gp(),
         if lim.nmi_watchdog {
-            " (the NMI watchdog holds one: `sysctl kernel.nmi_watchdog=0` frees it)"
+            format!(
+                " (the NMI watchdog holds one: {} frees it)",
+                tma_sys::advice::NMI_WATCHDOG_OFF
+            )
         } else {
-            ""
+            String::new()
         }
     )
 }

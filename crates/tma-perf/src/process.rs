@@ -147,7 +147,7 @@ impl HeldChild {
     /// (as `std::process::Child::try_wait`, the status is kept once reaped).
     pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
         if self.status.is_none() {
-            self.status = crate::sys::wait_status(self.pid, true)?.map(ExitStatus::from_raw);
+            self.status = tma_sys::process::wait_status(self.pid, true)?.map(ExitStatus::from_raw);
         }
         Ok(self.status)
     }
@@ -158,7 +158,7 @@ impl HeldChild {
             return Ok(st);
         }
         loop {
-            match crate::sys::wait_status(self.pid, false) {
+            match tma_sys::process::wait_status(self.pid, false) {
                 Ok(Some(st)) => {
                     let st = ExitStatus::from_raw(st);
                     self.status = Some(st);
@@ -174,7 +174,7 @@ impl HeldChild {
     /// Send `sig` to the child unless it was reaped (then its pid may be someone else's).
     pub fn signal(&self, sig: i32) {
         if self.status.is_none() {
-            let _ = crate::sys::kill(self.pid, sig);
+            let _ = tma_sys::process::kill(self.pid, sig);
         }
     }
 

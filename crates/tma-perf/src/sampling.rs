@@ -30,6 +30,8 @@ use std::time::{Duration, Instant};
 use perf_event::events::{Raw, Software};
 use perf_event::{Builder, SampleFlag, SampleSkid, Sampler};
 
+use tma_sys::advice::{self, Op};
+
 use crate::host::Host;
 use crate::process::{HeldChild, IgnoreSigint};
 
@@ -58,7 +60,7 @@ pub enum SamplingError {
         err: io::Error,
         hint: String,
     },
-    #[error("cannot map the ring buffer of {event}: {err}")]
+    #[error("cannot map the ring buffer of {event}: {}", advice::explain(Op::RingMmap, .err))]
     Mmap { event: String, err: io::Error },
     #[error("cannot start {program}: {err}")]
     Spawn { program: String, err: io::Error },
@@ -316,13 +318,24 @@ fn builder_for(cfg: &SamplingConfig) -> Builder<'static> {
     b
 }
 
-fn open_hint(err: &io::Error, host: &Host, event: &SampleEvent) -> String {
+/// What to add to the error of opening a sampling event for `tid` (-1: every task on a CPU).
+fn open_hint(err: &io::Error, cfg: &SamplingConfig, tid: i32) -> String {
+    let event = &cfg.event;
     match err.raw_os_error() {
-        Some(libc::EACCES) | Some(libc::EPERM) => format!(
-            " (perf_event_paranoid is {}; run as root, or `echo 1 | sudo tee \
-             /proc/sys/kernel/perf_event_paranoid`)",
-            host.paranoid_text()
-        ),
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            let op = if tid < 0 {
+                Op::PerfOpenCpu
+            } else if cfg.include_kernel {
+                Op::PerfOpenProcess
+            } else {
+                Op::PerfOpenUser
+            };
+            format!(
+                "; perf_event_paranoid is {}: {}",
+                cfg.host.paranoid_text(),
+                advice::permission(op)
+            )
+        }
         Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV)
             if matches!(event, SampleEvent::Raw { .. }) =>
         {
@@ -597,11 +610,7 @@ fn open_sampler(
     let attr = attr_bytes(&b, cfg);
     let counter = b.build().map_err(|source| SamplingError::Open {
         event: cfg.event.name().to_string(),
-        hint: if tid < 0 && is_permission(&source) {
-            system_hint(&cfg.host)
-        } else {
-            open_hint(&source, &cfg.host, &cfg.event)
-        },
+        hint: open_hint(&source, cfg, tid),
         err: source,
     })?;
     let sampler = counter
@@ -630,14 +639,6 @@ fn open_per_cpu(
 
 fn is_permission(err: &io::Error) -> bool {
     matches!(err.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
-}
-
-fn system_hint(host: &Host) -> String {
-    format!(
-        " (system-wide sampling needs root, CAP_PERFMON or perf_event_paranoid <= 0; it is \
-         {}: run as root, or `echo 0 | sudo tee /proc/sys/kernel/perf_event_paranoid`)",
-        host.paranoid_text()
-    )
 }
 
 /// The CPUs of a system-wide session: the ones asked for (each must be online), or all
@@ -706,6 +707,30 @@ fn spawn_held(argv: &[String]) -> Result<HeldChild, SamplingError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_get_the_advice_for_what_was_sampled() {
+        let mut cfg = SamplingConfig::new(SampleEvent::CpuClock);
+        cfg.host = Host::new(
+            "/nonexistent",
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../tests/fixtures/live/proc-paranoid-3"),
+        );
+        let eacces = io::Error::from_raw_os_error(libc::EACCES);
+        let hint = |cfg: &SamplingConfig, tid| open_hint(&eacces, cfg, tid);
+        assert!(hint(&cfg, 7).starts_with("; perf_event_paranoid is 3: "));
+        assert!(hint(&cfg, 7).ends_with(advice::permission(Op::PerfOpenUser)));
+        assert!(hint(&cfg, -1).ends_with(advice::permission(Op::PerfOpenCpu)));
+        cfg.include_kernel = true;
+        assert!(hint(&cfg, 7).ends_with(advice::permission(Op::PerfOpenProcess)));
+        let einval = io::Error::from_raw_os_error(libc::EINVAL);
+        assert_eq!(open_hint(&einval, &cfg, 7), "");
+        let e = SamplingError::Mmap {
+            event: "cpu-clock".into(),
+            err: io::Error::from_raw_os_error(libc::EPERM),
+        };
+        assert!(e.to_string().contains("perf_event_mlock_kb"), "{e}");
+    }
 
     #[test]
     fn freq_checked_against_kernel_limit() {

@@ -1,8 +1,9 @@
 //! The `unsafe` of the counting path: `perf_event_open(2)`, group `read(2)`, the
-//! enable/disable/set-output ioctls, waitpid/kill, pidfd polling, and mount/umount of tracefs
-//! (for [`crate::tracefs`]). The launched command and the Ctrl-C flag are in
-//! [`crate::process`]. Everything above these modules is safe code.
-// unsafe allowed: raw perf_event_open/read/ioctl/wait/kill/pidfd and mount/umount2 syscalls.
+//! enable/disable/set-output ioctls, polling descriptors (perf fds and pidfds), and
+//! mount/umount of tracefs (for [`crate::tracefs`]). The launched command and the Ctrl-C flag
+//! are in [`crate::process`]; kill, waitpid and pidfd_open are `tma_sys::process` (safe).
+//! Everything above these modules is safe code.
+// unsafe allowed: raw perf_event_open/read/ioctl/poll and mount/umount2 syscalls.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -151,66 +152,6 @@ pub fn set_output(fd: &impl AsRawFd, target: &impl AsRawFd) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
-}
-
-/// How a waited-for process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    Code(i32),
-    Signal(i32),
-}
-
-/// `waitpid`; `nohang` returns `Ok(None)` while the child runs. EINTR is returned as an error
-/// of kind `Interrupted`.
-pub fn wait_pid(pid: i32, nohang: bool) -> io::Result<Option<Exit>> {
-    let Some(status) = wait_status(pid, nohang)? else {
-        return Ok(None);
-    };
-    if libc::WIFEXITED(status) {
-        Ok(Some(Exit::Code(libc::WEXITSTATUS(status))))
-    } else if libc::WIFSIGNALED(status) {
-        Ok(Some(Exit::Signal(libc::WTERMSIG(status))))
-    } else {
-        Ok(None)
-    }
-}
-
-/// `waitpid` giving the raw wait status (`None` with `nohang` while the child runs).
-pub fn wait_status(pid: i32, nohang: bool) -> io::Result<Option<i32>> {
-    let mut status = 0;
-    // SAFETY: `status` is a valid out pointer for the call.
-    let r = unsafe { libc::waitpid(pid, &mut status, if nohang { libc::WNOHANG } else { 0 }) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((r != 0).then_some(status))
-}
-
-/// Send a signal to a process.
-pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
-    // SAFETY: kill takes two integers; a stale pid only yields ESRCH.
-    if unsafe { libc::kill(pid, sig) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Does a process exist (signal 0)?
-pub fn pid_alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks for existence and permission.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-/// `pidfd_open(2)`: a fd that becomes readable when the process exits.
-pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    // SAFETY: the syscall takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh descriptor owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// Wait until one of `fds` is readable or `timeout_ms` passes (-1 = forever).

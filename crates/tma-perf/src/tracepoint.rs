@@ -17,6 +17,7 @@ use perf_event::events::Tracepoint;
 use perf_event::{Builder, Counter, SampleFlag, Sampler};
 
 use crate::sys;
+use tma_sys::advice::{explain, Op};
 
 /// `PERF_RECORD_LOST`.
 pub const PERF_RECORD_LOST: u32 = 2;
@@ -55,7 +56,7 @@ pub enum TracepointTarget {
 pub enum TracepointError {
     #[error("perf_event_open of tracepoint {name} failed: {err}")]
     Open { name: String, err: io::Error },
-    #[error("cannot map the ring buffer of {name}: {err}")]
+    #[error("cannot map the ring buffer of {name}: {}", explain(Op::RingMmap, .err))]
     Mmap { name: String, err: io::Error },
     #[error("cannot share the ring buffer for {name}: {err}")]
     SetOutput { name: String, err: io::Error },

@@ -239,7 +239,13 @@ pub fn run_guest_with(
         return Err(RunnerError("iterations must be at least 1".into()));
     }
     let err = |what: &str, e: kvm_ioctls::Error| RunnerError(format!("{what}: {e}"));
-    let kvm = Kvm::new().map_err(|e| err("cannot open /dev/kvm", e))?;
+    let kvm = Kvm::new().map_err(|e| {
+        let e = std::io::Error::from_raw_os_error(e.errno());
+        RunnerError(format!(
+            "cannot open /dev/kvm: {}",
+            tma_sys::advice::explain(tma_sys::advice::Op::KvmOpen, &e)
+        ))
+    })?;
     let vm = kvm.create_vm().map_err(|e| err("KVM_CREATE_VM", e))?;
     // Needed by VMX without unrestricted guest for real mode; harmless elsewhere.
     let _ = vm.set_tss_address(0xfffb_d000);

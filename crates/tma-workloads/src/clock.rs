@@ -4,8 +4,9 @@
 //! Method (see MICROBENCH-METHOD.md): time a long chain of dependent `add` instructions, which
 //! retire at exactly one per core cycle on every current x86 core, against the thread's CPU
 //! time (so time spent waiting for a CPU on a loaded machine is not counted). Adds per second is the core frequency. The minimum time over a few trials is used
-//! (interrupts and preemption only ever add time).
-// unsafe allowed: clock_gettime(2) and the inline-asm add chain.
+//! (interrupts and preemption only ever add time). The thread clock is
+//! `tma_sys::clock::thread_cpu_time`.
+// unsafe allowed: the inline-asm add chain.
 #![allow(unsafe_code)]
 
 use std::time::{Duration, Instant};
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 /// monotonic wall clock.
 #[derive(Debug, Clone, Copy)]
 pub struct Stamp {
-    cpu: Option<Duration>,
+    cpu: Duration,
     wall: Instant,
 }
 
@@ -23,35 +24,22 @@ impl Stamp {
     /// Now.
     pub fn now() -> Stamp {
         Stamp {
-            cpu: thread_cpu_time(),
+            cpu: tma_sys::clock::thread_cpu_time(),
             wall: Instant::now(),
         }
     }
 
-    /// Seconds since `self`: thread CPU time if available, else wall time.
+    /// Thread CPU seconds since `self`.
     pub fn cpu_seconds(&self) -> f64 {
-        match (self.cpu, thread_cpu_time()) {
-            (Some(a), Some(b)) => b.saturating_sub(a).as_secs_f64(),
-            _ => self.wall_seconds(),
-        }
+        tma_sys::clock::thread_cpu_time()
+            .saturating_sub(self.cpu)
+            .as_secs_f64()
     }
 
     /// Wall-clock seconds since `self`.
     pub fn wall_seconds(&self) -> f64 {
         self.wall.elapsed().as_secs_f64()
     }
-}
-
-/// CPU time consumed by the calling thread (`CLOCK_THREAD_CPUTIME_ID`), `None` if unavailable.
-pub fn thread_cpu_time() -> Option<Duration> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec that outlives the call; clock_gettime only
-    // writes to it.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    (rc == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
 
 /// A measured core-clock frequency.

@@ -5,6 +5,8 @@ pub mod format;
 
 use std::path::{Path, PathBuf};
 
+use tma_sys::advice::{advice, explain, Op};
+
 pub use format::{EventFormat, Field, FieldProblem, FormatError};
 
 /// Where tracefs is looked for, in order.
@@ -16,14 +18,14 @@ pub const TRACEFS_CANDIDATES: &[&str] = &["sys/kernel/tracing", "sys/kernel/debu
 pub enum TracefsError {
     /// A tracefs file or directory exists but cannot be read (`PermissionDenied`: tracefs is
     /// mode 700 by default).
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}: {}", path.display(), explain(Op::TracefsRead, .source))]
     Read {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("tracefs is not mounted and its mount point {} does not exist; mount it with `mount -t tracefs nodev /sys/kernel/tracing` (kernel needs CONFIG_TRACING)", path.display())]
+    #[error("tracefs is not mounted and its mount point {} does not exist: {}", path.display(), advice(Op::TracefsMount, libc::ENOENT).unwrap_or_default())]
     NoMountPoint { path: PathBuf },
-    #[error("tracefs is not mounted and mounting it at {} failed: {source}; run as root (or mount it: `mount -t tracefs nodev /sys/kernel/tracing`)", path.display())]
+    #[error("tracefs is not mounted and mounting it at {} failed: {}", path.display(), explain(Op::TracefsMount, .source))]
     Mount {
         path: PathBuf,
         source: std::io::Error,
@@ -224,5 +226,25 @@ mod tests {
             matches!(&e, TracefsError::NoMountPoint { path } if path.ends_with("sys/kernel/tracing")),
             "{e}"
         );
+        assert!(e.to_string().contains("CONFIG_TRACING"), "{e}");
+    }
+
+    #[test]
+    fn refusals_say_to_run_as_root() {
+        let path = PathBuf::from("/sys/kernel/tracing");
+        let e = TracefsError::Mount {
+            path: path.clone(),
+            source: std::io::Error::from_raw_os_error(libc::EPERM),
+        };
+        assert!(
+            e.to_string()
+                .ends_with("run as root (tracefs is readable, and mountable, by root only)"),
+            "{e}"
+        );
+        let e = TracefsError::Read {
+            path,
+            source: std::io::Error::from_raw_os_error(libc::EACCES),
+        };
+        assert!(e.to_string().contains("run as root"), "{e}");
     }
 }

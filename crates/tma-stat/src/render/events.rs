@@ -118,7 +118,8 @@ pub fn render_perf_cmd(
     )?;
     writeln!(
         w,
-        "# The NMI watchdog holds a counter when on: `sysctl kernel.nmi_watchdog=0` before recording."
+        "# The NMI watchdog holds a counter when on: {} before recording.",
+        tma_sys::advice::NMI_WATCHDOG_OFF
     )?;
     rl_note(w, plan, "# ")?;
     writeln!(w, "{}", plan.perf_command)?;

@@ -53,7 +53,7 @@ pub(super) fn target_of(cfg: &StatConfig, a: &LiveOptions) -> Result<Target, Sta
     };
     if !a.pids.is_empty() {
         let pids = ids(&a.pids, "pid")?;
-        if let Some(p) = pids.iter().find(|p| !tma_perf::sys::pid_alive(**p)) {
+        if let Some(p) = pids.iter().find(|p| !tma_sys::process::pid_alive(**p)) {
             return Err(RunError::NoSuchProcess(*p).into());
         }
         return Ok(Target::Pids(pids));

@@ -310,6 +310,29 @@ impl Pmus {
         !self.core_pmus().is_empty()
     }
 
+    /// Why this process cannot count hardware events on `host`, or `None` where it can try:
+    /// a core PMU in sysfs, and `perf_event_paranoid` <= 2 or CAP_PERFMON / CAP_SYS_ADMIN.
+    /// Tests that need counters skip with this reason.
+    pub fn why_no_hardware_counting(host: &crate::host::Host) -> Option<String> {
+        let pmus = Pmus::discover(&host.sys).unwrap_or_default();
+        if !pmus.has_core_pmu() {
+            return Some(format!(
+                "no core PMU in {}/bus/event_source/devices",
+                host.sys.display()
+            ));
+        }
+        const CAP_SYS_ADMIN: u32 = 21;
+        const CAP_PERFMON: u32 = 38;
+        let caps = host.effective_capabilities().unwrap_or(0);
+        let capable = caps & ((1 << CAP_SYS_ADMIN) | (1 << CAP_PERFMON)) != 0;
+        match host.perf_event_paranoid() {
+            Ok(p) if p > 2 && !capable => Some(format!(
+                "perf_event_paranoid is {p}; 2 or less (or CAP_PERFMON) is needed"
+            )),
+            _ => None,
+        }
+    }
+
     /// PERF_METRICS topdown events are exposed (ICL+ P-core with the capability enumerated).
     pub fn has_perf_metrics(&self, pmu: &str) -> bool {
         self.get(pmu).is_some_and(|p| {

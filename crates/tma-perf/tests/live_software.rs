@@ -461,26 +461,7 @@ fn a_directory_that_is_not_a_cgroup_is_refused() {
     assert!(matches!(e, Err(RunError::BadCgroup { .. })), "{e:?}");
 }
 
-/// Why hardware counting cannot be tried here, or None where it can: a core PMU in sysfs,
-/// and perf_event_paranoid <= 2 (or root).
+/// Why hardware counting cannot be tried here, or None where it can.
 fn no_pmu() -> Option<String> {
-    let has = tma_perf::sysfs::Pmus::discover(std::path::Path::new("/sys"))
-        .is_ok_and(|p| p.has_core_pmu());
-    if !has {
-        return Some("no core PMU in /sys/bus/event_source/devices".into());
-    }
-    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(2);
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false);
-    (paranoid > 2 && !root)
-        .then(|| format!("perf_event_paranoid is {paranoid}; 2 or less is needed"))
+    tma_perf::sysfs::Pmus::why_no_hardware_counting(&tma_perf::host::Host::system())
 }

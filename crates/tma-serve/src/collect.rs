@@ -569,26 +569,32 @@ mod tests {
         }) as u64
     }
 
-    /// Feed one interval of two scopes (labelled by `label`) to a collector; the exposition.
-    fn two_scopes(split: Split, target: Target, cgroup: bool) -> String {
-        let model = tma_catalog::by_name("zen4").unwrap();
+    /// The run information and counting plan of `cpu`'s tree to `level`.
+    fn tree_of(cpu: &str, level: u8) -> (RunInfo, tma_perf::plan::Plan) {
+        let model = tma_catalog::by_name(cpu).unwrap();
         let request = Request {
-            level: 1,
+            level,
             nodes: Vec::new(),
             topology: None,
             metrics: Vec::new(),
             bottlenecks: Vec::new(),
         };
+        let plan = tma_stat::plan::counting_plan(model, &request.selection(), &[], false).unwrap();
         let info = RunInfo {
             model,
             cpu_source: "test".into(),
             source: "test".into(),
             interval_mode: true,
-            request: request.clone(),
+            request,
             command: None,
             event_map: Vec::new(),
         };
-        let plan = tma_stat::plan::counting_plan(model, &request.selection(), &[], false).unwrap();
+        (info, plan)
+    }
+
+    /// Feed one interval of two scopes (labelled by `label`) to a collector; the exposition.
+    fn two_scopes(split: Split, target: Target, cgroup: bool) -> String {
+        let (info, plan) = tree_of("zen4", 1);
         let shared = Arc::new(Shared::default());
         let mut c = Collector::new(
             Arc::clone(&shared),
@@ -714,24 +720,7 @@ mod tests {
     #[test]
     fn start_up_log_lines_have_no_duplicate_key() {
         use crate::log::testing::{assert_no_duplicate_keys, Buf};
-        let model = tma_catalog::by_name("spr").unwrap();
-        let request = Request {
-            level: 2,
-            nodes: Vec::new(),
-            topology: None,
-            metrics: Vec::new(),
-            bottlenecks: Vec::new(),
-        };
-        let info = RunInfo {
-            model,
-            cpu_source: "test".into(),
-            source: "test".into(),
-            interval_mode: true,
-            request: request.clone(),
-            command: None,
-            event_map: Vec::new(),
-        };
-        let plan = tma_stat::plan::counting_plan(model, &request.selection(), &[], false).unwrap();
+        let (info, plan) = tree_of("spr", 2);
         let buf = Buf::default();
         let mut c = Collector::new(
             Arc::new(Shared::default()),

@@ -222,11 +222,7 @@ fn import_perf_stat(
                 }
                 bottleneck = Some(ir.report.bottleneck.clone());
                 if evaluated == 1 {
-                    sink.start(Start::Tree {
-                        info: &info,
-                        plan: None,
-                        target: None,
-                    })?;
+                    sink.start(recording_start(&info))?;
                 }
                 sink.interval(IntervalData {
                     raw: None,
@@ -238,11 +234,7 @@ fn import_perf_stat(
         Ok(())
     })?;
     if evaluated == 0 {
-        sink.start(Start::Tree {
-            info: &info,
-            plan: None,
-            target: None,
-        })?;
+        sink.start(recording_start(&info))?;
     }
     sink.finish(Finish::Tree {
         info: &info,
@@ -260,6 +252,15 @@ fn import_perf_stat(
         ending: None,
         bottleneck,
     })
+}
+
+/// A recording's step: a tree, without a plan or a target.
+fn recording_start(info: &RunInfo) -> Start<'_> {
+    Start::Tree {
+        info,
+        plan: None,
+        target: None,
+    }
 }
 
 /// One note for the events a tolerant import dropped: how many, and the first few.

@@ -278,3 +278,34 @@ fn live_of(cfg: &mut StatConfig) -> &mut LiveOptions {
         other => panic!("not a live config: {other:?}"),
     }
 }
+
+/// One run feeds two sinks: the printed tree is the one a tree sink alone prints, and the
+/// collector holds the trees `evaluate` gives.
+#[test]
+fn two_sinks_take_one_run() {
+    let cfg = StatConfig {
+        input: Input::Example,
+        host: Host::new("/nonexistent/sys", "/nonexistent"),
+        ..Default::default()
+    };
+    let mut both_out = Vec::new();
+    let mut collect = tma_stat::Collect::default();
+    {
+        let mut tree = tma_stat::TreeOutput::new(&mut both_out, &cfg.render);
+        let mut both = tma_stat::sink::Both(&mut tree, &mut collect);
+        tma_stat::run(&cfg, &mut both, &mut Vec::new()).unwrap();
+    }
+    let mut alone = Vec::new();
+    run(&cfg, &mut alone, &mut Vec::new()).unwrap();
+    assert!(!alone.is_empty());
+    assert_eq!(both_out, alone);
+    let (kept, repeats) = collect.into_run().unwrap();
+    assert!(!repeats);
+    let ev = tma_stat::evaluate(&cfg, &mut Vec::new()).unwrap();
+    assert_eq!(kept.intervals.len(), ev.run.intervals.len());
+    assert_eq!(
+        kept.intervals[0].report.bottleneck,
+        ev.run.intervals[0].report.bottleneck
+    );
+    assert_eq!(kept.info.request.level, 2, "the example's level-2 default");
+}

@@ -1,18 +1,14 @@
 //! `/proc/cpuinfo` fixtures through `parse_cpuinfo` and `identify`.
 
-use std::path::PathBuf;
-
 use tma_catalog::{identify, parse_cpuinfo};
 
-fn fixture(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/catalog")
-        .join(name);
+fn read_fixture(name: &str) -> Vec<u8> {
+    let p = tma_testkit::fixture("catalog").join(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 fn key(name: &str) -> Vec<&'static str> {
-    let (v, f, m, s) = parse_cpuinfo(&fixture(name)).unwrap();
+    let (v, f, m, s) = parse_cpuinfo(&read_fixture(name)).unwrap();
     identify(&v, f, m, s)
         .unwrap()
         .iter()
@@ -22,7 +18,7 @@ fn key(name: &str) -> Vec<&'static str> {
 
 #[test]
 fn recorded_amd_vm_is_zen5() {
-    let (v, f, m, s) = parse_cpuinfo(&fixture("cpuinfo-amd-epyc-vm.txt")).unwrap();
+    let (v, f, m, s) = parse_cpuinfo(&read_fixture("cpuinfo-amd-epyc-vm.txt")).unwrap();
     assert_eq!((v.as_str(), f, m, s), ("AuthenticAMD", 26, 2, 1));
     assert_eq!(key("cpuinfo-amd-epyc-vm.txt"), ["zen5"]);
 }
@@ -38,7 +34,7 @@ fn synthetic_intel_ids() {
 
 #[test]
 fn truncated_cpuinfo_is_an_error() {
-    let full = fixture("cpuinfo-spr-synthetic.txt");
+    let full = read_fixture("cpuinfo-spr-synthetic.txt");
     let cut = &full[..40]; // vendor line only
     let e = parse_cpuinfo(cut).unwrap_err().to_string();
     assert!(e.contains("cpu family") && e.contains("--cpu"), "{e}");

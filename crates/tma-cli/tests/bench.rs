@@ -1,9 +1,11 @@
 //! End-to-end tests of `tma bench` (real measurements with the tsc clock, kept short).
 
-use std::process::Command;
+use tma_testkit::{fixture_str, stderr, Tma};
+
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
 fn tma(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_tma"))
+    TMA.bare()
         .arg("bench")
         .args(args)
         .output()
@@ -30,17 +32,6 @@ fn measured(args: &[&str]) -> Option<std::process::Output> {
     }
     eprintln!("skipped: the calibration self-check refused 6 times (host too contended)");
     None
-}
-
-fn fixture(name: &str) -> String {
-    format!(
-        "{}/../../tests/fixtures/bench/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
-
-fn stderr(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]
@@ -162,12 +153,12 @@ fn file_sweep_with_compare_and_atomic_output() {
     let out = dir.path().join("out.txt");
     let o = tma(&[
         "--file",
-        &fixture("forms.txt"),
+        &fixture_str("bench/forms.txt"),
         "--lat",
         "--clock",
         "tsc",
         "--compare",
-        &fixture("reference.csv"),
+        &fixture_str("bench/reference.csv"),
         "-o",
         out.to_str().unwrap(),
     ]);
@@ -323,7 +314,7 @@ fn sha_preset_reports_bounds_consistent_with_its_figures() {
 /// not a terminal, as here), never to stdout or the -o file; without the flag nothing is drawn.
 #[test]
 fn progress_goes_to_stderr_only_when_asked() {
-    let list = fixture("forms.txt");
+    let list = fixture_str("bench/forms.txt");
     let base = [
         "--file",
         list.as_str(),

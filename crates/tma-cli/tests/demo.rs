@@ -2,12 +2,13 @@
 //! runs, the before/after table is there) and the SHA-NI speedup. Steps whose sub-command
 //! cannot run on this machine (no PMU for `tma stat`, ...) must degrade, not abort.
 
-use std::process::Command;
+use tma_testkit::Tma;
 
-const TMA: &str = env!("CARGO_BIN_EXE_tma");
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
 fn demo(case: &str) -> String {
-    let o = Command::new(TMA)
+    let o = TMA
+        .bare()
         .args(["demo", case, "--quick"])
         .output()
         .expect("run tma demo");

@@ -1,14 +1,14 @@
 //! `tma diff` exit codes: 0 (no gate tripped), 1 (a gate tripped, one line on stderr), 2
 //! (a bad expression with its position; CPU models that differ).
 
-use std::process::Command;
+use tma_testkit::{fixture, Tma};
+
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
 fn tma(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tma"))
-        .current_dir(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../tests/fixtures/diff"
-        ))
+    let out = TMA
+        .bare()
+        .current_dir(fixture("diff"))
         .args(args)
         .output()
         .unwrap();

@@ -2,14 +2,12 @@
 //! tests/fixtures/doctor for --fix / --restore (never the real system).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use tma_testkit::{fixture, Tma};
 
-const TMA: &str = env!("CARGO_BIN_EXE_tma");
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
 fn tree(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/doctor")
-        .join(name)
+    fixture("doctor").join(name)
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -39,7 +37,7 @@ fn has_cpu_pmu() -> bool {
 
 #[test]
 fn real_run_states_the_pmu_situation() {
-    let out = Command::new(TMA).arg("doctor").output().unwrap();
+    let out = TMA.bare().arg("doctor").output().unwrap();
     assert!(out.status.success());
     let s = String::from_utf8_lossy(&out.stdout);
     if has_cpu_pmu() {
@@ -64,7 +62,8 @@ fn real_run_states_the_pmu_situation() {
 
 #[test]
 fn json_has_the_schema_and_every_check() {
-    let out = Command::new(TMA)
+    let out = TMA
+        .bare()
         .args(["doctor", "--json", "--root"])
         .arg(tree("this-vm"))
         .output()
@@ -86,7 +85,8 @@ fn fix_and_restore_on_a_fake_tree() {
     let base = tmp.path().join("t");
     copy_dir(&tree("misconfigured"), &base);
     let state = tmp.path().join("state.json");
-    let out = Command::new(TMA)
+    let out = TMA
+        .bare()
         .args(["doctor", "--fix", "--root"])
         .arg(&base)
         .arg("--state")
@@ -104,7 +104,8 @@ fn fix_and_restore_on_a_fake_tree() {
     assert_eq!(rd("proc/sys/kernel/nmi_watchdog"), "0\n");
     let s = String::from_utf8_lossy(&out.stdout);
     assert!(s.contains("[ok     ] nmi_watchdog"), "{s}");
-    let out = Command::new(TMA)
+    let out = TMA
+        .bare()
         .args(["doctor", "--root"])
         .arg(&base)
         .arg("--restore")
@@ -115,7 +116,8 @@ fn fix_and_restore_on_a_fake_tree() {
     assert_eq!(rd("proc/sys/kernel/nmi_watchdog"), "1\n");
     assert_eq!(rd("proc/sys/kernel/perf_event_paranoid"), "3\n");
     // A restore from a missing file is a clear one-line error, exit code 2.
-    let out = Command::new(TMA)
+    let out = TMA
+        .bare()
         .args(["doctor", "--root"])
         .arg(&base)
         .arg("--restore")
@@ -128,7 +130,8 @@ fn fix_and_restore_on_a_fake_tree() {
     // --fix where nothing is fixable changes nothing.
     let ok = tmp.path().join("ok");
     copy_dir(&tree("intel-baremetal"), &ok);
-    let out = Command::new(TMA)
+    let out = TMA
+        .bare()
         .args(["doctor", "--fix", "--root"])
         .arg(&ok)
         .arg("--state")
@@ -141,7 +144,8 @@ fn fix_and_restore_on_a_fake_tree() {
 
 #[test]
 fn bad_root_is_a_clear_error() {
-    let out = Command::new(TMA)
+    let out = TMA
+        .bare()
         .args(["doctor", "--root", "/nonexistent-tma"])
         .output()
         .unwrap();
@@ -160,7 +164,8 @@ fn vm_memory_check_for_each_vm_found() {
     for f in ["comm", "status", "smaps"] {
         std::fs::copy(vmm.join(f), base.join("proc/5151").join(f)).unwrap();
     }
-    let out = Command::new(TMA)
+    let out = TMA
+        .bare()
         .args(["doctor", "--json", "--root"])
         .arg(&base)
         .output()
@@ -190,10 +195,7 @@ fn verify_fixture() -> PathBuf {
 /// was verified); exit 0.
 #[test]
 fn verify_runs_here_and_passes_the_software_path() {
-    let o = Command::new(TMA)
-        .args(["doctor", "--verify"])
-        .output()
-        .unwrap();
+    let o = TMA.bare().args(["doctor", "--verify"]).output().unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     let err = String::from_utf8_lossy(&o.stderr);
     if err.contains("cannot count this thread") {
@@ -219,7 +221,8 @@ fn verify_runs_here_and_passes_the_software_path() {
 /// which check and why.
 #[test]
 fn verify_replay_good_and_corrupted() {
-    let o = Command::new(TMA)
+    let o = TMA
+        .bare()
         .args(["doctor", "--verify", "--replay"])
         .arg(verify_fixture())
         .output()
@@ -237,7 +240,8 @@ fn verify_replay_good_and_corrupted() {
     v["loops"][1]["branches"][1] = serde_json::json!(b + 100_000);
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, v.to_string()).unwrap();
-    let o = Command::new(TMA)
+    let o = TMA
+        .bare()
         .args(["doctor", "--verify", "--json", "--replay"])
         .arg(&bad)
         .output()
@@ -256,7 +260,8 @@ fn verify_replay_good_and_corrupted() {
         "100000 more iterations gave 10200000, not 10100000 = 100000 x 101"
     );
     // Not a recording at all.
-    let o = Command::new(TMA)
+    let o = TMA
+        .bare()
         .args(["doctor", "--verify", "--replay", "/nonexistent/verify.json"])
         .output()
         .unwrap();

@@ -6,9 +6,10 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 
+use tma_testkit::{fixture, Tma};
 use tma_testvmm::RunnerCounts;
 
-const TMA: &str = env!("CARGO_BIN_EXE_tma");
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 static LOCK: Mutex<()> = Mutex::new(());
 const N: u16 = 200;
 
@@ -90,7 +91,8 @@ fn counts_the_runner_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("kvm.json");
     let me = std::env::current_exe().unwrap();
-    let out = Command::new(TMA)
+    let out = TMA
+        .bare()
         .args(["kvm", "--json", "-o"])
         .arg(&json)
         .arg("--")
@@ -197,7 +199,8 @@ fn text_output_says_backend_does_not_emit_kvm_exit() {
         return;
     }
     let me = std::env::current_exe().unwrap();
-    let out = Command::new(TMA)
+    let out = TMA
+        .bare()
         .args(["kvm", "--per-vcpu", "-I", "50", "--"])
         .arg(&me)
         .args(["--exact", "runner_child", "--nocapture", "--test-threads=1"])
@@ -215,7 +218,7 @@ fn text_output_says_backend_does_not_emit_kvm_exit() {
 }
 
 fn fails_with(args: &[&str], needle: &str) {
-    let out = Command::new(TMA).args(args).output().unwrap();
+    let out = TMA.bare().args(args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
     assert!(err.contains(needle), "{args:?}: {err}");
@@ -256,13 +259,16 @@ fn unprivileged_user_gets_a_clear_error_and_nothing_mounted() {
             "--clear-groups",
             "--inh-caps=-all",
         ])
-        .arg(TMA)
+        .arg(TMA.bin())
         .args(["kvm", "-a", "--duration", "0.2"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     if out.status.code() == Some(126) || err.contains("setpriv:") {
-        eprintln!("skipped: the unprivileged user cannot execute {TMA}: {err}");
+        eprintln!(
+            "skipped: the unprivileged user cannot execute {}: {err}",
+            TMA.bin()
+        );
         return;
     }
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -285,7 +291,7 @@ fn unprivileged_user_gets_a_clear_error_and_nothing_mounted() {
                 "--clear-groups",
                 "--inh-caps=-all",
             ])
-            .arg(TMA)
+            .arg(TMA.bin())
             .args(["kvm", "-a", "--duration", "0.2"])
             .output()
             .unwrap();
@@ -325,7 +331,8 @@ fn pid_mode_measures_only_that_vmm() {
         assert!(t0.elapsed().as_secs() < 10, "runner never opened /dev/kvm");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let out = Command::new(TMA)
+    let out = TMA
+        .bare()
         .args(["kvm", "--json", "--per-vcpu", "--duration", "0.5", "-p"])
         .arg(pid.to_string())
         .output()
@@ -376,11 +383,13 @@ fn memory_of_runner(thp: &str) -> (serde_json::Value, String) {
         "runner child never got ready"
     );
     let pid = child.id().to_string();
-    let json = Command::new(TMA)
+    let json = TMA
+        .bare()
         .args(["kvm", "--memory", "--json", "-p", &pid])
         .output()
         .unwrap();
-    let text = Command::new(TMA)
+    let text = TMA
+        .bare()
         .args(["kvm", "--memory", "-p", &pid])
         .output()
         .unwrap();
@@ -442,7 +451,8 @@ fn memory_rejects_a_non_vmm() {
     let me = std::process::id().to_string();
     fails_with(&["kvm", "--memory", "-p", &me], "is not a VMM");
     fails_with(&["kvm", "--memory", "-a", "-p", &me], "at most one target");
-    let out = Command::new(TMA)
+    let out = TMA
+        .bare()
         .args(["kvm", "--memory", "--json", "-a"])
         .output()
         .unwrap();
@@ -453,8 +463,9 @@ fn memory_rejects_a_non_vmm() {
 
 #[test]
 fn memory_on_fixture_roots() {
-    let roots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/roots");
-    let out = Command::new(TMA)
+    let roots = fixture("roots");
+    let out = TMA
+        .bare()
         .arg("--root")
         .arg(roots.join("qemu-hugetlbfs"))
         .args(["kvm", "--memory", "-p", "4242"])
@@ -470,7 +481,8 @@ fn memory_on_fixture_roots() {
         s.contains("100% on huge pages: backed by huge pages"),
         "{s}"
     );
-    let out = Command::new(TMA)
+    let out = TMA
+        .bare()
         .arg("--root")
         .arg(roots.join("guest-memfd"))
         .args(["kvm", "--memory", "--all"])

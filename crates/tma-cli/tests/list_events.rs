@@ -2,24 +2,16 @@
 //! `tma events --perf-cmd` -> (perf output built from the printed event list) ->
 //! `tma stat --import`, for every CPU model of the catalog.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use tma_testkit::{stderr, Tma};
 
-fn tma() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tma"));
-    // This machine's CPU, for commands without --cpu: an AMD EPYC Zen 5 (fixture root).
-    c.arg("--root")
-        .arg(repo_root().join("tests/fixtures/roots/zen5"));
-    c.current_dir(repo_root());
-    c
-}
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
+/// `tma` with `args`, with this machine's CPU for commands without --cpu: an AMD EPYC Zen 5
+/// (fixture root).
 fn run(args: &[&str]) -> Output {
-    tma().args(args).output().expect("run tma")
+    TMA.with_root("zen5").args(args).output().expect("run tma")
 }
 
 fn ok(o: &Output) -> String {
@@ -27,7 +19,7 @@ fn ok(o: &Output) -> String {
         o.status.success(),
         "exit {:?}: {}",
         o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
+        stderr(o)
     );
     String::from_utf8(o.stdout.clone()).unwrap()
 }
@@ -81,7 +73,7 @@ fn list_json() {
 fn unknown_cpu_is_one_line_exit_2() {
     let o = run(&["list", "--cpu", "pentium4"]);
     assert_eq!(o.status.code(), Some(2));
-    let e = String::from_utf8_lossy(&o.stderr);
+    let e = stderr(&o);
     assert_eq!(e.lines().count(), 1, "{e}");
     assert!(e.contains("zen4"), "{e}");
 }

@@ -8,42 +8,21 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use tma_testkit::{fixture, fixture_str, repo_root, stderr, Tma};
 
-fn tma() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tma"));
-    // Never depend on the machine the tests run on.
-    c.arg("--root")
-        .arg(repo_root().join("tests/fixtures/roots/none"));
-    c.current_dir(repo_root());
-    c
-}
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
 /// `tma` with `args`, which may name a `--root` of their own.
 fn tma_with(args: &[String]) -> Command {
     if args.iter().any(|a| a == "--root") {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_tma"));
+        let mut c = TMA.bare();
         c.current_dir(repo_root()).args(args);
         c
     } else {
-        let mut c = tma();
+        let mut c = TMA.command();
         c.args(args);
         c
     }
-}
-
-fn fixture(rel: &str) -> String {
-    repo_root()
-        .join("tests/fixtures")
-        .join(rel)
-        .display()
-        .to_string()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 const ZEN4: &str = "import/zen4-sha256-synthetic.csv";
@@ -52,7 +31,7 @@ const PHASES: &str = "report/zen4-phases-synthetic.csv";
 /// One command line per command that takes `-o`, with `OUT` where the output path goes.
 fn commands() -> Vec<(&'static str, Vec<String>)> {
     let f = |s: &str| s.to_string();
-    let zen4 = fixture(ZEN4);
+    let zen4 = fixture_str(ZEN4);
     vec![
         (
             "stat -o",
@@ -63,7 +42,7 @@ fn commands() -> Vec<(&'static str, Vec<String>)> {
             vec![
                 f("stat"),
                 f("--synthetic-backend"),
-                fixture("live/synthetic-zen4-sha256.json"),
+                fixture_str("live/synthetic-zen4-sha256.json"),
                 f("--cpu"),
                 f("zen4"),
                 f("-o"),
@@ -132,9 +111,9 @@ fn commands() -> Vec<(&'static str, Vec<String>)> {
             vec![
                 f("locate"),
                 f("--import"),
-                fixture("locate/chase.perf.data"),
+                fixture_str("locate/chase.perf.data"),
                 f("--symdir"),
-                fixture("locate"),
+                fixture_str("locate"),
                 f("-o"),
                 f("OUT"),
             ],
@@ -144,9 +123,9 @@ fn commands() -> Vec<(&'static str, Vec<String>)> {
             vec![
                 f("locate"),
                 f("--import"),
-                fixture("locate/chase.perf.data"),
+                fixture_str("locate/chase.perf.data"),
                 f("--symdir"),
-                fixture("locate"),
+                fixture_str("locate"),
                 f("-o"),
                 f("/dev/null"),
                 f("--pprof"),
@@ -158,7 +137,7 @@ fn commands() -> Vec<(&'static str, Vec<String>)> {
             vec![
                 f("doctor"),
                 f("--root"),
-                fixture("doctor/this-vm"),
+                fixture_str("doctor/this-vm"),
                 f("-o"),
                 f("OUT"),
             ],
@@ -295,7 +274,8 @@ fn dash_is_standard_output_in_every_command() {
 
 #[test]
 fn two_outputs_on_standard_output_are_refused() {
-    let o = tma()
+    let o = TMA
+        .command()
         .args(["stat", "--example", "--record", "-"])
         .output()
         .unwrap();
@@ -310,7 +290,8 @@ fn output_paths_are_checked_before_the_program_runs() {
     let script = format!("touch {}", marker.display());
     for flag in ["-o", "--record", "--plot"] {
         let bad = dir.path().join("nodir/x.json");
-        let o = tma()
+        let o = TMA
+            .command()
             .args(["stat", flag])
             .arg(&bad)
             .args(["--", "sh", "-c", &script])
@@ -328,7 +309,8 @@ fn output_paths_are_checked_before_the_program_runs() {
         );
         assert!(!marker.exists(), "{flag}: the program ran before the check");
     }
-    let o = tma()
+    let o = TMA
+        .command()
         .args(["locate", "-o"])
         .arg(dir.path().join("nodir/x.txt"))
         .args(["--", "sh", "-c", &script])
@@ -341,25 +323,36 @@ fn output_paths_are_checked_before_the_program_runs() {
 #[test]
 fn man_writes_into_a_directory_and_dash_prints() {
     let dir = tempfile::tempdir().unwrap();
-    let o = tma()
+    let o = TMA
+        .command()
         .args(["man", "stat", "-o"])
         .arg(dir.path().join("pages"))
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(dir.path().join("pages/tma-stat.1").is_file());
-    let o = tma().args(["man", "stat", "-o", "-"]).output().unwrap();
+    let o = TMA
+        .command()
+        .args(["man", "stat", "-o", "-"])
+        .output()
+        .unwrap();
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).contains(".TH"));
     let file = dir.path().join("file");
     std::fs::write(&file, "").unwrap();
-    let o = tma().args(["man", "-o"]).arg(&file).output().unwrap();
+    let o = TMA
+        .command()
+        .args(["man", "-o"])
+        .arg(&file)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("not a directory"), "{}", stderr(&o));
 }
 
 fn with_stdin(args: &[&str], input: &[u8]) -> Output {
-    let mut child = tma()
+    let mut child = TMA
+        .command()
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -378,12 +371,13 @@ fn with_stdin(args: &[&str], input: &[u8]) -> Output {
 
 #[test]
 fn dash_is_standard_input_in_every_command_that_reads_a_recording() {
-    let csv = std::fs::read(fixture(ZEN4)).unwrap();
-    let file_out = tma()
+    let csv = std::fs::read(fixture_str(ZEN4)).unwrap();
+    let file_out = TMA
+        .command()
         .args([
             "stat",
             "--import",
-            &fixture(ZEN4),
+            &fixture_str(ZEN4),
             "--cpu",
             "zen4",
             "--json",
@@ -402,7 +396,7 @@ fn dash_is_standard_input_in_every_command_that_reads_a_recording() {
     assert_eq!(strip(&o.stdout), strip(&file_out.stdout));
     assert!(String::from_utf8_lossy(&o.stdout).contains("standard input"));
 
-    let o = with_stdin(&["diff", &fixture(ZEN4), "-", "--cpu", "zen4"], &csv);
+    let o = with_stdin(&["diff", &fixture_str(ZEN4), "-", "--cpu", "zen4"], &csv);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("after standard input"));
 
@@ -410,14 +404,14 @@ fn dash_is_standard_input_in_every_command_that_reads_a_recording() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("<html"));
 
-    let data = std::fs::read(fixture("locate/chase.perf.data")).unwrap();
+    let data = std::fs::read(fixture_str("locate/chase.perf.data")).unwrap();
     let o = with_stdin(
         &[
             "locate",
             "--import",
             "-",
             "--symdir",
-            &fixture("locate"),
+            &fixture_str("locate"),
             "--json",
         ],
         &data,
@@ -431,7 +425,7 @@ fn dash_is_standard_input_in_every_command_that_reads_a_recording() {
 
 /// The phases recording with its last line cut in the middle.
 fn cut_recording(dir: &Path) -> PathBuf {
-    let full = std::fs::read(fixture(PHASES)).unwrap();
+    let full = std::fs::read(fixture_str(PHASES)).unwrap();
     let p = dir.join("cut.csv");
     std::fs::write(&p, &full[..full.len() - 15]).unwrap();
     p
@@ -442,13 +436,13 @@ fn a_recording_cut_off_at_the_end_is_read_alike_in_every_command() {
     let dir = tempfile::tempdir().unwrap();
     let cut = cut_recording(dir.path());
     let cut = cut.to_str().unwrap();
-    let full = fixture(PHASES);
+    let full = fixture_str(PHASES);
     for args in [
         vec!["stat", "--import", cut, "--cpu", "zen4", "--compact"],
         vec!["report", cut, "--cpu", "zen4", "-o", "/dev/null"],
         vec!["diff", cut, &full, "--cpu", "zen4"],
     ] {
-        let o = tma().args(&args).output().unwrap();
+        let o = TMA.command().args(&args).output().unwrap();
         assert!(o.status.success(), "{args:?}: {}", stderr(&o));
         let notes: Vec<String> = stderr(&o)
             .lines()
@@ -460,7 +454,8 @@ fn a_recording_cut_off_at_the_end_is_read_alike_in_every_command() {
         assert!(notes[0].contains("dropped"), "{}", notes[0]);
     }
     // 59 of the 60 intervals are used.
-    let o = tma()
+    let o = TMA
+        .command()
         .args(["stat", "--import", cut, "--cpu", "zen4", "--compact"])
         .output()
         .unwrap();
@@ -470,13 +465,15 @@ fn a_recording_cut_off_at_the_end_is_read_alike_in_every_command() {
         .unwrap()
         .to_string();
     assert!(last.trim_start().starts_with("5.900"), "{last}");
-    let o = tma()
+    let o = TMA
+        .command()
         .args(["diff", cut, &full, "--cpu", "zen4"])
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&o.stdout).contains("(59 intervals)"));
     // --strict: the same intervals, then an error.
-    let o = tma()
+    let o = TMA
+        .command()
         .args([
             "stat",
             "--import",
@@ -512,8 +509,8 @@ fn a_full_disk_keeps_what_was_measured_and_says_where() {
         "mount -t tmpfs -o size=4k tmpfs {small} || exit 77; \
          {tma} --root {root} stat --example --json -o {small}/out.json",
         small = small.display(),
-        tma = env!("CARGO_BIN_EXE_tma"),
-        root = repo_root().join("tests/fixtures/roots/none").display(),
+        tma = TMA.bin(),
+        root = fixture("roots/none").display(),
     );
     let o = Command::new("unshare")
         .args(["-m", "--propagation", "private", "sh", "-c", &script])

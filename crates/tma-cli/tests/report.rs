@@ -1,17 +1,15 @@
 //! `tma report` and `tma stat --plot` end to end: the page and the SVG pictures are written
 //! (atomically: nothing is left behind on errors), bad inputs are exit 2 with one line.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Output, Stdio};
 
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(rel)
-}
+use tma_testkit::{fixture, stderr, stdout, Tma};
+
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
 fn tma(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tma"))
+    TMA.bare()
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -21,11 +19,6 @@ fn tma(args: &[&std::ffi::OsStr]) -> Output {
 macro_rules! args {
     ($($a:expr),* $(,)?) => { &[$(std::ffi::OsStr::new(&$a)),*] };
 }
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 fn entries(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -44,7 +37,7 @@ fn report_writes_the_page_and_the_timeline_svg() {
     let o = tma(args![
         "report", rec, "--cpu", "zen4", "-l", "2", "-o", html, "--svg", svg
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(o.stdout.is_empty());
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
@@ -59,8 +52,8 @@ fn report_writes_the_page_and_the_timeline_svg() {
 #[test]
 fn report_without_output_prints_the_page() {
     let o = tma(args!["report", fixture("report/zen4.diff.json")]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let page = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let page = stdout(&o);
     assert!(page.starts_with("<!DOCTYPE html>"));
     assert!(page.contains("<section id=\"s1\" class=\"diff\">"));
 }
@@ -82,10 +75,10 @@ fn stat_plot_draws_the_intervals_or_the_tree() {
         "--plot",
         tl
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     // The tree output is unchanged: one compact line per interval.
     assert_eq!(
-        text(&o.stdout)
+        stdout(&o)
             .lines()
             .filter(|l| l.contains("backend_bound"))
             .count(),
@@ -100,7 +93,7 @@ fn stat_plot_draws_the_intervals_or_the_tree() {
     let o = tma(args![
         "stat", "--import", rec, "--cpu", "zen4", "-l", "2", "--plot", tree
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let svg = std::fs::read_to_string(&tree).unwrap();
     assert!(svg.contains("TMA tree: AMD Zen 4 (zen4)"), "{svg}");
     assert!(svg.contains("65.9%  bottleneck"));
@@ -127,7 +120,7 @@ fn live_intervals_plot_with_the_synthetic_backend() {
         "sleep",
         "0.45"
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let svg = std::fs::read_to_string(&tl).unwrap();
     assert!(svg.contains("TMA level 1 over time"), "{svg}");
     assert!(svg.contains("retiring"));
@@ -145,7 +138,7 @@ fn bad_inputs_are_exit_2_and_leave_no_file() {
     let html = dir.path().join("out.html");
     let o = tma(args!["report", kvm, "-o", html]);
     assert_eq!(o.status.code(), Some(2));
-    let err = text(&o.stderr);
+    let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         err.contains("a \"tma.kvm\" document; tma report draws"),
@@ -161,7 +154,7 @@ fn bad_inputs_are_exit_2_and_leave_no_file() {
         svg
     ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("--svg draws the timeline of intervals or a TMA tree"));
+    assert!(stderr(&o).contains("--svg draws the timeline of intervals or a TMA tree"));
     assert_eq!(entries(dir.path()), ["kvm.json"]);
 
     let o = tma(args!["report"]);
@@ -182,8 +175,8 @@ fn stat_plot_without_a_pmu_says_why_there_is_no_picture() {
     let o = tma(args![
         "stat", "-I", "100", "--plot", svg, "--", "sleep", "0.25"
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
     assert!(
         err.contains("not written: there is no TMA tree to draw without hardware counters"),
         "{err}"
@@ -198,8 +191,8 @@ fn a_file_that_is_no_input_is_named_as_such_and_writes_nothing() {
     std::fs::write(&junk, "hello\nworld\n").unwrap();
     let html = dir.path().join("report.html");
     let o = tma(args!["report", junk, "-o", html]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
-    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         err.contains("notes.txt: not an input tma report reads"),

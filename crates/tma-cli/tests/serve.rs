@@ -10,11 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(rel)
-}
+use tma_testkit::{fixture, Tma};
+
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -90,7 +88,8 @@ impl Drop for Proc {
 /// `tma serve ARGS --listen 127.0.0.1:PORT`, logs into `log`; ready once it has published an
 /// interval.
 fn serve(args: &[&str], port: u16, log: &Path) -> Proc {
-    let child = Command::new(env!("CARGO_BIN_EXE_tma"))
+    let child = TMA
+        .bare()
         .arg("serve")
         .args(args)
         .args(["--listen", &format!("127.0.0.1:{port}")])
@@ -456,7 +455,8 @@ fn stat_counts_a_cgroup() {
             return;
         }
     };
-    let out = Command::new(env!("CARGO_BIN_EXE_tma"))
+    let out = TMA
+        .bare()
         .args(["stat", "-G", &cg.name, "--duration", "1", "--json"])
         .stdin(Stdio::null())
         .output()
@@ -484,7 +484,8 @@ fn stat_counts_a_cgroup() {
             .unwrap();
         assert!(ms > 50.0 && ms < 1500.0, "task-clock {ms} msec: {v}");
     }
-    let bad = Command::new(env!("CARGO_BIN_EXE_tma"))
+    let bad = TMA
+        .bare()
         .args(["stat", "-G", "no-such-cgroup-here", "--duration", "1"])
         .output()
         .unwrap();
@@ -504,7 +505,8 @@ fn stat_counts_a_cgroup() {
 fn replay_of_snapshots() {
     let dir = tempfile::tempdir().unwrap();
     let snap = dir.path().join("snap.json");
-    let st = Command::new(env!("CARGO_BIN_EXE_tma"))
+    let st = TMA
+        .bare()
         .args(["stat", "--synthetic-backend"])
         .arg(fixture("live/synthetic-zen4-sha256.json"))
         .args([
@@ -525,7 +527,8 @@ fn replay_of_snapshots() {
         .status()
         .unwrap();
     assert!(st.success());
-    let json = Command::new(env!("CARGO_BIN_EXE_tma"))
+    let json = TMA
+        .bare()
         .args(["stat", "--json", "--import"])
         .arg(&snap)
         .output()
@@ -565,7 +568,8 @@ fn replay_of_snapshots() {
     stop_cleanly(p, port, &log);
 
     let sw = dir.path().join("sw.json");
-    let st = Command::new(env!("CARGO_BIN_EXE_tma"))
+    let st = TMA
+        .bare()
         .args(["stat", "-a", "-I", "200", "--duration", "0.5", "--record"])
         .arg(&sw)
         .stdout(Stdio::null())
@@ -587,7 +591,8 @@ fn replay_of_snapshots() {
         stop_cleanly(p, port, &log);
     }
 
-    let out = Command::new(env!("CARGO_BIN_EXE_tma"))
+    let out = TMA
+        .bare()
         .args(["serve", "--listen", "127.0.0.1:0", "--replay"])
         .arg(dir.path().join("missing.json"))
         .output()

@@ -6,7 +6,9 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-const TMA: &str = env!("CARGO_BIN_EXE_tma");
+use tma_testkit::Tma;
+
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
 struct Out {
     stdout: Vec<u8>,
@@ -52,7 +54,7 @@ fn run(prog: &[&str], args: &[&str], dir: &Path, stdin: Option<&[u8]>) -> Out {
 /// Run both with `args` (and `stdin`) and assert identical behaviour.
 fn same(core: &str, dir: &Path, args: &[&str], stdin: Option<&[u8]>) {
     let a = run(&[core], args, dir, stdin);
-    let b = run(&[TMA, "sha256sum"], args, dir, stdin);
+    let b = run(&[TMA.bin(), "sha256sum"], args, dir, stdin);
     assert_eq!(
         String::from_utf8_lossy(&b.stdout),
         String::from_utf8_lossy(&a.stdout),
@@ -158,14 +160,19 @@ fn forced_implementations_and_streams_agree() {
     for imp in ["portable", "ni", "auto"] {
         if imp == "ni" && !ni {
             eprintln!("skipped --impl ni: no SHA-NI on this CPU");
-            let b = run(&[TMA, "sha256sum", "--impl", "ni", "f1.bin"], &[], d, None);
+            let b = run(
+                &[TMA.bin(), "sha256sum", "--impl", "ni", "f1.bin"],
+                &[],
+                d,
+                None,
+            );
             assert_eq!(b.code, 2, "--impl ni without SHA-NI is an error");
             continue;
         }
         for streams in ["1", "2", "3", "4", "8"] {
             let mut args = vec!["--impl", imp, "--streams", streams];
             args.extend_from_slice(&files);
-            let got = run(&[TMA, "sha256sum"], &args, d, None);
+            let got = run(&[TMA.bin(), "sha256sum"], &args, d, None);
             assert_eq!(got.stdout, want.stdout, "--impl {imp} --streams {streams}");
             assert_eq!(got.code, 0);
         }

@@ -4,60 +4,15 @@
 //! Golden files live in tests/fixtures/import/golden/; `UPDATE_GOLDEN=1 cargo test -p tma-cli
 //! --test stat_import` rewrites them (review the diff before committing).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use tma_testkit::{check_golden, fixture, repo_root, stderr, stdout, Tma};
 
-fn tma() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tma"));
-    // Never depend on the machine the tests run on.
-    c.arg("--root")
-        .arg(repo_root().join("tests/fixtures/roots/none"));
-    c.current_dir(repo_root());
-    c
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn fixtures() -> PathBuf {
-    repo_root().join("tests/fixtures/import")
-}
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
 const ZEN4: &str = "tests/fixtures/import/zen4-sha256-synthetic.csv";
 
-fn run(args: &[&str]) -> Output {
-    tma().args(args).output().expect("run tma")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn check_golden(name: &str, actual: &str) {
-    let p = fixtures().join("golden").join(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, actual).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&p)
-        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 creates it)", p.display()));
-    if want != actual {
-        panic!(
-            "{} differs from the golden file\n--- want\n{want}\n--- got\n{actual}",
-            p.display()
-        );
-    }
-}
-
 #[test]
 fn zen4_case_level2_bottleneck_is_backend_bound_cpu() {
-    let o = run(&["stat", "--import", ZEN4, "--cpu", "zen4", "-l", "2"]);
+    let o = TMA.run(&["stat", "--import", ZEN4, "--cpu", "zen4", "-l", "2"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     let line = |name: &str| {
@@ -80,12 +35,12 @@ fn zen4_case_level2_bottleneck_is_backend_bound_cpu() {
     );
     assert!(!out.contains("--node backend_bound_cpu"), "{out}");
     assert!(out.contains("[ 50.0% counted]"));
-    check_golden("zen4-l2.txt", &out);
+    check_golden(fixture("import/golden/zen4-l2.txt"), &out);
 }
 
 #[test]
 fn zen4_case_verbose_shows_every_level2_value() {
-    let o = run(&["stat", "--import", ZEN4, "--cpu", "zen4", "-l", "2", "-v"]);
+    let o = TMA.run(&["stat", "--import", ZEN4, "--cpu", "zen4", "-l", "2", "-v"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     for (node, v) in [
@@ -104,12 +59,12 @@ fn zen4_case_verbose_shows_every_level2_value() {
         assert!(l.contains(v), "{node}: {l}");
     }
     assert!(!out.contains("hidden"), "{out}");
-    check_golden("zen4-l2-verbose.txt", &out);
+    check_golden(fixture("import/golden/zen4-l2-verbose.txt"), &out);
 }
 
 #[test]
 fn zen4_case_json_and_csv() {
-    let o = run(&[
+    let o = TMA.run(&[
         "stat", "--import", ZEN4, "--cpu", "zen4", "-l", "2", "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -141,9 +96,9 @@ fn zen4_case_json_and_csv() {
         .iter()
         .any(|e| e["perf"] == "cpu/event=0x1a0,umask=0x1,cmask=0x6/"
             && e["id"] == "de_no_dispatch_per_slot.no_ops_from_frontend:c6"));
-    check_golden("zen4-l2.json", &stdout(&o));
+    check_golden(fixture("import/golden/zen4-l2.json"), &stdout(&o));
 
-    let o = run(&[
+    let o = TMA.run(&[
         "stat", "--import", ZEN4, "--cpu", "zen4", "-l", "2", "--csv",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -151,7 +106,7 @@ fn zen4_case_json_and_csv() {
     assert_eq!(out.lines().count(), 14);
     assert!(out.starts_with("start_s,end_s,node,parent,level,value,unit,status"));
     assert!(out.contains(",backend_bound_cpu,backend_bound,2,"));
-    check_golden("zen4-l2.csv", &out);
+    check_golden(fixture("import/golden/zen4-l2.csv"), &out);
 }
 
 #[test]
@@ -160,14 +115,14 @@ fn cpu_named_in_the_recording_is_used() {
     let p = dir.path().join("rec.csv");
     let body = std::fs::read_to_string(repo_root().join(ZEN4)).unwrap();
     std::fs::write(&p, format!("# cpu: zen4\n{body}")).unwrap();
-    let o = run(&["stat", "--import", p.to_str().unwrap(), "-l", "2"]);
+    let o = TMA.run(&["stat", "--import", p.to_str().unwrap(), "-l", "2"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("(zen4, named in the recording)"));
 }
 
 #[test]
 fn without_cpu_and_unidentifiable_machine_asks_for_cpu() {
-    let o = run(&["stat", "--import", ZEN4]);
+    let o = TMA.run(&["stat", "--import", ZEN4]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--cpu"), "{}", stderr(&o));
 }
@@ -207,7 +162,7 @@ fn json_recording_with_intervals_and_compact() {
         }
     }
     std::fs::write(&p, out).unwrap();
-    let o = run(&[
+    let o = TMA.run(&[
         "stat",
         "--import",
         p.to_str().unwrap(),
@@ -225,7 +180,7 @@ fn json_recording_with_intervals_and_compact() {
     );
     assert!(text.contains("not counted: ex_ret_brn_misp"), "{text}");
 
-    let o = run(&[
+    let o = TMA.run(&[
         "stat",
         "--import",
         p.to_str().unwrap(),
@@ -253,7 +208,7 @@ fn json_recording_with_intervals_and_compact() {
     // Requested metrics get columns after the level-1 nodes, with the values the JSON view
     // gives for the same intervals, and `-` where a metric could not be computed.
     let rec = p.to_str().unwrap();
-    let o = run(&[
+    let o = TMA.run(&[
         "stat",
         "--import",
         rec,
@@ -269,7 +224,7 @@ fn json_recording_with_intervals_and_compact() {
         .map(|i| j["intervals"][i]["metrics"][0]["value"].as_f64().unwrap())
         .collect();
     assert_eq!(j["intervals"][0]["metrics"][0]["status"], "ok", "{j}");
-    let o = run(&[
+    let o = TMA.run(&[
         "stat",
         "--import",
         rec,
@@ -309,7 +264,7 @@ fn json_recording_with_intervals_and_compact() {
         "the fixture changed"
     );
     std::fs::write(&skewed, json).unwrap();
-    let o = run(&[
+    let o = TMA.run(&[
         "stat",
         "--import",
         skewed.to_str().unwrap(),
@@ -324,7 +279,7 @@ fn json_recording_with_intervals_and_compact() {
     let retiring = data[0][col];
     assert!(retiring.ends_with("%?"), "{retiring}: {text}");
 
-    let o = run(&[
+    let o = TMA.run(&[
         "stat",
         "--import",
         p.to_str().unwrap(),
@@ -342,7 +297,7 @@ fn json_recording_with_intervals_and_compact() {
 fn output_file_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("tree.json");
-    let o = run(&[
+    let o = TMA.run(&[
         "stat",
         "--import",
         ZEN4,
@@ -360,7 +315,7 @@ fn output_file_is_written() {
 
 #[test]
 fn live_flags_are_refused_with_import() {
-    let o = run(&["stat", "--import", ZEN4, "--cpu", "zen4", "-a"]);
+    let o = TMA.run(&["stat", "--import", ZEN4, "--cpu", "zen4", "-a"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("cannot be combined with -a"));
 }
@@ -436,7 +391,7 @@ fn bad_input_one_line_exit_2_no_output_file() {
         ),
         (
             "no tree events",
-            std::fs::read(fixtures().join("perf-csv-sw.csv")).unwrap(),
+            std::fs::read(fixture("import/perf-csv-sw.csv")).unwrap(),
             &["--cpu", "zen4"],
             "none of the",
         ),
@@ -449,7 +404,7 @@ fn bad_input_one_line_exit_2_no_output_file() {
         let mut args = vec!["stat", "--import", input.to_str().unwrap(), "-l", "2"];
         args.extend_from_slice(extra);
         args.extend_from_slice(&["-o", out.to_str().unwrap()]);
-        let o = run(&args);
+        let o = TMA.run(&args);
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{what}: {err}");
         assert_eq!(err.lines().count(), 1, "{what}: not one line: {err}");
@@ -480,7 +435,7 @@ fn per_cpu_rows_are_summed() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("per-cpu.csv");
     std::fs::write(&p, out).unwrap();
-    let o = run(&[
+    let o = TMA.run(&[
         "stat",
         "--import",
         p.to_str().unwrap(),
@@ -500,7 +455,7 @@ fn per_cpu_rows_are_summed() {
 
 #[test]
 fn per_core_recording_is_refused() {
-    let o = run(&[
+    let o = TMA.run(&[
         "stat",
         "--import",
         "tests/fixtures/import/perf-csv-per-core.csv",
@@ -525,7 +480,7 @@ fn zero_counts_are_said_plainly() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("zero.csv");
     std::fs::write(&p, zero).unwrap();
-    let o = run(&[
+    let o = TMA.run(&[
         "stat",
         "--import",
         p.to_str().unwrap(),
@@ -553,7 +508,7 @@ fn zero_counts_are_said_plainly() {
 
 #[test]
 fn unknown_node_suggests_the_right_name() {
-    let o = run(&[
+    let o = TMA.run(&[
         "stat",
         "--import",
         ZEN4,
@@ -583,7 +538,7 @@ fn a_close_level_1_second_is_noted_not_ambiguous() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("amb.csv");
     std::fs::write(&p, csv).unwrap();
-    let o = run(&["stat", "--import", p.to_str().unwrap(), "--cpu", "zen4"]);
+    let o = TMA.run(&["stat", "--import", p.to_str().unwrap(), "--cpu", "zen4"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
     assert!(text.contains("Bottleneck: backend_bound (42.0%)"), "{text}");
@@ -600,7 +555,7 @@ fn a_close_level_1_second_is_noted_not_ambiguous() {
     // No counted-share column when everything ran 100% of the time.
     assert!(!text.contains("counted]"), "{text}");
     // The JSON carries the close second; a run without one has no such key.
-    let o = run(&[
+    let o = TMA.run(&[
         "stat",
         "--import",
         p.to_str().unwrap(),
@@ -621,7 +576,7 @@ fn a_close_level_1_second_is_noted_not_ambiguous() {
     let p = dir.path().join("amb-i.csv");
     let timed: String = csv.lines().map(|l| format!("1.000500000,{l}\n")).collect();
     std::fs::write(&p, timed).unwrap();
-    let o = run(&[
+    let o = TMA.run(&[
         "stat",
         "--import",
         p.to_str().unwrap(),
@@ -640,7 +595,7 @@ fn a_close_level_1_second_is_noted_not_ambiguous() {
 
 #[test]
 fn requested_nodes_are_shown_even_under_threshold() {
-    let o = run(&[
+    let o = TMA.run(&[
         "stat",
         "--import",
         ZEN4,
@@ -664,7 +619,7 @@ fn requested_nodes_are_shown_even_under_threshold() {
 
 #[test]
 fn example_runs_anywhere_and_is_labelled() {
-    let o = run(&["stat", "--example"]);
+    let o = TMA.run(&["stat", "--example"]);
     assert!(o.status.success(), "stderr: {}", stderr(&o));
     let out = stdout(&o);
     assert!(out.contains("backend_bound_cpu"), "{out}");
@@ -680,7 +635,7 @@ fn example_runs_anywhere_and_is_labelled() {
         stderr(&o)
     );
     // The example is an import: live-only flags are refused, not ignored.
-    let o = run(&["stat", "--example", "-a"]);
+    let o = TMA.run(&["stat", "--example", "-a"]);
     assert_eq!(o.status.code(), Some(2));
 }
 
@@ -712,7 +667,7 @@ fn smt_flag_reaches_the_formulas() {
         if let Some(s) = smt {
             a.extend(["--smt", s]);
         }
-        let o = run(&a);
+        let o = TMA.run(&a);
         assert!(o.status.success(), "stderr: {}", stderr(&o));
         let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         let nodes = j["intervals"][0]["nodes"].as_array().unwrap().clone();
@@ -726,12 +681,12 @@ fn smt_flag_reaches_the_formulas() {
     assert!((fe(None) - 10.0).abs() < 1e-9);
     assert!((fe(Some("off")) - 10.0).abs() < 1e-9);
     assert!((fe(Some("on")) - 5.0).abs() < 1e-9);
-    let o = run(&["stat", "--import", p, "--cpu", "skx"]);
+    let o = TMA.run(&["stat", "--import", p, "--cpu", "skx"]);
     assert!(
         stderr(&o).contains("--smt on"),
         "no SMT note: {}",
         stderr(&o)
     );
-    let o = run(&["stat", "--import", p, "--cpu", "skx", "--smt", "maybe"]);
+    let o = TMA.run(&["stat", "--import", p, "--cpu", "skx", "--smt", "maybe"]);
     assert_eq!(o.status.code(), Some(2));
 }

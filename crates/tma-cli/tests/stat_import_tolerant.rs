@@ -3,31 +3,9 @@
 //! refused with `--strict`, and still refused when none of the tree's events are there.
 //! The fixtures are synthetic; tests/fixtures/README.md says how each was made.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use tma_testkit::{stderr, stdout, Tma};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tma"))
-        // Never depend on the machine the tests run on.
-        .arg("--root")
-        .arg(repo_root().join("tests/fixtures/roots/none"))
-        .args(args)
-        .current_dir(repo_root())
-        .output()
-        .expect("run tma")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
 const ICX: &str = "tests/fixtures/import/icx-extra-events-synthetic.csv";
 const CLX: &str = "tests/fixtures/import/clx-toplev-pmm-synthetic.csv";
@@ -37,13 +15,13 @@ const ZEN4: &str = "tests/fixtures/import/zen4-sha256-synthetic.csv";
 
 /// Text, JSON and CSV of one import: all succeed; returns them with the text run's stderr.
 fn three_formats(args: &[&str]) -> (String, serde_json::Value, String, String) {
-    let text = run(args);
+    let text = TMA.run(args);
     assert!(text.status.success(), "{}", stderr(&text));
-    let json = run(&[args, &["--json"]].concat());
+    let json = TMA.run(&[args, &["--json"]].concat());
     assert!(json.status.success(), "{}", stderr(&json));
     let j: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON output");
     assert_eq!(j["schema"], "tma.stat");
-    let csv = run(&[args, &["--csv"]].concat());
+    let csv = TMA.run(&[args, &["--csv"]].concat());
     assert!(csv.status.success(), "{}", stderr(&csv));
     let csv_out = stdout(&csv);
     assert!(
@@ -102,7 +80,7 @@ fn strict_refuses_unknown_events_in_one_line_without_output() {
         ];
         args.extend(format);
         args.extend(["-o", out.to_str().unwrap()]);
-        let o = run(&args);
+        let o = TMA.run(&args);
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{format:?}: {err}");
         let errors: Vec<&str> = err
@@ -156,7 +134,7 @@ fn perf_default_events_alone_are_refused_clearly() {
         let mut args = vec!["stat", "--import", DEFAULT, "--cpu", "zen4"];
         args.extend(format);
         args.extend(["-o", out.to_str().unwrap()]);
-        let o = run(&args);
+        let o = TMA.run(&args);
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{format:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{err}");

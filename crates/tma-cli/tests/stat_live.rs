@@ -5,24 +5,18 @@
 // unsafe allowed: kill(2) sends SIGINT to a spawned tma.
 #![allow(unsafe_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn tma() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tma"))
-}
+use tma_testkit::{fixture, stderr, stdout, Tma};
 
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(rel)
-}
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
 /// `tma stat` with the synthetic backend (hidden flag `--synthetic-backend`, test-only)
 /// instead of perf_event_open; the caller adds the other arguments of `tma stat`.
 fn synthetic() -> Command {
-    let mut c = tma();
+    let mut c = TMA.bare();
     c.arg("stat")
         .arg("--synthetic-backend")
         .arg(fixture("live/synthetic-zen4-sha256.json"));
@@ -31,10 +25,6 @@ fn synthetic() -> Command {
 
 fn run(c: &mut Command) -> Output {
     c.stdin(Stdio::null()).output().expect("run tma")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 fn has_core_pmu() -> bool {
@@ -60,7 +50,7 @@ fn processes_with_cmdline(argv: &[&str]) -> Vec<u32> {
 }
 
 fn assert_one_line_error(o: &Output, needle: &str) {
-    let err = text(&o.stderr);
+    let err = stderr(o);
     assert_eq!(o.status.code(), Some(2), "stderr: {err}");
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 1, "expected one line, got: {err}");
@@ -73,15 +63,17 @@ fn assert_one_line_error(o: &Output, needle: &str) {
 
 #[test]
 fn exit_status_is_forwarded_and_software_counts_printed() {
-    let o = run(tma().args(["stat", "--", "sh", "-c", "echo child-says-hi; exit 3"]));
+    let o = run(TMA
+        .bare()
+        .args(["stat", "--", "sh", "-c", "echo child-says-hi; exit 3"]));
     assert_eq!(o.status.code(), Some(3));
-    let out = text(&o.stdout);
+    let out = stdout(&o);
     assert!(out.starts_with("child-says-hi\n"), "{out}");
     if has_core_pmu() {
         eprintln!("skipped the no-PMU checks: this machine has a hardware PMU");
         return;
     }
-    let err = text(&o.stderr);
+    let err = stderr(&o);
     assert!(err.contains("hardware counters are not available"), "{err}");
     assert!(err.contains("tma stat --import"), "{err}");
     assert_eq!(err.lines().count(), 1, "one paragraph: {err}");
@@ -101,10 +93,12 @@ fn exit_status_is_forwarded_and_software_counts_printed() {
 
 #[test]
 fn repeat_prints_mean_and_spread() {
-    let o = run(tma().args(["stat", "--repeat", "3", "--", "sh", "-c", "exit 0"]));
+    let o = run(TMA
+        .bare()
+        .args(["stat", "--repeat", "3", "--", "sh", "-c", "exit 0"]));
     assert_eq!(o.status.code(), Some(0));
     if !has_core_pmu() {
-        let out = text(&o.stdout);
+        let out = stdout(&o);
         assert!(out.contains("mean of 3 runs"), "{out}");
         assert!(
             out.lines()
@@ -116,14 +110,15 @@ fn repeat_prints_mean_and_spread() {
 
 #[test]
 fn killed_command_gives_128_plus_signal() {
-    let o = run(tma().args(["stat", "--", "sh", "-c", "kill -TERM $$"]));
+    let o = run(TMA.bare().args(["stat", "--", "sh", "-c", "kill -TERM $$"]));
     assert_eq!(o.status.code(), Some(128 + 15));
 }
 
 #[test]
 fn ctrl_c_prints_partial_counts_and_leaves_no_child() {
     let argv = ["sleep", "5.4321"];
-    let child = tma()
+    let child = TMA
+        .bare()
         .args(["stat", "--"])
         .args(argv)
         .stdin(Stdio::null())
@@ -143,14 +138,10 @@ fn ctrl_c_prints_partial_counts_and_leaves_no_child() {
     // SAFETY: sending SIGINT to the child we spawned, identified by its pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let o = child.wait_with_output().unwrap();
-    assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
-    assert!(
-        text(&o.stderr).contains("interrupted"),
-        "{}",
-        text(&o.stderr)
-    );
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(stderr(&o).contains("interrupted"), "{}", stderr(&o));
     assert!(t0.elapsed() < Duration::from_secs(5), "did not stop early");
-    let out = text(&o.stdout);
+    let out = stdout(&o);
     if !has_core_pmu() {
         assert!(out.contains("task-clock"), "{out}");
     }
@@ -159,13 +150,15 @@ fn ctrl_c_prints_partial_counts_and_leaves_no_child() {
 
 #[test]
 fn interval_output() {
-    let o = run(tma().args(["stat", "-I", "200", "--", "sleep", "0.7"]));
+    let o = run(TMA.bare().args(["stat", "-I", "200", "--", "sleep", "0.7"]));
     assert_eq!(o.status.code(), Some(0));
-    let out = text(&o.stdout);
+    let out = stdout(&o);
     let n = out.matches("--- interval").count();
     assert!((3..=6).contains(&n), "{n} intervals: {out}");
-    let o = run(tma().args(["stat", "-I", "200", "--compact", "--", "sleep", "0.5"]));
-    let out = text(&o.stdout);
+    let o = run(TMA
+        .bare()
+        .args(["stat", "-I", "200", "--compact", "--", "sleep", "0.5"]));
+    let out = stdout(&o);
     if !has_core_pmu() {
         assert!(out.starts_with("time_s,task-clock,"), "{out}");
         assert!(out.lines().count() >= 3, "{out}");
@@ -178,48 +171,55 @@ fn attach_to_pid_that_exits_mid_run() {
     let pid = sleeper.id().to_string();
     let t0 = Instant::now();
     let h = std::thread::spawn(move || sleeper.wait());
-    let o = run(tma().args(["stat", "-p", &pid, "--duration", "20"]));
+    let o = run(TMA.bare().args(["stat", "-p", &pid, "--duration", "20"]));
     h.join().unwrap().unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(t0.elapsed() < Duration::from_secs(10));
-    assert!(text(&o.stderr).contains("exited"), "{}", text(&o.stderr));
+    assert!(stderr(&o).contains("exited"), "{}", stderr(&o));
 }
 
 #[test]
 fn system_wide_on_one_cpu() {
-    let o = run(tma().args(["stat", "-a", "-C", "0", "--duration", "0.2"]));
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = run(TMA
+        .bare()
+        .args(["stat", "-a", "-C", "0", "--duration", "0.2"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     if !has_core_pmu() {
-        assert!(text(&o.stdout).contains("CPUs 0"), "{}", text(&o.stdout));
+        assert!(stdout(&o).contains("CPUs 0"), "{}", stdout(&o));
     }
 }
 
 #[test]
 fn bad_input_one_line_errors() {
-    assert_one_line_error(&run(tma().args(["stat", "-I", "0", "--", "true"])), "-I 0");
     assert_one_line_error(
-        &run(tma().args(["stat", "-a", "-C", "0-x"])),
+        &run(TMA.bare().args(["stat", "-I", "0", "--", "true"])),
+        "-I 0",
+    );
+    assert_one_line_error(
+        &run(TMA.bare().args(["stat", "-a", "-C", "0-x"])),
         "bad CPU list",
     );
     assert_one_line_error(
-        &run(tma().args(["stat", "-a", "-C", "4000", "--duration", "0.1"])),
+        &run(TMA
+            .bare()
+            .args(["stat", "-a", "-C", "4000", "--duration", "0.1"])),
         "CPU 4000",
     );
     assert_one_line_error(
-        &run(tma().args(["stat", "-p", "999999999"])),
+        &run(TMA.bare().args(["stat", "-p", "999999999"])),
         "no such process",
     );
     assert_one_line_error(
-        &run(tma().args(["stat", "--", "no-such-command-for-tma"])),
+        &run(TMA.bare().args(["stat", "--", "no-such-command-for-tma"])),
         "command not found",
     );
     assert_one_line_error(
-        &run(tma().args(["stat", "-e", "bogus_event", "--", "true"])),
+        &run(TMA.bare().args(["stat", "-e", "bogus_event", "--", "true"])),
         "unknown event",
     );
-    assert_one_line_error(&run(tma().args(["stat"])), "nothing to measure");
+    assert_one_line_error(&run(TMA.bare().args(["stat"])), "nothing to measure");
     assert_one_line_error(
-        &run(tma().args(["stat", "--repeat", "0", "--", "true"])),
+        &run(TMA.bare().args(["stat", "--repeat", "0", "--", "true"])),
         "--repeat 0",
     );
 }
@@ -228,7 +228,8 @@ fn bad_input_one_line_errors() {
 fn record_software_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let snap = dir.path().join("s.json");
-    let o = run(tma()
+    let o = run(TMA
+        .bare()
         .args(["stat", "--record"])
         .arg(&snap)
         .args(["--", "true"]));
@@ -253,8 +254,8 @@ fn record_software_snapshot() {
 #[test]
 fn multiplex_scaling_and_counted_share() {
     let o = run(synthetic().args(["--cpu", "zen4", "-l", "2", "--", "true"]));
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
     // The chosen true counts are those of the pmu-data methodology case (backend_bound_cpu
     // 65.9%); raw readings are 1/2, 1/4 of them, so only correct scaling gives these values.
     let line = |name: &str| {
@@ -288,10 +289,10 @@ fn no_multiplex_runs_once_per_group_and_combines() {
         "true",
     ]));
     assert_eq!(o.status.code(), Some(0));
-    let err = text(&o.stderr);
+    let err = stderr(&o);
     assert!(err.contains("runs 2 times"), "{err}");
     assert!(err.contains("plan: 3 groups"), "{err}");
-    let out = text(&o.stdout);
+    let out = stdout(&o);
     assert!(out.contains("2 runs, one per counter group"), "{out}");
     // Same values, and every event counted all the time.
     assert!(out.contains("65.9%"), "{out}");
@@ -302,7 +303,7 @@ fn no_multiplex_runs_once_per_group_and_combines() {
 fn drilldown_descends_into_the_bottleneck() {
     let o = run(synthetic().args(["--cpu", "zen4", "--drilldown", "-v", "--", "true"]));
     assert_eq!(o.status.code(), Some(0));
-    let err = text(&o.stderr);
+    let err = stderr(&o);
     assert!(
         err.contains("drill-down: 2 runs: backend_bound -> backend_bound_cpu"),
         "{err}"
@@ -317,7 +318,7 @@ fn drilldown_descends_into_the_bottleneck() {
         "{}",
         plans[1]
     );
-    let out = text(&o.stdout);
+    let out = stdout(&o);
     assert_eq!(out.matches("AMD Zen 4 (zen4").count(), 2, "{out}");
     assert!(out.contains("under backend_bound"), "{out}");
 }
@@ -341,28 +342,19 @@ fn record_then_import_is_byte_identical() {
             .arg(&snap)
             .args(extra)
             .args(["--", "true"]));
-        assert_eq!(
-            live.status.code(),
-            Some(0),
-            "{extra:?}: {}",
-            text(&live.stderr)
-        );
+        assert_eq!(live.status.code(), Some(0), "{extra:?}: {}", stderr(&live));
         let render_flags: Vec<&str> = extra
             .iter()
             .copied()
             .filter(|f| ["--json", "--csv", "--compact", "-v"].contains(f))
             .collect();
-        let imp = run(tma()
+        let imp = run(TMA
+            .bare()
             .args(["stat", "-l", "2", "--import"])
             .arg(&snap)
             .args(&render_flags));
-        assert_eq!(
-            imp.status.code(),
-            Some(0),
-            "{extra:?}: {}",
-            text(&imp.stderr)
-        );
-        assert_eq!(text(&live.stdout), text(&imp.stdout), "{extra:?}");
+        assert_eq!(imp.status.code(), Some(0), "{extra:?}: {}", stderr(&imp));
+        assert_eq!(stdout(&live), stdout(&imp), "{extra:?}");
         assert!(!live.stdout.is_empty());
     }
 }
@@ -389,7 +381,7 @@ fn pmu_live_tree_for_a_command() {
         println!("skipped: needs a hardware PMU ({why})");
         return;
     }
-    let o = run(tma().args([
+    let o = run(TMA.bare().args([
         "stat",
         "-l",
         "1",
@@ -398,13 +390,13 @@ fn pmu_live_tree_for_a_command() {
         "-c",
         "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done",
     ]));
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
     assert!(
         out.contains("Bottleneck") || out.contains("No bottleneck"),
         "{out}"
     );
-    assert!(!text(&o.stderr).contains("not available"));
+    assert!(!stderr(&o).contains("not available"));
 }
 
 #[test]
@@ -419,8 +411,8 @@ fn per_core_trees_from_per_cpu_readings() {
         "--duration",
         "1",
     ]));
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
     // One aggregated tree plus one per core; the counts were split over the CPUs, so each
     // core's tree gives the same fractions.
     assert_eq!(out.matches("AMD Zen 4 (zen4").count(), 3, "{out}");
@@ -432,22 +424,24 @@ fn per_core_trees_from_per_cpu_readings() {
 fn per_thread_software_counts() {
     let mut sleeper = Command::new("sleep").arg("0.3").spawn().unwrap();
     let pid = sleeper.id().to_string();
-    let o = run(tma().args(["stat", "-p", &pid, "--per-thread", "--duration", "5"]));
+    let o = run(TMA
+        .bare()
+        .args(["stat", "-p", &pid, "--per-thread", "--duration", "5"]));
     sleeper.wait().unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     if !has_core_pmu() {
         assert!(
-            text(&o.stdout).contains(&format!("--- thread {pid} ---")),
+            stdout(&o).contains(&format!("--- thread {pid} ---")),
             "{}",
-            text(&o.stdout)
+            stdout(&o)
         );
     }
     assert_one_line_error(
-        &run(tma().args(["stat", "--per-thread", "--", "true"])),
+        &run(TMA.bare().args(["stat", "--per-thread", "--", "true"])),
         "--per-thread needs",
     );
     assert_one_line_error(
-        &run(tma().args(["stat", "--per-core", "--", "true"])),
+        &run(TMA.bare().args(["stat", "--per-core", "--", "true"])),
         "--per-core needs",
     );
 }
@@ -459,7 +453,7 @@ fn pmu_in_sysfs_but_open_fails_falls_back_to_software() {
         return;
     }
     // A fake sysfs that claims a Sapphire Rapids PMU: perf_event_open itself then says no.
-    let o = run(tma().args([
+    let o = run(TMA.bare().args([
         "stat",
         "--root",
         fixture("roots/spr").to_str().unwrap(),
@@ -471,10 +465,10 @@ fn pmu_in_sysfs_but_open_fails_falls_back_to_software() {
         "echo ran-once; exit 5",
     ]));
     assert_eq!(o.status.code(), Some(5));
-    let err = text(&o.stderr);
+    let err = stderr(&o);
     assert!(err.contains("perf_event_open of TOPDOWN.SLOTS"), "{err}");
     assert!(err.contains("hardware counters are not available"), "{err}");
-    let out = text(&o.stdout);
+    let out = stdout(&o);
     // The command ran exactly once (the held child was discarded before exec).
     assert_eq!(out.lines().filter(|l| *l == "ran-once").count(), 1, "{out}");
     assert!(
@@ -501,9 +495,9 @@ fn permission_denied_names_paranoid_and_fix() {
     }
     let o = run(Command::new("/usr/bin/setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_tma"))
+        .arg(TMA.bin())
         .args(["stat", "-a", "-C", "0", "--duration", "0.1"]));
-    let err = text(&o.stderr);
+    let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains(&format!("perf_event_paranoid is {}", paranoid.trim())),
@@ -532,8 +526,10 @@ fn wait_for(argv: &[&str], present: bool) -> bool {
 #[test]
 fn duration_stops_a_command_without_leftovers() {
     let t0 = Instant::now();
-    let o = run(tma().args(["stat", "--duration", "0.3", "--", "sleep", "6.1234"]));
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = run(TMA
+        .bare()
+        .args(["stat", "--duration", "0.3", "--", "sleep", "6.1234"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(t0.elapsed() < Duration::from_secs(5));
     assert!(wait_for(&["sleep", "6.1234"], false), "leftover sleep");
 }
@@ -541,7 +537,8 @@ fn duration_stops_a_command_without_leftovers() {
 #[test]
 fn killing_tma_does_not_orphan_the_command() {
     let argv = ["sleep", "7.2345"];
-    let mut child = tma()
+    let mut child = TMA
+        .bare()
         .args(["stat", "--"])
         .args(argv)
         .stdin(Stdio::null())
@@ -558,7 +555,7 @@ fn killing_tma_does_not_orphan_the_command() {
 #[test]
 fn spr_plan_puts_topdown_events_under_slots() {
     let o = run(synthetic().args(["--cpu", "spr", "-l", "2", "-v", "--", "true"]));
-    let err = text(&o.stderr);
+    let err = stderr(&o);
     let plan = err
         .split("plan: ")
         .nth(1)
@@ -582,7 +579,7 @@ fn spr_plan_puts_topdown_events_under_slots() {
 #[test]
 fn header_and_json_head_name_the_tma_version() {
     let o = run(synthetic().args(["--cpu", "spr", "-l", "2", "--", "true"]));
-    let out = text(&o.stdout);
+    let out = stdout(&o);
     assert!(
         out.starts_with("Sapphire Rapids (spr, from --cpu), TMA 5.2, counted live"),
         "{out}"

@@ -3,37 +3,15 @@
 //! (synthetic counts, tests/fixtures/README.md), their JSON and CSV forms, the missing-event
 //! text, and unknown names. Goldens: `UPDATE_GOLDEN=1 cargo test -p tma-cli --test stat_metrics`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use tma_testkit::{check_golden, fixture, stderr, stdout, Tma};
 
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tma"))
-        .arg("--root")
-        .arg(repo_root().join("tests/fixtures/roots/none"))
-        .args(args)
-        .current_dir(repo_root())
-        .output()
-        .expect("run tma")
-}
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
 fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn check_golden(name: &str, actual: &str) {
-    let p = repo_root().join("tests/fixtures/import/golden").join(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&p, actual).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&p)
-        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 creates it)", p.display()));
-    assert_eq!(want, actual, "{} differs from the golden file", p.display());
+    assert!(o.status.success(), "{}", stderr(o));
+    stdout(o)
 }
 
 const ICX: &str = "tests/fixtures/import/icx-metrics-synthetic.csv";
@@ -51,7 +29,7 @@ const CASES: &[(&str, &str, f64, f64, f64, f64)] = &[
 #[test]
 fn text_metrics_and_bottleneck_costs() {
     for &(file, cpu, ..) in CASES {
-        let out = ok(&run(&[
+        let out = ok(&TMA.run(&[
             "stat",
             "--import",
             file,
@@ -63,14 +41,14 @@ fn text_metrics_and_bottleneck_costs() {
         ]));
         assert!(out.contains("\nMetrics:\nThread\n  IPC "), "{out}");
         assert!(out.contains("  1. Branching_Overhead"), "{out}");
-        check_golden(&format!("{cpu}-metrics.txt"), &out);
+        check_golden(fixture(&format!("import/golden/{cpu}-metrics.txt")), &out);
     }
 }
 
 #[test]
 fn json_and_csv_carry_the_metrics() {
     for &(file, cpu, ipc, cpi, ilp, branching) in CASES {
-        let o = run(&[
+        let o = TMA.run(&[
             "stat",
             "--import",
             file,
@@ -105,7 +83,7 @@ fn json_and_csv_carry_the_metrics() {
         assert_eq!(mis["status"], "missing_events");
         assert!(mis["missing_events"].as_array().unwrap().len() > 1);
 
-        let out = ok(&run(&[
+        let out = ok(&TMA.run(&[
             "stat", "--import", file, "--cpu", cpu, "-m", "IPC", "-B", "--csv",
         ]));
         let ipc_row = out
@@ -125,24 +103,24 @@ fn json_and_csv_carry_the_metrics() {
 
 #[test]
 fn without_metric_flags_there_are_no_metrics() {
-    let out = ok(&run(&["stat", "--import", ICX, "--cpu", "icx"]));
+    let out = ok(&TMA.run(&["stat", "--import", ICX, "--cpu", "icx"]));
     assert!(!out.contains("Metrics:"));
-    let j = ok(&run(&["stat", "--import", ICX, "--cpu", "icx", "--json"]));
+    let j = ok(&TMA.run(&["stat", "--import", ICX, "--cpu", "icx", "--json"]));
     assert!(!j.contains("\"metrics\""));
-    let c = ok(&run(&["stat", "--import", ICX, "--cpu", "icx", "--csv"]));
+    let c = ok(&TMA.run(&["stat", "--import", ICX, "--cpu", "icx", "--csv"]));
     assert_eq!(c.lines().count(), 5);
 }
 
 #[test]
 fn default_set_names_missing_events_and_unknown_names_fail() {
-    let out = ok(&run(&["stat", "--import", ICX, "--cpu", "icx", "-m"]));
+    let out = ok(&TMA.run(&["stat", "--import", ICX, "--cpu", "icx", "-m"]));
     assert!(out.contains("  IPC "), "{out}");
     // MLP needs L1D_PEND_MISS events that the recording lacks.
     let mlp = out.lines().find(|l| l.starts_with("  MLP ")).unwrap();
     assert!(mlp.contains("[missing: L1D_PEND_MISS."), "{mlp}");
     assert!(out.contains("Metrics with missing events could not be computed"));
 
-    let o = run(&["stat", "--import", ICX, "--cpu", "icx", "-m", "IPX"]);
+    let o = TMA.run(&["stat", "--import", ICX, "--cpu", "icx", "-m", "IPX"]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -153,7 +131,7 @@ fn default_set_names_missing_events_and_unknown_names_fail() {
 
 #[test]
 fn perf_group_names_select_levels_and_metrics() {
-    let out = ok(&run(&[
+    let out = ok(&TMA.run(&[
         "stat",
         "--import",
         ICX,
@@ -164,7 +142,7 @@ fn perf_group_names_select_levels_and_metrics() {
     ]));
     assert!(out.contains("TMA levels 1-2"), "{out}");
     assert!(out.contains("  IPC "), "{out}");
-    let o = run(&["stat", "--import", ICX, "--cpu", "icx", "-M", "NoSuchGroup"]);
+    let o = TMA.run(&["stat", "--import", ICX, "--cpu", "icx", "-M", "NoSuchGroup"]);
     assert_eq!(o.status.code(), Some(2));
 }
 
@@ -174,7 +152,7 @@ fn perf_group_names_select_levels_and_metrics() {
 /// 2e5 ITLB misses, 4e6 instruction-cache misses.
 #[test]
 fn zen4_metrics_from_core_events() {
-    let o = run(&[
+    let o = TMA.run(&[
         "stat",
         "--import",
         "tests/fixtures/import/zen4-metrics-synthetic.csv",
@@ -207,7 +185,7 @@ fn zen4_metrics_from_core_events() {
         assert!((v - want).abs() < 1e-9, "{name}: {v} != {want}");
     }
     // The default set picks the AMD metrics it names.
-    let text = ok(&run(&[
+    let text = ok(&TMA.run(&[
         "stat",
         "--import",
         "tests/fixtures/import/zen4-metrics-synthetic.csv",

@@ -2,12 +2,12 @@
 //! DRAM workload's prefetch effect (loosely: a timing ratio, not an absolute time), and
 //! bad-input errors.
 
-use std::process::Command;
+use tma_testkit::Tma;
 
-const TMA: &str = env!("CARGO_BIN_EXE_tma");
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
 fn tma(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(TMA).args(args).output().expect("run tma");
+    let o = TMA.bare().args(args).output().expect("run tma");
     (
         o.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -169,10 +169,7 @@ fn empty_workloads_are_refused() {
         &["workload", "sha256", "--size", "0"][..],
         &["workload", "dram", "--accesses", "0", "--size", "1M"][..],
     ] {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_tma"))
-            .args(args)
-            .output()
-            .unwrap();
+        let o = TMA.bare().args(args).output().unwrap();
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("at least 1"), "{args:?}: {err}");

@@ -1,15 +1,9 @@
 //! `tma diff` on the hand-made fixtures of tests/fixtures/diff (see its README entry), with
 //! every expected number computed by hand below.
 
-use std::path::PathBuf;
+use tma_testkit::fixture;
 
 use tma_diff::{DiffConfig, DiffError, Significance};
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(name)
-}
 
 fn cfg(before: &str, after: &str) -> DiffConfig {
     DiffConfig {

@@ -2,20 +2,15 @@
 //! this machine's real tracefs format files (tests/fixtures/kvm/format-6.18) and of a hand-made
 //! older-kernel variant (tests/fixtures/kvm/format-old: no `isa`, no `requests`, other offsets).
 
-use std::path::{Path, PathBuf};
-
 use tma_kvm::decode::{build_record, Decoder, KvmEvent};
 use tma_kvm::reasons::{ExitReason, Isa};
 use tma_kvm::stats::{Aggregator, KvmReport, Sample};
 use tma_kvm::{render, EventFormat, RenderOptions};
 use tma_perf::tracepoint::{parse_record, sample_body, TraceRecord, PERF_RECORD_SAMPLE};
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/kvm")
-}
+use tma_testkit::{check_golden, fixture};
 
 fn load(dir: &str) -> Vec<EventFormat> {
-    let mut v: Vec<EventFormat> = std::fs::read_dir(fixtures().join(dir))
+    let mut v: Vec<EventFormat> = std::fs::read_dir(fixture("kvm").join(dir))
         .unwrap()
         .map(|e| EventFormat::parse(&std::fs::read(e.unwrap().path()).unwrap()).unwrap())
         .collect();
@@ -27,17 +22,10 @@ fn fmt<'a>(f: &'a [EventFormat], name: &str) -> &'a EventFormat {
     f.iter().find(|x| x.name == name).unwrap()
 }
 
+/// Compares with tests/fixtures/kvm/golden/`name`; `UPDATE_GOLDEN=1` rewrites it (review the
+/// diff).
 fn golden(name: &str, actual: &str) {
-    let p = fixtures().join("golden").join(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&p, actual).unwrap();
-    }
-    let want = std::fs::read_to_string(&p)
-        .unwrap_or_else(|_| panic!("missing golden {}; run with UPDATE_GOLDEN=1", p.display()));
-    assert_eq!(
-        actual, want,
-        "golden {name} differs; rerun with UPDATE_GOLDEN=1 and review"
-    );
+    check_golden(fixture("kvm/golden").join(name), actual);
 }
 
 #[test]

@@ -2,37 +2,31 @@
 //! bottleneck `Evaluator::evaluate` reports equals the one a plain, separately written
 //! implementation of the rule (below) finds on the same evaluated nodes.
 //!
-//! The counts come from a seeded generator, so a failure replays exactly. They are drawn from
-//! a coarse grid so that equal and nearly equal sibling values, and with them close level-1
-//! seconds and ambiguous pairs, are common; a few events are left out (undecided descents)
-//! and a few are made large (values over 100%).
+//! The counts come from proptest with a fixed seed, so a run replays exactly and a failure is
+//! shrunk to a small case. They are drawn from a coarse grid so that equal and nearly equal
+//! sibling values, and with them close level-1 seconds and ambiguous pairs, are common; a few
+//! events are left out (undecided descents) and a few are made large (values over 100%).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 use tma_catalog::{Unit, Vendor};
 use tma_metrics::{
     required_events, CloseSecond, Constants, Evaluator, NodeResult, Selection, StopReason,
 };
 
-/// SplitMix64: a tiny seeded generator, enough for test data.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `0..n`.
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    /// True with probability `p` percent.
-    fn chance(&mut self, p: u64) -> bool {
-        self.below(100) < p
-    }
+/// A runner of `cases` cases with a fixed seed (the coverage checks below must not depend on
+/// the run) and no regression files.
+fn runner(cases: u32) -> TestRunner {
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha))
 }
 
 /// The nodes the data marks as overlapping their siblings (written out again on purpose).
@@ -139,21 +133,21 @@ fn reference(nodes: &[NodeResult]) -> Outcome {
     }
 }
 
-/// Counts for `events`: multiples of 1/8 of a billion up to two billions, a few left out,
-/// a few ten times larger.
-fn counts(rng: &mut Rng, events: &[String]) -> HashMap<String, f64> {
-    let mut m = HashMap::new();
-    for e in events {
-        if rng.chance(2) {
-            continue;
-        }
-        let mut v = 1e9 * (rng.below(17) as f64) / 8.0;
-        if rng.chance(2) {
-            v *= 10.0;
-        }
-        m.insert(e.clone(), v);
-    }
-    m
+/// Counts for `events`: multiples of 1/8 of a billion up to two billions, a few (2%) left
+/// out, a few (2%) ten times larger.
+fn counts(events: Vec<String>) -> impl Strategy<Value = HashMap<String, f64>> {
+    let one = prop::option::weighted(0.98, (0..17u64, prop::bool::weighted(0.02)));
+    prop::collection::vec(one, events.len()).prop_map(move |drawn| {
+        events
+            .iter()
+            .zip(drawn)
+            .filter_map(|(e, d)| {
+                let (eighths, large) = d?;
+                let v = 1e9 * eighths as f64 / 8.0;
+                Some((e.clone(), if large { v * 10.0 } else { v }))
+            })
+            .collect()
+    })
 }
 
 #[derive(Default, Debug)]
@@ -169,7 +163,6 @@ struct Seen {
 
 #[test]
 fn evaluator_agrees_with_the_rule_on_random_counts_for_every_intel_model() {
-    let mut rng = Rng(0x7A3D_11B0_771E_2026);
     let intel: Vec<_> = tma_catalog::models()
         .iter()
         .filter(|m| m.vendor == Vendor::Intel)
@@ -177,13 +170,15 @@ fn evaluator_agrees_with_the_rule_on_random_counts_for_every_intel_model() {
     assert!(intel.len() >= 13, "{} Intel models", intel.len());
     let mut total = Seen::default();
     for model in intel {
-        let mut seen = Seen::default();
+        let seen = RefCell::new(Seen::default());
         for level in 1..=6u8 {
             let sel = Selection::level(level);
             let ev = Evaluator::new(model, &sel).unwrap();
             let events: Vec<String> = required_events(model, &sel).unwrap().into_iter().collect();
-            for round in 0..60 {
-                let consts = if round % 3 == 0 {
+            // A third of the runs with SMT on.
+            let input = (counts(events), prop::bool::weighted(1.0 / 3.0));
+            let result = runner(60).run(&input, |(values, smt)| {
+                let consts = if smt {
                     Constants {
                         smt_on: true,
                         threads_per_core: 2,
@@ -192,13 +187,12 @@ fn evaluator_agrees_with_the_rule_on_random_counts_for_every_intel_model() {
                 } else {
                     Constants::default()
                 };
-                let values = counts(&mut rng, &events);
                 let report = ev.evaluate(&values, &consts);
                 let b = &report.bottleneck;
                 let (path, stop, close) = reference(&report.nodes);
                 let ctx = || {
                     format!(
-                        "{} level {level} round {round}: got {b:?}\nnodes: {:?}",
+                        "{} level {level} smt {smt}: got {b:?}\nnodes: {:?}",
                         model.key,
                         report
                             .nodes
@@ -207,10 +201,11 @@ fn evaluator_agrees_with_the_rule_on_random_counts_for_every_intel_model() {
                             .collect::<Vec<_>>()
                     )
                 };
-                assert_eq!(b.path, path, "{}", ctx());
-                assert_eq!(b.node.as_ref(), path.last(), "{}", ctx());
-                assert_eq!(b.stop, stop, "{}", ctx());
-                assert_eq!(b.close_second, close, "{}", ctx());
+                prop_assert_eq!(&b.path, &path, "{}", ctx());
+                prop_assert_eq!(b.node.as_ref(), path.last(), "{}", ctx());
+                prop_assert_eq!(&b.stop, &stop, "{}", ctx());
+                prop_assert_eq!(&b.close_second, &close, "{}", ctx());
+                let mut seen = seen.borrow_mut();
                 seen.runs += 1;
                 seen.close_second += usize::from(close.is_some());
                 seen.ambiguous += usize::from(matches!(stop, StopReason::Ambiguous { .. }));
@@ -227,8 +222,13 @@ fn evaluator_agrees_with_the_rule_on_random_counts_for_every_intel_model() {
                         && n.above_threshold == Some(true)
                         && n.parent.is_some_and(|p| path.iter().any(|q| q == p))
                 }));
+                Ok(())
+            });
+            if let Err(e) = result {
+                panic!("{} level {level}: {e}", model.key);
             }
         }
+        let seen = seen.into_inner();
         // Every model meets the case the rule changed most: a close level-1 second.
         assert!(seen.close_second > 0, "{}: {seen:?}", model.key);
         total.runs += seen.runs;

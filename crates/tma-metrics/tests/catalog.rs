@@ -1,8 +1,14 @@
 //! The engine against every table of `tma_catalog::models()`: every formula and threshold
 //! parses and resolves, and a property test with random but consistent counts checks that
 //! level 1 sums to 100 % and that each level-1 node equals the sum of its level-2 children.
+//! The random draws come from proptest with a fixed seed: a run replays exactly, and a failure
+//! is shrunk (every draw towards the low end of its range).
 
+use std::cell::Cell;
 use std::collections::HashMap;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 use tma_catalog::{EventId, Model, Vendor};
 use tma_metrics::{
@@ -51,20 +57,38 @@ fn every_formula_and_threshold_of_every_model_parses_and_resolves() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-/// SplitMix64: small, seeded, good enough for test data.
-struct Rng(u64);
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+/// The random draws of one synthetic run, each uniform in [0, 1), handed out in order. They
+/// come from proptest, which shrinks them towards 0 (each `range` towards its low end).
+struct Draws {
+    u: Vec<f64>,
+    next: usize,
+}
+
+impl Draws {
+    fn new(u: Vec<f64>) -> Draws {
+        Draws { u, next: 0 }
     }
     /// Uniform in [lo, hi).
     fn range(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+        let u = self.u[self.next];
+        self.next += 1;
+        lo + (hi - lo) * u
     }
+}
+
+/// Draws enough for `Run::new` (at most 25) plus one per event and retire latency.
+fn draws(events: usize, retire: usize) -> impl Strategy<Value = Vec<f64>> {
+    prop::collection::vec(0.0..1.0f64, 25 + events + retire)
+}
+
+/// A runner of `cases` cases with a fixed seed and no regression files.
+fn runner(cases: u32) -> TestRunner {
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha))
 }
 
 /// Latent state of one synthetic run; every count is derived from it so the counts are
@@ -99,7 +123,7 @@ struct Run {
 }
 
 impl Run {
-    fn new(model: &Model, rng: &mut Rng, smt: bool) -> Run {
+    fn new(model: &Model, rng: &mut Draws, smt: bool) -> Run {
         let c = rng.range(1e8, 1e10).round();
         let w = model.slots_per_cycle as f64;
         let s = w * c;
@@ -150,7 +174,7 @@ impl Run {
     }
 
     /// Count for one event id (base name plus modifiers).
-    fn count(&self, id: &str, rng: &mut Rng) -> f64 {
+    fn count(&self, id: &str, rng: &mut Draws) -> f64 {
         let ev = EventId::parse(id);
         let base = ev.base.to_ascii_uppercase();
         let cmask = ev
@@ -254,19 +278,17 @@ fn constants(smt: bool) -> Constants {
 /// Every level 1-3 node must get a value (so `required_events` lists all it needs).
 #[test]
 fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
-    const SEEDS: u64 = 300;
+    const CASES: u32 = 256;
     const TOL: f64 = 0.01; // percentage points
     let sel = Selection::level(3);
     for m in tma_catalog::models() {
         let events =
             required_events(m, &sel).unwrap_or_else(|e| panic!("{}: required_events: {e}", m.key));
         let retire = required_retire_latencies(m, &sel).unwrap();
-        for seed in 0..SEEDS {
-            let smt = seed % 2 == 1;
-            let key_hash = m.key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-            });
-            let mut rng = Rng(seed.wrapping_mul(0x1234_5678_9ABC_DEF1) ^ key_hash);
+        let first = Cell::new(true);
+        let input = (draws(events.len(), retire.len()), any::<bool>());
+        let result = runner(CASES).run(&input, |(u, smt)| {
+            let mut rng = Draws::new(u);
             let run = Run::new(m, &mut rng, smt);
             let mut vals: HashMap<String, f64> = events
                 .iter()
@@ -279,8 +301,8 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
             }
             let r = evaluate(m, &sel, &vals, &constants(smt))
                 .unwrap_or_else(|e| panic!("{}: evaluate: {e}", m.key));
-            let ctx = |name: &str| format!("model {} seed {seed} node {name}", m.key);
-            if seed == 0 {
+            let ctx = |name: &str| format!("model {} smt {smt} node {name}", m.key);
+            if first.replace(false) {
                 let l12: Vec<String> = r
                     .nodes
                     .iter()
@@ -288,7 +310,7 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
                     .map(|n| format!("{}={:.2}", n.name, n.value.unwrap_or(f64::NAN)))
                     .collect();
                 eprintln!(
-                    "{}: {} events, {} nodes to level 3; seed 0: {}",
+                    "{}: {} events, {} nodes to level 3; first case: {}",
                     m.key,
                     events.len(),
                     r.nodes.len(),
@@ -296,7 +318,7 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
                 );
             }
             for n in &r.nodes {
-                assert!(
+                prop_assert!(
                     matches!(n.status, Status::Ok | Status::OutOfRange),
                     "{}: status {:?}, missing {:?}",
                     ctx(n.name),
@@ -305,9 +327,9 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
                 );
             }
             let level1: Vec<_> = r.nodes.iter().filter(|n| n.level == 1).collect();
-            assert!(!level1.is_empty(), "{}", m.key);
+            prop_assert!(!level1.is_empty(), "{}", m.key);
             let total: f64 = level1.iter().map(|n| n.value.unwrap()).sum();
-            assert!(
+            prop_assert!(
                 (total - 100.0).abs() <= TOL,
                 "{}: level 1 sums to {total}: {:?}",
                 ctx("level 1"),
@@ -318,7 +340,7 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
             );
             for p in &level1 {
                 let pv = p.value.unwrap();
-                assert!((-TOL..=100.0 + TOL).contains(&pv), "{}: {pv}", ctx(p.name));
+                prop_assert!((-TOL..=100.0 + TOL).contains(&pv), "{}: {pv}", ctx(p.name));
                 let kids: Vec<_> = r
                     .nodes
                     .iter()
@@ -328,7 +350,7 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
                     continue;
                 }
                 let sum: f64 = kids.iter().map(|k| k.value.unwrap()).sum();
-                assert!(
+                prop_assert!(
                     (sum - pv).abs() <= TOL,
                     "{}: children sum {sum} != {pv}: {:?}",
                     ctx(p.name),
@@ -336,13 +358,17 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
                 );
                 for k in &kids {
                     let kv = k.value.unwrap();
-                    assert!(
+                    prop_assert!(
                         kv >= -TOL && kv <= pv + TOL,
                         "{}: {kv} outside [0, {pv}]",
                         ctx(k.name)
                     );
                 }
             }
+            Ok(())
+        });
+        if let Err(e) = result {
+            panic!("{}: {e}", m.key);
         }
     }
 }
@@ -379,9 +405,9 @@ fn whole_tree_of_every_model_gets_values_when_everything_is_supplied() {
     for m in tma_catalog::models() {
         let events = required_events(m, &sel).unwrap();
         let retire = required_retire_latencies(m, &sel).unwrap();
-        for seed in 0..4u64 {
-            let smt = seed % 2 == 1;
-            let mut rng = Rng(0xDEAD_BEEF ^ seed);
+        let input = (draws(events.len(), retire.len()), any::<bool>());
+        let result = runner(16).run(&input, |(u, smt)| {
+            let mut rng = Draws::new(u);
             let run = Run::new(m, &mut rng, smt);
             let mut vals: HashMap<String, f64> = events
                 .iter()
@@ -393,23 +419,27 @@ fn whole_tree_of_every_model_gets_values_when_everything_is_supplied() {
                 }
             }
             let r = evaluate(m, &sel, &vals, &constants(smt)).unwrap();
-            assert_eq!(r.nodes.len(), m.nodes.len());
+            prop_assert_eq!(r.nodes.len(), m.nodes.len());
             for n in &r.nodes {
-                assert!(
+                prop_assert!(
                     matches!(n.status, Status::Ok | Status::OutOfRange),
-                    "{} {} seed {seed}: {:?} {:?}",
+                    "{} {} smt {smt}: {:?} {:?}",
                     m.key,
                     n.name,
                     n.status,
                     n.missing_events
                 );
-                assert!(
+                prop_assert!(
                     n.above_threshold.is_some() || n.threshold.is_empty(),
                     "{} {}",
                     m.key,
                     n.name
                 );
             }
+            Ok(())
+        });
+        if let Err(e) = result {
+            panic!("{}: {e}", m.key);
         }
     }
 }

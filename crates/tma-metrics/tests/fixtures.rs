@@ -5,18 +5,15 @@ use std::collections::HashMap;
 
 use tma_metrics::{evaluate, required_events, Constants, Selection, Status, StopReason};
 
-fn fixture(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/../../tests/fixtures/metrics/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+fn read_fixture(name: &str) -> Vec<u8> {
+    let p = tma_testkit::fixture("metrics").join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 #[test]
 fn zen4_sha256_case_gives_the_published_level2_tree() {
     let counts: HashMap<String, f64> =
-        serde_json::from_slice(&fixture("zen4-sha256-counts.json")).unwrap();
+        serde_json::from_slice(&read_fixture("zen4-sha256-counts.json")).unwrap();
     let zen4 = tma_catalog::by_name("zen4").unwrap();
     let sel = Selection::level(2);
     // The fixture holds exactly the events level 2 needs.

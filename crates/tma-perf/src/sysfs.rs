@@ -382,9 +382,7 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/fixtures/sysfs")
-            .join(name)
+        tma_testkit::fixture("sysfs").join(name)
     }
 
     #[test]

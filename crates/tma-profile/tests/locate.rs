@@ -1,18 +1,13 @@
 //! The locate use case in-process: `tma_profile::run` on the recorded perf.data fixture (the
 //! replay of a sampling session), rendered by `tma_profile::render`, and its refusals.
 
-use std::path::{Path, PathBuf};
-
 use tma_profile::{render, LocateConfig, LocateError};
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/locate")
-}
+use tma_testkit::fixture;
 
 fn import_config() -> LocateConfig {
     LocateConfig {
-        import: Some(fixtures().join("chase.perf.data")),
-        symdir: vec![fixtures()],
+        import: Some(fixture("locate").join("chase.perf.data")),
+        symdir: vec![fixture("locate")],
         ..LocateConfig::default()
     }
 }
@@ -34,7 +29,7 @@ fn imported_fixture_renders_the_golden_text_report() {
     assert!(notes.is_empty(), "{}", String::from_utf8_lossy(&notes));
     let mut out = Vec::new();
     render::text(&mut out, &located.profile).unwrap();
-    let golden = std::fs::read_to_string(fixtures().join("chase.report.txt")).unwrap();
+    let golden = std::fs::read_to_string(fixture("locate").join("chase.report.txt")).unwrap();
     assert_eq!(
         without_source_lines(&String::from_utf8(out).unwrap()),
         without_source_lines(&golden)
@@ -74,7 +69,7 @@ fn settings_that_do_not_go_together_are_refused() {
     let e = run(LocateConfig::default());
     assert!(e.to_string().starts_with("nothing to sample"), "{e}");
     let e = run(LocateConfig {
-        import: Some(fixtures().join("chase.c")),
+        import: Some(fixture("locate").join("chase.c")),
         ..LocateConfig::default()
     });
     assert!(matches!(e, LocateError::Import { .. }), "{e}");

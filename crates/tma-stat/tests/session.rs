@@ -2,17 +2,12 @@
 //! machine without a PMU) and with real software events, recorded and replayed; a replay
 //! must write exactly what the live run wrote.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tma_perf::backend::Synthetic;
 use tma_perf::host::Host;
 use tma_stat::{BackendChoice, Format, Input, LiveOptions, RenderOptions, StatConfig};
-
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(rel)
-}
+use tma_testkit::fixture;
 
 fn zen4_synthetic() -> BackendChoice {
     let bytes = std::fs::read(fixture("live/synthetic-zen4-sha256.json")).unwrap();

@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use tma_html::{render, ReportConfig};
 
 /// The repository root.
-pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+pub use tma_testkit::repo_root as root;
 
 /// A file under tests/fixtures, relative to the crate (the tests' working directory), so
 /// that pages show the paths the README's commands use, below `../../`.

@@ -1,12 +1,9 @@
 use super::*;
 use crate::readings::ReadingStatus;
 
-fn fixture(name: &str) -> Vec<u8> {
-    let p = format!(
-        "{}/../../tests/fixtures/import/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
+fn read_fixture(name: &str) -> Vec<u8> {
+    let p = tma_testkit::fixture("import").join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 fn value(iv: &Interval, ev: &str) -> Option<f64> {
@@ -15,7 +12,7 @@ fn value(iv: &Interval, ev: &str) -> Option<f64> {
 
 #[test]
 fn recorded_csv_software_events() {
-    let rec = parse(&fixture("perf-csv-sw.csv")).unwrap();
+    let rec = parse(&read_fixture("perf-csv-sw.csv")).unwrap();
     assert_eq!(rec.format, ImportFormat::PerfCsv { separator: ',' });
     assert!(!rec.interval_mode);
     assert_eq!(rec.intervals.len(), 1);
@@ -39,7 +36,7 @@ fn recorded_csv_software_events() {
 
 #[test]
 fn recorded_csv_not_supported() {
-    let rec = parse(&fixture("perf-csv-notsupported.csv")).unwrap();
+    let rec = parse(&read_fixture("perf-csv-notsupported.csv")).unwrap();
     let iv = &rec.intervals[0];
     let c = iv.get("cycles").unwrap();
     assert_eq!(c.status, ReadingStatus::NotSupported);
@@ -53,7 +50,7 @@ fn recorded_csv_not_supported() {
 
 #[test]
 fn recorded_csv_intervals() {
-    let rec = parse(&fixture("perf-csv-interval.csv")).unwrap();
+    let rec = parse(&read_fixture("perf-csv-interval.csv")).unwrap();
     assert!(rec.interval_mode);
     assert_eq!(rec.intervals.len(), 4);
     let first = &rec.intervals[0];
@@ -71,7 +68,7 @@ fn recorded_csv_intervals() {
 
 #[test]
 fn recorded_json() {
-    let rec = parse(&fixture("perf-json-sw.json")).unwrap();
+    let rec = parse(&read_fixture("perf-json-sw.json")).unwrap();
     assert_eq!(rec.format, ImportFormat::PerfJson);
     let iv = &rec.intervals[0];
     assert_eq!(
@@ -79,7 +76,7 @@ fn recorded_json() {
         ReadingStatus::NotSupported
     );
     assert!(value(iv, "page-faults").unwrap() > 0.0);
-    let rec = parse(&fixture("perf-json-interval.json")).unwrap();
+    let rec = parse(&read_fixture("perf-json-interval.json")).unwrap();
     assert!(rec.interval_mode);
     assert_eq!(rec.intervals.len(), 3);
     assert_eq!(
@@ -90,14 +87,14 @@ fn recorded_json() {
 
 #[test]
 fn csv_and_json_agree_on_layout() {
-    let csv = parse(&fixture("perf-csv-interval.csv")).unwrap();
-    let json = parse(&fixture("perf-json-interval.json")).unwrap();
+    let csv = parse(&read_fixture("perf-csv-interval.csv")).unwrap();
+    let json = parse(&read_fixture("perf-json-interval.json")).unwrap();
     assert_eq!(csv.intervals.len() > 1, json.intervals.len() > 1);
 }
 
 #[test]
 fn per_cpu_rows_and_aggregation() {
-    let rec = parse(&fixture("perf-csv-per-cpu.csv")).unwrap();
+    let rec = parse(&read_fixture("perf-csv-per-cpu.csv")).unwrap();
     assert_eq!(rec.breakdown, Breakdown::PerCpu);
     let iv = &rec.intervals[0];
     assert!(iv.get("task-clock").is_none());
@@ -113,7 +110,7 @@ fn per_cpu_rows_and_aggregation() {
 
 #[test]
 fn per_core_is_refused_clearly() {
-    let err = parse(&fixture("perf-csv-per-core.csv")).unwrap_err();
+    let err = parse(&read_fixture("perf-csv-per-core.csv")).unwrap_err();
     assert!(
         matches!(
             err,
@@ -129,9 +126,9 @@ fn per_core_is_refused_clearly() {
 
 #[test]
 fn repeat_variance_column_and_semicolon() {
-    let rec = parse(&fixture("perf-csv-repeat.csv")).unwrap();
+    let rec = parse(&read_fixture("perf-csv-repeat.csv")).unwrap();
     assert!(value(&rec.intervals[0], "page-faults").is_some());
-    let rec = parse(&fixture("perf-csv-semicolon.csv")).unwrap();
+    let rec = parse(&read_fixture("perf-csv-semicolon.csv")).unwrap();
     assert_eq!(rec.format, ImportFormat::PerfCsv { separator: ';' });
     assert_eq!(rec.events, ["task-clock", "page-faults"]);
 }
@@ -340,7 +337,7 @@ fn interval_summary_rows_are_skipped() {
         "perf-csv-interval-summary.csv",
         "perf-json-interval-summary.json",
     ] {
-        let rec = parse(&fixture(f)).unwrap();
+        let rec = parse(&read_fixture(f)).unwrap();
         assert!(rec.interval_mode, "{f}");
         assert_eq!(rec.intervals.len(), 2, "{f}");
         assert_eq!(rec.events, ["task-clock", "page-faults"], "{f}");

@@ -173,9 +173,7 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/fixtures/kvm/format-6.18")
-            .join(name)
+        tma_testkit::fixture("kvm/format-6.18").join(name)
     }
 
     #[test]

@@ -11,12 +11,7 @@ use tma_serve::collect::{Build, Collector, Shared, Split};
 use tma_serve::log::Log;
 use tma_stat::{Input, StatConfig};
 
-/// A file under tests/fixtures/.
-pub fn fixture(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(rel)
-}
+pub use tma_testkit::fixture;
 
 /// The multi-interval Sapphire Rapids recording the serve tests use.
 pub const SPR_INTERVALS: &str = "serve/spr-intervals-synthetic.csv";

@@ -4,7 +4,6 @@
 use std::io::Write;
 use std::path::Path;
 
-use serde::Deserialize;
 use tma_stat::{Input, SampleKind, StatConfig};
 
 use crate::{DiffConfig, DiffError};
@@ -50,12 +49,8 @@ pub fn load(cfg: &DiffConfig, path: &Path, notes: &mut dyn Write) -> Result<Side
         file: file.clone(),
         source,
     })?;
-    if tma_perf::import::is_document(&bytes) {
-        if let Ok(head) = serde_json::from_slice::<Head>(&bytes) {
-            if head.schema == tma_stat::render::tree::SCHEMA {
-                return from_stat_json(cfg, &file, &bytes);
-            }
-        }
+    if tma_report::recognize(&bytes).schema() == Some(tma_stat::render::tree::SCHEMA) {
+        return from_stat_json(cfg, &file, &bytes);
     }
     let stat = StatConfig {
         input: Input::Import(path.to_path_buf()),
@@ -72,11 +67,6 @@ pub fn load(cfg: &DiffConfig, path: &Path, notes: &mut dyn Write) -> Result<Side
         source: Box::new(source),
     })?;
     Ok(from_evaluated(&file, ev))
-}
-
-#[derive(Deserialize)]
-struct Head {
-    schema: String,
 }
 
 /// Collects series in first-seen order over the samples.

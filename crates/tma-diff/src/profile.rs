@@ -28,11 +28,6 @@ impl InputKind {
     }
 }
 
-#[derive(Deserialize)]
-struct Head {
-    schema: String,
-}
-
 /// The kind of the input at `path`.
 pub fn detect(path: &Path) -> Result<InputKind, DiffError> {
     let bytes = read(path)?;
@@ -41,17 +36,11 @@ pub fn detect(path: &Path) -> Result<InputKind, DiffError> {
 
 /// The kind of an input's bytes.
 pub fn kind_of(bytes: &[u8]) -> InputKind {
-    if bytes.starts_with(b"PERFILE2") {
-        return InputKind::PerfData;
+    match tma_report::recognize(bytes) {
+        tma_report::Recognized::PerfData => InputKind::PerfData,
+        r if r.schema() == Some(tma_profile::render::JSON_SCHEMA) => InputKind::Locate,
+        _ => InputKind::Tree,
     }
-    if tma_perf::import::is_document(bytes) {
-        if let Ok(head) = serde_json::from_slice::<Head>(bytes) {
-            if head.schema == tma_profile::render::JSON_SCHEMA {
-                return InputKind::Locate;
-            }
-        }
-    }
-    InputKind::Tree
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, DiffError> {

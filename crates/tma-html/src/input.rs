@@ -31,36 +31,32 @@ pub enum Kind {
     Recording,
 }
 
+/// The envelope's version, checked before the payload is read.
 #[derive(Deserialize)]
 struct Head {
-    schema: String,
     #[serde(default)]
     schema_version: u32,
 }
 
 /// The kind of an input's bytes; a JSON document of another kind is [`HtmlError::Unsupported`].
 pub fn kind_of(file: &str, bytes: &[u8]) -> Result<Kind, HtmlError> {
-    if bytes.starts_with(b"PERFILE2") {
-        return Ok(Kind::PerfData);
-    }
-    if !tma_perf::import::is_document(bytes) {
-        return Ok(Kind::Recording);
-    }
-    let Ok(head) = serde_json::from_slice::<Head>(bytes) else {
-        // A line of `perf stat -j` output looks like a document's start.
-        return Ok(Kind::Recording);
+    use tma_report::Recognized;
+    let schema = match tma_report::recognize(bytes) {
+        Recognized::PerfData => return Ok(Kind::PerfData),
+        Recognized::Text => return Ok(Kind::Recording),
+        Recognized::Document { schema, .. } => schema,
     };
-    Ok(match head.schema.as_str() {
+    Ok(match schema.as_str() {
         s if s == tma_stat::render::tree::SCHEMA => Kind::Stat,
         s if s == tma_perf::snapshot::SCHEMA => Kind::Recording,
         "tma.diff" => Kind::Diff,
         "tma.diff-profile" => Kind::ProfileDiff,
         s if s == tma_profile::render::JSON_SCHEMA => Kind::Locate,
         "tma.bench" => Kind::Bench,
-        other => {
+        _ => {
             return Err(HtmlError::Unsupported {
                 file: file.to_string(),
-                schema: other.to_string(),
+                schema,
             })
         }
     })

@@ -239,22 +239,23 @@ struct Acc {
 /// A `tma.stat` document: the tree (means over the samples), and the timeline when there
 /// are several.
 pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
+    let found = tma_report::recognize(bytes).version().unwrap_or(0);
+    if found != tma_stat::render::tree::SCHEMA_VERSION {
+        return Err(HtmlError::Version {
+            file: file.to_string(),
+            schema: "tma.stat",
+            found,
+            expected: tma_stat::render::tree::SCHEMA_VERSION,
+        });
+    }
     let doc: StatDoc = serde_json::from_slice(bytes).map_err(|e| HtmlError::Document {
         file: file.to_string(),
         schema: "tma.stat",
         detail: e.to_string(),
     })?;
-    if doc.schema_version != tma_stat::render::tree::SCHEMA_VERSION {
-        return Err(HtmlError::Version {
-            file: file.to_string(),
-            schema: "tma.stat",
-            found: doc.schema_version,
-            expected: tma_stat::render::tree::SCHEMA_VERSION,
-        });
-    }
     let model = tma_catalog::models()
         .iter()
-        .find(|m| m.key == doc.cpu.key)
+        .find(|m| m.key == doc.head.cpu.key)
         .copied();
     let mut rows: Vec<(TreeRow, Acc)> = Vec::new();
     let mut metrics: Vec<(MetricRow, f64, usize)> = Vec::new();
@@ -273,7 +274,7 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
                             parent: n.parent.clone(),
                             level: n.level,
                             value: None,
-                            unit: n.unit.clone(),
+                            unit: n.unit.name().into(),
                             threshold: def.and_then(|d| own_threshold(&n.name, d.threshold)),
                             above_threshold: None,
                             counted_share: None,
@@ -313,7 +314,7 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
                         MetricRow {
                             name: m.name.clone(),
                             value: None,
-                            unit: m.unit.clone(),
+                            unit: m.unit.name().into(),
                             description: m.description.clone(),
                         },
                         0.0,
@@ -380,10 +381,10 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
         .collect();
     Ok(StatView {
         file: file.to_string(),
-        cpu_key: doc.cpu.key,
-        cpu_name: doc.cpu.name,
-        source: doc.source,
-        interval_mode: doc.interval_mode,
+        cpu_key: doc.head.cpu.key,
+        cpu_name: doc.head.cpu.name,
+        source: doc.head.source,
+        interval_mode: doc.head.interval_mode,
         samples: doc.intervals.len(),
         rows,
         metrics: metrics

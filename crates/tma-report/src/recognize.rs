@@ -34,6 +34,14 @@ impl Recognized {
             _ => None,
         }
     }
+
+    /// The `schema_version` of a document.
+    pub fn version(&self) -> Option<u32> {
+        match self {
+            Recognized::Document { version, .. } => Some(*version),
+            _ => None,
+        }
+    }
 }
 
 /// What `bytes` hold.

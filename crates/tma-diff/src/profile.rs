@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use tma_profile::locate::LocateConfig;
-use tma_profile::report::ReportOptions;
+use tma_profile::report::{FunctionRow, Profile, ReportOptions};
 
 use crate::DiffError;
 
@@ -179,31 +179,21 @@ fn from_perf_data(
         kind: "perf.data",
         event: p.event,
         samples: p.counts.samples,
-        functions: p
-            .functions
-            .into_iter()
-            .map(|f| Share {
-                function: f.function,
-                module: f.module,
-                samples: f.samples,
-                percent: f.percent,
-            })
-            .collect(),
+        functions: shares(p.functions),
         notes: p.notes,
     })
 }
 
-#[derive(Deserialize)]
-struct LocateDoc {
-    schema_version: u32,
-    event: String,
-    counts: CountsDoc,
-    functions: Vec<Share>,
-}
-
-#[derive(Deserialize)]
-struct CountsDoc {
-    samples: u64,
+fn shares(functions: Vec<FunctionRow>) -> Vec<Share> {
+    functions
+        .into_iter()
+        .map(|f| Share {
+            function: f.function,
+            module: f.module,
+            samples: f.samples,
+            percent: f.percent,
+        })
+        .collect()
 }
 
 fn from_locate_json(bytes: &[u8], file: String) -> Result<ProfileSide, DiffError> {
@@ -211,14 +201,14 @@ fn from_locate_json(bytes: &[u8], file: String) -> Result<ProfileSide, DiffError
         file: file.clone(),
         detail,
     };
-    let doc: LocateDoc = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
-    if doc.schema_version != tma_profile::render::JSON_SCHEMA_VERSION {
+    let found = tma_report::recognize(bytes).version().unwrap_or(0);
+    if found != tma_profile::render::JSON_SCHEMA_VERSION {
         return Err(bad(format!(
-            "schema_version {} (this tma reads {})",
-            doc.schema_version,
+            "schema_version {found} (this tma reads {})",
             tma_profile::render::JSON_SCHEMA_VERSION
         )));
     }
+    let doc: Profile = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
     let mut notes = Vec::new();
     let listed: u64 = doc.functions.iter().map(|f| f.samples).sum();
     if listed < doc.counts.samples {
@@ -234,7 +224,7 @@ fn from_locate_json(bytes: &[u8], file: String) -> Result<ProfileSide, DiffError
         kind: "tma.locate",
         event: doc.event,
         samples: doc.counts.samples,
-        functions: doc.functions,
+        functions: shares(doc.functions),
         notes,
     })
 }

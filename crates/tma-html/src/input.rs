@@ -6,12 +6,12 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use tma_profile::locate::LocateConfig;
-use tma_profile::report::ReportOptions;
+use tma_profile::report::{Profile, ReportOptions};
 use tma_stat::render::plot::{own_threshold, Timeline};
 use tma_stat::{Format, Input, RenderOptions, StatConfig};
 
 use crate::model::{
-    BenchDoc, DiffDoc, LocateDoc, LocateView, MetricRow, ProfileDiffDoc, Section, StatView, TreeRow,
+    BenchDoc, DiffDoc, LocateView, MetricRow, ProfileDiffDoc, Section, StatView, TreeRow,
 };
 use crate::{HtmlError, ReportConfig};
 use tma_stat::render::doc::StatDoc;
@@ -88,7 +88,7 @@ pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Se
             Ok(Section::Bench(Box::new(d)))
         }
         Kind::Locate => {
-            let doc: LocateDoc = document(
+            let doc: Profile = document(
                 &file,
                 &bytes,
                 tma_profile::render::JSON_SCHEMA,
@@ -195,26 +195,19 @@ fn perf_data(cfg: &ReportConfig, path: &Path, file: String) -> Result<Section, H
             file: file.clone(),
             source: Box::new(e),
         })?;
-    let p = located.profile;
-    let chains = p.stacks.iter().any(|s| s.frames.len() > 1);
+    let doc = located.profile;
+    let chains = doc.stacks.iter().any(|s| s.frames.len() > 1);
     let (flame, no_flame) = if chains {
-        (Some(crate::flame::document(&crate::flame::svg(&p)?)), None)
+        (
+            Some(crate::flame::document(&crate::flame::svg(&doc)?)),
+            None,
+        )
     } else {
         (
             None,
             Some("the samples carry no call chains (record with -g for a flame graph)".into()),
         )
     };
-    let value = serde_json::to_value(&p).map_err(|e| HtmlError::Document {
-        file: file.clone(),
-        schema: "tma.locate",
-        detail: e.to_string(),
-    })?;
-    let doc: LocateDoc = serde_json::from_value(value).map_err(|e| HtmlError::Document {
-        file: file.clone(),
-        schema: "tma.locate",
-        detail: e.to_string(),
-    })?;
     Ok(Section::Locate(Box::new(LocateView {
         file,
         doc,

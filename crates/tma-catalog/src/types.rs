@@ -2,7 +2,7 @@
 //! These types are the contract between the catalog, the formula engine (`tma-metrics`),
 //! the counter layer (`tma-perf`) and the CLI. Extend them; do not rename fields.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// CPU vendor as reported by CPUID leaf 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -34,7 +34,7 @@ pub enum Topdown {
 }
 
 /// Unit of a node or metric value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Unit {
     /// Percent of pipeline slots (TMA tree nodes): 0..100.
     PercentSlots,
@@ -42,6 +42,17 @@ pub enum Unit {
     Percent,
     /// A plain ratio or count (IPC, GHz, per-instruction figures...).
     Number,
+}
+
+impl Unit {
+    /// The name documents give it (`PercentSlots`, `Percent`, `Number`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::PercentSlots => "PercentSlots",
+            Unit::Percent => "Percent",
+            Unit::Number => "Number",
+        }
+    }
 }
 
 /// What kind of counter an event needs.

@@ -340,8 +340,10 @@ fn snapshot_path(report: &Path) -> PathBuf {
 
 fn read_report(path: &Path) -> Option<Value> {
     let bytes = std::fs::read(path).ok()?;
-    let v: Value = serde_json::from_slice(&bytes).ok()?;
-    (v["schema"] == WORKLOAD_SCHEMA).then_some(v)
+    if tma_report::recognize(&bytes).schema() != Some(WORKLOAD_SCHEMA) {
+        return None;
+    }
+    serde_json::from_slice(&bytes).ok()
 }
 
 fn f(v: &Value, path: &[&str]) -> Option<f64> {

@@ -4,7 +4,6 @@
 use std::io::Write;
 use std::path::Path;
 
-use serde::Deserialize;
 use tma_stat::{Input, SampleKind, StatConfig};
 
 use crate::{DiffConfig, DiffError};
@@ -50,12 +49,8 @@ pub fn load(cfg: &DiffConfig, path: &Path, notes: &mut dyn Write) -> Result<Side
         file: file.clone(),
         source,
     })?;
-    if tma_perf::import::is_document(&bytes) {
-        if let Ok(head) = serde_json::from_slice::<Head>(&bytes) {
-            if head.schema == tma_stat::render::tree::SCHEMA {
-                return from_stat_json(cfg, &file, &bytes);
-            }
-        }
+    if tma_report::recognize(&bytes).schema() == Some(tma_stat::render::tree::SCHEMA) {
+        return from_stat_json(cfg, &file, &bytes);
     }
     let stat = StatConfig {
         input: Input::Import(path.to_path_buf()),
@@ -72,11 +67,6 @@ pub fn load(cfg: &DiffConfig, path: &Path, notes: &mut dyn Write) -> Result<Side
         source: Box::new(source),
     })?;
     Ok(from_evaluated(&file, ev))
-}
-
-#[derive(Deserialize)]
-struct Head {
-    schema: String,
 }
 
 /// Collects series in first-seen order over the samples.
@@ -130,20 +120,20 @@ fn most_common(paths: &[Vec<String>]) -> Vec<String> {
 }
 
 fn from_stat_json(cfg: &DiffConfig, file: &str, bytes: &[u8]) -> Result<Side, DiffError> {
-    let doc: StatDoc = serde_json::from_slice(bytes).map_err(|e| DiffError::StatJson {
-        file: file.to_string(),
-        detail: e.to_string(),
-    })?;
-    if doc.schema_version != tma_stat::render::tree::SCHEMA_VERSION {
+    let found = tma_report::recognize(bytes).version().unwrap_or(0);
+    if found != tma_stat::render::tree::SCHEMA_VERSION {
         return Err(DiffError::StatJson {
             file: file.to_string(),
             detail: format!(
-                "schema_version {} (this tma reads {})",
-                doc.schema_version,
+                "schema_version {found} (this tma reads {})",
                 tma_stat::render::tree::SCHEMA_VERSION
             ),
         });
     }
+    let doc: StatDoc = serde_json::from_slice(bytes).map_err(|e| DiffError::StatJson {
+        file: file.to_string(),
+        detail: e.to_string(),
+    })?;
     let level_ok = |l: u8| cfg.level.is_none_or(|max| l <= max);
     let (mut nodes, mut metrics) = (Collect::default(), Collect::default());
     let mut paths = Vec::new();
@@ -154,23 +144,23 @@ fn from_stat_json(cfg: &DiffConfig, file: &str, bytes: &[u8]) -> Result<Side, Di
                 &n.name,
                 n.parent.as_deref(),
                 n.level,
-                &n.unit,
+                n.unit.name(),
                 n.value,
                 above,
             );
         }
         for m in &iv.metrics {
-            metrics.add(&m.name, None, 0, &m.unit, m.value, false);
+            metrics.add(&m.name, None, 0, m.unit.name(), m.value, false);
         }
         paths.push(iv.bottleneck.path.clone());
     }
     Ok(Side {
         file: file.to_string(),
-        cpu_key: doc.cpu.key,
-        cpu_name: doc.cpu.name,
-        source: doc.source,
+        cpu_key: doc.head.cpu.key,
+        cpu_name: doc.head.cpu.name,
+        source: doc.head.source,
         samples: doc.intervals.len(),
-        sample_kind: if doc.interval_mode {
+        sample_kind: if doc.head.interval_mode {
             "intervals"
         } else {
             "whole"
@@ -181,25 +171,16 @@ fn from_stat_json(cfg: &DiffConfig, file: &str, bytes: &[u8]) -> Result<Side, Di
     })
 }
 
-/// A unit as `tma.stat` spells it.
-fn unit_name(u: tma_catalog::Unit) -> &'static str {
-    match u {
-        tma_catalog::Unit::PercentSlots => "PercentSlots",
-        tma_catalog::Unit::Percent => "Percent",
-        tma_catalog::Unit::Number => "Number",
-    }
-}
-
 fn from_evaluated(file: &str, ev: tma_stat::Evaluated) -> Side {
     let (mut nodes, mut metrics) = (Collect::default(), Collect::default());
     let mut paths = Vec::new();
     for ir in &ev.run.intervals {
         for n in &ir.report.nodes {
             let above = n.above_threshold == Some(true);
-            nodes.add(n.name, n.parent, n.level, unit_name(n.unit), n.value, above);
+            nodes.add(n.name, n.parent, n.level, n.unit.name(), n.value, above);
         }
         for m in &ir.report.metrics {
-            metrics.add(m.name, None, 0, unit_name(m.unit), m.value, false);
+            metrics.add(m.name, None, 0, m.unit.name(), m.value, false);
         }
         paths.push(ir.report.bottleneck.path.clone());
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use tma_profile::locate::LocateConfig;
-use tma_profile::report::ReportOptions;
+use tma_profile::report::{FunctionRow, Profile, ReportOptions};
 
 use crate::DiffError;
 
@@ -28,11 +28,6 @@ impl InputKind {
     }
 }
 
-#[derive(Deserialize)]
-struct Head {
-    schema: String,
-}
-
 /// The kind of the input at `path`.
 pub fn detect(path: &Path) -> Result<InputKind, DiffError> {
     let bytes = read(path)?;
@@ -41,17 +36,11 @@ pub fn detect(path: &Path) -> Result<InputKind, DiffError> {
 
 /// The kind of an input's bytes.
 pub fn kind_of(bytes: &[u8]) -> InputKind {
-    if bytes.starts_with(b"PERFILE2") {
-        return InputKind::PerfData;
+    match tma_report::recognize(bytes) {
+        tma_report::Recognized::PerfData => InputKind::PerfData,
+        r if r.schema() == Some(tma_profile::render::JSON_SCHEMA) => InputKind::Locate,
+        _ => InputKind::Tree,
     }
-    if tma_perf::import::is_document(bytes) {
-        if let Ok(head) = serde_json::from_slice::<Head>(bytes) {
-            if head.schema == tma_profile::render::JSON_SCHEMA {
-                return InputKind::Locate;
-            }
-        }
-    }
-    InputKind::Tree
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, DiffError> {
@@ -190,31 +179,21 @@ fn from_perf_data(
         kind: "perf.data",
         event: p.event,
         samples: p.counts.samples,
-        functions: p
-            .functions
-            .into_iter()
-            .map(|f| Share {
-                function: f.function,
-                module: f.module,
-                samples: f.samples,
-                percent: f.percent,
-            })
-            .collect(),
+        functions: shares(p.functions),
         notes: p.notes,
     })
 }
 
-#[derive(Deserialize)]
-struct LocateDoc {
-    schema_version: u32,
-    event: String,
-    counts: CountsDoc,
-    functions: Vec<Share>,
-}
-
-#[derive(Deserialize)]
-struct CountsDoc {
-    samples: u64,
+fn shares(functions: Vec<FunctionRow>) -> Vec<Share> {
+    functions
+        .into_iter()
+        .map(|f| Share {
+            function: f.function,
+            module: f.module,
+            samples: f.samples,
+            percent: f.percent,
+        })
+        .collect()
 }
 
 fn from_locate_json(bytes: &[u8], file: String) -> Result<ProfileSide, DiffError> {
@@ -222,14 +201,14 @@ fn from_locate_json(bytes: &[u8], file: String) -> Result<ProfileSide, DiffError
         file: file.clone(),
         detail,
     };
-    let doc: LocateDoc = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
-    if doc.schema_version != tma_profile::render::JSON_SCHEMA_VERSION {
+    let found = tma_report::recognize(bytes).version().unwrap_or(0);
+    if found != tma_profile::render::JSON_SCHEMA_VERSION {
         return Err(bad(format!(
-            "schema_version {} (this tma reads {})",
-            doc.schema_version,
+            "schema_version {found} (this tma reads {})",
             tma_profile::render::JSON_SCHEMA_VERSION
         )));
     }
+    let doc: Profile = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
     let mut notes = Vec::new();
     let listed: u64 = doc.functions.iter().map(|f| f.samples).sum();
     if listed < doc.counts.samples {
@@ -245,7 +224,7 @@ fn from_locate_json(bytes: &[u8], file: String) -> Result<ProfileSide, DiffError
         kind: "tma.locate",
         event: doc.event,
         samples: doc.counts.samples,
-        functions: doc.functions,
+        functions: shares(doc.functions),
         notes,
     })
 }

@@ -6,12 +6,12 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use tma_profile::locate::LocateConfig;
-use tma_profile::report::ReportOptions;
+use tma_profile::report::{Profile, ReportOptions};
 use tma_stat::render::plot::{own_threshold, Timeline};
 use tma_stat::{Format, Input, RenderOptions, StatConfig};
 
 use crate::model::{
-    BenchDoc, DiffDoc, LocateDoc, LocateView, MetricRow, ProfileDiffDoc, Section, StatView, TreeRow,
+    BenchDoc, DiffDoc, LocateView, MetricRow, ProfileDiffDoc, Section, StatView, TreeRow,
 };
 use crate::{HtmlError, ReportConfig};
 use tma_stat::render::doc::StatDoc;
@@ -31,36 +31,32 @@ pub enum Kind {
     Recording,
 }
 
+/// The envelope's version, checked before the payload is read.
 #[derive(Deserialize)]
 struct Head {
-    schema: String,
     #[serde(default)]
     schema_version: u32,
 }
 
 /// The kind of an input's bytes; a JSON document of another kind is [`HtmlError::Unsupported`].
 pub fn kind_of(file: &str, bytes: &[u8]) -> Result<Kind, HtmlError> {
-    if bytes.starts_with(b"PERFILE2") {
-        return Ok(Kind::PerfData);
-    }
-    if !tma_perf::import::is_document(bytes) {
-        return Ok(Kind::Recording);
-    }
-    let Ok(head) = serde_json::from_slice::<Head>(bytes) else {
-        // A line of `perf stat -j` output looks like a document's start.
-        return Ok(Kind::Recording);
+    use tma_report::Recognized;
+    let schema = match tma_report::recognize(bytes) {
+        Recognized::PerfData => return Ok(Kind::PerfData),
+        Recognized::Text => return Ok(Kind::Recording),
+        Recognized::Document { schema, .. } => schema,
     };
-    Ok(match head.schema.as_str() {
+    Ok(match schema.as_str() {
         s if s == tma_stat::render::tree::SCHEMA => Kind::Stat,
         s if s == tma_perf::snapshot::SCHEMA => Kind::Recording,
         "tma.diff" => Kind::Diff,
         "tma.diff-profile" => Kind::ProfileDiff,
         s if s == tma_profile::render::JSON_SCHEMA => Kind::Locate,
         "tma.bench" => Kind::Bench,
-        other => {
+        _ => {
             return Err(HtmlError::Unsupported {
                 file: file.to_string(),
-                schema: other.to_string(),
+                schema,
             })
         }
     })
@@ -92,7 +88,7 @@ pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Se
             Ok(Section::Bench(Box::new(d)))
         }
         Kind::Locate => {
-            let doc: LocateDoc = document(
+            let doc: Profile = document(
                 &file,
                 &bytes,
                 tma_profile::render::JSON_SCHEMA,
@@ -199,26 +195,19 @@ fn perf_data(cfg: &ReportConfig, path: &Path, file: String) -> Result<Section, H
             file: file.clone(),
             source: Box::new(e),
         })?;
-    let p = located.profile;
-    let chains = p.stacks.iter().any(|s| s.frames.len() > 1);
+    let doc = located.profile;
+    let chains = doc.stacks.iter().any(|s| s.frames.len() > 1);
     let (flame, no_flame) = if chains {
-        (Some(crate::flame::document(&crate::flame::svg(&p)?)), None)
+        (
+            Some(crate::flame::document(&crate::flame::svg(&doc)?)),
+            None,
+        )
     } else {
         (
             None,
             Some("the samples carry no call chains (record with -g for a flame graph)".into()),
         )
     };
-    let value = serde_json::to_value(&p).map_err(|e| HtmlError::Document {
-        file: file.clone(),
-        schema: "tma.locate",
-        detail: e.to_string(),
-    })?;
-    let doc: LocateDoc = serde_json::from_value(value).map_err(|e| HtmlError::Document {
-        file: file.clone(),
-        schema: "tma.locate",
-        detail: e.to_string(),
-    })?;
     Ok(Section::Locate(Box::new(LocateView {
         file,
         doc,
@@ -243,22 +232,23 @@ struct Acc {
 /// A `tma.stat` document: the tree (means over the samples), and the timeline when there
 /// are several.
 pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
+    let found = tma_report::recognize(bytes).version().unwrap_or(0);
+    if found != tma_stat::render::tree::SCHEMA_VERSION {
+        return Err(HtmlError::Version {
+            file: file.to_string(),
+            schema: "tma.stat",
+            found,
+            expected: tma_stat::render::tree::SCHEMA_VERSION,
+        });
+    }
     let doc: StatDoc = serde_json::from_slice(bytes).map_err(|e| HtmlError::Document {
         file: file.to_string(),
         schema: "tma.stat",
         detail: e.to_string(),
     })?;
-    if doc.schema_version != tma_stat::render::tree::SCHEMA_VERSION {
-        return Err(HtmlError::Version {
-            file: file.to_string(),
-            schema: "tma.stat",
-            found: doc.schema_version,
-            expected: tma_stat::render::tree::SCHEMA_VERSION,
-        });
-    }
     let model = tma_catalog::models()
         .iter()
-        .find(|m| m.key == doc.cpu.key)
+        .find(|m| m.key == doc.head.cpu.key)
         .copied();
     let mut rows: Vec<(TreeRow, Acc)> = Vec::new();
     let mut metrics: Vec<(MetricRow, f64, usize)> = Vec::new();
@@ -277,7 +267,7 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
                             parent: n.parent.clone(),
                             level: n.level,
                             value: None,
-                            unit: n.unit.clone(),
+                            unit: n.unit.name().into(),
                             threshold: def.and_then(|d| own_threshold(&n.name, d.threshold)),
                             above_threshold: None,
                             counted_share: None,
@@ -317,7 +307,7 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
                         MetricRow {
                             name: m.name.clone(),
                             value: None,
-                            unit: m.unit.clone(),
+                            unit: m.unit.name().into(),
                             description: m.description.clone(),
                         },
                         0.0,
@@ -384,10 +374,10 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
         .collect();
     Ok(StatView {
         file: file.to_string(),
-        cpu_key: doc.cpu.key,
-        cpu_name: doc.cpu.name,
-        source: doc.source,
-        interval_mode: doc.interval_mode,
+        cpu_key: doc.head.cpu.key,
+        cpu_name: doc.head.cpu.name,
+        source: doc.head.source,
+        interval_mode: doc.head.interval_mode,
         samples: doc.intervals.len(),
         rows,
         metrics: metrics

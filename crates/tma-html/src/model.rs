@@ -3,6 +3,7 @@
 //! back with the fields the page draws; the stat section summarises a `tma.stat` document.
 
 use serde::Deserialize;
+use tma_profile::report::Profile;
 use tma_stat::render::plot::Timeline;
 
 /// The whole page.
@@ -221,60 +222,11 @@ pub struct ProfileDiffRow {
 #[derive(Debug, Clone)]
 pub struct LocateView {
     pub file: String,
-    pub doc: LocateDoc,
+    pub doc: Profile,
     /// The flame graph (an HTML document holding its SVG), when call chains were recorded.
     pub flame: Option<String>,
     /// Why there is no flame graph.
     pub no_flame: Option<String>,
-}
-
-/// The `tma.locate` payload.
-#[derive(Debug, Clone, Deserialize)]
-pub struct LocateDoc {
-    pub event: String,
-    pub counts: LocateCounts,
-    pub functions: Vec<LocateFunction>,
-    #[serde(default)]
-    pub annotation: Option<LocateAnnotation>,
-    #[serde(default)]
-    pub notes: Vec<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct LocateCounts {
-    pub samples: u64,
-    #[serde(default)]
-    pub lost: u64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct LocateFunction {
-    pub function: String,
-    pub module: String,
-    pub samples: u64,
-    pub percent: f64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct LocateAnnotation {
-    pub function: String,
-    pub module: String,
-    pub samples: u64,
-    pub instructions: Vec<LocateInsn>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct LocateInsn {
-    pub address: u64,
-    pub text: String,
-    pub samples: u64,
-    pub percent: f64,
-    #[serde(default)]
-    pub hottest: bool,
-    #[serde(default)]
-    pub line: Option<u32>,
-    #[serde(default)]
-    pub source: Option<String>,
 }
 
 // ------------------------------------------------------------------ tma.bench

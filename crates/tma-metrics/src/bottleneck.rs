@@ -26,7 +26,7 @@
 //! are those of the final node, or, when it has none, those of its nearest ancestor on the
 //! path that has some (`locate_with_node` names the node they come from).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::NodeResult;
 
@@ -67,7 +67,7 @@ fn descent_value(n: &NodeResult, v: f64) -> f64 {
 }
 
 /// Why the descent stopped.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "reason")]
 pub enum StopReason {
     /// The bottleneck node has no children in the selection (overlap views aside).
@@ -92,7 +92,7 @@ pub enum StopReason {
 }
 
 /// A level-1 node over threshold within [`AMBIGUITY_POINTS`] of the chosen level-1 node.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CloseSecond {
     pub node: String,
     /// Its value as reported (not capped).
@@ -102,7 +102,7 @@ pub struct CloseSecond {
 }
 
 /// The result of the descent.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bottleneck {
     /// Chosen nodes from level 1 down, the last being `node`.
     pub path: Vec<String>,

@@ -115,7 +115,7 @@ impl Process {
 }
 
 /// Counts kept while reading records.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Counts {
     /// Sample records seen.
     pub samples: u64,

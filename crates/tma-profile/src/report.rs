@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use iced_x86::{Decoder, DecoderOptions, Formatter, GasFormatter, Instruction, IntelFormatter};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::aggregate::{Aggregator, Counts, Frame, Task, TaskId};
 use crate::symbols::Symbolizer;
@@ -12,7 +12,7 @@ use crate::symbols::Symbolizer;
 pub const KERNEL_MODULE: &str = "[kernel.kallsyms]";
 
 /// Assembly syntax of the annotation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Syntax {
     #[default]
@@ -105,7 +105,7 @@ pub struct ResolvedFrame {
 
 /// One row of the hot-function table: a function, or what the sort keys group (then
 /// `function` and `module` are empty when `sym` and `dso` are not among them).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FunctionRow {
     pub function: String,
     pub module: String,
@@ -138,7 +138,7 @@ pub struct Stack {
 }
 
 /// One disassembled instruction.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InsnRow {
     pub address: u64,
     pub text: String,
@@ -157,7 +157,7 @@ pub struct InsnRow {
 }
 
 /// The disassembly of one function with per-instruction samples.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Annotation {
     pub function: String,
     pub module: String,
@@ -169,8 +169,10 @@ pub struct Annotation {
     pub instructions: Vec<InsnRow>,
 }
 
-/// The analysed profile (`tma.locate` JSON v1 payload).
-#[derive(Debug, Clone, Serialize)]
+/// The analysed profile: the `tma.locate` document (v1, less its envelope), written by
+/// [`crate::render::json`] and read back by `tma diff` and `tma report`; the parts after
+/// `notes` are not in the document (empty when read).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Profile {
     pub event: String,
     pub counts: Counts,

@@ -47,6 +47,35 @@ fn json_document_has_the_schema_and_the_hot_function() {
     assert_eq!(v["functions"][0]["function"], "chase");
 }
 
+/// The `tma.locate` round trip: the document reads back into [`tma_profile::report::Profile`] (less
+/// the parts it does not hold), and that, written again, gives the same bytes.
+#[test]
+fn json_document_reads_back_as_written() {
+    let located = tma_profile::run(&import_config(), &mut std::io::sink()).unwrap();
+    let mut out = Vec::new();
+    render::json(&mut out, &located.profile).unwrap();
+    let r = tma_report::recognize(&out);
+    assert_eq!(r.schema(), Some(tma_profile::JSON_SCHEMA));
+    assert_eq!(r.version(), Some(tma_profile::JSON_SCHEMA_VERSION));
+    let doc: tma_profile::report::Profile = serde_json::from_slice(&out).unwrap();
+    let written = tma_profile::report::Profile {
+        frames: Vec::new(),
+        stacks: Vec::new(),
+        tasks: Vec::new(),
+        sort: Vec::new(),
+        modules: Vec::new(),
+        ..located.profile
+    };
+    assert!(written.annotation.is_some());
+    assert_eq!(doc, written);
+    let mut again = Vec::new();
+    render::json(&mut again, &doc).unwrap();
+    assert_eq!(
+        String::from_utf8(again).unwrap(),
+        String::from_utf8(out).unwrap()
+    );
+}
+
 #[test]
 fn settings_that_do_not_go_together_are_refused() {
     let run = |cfg: LocateConfig| tma_profile::run(&cfg, &mut std::io::sink()).unwrap_err();

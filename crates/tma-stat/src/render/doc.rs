@@ -1,62 +1,96 @@
-//! The `tma.stat` document as its readers see it (`tma diff`, `tma report`): the fields they
-//! use of what [`super::tree`] writes with `--json`, one read model for both.
+//! The `tma.stat` document: what [`super::tree`] writes with `--json` (schema
+//! [`super::tree::SCHEMA`], version [`super::tree::SCHEMA_VERSION`]) and what its readers
+//! (`tma diff`, `tma report`) read back, one type for both. The envelope (`schema`,
+//! `schema_version`) is [`tma_report::JsonEnvelope`]'s; readers check it first
+//! ([`tma_report::recognize`]).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use tma_catalog::Unit;
+use tma_metrics::Bottleneck;
 
-/// A `tma stat --json` document (schema [`super::tree::SCHEMA`]).
-#[derive(Debug, Deserialize)]
+/// A `tma stat --json` document, less its envelope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatDoc {
-    pub schema_version: u32,
-    pub cpu: CpuDoc,
-    pub source: String,
-    pub interval_mode: bool,
+    #[serde(flatten)]
+    pub head: StatHead,
+    /// The samples: intervals, repetitions, or the whole run.
     pub intervals: Vec<IntervalDoc>,
 }
 
-#[derive(Debug, Deserialize)]
+/// Everything before the samples (written first, the samples streaming after it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatHead {
+    pub cpu: CpuDoc,
+    pub source: String,
+    pub interval_mode: bool,
+    pub level: u8,
+    pub nodes_requested: Vec<String>,
+    /// Imported data: how each perf event spec was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<EventMapDoc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventMapDoc {
+    pub perf: String,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CpuDoc {
     pub key: String,
     pub name: String,
+    /// How the model was chosen.
+    pub chosen: String,
+    /// TMA version of the tables (`null` when the data names none).
+    pub tma_version: Option<String>,
 }
 
-/// One sample: an interval, a repetition, or the whole run.
-#[derive(Debug, Deserialize)]
+/// One sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IntervalDoc {
     pub start_s: f64,
     pub end_s: f64,
     pub nodes: Vec<NodeDoc>,
-    pub bottleneck: BottleneckDoc,
-    #[serde(default)]
+    pub bottleneck: Bottleneck,
+    /// `-m`, `-M` and `-B` metrics; absent without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metrics: Vec<MetricDoc>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeDoc {
     pub name: String,
-    #[serde(default)]
     pub parent: Option<String>,
     pub level: u8,
     pub value: Option<f64>,
-    pub unit: String,
+    pub unit: Unit,
+    /// `ok`, `division_by_zero`, `missing_events`, `missing_constant`, `out_of_range`, `error`.
     pub status: String,
-    #[serde(default)]
+    /// Human explanation when the status is not `ok`.
     pub status_detail: Option<String>,
-    #[serde(default)]
+    pub missing_events: Vec<String>,
     pub above_threshold: Option<bool>,
-    #[serde(default)]
     pub counted_share: Option<f64>,
+    /// Whether this node is the sample's bottleneck.
+    pub bottleneck: bool,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricDoc {
     pub name: String,
+    pub short_name: String,
+    pub group: String,
+    /// `metric` (grouped Info view) or `bottleneck_cost` (`-B`, ranked).
+    pub kind: String,
+    /// Place in the `-B` ranking (1 = highest cost); absent for `metric`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<usize>,
     pub value: Option<f64>,
-    pub unit: String,
-    #[serde(default)]
+    pub unit: Unit,
+    pub status: String,
+    pub status_detail: Option<String>,
+    pub missing_events: Vec<String>,
+    pub counted_share: Option<f64>,
     pub description: String,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct BottleneckDoc {
-    pub path: Vec<String>,
 }

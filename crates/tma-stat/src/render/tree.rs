@@ -4,12 +4,12 @@
 
 use std::io::Write;
 
-use serde::Serialize;
 use tma_catalog::{Model, Unit};
 use tma_metrics::{Bottleneck, MetricResult, NodeResult, Report, Status, StopReason};
 use tma_report::{JsonStream, ReportError};
 
 use crate::eval::{EventState, IntervalReport, RunInfo, StatRun};
+use crate::render::doc::{CpuDoc, EventMapDoc, IntervalDoc, MetricDoc, NodeDoc, StatHead};
 use crate::render::plot::{own_threshold, tree_svg, Bar, Timeline};
 
 /// The schema name of `tma stat --json`.
@@ -841,80 +841,6 @@ fn bottleneck_short(b: &Bottleneck) -> String {
 
 // ------------------------------------------------------------------ JSON
 
-#[derive(Serialize)]
-struct StatJson<'a> {
-    cpu: CpuJson<'a>,
-    source: &'a str,
-    interval_mode: bool,
-    level: u8,
-    nodes_requested: &'a [String],
-    /// Imported data: how each perf event spec was read.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    events: Vec<EventMapJson<'a>>,
-}
-
-#[derive(Serialize)]
-struct EventMapJson<'a> {
-    perf: &'a str,
-    id: &'a str,
-}
-
-#[derive(Serialize)]
-struct CpuJson<'a> {
-    key: &'a str,
-    name: &'a str,
-    chosen: &'a str,
-    /// TMA version of the tables (`null` when the data names none).
-    tma_version: Option<&'a str>,
-}
-
-#[derive(Serialize)]
-struct IntervalJson<'a> {
-    start_s: f64,
-    end_s: f64,
-    nodes: Vec<NodeJson<'a>>,
-    bottleneck: &'a Bottleneck,
-    /// `-m`, `-M` and `-B` metrics; absent without them.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    metrics: Vec<MetricJson<'a>>,
-}
-
-#[derive(Serialize)]
-struct MetricJson<'a> {
-    name: &'a str,
-    short_name: &'a str,
-    group: &'a str,
-    /// `metric` (grouped Info view) or `bottleneck_cost` (`-B`, ranked).
-    kind: &'static str,
-    /// Place in the `-B` ranking (1 = highest cost); absent for `metric`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    rank: Option<usize>,
-    value: Option<f64>,
-    unit: Unit,
-    status: &'static str,
-    status_detail: Option<String>,
-    missing_events: &'a [String],
-    counted_share: Option<f64>,
-    description: &'a str,
-}
-
-#[derive(Serialize)]
-struct NodeJson<'a> {
-    name: &'a str,
-    parent: Option<&'a str>,
-    level: u8,
-    value: Option<f64>,
-    unit: Unit,
-    /// `ok`, `division_by_zero`, `missing_events`, `missing_constant`, `out_of_range`, `error`.
-    status: &'static str,
-    /// Human explanation when the status is not `ok`.
-    status_detail: Option<String>,
-    missing_events: &'a [String],
-    above_threshold: Option<bool>,
-    counted_share: Option<f64>,
-    bottleneck: bool,
-}
-
 fn status_code(s: &Status) -> &'static str {
     match s {
         Status::Ok => "ok",
@@ -926,64 +852,69 @@ fn status_code(s: &Status) -> &'static str {
     }
 }
 
-fn json_head(info: &RunInfo) -> StatJson<'_> {
-    StatJson {
-        cpu: CpuJson {
-            key: info.model.key,
-            name: info.model.name,
-            chosen: &info.cpu_source,
-            tma_version: info.model.tma_version,
+/// The document's head for a run.
+fn json_head(info: &RunInfo) -> StatHead {
+    StatHead {
+        cpu: CpuDoc {
+            key: info.model.key.into(),
+            name: info.model.name.into(),
+            chosen: info.cpu_source.clone(),
+            tma_version: info.model.tma_version.map(str::to_string),
         },
-        source: &info.source,
+        source: info.source.clone(),
         interval_mode: info.interval_mode,
         level: info.request.level,
-        nodes_requested: &info.request.nodes,
+        nodes_requested: info.request.nodes.clone(),
         events: info
             .event_map
             .iter()
-            .map(|(perf, id)| EventMapJson { perf, id })
+            .map(|(perf, id)| EventMapDoc {
+                perf: perf.clone(),
+                id: id.clone(),
+            })
             .collect(),
     }
 }
 
-fn json_interval<'a>(info: &RunInfo, ir: &'a IntervalReport) -> IntervalJson<'a> {
-    IntervalJson {
+/// The document's sample for an interval.
+fn json_interval(info: &RunInfo, ir: &IntervalReport) -> IntervalDoc {
+    IntervalDoc {
         start_s: ir.start_s,
         end_s: ir.end_s,
         nodes: ir
             .report
             .nodes
             .iter()
-            .map(|n| NodeJson {
-                name: n.name,
-                parent: n.parent,
+            .map(|n| NodeDoc {
+                name: n.name.into(),
+                parent: n.parent.map(str::to_string),
                 level: n.level,
                 value: n.value,
                 unit: n.unit,
-                status: status_code(&n.status),
+                status: status_code(&n.status).into(),
                 status_detail: status_text(n, ir, info.model),
-                missing_events: &n.missing_events,
+                missing_events: n.missing_events.clone(),
                 above_threshold: n.above_threshold,
                 counted_share: n.counted_share,
                 bottleneck: ir.report.bottleneck.node.as_deref() == Some(n.name),
             })
             .collect(),
-        bottleneck: &ir.report.bottleneck,
+        bottleneck: ir.report.bottleneck.clone(),
         metrics: metric_rows(info, ir)
             .into_iter()
-            .map(|(m, kind, rank)| MetricJson {
-                name: m.name,
-                short_name: m.short_name,
-                group: m.group,
-                kind,
+            .map(|(m, kind, rank)| MetricDoc {
+                name: m.name.into(),
+                short_name: m.short_name.into(),
+                group: m.group.into(),
+                kind: kind.into(),
                 rank,
                 value: m.value,
                 unit: m.unit,
-                status: status_code(&m.status),
+                status: status_code(&m.status).into(),
                 status_detail: metric_status_text(m, ir, info.model),
-                missing_events: &m.missing_events,
+                missing_events: m.missing_events.clone(),
                 counted_share: m.counted_share,
-                description: m.description,
+                description: m.description.into(),
             })
             .collect(),
     }

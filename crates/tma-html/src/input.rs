@@ -263,8 +263,8 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
                     let def = model.and_then(|m| m.node(&n.name));
                     rows.push((
                         TreeRow {
-                            name: n.name.clone(),
-                            parent: n.parent.clone(),
+                            name: n.name.to_string(),
+                            parent: n.parent.as_deref().map(str::to_string),
                             level: n.level,
                             value: None,
                             unit: n.unit.name().into(),
@@ -296,7 +296,7 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
                 a.share = Some(a.share.map_or(s, |m: f64| m.min(s)));
             }
             if n.status != "ok" {
-                a.status = Some((n.status.clone(), n.status_detail.clone()));
+                a.status = Some((n.status.to_string(), n.status_detail.clone()));
             }
         }
         for m in &iv.metrics {
@@ -305,10 +305,10 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
                 None => {
                     metrics.push((
                         MetricRow {
-                            name: m.name.clone(),
+                            name: m.name.to_string(),
                             value: None,
                             unit: m.unit.name().into(),
-                            description: m.description.clone(),
+                            description: m.description.to_string(),
                         },
                         0.0,
                         0,
@@ -327,7 +327,7 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
                 iv.end_s,
                 iv.nodes
                     .iter()
-                    .map(|n| (n.name.as_str(), n.parent.as_deref(), n.level, n.value)),
+                    .map(|n| (&*n.name, n.parent.as_deref(), n.level, n.value)),
                 &iv.bottleneck.path,
             );
         }

@@ -69,8 +69,11 @@ fn a_tree_reads_back_as_written() {
     assert_eq!(doc.intervals.len(), 1);
     let iv = &doc.intervals[0];
     let b = iv.nodes.iter().find(|n| n.bottleneck).unwrap();
-    assert_eq!(iv.bottleneck.node.as_deref(), Some(b.name.as_str()));
-    assert_eq!(iv.bottleneck.path.last(), Some(&b.name));
+    assert_eq!(iv.bottleneck.node.as_deref(), Some(&*b.name));
+    assert_eq!(
+        iv.bottleneck.path.last().map(String::as_str),
+        Some(&*b.name)
+    );
     assert!(iv.metrics.is_empty());
 }
 
@@ -85,7 +88,7 @@ fn metrics_read_back_as_written() {
     let doc = round_trip(&written(&fixture("import/icx-metrics-synthetic.csv"), cfg));
     let iv = &doc.intervals[0];
     let ipc = iv.metrics.iter().find(|m| m.short_name == "IPC").unwrap();
-    assert_eq!((ipc.kind.as_str(), ipc.rank), ("metric", None));
+    assert_eq!((&*ipc.kind, ipc.rank), ("metric", None));
     assert!(iv.metrics.iter().any(|m| m.rank == Some(1)));
 }
 

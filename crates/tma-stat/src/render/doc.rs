@@ -4,6 +4,8 @@
 //! `schema_version`) is [`tma_report::JsonEnvelope`]'s; readers check it first
 //! ([`tma_report::recognize`]).
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use tma_catalog::Unit;
 use tma_metrics::Bottleneck;
@@ -60,13 +62,13 @@ pub struct IntervalDoc {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeDoc {
-    pub name: String,
-    pub parent: Option<String>,
+    pub name: Cow<'static, str>,
+    pub parent: Option<Cow<'static, str>>,
     pub level: u8,
     pub value: Option<f64>,
     pub unit: Unit,
     /// `ok`, `division_by_zero`, `missing_events`, `missing_constant`, `out_of_range`, `error`.
-    pub status: String,
+    pub status: Cow<'static, str>,
     /// Human explanation when the status is not `ok`.
     pub status_detail: Option<String>,
     pub missing_events: Vec<String>,
@@ -78,19 +80,19 @@ pub struct NodeDoc {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricDoc {
-    pub name: String,
-    pub short_name: String,
-    pub group: String,
+    pub name: Cow<'static, str>,
+    pub short_name: Cow<'static, str>,
+    pub group: Cow<'static, str>,
     /// `metric` (grouped Info view) or `bottleneck_cost` (`-B`, ranked).
-    pub kind: String,
+    pub kind: Cow<'static, str>,
     /// Place in the `-B` ranking (1 = highest cost); absent for `metric`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank: Option<usize>,
     pub value: Option<f64>,
     pub unit: Unit,
-    pub status: String,
+    pub status: Cow<'static, str>,
     pub status_detail: Option<String>,
     pub missing_events: Vec<String>,
     pub counted_share: Option<f64>,
-    pub description: String,
+    pub description: Cow<'static, str>,
 }

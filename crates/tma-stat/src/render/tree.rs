@@ -2,6 +2,7 @@
 //! a time ([`TreeWriter`]), so live runs print as they count and a long import streams from
 //! input to output. [`render`] writes a whole [`StatRun`].
 
+use std::borrow::Cow;
 use std::io::Write;
 
 use tma_catalog::{Model, Unit};
@@ -887,7 +888,7 @@ fn json_interval(info: &RunInfo, ir: &IntervalReport) -> IntervalDoc {
             .iter()
             .map(|n| NodeDoc {
                 name: n.name.into(),
-                parent: n.parent.map(str::to_string),
+                parent: n.parent.map(Cow::Borrowed),
                 level: n.level,
                 value: n.value,
                 unit: n.unit,

@@ -26,7 +26,7 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
   fi
 fi
 
-# ensure chromium: the `tma report` browser test (crates/tma-html/tests/browser.rs) opens the
+# ensure chromium: the `tma report` browser test (crates/tma-report/tests/browser.rs) opens the
 # pages in headless Chromium (Debian package `chromium`). Installed when running as root and
 # missing; if that fails the test skips and says so.
 if ! command -v chromium >/dev/null 2>&1; then

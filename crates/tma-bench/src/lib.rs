@@ -77,12 +77,12 @@ pub mod engine;
 pub mod harness;
 pub mod jitloop;
 mod measure;
-pub mod plan;
 pub mod render;
 pub mod sha;
 pub mod stats;
 mod sweep;
 mod sys;
+pub mod variants;
 
 pub use engine::Method;
 pub use sha::{preset_sha, ShaBounds, ShaReport};
@@ -410,7 +410,11 @@ impl Figure {
 }
 
 /// Upper-bound figures and the derivation for a cross-file pair.
-fn derive(chain: &[Figure], rt: &[Figure], p: &plan::PairPlan) -> (Vec<Figure>, Option<Derived>) {
+fn derive(
+    chain: &[Figure],
+    rt: &[Figure],
+    p: &variants::PairPlan,
+) -> (Vec<Figure>, Option<Derived>) {
     let figures: Vec<Figure> = chain
         .iter()
         .map(|f| {
@@ -512,12 +516,12 @@ fn hex(b: &[u8]) -> String {
 /// Concrete instructions for a source, checked (refusals, CPU features).
 pub fn prepare(
     src: &Source,
-    probe: plan::FeatureProbe,
+    probe: variants::FeatureProbe,
 ) -> Result<(String, Vec<Instruction>), BenchError> {
     let (input, instrs) = match src {
         Source::Text(t) => {
             let parsed = asm::parse_body(t)?;
-            let concrete = plan::concretize(&parsed)?;
+            let concrete = variants::concretize(&parsed)?;
             let mut v = Vec::new();
             for p in &concrete {
                 v.push(asm::resolve(p)?.instr);
@@ -554,8 +558,8 @@ pub fn prepare(
             Source::Text(_) if texts.get(i).is_some_and(|t| !has_kind(t)) => texts[i].clone(),
             _ => asm::format(ins),
         };
-        plan::check_safe(ins, &t)?;
-        plan::check_features(ins, &t, probe)?;
+        variants::check_safe(ins, &t)?;
+        variants::check_features(ins, &t, probe)?;
     }
     Ok((input, instrs))
 }
@@ -570,7 +574,7 @@ fn has_kind(text: &str) -> bool {
 
 /// Measure one source with the operand values as given (defaults plus `--init`).
 pub fn bench(src: &Source, opts: &Options) -> Result<FormReport, BenchError> {
-    bench_inner(src, opts, &plan::host_has, None, None)
+    bench_inner(src, opts, &variants::host_has, None, None)
 }
 
 /// Measure one source; a lone `div`/`idiv` whose rax, rdx and divisor were not set with
@@ -578,17 +582,17 @@ pub fn bench(src: &Source, opts: &Options) -> Result<FormReport, BenchError> {
 /// depends on the values), one report each; likewise a lone FP division or square root
 /// (divsd, vdivps, sqrtsd...) when no vector register was set with `--init` ([`FpPreset`]).
 pub fn bench_all(src: &Source, opts: &Options) -> Result<Vec<FormReport>, BenchError> {
-    let (_, instrs) = prepare(src, &plan::host_has)?;
+    let (_, instrs) = prepare(src, &variants::host_has)?;
     if let Some(presets) = DivPreset::applicable(&instrs, &opts.init) {
         return presets
             .iter()
-            .map(|p| bench_inner(src, opts, &plan::host_has, Some(p), None))
+            .map(|p| bench_inner(src, opts, &variants::host_has, Some(p), None))
             .collect();
     }
     if let Some(presets) = FpPreset::applicable(&instrs, &opts.vec_init) {
         return presets
             .iter()
-            .map(|p| bench_inner(src, opts, &plan::host_has, None, Some(p)))
+            .map(|p| bench_inner(src, opts, &variants::host_has, None, Some(p)))
             .collect();
     }
     Ok(vec![bench(src, opts)?])
@@ -756,7 +760,7 @@ impl DivPreset {
 pub fn bench_with_probe(
     src: &Source,
     opts: &Options,
-    probe: plan::FeatureProbe,
+    probe: variants::FeatureProbe,
 ) -> Result<FormReport, BenchError> {
     bench_inner(src, opts, probe, None, None)
 }
@@ -770,7 +774,7 @@ const SELF_CHECK_ATTEMPTS: u32 = 4;
 fn bench_inner(
     src: &Source,
     opts: &Options,
-    probe: plan::FeatureProbe,
+    probe: variants::FeatureProbe,
     div: Option<&DivPreset>,
     fp: Option<&FpPreset>,
 ) -> Result<FormReport, BenchError> {
@@ -801,11 +805,11 @@ mod tests {
         gprs: &[(Register, u64)],
     ) -> String {
         let ins = asm::resolve(&asm::parse_insn(text).unwrap()).unwrap().instr;
-        let calib = plan::Variant {
+        let calib = variants::Variant {
             chains: vec![vec![calib_ins(iced_x86::Code::Add_rm64_r64)]],
             reloads: Vec::new(),
         };
-        let body = plan::Variant {
+        let body = variants::Variant {
             chains: vec![vec![ins]],
             reloads: Vec::new(),
         };
@@ -1010,7 +1014,7 @@ mod tests {
             addr: 0,
             job: Some(0),
         };
-        let v = vec![plan::Variant {
+        let v = vec![variants::Variant {
             chains: vec![vec![Instruction::with(iced_x86::Code::Nopd)]],
             reloads: Vec::new(),
         }];

@@ -8,16 +8,16 @@ use std::collections::HashMap;
 use iced_x86::{Instruction, Register};
 
 use crate::{
-    asm, clock, derive, engine, harness, hex, plan, prepare, stats, sys, BenchError, ChainResult,
-    ClockChoice, ClockKind, ClockStatus, DivPreset, Figure, FormReport, FpPreset, Method, Options,
-    PairResult, Source, ThroughputResult,
+    asm, clock, derive, engine, harness, hex, prepare, stats, sys, variants, BenchError,
+    ChainResult, ClockChoice, ClockKind, ClockStatus, DivPreset, Figure, FormReport, FpPreset,
+    Method, Options, PairResult, Source, ThroughputResult,
 };
 
 /// Measure `src` once (no retry after a failed self-check; see `bench_inner`).
 pub(crate) fn measure_once(
     src: &Source,
     opts: &Options,
-    probe: plan::FeatureProbe,
+    probe: variants::FeatureProbe,
     div: Option<&DivPreset>,
     fp: Option<&FpPreset>,
 ) -> Result<FormReport, BenchError> {
@@ -113,11 +113,11 @@ pub(crate) fn measure_once(
 /// What is timed: the variants (each one job) and what each result stands for.
 struct Planned {
     /// Timed bodies, without duplicates; jobs 0 and 1 are the add and imul calibration chains.
-    variants: Vec<plan::Variant>,
+    variants: Vec<variants::Variant>,
     /// (pair, job index of its chain, job index of its connector round trip)
-    latency: Vec<(plan::PairPlan, usize, Option<usize>)>,
+    latency: Vec<(variants::PairPlan, usize, Option<usize>)>,
     /// (chain count, variant, job index)
-    tp: Vec<(usize, plan::Variant, usize)>,
+    tp: Vec<(usize, variants::Variant, usize)>,
     skipped_pairs: Vec<(String, String)>,
     skipped_chains: Vec<(usize, String)>,
     tp_note: Option<String>,
@@ -131,7 +131,7 @@ struct Planned {
 impl Planned {
     /// Only the two calibration chains.
     fn calibration() -> Planned {
-        let chain = |code| plan::Variant {
+        let chain = |code| variants::Variant {
             chains: vec![vec![calib_ins(code)]],
             reloads: Vec::new(),
         };
@@ -152,8 +152,8 @@ impl Planned {
     }
 
     /// The job index of `v`: an existing variant with the same instructions, else a new one.
-    fn add_variant(&mut self, v: plan::Variant) -> usize {
-        let text = |v: &plan::Variant| -> Vec<String> {
+    fn add_variant(&mut self, v: variants::Variant) -> usize {
+        let text = |v: &variants::Variant| -> Vec<String> {
             v.chains.iter().flatten().map(asm::format).collect()
         };
         let t = text(&v);
@@ -221,7 +221,7 @@ fn vector_values(
     }
     let mut vec_vals: Vec<(usize, Vec<u8>)> = Vec::new();
     for (r, b) in &opts.vec_init {
-        let n = plan::reg_number(r.full_register())
+        let n = variants::reg_number(r.full_register())
             .filter(|_| r.is_xmm() || r.is_ymm() || r.is_zmm())
             .ok_or_else(|| {
                 BenchError::BadOption(format!(
@@ -246,7 +246,7 @@ fn plan_latency(
     opts: &Options,
 ) -> Result<(), BenchError> {
     let (pairs, skipped) = if instrs.len() == 1 {
-        plan::latency_pairs(&instrs[0])
+        variants::latency_pairs(&instrs[0])
     } else {
         (Vec::new(), Vec::new())
     };
@@ -270,12 +270,12 @@ fn plan_latency(
 }
 
 /// The whole body as one latency "pair".
-fn body_pair(instrs: &[Instruction]) -> plan::PairPlan {
-    plan::PairPlan {
+fn body_pair(instrs: &[Instruction]) -> variants::PairPlan {
+    variants::PairPlan {
         pair: "body".into(),
         from: "-".into(),
         to: "-".into(),
-        variant: plan::Variant {
+        variant: variants::Variant {
             chains: vec![instrs.to_vec()],
             reloads: Vec::new(),
         },
@@ -287,9 +287,9 @@ fn body_pair(instrs: &[Instruction]) -> plan::PairPlan {
 
 /// The pairs the filter selects; an error naming the available ones when none matches.
 fn select_pairs(
-    mut pairs: Vec<plan::PairPlan>,
+    mut pairs: Vec<variants::PairPlan>,
     f: &crate::PairFilter,
-) -> Result<Vec<plan::PairPlan>, BenchError> {
+) -> Result<Vec<variants::PairPlan>, BenchError> {
     if f.pair.is_none() && f.from.is_none() && f.to.is_none() {
         return Ok(pairs);
     }
@@ -337,7 +337,7 @@ fn plan_div_throughput(
         ins,
     ];
     planned.div_spares = vec![(spares[0], a), (spares[1], dx)];
-    let v = plan::Variant {
+    let v = variants::Variant {
         chains: vec![body],
         reloads: Vec::new(),
     };
@@ -360,7 +360,7 @@ fn plan_throughput(
         if k == 0 {
             return Err(BenchError::BadOption("--chains values must be >= 1".into()));
         }
-        match plan::throughput_variant(instrs, k) {
+        match variants::throughput_variant(instrs, k) {
             Ok(v) => {
                 let j = planned.add_variant(v.clone());
                 planned.tp.push((k, v, j));
@@ -457,7 +457,7 @@ fn initial_gprs(
 /// Two harness images per variant (the two unroll counts), laid out in one buffer, and the
 /// job of each variant.
 fn build_layout(
-    variants: &[plan::Variant],
+    variants: &[variants::Variant],
     gprs: &[(Register, u64)],
     mem: &MemPlan,
     vec_vals: &[(usize, Vec<u8>)],
@@ -471,7 +471,7 @@ fn build_layout(
         .iter()
         .flat_map(|v| v.chains.iter().flatten())
         .collect();
-    let (vec_init, mm) = plan::vec_init(&bodies);
+    let (vec_init, mm) = variants::vec_init(&bodies);
     let mut images = Vec::new();
     let mut jobs = Vec::new();
     for v in variants {
@@ -523,7 +523,7 @@ fn tp_jobs_exist(planned: &Planned) -> bool {
 fn plan_tp_check(planned: &mut Planned) -> Option<usize> {
     let ins =
         Instruction::with2(iced_x86::Code::Imul_r64_rm64, Register::RAX, Register::RBX).ok()?;
-    let v = plan::throughput_variant(&[ins], 3).ok()?;
+    let v = variants::throughput_variant(&[ins], 3).ok()?;
     Some(planned.add_variant(v))
 }
 
@@ -553,9 +553,9 @@ fn check_independent_work(check: &[Figure], t: &mut ThroughputResult) -> Option<
 fn plan_sentinel(planned: &mut Planned, instrs: &[Instruction]) -> Option<(usize, f64)> {
     use iced_x86::Code;
     let vector = instrs.iter().any(|i| {
-        plan::data_ops(i)
+        variants::data_ops(i)
             .iter()
-            .any(|d| plan::reg_file(d.reg) == Some(plan::RegFile::Vec))
+            .any(|d| variants::reg_file(d.reg) == Some(variants::RegFile::Vec))
     });
     let cpu = tma_sys::cpu::signature();
     let expect = stats::sentinel_expect(&cpu.vendor, cpu.family, cpu.model, vector)?;
@@ -573,7 +573,7 @@ fn plan_sentinel(planned: &mut Planned, instrs: &[Instruction]) -> Option<(usize
     if vector && !std::is_x86_feature_detected!("avx") {
         return None;
     }
-    let v = plan::throughput_variant(&[ins], 8).ok()?;
+    let v = variants::throughput_variant(&[ins], 8).ok()?;
     let j = planned.add_variant(v);
     Some((j, expect))
 }
@@ -600,7 +600,7 @@ struct MemPlan {
 /// ([`harness::chase_ring`]) over `--mem` bytes when given, else over one line (the L1 latency).
 /// Registers set with `--init` keep their value (an address the user chose).
 fn plan_memory(
-    variants: &[plan::Variant],
+    variants: &[variants::Variant],
     method: &Method,
     init: &[(Register, u64)],
 ) -> Result<MemPlan, BenchError> {
@@ -644,7 +644,7 @@ fn plan_memory(
         if index.is_gpr64() && !mp.zero.contains(&index) {
             mp.zero.push(index);
         }
-        let writes_base = plan::data_ops(ins)
+        let writes_base = variants::data_ops(ins)
             .iter()
             .any(|d| d.written && d.reg.full_register() == base);
         if writes_base {
@@ -694,7 +694,7 @@ fn plan_memory(
 fn check_finished(
     out: &engine::Outcome,
     layout: &engine::Layout,
-    variants: &[plan::Variant],
+    variants: &[variants::Variant],
     jobs: &[engine::Job],
     gprs: &[(Register, u64)],
     method: &Method,
@@ -860,7 +860,7 @@ fn check_complete(
     good: &[ClockKind],
     wanted: &[usize],
     figs: &Figures,
-    variants: &[plan::Variant],
+    variants: &[variants::Variant],
 ) -> Result<(), BenchError> {
     for c in good {
         if let Some(j) = wanted.iter().find(|j| !figs.contains_key(&(**j, *c))) {
@@ -990,7 +990,7 @@ fn job_of(f: &engine::Fault, layout: &engine::Layout, jobs: &[engine::Job]) -> O
 pub(crate) fn fault_message(
     f: &engine::Fault,
     layout: &engine::Layout,
-    variants: &[plan::Variant],
+    variants: &[variants::Variant],
     jobs: &[engine::Job],
     gprs: &[(Register, u64)],
     method: &Method,
@@ -1039,7 +1039,7 @@ pub(crate) fn fault_message(
                     let body_writes_divisor = job_of(f, layout, jobs).is_some_and(|j| {
                         variants[j].chains.iter().flatten().any(|i| {
                             i.mnemonic() != ins.mnemonic()
-                                && plan::data_ops(i).iter().any(|o| {
+                                && variants::data_ops(i).iter().any(|o| {
                                     o.written && o.reg.full_register() == d.full_register()
                                 })
                         })
@@ -1079,13 +1079,13 @@ pub(crate) fn fault_message(
 mod tests {
     use super::*;
 
-    fn variant(text: &str) -> plan::Variant {
+    fn variant(text: &str) -> variants::Variant {
         let body = asm::parse_body(text).unwrap();
         let instrs = body
             .iter()
             .map(|p| asm::resolve(p).unwrap().instr)
             .collect();
-        plan::Variant {
+        variants::Variant {
             chains: vec![instrs],
             reloads: Vec::new(),
         }

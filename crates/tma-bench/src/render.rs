@@ -5,7 +5,7 @@
 use std::io::Write;
 
 use serde::Serialize;
-use tma_report::ReportError;
+use tma_render::ReportError;
 
 use crate::compare::CompareRow;
 use crate::sweep::{BenchOutcome, InputError};
@@ -33,7 +33,7 @@ pub fn json(w: &mut dyn Write, o: &BenchOutcome) -> Result<(), ReportError> {
         sha: o.sha.as_ref(),
         compare: o.compare.as_deref().unwrap_or_default(),
     };
-    tma_report::write_json(w, JSON_SCHEMA, JSON_SCHEMA_VERSION, &payload)
+    tma_render::write_json(w, JSON_SCHEMA, JSON_SCHEMA_VERSION, &payload)
 }
 
 /// The terminal report; `verbose` shows every chain count and the pairs not measured.
@@ -144,7 +144,7 @@ impl Rows {
         }
         header.push("note");
         Rows {
-            t: tma_report::table(&header),
+            t: tma_render::table(&header),
             raw_ticks,
         }
     }
@@ -194,7 +194,7 @@ fn table(
     for e in errors {
         rows.plain(e.input.clone(), "error".into(), "", "", e.error.clone());
     }
-    tma_report::align_right(&mut rows.t, &[2, 3, 6, 7]);
+    tma_render::align_right(&mut rows.t, &[2, 3, 6, 7]);
     writeln!(w, "{}", rows.t)?;
     Ok(())
 }
@@ -375,7 +375,7 @@ fn clock_lines(w: &mut dyn Write, f: &FormReport) -> Result<(), ReportError> {
 }
 
 fn compare(w: &mut dyn Write, rows: &[CompareRow]) -> Result<(), ReportError> {
-    let mut t = tma_report::table(&[
+    let mut t = tma_render::table(&[
         "instruction",
         "latency",
         "ref",
@@ -403,7 +403,7 @@ fn compare(w: &mut dyn Write, rows: &[CompareRow]) -> Result<(), ReportError> {
             },
         ]);
     }
-    tma_report::align_right(&mut t, &[1, 2, 3, 4, 5, 6]);
+    tma_render::align_right(&mut t, &[1, 2, 3, 4, 5, 6]);
     writeln!(w, "\ncomparison with reference values:\n{t}")?;
     Ok(())
 }

@@ -198,7 +198,7 @@ pub fn run(
 }
 
 fn read_references(path: &std::path::Path) -> Result<References, BenchError> {
-    let text = tma_report::files::read_input_string(path).map_err(|source| BenchError::Read {
+    let text = tma_render::files::read_input_string(path).map_err(|source| BenchError::Read {
         what: format!("--compare {}", path.display()),
         source,
     })?;
@@ -212,7 +212,7 @@ fn sources(input: &Input) -> Result<Vec<Source>, BenchError> {
         Input::Bytes(h) => Ok(vec![Source::Bytes(asm::parse_hex(h)?)]),
         Input::File(f) => {
             let text =
-                tma_report::files::read_input_string(f).map_err(|source| BenchError::Read {
+                tma_render::files::read_input_string(f).map_err(|source| BenchError::Read {
                     what: format!("--file {}", f.display()),
                     source,
                 })?;

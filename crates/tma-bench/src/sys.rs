@@ -20,7 +20,7 @@ fn last_err() -> io::Error {
 /// the memory buffer, with the pool page below it.
 ///
 /// Two callers, each with its reason why the body may run: the measuring child of
-/// [`crate::engine`] (bodies refused by `plan::check_safe` when they branch or write
+/// [`crate::engine`] (bodies refused by `variants::check_safe` when they branch or write
 /// rsp/r14/r15, faults caught by [`install_fault_handlers`] in a forked child that then
 /// exits), and [`crate::jitloop::JitLoop::run`] (whose `unsafe` constructor's caller vouched
 /// for the body).

@@ -1,11 +1,11 @@
-//! Where output goes: `-o FILE` (through [`tma_report::OutputFile`]: a file is replaced only
+//! Where output goes: `-o FILE` (through [`tma_render::OutputFile`]: a file is replaced only
 //! when the command succeeds, a device or FIFO is written directly, `-` is standard output) or
 //! standard output. The libraries render; this only picks the writer.
 
 use std::io::Write;
 use std::path::Path;
 
-use tma_report::ReportError;
+use tma_render::ReportError;
 
 /// Look at every output path a command was given before it runs anything: each must be
 /// writable, and no two may name the same file. `main` is the `-o` of the command's main
@@ -19,12 +19,12 @@ pub fn check<'a>(
         None => ("the output (no -o given)", Path::new("-")),
     };
     let others = others.into_iter().filter_map(|(f, p)| p.map(|p| (f, p)));
-    tma_report::check_outputs(std::iter::once(main).chain(others))?;
+    tma_render::check_outputs(std::iter::once(main).chain(others))?;
     Ok(())
 }
 
 /// Run `render` with the output writer and return what it returns. With `path`, the output
-/// goes where [`tma_report::write_output`] puts it.
+/// goes where [`tma_render::write_output`] puts it.
 pub fn emit<T, E>(
     path: Option<&Path>,
     render: impl FnOnce(&mut dyn Write) -> Result<T, E>,
@@ -35,7 +35,7 @@ where
     match path {
         Some(p) => {
             let mut result: Option<Result<T, E>> = None;
-            let written = tma_report::write_output(p, |w| {
+            let written = tma_render::write_output(p, |w| {
                 let r = render(w);
                 let failed = r.is_err();
                 result = Some(r);

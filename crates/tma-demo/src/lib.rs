@@ -128,7 +128,7 @@ struct Demo<'a> {
 fn show(args: &[String]) -> String {
     let mut words = vec!["tma".to_string()];
     words.extend(args.iter().cloned());
-    format!("$ {}", tma_report::shell_words(&words))
+    format!("$ {}", tma_render::shell_words(&words))
 }
 
 fn strs(v: &[&str]) -> Vec<String> {
@@ -340,7 +340,7 @@ fn snapshot_path(report: &Path) -> PathBuf {
 
 fn read_report(path: &Path) -> Option<Value> {
     let bytes = std::fs::read(path).ok()?;
-    if tma_report::recognize(&bytes).schema() != Some(WORKLOAD_SCHEMA) {
+    if tma_render::recognize(&bytes).schema() != Some(WORKLOAD_SCHEMA) {
         return None;
     }
     serde_json::from_slice(&bytes).ok()
@@ -576,7 +576,7 @@ fn demo_sha(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
     let base = before
         .as_ref()
         .and_then(|v| f(v, &["sha256", "ns_per_byte"]));
-    let mut t = tma_report::table(&[
+    let mut t = tma_render::table(&[
         "variant",
         "ns/byte",
         "GB/s",
@@ -610,7 +610,7 @@ fn demo_sha(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
                 .unwrap_or_else(|| "n/a".into()),
         ]);
     }
-    tma_report::align_right(&mut t, &[1, 2, 3, 4, 5, 6]);
+    tma_render::align_right(&mut t, &[1, 2, 3, 4, 5, 6]);
     writeln!(
         demo.out,
         "Before/after (CPU time of the timed region; cycles from the core-clock calibration):"
@@ -686,7 +686,7 @@ fn demo_dram(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
     let base = before
         .as_ref()
         .and_then(|v| f(v, &["dram", "ns_per_access"]));
-    let mut t = tma_report::table(&[
+    let mut t = tma_render::table(&[
         "variant",
         "ns/access",
         "accesses/s",
@@ -712,7 +712,7 @@ fn demo_dram(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
                 .unwrap_or_else(|| "n/a".into()),
         ]);
     }
-    tma_report::align_right(&mut t, &[1, 2, 3, 4]);
+    tma_render::align_right(&mut t, &[1, 2, 3, 4]);
     writeln!(
         demo.out,
         "Before/after (CPU time of the timed region; cycles from the core-clock calibration):"
@@ -813,7 +813,7 @@ fn demo_thp(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
     demo.heading("compare")?;
     let secs = |v: Option<&Value>| v.and_then(|v| f(v, &["seconds"]));
     let base = secs(before.as_ref());
-    let mut t = tma_report::table(&[
+    let mut t = tma_render::table(&[
         "variant",
         "seconds",
         "GFLOP/s",
@@ -840,7 +840,7 @@ fn demo_thp(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
                 .unwrap_or_else(|| "n/a".into()),
         ]);
     }
-    tma_report::align_right(&mut t, &[1, 2, 3, 4, 5]);
+    tma_render::align_right(&mut t, &[1, 2, 3, 4, 5]);
     writeln!(
         demo.out,
         "Before/after (CPU time of the timed region; huge pages from /proc/self/smaps):"

@@ -50,12 +50,12 @@ pub enum DiffError {
     #[error(transparent)]
     Locate(Box<tma_profile::locate::LocateError>),
     #[error(transparent)]
-    Output(#[from] tma_report::ReportError),
+    Output(#[from] tma_render::ReportError),
 }
 
 impl From<std::io::Error> for DiffError {
     fn from(e: std::io::Error) -> Self {
-        DiffError::Output(tma_report::ReportError::Io(e))
+        DiffError::Output(tma_render::ReportError::Io(e))
     }
 }
 

@@ -44,12 +44,12 @@ pub struct Side {
 
 /// Read one side.
 pub fn load(cfg: &DiffConfig, path: &Path, notes: &mut dyn Write) -> Result<Side, DiffError> {
-    let file = tma_report::files::display_input(path);
-    let bytes = tma_report::files::read_input(path).map_err(|source| DiffError::Read {
+    let file = tma_render::files::display_input(path);
+    let bytes = tma_render::files::read_input(path).map_err(|source| DiffError::Read {
         file: file.clone(),
         source,
     })?;
-    if tma_report::recognize(&bytes).schema() == Some(tma_stat::render::tree::SCHEMA) {
+    if tma_render::recognize(&bytes).schema() == Some(tma_stat::render::tree::SCHEMA) {
         return from_stat_json(cfg, &file, &bytes);
     }
     let stat = StatConfig {
@@ -120,7 +120,7 @@ fn most_common(paths: &[Vec<String>]) -> Vec<String> {
 }
 
 fn from_stat_json(cfg: &DiffConfig, file: &str, bytes: &[u8]) -> Result<Side, DiffError> {
-    let found = tma_report::recognize(bytes).version().unwrap_or(0);
+    let found = tma_render::recognize(bytes).version().unwrap_or(0);
     if found != tma_stat::render::tree::SCHEMA_VERSION {
         return Err(DiffError::StatJson {
             file: file.to_string(),

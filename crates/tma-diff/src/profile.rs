@@ -36,16 +36,16 @@ pub fn detect(path: &Path) -> Result<InputKind, DiffError> {
 
 /// The kind of an input's bytes.
 pub fn kind_of(bytes: &[u8]) -> InputKind {
-    match tma_report::recognize(bytes) {
-        tma_report::Recognized::PerfData => InputKind::PerfData,
+    match tma_render::recognize(bytes) {
+        tma_render::Recognized::PerfData => InputKind::PerfData,
         r if r.schema() == Some(tma_profile::render::JSON_SCHEMA) => InputKind::Locate,
         _ => InputKind::Tree,
     }
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, DiffError> {
-    tma_report::files::read_input(path).map_err(|source| DiffError::Read {
-        file: tma_report::files::display_input(path),
+    tma_render::files::read_input(path).map_err(|source| DiffError::Read {
+        file: tma_render::files::display_input(path),
         source,
     })
 }
@@ -201,7 +201,7 @@ fn from_locate_json(bytes: &[u8], file: String) -> Result<ProfileSide, DiffError
         file: file.clone(),
         detail,
     };
-    let found = tma_report::recognize(bytes).version().unwrap_or(0);
+    let found = tma_render::recognize(bytes).version().unwrap_or(0);
     if found != tma_profile::render::JSON_SCHEMA_VERSION {
         return Err(bad(format!(
             "schema_version {found} (this tma reads {})",

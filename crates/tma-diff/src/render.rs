@@ -5,7 +5,7 @@
 use std::io::Write;
 
 use serde::Serialize;
-use tma_report::ReportError;
+use tma_render::ReportError;
 
 use crate::profile::{ProfileDiff, ProfileRow, ProfileSide};
 use crate::stats::ALPHA;
@@ -199,12 +199,12 @@ pub fn json(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
         bottleneck: &d.bottleneck,
         gates: &d.gates,
     };
-    tma_report::write_json(w, SCHEMA, SCHEMA_VERSION, &doc)
+    tma_render::write_json(w, SCHEMA, SCHEMA_VERSION, &doc)
 }
 
 /// One row per node and metric, full precision.
 pub fn csv(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
-    tma_report::csv_row(
+    tma_render::csv_row(
         w,
         &[
             "kind",
@@ -234,7 +234,7 @@ pub fn csv(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
                 Significance::NotSignificant => "not_significant",
                 Significance::Unknown { .. } => "unknown",
             };
-            tma_report::csv_row(
+            tma_render::csv_row(
                 w,
                 &[
                     kind.to_string(),
@@ -346,12 +346,12 @@ pub fn profile_json(w: &mut dyn Write, d: &ProfileDiff) -> Result<(), ReportErro
         functions: &d.rows,
         notes: d.notes(),
     };
-    tma_report::write_json(w, PROFILE_SCHEMA, PROFILE_SCHEMA_VERSION, &doc)
+    tma_render::write_json(w, PROFILE_SCHEMA, PROFILE_SCHEMA_VERSION, &doc)
 }
 
 /// One row per function, full precision.
 pub fn profile_csv(w: &mut dyn Write, d: &ProfileDiff) -> Result<(), ReportError> {
-    tma_report::csv_row(
+    tma_render::csv_row(
         w,
         &[
             "function",
@@ -364,7 +364,7 @@ pub fn profile_csv(w: &mut dyn Write, d: &ProfileDiff) -> Result<(), ReportError
         ],
     )?;
     for r in &d.rows {
-        tma_report::csv_row(
+        tma_render::csv_row(
             w,
             &[
                 r.function.clone(),

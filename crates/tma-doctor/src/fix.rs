@@ -186,9 +186,9 @@ pub fn apply_fixes(
         path: state_path.display().to_string(),
         reason,
     };
-    tma_report::write_output(state_path, |w| {
+    tma_render::write_output(state_path, |w| {
         serde_json::to_writer_pretty(&mut *w, &state).map_err(|source| {
-            tma_report::ReportError::Json {
+            tma_render::ReportError::Json {
                 what: "doctor state",
                 source,
             }

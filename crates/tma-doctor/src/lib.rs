@@ -180,8 +180,8 @@ pub fn run(cfg: &DoctorConfig, notes: &mut dyn std::io::Write) -> Result<DoctorR
 pub fn render_json(
     w: &mut dyn std::io::Write,
     r: &DoctorRun,
-) -> Result<(), tma_report::ReportError> {
-    tma_report::write_json(w, "tma.doctor", 1, r)
+) -> Result<(), tma_render::ReportError> {
+    tma_render::write_json(w, "tma.doctor", 1, r)
 }
 
 /// Render as text.
@@ -189,7 +189,7 @@ pub fn render(w: &mut dyn std::io::Write, r: &DoctorReport) -> std::io::Result<(
     for c in &r.checks {
         writeln!(w, "[{:<7}] {:<12} {}", c.status.label(), c.id, c.summary)?;
         if !c.explanation.trim().is_empty() {
-            for line in tma_report::wrap(&c.explanation, &" ".repeat(24), 24 + 92) {
+            for line in tma_render::wrap(&c.explanation, &" ".repeat(24), 24 + 92) {
                 writeln!(w, "{line}")?;
             }
         }
@@ -227,8 +227,8 @@ pub fn verify(cfg: &VerifyConfig) -> Result<verify::VerifyReport, DoctorError> {
     let rec = match &cfg.replay {
         Some(path) => {
             let bytes =
-                tma_report::files::read_input(path).map_err(|e| DoctorError::BadRecording {
-                    path: tma_report::files::display_input(path),
+                tma_render::files::read_input(path).map_err(|e| DoctorError::BadRecording {
+                    path: tma_render::files::display_input(path),
                     reason: format!("cannot read it: {e}"),
                 })?;
             let mut rec =
@@ -242,7 +242,7 @@ pub fn verify(cfg: &VerifyConfig) -> Result<verify::VerifyReport, DoctorError> {
         None => verify::measure(cfg.exe.as_deref()).map_err(DoctorError::Verify)?,
     };
     if let Some(path) = &cfg.record {
-        tma_report::write_output(path, |w| verify::write_recorded(w, &rec)).map_err(|e| {
+        tma_render::write_output(path, |w| verify::write_recorded(w, &rec)).map_err(|e| {
             DoctorError::SaveState {
                 path: path.display().to_string(),
                 reason: e.to_string(),

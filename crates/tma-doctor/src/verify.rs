@@ -1032,8 +1032,8 @@ pub fn parse_recorded(bytes: &[u8]) -> Result<Recorded, String> {
 }
 
 /// Write recorded counts (`--record FILE`).
-pub fn write_recorded(w: &mut dyn io::Write, r: &Recorded) -> Result<(), tma_report::ReportError> {
-    tma_report::write_json(w, RECORDED_SCHEMA, RECORDED_SCHEMA_VERSION, r)
+pub fn write_recorded(w: &mut dyn io::Write, r: &Recorded) -> Result<(), tma_render::ReportError> {
+    tma_render::write_json(w, RECORDED_SCHEMA, RECORDED_SCHEMA_VERSION, r)
 }
 
 /// The pass/fail table.
@@ -1049,7 +1049,7 @@ pub fn render(w: &mut dyn io::Write, r: &VerifyReport) -> io::Result<()> {
         }
     )?;
     writeln!(w)?;
-    let mut t = tma_report::table(&["Check", "Result", "Expected", "Measured"]);
+    let mut t = tma_render::table(&["Check", "Result", "Expected", "Measured"]);
     for row in &r.rows {
         t.add_row(vec![
             row.id.clone(),
@@ -1072,7 +1072,7 @@ pub fn render(w: &mut dyn io::Write, r: &VerifyReport) -> io::Result<()> {
     }
     for n in &r.notes {
         writeln!(w)?;
-        for (i, line) in tma_report::wrap(n, "", 94).iter().enumerate() {
+        for (i, line) in tma_render::wrap(n, "", 94).iter().enumerate() {
             writeln!(w, "{}{line}", if i == 0 { "note: " } else { "      " })?;
         }
     }

@@ -10,13 +10,13 @@ pub fn json(
     w: &mut dyn Write,
     report: &KvmReport,
     intervals: &[KvmReport],
-) -> Result<(), tma_report::ReportError> {
+) -> Result<(), tma_render::ReportError> {
     #[derive(serde::Serialize)]
     struct Doc<'a> {
         report: &'a KvmReport,
         intervals: &'a [KvmReport],
     }
-    tma_report::write_json(w, "tma.kvm", 1, &Doc { report, intervals })
+    tma_render::write_json(w, "tma.kvm", 1, &Doc { report, intervals })
 }
 
 /// One `-I` interval as text, numbered from 1.
@@ -38,7 +38,7 @@ fn us(v: Option<f64>) -> String {
 }
 
 fn reason_table(rows: &[ReasonRow]) -> comfy_table::Table {
-    let mut t = tma_report::table(&[
+    let mut t = tma_render::table(&[
         "VM-EXIT", "isa", "code", "Samples", "Samples%", "Rate/s", "Time%", "Min Time", "Max Time",
         "Avg time",
     ]);
@@ -70,7 +70,7 @@ fn reason_table(rows: &[ReasonRow]) -> comfy_table::Table {
             avg,
         ]);
     }
-    tma_report::align_right(&mut t, &[0, 2, 3, 4, 5, 6, 7, 8, 9]);
+    tma_render::align_right(&mut t, &[0, 2, 3, 4, 5, 6, 7, 8, 9]);
     t
 }
 
@@ -169,7 +169,7 @@ fn render_vmm(w: &mut dyn Write, r: &KvmReport) -> io::Result<()> {
     )?;
     if !r.userspace_exits.is_empty() {
         writeln!(w)?;
-        let mut tb = tma_report::table(&["userspace exit", "reason", "count", "share", "rate/s"]);
+        let mut tb = tma_render::table(&["userspace exit", "reason", "count", "share", "rate/s"]);
         for u in &r.userspace_exits {
             tb.add_row(vec![
                 u.name.clone(),
@@ -179,7 +179,7 @@ fn render_vmm(w: &mut dyn Write, r: &KvmReport) -> io::Result<()> {
                 format!("{:.1}", u.rate_per_s),
             ]);
         }
-        tma_report::align_right(&mut tb, &[1, 2, 3, 4]);
+        tma_render::align_right(&mut tb, &[1, 2, 3, 4]);
         writeln!(w, "{tb}")?;
     }
     let timed = |paired: u64, min: Option<f64>, mean: Option<f64>, max: Option<f64>| {
@@ -196,7 +196,7 @@ fn render_vmm(w: &mut dyn Write, r: &KvmReport) -> io::Result<()> {
         if with_time {
             h.extend(["Min Time", "Avg time", "Max Time"]);
         }
-        let mut tb = tma_report::table(&h);
+        let mut tb = tma_render::table(&h);
         for p in &r.pio {
             let mut row = vec![
                 format!("{:#x}", p.port),
@@ -209,12 +209,12 @@ fn render_vmm(w: &mut dyn Write, r: &KvmReport) -> io::Result<()> {
             }
             tb.add_row(row);
         }
-        tma_report::align_right(&mut tb, &[0, 2, 3, 4, 5, 6]);
+        tma_render::align_right(&mut tb, &[0, 2, 3, 4, 5, 6]);
         writeln!(w, "{tb}")?;
     }
     if !r.mmio.is_empty() {
         writeln!(w)?;
-        let mut tb = tma_report::table(&["mmio gpa", "type", "count"]);
+        let mut tb = tma_render::table(&["mmio gpa", "type", "count"]);
         for m in &r.mmio {
             tb.add_row(vec![
                 format!("{:#x}", m.gpa),
@@ -222,7 +222,7 @@ fn render_vmm(w: &mut dyn Write, r: &KvmReport) -> io::Result<()> {
                 m.count.to_string(),
             ]);
         }
-        tma_report::align_right(&mut tb, &[0, 2]);
+        tma_render::align_right(&mut tb, &[0, 2]);
         writeln!(w, "{tb}")?;
     }
     if !r.msr.is_empty() {
@@ -232,7 +232,7 @@ fn render_vmm(w: &mut dyn Write, r: &KvmReport) -> io::Result<()> {
         if with_time {
             h.extend(["Min Time", "Avg time", "Max Time"]);
         }
-        let mut tb = tma_report::table(&h);
+        let mut tb = tma_render::table(&h);
         for m in &r.msr {
             let mut row = vec![
                 format!("{:#x}", m.msr),
@@ -245,16 +245,16 @@ fn render_vmm(w: &mut dyn Write, r: &KvmReport) -> io::Result<()> {
             }
             tb.add_row(row);
         }
-        tma_report::align_right(&mut tb, &[0, 2, 3, 4, 5, 6]);
+        tma_render::align_right(&mut tb, &[0, 2, 3, 4, 5, 6]);
         writeln!(w, "{tb}")?;
     }
     if !r.cpuid.is_empty() {
         writeln!(w)?;
-        let mut tb = tma_report::table(&["cpuid function", "count"]);
+        let mut tb = tma_render::table(&["cpuid function", "count"]);
         for c in &r.cpuid {
             tb.add_row(vec![format!("{:#x}", c.function), c.count.to_string()]);
         }
-        tma_report::align_right(&mut tb, &[0, 1]);
+        tma_render::align_right(&mut tb, &[0, 1]);
         writeln!(w, "{tb}")?;
     }
     if r.emulated_insns > 0 {
@@ -278,8 +278,8 @@ fn render_vmm(w: &mut dyn Write, r: &KvmReport) -> io::Result<()> {
 pub fn memory_json(
     w: &mut dyn Write,
     report: &crate::memory::MemoryReport,
-) -> Result<(), tma_report::ReportError> {
-    tma_report::write_json(w, "tma.kvm-memory", 1, report)
+) -> Result<(), tma_render::ReportError> {
+    tma_render::write_json(w, "tma.kvm-memory", 1, report)
 }
 
 /// `tma kvm --memory` as text: per VMM its THP settings, guest-memory mappings, and verdict.
@@ -314,7 +314,7 @@ pub fn memory(w: &mut dyn Write, report: &crate::memory::MemoryReport) -> io::Re
             )?;
         }
         if !vm.mappings.is_empty() {
-            let mut t = tma_report::table(&[
+            let mut t = tma_render::table(&[
                 "Address", "Backing", "Page", "Size", "Resident", "Huge", "Huge%", "Advice", "Path",
             ]);
             for m in &vm.mappings {
@@ -340,7 +340,7 @@ pub fn memory(w: &mut dyn Write, report: &crate::memory::MemoryReport) -> io::Re
                     m.path.clone(),
                 ]);
             }
-            tma_report::align_right(&mut t, &[2, 3, 4, 5, 6]);
+            tma_render::align_right(&mut t, &[2, 3, 4, 5, 6]);
             writeln!(w, "{t}")?;
         }
         writeln!(w, "verdict: {}", vm.verdict)?;

@@ -248,8 +248,8 @@ pub fn import_file(
     agg: &mut Aggregator,
     event: Option<&str>,
 ) -> Result<ImportInfo, ImportError> {
-    let bytes = tma_report::files::read_input(path).map_err(|source| ImportError::Read {
-        path: tma_report::files::display_input(path),
+    let bytes = tma_render::files::read_input(path).map_err(|source| ImportError::Read {
+        path: tma_render::files::display_input(path),
         err: source,
     })?;
     import_bytes_event(&bytes, agg, event)

@@ -41,7 +41,7 @@ pub enum LocateError {
     #[error(transparent)]
     Live(#[from] LiveError),
     #[error(transparent)]
-    Output(#[from] tma_report::ReportError),
+    Output(#[from] tma_render::ReportError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -430,7 +430,7 @@ fn write_perf_data(path: &Path, attr: Vec<u8>, records: &[KeptRecord]) -> Result
         w.push(*ty, *misc, &[&body[..]]);
     }
     let image = w.finish();
-    tma_report::write_output(path, |out| {
+    tma_render::write_output(path, |out| {
         out.write_all(&image)?;
         Ok(())
     })?;

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use tma_report::ReportError;
+use tma_render::ReportError;
 
 use crate::report::{Annotation, Profile, SortKey, Syntax};
 
@@ -21,7 +21,7 @@ pub const JSON_SCHEMA_VERSION: u32 = 1;
 
 /// The `tma.locate` JSON document.
 pub fn json(w: &mut dyn std::io::Write, p: &Profile) -> Result<(), ReportError> {
-    tma_report::write_json(w, JSON_SCHEMA, JSON_SCHEMA_VERSION, p)
+    tma_render::write_json(w, JSON_SCHEMA, JSON_SCHEMA_VERSION, p)
 }
 
 /// Folded stacks (`root;caller;leaf count` per line), as flamegraph.pl and inferno read.

@@ -54,7 +54,7 @@ fn json_document_reads_back_as_written() {
     let located = tma_profile::run(&import_config(), &mut std::io::sink()).unwrap();
     let mut out = Vec::new();
     render::json(&mut out, &located.profile).unwrap();
-    let r = tma_report::recognize(&out);
+    let r = tma_render::recognize(&out);
     assert_eq!(r.schema(), Some(tma_profile::JSON_SCHEMA));
     assert_eq!(r.version(), Some(tma_profile::JSON_SCHEMA_VERSION));
     let doc: tma_profile::report::Profile = serde_json::from_slice(&out).unwrap();

@@ -579,7 +579,8 @@ mod tests {
             metrics: Vec::new(),
             bottlenecks: Vec::new(),
         };
-        let plan = tma_stat::plan::counting_plan(model, &request.selection(), &[], false).unwrap();
+        let plan =
+            tma_stat::groups::counting_plan(model, &request.selection(), &[], false).unwrap();
         let info = RunInfo {
             model,
             cpu_source: "test".into(),

@@ -21,9 +21,9 @@
 
 mod error;
 pub mod eval;
+pub mod groups;
 mod import;
 pub mod model;
-pub mod plan;
 pub mod render;
 mod session;
 pub mod sink;
@@ -331,8 +331,8 @@ pub(crate) fn open_import(cfg: &StatConfig, path: &Path) -> Result<ImportSource,
         path: path.to_path_buf(),
         source,
     };
-    let file = tma_report::files::display_input(path);
-    let f = tma_report::files::open_input(path).map_err(read_err)?;
+    let file = tma_render::files::display_input(path);
+    let f = tma_render::files::open_input(path).map_err(read_err)?;
     let mut input = BufReader::with_capacity(1 << 16, f);
     let prefix = input.fill_buf().map_err(read_err)?;
     if !tma_perf::import::is_document(prefix) {

@@ -72,7 +72,7 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
         anyhow::bail!("tma diff takes -m LIST for metrics; -M and -B are for tma stat");
     }
     crate::output::check(args.output.as_deref(), [])?;
-    tma_report::files::check_one_stdin([args.before.as_path(), args.after.as_path()])?;
+    tma_render::files::check_one_stdin([args.before.as_path(), args.after.as_path()])?;
     if tma_diff::inputs(&args.before, &args.after)? {
         return profiles(args);
     }

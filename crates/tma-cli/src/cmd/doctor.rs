@@ -132,7 +132,7 @@ fn verify(args: &Args) -> anyhow::Result<ExitCode> {
     let report = tma_doctor::verify(&cfg)?;
     crate::output::emit(args.output.as_deref(), |w| {
         if args.json {
-            tma_report::write_json(w, "tma.doctor.verify_report", 1, &report)
+            tma_render::write_json(w, "tma.doctor.verify_report", 1, &report)
         } else {
             Ok(tma_doctor::verify::render(w, &report)?)
         }

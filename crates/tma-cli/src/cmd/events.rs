@@ -1,6 +1,6 @@
 //! `tma events`: the raw events a TMA level needs, with their perf encodings, and the
 //! `perf stat` command that records them grouped as `tma stat` counts them
-//! (`tma_stat::plan::perf_plan`; rendering in `tma_stat::render::events`).
+//! (`tma_stat::groups::perf_plan`; rendering in `tma_stat::render::events`).
 
 use std::process::ExitCode;
 
@@ -56,9 +56,9 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     let cmd = if args.command.is_empty() {
         "CMD".to_string()
     } else {
-        tma_report::shell_words(&args.command)
+        tma_render::shell_words(&args.command)
     };
-    let plan = tma_stat::plan::perf_plan(model, &sel, &args.perf_output, &cmd)?;
+    let plan = tma_stat::groups::perf_plan(model, &sel, &args.perf_output, &cmd)?;
     let mut metric_flags: Vec<String> = Vec::new();
     if let Some(list) = &args.metric.metrics {
         metric_flags.push(if list.is_empty() {

@@ -188,7 +188,7 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     let located = tma_profile::run(&cfg, &mut std::io::stderr())?;
     let profile = &located.profile;
     if let Some(path) = &args.pprof {
-        tma_report::write_output(path, |w| {
+        tma_render::write_output(path, |w| {
             tma_profile::pprof::encode(profile, located.duration_ns, w)?;
             Ok(())
         })?;

@@ -32,7 +32,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args
         .output
         .as_deref()
-        .filter(|p| !tma_report::files::is_stdio(p))
+        .filter(|p| !tma_render::files::is_stdio(p))
     {
         None => {
             let mut out = std::io::stdout().lock();
@@ -104,12 +104,12 @@ fn pages(cmd: &clap::Command) -> std::io::Result<Vec<(String, Vec<u8>)>> {
     Ok(all)
 }
 
-/// Every page into `dir` (made if missing), each written through [`tma_report::write_output`].
+/// Every page into `dir` (made if missing), each written through [`tma_render::write_output`].
 fn write_pages(cmd: &clap::Command, dir: &Path) -> anyhow::Result<()> {
-    tma_report::files::check_output_dir(dir)?;
+    tma_render::files::check_output_dir(dir)?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for (name, roff) in pages(cmd)? {
-        tma_report::write_output(&dir.join(&name), |w| Ok(w.write_all(&roff)?))?;
+        tma_render::write_output(&dir.join(&name), |w| Ok(w.write_all(&roff)?))?;
     }
     Ok(())
 }

@@ -1,5 +1,5 @@
-//! `tma report`: clap arguments -> [`tma_html::ReportConfig`] -> [`tma_html::run`] -> the page
-//! ([`tma_html::render::html`]) and/or the picture alone ([`tma_html::render::svg`]).
+//! `tma report`: clap arguments -> [`tma_report::ReportConfig`] -> [`tma_report::run`] -> the page
+//! ([`tma_report::render::html`]) and/or the picture alone ([`tma_report::render::svg`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -66,10 +66,10 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     if args.output.is_some() || args.svg.is_none() {
         crate::output::check(args.output.as_deref(), [svg])?;
     } else if let Some(p) = args.svg.as_deref() {
-        tma_report::check_outputs([("--svg", p)])?;
+        tma_render::check_outputs([("--svg", p)])?;
     }
-    tma_report::files::check_one_stdin(args.inputs.iter().map(|p| p.as_path()))?;
-    let cfg = tma_html::ReportConfig {
+    tma_render::files::check_one_stdin(args.inputs.iter().map(|p| p.as_path()))?;
+    let cfg = tma_report::ReportConfig {
         inputs: args.inputs,
         cpu: args.cpu.cpu,
         level: args.level,
@@ -81,14 +81,14 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
         title: args.title,
         host: root.host(),
     };
-    let report = tma_html::run(&cfg, &mut std::io::stderr())?;
+    let report = tma_report::run(&cfg, &mut std::io::stderr())?;
     if let Some(path) = &args.svg {
-        let svg = tma_html::render::svg(&report)?;
-        tma_report::write_output(path, |w| Ok(w.write_all(svg.as_bytes())?))?;
+        let svg = tma_report::render::svg(&report)?;
+        tma_render::write_output(path, |w| Ok(w.write_all(svg.as_bytes())?))?;
     }
     if args.output.is_some() || args.svg.is_none() {
         crate::output::emit(args.output.as_deref(), |w| {
-            tma_html::render::html(w, &report)
+            tma_report::render::html(w, &report)
         })?;
     }
     Ok(ExitCode::SUCCESS)

@@ -124,7 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let report = workload::run(&cfg)?;
     if let Some(path) = &common.report {
-        tma_report::write_output(path, |w| render::json(w, &report))
+        tma_render::write_output(path, |w| render::json(w, &report))
             .with_context(|| format!("writing the workload report to {}", path.display()))?;
     }
     let stdout = std::io::stdout();

@@ -7,7 +7,7 @@ use tma_perf::backend::{self, Measurement, RawInterval, Target};
 use tma_perf::event::SpecKind;
 use tma_perf::plan::Plan;
 use tma_perf::Interval;
-use tma_report::ReportError;
+use tma_render::ReportError;
 
 use crate::render::tree::{Format, RenderOptions};
 
@@ -42,7 +42,7 @@ pub fn describe_target(t: &Target) -> String {
             .join(",")
     };
     match t {
-        Target::Command(argv) => format!("`{}`", tma_report::shell_words(argv)),
+        Target::Command(argv) => format!("`{}`", tma_render::shell_words(argv)),
         Target::Pids(p) => format!("pid {}", list(p)),
         Target::Tids(p) => format!("tid {}", list(p)),
         Target::System(None) => "all CPUs".to_string(),

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use serde::Serialize;
 use tma_catalog::{EventDef, EventId, EventKind, Model};
-use tma_report::ReportError;
+use tma_render::ReportError;
 
 use super::list::CpuJson;
 
@@ -112,7 +112,7 @@ pub fn render_text(
     )?;
     writeln!(w, "Tables: {}", model.source)?;
     writeln!(w)?;
-    let mut t = tma_report::table(&["", "event", "perf encoding", "counters", "notes"]);
+    let mut t = tma_render::table(&["", "event", "perf encoding", "counters", "notes"]);
     for e in &list {
         let mut notes = Vec::new();
         if e.def.precise {
@@ -152,7 +152,7 @@ pub fn render_json(w: &mut dyn Write, model: &Model, filter: &str) -> Result<(),
         pmu: model.pmu,
         events: entries(model, filter),
     };
-    tma_report::write_json(w, SCHEMA, 1, &doc)
+    tma_render::write_json(w, SCHEMA, 1, &doc)
 }
 
 #[cfg(test)]

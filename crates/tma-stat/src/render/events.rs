@@ -6,9 +6,9 @@ use std::io::Write;
 
 use serde::Serialize;
 use tma_catalog::Model;
-use tma_report::ReportError;
+use tma_render::ReportError;
 
-use crate::plan::EventPlan;
+use crate::groups::EventPlan;
 use crate::render::list::CpuJson;
 
 /// The schema name of `tma events --json`.
@@ -41,7 +41,7 @@ pub fn render_json(
         #[serde(flatten)]
         plan: &'a EventPlan,
     }
-    tma_report::write_json(
+    tma_render::write_json(
         w,
         SCHEMA,
         1,
@@ -75,7 +75,7 @@ pub fn render_table(
             format!(" under {}", req.nodes.join(", "))
         }
     )?;
-    let mut t = tma_report::table(&["event", "counter", "perf encoding"]);
+    let mut t = tma_render::table(&["event", "counter", "perf encoding"]);
     for r in &plan.events {
         let counter = if r.taken_alone {
             format!("{} (alone)", r.counter)
@@ -131,12 +131,12 @@ pub fn render_perf_cmd(
     let metrics = if req.metric_flags.is_empty() {
         String::new()
     } else {
-        format!(" {}", tma_report::shell_words(req.metric_flags))
+        format!(" {}", tma_render::shell_words(req.metric_flags))
     };
     writeln!(
         w,
         "# then: tma stat --import {} --cpu {} -l {}{nodes}{metrics}",
-        tma_report::shell_quote(req.perf_output),
+        tma_render::shell_quote(req.perf_output),
         model.key,
         req.level
     )?;

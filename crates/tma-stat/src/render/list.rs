@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde::Serialize;
 use tma_catalog::{Model, NodeDef, Unit};
-use tma_report::{wrap, ReportError};
+use tma_render::{wrap, ReportError};
 
 /// The schema name of `tma list --json`.
 pub const SCHEMA: &str = "tma.list";
@@ -152,5 +152,5 @@ pub fn render_json(w: &mut dyn Write, model: &Model, max_level: u8) -> Result<()
         nodes: tree_order(model, max_level),
         metrics: model.metrics,
     };
-    tma_report::write_json(w, SCHEMA, 1, &doc)
+    tma_render::write_json(w, SCHEMA, 1, &doc)
 }

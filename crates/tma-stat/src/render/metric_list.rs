@@ -6,7 +6,7 @@ use std::io::Write;
 
 use serde::Serialize;
 use tma_catalog::{MetricDef, Model, Unit};
-use tma_report::ReportError;
+use tma_render::ReportError;
 
 use super::list::CpuJson;
 
@@ -83,7 +83,7 @@ pub fn render_text(
                 }
             );
             writeln!(w, "{}", line.trim_end())?;
-            for line in tma_report::wrap(m.description, "      ", 100) {
+            for line in tma_render::wrap(m.description, "      ", 100) {
                 writeln!(w, "{line}")?;
             }
         }
@@ -121,7 +121,7 @@ pub fn render_json(w: &mut dyn Write, model: &Model, filter: &str) -> Result<(),
             formula: m.formula,
         })
         .collect();
-    tma_report::write_json(
+    tma_render::write_json(
         w,
         SCHEMA,
         1,

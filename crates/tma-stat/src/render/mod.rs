@@ -1,4 +1,4 @@
-//! Renderers of `tma stat`, `tma events` and `tma list` results, on `tma-report` primitives.
+//! Renderers of `tma stat`, `tma events` and `tma list` results, on `tma-render` primitives.
 
 pub mod counts;
 pub mod doc;

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use tma_catalog::{Model, Unit};
 use tma_metrics::{Bottleneck, MetricResult, NodeResult, Report, Status, StopReason};
-use tma_report::{JsonStream, ReportError};
+use tma_render::{JsonStream, ReportError};
 
 use crate::eval::{EventState, IntervalReport, RunInfo, StatRun};
 use crate::render::doc::{CpuDoc, EventMapDoc, IntervalDoc, MetricDoc, NodeDoc, StatHead};
@@ -160,7 +160,7 @@ impl TreeWriter {
                 path: path.display().to_string(),
                 source: std::io::Error::other(e),
             })?;
-            tma_report::write_output(path, |f| Ok(f.write_all(svg.as_bytes())?))?;
+            tma_render::write_output(path, |f| Ok(f.write_all(svg.as_bytes())?))?;
         }
         Ok(())
     }
@@ -942,7 +942,7 @@ fn metric_rows<'r>(
 // ------------------------------------------------------------------ CSV
 
 fn csv_header(w: &mut dyn Write) -> Result<(), ReportError> {
-    tma_report::csv_row(
+    tma_render::csv_row(
         w,
         &[
             "start_s",
@@ -976,7 +976,7 @@ fn csv_rows(w: &mut dyn Write, info: &RunInfo, ir: &IntervalReport) -> Result<()
     // Metric rows: the node column holds the metric name, the parent column its group, the
     // level column the `-B` rank, the role column `metric` or `bottleneck_cost`.
     for (m, kind, rank) in metric_rows(info, ir) {
-        tma_report::csv_row(
+        tma_render::csv_row(
             w,
             &[
                 start.as_str(),
@@ -1018,7 +1018,7 @@ fn csv_node_rows(
             Some(false) => "false",
             None => "",
         };
-        tma_report::csv_row(
+        tma_render::csv_row(
             w,
             &[
                 start.as_str(),

@@ -123,7 +123,7 @@ pub(super) fn write_record(s: &Session, live: &LiveOptions) -> Result<(), StatEr
         runs: s.runs.clone(),
         cpu_cores: s.cpu_cores.clone(),
     };
-    tma_report::write_output(path, |w| {
+    tma_render::write_output(path, |w| {
         snap.write(w)?;
         Ok(())
     })?;

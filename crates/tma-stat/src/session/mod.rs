@@ -39,7 +39,7 @@ use tma_perf::{Interval, ReadingStatus};
 
 use crate::error::usage;
 use crate::eval::{Request, RunInfo, StatRun, TreeEval};
-use crate::plan::{counting_plan, hw_groups};
+use crate::groups::{counting_plan, hw_groups};
 use crate::render::counts;
 use crate::sink::{Finish, IntervalData, IntervalSink, Start, WholeStep};
 use crate::{BackendChoice, LiveOptions, Outcome, RunStart, StatConfig, StatError};

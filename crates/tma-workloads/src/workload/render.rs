@@ -10,8 +10,8 @@ pub const SCHEMA: &str = "tma.workload";
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// Write `report` as the `tma.workload` v1 JSON document.
-pub fn json(w: &mut dyn Write, report: &WorkloadReport) -> Result<(), tma_report::ReportError> {
-    tma_report::write_json(w, SCHEMA, SCHEMA_VERSION, report)
+pub fn json(w: &mut dyn Write, report: &WorkloadReport) -> Result<(), tma_render::ReportError> {
+    tma_render::write_json(w, SCHEMA, SCHEMA_VERSION, report)
 }
 
 /// Write the text summary of `report`.

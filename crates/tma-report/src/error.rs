@@ -62,12 +62,12 @@ pub enum HtmlError {
     #[error("cannot write the page: {0}")]
     Template(String),
     #[error(transparent)]
-    Output(#[from] tma_report::ReportError),
+    Output(#[from] tma_render::ReportError),
 }
 
 impl From<std::io::Error> for HtmlError {
     fn from(e: std::io::Error) -> Self {
-        HtmlError::Output(tma_report::ReportError::Io(e))
+        HtmlError::Output(tma_render::ReportError::Io(e))
     }
 }
 

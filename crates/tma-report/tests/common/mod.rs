@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tma_html::{render, ReportConfig};
+use tma_report::{render, ReportConfig};
 
 /// The repository root.
 pub use tma_testkit::repo_root as root;
@@ -55,7 +55,7 @@ pub fn locate_cfg() -> ReportConfig {
 /// The page of `cfg` as a string.
 pub fn page(cfg: &ReportConfig) -> String {
     let mut notes = Vec::new();
-    let r = tma_html::run(cfg, &mut notes).unwrap_or_else(|e| panic!("{e}"));
+    let r = tma_report::run(cfg, &mut notes).unwrap_or_else(|e| panic!("{e}"));
     let mut out = Vec::new();
     render::html(&mut out, &r).unwrap();
     String::from_utf8(out).unwrap()

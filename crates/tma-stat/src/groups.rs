@@ -207,7 +207,7 @@ pub fn perf_plan(
     let perf_command = format!(
         "perf stat -x, {} -o {} -- {cmd}",
         es.join(" "),
-        tma_report::shell_quote(output)
+        tma_render::shell_quote(output)
     );
     let retire_latency_without_default = tma_metrics::required_retire_latencies(model, sel)?
         .into_iter()

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use tma_html::{render, HtmlError, ReportConfig};
+use tma_report::{render, HtmlError, ReportConfig};
 
 /// The text of the element that holds `key` and follows it, up to the next `<`.
 fn after<'a>(page: &'a str, key: &str) -> &'a str {
@@ -334,20 +334,20 @@ fn several_inputs_make_several_sections_in_order() {
 #[test]
 fn svg_is_the_timeline_or_the_tree() {
     let mut notes = Vec::new();
-    let r = tma_html::run(&intervals_cfg(), &mut notes).unwrap();
+    let r = tma_report::run(&intervals_cfg(), &mut notes).unwrap();
     let svg = render::svg(&r).unwrap();
     assert!(svg.starts_with("<svg"));
     assert!(svg.contains("TMA level 1 over time"));
     assert!(svg.contains("backend_bound: its children over time"));
     assert!(svg.contains("backend_bound_memory"));
 
-    let r = tma_html::run(&stat_cfg(), &mut notes).unwrap();
+    let r = tma_report::run(&stat_cfg(), &mut notes).unwrap();
     let svg = render::svg(&r).unwrap();
     assert!(svg.contains("TMA tree: AMD Zen 4 (zen4)"));
     assert!(svg.contains("backend_bound_cpu"));
     assert!(svg.contains("65.9%  bottleneck"));
 
-    let r = tma_html::run(&diff_cfg(), &mut notes).unwrap();
+    let r = tma_report::run(&diff_cfg(), &mut notes).unwrap();
     let e = render::svg(&r).unwrap_err();
     assert!(matches!(e, HtmlError::NothingToDraw { .. }), "{e}");
     assert!(e.to_string().contains("the inputs are: diff"), "{e}");
@@ -370,7 +370,7 @@ fn bad_inputs_are_clear_errors() {
             host: tma_perf::host::Host::under(&root().join("tests/fixtures/roots/none")),
             ..ReportConfig::default()
         };
-        tma_html::run(&cfg, &mut Vec::new())
+        tma_report::run(&cfg, &mut Vec::new())
             .unwrap_err()
             .to_string()
     };
@@ -395,7 +395,7 @@ fn bad_inputs_are_clear_errors() {
     // A perf stat recording of an unknown CPU needs --cpu: the import's own message.
     let e = run(&fixture("import/zen4-sha256-synthetic.csv"));
     assert!(e.contains("zen4-sha256-synthetic.csv"), "{e}");
-    let e = tma_html::run(&ReportConfig::default(), &mut Vec::new()).unwrap_err();
+    let e = tma_report::run(&ReportConfig::default(), &mut Vec::new()).unwrap_err();
     assert!(matches!(e, HtmlError::NoInput));
 }
 

@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::*;
-use tma_html::ReportConfig;
+use tma_report::ReportConfig;
 
 const CHROMIUM: &[&str] = &["/usr/bin/chromium", "/usr/bin/chromium-browser"];
 

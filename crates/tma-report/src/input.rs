@@ -40,8 +40,8 @@ struct Head {
 
 /// The kind of an input's bytes; a JSON document of another kind is [`HtmlError::Unsupported`].
 pub fn kind_of(file: &str, bytes: &[u8]) -> Result<Kind, HtmlError> {
-    use tma_report::Recognized;
-    let schema = match tma_report::recognize(bytes) {
+    use tma_render::Recognized;
+    let schema = match tma_render::recognize(bytes) {
         Recognized::PerfData => return Ok(Kind::PerfData),
         Recognized::Text => return Ok(Kind::Recording),
         Recognized::Document { schema, .. } => schema,
@@ -64,8 +64,8 @@ pub fn kind_of(file: &str, bytes: &[u8]) -> Result<Kind, HtmlError> {
 
 /// Read one input into its section.
 pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Section, HtmlError> {
-    let file = tma_report::files::display_input(path);
-    let bytes = tma_report::files::read_input(path).map_err(|source| HtmlError::Read {
+    let file = tma_render::files::display_input(path);
+    let bytes = tma_render::files::read_input(path).map_err(|source| HtmlError::Read {
         file: file.clone(),
         source,
     })?;
@@ -232,7 +232,7 @@ struct Acc {
 /// A `tma.stat` document: the tree (means over the samples), and the timeline when there
 /// are several.
 pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
-    let found = tma_report::recognize(bytes).version().unwrap_or(0);
+    let found = tma_render::recognize(bytes).version().unwrap_or(0);
     if found != tma_stat::render::tree::SCHEMA_VERSION {
         return Err(HtmlError::Version {
             file: file.to_string(),

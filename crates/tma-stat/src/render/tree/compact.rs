@@ -1,0 +1,99 @@
+//! `--compact`: one line per interval, level 1 and the metrics as columns.
+
+use super::*;
+
+/// One column of `--compact`: a level-1 node or a requested metric (`-m`, `-M`, `-B`).
+#[derive(Debug, Clone)]
+pub(super) struct CompactColumn {
+    /// The node's name or the metric's catalog name (how the value is found).
+    key: String,
+    /// The header: the node's name or the metric's short name.
+    head: String,
+    metric: bool,
+    width: usize,
+}
+
+/// `--compact`: the level-1 nodes of the first interval, then its metrics (`-m`, `-M`, `-B`) in
+/// the report's order, with their widths.
+pub(super) fn compact_columns(first: &IntervalReport) -> Vec<CompactColumn> {
+    let col = |key: &str, head: &str, metric: bool| CompactColumn {
+        key: key.to_string(),
+        head: head.to_string(),
+        metric,
+        width: head.len().max(7),
+    };
+    let nodes = first.report.nodes.iter().filter(|n| n.level == 1);
+    let nodes = nodes.map(|n| col(n.name, n.name, false));
+    let metrics = first.report.metrics.iter();
+    nodes
+        .chain(metrics.map(|m| col(m.name, m.short_name, true)))
+        .collect()
+}
+
+pub(super) fn compact_header(w: &mut dyn Write, cols: &[CompactColumn]) -> Result<(), ReportError> {
+    writeln!(w)?;
+    let mut head = format!("{:>10}", "end (s)");
+    for c in cols {
+        head.push_str(&format!("  {:>wd$}", c.head, wd = c.width));
+    }
+    head.push_str("  bottleneck");
+    writeln!(w, "{head}")?;
+    Ok(())
+}
+
+/// One line per interval: level-1 values, metric values and the bottleneck. A value that
+/// could not be computed is `-`; one computed out of its range ends in `?` (the tree view
+/// says why).
+pub(super) fn compact_line(
+    w: &mut dyn Write,
+    cols: &[CompactColumn],
+    ir: &IntervalReport,
+) -> Result<(), ReportError> {
+    use std::fmt::Write as _;
+    let shown = |v: Option<f64>, unit: Unit, status: &Status| {
+        v.map(|v| {
+            let mark = if *status == Status::OutOfRange {
+                "?"
+            } else {
+                ""
+            };
+            format!("{}{mark}", fmt_value(v, unit))
+        })
+    };
+    let mut line = format!("{:>10.3}", ir.end_s);
+    for c in cols {
+        let v = if c.metric {
+            let m = ir.report.metric(&c.key);
+            m.and_then(|m| shown(m.value, m.unit, &m.status))
+        } else {
+            let n = ir.report.node(&c.key);
+            n.and_then(|n| shown(n.value, n.unit, &n.status))
+        };
+        // Writing into a String cannot fail.
+        let _ = write!(line, "  {:>wd$}", v.as_deref().unwrap_or("-"), wd = c.width);
+    }
+    line.push_str("  ");
+    line.push_str(&bottleneck_short(&ir.report.bottleneck));
+    writeln!(w, "{}", line.trim_end())?;
+    Ok(())
+}
+
+pub(super) fn bottleneck_short(b: &Bottleneck) -> String {
+    let close = b
+        .close_second
+        .as_ref()
+        .map(|c| format!(" (close: {})", c.node))
+        .unwrap_or_default();
+    match (&b.stop, &b.node) {
+        (StopReason::Ambiguous { first, second, .. }, Some(n)) => {
+            format!("{n} ({first} ~ {second}){close}")
+        }
+        (StopReason::Ambiguous { first, second, .. }, None) => {
+            format!("{first} ~ {second} (ambiguous)")
+        }
+        (StopReason::Undecided { .. }, None) => "undecided (nodes not computed)".into(),
+        (_, Some(n)) => format!("{n}{close}"),
+        (StopReason::NothingOverThreshold, None) => "none over threshold".into(),
+        _ => "not measured".into(),
+    }
+}

@@ -1,0 +1,105 @@
+//! CSV: one row per node (and metric) per interval.
+
+use super::*;
+
+pub(super) fn csv_header(w: &mut dyn Write) -> Result<(), ReportError> {
+    tma_render::csv_row(
+        w,
+        &[
+            "start_s",
+            "end_s",
+            "node",
+            "parent",
+            "level",
+            "value",
+            "unit",
+            "status",
+            "above_threshold",
+            "counted_share",
+            "bottleneck",
+            "detail",
+        ],
+    )?;
+    Ok(())
+}
+
+pub(super) fn unit_code(u: Unit) -> &'static str {
+    match u {
+        Unit::PercentSlots => "percent_slots",
+        Unit::Percent => "percent",
+        Unit::Number => "number",
+    }
+}
+
+pub(super) fn csv_rows(
+    w: &mut dyn Write,
+    info: &RunInfo,
+    ir: &IntervalReport,
+) -> Result<(), ReportError> {
+    csv_node_rows(w, info, ir)?;
+    let (start, end) = (ir.start_s.to_string(), ir.end_s.to_string());
+    // Metric rows: the node column holds the metric name, the parent column its group, the
+    // level column the `-B` rank, the role column `metric` or `bottleneck_cost`.
+    for (m, kind, rank) in metric_rows(info, ir) {
+        tma_render::csv_row(
+            w,
+            &[
+                start.as_str(),
+                end.as_str(),
+                m.name,
+                m.group,
+                &rank.map(|r| r.to_string()).unwrap_or_default(),
+                &m.value.map(|v| v.to_string()).unwrap_or_default(),
+                unit_code(m.unit),
+                status_code(&m.status),
+                "",
+                &m.counted_share.map(|s| s.to_string()).unwrap_or_default(),
+                kind,
+                &metric_status_text(m, ir, info.model).unwrap_or_default(),
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+pub(super) fn csv_node_rows(
+    w: &mut dyn Write,
+    info: &RunInfo,
+    ir: &IntervalReport,
+) -> Result<(), ReportError> {
+    let b = &ir.report.bottleneck;
+    let (start, end) = (ir.start_s.to_string(), ir.end_s.to_string());
+    for n in &ir.report.nodes {
+        let role = if b.node.as_deref() == Some(n.name) {
+            "bottleneck"
+        } else if b.path.iter().any(|p| p == n.name) {
+            "path"
+        } else {
+            ""
+        };
+        let unit = unit_code(n.unit);
+        let above = match n.above_threshold {
+            Some(true) => "true",
+            Some(false) => "false",
+            None => "",
+        };
+        tma_render::csv_row(
+            w,
+            &[
+                start.as_str(),
+                end.as_str(),
+                n.name,
+                n.parent.unwrap_or_default(),
+                &n.level.to_string(),
+                &n.value.map(|v| v.to_string()).unwrap_or_default(),
+                unit,
+                status_code(&n.status),
+                above,
+                &n.counted_share.map(|s| s.to_string()).unwrap_or_default(),
+                role,
+                &status_text(n, ir, info.model).unwrap_or_default(),
+            ],
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,181 @@
+//! The TMA tree of `tma stat` as text, JSON (`tma.stat` v1) and CSV, written one interval at
+//! a time ([`TreeWriter`]), so live runs print as they count and a long import streams from
+//! input to output. [`render`] writes a whole [`StatRun`].
+
+mod compact;
+mod csv;
+mod facts;
+mod json;
+mod text;
+
+use compact::*;
+use csv::*;
+use json::*;
+use text::*;
+
+use facts::*;
+pub use facts::{bars, metric_status_text, status_text, tree_title};
+
+use std::borrow::Cow;
+use std::io::Write;
+
+use tma_catalog::{Model, Unit};
+use tma_metrics::{Bottleneck, MetricResult, NodeResult, Report, Status, StopReason};
+use tma_render::{JsonStream, ReportError};
+
+use crate::eval::{EventState, IntervalReport, RunInfo, StatRun};
+use crate::render::doc::{CpuDoc, EventMapDoc, IntervalDoc, MetricDoc, NodeDoc, StatHead};
+use crate::render::plot::{own_threshold, tree_svg, Bar, Timeline};
+
+/// The schema name of `tma stat --json`.
+pub const SCHEMA: &str = "tma.stat";
+/// Its version.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Which layout to write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Format {
+    /// The indented tree (or one `--compact` line per interval), with closing lines.
+    #[default]
+    Text,
+    /// `tma.stat` version 1: every node of every interval, full precision.
+    Json,
+    /// One row per node (per interval), full precision.
+    Csv,
+}
+
+/// How to print.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RenderOptions {
+    pub format: Format,
+    /// 0: hide nodes under threshold; 1+: show every node.
+    pub verbose: u8,
+    /// One line per interval instead of one tree per interval (interval data, text).
+    pub compact: bool,
+    /// `--plot FILE.svg`: also draw the run (the timeline of intervals, else the tree as
+    /// bars) into this file when the run ends.
+    pub plot: Option<std::path::PathBuf>,
+}
+
+/// Write a whole run.
+pub fn render(w: &mut dyn Write, run: &StatRun, opts: &RenderOptions) -> Result<(), ReportError> {
+    let mut t = TreeWriter::new(opts.clone());
+    t.begin(w, &run.info)?;
+    for ir in &run.intervals {
+        t.interval(w, &run.info, ir)?;
+    }
+    t.end(w, &run.info)
+}
+
+/// Writes a run interval by interval: [`TreeWriter::begin`], then
+/// [`TreeWriter::interval`] for each, then [`TreeWriter::end`]. The bytes equal what
+/// [`render`] writes for the same run.
+#[derive(Debug)]
+pub struct TreeWriter {
+    opts: RenderOptions,
+    count: usize,
+    json: Option<JsonStream>,
+    /// `--compact`: the level-1 and metric columns, fixed by the first interval.
+    columns: Vec<CompactColumn>,
+    /// `--plot`: the intervals so far (bounded, see [`Timeline`]) and the last tree's bars.
+    timeline: Option<Timeline>,
+    last_bars: Vec<Bar>,
+}
+
+impl TreeWriter {
+    pub fn new(opts: RenderOptions) -> TreeWriter {
+        let timeline = opts.plot.as_ref().map(|_| Timeline::new());
+        TreeWriter {
+            opts,
+            count: 0,
+            json: None,
+            columns: Vec::new(),
+            timeline,
+            last_bars: Vec::new(),
+        }
+    }
+
+    /// Intervals written so far.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// The header: text lines, the JSON envelope, or the CSV header row.
+    pub fn begin(&mut self, w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
+        match self.opts.format {
+            Format::Text => text_header(w, info),
+            Format::Csv => csv_header(w),
+            Format::Json => {
+                self.json = Some(JsonStream::begin(
+                    w,
+                    SCHEMA,
+                    SCHEMA_VERSION,
+                    &json_head(info),
+                    "intervals",
+                )?);
+                Ok(())
+            }
+        }
+    }
+
+    /// One interval.
+    pub fn interval(
+        &mut self,
+        w: &mut dyn Write,
+        info: &RunInfo,
+        ir: &IntervalReport,
+    ) -> Result<(), ReportError> {
+        match self.opts.format {
+            Format::Text if info.interval_mode && self.opts.compact => {
+                if self.count == 0 {
+                    self.columns = compact_columns(ir);
+                    compact_header(w, &self.columns)?;
+                }
+                compact_line(w, &self.columns, ir)?;
+            }
+            Format::Text => {
+                writeln!(w)?;
+                if info.interval_mode {
+                    writeln!(
+                        w,
+                        "--- interval {:.3} s .. {:.3} s ---",
+                        ir.start_s, ir.end_s
+                    )?;
+                }
+                render_tree(w, info, ir, &self.opts)?;
+            }
+            Format::Csv => csv_rows(w, info, ir)?,
+            Format::Json => {
+                if let Some(j) = self.json.as_mut() {
+                    j.item(w, &json_interval(info, ir))?;
+                }
+            }
+        }
+        if let Some(t) = self.timeline.as_mut() {
+            t.push_report(ir);
+            self.last_bars = bars(info, ir, self.opts.verbose);
+        }
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Whatever closes the document (the JSON brackets), and the `--plot` file.
+    pub fn end(&mut self, w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
+        if let Some(j) = self.json.take() {
+            j.end(w)?;
+        }
+        if let (Some(path), Some(t)) = (self.opts.plot.as_deref(), self.timeline.as_ref()) {
+            let svg = if info.interval_mode {
+                t.svg()
+            } else {
+                tree_svg(&tree_title(info), &self.last_bars)
+            };
+            let svg = svg.map_err(|e| ReportError::Output {
+                path: path.display().to_string(),
+                source: std::io::Error::other(e),
+            })?;
+            tma_render::write_output(path, |f| Ok(f.write_all(svg.as_bytes())?))?;
+        }
+        Ok(())
+    }
+}

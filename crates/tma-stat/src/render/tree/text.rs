@@ -1,0 +1,383 @@
+//! The text tree: its header, the nodes, the helper metrics and the closing lines.
+
+use super::*;
+
+pub(super) fn text_header(w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
+    let m = info.model;
+    let version = m
+        .tma_version
+        .map(|v| format!(", TMA {v}"))
+        .unwrap_or_default();
+    writeln!(
+        w,
+        "{} ({}, {}){version}, {}",
+        m.name, m.key, info.cpu_source, info.source
+    )?;
+    let levels = if info.request.level == 1 {
+        "level 1".to_string()
+    } else {
+        format!("levels 1-{}", info.request.level)
+    };
+    let subset = if info.request.nodes.is_empty() {
+        String::new()
+    } else {
+        format!(" under {}", info.request.nodes.join(", "))
+    };
+    writeln!(
+        w,
+        "TMA {levels}{subset}; values in % of pipeline slots unless noted; `below` = under threshold"
+    )?;
+    Ok(())
+}
+
+pub(super) fn render_tree(
+    w: &mut dyn Write,
+    info: &RunInfo,
+    ir: &IntervalReport,
+    opts: &RenderOptions,
+) -> Result<(), ReportError> {
+    let r = &ir.report;
+    let shown = visible(r, opts.verbose, info.model, &info.request.nodes);
+    let name_w = r
+        .nodes
+        .iter()
+        .map(|n| 2 * (n.level as usize - 1) + n.name.len())
+        .max()
+        .unwrap_or(10)
+        + 2;
+    let mut hidden = 0usize;
+    for (n, show) in r.nodes.iter().zip(&shown) {
+        if !show {
+            hidden += 1;
+            continue;
+        }
+        let name = format!("{}{}", "  ".repeat(n.level as usize - 1), n.name);
+        let value = match n.value {
+            Some(v) => fmt_value(v, n.unit),
+            None => "-".to_string(),
+        };
+        let marker = if r.bottleneck.node.as_deref() == Some(n.name) {
+            "<=="
+        } else if n.above_threshold == Some(false) {
+            "below"
+        } else {
+            ""
+        };
+        let mut line = format!("{name:<name_w$}{value:>8}  {marker:<5}");
+        if let Some(d) = domain_note(n, info.model) {
+            line.push_str("  ");
+            line.push_str(&d);
+        }
+        if let Some(s) = share_text(n.counted_share) {
+            line.push_str("  ");
+            line.push_str(&s);
+        }
+        if let Some(s) = status_text(n, ir, info.model) {
+            line.push_str("  ");
+            line.push_str(&s);
+        }
+        writeln!(w, "{}", line.trim_end())?;
+    }
+    writeln!(w)?;
+    if hidden > 0 {
+        writeln!(
+            w,
+            "{hidden} node{} under threshold hidden; -v shows {}.",
+            if hidden == 1 { "" } else { "s" },
+            if hidden == 1 { "it" } else { "them" }
+        )?;
+    }
+    let min_share = r
+        .nodes
+        .iter()
+        .filter_map(|n| n.counted_share)
+        .fold(None, |a: Option<f64>, s| Some(a.map_or(s, |a| a.min(s))));
+    if let Some(s) = min_share.filter(|&s| s < 0.9995) {
+        writeln!(
+            w,
+            "Some events were counted only {:.1}% of the time (multiplexed); their counts are scaled estimates.",
+            s * 100.0
+        )?;
+    }
+    if ir.all_zero {
+        writeln!(
+            w,
+            "Every counted event is 0: nothing ran while counting, or the counters did not count."
+        )?;
+    }
+    if r.nodes.iter().any(|n| n.status == Status::MissingEvents) {
+        writeln!(
+            w,
+            "Nodes with missing events could not be computed; `tma events --cpu {} -l {} --perf-cmd` records them all.",
+            info.model.key, info.request.level
+        )?;
+    }
+    closing(w, info, r)?;
+    render_metrics(w, info, ir)
+}
+
+/// The metrics of the request in the report, split into the grouped Info view and the
+/// ranked bottleneck-cost view.
+pub(super) fn split_metrics<'r>(
+    info: &RunInfo,
+    r: &'r Report,
+) -> (Vec<&'r MetricResult>, Vec<&'r MetricResult>) {
+    let is_cost = |m: &&MetricResult| info.request.bottlenecks.iter().any(|b| b == m.name);
+    let info_view = r.metrics.iter().filter(|m| !is_cost(m)).collect();
+    let mut costs: Vec<&MetricResult> = r.metrics.iter().filter(is_cost).collect();
+    // Highest cost first; metrics without a value last, in table order.
+    costs.sort_by(|a, b| match (a.value, b.value) {
+        (Some(x), Some(y)) => y.total_cmp(&x),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => std::cmp::Ordering::Equal,
+    });
+    (info_view, costs)
+}
+
+/// `-m` / `-M`: the metrics grouped as the tables group them (groups in order of first
+/// appearance); `-B`: the bottleneck costs, highest first.
+pub(super) fn render_metrics(
+    w: &mut dyn Write,
+    info: &RunInfo,
+    ir: &IntervalReport,
+) -> Result<(), ReportError> {
+    let (metrics, costs) = split_metrics(info, &ir.report);
+    let value_of = |m: &MetricResult| match m.value {
+        Some(v) => fmt_value(v, m.unit),
+        None => "-".to_string(),
+    };
+    let tail = |m: &MetricResult| {
+        let mut t = m.description.to_string();
+        if let Some(s) = share_text(m.counted_share) {
+            t.push_str("  ");
+            t.push_str(&s);
+        }
+        let long = m.status == Status::MissingEvents && m.missing_events.len() > 4;
+        let status = if long {
+            Some(format!(
+                "missing {} events, e.g. {}",
+                m.missing_events.len(),
+                m.missing_events[..4].join(", ")
+            ))
+        } else {
+            metric_status_text(m, ir, info.model)
+        };
+        if let Some(s) = status {
+            t.push_str("  [");
+            t.push_str(&s);
+            t.push(']');
+        }
+        t
+    };
+    if !metrics.is_empty() {
+        let name_w = metrics
+            .iter()
+            .map(|m| m.short_name.len())
+            .max()
+            .unwrap_or(10)
+            + 4;
+        writeln!(w)?;
+        writeln!(w, "Metrics:")?;
+        let mut groups: Vec<&str> = Vec::new();
+        for m in &metrics {
+            if !groups.contains(&m.group) {
+                groups.push(m.group);
+            }
+        }
+        for g in groups {
+            writeln!(w, "{}", g.replace('_', " "))?;
+            for m in metrics.iter().filter(|m| m.group == g) {
+                let line = format!(
+                    "  {:<name_w$}{:>10}  {}",
+                    m.short_name,
+                    value_of(m),
+                    tail(m),
+                    name_w = name_w - 2
+                );
+                writeln!(w, "{}", line.trim_end())?;
+            }
+        }
+    }
+    if !costs.is_empty() {
+        let name_w = costs.iter().map(|m| m.short_name.len()).max().unwrap_or(10) + 2;
+        writeln!(w)?;
+        writeln!(
+            w,
+            "Bottleneck costs (% of pipeline slots each would free), highest first:"
+        )?;
+        for (i, m) in costs.iter().enumerate() {
+            let line = format!(
+                "{:>3}. {:<name_w$}{:>8}  {}",
+                i + 1,
+                m.short_name,
+                value_of(m),
+                tail(m)
+            );
+            writeln!(w, "{}", line.trim_end())?;
+        }
+    }
+    if metrics
+        .iter()
+        .chain(&costs)
+        .any(|m| m.status == Status::MissingEvents)
+    {
+        writeln!(
+            w,
+            "Metrics with missing events could not be computed; add the events listed with them \
+             to the recording."
+        )?;
+    }
+    Ok(())
+}
+
+/// For a node not measured in slots, what its percentage is of (`(% of cycles)`).
+pub(super) fn domain_note(n: &NodeResult, model: &Model) -> Option<String> {
+    if n.unit != Unit::Percent {
+        return None;
+    }
+    let domain = model.node(n.name).map_or("", |d| d.count_domain);
+    let what = if domain.starts_with("Slots") {
+        "slots"
+    } else if domain.contains("Clocks") || domain.is_empty() {
+        "cycles"
+    } else if domain == "Stalls" {
+        "stall cycles"
+    } else if domain.starts_with("Core_") {
+        "core cycles"
+    } else {
+        return Some(format!("(% of {})", domain.to_lowercase()));
+    };
+    Some(format!("(% of {what})"))
+}
+
+/// The closing lines: the bottleneck, its locate-with events and the command to run next.
+pub(super) fn closing(w: &mut dyn Write, info: &RunInfo, r: &Report) -> Result<(), ReportError> {
+    let b: &Bottleneck = &r.bottleneck;
+    let val = |name: &str| {
+        r.node(name)
+            .and_then(|n| n.value.map(|v| fmt_value(v, n.unit)))
+            .unwrap_or_else(|| "-".into())
+    };
+    let path = b.path.join(" > ");
+    match &b.stop {
+        StopReason::Ambiguous { first, second, gap } => {
+            // Only below level 1: the parent of the close pair is the bottleneck.
+            writeln!(
+                w,
+                "Bottleneck: {path} ({}); below it, ambiguous between {first} ({}) and {second} ({}), within {gap:.1} points.",
+                b.node.as_deref().map(val).unwrap_or_default(),
+                val(first),
+                val(second)
+            )?;
+        }
+        StopReason::NothingOverThreshold => {
+            writeln!(w, "No bottleneck: no level-1 node is over its threshold.")?;
+            return Ok(());
+        }
+        StopReason::Undecided { not_computed } => {
+            let where_ = if path.is_empty() {
+                "at level 1".to_string()
+            } else {
+                format!(
+                    "below {path} ({})",
+                    b.node.as_deref().map(val).unwrap_or_default()
+                )
+            };
+            writeln!(
+                w,
+                "Bottleneck: undecided {where_}: {} could not be computed (see above), and {} be the largest.",
+                not_computed.join(", "),
+                if not_computed.len() == 1 { "it could" } else { "any of them could" }
+            )?;
+            if path.is_empty() {
+                return Ok(());
+            }
+        }
+        StopReason::NotMeasured if b.node.is_none() => {
+            writeln!(
+                w,
+                "No bottleneck: the level-1 nodes could not be computed (see above)."
+            )?;
+            return Ok(());
+        }
+        _ => {
+            if let Some(node) = &b.node {
+                writeln!(w, "Bottleneck: {path} ({})", val(node))?;
+                if r.node(node).is_some_and(|n| n.status == Status::OutOfRange) {
+                    writeln!(
+                        w,
+                        "  Warning: its value is outside 0-100%, so the counts behind it are suspect (skew, multiplexing, or a wrong --cpu)."
+                    )?;
+                }
+                if let Some(d) = r.node(node).map(|n| n.description) {
+                    if !d.is_empty() {
+                        writeln!(w, "  {d}")?;
+                    }
+                }
+            }
+        }
+    }
+    if let Some(c) = &b.close_second {
+        writeln!(
+            w,
+            "  Close second at level 1: {} {} is within {:.1} points.",
+            c.node,
+            val(&c.node),
+            c.gap
+        )?;
+    }
+    let cmd = info.command.as_deref().unwrap_or("CMD");
+    let targets: Vec<&str> = match (&b.stop, &b.node) {
+        (StopReason::Ambiguous { first, second, .. }, _) => vec![first, second],
+        (_, Some(n)) => vec![n],
+        _ => vec![],
+    };
+    if b.locate_with.is_empty() {
+        if let Some(t) = targets.first() {
+            writeln!(
+                w,
+                "Locate with: the {} tables name no sampling event for {t}.",
+                info.model.key
+            )?;
+        }
+    } else {
+        let from = match &b.locate_with_node {
+            Some(n) if Some(n) != b.node.as_ref() => format!(" (from {n})"),
+            _ => String::new(),
+        };
+        writeln!(w, "Locate with: {}{from}", b.locate_with.join(", "))?;
+    }
+    let cpu = if info.cpu_source.contains("this machine") {
+        String::new()
+    } else {
+        format!(" --cpu {}", info.model.key)
+    };
+    if b.locate_with.is_empty() {
+        // `--node` needs a locate-with event; without one, a time profile (cpu-clock) is
+        // the honest next step, and `-e EVENT` picks an event by hand.
+        if !targets.is_empty() {
+            writeln!(
+                w,
+                "Next: tma locate -e cpu-clock -- {cmd}   (a time profile; or -e EVENT for an event of your choice)"
+            )?;
+        }
+    } else {
+        for t in targets {
+            writeln!(w, "Next: tma locate{cpu} --node {t} -- {cmd}")?;
+        }
+    }
+    // A deeper level exists below the bottleneck: say how to get it.
+    if let Some(node) = &b.node {
+        if b.stop == StopReason::Leaf && info.model.children(Some(node)).next().is_some() {
+            writeln!(
+                w,
+                "Deeper: {node} has children at level {}; record them with `tma events --cpu {} -l {} --nodes {node} --perf-cmd`.",
+                info.request.level + 1,
+                info.model.key,
+                info.request.level + 1
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -336,14 +336,15 @@ where
 pub fn check_outputs<'a>(
     paths: impl IntoIterator<Item = (&'a str, &'a Path)>,
 ) -> Result<Vec<OutputFile>, ReportError> {
-    let mut checked: Vec<(&str, OutputFile)> = Vec::new();
+    // (option, output, the file it ends in): each resolved once.
+    let mut checked: Vec<(&str, OutputFile, Option<PathBuf>)> = Vec::new();
     for (flag, p) in paths {
         let o = OutputFile::check(p)?;
-        let clash = checked.iter().find(|(_, c)| {
-            (c.is_stdout() && o.is_stdout())
-                || (c.identity().is_some() && c.identity() == o.identity())
-        });
-        if let Some((other, c)) = clash {
+        let id = o.identity();
+        let clash = checked
+            .iter()
+            .find(|(_, c, cid)| (c.is_stdout() && o.is_stdout()) || (cid.is_some() && *cid == id));
+        if let Some((other, c, _)) = clash {
             return Err(ReportError::Usage(if o.is_stdout() {
                 format!(
                     "{other} and {flag} would both write to standard output; \
@@ -357,9 +358,9 @@ pub fn check_outputs<'a>(
                 )
             }));
         }
-        checked.push((flag, o));
+        checked.push((flag, o, id));
     }
-    Ok(checked.into_iter().map(|(_, o)| o).collect())
+    Ok(checked.into_iter().map(|(_, o, _)| o).collect())
 }
 
 /// Look at an output directory (`tma man -o DIR`): it exists as a directory, or can be made

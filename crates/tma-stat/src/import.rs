@@ -98,16 +98,6 @@ pub(crate) fn run_perf_stat(
     sink: &mut dyn IntervalSink,
     notes: &mut dyn Write,
 ) -> Result<Outcome, StatError> {
-    import_perf_stat(cfg, input, file, sink, notes)
-}
-
-fn import_perf_stat(
-    cfg: &StatConfig,
-    input: impl BufRead + Send,
-    file: &str,
-    sink: &mut dyn IntervalSink,
-    notes: &mut dyn Write,
-) -> Result<Outcome, StatError> {
     let import_err = |source| StatError::Import {
         file: file.to_string(),
         source,

@@ -326,19 +326,12 @@ impl IntervalSink for Collect {
     }
 
     fn finish(&mut self, end: Finish<'_>) -> Result<(), StatError> {
-        if let Finish::Tree {
-            info,
-            whole: Some(w),
-        } = end
-        {
+        if let Finish::Tree { whole: Some(w), .. } = end {
             if !w.parts.is_empty() {
                 return Err(usage(
                     "the recording is a --per-core/--per-thread run: record without them to \
                      compare whole trees",
                 ));
-            }
-            if let Some(r) = self.run.as_mut() {
-                r.info = info.clone();
             }
             self.repeats = w.repeats.cloned();
         }
@@ -347,6 +340,6 @@ impl IntervalSink for Collect {
 }
 
 /// Whether a format prints the `-e` totals after the tree (text of whole runs).
-pub(crate) fn prints_totals(opts: &RenderOptions, info: &RunInfo) -> bool {
+fn prints_totals(opts: &RenderOptions, info: &RunInfo) -> bool {
     opts.format == Format::Text && !info.interval_mode
 }

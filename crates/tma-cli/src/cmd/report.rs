@@ -62,8 +62,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
+    // The page is written unless --svg alone was asked for.
+    let page = args.output.is_some() || args.svg.is_none();
     let svg = ("--svg", args.svg.as_deref());
-    if args.output.is_some() || args.svg.is_none() {
+    if page {
         crate::output::check(args.output.as_deref(), [svg])?;
     } else if let Some(p) = args.svg.as_deref() {
         tma_render::check_outputs([("--svg", p)])?;
@@ -86,7 +88,7 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
         let svg = tma_report::render::svg(&report)?;
         tma_render::write_output(path, |w| Ok(w.write_all(svg.as_bytes())?))?;
     }
-    if args.output.is_some() || args.svg.is_none() {
+    if page {
         crate::output::emit(args.output.as_deref(), |w| {
             tma_report::render::html(w, &report)
         })?;

@@ -31,11 +31,7 @@ pub struct IntervalReader<R> {
     done: bool,
     /// The last line read ended with a newline.
     terminated: bool,
-    /// Intervals returned so far.
-    returned: usize,
     cut: Option<CutOff>,
-    /// The interval time stamp the cut line starts with, when it is whole.
-    cut_ts: Option<f64>,
 }
 
 /// The recording ends in the middle of an interval (perf was stopped while writing): the
@@ -135,9 +131,7 @@ impl<R: BufRead> IntervalReader<R> {
                 asm: Assembler::default(),
                 done: false,
                 terminated: true,
-                returned: 0,
                 cut: None,
-                cut_ts: None,
             };
             // A metric-only first line fixes the format and layout but opens no interval.
             let row = match row {
@@ -197,26 +191,22 @@ impl<R: BufRead> IntervalReader<R> {
                     self.cut = self.asm.short_last(self.lineno);
                 }
                 if let Some(cut) = self.cut.as_mut() {
+                    // `interval_end_s` holds the cut line's own time stamp, when it was whole.
                     let current = self.asm.current_ts.filter(|_| self.asm.interval_mode);
-                    if current.is_some() && self.cut_ts.is_some() && self.cut_ts != current {
+                    if current.is_some() && cut.interval_end_s.is_some_and(|t| Some(t) != current) {
                         // The cut line opened the next interval: the current one is whole.
-                        cut.interval_end_s = self.cut_ts;
-                        let last = self.asm.finish();
-                        self.returned += last.is_some() as usize;
-                        return Ok(last);
+                        return Ok(self.asm.finish());
                     }
                     cut.interval_end_s = current;
-                    if self.returned == 0 || !self.asm.interval_mode {
+                    // No interval before the cut one (or a whole-run recording): nothing to use.
+                    if self.asm.previous_rows.is_empty() || !self.asm.interval_mode {
                         return Err(ImportError::CutOff { line: cut.line });
                     }
                     return Ok(None);
                 }
-                let last = self.asm.finish();
-                self.returned += last.is_some() as usize;
-                return Ok(last);
+                return Ok(self.asm.finish());
             };
             if let Some(iv) = self.asm.push(row)? {
-                self.returned += 1;
                 return Ok(Some(iv));
             }
         }
@@ -256,8 +246,10 @@ impl<R: BufRead> IntervalReader<R> {
             let row = match parsed {
                 Ok(row) => row,
                 Err(_) if last_unterminated => {
-                    // perf was stopped in the middle of this line.
-                    self.cut_ts = match self.format {
+                    // perf was stopped in the middle of this line; its time stamp, when
+                    // whole, says which interval it belonged to.
+                    let stamp = match self.format {
+                        _ if !self.asm.interval_mode => None,
                         ImportFormat::PerfCsv { separator } => t
                             .split_once(separator)
                             .and_then(|(ts, _)| ts.trim().parse().ok()),
@@ -269,7 +261,7 @@ impl<R: BufRead> IntervalReader<R> {
                     };
                     self.cut = Some(CutOff {
                         line: self.lineno,
-                        interval_end_s: None,
+                        interval_end_s: stamp,
                         rows: None,
                     });
                     return Ok(None);

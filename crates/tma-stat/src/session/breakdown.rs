@@ -80,6 +80,26 @@ pub(super) fn only_key(m: &Measurement, key: &Key, cores: &[(u32, String)]) -> M
     out
 }
 
+/// `--per-core` / `--per-thread`: each core's or thread's share of the runs, labelled, in
+/// order of first appearance.
+pub(super) fn breakdown_runs(s: &Session, runs: &[Measurement]) -> Vec<(String, Vec<Measurement>)> {
+    breakdown_keys(
+        runs,
+        s.settings.per_core,
+        s.settings.per_thread,
+        &s.cpu_cores,
+    )
+    .into_iter()
+    .map(|key| {
+        let part = runs
+            .iter()
+            .map(|m| only_key(m, &key, &s.cpu_cores))
+            .collect();
+        (key.label(), part)
+    })
+    .collect()
+}
+
 /// One tree per core / thread, shown after the aggregated tree.
 pub(super) fn breakdown_parts(
     s: &Session,
@@ -87,21 +107,13 @@ pub(super) fn breakdown_parts(
     plan: &Plan,
     runs: &[Measurement],
 ) -> Result<Vec<StatRun>, StatError> {
-    let mut parts = Vec::new();
-    for key in breakdown_keys(
-        runs,
-        s.settings.per_core,
-        !s.settings.per_core,
-        &s.cpu_cores,
-    ) {
-        let part: Vec<Measurement> = runs
-            .iter()
-            .map(|m| only_key(m, &key, &s.cpu_cores))
-            .collect();
-        let ivs = intervals_of(plan, &part, false, 1, s.interval_mode());
-        let mut kinfo = info.clone();
-        kinfo.source = format!("{}, {}", info.source, key.label());
-        parts.push(StatRun::evaluate(kinfo, &ivs)?);
-    }
-    Ok(parts)
+    breakdown_runs(s, runs)
+        .into_iter()
+        .map(|(label, part)| {
+            let ivs = intervals_of(plan, &part, false, 1, s.interval_mode());
+            let mut kinfo = info.clone();
+            kinfo.source = format!("{}, {label}", info.source);
+            StatRun::evaluate(kinfo, &ivs)
+        })
+        .collect()
 }

@@ -72,7 +72,23 @@ struct Session<'a> {
     sink: Option<&'a mut dyn IntervalSink>,
 }
 
-impl Session<'_> {
+impl<'a> Session<'a> {
+    /// Lend the sink out while `f` counts: the backend's callbacks hand it intervals while the
+    /// session itself is borrowed by the counting.
+    fn lend_sink<T>(
+        &mut self,
+        f: impl FnOnce(&mut Self, &RefCell<&'a mut dyn IntervalSink>) -> Result<T, StatError>,
+    ) -> Result<T, StatError> {
+        let sink = RefCell::new(
+            self.sink
+                .take()
+                .expect("a session has a sink between steps"),
+        );
+        let result = f(self, &sink);
+        self.sink = Some(sink.into_inner());
+        result
+    }
+
     fn replaying(&self) -> bool {
         matches!(self.source, Source::Replay { .. })
     }

@@ -27,8 +27,7 @@ pub(super) fn software(
         n.strip_prefix("hardware counters not available: ")
             .map_or(n.clone(), str::to_string)
     });
-    let sink = RefCell::new(s.sink.take().expect("a session has a sink"));
-    let result = (|| -> Result<Outcome, StatError> {
+    s.lend_sink(|s, sink| {
         sink.borrow_mut().start(Start::Software {
             plan: &plan,
             target: Some(&target),
@@ -74,22 +73,8 @@ pub(super) fn software(
         if !s.replaying() {
             ending_note(notes, last, &s.target)?;
         }
-        let parts: Vec<(String, Vec<Measurement>)> = if s.breakdown() && !stream {
-            breakdown_keys(
-                &runs,
-                s.settings.per_core,
-                s.settings.per_thread,
-                &s.cpu_cores,
-            )
-            .into_iter()
-            .map(|key| {
-                let part = runs
-                    .iter()
-                    .map(|m| only_key(m, &key, &s.cpu_cores))
-                    .collect();
-                (key.label(), part)
-            })
-            .collect()
+        let parts = if s.breakdown() && !stream {
+            breakdown_runs(s, &runs)
         } else {
             Vec::new()
         };
@@ -104,7 +89,5 @@ pub(super) fn software(
             ending: (!s.replaying()).then_some(last),
             bottleneck: None,
         })
-    })();
-    s.sink = Some(sink.into_inner());
-    result
+    })
 }

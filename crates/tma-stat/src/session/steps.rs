@@ -116,11 +116,7 @@ pub(super) fn count_step(
     step: u32,
     notes: &mut dyn Write,
 ) -> Result<(Vec<Measurement>, Option<Bottleneck>), StatError> {
-    let sink = s.sink.take().expect("a session has a sink between steps");
-    let sink = RefCell::new(sink);
-    let result = count_step_into(s, &sink, plan, info, step, notes);
-    s.sink = Some(sink.into_inner());
-    result
+    s.lend_sink(|s, sink| count_step_into(s, sink, plan, info, step, notes))
 }
 
 pub(super) fn count_step_into(

@@ -384,6 +384,60 @@ fn rewrite_formula(formula: &str, mut map: impl FnMut(&str) -> Result<String>) -
     Ok(toks.join(" "))
 }
 
+/// The platforms whose core clocks need the AnyThread event `CPU_CLK_UNHALTED.THREAD_ANY`
+/// when SMT is on (before Ice Lake). [`core_wide_branch`] gives their formulas the per-thread
+/// estimate for counts that are not core-wide.
+const ANYTHREAD_PLATFORMS: &[&str] = &["skx", "clx", "skl"];
+
+/// perfmon's core clocks with SMT on, as [`rewrite_formula`] writes them (SKL/SKX/CLX
+/// `Info_Core_CORE_CLKS`, inlined into every formula that uses core clocks or slots).
+const CORE_CLKS_ANY: &str =
+    "( ( CPU_CLK_UNHALTED.THREAD_ANY / 2 ) if #smt_on else ( CPU_CLK_UNHALTED.THREAD ) )";
+/// perfmon's recovery cycles with SMT on (SKL/SKX/CLX `Bad_Speculation`, `Backend_Bound`).
+const RECOVERY_ANY: &str =
+    "( ( INT_MISC.RECOVERY_CYCLES_ANY / 2 ) if #smt_on else INT_MISC.RECOVERY_CYCLES )";
+
+/// Give a SKL/SKX/CLX formula the branch for counts that are not core-wide (`#core_wide`
+/// false: per-process or per-thread counting with SMT on), where the AnyThread events
+/// (`*_ANY`, the AnyThread bit) are not counted: perf's default recording has none.
+///
+/// * Core clocks: the perfmon data has only `THREAD_ANY / 2 if #smt_on else THREAD`. Intel's
+///   TMA spreadsheet has a third branch, used when the counts are not core-wide (its
+///   `EBS_Mode`; Linux perf's converted metrics test `#core_wide < 1`): the thread's clocks
+///   scaled by how often its sibling was idle,
+///   `CPU_CLK_UNHALTED.THREAD / 2 * (1 + CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE /
+///   CPU_CLK_UNHALTED.REF_XCLK)` (both reference-clock counts, so their ratio is the share
+///   of time this thread ran alone on its core).
+/// * Recovery cycles: `INT_MISC.RECOVERY_CYCLES_ANY / 2` (the core's, halved) becomes the
+///   thread's own `INT_MISC.RECOVERY_CYCLES`, the per-thread count the non-SMT branch
+///   already uses. This is our choice, so that level 1 needs no AnyThread event at all.
+///
+/// The new branch is always the `else` of an `if #core_wide`; `tma-metrics` marks a value
+/// that went through such a branch as estimated. Returns the formula and how many core-clock
+/// expressions were given the branch. A whole formula equal to the pattern without its outer
+/// parentheses (`Info_Core_CORE_CLKS` itself) is found too.
+fn core_wide_branch(formula: &str) -> (String, usize) {
+    let whole = format!("( {formula} )");
+    let wrapped = if whole == CORE_CLKS_ANY || whole == RECOVERY_ANY {
+        whole
+    } else {
+        formula.to_string()
+    };
+    let clks = wrapped.matches(CORE_CLKS_ANY).count();
+    let estimate = "( CPU_CLK_UNHALTED.THREAD / 2 * ( 1 + CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE \
+                    / CPU_CLK_UNHALTED.REF_XCLK ) )";
+    let out = wrapped
+        .replace(
+            CORE_CLKS_ANY,
+            &format!("( {CORE_CLKS_ANY} if #core_wide else {estimate} )"),
+        )
+        .replace(
+            RECOVERY_ANY,
+            &format!("( {RECOVERY_ANY} if #core_wide else INT_MISC.RECOVERY_CYCLES )"),
+        );
+    (out, clks)
+}
+
 /// A perfmon metric name as a formula-language identifier: names that start with a digit
 /// (`4K_Aliasing`) get a leading `_` (`_4K_Aliasing`), because identifiers cannot start
 /// with a digit (crates/tma-catalog/src/lib.rs).
@@ -691,6 +745,7 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
     let mut dropped: Vec<String> = Vec::new();
     let mut uses_perf_metrics_l2 = false;
     let mut uses_perf_metrics = false;
+    let mut core_wide_branches = 0usize;
 
     for m in all.iter().filter(|m| s(m, "Category") == "TMA") {
         let perfmon_name = s(m, "MetricName");
@@ -724,7 +779,7 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
             })?;
             Ok((f, evs))
         })();
-        let (formula, evs) = match conv {
+        let (mut formula, evs) = match conv {
             Ok(x) => x,
             Err(e) if !is_node => {
                 dropped.push(format!("{name}: {e}"));
@@ -732,6 +787,11 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
             }
             Err(e) => return Err(e.context(format!("tree node {name}"))),
         };
+        if ANYTHREAD_PLATFORMS.contains(&p.key) {
+            let (f, n) = core_wide_branch(&formula);
+            formula = f;
+            core_wide_branches += n;
+        }
         for ev in evs {
             if ev.kind.starts_with("EventKind::PerfMetrics") {
                 uses_perf_metrics = true;
@@ -838,6 +898,12 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
             unit,
             count_domain: domain.to_string(),
         });
+    }
+    if ANYTHREAD_PLATFORMS.contains(&p.key) && core_wide_branches == 0 {
+        bail!(
+            "no formula has the core clocks `{CORE_CLKS_ANY}`: the data changed; \
+             update core_wide_branch"
+        );
     }
     // Thresholds may only name kept nodes / metrics.
     let known: BTreeSet<&str> = nodes

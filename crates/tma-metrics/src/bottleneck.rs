@@ -34,23 +34,34 @@ use crate::NodeResult;
 /// 1) or a close second (at level 1).
 pub const AMBIGUITY_POINTS: f64 = 5.0;
 
-/// Nodes that are overlapping views of their parent's time rather than a share of it, so
-/// they never compete with their siblings for the bottleneck (they are still evaluated and
-/// shown).
+/// Nodes that overlap their siblings rather than take a share of their parent, so they never
+/// compete with their siblings for the bottleneck (they are still evaluated and shown).
 ///
-/// Intel's perfmon tables mark a node this way in its description ("the value of this node
-/// may overlap with its siblings"). In the perfmon data this tool's tables come from, that
-/// note is on exactly two nodes, on every Intel core model that has them (SKL, SKX, CLX, ICL,
-/// ICX, TGL, ADL, MTL, SPR, EMR, GNR; the Atom core types and AMD have neither):
-/// - `Branch_Resteers` (level 3, under `Fetch_Latency`): its cycles are also counted by the
-///   other fetch-latency causes;
-/// - `L3_Hit_Latency` (level 4, under `L3_Bound`): an estimate of L3-hit load latency that
-///   overlaps the contention nodes next to it.
+/// Source: the reference implementation, pmu-tools/toplev. Its generated model files set the
+/// node attribute `overlap = True` on exactly `L3_Hit_Latency` (level 4, under `L3_Bound`:
+/// an estimate of unloaded L3-hit latency that overlaps the contention nodes beside it) and
+/// `Store_Latency` (level 4, under `Store_Bound`: store-miss cycles that overlap
+/// `Lock_Latency` / `FB_Full`), in the "siblings cross-tree" part of the model's `Setup`.
+/// Read in `andikleen/pmu-tools` `spr_server_ratios.py` (commit 8eb68aff, TMA 5.01) and
+/// `clx_server_ratios.py` (commit 393e7b3f): in both, these two are the only nodes with the
+/// attribute; `Branch_Resteers` has none, so the reference descends into it like into any
+/// other child of `Fetch_Latency`.
+///
+/// Why a list and not a field of the tables: the Intel perfmon data our tables come from
+/// (`shared/pmu-data/intel/*/metrics/*.json`) has no field with this set. Its nearest marks
+/// differ: `Threshold.ThresholdIssues` carries `~overlap` on `Branch_Resteers`,
+/// `L3_Hit_Latency` and `Store_Latency` (every model: SKL, SKX, CLX, ICL, ICX, TGL, ADL, MTL,
+/// SPR, EMR, GNR), and the description note "the value of this node may overlap with its
+/// siblings" is on `Branch_Resteers` and `L3_Hit_Latency` only. Following either would keep
+/// `Branch_Resteers` out of the descent, where the reference picks it (issue 26, section 5:
+/// tma stopped at `Fetch_Latency` on a Sapphire Rapids count set where the reference named
+/// `Branch_Resteers`). The Linux perf metrics carry no such mark. Both names exist in every
+/// Intel P-core table; the E-core trees and AMD have neither.
 ///
 /// `FP_Arith` and `Int_Operations` carry a different note (their value "may exceed its
 /// parent" because they count uops, not slots); they still partition `Light_Operations`
 /// with their siblings, so they stay candidates.
-pub const OVERLAP_VIEWS: &[&str] = &["Branch_Resteers", "L3_Hit_Latency"];
+pub const OVERLAP_VIEWS: &[&str] = &["L3_Hit_Latency", "Store_Latency"];
 
 /// True for a node of [`OVERLAP_VIEWS`] (names compare case-insensitively).
 pub fn is_overlap_view(name: &str) -> bool {

@@ -24,6 +24,10 @@ pub(crate) struct Acc {
     pub error: Option<String>,
     /// Minimum counted share over the events used.
     pub share: Option<f64>,
+    /// The value went through the `else` branch of an `A if #core_wide else B`: a per-thread
+    /// estimate for counts that are not core-wide (the SKL/SKX/CLX core clocks from
+    /// `ONE_THREAD_ACTIVE` / `REF_XCLK` instead of the AnyThread `THREAD_ANY`).
+    pub estimated: bool,
 }
 
 impl Acc {
@@ -32,6 +36,7 @@ impl Acc {
         self.missing_retire.extend(o.missing_retire.iter().copied());
         self.missing_consts.extend(o.missing_consts.iter().copied());
         self.div0 |= o.div0;
+        self.estimated |= o.estimated;
         if self.error.is_none() {
             self.error.clone_from(&o.error);
         }
@@ -87,6 +92,12 @@ pub(crate) struct Ctx<'a> {
     stack: Vec<u32>,
     /// Result handed out for a reference that closes a cycle (not memoized).
     cycle: ItemResult,
+    /// The values count some events in several groups (see [`Values::grouped`]).
+    grouped: bool,
+    /// The group the item being evaluated reads its events from.
+    group: Option<usize>,
+    /// Event values by (slot, group), for grouped values.
+    in_group: std::collections::HashMap<(u32, usize), EvVal>,
 }
 
 fn truthy(v: f64) -> bool {
@@ -113,6 +124,9 @@ impl<'a> Ctx<'a> {
                 value: f64::NAN,
                 acc: Acc::default(),
             },
+            grouped: values.grouped(),
+            group: None,
+            in_group: std::collections::HashMap::new(),
         }
     }
 
@@ -151,8 +165,18 @@ impl<'a> Ctx<'a> {
                 self.items[i] = Slot::Busy;
                 self.stack.push(i as u32);
                 let cm = self.cm;
+                let outer = self.group;
+                if self.grouped {
+                    let names: Vec<&str> = cm.items[i]
+                        .events
+                        .iter()
+                        .map(|&e| cm.events[e as usize].id.as_str())
+                        .collect();
+                    self.group = self.values.group_for(&names);
+                }
                 let mut acc = Acc::default();
                 let value = self.eval(&cm.items[i].formula, &mut acc);
+                self.group = outer;
                 self.stack.pop();
                 self.items[i] = Slot::Done(ItemResult { value, acc });
             }
@@ -172,27 +196,47 @@ impl<'a> Ctx<'a> {
     }
 
     fn event(&mut self, i: u32) -> EvVal {
+        if let Some(g) = self.group {
+            if let Some(&v) = self.in_group.get(&(i, g)) {
+                return v;
+            }
+            let v = self.lookup(i, Some(g));
+            self.in_group.insert((i, g), v);
+            return v;
+        }
         if let Some(v) = self.events[i as usize] {
             return v;
         }
+        let v = self.lookup(i, None);
+        self.events[i as usize] = Some(v);
+        v
+    }
+
+    fn lookup(&self, i: u32, group: Option<usize>) -> EvVal {
         let slot = &self.cm.events[i as usize];
-        let mut found = self.values.event(&slot.id);
+        let get = |id: &str| match group {
+            Some(g) => self.values.event_in(id, g),
+            None => self.values.event(id),
+        };
+        let share = |id: &str| match group {
+            Some(g) => self.values.counted_share_in(id, g),
+            None => self.values.counted_share(id),
+        };
+        let mut found = get(&slot.id);
         let mut key = slot.id.as_str();
         if found.is_none() && slot.raw != slot.id {
-            found = self.values.event(&slot.raw);
+            found = get(&slot.raw);
             key = &slot.raw;
         }
-        let v = match found {
-            Some(x) if x.is_finite() => EvVal::Found(x, self.values.counted_share(key)),
+        match found {
+            Some(x) if x.is_finite() => EvVal::Found(x, share(key)),
             Some(x) => EvVal::NotFinite(x),
             None if slot.id.eq_ignore_ascii_case("duration_time") => match self.consts.duration_s {
                 Some(d) => EvVal::Found(d, None),
                 None => EvVal::Missing,
             },
             None => EvVal::Missing,
-        };
-        self.events[i as usize] = Some(v);
-        v
+        }
     }
 
     fn constant(&self, k: ConstKind) -> Option<f64> {
@@ -317,6 +361,9 @@ impl<'a> Ctx<'a> {
                 } else if truthy(c) {
                     self.eval(then, acc)
                 } else {
+                    if matches!(**cond, CExpr::Const(ConstKind::CoreWide)) {
+                        acc.estimated = true;
+                    }
                     self.eval(otherwise, acc)
                 }
             }

@@ -98,6 +98,26 @@ pub trait Values {
     fn counted_share(&self, _id: &str) -> Option<f64> {
         None
     }
+    /// `true` when some event was counted more than once, in different groups, as `perf
+    /// stat -M` does for the events several metrics share. Each formula then reads the
+    /// copies of the group [`Values::group_for`] names.
+    fn grouped(&self) -> bool {
+        false
+    }
+    /// The group whose copies a formula that names `events` directly reads: one that
+    /// counted them all together, as perf computes a metric from its own group. `None`:
+    /// read the default copies ([`Values::event`]).
+    fn group_for(&self, _events: &[&str]) -> Option<usize> {
+        None
+    }
+    /// The copy of `id` counted in `group`, else the default one.
+    fn event_in(&self, id: &str, _group: usize) -> Option<f64> {
+        self.event(id)
+    }
+    /// The counted share of the copy of `id` counted in `group`, else of the default one.
+    fn counted_share_in(&self, id: &str, _group: usize) -> Option<f64> {
+        self.counted_share(id)
+    }
 }
 
 fn map_lookup<'a>(mut it: impl Iterator<Item = (&'a String, &'a f64)>, id: &str) -> Option<f64> {
@@ -328,6 +348,13 @@ pub struct NodeResult {
     pub counted_share: Option<f64>,
     /// Events (and retire-latency operands without a default) that were needed and absent.
     pub missing_events: Vec<String>,
+    /// The value rests on a per-thread estimate: somewhere in the formula (or a metric it
+    /// refers to) an `A if #core_wide else B` took `B` because the counts are not core-wide
+    /// ([`Constants::core_wide`] false, e.g. one process counted with SMT on). On SKL, SKX and
+    /// CLX that is the core clocks estimated from `CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE` and
+    /// `CPU_CLK_UNHALTED.REF_XCLK` instead of the AnyThread `CPU_CLK_UNHALTED.THREAD_ANY`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
     pub description: &'static str,
     pub locate_with: &'static [&'static str],
     pub formula: &'static str,
@@ -350,6 +377,9 @@ pub struct MetricResult {
     pub counted_share: Option<f64>,
     /// Events that were needed and absent.
     pub missing_events: Vec<String>,
+    /// See [`NodeResult::estimated`].
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
     pub description: &'static str,
 }
 
@@ -769,6 +799,9 @@ pub struct NodeValue {
     pub above_threshold: Option<bool>,
     pub counted_share: Option<f64>,
     pub missing_events: Vec<String>,
+    /// See [`NodeResult::estimated`].
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 /// A model and a selection prepared once (compiled formulas, shown nodes in tree order),
@@ -795,6 +828,22 @@ impl<'m> Evaluator<'m> {
             order,
             metrics,
         })
+    }
+
+    /// The event ids a node's or metric's own formula names (not those of the nodes and
+    /// metrics it refers to); empty for an unknown name.
+    pub fn direct_events(&self, name: &str) -> Vec<&str> {
+        let cm = &*self.cm;
+        cm.items
+            .iter()
+            .find(|it| it.name.eq_ignore_ascii_case(name))
+            .map(|it| {
+                it.events
+                    .iter()
+                    .map(|&e| cm.events[e as usize].id.as_str())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// The shown nodes in [`node_order`]; [`Evaluator::values`] follows this order.
@@ -830,6 +879,7 @@ impl<'m> Evaluator<'m> {
             .collect();
         missing.sort();
         let counted_share = acc.share;
+        let estimated = acc.estimated;
         let above_threshold = match &cm.items[i].threshold {
             Some(t) => ctx.threshold(t),
             None => None,
@@ -840,6 +890,7 @@ impl<'m> Evaluator<'m> {
             above_threshold,
             counted_share,
             missing_events: missing,
+            estimated,
         }
     }
 
@@ -866,6 +917,7 @@ impl<'m> Evaluator<'m> {
                     status: v.status,
                     counted_share: v.counted_share,
                     missing_events: v.missing_events,
+                    estimated: v.estimated,
                     description: def.description,
                 }
             })
@@ -886,6 +938,7 @@ impl<'m> Evaluator<'m> {
                     above_threshold: v.above_threshold,
                     counted_share: v.counted_share,
                     missing_events: v.missing_events,
+                    estimated: v.estimated,
                     description: def.description,
                     locate_with: def.locate_with,
                     formula: def.formula,

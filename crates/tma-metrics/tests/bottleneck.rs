@@ -368,7 +368,8 @@ fn overlap_views_are_not_candidates() {
     assert_eq!(b.path, ["Backend_Bound", "Memory_Bound"]);
     assert_eq!(b.stop, StopReason::NoChildOverThreshold);
     assert!(tma_metrics::is_overlap_view("l3_hit_latency"));
-    assert!(tma_metrics::is_overlap_view("Branch_Resteers"));
+    assert!(tma_metrics::is_overlap_view("Store_Latency"));
+    assert!(!tma_metrics::is_overlap_view("Branch_Resteers"));
     assert!(!tma_metrics::is_overlap_view("L3_Bound"));
 }
 

@@ -3,19 +3,19 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{BenchError, FormReport};
 
 /// A reference row from `--compare`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RefRow {
     pub latency: Option<f64>,
     pub throughput: Option<f64>,
 }
 
 /// A measured form next to its reference values.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompareRow {
     pub instruction: String,
     pub latency: Option<f64>,

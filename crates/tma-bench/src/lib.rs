@@ -73,6 +73,7 @@ use serde::{Deserialize, Serialize};
 pub mod asm;
 pub mod clock;
 pub mod compare;
+pub mod doc;
 pub mod engine;
 pub mod harness;
 pub mod jitloop;
@@ -299,16 +300,20 @@ pub enum Source {
 }
 
 /// One measured figure on one clock, in core cycles per body copy.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Figure {
     pub clock: ClockKind,
     pub median: f64,
+    #[serde(default)]
     pub p10: f64,
+    #[serde(default)]
     pub p90: f64,
     /// Nearest plausible value: an integer, or 1/n for n up to the machine's pipe count
     /// ([`stats::snap`], [`stats::pipe_count`]).
+    #[serde(default)]
     pub snapped: f64,
     /// Whether the median is within 2% of `snapped`.
+    #[serde(default)]
     pub snapped_ok: bool,
     /// Whether the figure is accepted: the lowest of its independent repetitions agreed
     /// within 1% ([`stats::agreed`]) and `median` is the lower one. When false, `median` is the
@@ -331,26 +336,35 @@ pub struct Figure {
     /// repetition is plausible; `median` is that lower one and `converged` is false.
     #[serde(default)]
     pub outvoted_plausible: bool,
+    #[serde(default)]
     pub accepted: usize,
+    #[serde(default)]
     pub rejected: usize,
     /// Median raw TSC ticks per copy, uncalibrated.
+    #[serde(default)]
     pub raw_tsc_ticks: f64,
 }
 
 /// Latency through one input->output pair.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PairResult {
     /// `2->1` (explicit operands numbered from 1, implicit registers after them), or `body`.
     pub pair: String,
+    #[serde(default)]
     pub from: String,
+    #[serde(default)]
     pub to: String,
     /// The timed body, with the registers actually used.
+    #[serde(default)]
     pub body: String,
+    #[serde(default)]
     pub note: Option<String>,
     /// For a pair across register files: upper bounds (chain minus the 1-cycle minimum of the
     /// connector); see `derived` for the lower bound and how they were obtained.
+    #[serde(default)]
     pub figures: Vec<Figure>,
     /// Set when the pair crosses register files and the figure is derived, not measured alone.
+    #[serde(default)]
     pub derived: Option<Derived>,
 }
 
@@ -361,7 +375,7 @@ pub struct PairResult {
 /// crossing takes at least one cycle, so L <= chain - 1 (`upper`) and
 /// L = chain - round_trip + c_forth >= chain - round_trip + 1 (`lower`). The two are equal
 /// only when the round trip is 2 cycles.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Derived {
     /// The instruction closing the chain (e.g. `movq xmm1, rax`).
     pub connector: String,
@@ -447,23 +461,27 @@ fn derive(
 }
 
 /// Throughput for one chain count.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChainResult {
     pub chains: usize,
     pub body: String,
     pub figures: Vec<Figure>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThroughputResult {
     /// Per clock: the best (lowest) figure over the chain counts.
+    #[serde(default)]
     pub best: Vec<Figure>,
+    #[serde(default)]
     pub best_chains: usize,
+    #[serde(default)]
     pub per_chains: Vec<ChainResult>,
+    #[serde(default)]
     pub skipped_chains: Vec<(usize, String)>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClockStatus {
     pub clock: ClockKind,
     /// None when the clock was usable.
@@ -476,20 +494,30 @@ pub struct ClockStatus {
 }
 
 /// Everything measured for one input.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FormReport {
     pub input: String,
     /// Operand-value preset the figures are for (`div`/`idiv` and FP div/sqrt: "fast: ..." or
     /// "slow: ..."), if any.
+    #[serde(default)]
     pub preset: Option<String>,
+    #[serde(default)]
     pub instructions: Vec<String>,
+    #[serde(default)]
     pub bytes: String,
+    #[serde(default)]
     pub cpu: usize,
+    #[serde(default)]
     pub clocks: Vec<ClockStatus>,
+    #[serde(default)]
     pub latency: Vec<PairResult>,
+    #[serde(default)]
     pub latency_skipped: Vec<(String, String)>,
+    #[serde(default)]
     pub throughput: Option<ThroughputResult>,
+    #[serde(default)]
     pub throughput_note: Option<String>,
+    #[serde(default)]
     pub notes: Vec<String>,
 }
 

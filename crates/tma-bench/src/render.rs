@@ -4,36 +4,22 @@
 
 use std::io::Write;
 
-use serde::Serialize;
 use tma_render::ReportError;
 
 use crate::compare::CompareRow;
+use crate::doc::BenchDoc;
 use crate::sweep::{BenchOutcome, InputError};
 use crate::{Figure, FormReport, PairResult, ShaReport, ThroughputResult};
 
-/// JSON schema name of `tma bench --json`: the envelope around `forms` ([`FormReport`]s),
-/// `errors` ([{input, error}]), `sha` (the preset's report or null) and `compare`
-/// ([`CompareRow`]s, empty without references).
+/// JSON schema name of `tma bench --json`: the envelope around a [`BenchDoc`]: `forms`
+/// ([`FormReport`]s), `errors` ([{input, error}]), `sha` (the preset's report or null) and
+/// `compare` ([`CompareRow`]s, empty without references).
 pub const JSON_SCHEMA: &str = "tma.bench";
 pub const JSON_SCHEMA_VERSION: u32 = 1;
 
-#[derive(Serialize)]
-struct Payload<'a> {
-    forms: &'a [FormReport],
-    errors: &'a [InputError],
-    sha: Option<&'a ShaReport>,
-    compare: &'a [CompareRow],
-}
-
-/// The `tma.bench` JSON document.
+/// The `tma.bench` JSON document ([`BenchDoc`]).
 pub fn json(w: &mut dyn Write, o: &BenchOutcome) -> Result<(), ReportError> {
-    let payload = Payload {
-        forms: &o.forms,
-        errors: &o.errors,
-        sha: o.sha.as_ref(),
-        compare: o.compare.as_deref().unwrap_or_default(),
-    };
-    tma_render::write_json(w, JSON_SCHEMA, JSON_SCHEMA_VERSION, &payload)
+    tma_render::write_json(w, JSON_SCHEMA, JSON_SCHEMA_VERSION, &BenchDoc::of(o))
 }
 
 /// The terminal report; `verbose` shows every chain count and the pairs not measured.

@@ -203,7 +203,7 @@ pub fn mix_body(ops: &[ShaOp]) -> String {
 }
 
 /// One instruction of the mix: its count and cost alone.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MixTerm {
     pub op: ShaOp,
     pub per_block: u32,
@@ -214,7 +214,7 @@ pub struct MixTerm {
 }
 
 /// A measured mixed body and what it says about pipe sharing.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sharing {
     pub ops: Vec<ShaOp>,
     pub body: String,
@@ -243,7 +243,7 @@ pub struct ShaFigures {
 }
 
 /// One candidate bound.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BoundTerm {
     pub name: String,
     /// Cycles per 64-byte block.
@@ -252,7 +252,7 @@ pub struct BoundTerm {
     pub formula: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShaBounds {
     pub rnds2_lat_src: f64,
     pub rnds2_lat_dst: f64,
@@ -285,7 +285,7 @@ impl ShaBounds {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShaReport {
     pub forms: Vec<FormReport>,
     pub bounds: ShaBounds,

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::compare::{self, CompareRow, References};
 use crate::{
@@ -134,7 +134,7 @@ impl BenchConfig {
 }
 
 /// An input that could not be measured (the others still are).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InputError {
     pub input: String,
     pub error: String,

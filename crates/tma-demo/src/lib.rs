@@ -22,6 +22,7 @@ use std::process::Command;
 use serde_json::Value;
 use tma_perf::host::Host;
 use tma_workloads::workload::render::SCHEMA as WORKLOAD_SCHEMA;
+use tma_workloads::workload::WorkloadReport;
 
 /// A bundled case study.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,7 +186,11 @@ impl Demo<'_> {
 
     /// Measure a workload under `tma stat`; if stat fails or the report is missing, run the
     /// workload alone so the comparison still has its figures.
-    fn measure(&mut self, workload: &[String], report: &Path) -> io::Result<Option<Value>> {
+    fn measure(
+        &mut self,
+        workload: &[String],
+        report: &Path,
+    ) -> io::Result<Option<WorkloadReport>> {
         let _ = std::fs::remove_file(report);
         let mut wl = workload.to_vec();
         wl.push("--report".into());
@@ -338,12 +343,13 @@ fn snapshot_path(report: &Path) -> PathBuf {
     report.with_extension("snapshot.json")
 }
 
-fn read_report(path: &Path) -> Option<Value> {
+/// A `tma.workload` document, read through its type.
+fn read_report(path: &Path) -> Option<WorkloadReport> {
     let bytes = std::fs::read(path).ok()?;
     if tma_render::recognize(&bytes).schema() != Some(WORKLOAD_SCHEMA) {
         return None;
     }
-    serde_json::from_slice(&bytes).ok()
+    WorkloadReport::read(&bytes).ok()
 }
 
 fn f(v: &Value, path: &[&str]) -> Option<f64> {
@@ -568,14 +574,15 @@ fn demo_sha(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
     }
 
     demo.heading("compare")?;
-    let rows: Vec<(&str, Option<&Value>, Option<f64>)> = vec![
+    let rows: Vec<(&str, Option<&WorkloadReport>, Option<f64>)> = vec![
         ("portable", before.as_ref(), None),
         ("SHA-NI, 1 stream", after.as_ref(), bounds.map(|b| b.0)),
         ("SHA-NI, 4 streams", inter.as_ref(), bounds.map(|b| b.1)),
     ];
-    let base = before
-        .as_ref()
-        .and_then(|v| f(v, &["sha256", "ns_per_byte"]));
+    fn sha(v: Option<&WorkloadReport>) -> Option<&tma_workloads::workload::ShaReport> {
+        v.and_then(|v| v.sha256.as_ref())
+    }
+    let base = sha(before.as_ref()).map(|s| s.ns_per_byte);
     let mut t = tma_render::table(&[
         "variant",
         "ns/byte",
@@ -586,8 +593,8 @@ fn demo_sha(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
         "of limit",
     ]);
     for (name, v, bound) in &rows {
-        let nspb = v.and_then(|v| f(v, &["sha256", "ns_per_byte"]));
-        let cpb = v.and_then(|v| f(v, &["sha256", "cycles_per_byte"]));
+        let nspb = sha(*v).map(|s| s.ns_per_byte);
+        let cpb = sha(*v).and_then(|s| s.cycles_per_byte);
         let speed = match (base, nspb) {
             (Some(b), Some(n)) if n > 0.0 => Some(b / n),
             _ => None,
@@ -599,7 +606,7 @@ fn demo_sha(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
         t.add_row(vec![
             name.to_string(),
             fmt_opt(nspb, 3),
-            fmt_opt(v.and_then(|v| f(v, &["sha256", "gb_per_second"])), 3),
+            fmt_opt(sha(*v).map(|s| s.gb_per_second), 3),
             fmt_opt(cpb, 2),
             speed
                 .map(|s| format!("{s:.2}x"))
@@ -616,12 +623,7 @@ fn demo_sha(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
         "Before/after (CPU time of the timed region; cycles from the core-clock calibration):"
     )?;
     writeln!(demo.out, "{t}")?;
-    if let (Some(b), Some(n)) = (
-        base,
-        after
-            .as_ref()
-            .and_then(|v| f(v, &["sha256", "ns_per_byte"])),
-    ) {
+    if let (Some(b), Some(n)) = (base, sha(after.as_ref()).map(|s| s.ns_per_byte)) {
         writeln!(demo.out, "speedup: {:.2}x (SHA-NI over portable)", b / n)?;
     }
     if bounds.is_none() {
@@ -683,9 +685,10 @@ fn demo_dram(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
     let after = demo.measure(&wl(true), &demo.report_path("dram-prefetch.json"))?;
 
     demo.heading("compare")?;
-    let base = before
-        .as_ref()
-        .and_then(|v| f(v, &["dram", "ns_per_access"]));
+    fn dram(v: Option<&WorkloadReport>) -> Option<&tma_workloads::workload::DramReport> {
+        v.and_then(|v| v.dram.as_ref())
+    }
+    let base = dram(before.as_ref()).map(|d| d.ns_per_access);
     let mut t = tma_render::table(&[
         "variant",
         "ns/access",
@@ -697,7 +700,7 @@ fn demo_dram(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
         ("no prefetch", before.as_ref()),
         ("prefetch", after.as_ref()),
     ] {
-        let ns = v.and_then(|v| f(v, &["dram", "ns_per_access"]));
+        let ns = dram(v).map(|d| d.ns_per_access);
         let speed = match (base, ns) {
             (Some(b), Some(n)) if n > 0.0 => Some(b / n),
             _ => None,
@@ -705,8 +708,8 @@ fn demo_dram(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
         t.add_row(vec![
             name.to_string(),
             fmt_opt(ns, 2),
-            fmt_opt(v.and_then(|v| f(v, &["dram", "accesses_per_second"])), 0),
-            fmt_opt(v.and_then(|v| f(v, &["dram", "cycles_per_access"])), 1),
+            fmt_opt(dram(v).map(|d| d.accesses_per_second), 0),
+            fmt_opt(dram(v).and_then(|d| d.cycles_per_access), 1),
             speed
                 .map(|s| format!("{s:.2}x"))
                 .unwrap_or_else(|| "n/a".into()),
@@ -718,12 +721,7 @@ fn demo_dram(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
         "Before/after (CPU time of the timed region; cycles from the core-clock calibration):"
     )?;
     writeln!(demo.out, "{t}")?;
-    if let (Some(b), Some(n)) = (
-        base,
-        after
-            .as_ref()
-            .and_then(|v| f(v, &["dram", "ns_per_access"])),
-    ) {
+    if let (Some(b), Some(n)) = (base, dram(after.as_ref()).map(|d| d.ns_per_access)) {
         writeln!(
             demo.out,
             "speedup: {:.2}x (prefetch over no prefetch)",
@@ -811,7 +809,7 @@ fn demo_thp(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
     let after = demo.measure(&wl("on"), &demo.report_path("matmul-thp-on.json"))?;
 
     demo.heading("compare")?;
-    let secs = |v: Option<&Value>| v.and_then(|v| f(v, &["seconds"]));
+    let secs = |v: Option<&WorkloadReport>| v.map(|v| v.seconds);
     let base = secs(before.as_ref());
     let mut t = tma_render::table(&[
         "variant",
@@ -821,6 +819,9 @@ fn demo_thp(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
         "on huge pages",
         "speedup",
     ]);
+    fn mm(v: Option<&WorkloadReport>) -> Option<&tma_workloads::workload::MatmulReport> {
+        v.and_then(|v| v.matmul.as_ref())
+    }
     for (name, v) in [("--thp off", before.as_ref()), ("--thp on", after.as_ref())] {
         let s = secs(v);
         let speed = match (base, s) {
@@ -830,9 +831,11 @@ fn demo_thp(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
         t.add_row(vec![
             name.to_string(),
             fmt_opt(s, 3),
-            fmt_opt(v.and_then(|v| f(v, &["matmul", "gflops"])), 3),
-            fmt_opt(v.and_then(|v| f(v, &["matmul", "cycles_per_fma"])), 1),
-            v.and_then(|v| f(v, &["matmul", "huge_pages", "share"]))
+            fmt_opt(mm(v).map(|m| m.run.gflops), 3),
+            fmt_opt(mm(v).and_then(|m| m.cycles_per_fma), 1),
+            mm(v)
+                .and_then(|m| m.run.huge_pages.as_ref())
+                .map(|h| h.share)
                 .map(|x| format!("{:.0}%", x * 100.0))
                 .unwrap_or_else(|| "n/a".into()),
             speed
@@ -847,7 +850,7 @@ fn demo_thp(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
     )?;
     writeln!(demo.out, "{t}")?;
     for v in [before.as_ref(), after.as_ref()].into_iter().flatten() {
-        if let Some(note) = v["matmul"]["note"].as_str() {
+        if let Some(note) = v.matmul.as_ref().and_then(|m| m.run.note.as_deref()) {
             writeln!(demo.out, "note: {note}")?;
         }
     }
@@ -891,14 +894,33 @@ mod tests {
         let p = dir.path().join("r.json");
         std::fs::write(&p, br#"{"schema": "tma.stat", "x": 1}"#).unwrap();
         assert!(read_report(&p).is_none());
+        // A workload's own document reads back through its type.
+        let r = tma_workloads::workload::run(&tma_workloads::workload::WorkloadConfig {
+            kind: tma_workloads::workload::WorkloadKind::Dram(tma_workloads::dram::DramConfig {
+                size_bytes: 1 << 20,
+                accesses: 1000,
+                ..Default::default()
+            }),
+            calibrate: false,
+        })
+        .unwrap();
+        let mut bytes = Vec::new();
+        tma_workloads::workload::render::json(&mut bytes, &r).unwrap();
+        std::fs::write(&p, &bytes).unwrap();
+        let v = read_report(&p).unwrap();
+        assert_eq!(v, r);
+        assert!(v.dram.as_ref().is_some_and(|d| d.ns_per_access > 0.0));
+        assert_eq!(
+            fmt_opt(v.dram.as_ref().and_then(|d| d.cycles_per_access), 2),
+            "n/a"
+        );
+        // One that is not whole is no report: the walkthrough then measures on its own.
         std::fs::write(
             &p,
             br#"{"schema": "tma.workload", "dram": {"ns_per_access": 2.5}}"#,
         )
         .unwrap();
-        let v = read_report(&p).unwrap();
-        assert_eq!(f(&v, &["dram", "ns_per_access"]), Some(2.5));
-        assert_eq!(fmt_opt(f(&v, &["dram", "nope"]), 2), "n/a");
+        assert!(read_report(&p).is_none());
     }
 
     #[test]

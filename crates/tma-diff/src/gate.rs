@@ -11,7 +11,7 @@
 //! Without `%` the number is an absolute change in the node's unit (points of % for tree
 //! nodes); with `%` it is a change relative to the before value.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{DiffError, Row};
 
@@ -64,13 +64,17 @@ pub struct Gate {
 }
 
 /// What a gate found.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GateResult {
+    #[serde(default)]
     pub expr: String,
+    #[serde(default)]
     pub tripped: bool,
     /// The change compared: points/units, or percent with `%`.
+    #[serde(default)]
     pub change: f64,
     /// One line: what changed and by how much.
+    #[serde(default)]
     pub reason: String,
 }
 

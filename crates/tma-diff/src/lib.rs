@@ -14,6 +14,7 @@
 //! * [`diff`]: the two sides -> [`Diff`] (one [`Row`] per node and metric, the
 //!   [`BottleneckMove`]); [`stats`]: means and Welch's t-test; [`gate`]: `--fail-if`.
 
+pub mod doc;
 mod error;
 pub mod gate;
 pub mod input;
@@ -24,7 +25,9 @@ pub mod stats;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
 use tma_perf::host::Host;
 
 pub use error::DiffError;
@@ -71,11 +74,13 @@ impl Default for DiffConfig {
 }
 
 /// One node or metric, before and after.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     pub name: String,
+    #[serde(default)]
     pub parent: Option<String>,
     /// Tree level (0 for metrics).
+    #[serde(default)]
     pub level: u8,
     pub unit: String,
     pub before: Option<Summary>,
@@ -142,18 +147,24 @@ impl Row {
 }
 
 /// Where the bottleneck was and is.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BottleneckMove {
     /// Path from level 1 in the before run (empty: none).
+    #[serde(default)]
     pub before: Vec<String>,
+    #[serde(default)]
     pub after: Vec<String>,
     /// The before bottleneck's value before and after.
+    #[serde(default)]
     pub old_before: Option<f64>,
+    #[serde(default)]
     pub old_after: Option<f64>,
     /// `fixed` (no longer over its threshold in most after samples), `reduced`, `grew`,
     /// `unchanged`, or `not measured`.
-    pub verdict: &'static str,
+    #[serde(default)]
+    pub verdict: Cow<'static, str>,
     /// The after bottleneck's value after.
+    #[serde(default)]
     pub new_after: Option<f64>,
     /// The one line the text output prints.
     pub text: String,
@@ -327,7 +338,7 @@ fn bottleneck_move(before: &Side, after: &Side, nodes: &[Row]) -> BottleneckMove
         after: after.bottleneck.clone(),
         old_before,
         old_after,
-        verdict,
+        verdict: Cow::Borrowed(verdict),
         new_after,
         text,
     }

@@ -90,13 +90,15 @@ pub struct ProfileSide {
 }
 
 /// One function, before and after.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProfileRow {
     pub function: String,
     pub module: String,
+    #[serde(default)]
     pub before_samples: u64,
     /// Percent of the before profile's samples (0 where the function has none).
     pub before_percent: f64,
+    #[serde(default)]
     pub after_samples: u64,
     pub after_percent: f64,
     /// after - before, in points of %.

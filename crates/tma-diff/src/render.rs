@@ -4,12 +4,12 @@
 
 use std::io::Write;
 
-use serde::Serialize;
 use tma_render::ReportError;
 
+use crate::doc::{DiffDoc, ProfileDiffDoc};
 use crate::profile::{ProfileDiff, ProfileRow, ProfileSide};
 use crate::stats::ALPHA;
-use crate::{BottleneckMove, Diff, GateResult, Row, Side, Significance};
+use crate::{Diff, Row, Side, Significance};
 
 /// The schema name of `tma diff --json`.
 pub const SCHEMA: &str = "tma.diff";
@@ -139,67 +139,9 @@ pub fn text(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
     Ok(())
 }
 
-#[derive(Serialize)]
-struct DiffJson<'a> {
-    before: SideJson<'a>,
-    after: SideJson<'a>,
-    significance: TestJson,
-    nodes: &'a [Row],
-    metrics: &'a [Row],
-    bottleneck: &'a BottleneckMove,
-    gates: &'a [GateResult],
-}
-
-#[derive(Serialize)]
-struct SideJson<'a> {
-    file: &'a str,
-    cpu: CpuJson<'a>,
-    source: &'a str,
-    samples: usize,
-    /// `whole`, `intervals` or `repeats`.
-    sample_kind: &'a str,
-}
-
-#[derive(Serialize)]
-struct CpuJson<'a> {
-    key: &'a str,
-    name: &'a str,
-}
-
-#[derive(Serialize)]
-struct TestJson {
-    test: &'static str,
-    alpha: f64,
-}
-
-fn side_json(s: &Side) -> SideJson<'_> {
-    SideJson {
-        file: &s.file,
-        cpu: CpuJson {
-            key: &s.cpu_key,
-            name: &s.cpu_name,
-        },
-        source: &s.source,
-        samples: s.samples,
-        sample_kind: s.sample_kind,
-    }
-}
-
-/// `tma.diff` version 1.
+/// `tma.diff` version 1 ([`DiffDoc`]).
 pub fn json(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
-    let doc = DiffJson {
-        before: side_json(&d.before),
-        after: side_json(&d.after),
-        significance: TestJson {
-            test: "welch_t_two_sided",
-            alpha: ALPHA,
-        },
-        nodes: &d.nodes,
-        metrics: &d.metrics,
-        bottleneck: &d.bottleneck,
-        gates: &d.gates,
-    };
-    tma_render::write_json(w, SCHEMA, SCHEMA_VERSION, &doc)
+    tma_render::write_json(w, SCHEMA, SCHEMA_VERSION, &DiffDoc::of(d))
 }
 
 /// One row per node and metric, full precision.
@@ -312,41 +254,14 @@ pub fn profile_text(w: &mut dyn Write, d: &ProfileDiff) -> Result<(), ReportErro
     Ok(())
 }
 
-#[derive(Serialize)]
-struct ProfileDiffJson<'a> {
-    before: ProfileSideJson<'a>,
-    after: ProfileSideJson<'a>,
-    functions: &'a [ProfileRow],
-    notes: Vec<String>,
-}
-
-#[derive(Serialize)]
-struct ProfileSideJson<'a> {
-    file: &'a str,
-    /// `perf.data` or `tma.locate`.
-    kind: &'a str,
-    event: &'a str,
-    samples: u64,
-}
-
-fn profile_side_json(s: &ProfileSide) -> ProfileSideJson<'_> {
-    ProfileSideJson {
-        file: &s.file,
-        kind: s.kind,
-        event: &s.event,
-        samples: s.samples,
-    }
-}
-
-/// `tma.diff-profile` version 1.
+/// `tma.diff-profile` version 1 ([`ProfileDiffDoc`]).
 pub fn profile_json(w: &mut dyn Write, d: &ProfileDiff) -> Result<(), ReportError> {
-    let doc = ProfileDiffJson {
-        before: profile_side_json(&d.before),
-        after: profile_side_json(&d.after),
-        functions: &d.rows,
-        notes: d.notes(),
-    };
-    tma_render::write_json(w, PROFILE_SCHEMA, PROFILE_SCHEMA_VERSION, &doc)
+    tma_render::write_json(
+        w,
+        PROFILE_SCHEMA,
+        PROFILE_SCHEMA_VERSION,
+        &ProfileDiffDoc::of(d),
+    )
 }
 
 /// One row per function, full precision.

@@ -1,14 +1,14 @@
 //! Per-side summaries and Welch's t-test (unequal variances), with the t distribution of
 //! `statrs`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 /// The p-value under which a delta is called significant.
 pub const ALPHA: f64 = 0.05;
 
 /// The samples of one node on one side.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Samples with a value.
     pub n: usize,
@@ -34,7 +34,7 @@ impl Summary {
 }
 
 /// Welch's t-test of after against before.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Welch {
     /// (after mean - before mean) / its standard error.
     pub t: f64,
@@ -45,7 +45,7 @@ pub struct Welch {
 }
 
 /// Whether a delta is significant.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "verdict", rename_all = "snake_case")]
 pub enum Significance {
     /// p < [`ALPHA`].

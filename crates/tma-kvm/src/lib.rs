@@ -38,6 +38,7 @@
 //! the dev-only `tma-testvmm` crate.
 
 pub mod decode;
+pub mod doc;
 pub mod memory;
 pub mod reasons;
 pub mod render;

@@ -8,7 +8,7 @@
 //! writable anonymous mappings of at least [`MIN_ANON_MAPPING`] (QEMU, Firecracker, Cloud
 //! Hypervisor and crosvm all map guest RAM as one or a few such regions).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tma_perf::host::{Host, HostError, SmapsEntry, ThpMode};
 
 use crate::tracefs::is_vmm;
@@ -38,7 +38,7 @@ pub struct MemoryConfig {
 }
 
 /// The kind of a guest-memory mapping.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Backing {
     /// Private anonymous memory (THP-eligible: AnonHugePages).
@@ -66,7 +66,7 @@ impl Backing {
 }
 
 /// The THP advice on a mapping (`VmFlags` `hg` / `nh`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Advice {
     Hugepage,
@@ -75,7 +75,7 @@ pub enum Advice {
 }
 
 /// One guest-memory mapping of a VMM.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GuestMapping {
     pub start: u64,
     pub end: u64,
@@ -93,17 +93,31 @@ pub struct GuestMapping {
 }
 
 /// The THP settings that apply to one process.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThpSettings {
     /// The system mode (`None`: the kernel has no THP).
+    #[serde(deserialize_with = "thp_mode")]
     pub system: Option<ThpMode>,
     /// `THP_enabled` of `/proc/PID/status`: false after `prctl(PR_SET_THP_DISABLE)`
     /// (`None`: the kernel does not show it).
     pub process_enabled: Option<bool>,
 }
 
+/// A [`ThpMode`] read back by the name the kernel uses (its `Serialize` writes that name).
+fn thp_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<ThpMode>, D::Error> {
+    const NAMES: &[&str] = &["always", "madvise", "never"];
+    Option::<String>::deserialize(d)?
+        .map(|s| {
+            [ThpMode::Always, ThpMode::Madvise, ThpMode::Never]
+                .into_iter()
+                .find(|m| m.name() == s)
+                .ok_or_else(|| serde::de::Error::unknown_variant(&s, NAMES))
+        })
+        .transpose()
+}
+
 /// guest_memfd files (private memory of TDX / SEV-SNP guests) a VMM holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GuestMemfd {
     /// Open guest_memfd file descriptors.
     pub fds: usize,
@@ -112,7 +126,7 @@ pub struct GuestMemfd {
 }
 
 /// The guest-memory report of one VMM process.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VmMemory {
     pub pid: u32,
     /// `comm`.
@@ -138,7 +152,7 @@ pub struct VmMemory {
 }
 
 /// `tma kvm --memory`'s result.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryReport {
     pub vms: Vec<VmMemory>,
     /// Processes that looked like VMMs but could not be read.
@@ -146,7 +160,7 @@ pub struct MemoryReport {
 }
 
 /// A VMM process that could not be inspected, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unreadable {
     pub pid: u32,
     pub error: String,

@@ -2,21 +2,26 @@
 
 use std::io::{self, Write};
 
+use crate::doc::KvmDoc;
 use crate::stats::{KvmReport, ReasonRow};
 
-/// The `tma kvm --json` document (schema `tma.kvm`, version 1): the whole run, and each
+/// The schema name of `tma kvm --json`.
+pub const SCHEMA: &str = "tma.kvm";
+/// Its version.
+pub const SCHEMA_VERSION: u32 = 1;
+/// The schema name of `tma kvm --memory --json`.
+pub const MEMORY_SCHEMA: &str = "tma.kvm-memory";
+/// Its version.
+pub const MEMORY_SCHEMA_VERSION: u32 = 1;
+
+/// The `tma kvm --json` document ([`KvmDoc`], schema [`SCHEMA`]): the whole run, and each
 /// interval's report when `-I` asked for them.
 pub fn json(
     w: &mut dyn Write,
     report: &KvmReport,
     intervals: &[KvmReport],
 ) -> Result<(), tma_render::ReportError> {
-    #[derive(serde::Serialize)]
-    struct Doc<'a> {
-        report: &'a KvmReport,
-        intervals: &'a [KvmReport],
-    }
-    tma_render::write_json(w, "tma.kvm", 1, &Doc { report, intervals })
+    tma_render::write_json(w, SCHEMA, SCHEMA_VERSION, &KvmDoc::of(report, intervals))
 }
 
 /// One `-I` interval as text, numbered from 1.
@@ -279,7 +284,7 @@ pub fn memory_json(
     w: &mut dyn Write,
     report: &crate::memory::MemoryReport,
 ) -> Result<(), tma_render::ReportError> {
-    tma_render::write_json(w, "tma.kvm-memory", 1, report)
+    tma_render::write_json(w, MEMORY_SCHEMA, MEMORY_SCHEMA_VERSION, report)
 }
 
 /// `tma kvm --memory` as text: per VMM its THP settings, guest-memory mappings, and verdict.

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::decode::{mmio_kind_name, KvmEvent};
 use crate::reasons::{userspace_exit_label, ExitReason, Isa, MSR_IA32_TSC_DEADLINE};
@@ -94,7 +94,7 @@ fn time_fields(d: Option<&Dur>) -> (u64, Option<f64>, Option<f64>, Option<f64>) 
 }
 
 /// Counts of every sampled tracepoint.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventTotals {
     pub kvm_exit: u64,
     pub kvm_entry: u64,
@@ -537,7 +537,7 @@ fn isa_label(i: Isa) -> String {
 }
 
 /// Exits of one reason.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ReasonRow {
     /// Name from the table of the record's isa, or `unknown VMX 76` style.
     pub name: String,
@@ -559,7 +559,7 @@ pub struct ReasonRow {
     pub mean_rel_err_pct: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct VcpuRow {
     pub pid: u32,
     pub tid: u32,
@@ -570,7 +570,7 @@ pub struct VcpuRow {
     pub reasons: Vec<ReasonRow>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TimerSummary {
     pub total: u64,
     pub share_of_exits_pct: Option<f64>,
@@ -582,7 +582,7 @@ pub struct TimerSummary {
     pub rate_per_s: f64,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct UexitRow {
     pub name: String,
     pub reason: u32,
@@ -593,7 +593,7 @@ pub struct UexitRow {
     pub rate_per_s: f64,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PioRow {
     pub port: u32,
     pub direction: String,
@@ -607,7 +607,7 @@ pub struct PioRow {
     pub max_us: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MmioRow {
     pub gpa: u64,
     pub kind: String,
@@ -620,7 +620,7 @@ pub struct MmioRow {
     pub max_us: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MsrRow {
     pub msr: u32,
     pub access: String,
@@ -634,14 +634,14 @@ pub struct MsrRow {
     pub max_us: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CpuidRow {
     pub function: u32,
     pub count: u64,
 }
 
 /// Everything `tma kvm` reports (JSON schema `tma.kvm`, version 1).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct KvmReport {
     /// KVM module in use (`kvm_intel`, `kvm_amd`, `kvm_pvm`, ...).
     pub backend: String,

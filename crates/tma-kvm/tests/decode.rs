@@ -420,3 +420,31 @@ fn lost_and_throttled_records_are_reported() {
     assert!(s.contains("throttled sampling 2 times"), "{s}");
     assert!(s.contains("No KVM events were recorded"), "{s}");
 }
+
+/// The `tma.kvm` round trip: what `tma kvm --json` writes (the run and its `-I` intervals)
+/// reads back into [`tma_kvm::doc::KvmDoc`], equal to the document of the run, and that,
+/// written again, gives the same bytes.
+#[test]
+fn the_json_document_reads_back_as_written() {
+    use tma_kvm::doc::KvmDoc;
+    let f = load("format-6.18");
+    let d = Decoder::new(&f).unwrap();
+    let run = scenario(&f, &d, Some(1), VMX_MIX);
+    let intervals = [
+        scenario(&f, &d, Some(1), &VMX_MIX[..6]),
+        scenario(&f, &d, Some(2), &[(0x400, 3000), (0x07c, 900)]),
+        Aggregator::new().report(1.0, "kvm_amd"),
+    ];
+    let mut bytes = Vec::new();
+    render::json(&mut bytes, &run, &intervals).unwrap();
+    let r = tma_render::recognize(&bytes);
+    assert_eq!(r.schema(), Some(render::SCHEMA));
+    assert_eq!(r.version(), Some(render::SCHEMA_VERSION));
+    let doc: KvmDoc = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(doc, KvmDoc::of(&run, &intervals));
+    let mut again = Vec::new();
+    tma_render::write_json(&mut again, render::SCHEMA, render::SCHEMA_VERSION, &doc).unwrap();
+    assert_eq!(String::from_utf8(again), String::from_utf8(bytes));
+    assert_eq!(doc.intervals.len(), 3);
+    assert_eq!(doc.report.totals.kvm_exit, 12);
+}

@@ -101,3 +101,24 @@ fn guest_memfd_is_reported_as_such() {
         assert!(json.contains(needle), "{needle} in {json}");
     }
 }
+
+/// The `tma.kvm-memory` round trip: what `tma kvm --memory --json` writes reads back into
+/// [`memory::MemoryReport`] (the document's type), equal to the report, and that, written
+/// again, gives the same bytes.
+#[test]
+fn the_json_document_reads_back_as_written() {
+    use tma_kvm::render::{MEMORY_SCHEMA, MEMORY_SCHEMA_VERSION};
+    for name in ["qemu-hugetlbfs", "guest-memfd"] {
+        let r = run(name);
+        let mut bytes = Vec::new();
+        tma_kvm::render::memory_json(&mut bytes, &r).unwrap();
+        let found = tma_render::recognize(&bytes);
+        assert_eq!(found.schema(), Some(MEMORY_SCHEMA));
+        assert_eq!(found.version(), Some(MEMORY_SCHEMA_VERSION));
+        let doc: memory::MemoryReport = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(doc, r, "{name}");
+        let mut again = Vec::new();
+        tma_render::write_json(&mut again, MEMORY_SCHEMA, MEMORY_SCHEMA_VERSION, &doc).unwrap();
+        assert_eq!(String::from_utf8(again), String::from_utf8(bytes), "{name}");
+    }
+}

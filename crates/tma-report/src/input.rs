@@ -5,14 +5,14 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
+use tma_bench::doc::BenchDoc;
+use tma_diff::doc::{DiffDoc, ProfileDiffDoc};
 use tma_profile::locate::LocateConfig;
 use tma_profile::report::{Profile, ReportOptions};
 use tma_stat::render::plot::{own_threshold, Timeline};
 use tma_stat::{Format, Input, RenderOptions, StatConfig};
 
-use crate::model::{
-    BenchDoc, DiffDoc, LocateView, MetricRow, ProfileDiffDoc, Section, StatView, TreeRow,
-};
+use crate::model::{Document, LocateView, MetricRow, Section, StatView, TreeRow};
 use crate::{HtmlError, ReportConfig};
 use tma_stat::render::doc::StatDoc;
 
@@ -49,10 +49,10 @@ pub fn kind_of(file: &str, bytes: &[u8]) -> Result<Kind, HtmlError> {
     Ok(match schema.as_str() {
         s if s == tma_stat::render::tree::SCHEMA => Kind::Stat,
         s if s == tma_perf::snapshot::SCHEMA => Kind::Recording,
-        "tma.diff" => Kind::Diff,
-        "tma.diff-profile" => Kind::ProfileDiff,
+        s if s == tma_diff::render::SCHEMA => Kind::Diff,
+        s if s == tma_diff::render::PROFILE_SCHEMA => Kind::ProfileDiff,
         s if s == tma_profile::render::JSON_SCHEMA => Kind::Locate,
-        "tma.bench" => Kind::Bench,
+        s if s == tma_bench::render::JSON_SCHEMA => Kind::Bench,
         _ => {
             return Err(HtmlError::Unsupported {
                 file: file.to_string(),
@@ -73,19 +73,31 @@ pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Se
         Kind::Stat => Ok(Section::Stat(Box::new(stat_view(&file, &bytes)?))),
         Kind::Recording => recording(cfg, path, &file, notes),
         Kind::Diff => {
-            let mut d: DiffDoc = document(&file, &bytes, "tma.diff", VERSION)?;
-            d.file = file;
-            Ok(Section::Diff(Box::new(d)))
+            let doc: DiffDoc = document(
+                &file,
+                &bytes,
+                tma_diff::render::SCHEMA,
+                tma_diff::render::SCHEMA_VERSION,
+            )?;
+            Ok(Section::Diff(Box::new(Document { file, doc })))
         }
         Kind::ProfileDiff => {
-            let mut d: ProfileDiffDoc = document(&file, &bytes, "tma.diff-profile", VERSION)?;
-            d.file = file;
-            Ok(Section::ProfileDiff(Box::new(d)))
+            let doc: ProfileDiffDoc = document(
+                &file,
+                &bytes,
+                tma_diff::render::PROFILE_SCHEMA,
+                tma_diff::render::PROFILE_SCHEMA_VERSION,
+            )?;
+            Ok(Section::ProfileDiff(Box::new(Document { file, doc })))
         }
         Kind::Bench => {
-            let mut d: BenchDoc = document(&file, &bytes, "tma.bench", VERSION)?;
-            d.file = file;
-            Ok(Section::Bench(Box::new(d)))
+            let doc: BenchDoc = document(
+                &file,
+                &bytes,
+                tma_bench::render::JSON_SCHEMA,
+                tma_bench::render::JSON_SCHEMA_VERSION,
+            )?;
+            Ok(Section::Bench(Box::new(Document { file, doc })))
         }
         Kind::Locate => {
             let doc: Profile = document(
@@ -108,10 +120,6 @@ pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Se
         Kind::PerfData => perf_data(cfg, path, file),
     }
 }
-
-/// The schema version of `tma.diff`, `tma.diff-profile` and `tma.bench` this reader follows
-/// (their crates are not dependencies of this one: the documents are the interface).
-const VERSION: u32 = 1;
 
 /// A JSON document of a known schema and version.
 fn document<T: DeserializeOwned>(

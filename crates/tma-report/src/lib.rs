@@ -10,7 +10,8 @@
 //!   as the `tma.stat` document `tma stat --json` would write), or a perf.data file (read as
 //!   `tma locate --import` reads it, call chains included) -> one [`Section`] each.
 //! * [`model`]: what each section shows (tree rows with means over intervals, the
-//!   [`tma_stat::render::plot::Timeline`], diff rows, profile tables, bench figures).
+//!   [`tma_stat::render::plot::Timeline`], profile tables; the diff and bench documents as
+//!   read through the writers' types, [`tma_diff::doc`] and [`tma_bench::doc`]).
 //! * [`flame`]: folded call chains -> a flame graph SVG (`inferno`).
 //! * [`render`]: the page (an `askama` template, every text escaped) and `--svg` (plotters).
 

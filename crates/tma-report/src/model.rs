@@ -1,8 +1,10 @@
 //! What the page shows: one [`Section`] per input. The diff, profile and bench sections are
 //! the documents `tma diff --json`, `tma locate --json` and `tma bench --json` write, read
-//! back with the fields the page draws; the stat section summarises a `tma.stat` document.
+//! through the types of the crates that write them; the stat section summarises a `tma.stat`
+//! document.
 
-use serde::Deserialize;
+use tma_bench::doc::BenchDoc;
+use tma_diff::doc::{DiffDoc, ProfileDiffDoc};
 use tma_profile::report::Profile;
 use tma_stat::render::plot::Timeline;
 
@@ -17,10 +19,10 @@ pub struct Report {
 #[derive(Debug, Clone)]
 pub enum Section {
     Stat(Box<StatView>),
-    Diff(Box<DiffDoc>),
-    ProfileDiff(Box<ProfileDiffDoc>),
+    Diff(Box<Document<DiffDoc>>),
+    ProfileDiff(Box<Document<ProfileDiffDoc>>),
     Locate(Box<LocateView>),
-    Bench(Box<BenchDoc>),
+    Bench(Box<Document<BenchDoc>>),
 }
 
 impl Section {
@@ -94,126 +96,14 @@ pub struct MetricRow {
     pub description: String,
 }
 
-// ------------------------------------------------------------------ tma.diff
+// ------------------------------------------------------------------ tma.diff, tma.bench
 
-/// A `tma.diff` document.
-#[derive(Debug, Clone, Deserialize)]
-pub struct DiffDoc {
-    #[serde(skip)]
+/// A document another command wrote (read through the writing crate's type: [`DiffDoc`],
+/// [`ProfileDiffDoc`], [`BenchDoc`]), and the input it was read from.
+#[derive(Debug, Clone)]
+pub struct Document<T> {
     pub file: String,
-    pub before: DiffSide,
-    pub after: DiffSide,
-    pub significance: DiffTest,
-    pub nodes: Vec<DiffRow>,
-    #[serde(default)]
-    pub metrics: Vec<DiffRow>,
-    pub bottleneck: DiffBottleneck,
-    #[serde(default)]
-    pub gates: Vec<DiffGate>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct DiffSide {
-    pub file: String,
-    pub cpu: DiffCpu,
-    pub source: String,
-    pub samples: usize,
-    pub sample_kind: String,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct DiffCpu {
-    pub key: String,
-    pub name: String,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct DiffTest {
-    pub test: String,
-    pub alpha: f64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct DiffRow {
-    pub name: String,
-    #[serde(default)]
-    pub parent: Option<String>,
-    #[serde(default)]
-    pub level: u8,
-    pub unit: String,
-    pub before: Option<DiffSummary>,
-    pub after: Option<DiffSummary>,
-    pub delta: Option<f64>,
-    pub relative: Option<f64>,
-    pub welch: Option<DiffWelch>,
-    pub significance: DiffSignificance,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-pub struct DiffSummary {
-    pub n: usize,
-    pub mean: f64,
-    pub sd: Option<f64>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-pub struct DiffWelch {
-    pub t: f64,
-    pub df: f64,
-    pub p: f64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct DiffSignificance {
-    /// `significant`, `not_significant` or `unknown`.
-    pub verdict: String,
-    #[serde(default)]
-    pub reason: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct DiffBottleneck {
-    pub text: String,
-    #[serde(default)]
-    pub verdict: String,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct DiffGate {
-    #[serde(default)]
-    pub tripped: bool,
-    #[serde(default)]
-    pub reason: String,
-}
-
-// ------------------------------------------------------------------ tma.diff-profile
-
-/// A `tma.diff-profile` document.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ProfileDiffDoc {
-    #[serde(skip)]
-    pub file: String,
-    pub before: ProfileDiffSide,
-    pub after: ProfileDiffSide,
-    pub functions: Vec<ProfileDiffRow>,
-    #[serde(default)]
-    pub notes: Vec<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct ProfileDiffSide {
-    pub file: String,
-    pub event: String,
-    pub samples: u64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct ProfileDiffRow {
-    pub function: String,
-    pub module: String,
-    pub before_percent: f64,
-    pub after_percent: f64,
-    pub delta: f64,
+    pub doc: T,
 }
 
 // ------------------------------------------------------------------ tma.locate
@@ -227,72 +117,4 @@ pub struct LocateView {
     pub flame: Option<String>,
     /// Why there is no flame graph.
     pub no_flame: Option<String>,
-}
-
-// ------------------------------------------------------------------ tma.bench
-
-/// A `tma.bench` document (the fields the tables show; the rest is ignored).
-#[derive(Debug, Clone, Deserialize)]
-pub struct BenchDoc {
-    #[serde(skip)]
-    pub file: String,
-    pub forms: Vec<BenchForm>,
-    #[serde(default)]
-    pub errors: Vec<BenchInputError>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct BenchForm {
-    pub input: String,
-    #[serde(default)]
-    pub preset: Option<String>,
-    #[serde(default)]
-    pub latency: Vec<BenchPair>,
-    #[serde(default)]
-    pub throughput: Option<BenchThroughput>,
-    #[serde(default)]
-    pub throughput_note: Option<String>,
-    #[serde(default)]
-    pub notes: Vec<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct BenchPair {
-    pub pair: String,
-    #[serde(default)]
-    pub from: String,
-    #[serde(default)]
-    pub to: String,
-    #[serde(default)]
-    pub note: Option<String>,
-    #[serde(default)]
-    pub figures: Vec<BenchFigure>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct BenchThroughput {
-    #[serde(default)]
-    pub best: Vec<BenchFigure>,
-    #[serde(default)]
-    pub best_chains: usize,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct BenchFigure {
-    pub clock: serde_json::Value,
-    pub median: f64,
-    #[serde(default)]
-    pub p10: f64,
-    #[serde(default)]
-    pub p90: f64,
-    /// `false`: the repetitions did not agree, so the median is no claim (absent in older
-    /// documents: taken as converged).
-    #[serde(default)]
-    pub converged: Option<bool>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct BenchInputError {
-    pub input: String,
-    pub error: String,
 }

@@ -7,11 +7,13 @@ use std::io::Write;
 
 use askama::Template;
 use serde::Serialize;
+use tma_bench::doc::BenchDoc;
+use tma_bench::Figure;
+use tma_diff::doc::{DiffDoc, ProfileDiffDoc, SideDoc};
+use tma_diff::{Row, Significance, Summary};
 use tma_stat::render::plot::{self, Bar, Panel, Timeline};
 
-use crate::model::{
-    BenchDoc, DiffDoc, DiffRow, LocateView, ProfileDiffDoc, Report, Section, StatView, TreeRow,
-};
+use crate::model::{Document, LocateView, Report, Section, StatView, TreeRow};
 use crate::HtmlError;
 
 fn terr(e: askama::Error) -> HtmlError {
@@ -494,12 +496,17 @@ struct DiffT<'a> {
     gates: Vec<(bool, String)>,
 }
 
-fn diff_items(rows: &[DiffRow], scale: f64) -> Vec<DiffItem> {
+fn diff_items(rows: &[Row], scale: f64) -> Vec<DiffItem> {
     rows.iter()
         .map(|r| {
             let percent = r.unit.starts_with("Percent");
-            let mean = |s: Option<crate::model::DiffSummary>| s.map(|s| s.mean);
-            let n = |s: Option<crate::model::DiffSummary>| s.map_or(0, |s| s.n);
+            let mean = |s: Option<Summary>| s.map(|s| s.mean);
+            let n = |s: Option<Summary>| s.map_or(0, |s| s.n);
+            let (verdict, why) = match &r.significance {
+                Significance::Significant => ("significant", ""),
+                Significance::NotSignificant => ("not_significant", ""),
+                Significance::Unknown { reason } => ("unknown", reason.as_str()),
+            };
             let delta = match (r.delta, percent) {
                 (None, _) => "-".to_string(),
                 (Some(d), true) => format!("{d:+.1} pts"),
@@ -529,14 +536,15 @@ fn diff_items(rows: &[DiffRow], scale: f64) -> Vec<DiffItem> {
                 p: r.welch
                     .map(|w| format!("p = {:.3}", w.p))
                     .unwrap_or_else(|| "p = ?".into()),
-                verdict: r.significance.verdict.clone(),
-                why: r.significance.reason.clone().unwrap_or_default(),
+                verdict: verdict.to_string(),
+                why: why.to_string(),
             }
         })
         .collect()
 }
 
-fn diff(id: &str, d: &DiffDoc) -> Result<(String, String), HtmlError> {
+fn diff(id: &str, doc: &Document<DiffDoc>) -> Result<(String, String), HtmlError> {
+    let d = &doc.doc;
     let scale = d
         .nodes
         .iter()
@@ -544,7 +552,7 @@ fn diff(id: &str, d: &DiffDoc) -> Result<(String, String), HtmlError> {
         .flat_map(|r| [r.before.map(|s| s.mean), r.after.map(|s| s.mean)])
         .flatten()
         .fold(100.0f64, f64::max);
-    let side = |s: &crate::model::DiffSide| {
+    let side = |s: &SideDoc| {
         format!(
             "{}: {} ({} {}), {} ({})",
             s.file, s.source, s.samples, s.sample_kind, s.cpu.name, s.cpu.key
@@ -552,8 +560,8 @@ fn diff(id: &str, d: &DiffDoc) -> Result<(String, String), HtmlError> {
     };
     let t = DiffT {
         id,
-        heading: format!("Diff: {}", file_name(&d.file)),
-        file: &d.file,
+        heading: format!("Diff: {}", file_name(&doc.file)),
+        file: &doc.file,
         before: side(&d.before),
         after: side(&d.after),
         bottleneck: d.bottleneck.text.clone(),
@@ -603,7 +611,8 @@ struct ProfileDiffT<'a> {
     notes: &'a [String],
 }
 
-fn profile_diff(id: &str, d: &ProfileDiffDoc) -> Result<(String, String), HtmlError> {
+fn profile_diff(id: &str, doc: &Document<ProfileDiffDoc>) -> Result<(String, String), HtmlError> {
+    let d = &doc.doc;
     let scale = d
         .functions
         .iter()
@@ -611,7 +620,7 @@ fn profile_diff(id: &str, d: &ProfileDiffDoc) -> Result<(String, String), HtmlEr
         .fold(0.0f64, f64::max);
     let t = ProfileDiffT {
         id,
-        heading: format!("Profile diff: {}", file_name(&d.file)),
+        heading: format!("Profile diff: {}", file_name(&doc.file)),
         before: format!(
             "{} ({} samples of {})",
             d.before.file, d.before.samples, d.before.event
@@ -784,22 +793,16 @@ struct BenchT<'a> {
 
 /// A bench figure: the median, marked when the repetitions did not converge (never shown as
 /// a clean number then).
-fn figure_text(f: &crate::model::BenchFigure) -> String {
-    if f.converged == Some(false) {
+fn figure_text(f: &Figure) -> String {
+    if !f.converged {
         format!("{:.3} (unconverged)", f.median)
     } else {
         format!("{:.3}", f.median)
     }
 }
 
-fn clock_name(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn bench(id: &str, b: &BenchDoc) -> Result<(String, String), HtmlError> {
+fn bench(id: &str, doc: &Document<BenchDoc>) -> Result<(String, String), HtmlError> {
+    let b = &doc.doc;
     let forms = b
         .forms
         .iter()
@@ -814,7 +817,7 @@ fn bench(id: &str, b: &BenchDoc) -> Result<(String, String), HtmlError> {
                         } else {
                             format!("{} ({} → {})", p.pair, p.from, p.to)
                         },
-                        clock: clock_name(&fig.clock),
+                        clock: fig.clock.to_string(),
                         median: figure_text(fig),
                         spread: format!("{:.3}–{:.3}", fig.p10, fig.p90),
                         note: p.note.clone().unwrap_or_default(),
@@ -826,7 +829,7 @@ fn bench(id: &str, b: &BenchDoc) -> Result<(String, String), HtmlError> {
                     rows.push(BenchRow {
                         kind: "throughput",
                         what: format!("{} independent chains", t.best_chains),
-                        clock: clock_name(&fig.clock),
+                        clock: fig.clock.to_string(),
                         median: figure_text(fig),
                         spread: format!("{:.3}–{:.3}", fig.p10, fig.p90),
                         note: f.throughput_note.clone().unwrap_or_default(),
@@ -846,7 +849,7 @@ fn bench(id: &str, b: &BenchDoc) -> Result<(String, String), HtmlError> {
         .collect();
     let t = BenchT {
         id,
-        heading: format!("Bench: {}", file_name(&b.file)),
+        heading: format!("Bench: {}", file_name(&doc.file)),
         forms,
         errors: b
             .errors

@@ -29,7 +29,7 @@ use crate::clock::Stamp;
 use crate::rng::SplitMix64;
 
 /// The huge-page advice given to the buffers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ThpAdvice {
     /// `madvise(MADV_HUGEPAGE)`.
@@ -109,7 +109,7 @@ pub enum MatmulError {
 }
 
 /// How the buffers are backed, from smaps.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct HugePages {
     /// Bytes of the three buffers as mapped (each rounded up to 2 MiB).
     pub bytes: u64,
@@ -122,7 +122,7 @@ pub struct HugePages {
 }
 
 /// The result check.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Check {
     /// Output elements compared with an f64 dot product.
     pub elements: usize,
@@ -132,7 +132,7 @@ pub struct Check {
 }
 
 /// Result of one run.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MatmulResult {
     pub m: usize,
     pub k: usize,
@@ -140,6 +140,7 @@ pub struct MatmulResult {
     /// The advice given.
     pub thp: ThpAdvice,
     /// The system THP mode (`None`: the kernel has no THP, or it could not be read).
+    #[serde(deserialize_with = "thp_mode")]
     pub thp_mode: Option<ThpMode>,
     /// Why the mode is unknown, when it is.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -170,6 +171,20 @@ pub struct MatmulResult {
     /// huge pages, or `--thp off` with some).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// A [`ThpMode`] read back by the name the kernel uses (its `Serialize` writes that name).
+fn thp_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<ThpMode>, D::Error> {
+    use serde::Deserialize;
+    const NAMES: &[&str] = &["always", "madvise", "never"];
+    Option::<String>::deserialize(d)?
+        .map(|s| {
+            [ThpMode::Always, ThpMode::Madvise, ThpMode::Never]
+                .into_iter()
+                .find(|m| m.name() == s)
+                .ok_or_else(|| serde::de::Error::unknown_variant(&s, NAMES))
+        })
+        .transpose()
 }
 
 /// `C = A · B`, row-major, each `C[i][j]` one dot product of row `i` of `A` with column `j` of

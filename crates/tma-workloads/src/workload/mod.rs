@@ -11,7 +11,9 @@
 
 pub mod render;
 
-use serde::Serialize;
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
 
 use crate::clock::{self, CoreClock};
 use crate::dram::{self, DramConfig, DramError};
@@ -96,14 +98,14 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// Core-clock measurement around the workload.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClockReport {
     /// Mean of the calibrations before and after, in Hz.
     pub core_hz: f64,
     pub before_hz: f64,
     pub after_hz: f64,
     /// How the clock was measured.
-    pub method: &'static str,
+    pub method: Cow<'static, str>,
 }
 
 fn clock_report(before: Option<CoreClock>, after: Option<CoreClock>) -> Option<ClockReport> {
@@ -112,15 +114,20 @@ fn clock_report(before: Option<CoreClock>, after: Option<CoreClock>) -> Option<C
         core_hz: (b.hz + a.hz) / 2.0,
         before_hz: b.hz,
         after_hz: a.hz,
-        method: "dependent add chain timed with the thread CPU clock (1 add per core cycle)",
+        method: "dependent add chain timed with the thread CPU clock (1 add per core cycle)".into(),
     })
 }
 
-/// The `tma.workload` v1 document.
-#[derive(Debug, Serialize)]
+/// The `tma.workload` v1 document: what [`render::json`] writes (schema [`render::SCHEMA`])
+/// and what its readers (`tma demo`) read back, one type for both. The envelope (`schema`,
+/// `schema_version`) is [`tma_render::JsonEnvelope`]'s; readers check it first
+/// ([`tma_render::recognize`]). Read back, a matmul report's own `seconds` and
+/// `wall_seconds` (written once, at the top) are 0 until [`WorkloadReport::read`] fills them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadReport {
     /// `sha256`, `dram` or `matmul`.
-    pub name: &'static str,
+    #[serde(deserialize_with = "workload_name")]
+    pub name: Name,
     /// Implementation (`portable`/`ni`) for sha256; `prefetch`/`no-prefetch` for dram;
     /// `thp-on`/`thp-off` for matmul.
     #[serde(rename = "impl")]
@@ -141,7 +148,7 @@ pub struct WorkloadReport {
 }
 
 /// The sha256 part of a [`WorkloadReport`].
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShaReport {
     pub streams: usize,
     pub buffer_bytes: u64,
@@ -159,7 +166,7 @@ pub struct ShaReport {
 }
 
 /// The dram part of a [`WorkloadReport`].
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DramReport {
     pub bytes: u64,
     pub nodes: u64,
@@ -176,12 +183,40 @@ pub struct DramReport {
 
 /// The matmul part of a [`WorkloadReport`]: the run's result (its times are the document's
 /// `seconds` and `wall_seconds`) and the cycles per multiply-add.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MatmulReport {
     #[serde(flatten)]
     pub run: crate::matmul::MatmulResult,
     /// Core cycles per multiply-add, when the clock was calibrated.
     pub cycles_per_fma: Option<f64>,
+}
+
+/// A workload's name, one of [`NAMES`]. (Named so that serde does not take the field for a
+/// string borrowed from the input: it is read by [`workload_name`] into the constant.)
+pub type Name = &'static str;
+
+/// The workloads by the names their documents give.
+const NAMES: [&str; 3] = ["sha256", "dram", "matmul"];
+
+fn workload_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    let s = String::deserialize(d)?;
+    NAMES
+        .into_iter()
+        .find(|n| *n == s)
+        .ok_or_else(|| serde::de::Error::unknown_variant(&s, &NAMES))
+}
+
+impl WorkloadReport {
+    /// A `tma.workload` document's payload (the envelope is not checked here), with a matmul
+    /// report's times taken from the top of the document, where they were written.
+    pub fn read(bytes: &[u8]) -> Result<WorkloadReport, serde_json::Error> {
+        let mut r: WorkloadReport = serde_json::from_slice(bytes)?;
+        if let Some(m) = r.matmul.as_mut() {
+            m.run.seconds = r.seconds;
+            m.run.wall_seconds = r.wall_seconds;
+        }
+        Ok(r)
+    }
 }
 
 /// Validate the configuration, run the workload (between two core-clock calibrations unless
@@ -386,5 +421,50 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
         assert_eq!(v["schema"], render::SCHEMA);
         assert_eq!(v["sha256"]["bytes"], 64);
+    }
+
+    /// The `tma.workload` round trip: what `tma workload --json` writes reads back into
+    /// [`WorkloadReport`] (by [`WorkloadReport::read`]), equal to the report, and that, written
+    /// again, gives the same bytes.
+    #[test]
+    fn each_workloads_document_reads_back_as_written() {
+        let kinds = [
+            WorkloadKind::Sha256(ShaOptions {
+                imp: "portable".into(),
+                size_bytes: 64,
+                iters: 1,
+                streams: 2,
+                seed: 1,
+            }),
+            WorkloadKind::Dram(DramConfig {
+                size_bytes: 1 << 20,
+                accesses: 1000,
+                ..DramConfig::default()
+            }),
+            WorkloadKind::Matmul(MatmulConfig {
+                m: 8,
+                k: 8,
+                n: 8,
+                host: tma_perf::host::Host::new("/nonexistent/sys", "/nonexistent"),
+                ..MatmulConfig::default()
+            }),
+        ];
+        for kind in kinds {
+            let r = run(&WorkloadConfig {
+                kind,
+                calibrate: true,
+            })
+            .unwrap();
+            let mut bytes = Vec::new();
+            render::json(&mut bytes, &r).unwrap();
+            let found = tma_render::recognize(&bytes);
+            assert_eq!(found.schema(), Some(render::SCHEMA));
+            assert_eq!(found.version(), Some(render::SCHEMA_VERSION));
+            let doc = WorkloadReport::read(&bytes).unwrap();
+            assert_eq!(doc, r, "{}", r.name);
+            let mut again = Vec::new();
+            render::json(&mut again, &doc).unwrap();
+            assert_eq!(String::from_utf8(again), String::from_utf8(bytes));
+        }
     }
 }

@@ -434,6 +434,11 @@ impl Model {
                 if let Some(id) = self.find_id_by_name(&ids, body) {
                     return Ok(self.with_same_encoding(&ids, &id));
                 }
+                // A vendor name no formula uses as such (`cpu_core/TOPDOWN.SLOTS/`, where
+                // the formulas name `TOPDOWN.SLOTS:perf_metrics`): as the bare name reads.
+                if mods.is_empty() && self.encode(body).is_ok() {
+                    return self.resolve_perf_event_all(body);
+                }
             }
             return Err(unknown());
         }

@@ -123,6 +123,34 @@ pub(crate) struct Item {
     /// Only nodes have thresholds; `None` when empty.
     pub threshold: Option<CExpr>,
     pub unit: Unit,
+    /// Indexes into `CompiledModel::events` of the events the formula names directly.
+    pub events: Vec<u32>,
+}
+
+/// The event slots an expression names directly (references to items not followed).
+fn direct_events(e: &CExpr, out: &mut Vec<u32>) {
+    match e {
+        CExpr::Event(i) => {
+            if !out.contains(i) {
+                out.push(*i);
+            }
+        }
+        CExpr::Neg(a) => direct_events(a, out),
+        CExpr::Bin(_, a, b) | CExpr::Call(_, a, b) => {
+            direct_events(a, out);
+            direct_events(b, out);
+        }
+        CExpr::If(a, b, c) => {
+            direct_events(a, out);
+            direct_events(b, out);
+            direct_events(c, out);
+        }
+        CExpr::Num(_)
+        | CExpr::Const(_)
+        | CExpr::UnknownConst(_)
+        | CExpr::RetireLat(_)
+        | CExpr::Ref(_) => {}
+    }
 }
 
 /// Every formula and threshold of one [`Model`], parsed and resolved. Build once per model
@@ -267,21 +295,27 @@ impl CompiledModel {
                 let t = parse(n.name, "threshold", n.threshold)?;
                 Some(b.compile(&t))
             };
+            let mut events = Vec::new();
+            direct_events(&formula, &mut events);
             items.push(Item {
                 name: n.name,
                 formula,
                 threshold,
                 unit: n.unit,
+                events,
             });
         }
         for m in model.metrics {
             let f = parse(m.name, "formula", m.formula)?;
             let formula = b.compile(&f);
+            let mut events = Vec::new();
+            direct_events(&formula, &mut events);
             items.push(Item {
                 name: m.name,
                 formula,
                 threshold: None,
                 unit: m.unit,
+                events,
             });
         }
         Ok(CompiledModel {

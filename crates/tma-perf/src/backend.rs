@@ -316,6 +316,7 @@ impl Measurement {
             start_s: raw.start_s,
             end_s: raw.end_s,
             readings,
+            printed: Vec::new(),
         }
     }
 }

@@ -119,14 +119,71 @@ pub struct Interval {
     /// Seconds since the start of counting at the end of this stretch.
     pub end_s: f64,
     pub readings: Vec<Reading>,
+    /// The metric values perf printed beside the counts of an imported recording, kept to
+    /// cross-check tma's own values against them. Empty for live counts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub printed: Vec<PrintedMetric>,
+}
+
+/// A metric value perf printed beside a count: `# 30.5 %  tma_backend_bound` in its
+/// human-readable output, the metric columns of `-x,`, `metric-value` and `metric-unit` of
+/// `-j`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrintedMetric {
+    /// The metric's name as perf printed it (`tma_backend_bound`, `Bad_Speculation`,
+    /// `insn per cycle`), empty when perf printed only a unit (`6.437 K/sec`).
+    pub name: String,
+    /// The value as printed, in `unit`.
+    pub value: f64,
+    /// `%` for a percentage, otherwise what perf printed between value and name (`K/sec`,
+    /// often nothing: a fraction or a ratio).
+    pub unit: String,
+    /// Digits perf printed after the decimal point: the value is exact to half a unit of
+    /// the last one.
+    pub decimals: u8,
+    /// The line it was printed on (1-based).
+    pub line: usize,
+    /// The event spec of the count it was printed beside.
+    pub event: String,
+    /// Index of that count among the interval's rows as read (before events are resolved).
+    pub row: usize,
+}
+
+impl PrintedMetric {
+    /// Half a unit of the last printed digit, in the printed unit.
+    pub fn tolerance(&self) -> f64 {
+        0.5 * 10f64.powi(-i32::from(self.decimals))
+    }
+
+    /// The value as a fraction when it is a percentage or a fraction of the pipeline (perf
+    /// 6.0 printed `0.32 Bad_Speculation`), else the value.
+    pub fn as_fraction(&self) -> f64 {
+        if self.unit == "%" {
+            self.value / 100.0
+        } else {
+            self.value
+        }
+    }
 }
 
 impl Interval {
     /// The aggregated (not per-CPU / per-thread) reading of an event, by canonical id.
+    /// An event counted in several groups (`perf stat -M`) gives the copy counted the
+    /// longest (the first of equals).
     pub fn get(&self, event: &str) -> Option<&Reading> {
-        self.readings
+        let mut copies = self
+            .readings
             .iter()
-            .find(|r| r.cpu.is_none() && r.tid.is_none() && r.event.eq_ignore_ascii_case(event))
+            .filter(|r| r.cpu.is_none() && r.tid.is_none() && r.event.eq_ignore_ascii_case(event));
+        let first = copies.next()?;
+        if first.group.is_none() {
+            return Some(first);
+        }
+        let share = |r: &Reading| r.counted_share.unwrap_or(0.0);
+        Some(copies.fold(
+            first,
+            |best, r| if share(r) > share(best) { r } else { best },
+        ))
     }
 }
 

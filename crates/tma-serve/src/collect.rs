@@ -589,6 +589,8 @@ mod tests {
             request,
             command: None,
             event_map: Vec::new(),
+            scope: None,
+            core_type: None,
         };
         (info, plan)
     }

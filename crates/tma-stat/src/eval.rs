@@ -148,6 +148,8 @@ pub struct IntervalReport {
     pub zero_events: Vec<String>,
     /// Every counted event of the interval is 0.
     pub all_zero: bool,
+    /// The values perf printed for nodes of the tree, beside tma's (imported recordings).
+    pub perf: Vec<crate::crosscheck::PerfCheck>,
 }
 
 /// What is known about a run before its first interval: the renderers' header.
@@ -165,6 +167,11 @@ pub struct RunInfo {
     pub command: Option<String>,
     /// For imported data: each perf event spec and the event id it was read as.
     pub event_map: Vec<(String, String)>,
+    /// For imported data whose every event carries one scope modifier: its letters
+    /// (`u`: user space only). `None`: all of the work.
+    pub scope: Option<String>,
+    /// For one core type's tree of a hybrid recording: `P-core` or `E-core`.
+    pub core_type: Option<&'static str>,
 }
 
 /// An evaluated run: its header and every interval.
@@ -189,15 +196,105 @@ impl StatRun {
     }
 }
 
-/// [`tma_metrics::Values`] over one interval's aggregated readings.
-struct IntervalValues<'a>(&'a Interval);
+/// [`tma_metrics::Values`] over one interval's aggregated readings. An event perf counted in
+/// several groups (`perf stat -M`) is read, for each formula, from the group that counted
+/// all the formula's events together, as perf computes each metric; see [`IntervalValues::group_for`].
+pub(crate) struct IntervalValues<'a> {
+    iv: &'a Interval,
+    grouped: bool,
+}
+
+impl<'a> IntervalValues<'a> {
+    pub(crate) fn new(iv: &'a Interval) -> Self {
+        IntervalValues {
+            iv,
+            grouped: iv.readings.iter().any(|r| r.group.is_some()),
+        }
+    }
+
+    fn aggregated(&self, id: &'a str) -> impl Iterator<Item = &'a tma_perf::Reading> + 'a {
+        self.iv
+            .readings
+            .iter()
+            .filter(move |r| r.cpu.is_none() && r.tid.is_none() && r.event.eq_ignore_ascii_case(id))
+    }
+
+    fn copy_in(&self, id: &str, group: usize) -> Option<&'a tma_perf::Reading> {
+        let iv = self.iv;
+        iv.readings.iter().find(|r| {
+            r.cpu.is_none()
+                && r.tid.is_none()
+                && r.group == Some(group)
+                && r.event.eq_ignore_ascii_case(id)
+        })
+    }
+
+    /// Events of `events` counted more than once in the interval.
+    pub(crate) fn repeated<'e>(&self, events: &[&'e str]) -> Vec<&'e str> {
+        events
+            .iter()
+            .copied()
+            .filter(|e| {
+                let iv = self.iv;
+                iv.readings
+                    .iter()
+                    .filter(|r| {
+                        r.cpu.is_none() && r.tid.is_none() && r.event.eq_ignore_ascii_case(e)
+                    })
+                    .nth(1)
+                    .is_some()
+            })
+            .collect()
+    }
+}
 
 impl tma_metrics::Values for IntervalValues<'_> {
     fn event(&self, id: &str) -> Option<f64> {
-        self.0.get(id).and_then(|r| r.value)
+        self.iv.get(id).and_then(|r| r.value)
     }
     fn counted_share(&self, id: &str) -> Option<f64> {
-        self.0.get(id).and_then(|r| r.counted_share)
+        self.iv.get(id).and_then(|r| r.counted_share)
+    }
+    fn grouped(&self) -> bool {
+        self.grouped
+    }
+    /// The group that counted every event of `events` the interval holds, when one of them
+    /// was counted more than once; of several, the one counted the longest (the first on a
+    /// tie). `None` when no event is repeated, or no group holds them all (the node then
+    /// mixes groups: the default copies, those counted the longest, are read).
+    fn group_for(&self, events: &[&str]) -> Option<usize> {
+        if self.repeated(events).is_empty() {
+            return None;
+        }
+        let present: Vec<&str> = events
+            .iter()
+            .copied()
+            .filter(|e| self.aggregated(e).next().is_some())
+            .collect();
+        let first = present.first()?;
+        let mut best: Option<(usize, f64)> = None;
+        for r in self.aggregated(first) {
+            let Some(g) = r.group else { continue };
+            if present.iter().all(|e| self.copy_in(e, g).is_some()) {
+                let share = r.counted_share.unwrap_or(0.0);
+                if best.is_none_or(|(_, s)| share > s) {
+                    best = Some((g, share));
+                }
+            }
+        }
+        best.map(|(g, _)| g)
+    }
+    fn event_in(&self, id: &str, group: usize) -> Option<f64> {
+        match self.copy_in(id, group) {
+            Some(r) => r.value,
+            None => self.event(id),
+        }
+    }
+    fn counted_share_in(&self, id: &str, group: usize) -> Option<f64> {
+        match self.copy_in(id, group) {
+            Some(r) => r.counted_share,
+            None => self.counted_share(id),
+        }
     }
 }
 
@@ -283,8 +380,56 @@ impl TreeEval {
     /// Evaluate one interval.
     pub fn eval(&self, iv: &Interval) -> IntervalReport {
         let consts = self.request.constants(duration_of(iv));
-        let report = self.evaluator.evaluate(&IntervalValues(iv), &consts);
-        interval_report(iv, report)
+        let values = IntervalValues::new(iv);
+        let report = self.evaluator.evaluate(&values, &consts);
+        let perf = if iv.printed.is_empty() {
+            Vec::new()
+        } else {
+            crate::crosscheck::check(iv, &report, self.model, &self.evaluator, &values, &consts)
+        };
+        let mut ir = interval_report(iv, report);
+        ir.perf = perf;
+        ir
+    }
+
+    /// The nodes of the tree whose own events perf counted in several groups without one
+    /// group holding them all (`perf stat -M`): each of those reads the copies counted the
+    /// longest, which were not counted together. With the events concerned.
+    pub fn mixed_groups(&self, iv: &Interval) -> Vec<(&'static str, Vec<String>)> {
+        use tma_metrics::Values;
+        let values = IntervalValues::new(iv);
+        if !values.grouped() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for n in self.evaluator.nodes() {
+            let events = self.evaluator.direct_events(n.name);
+            let repeated = values.repeated(&events);
+            if !repeated.is_empty() && values.group_for(&events).is_none() {
+                out.push((n.name, repeated.iter().map(|e| e.to_string()).collect()));
+            }
+        }
+        out
+    }
+
+    /// Events counted in more than one group, with how many.
+    pub fn repeated_events(iv: &Interval) -> Vec<(String, usize)> {
+        let mut out: Vec<(String, usize)> = Vec::new();
+        for r in iv
+            .readings
+            .iter()
+            .filter(|r| r.cpu.is_none() && r.tid.is_none() && r.group.is_some())
+        {
+            match out
+                .iter_mut()
+                .find(|(e, _)| e.eq_ignore_ascii_case(&r.event))
+            {
+                Some((_, n)) => *n += 1,
+                None => out.push((r.event.clone(), 1)),
+            }
+        }
+        out.retain(|(_, n)| *n > 1);
+        out
     }
 }
 
@@ -339,5 +484,6 @@ fn interval_report(iv: &Interval, report: Report) -> IntervalReport {
         missing_states,
         all_zero: any && all_zero,
         zero_events,
+        perf: Vec::new(),
     }
 }

@@ -24,6 +24,8 @@ struct Batch {
     ignored: Option<Vec<String>>,
     /// At the end: where the recording was cut off.
     cut: Option<tma_perf::import::CutOff>,
+    /// With the first batch: the part of the work every event was counted in.
+    scope: Option<tma_perf::import::Scope>,
 }
 
 enum BatchError {
@@ -37,6 +39,7 @@ fn read_batch<R, F, G>(
     reader: &mut IntervalReader<R>,
     resolver: &mut Resolver<F, G>,
     aggregated: bool,
+    core: Option<CoreType>,
     first: &mut bool,
 ) -> (Batch, Result<bool, BatchError>)
 where
@@ -49,12 +52,19 @@ where
         event_map: None,
         ignored: None,
         cut: None,
+        scope: None,
     };
     let ignored_before = resolver.ignored().len();
     let mut result = Ok(false);
     while batch.intervals.len() < BATCH {
         let iv = match reader.next_interval() {
-            Ok(Some(iv)) => iv,
+            Ok(Some(mut iv)) => {
+                if let Some(c) = core {
+                    iv.readings.retain(|r| c.keeps(&r.event));
+                    iv.printed.retain(|m| c.keeps(&m.event));
+                }
+                iv
+            }
             Ok(None) => {
                 batch.cut = reader.cut_off().cloned();
                 result = Ok(true);
@@ -76,6 +86,7 @@ where
             // How each event spec was read: known from the first interval, where perf
             // lists every event it counted.
             batch.event_map = Some(resolver.mapping());
+            batch.scope = resolver.scope().cloned();
             *first = false;
         }
         batch.intervals.push(if aggregated {
@@ -90,11 +101,99 @@ where
     (batch, result)
 }
 
+/// One core type of a hybrid recording: the events of its PMU, read with its table.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CoreType {
+    /// `cpu_core` or `cpu_atom`.
+    pub pmu: &'static str,
+    pub model: &'static tma_catalog::Model,
+}
+
+impl CoreType {
+    /// Whether a perf event spec belongs to this core type's tree: its PMU's events, and
+    /// events of no core PMU (software and tool events) for both.
+    fn keeps(&self, spec: &str) -> bool {
+        match spec.split_once('/') {
+            Some((pmu, _)) if pmu == "cpu_core" || pmu == "cpu_atom" => pmu == self.pmu,
+            // Vendor names without a PMU are read by the P-core table.
+            _ => import::is_generic_event(spec) || self.pmu == "cpu_core",
+        }
+    }
+
+    fn label(&self) -> &'static str {
+        if self.pmu == "cpu_atom" {
+            "E-core"
+        } else {
+            "P-core"
+        }
+    }
+}
+
+/// Whether the first bytes of a recording hold events of both core PMUs of a hybrid part.
+pub(crate) fn is_hybrid(prefix: &[u8]) -> bool {
+    let has = |needle: &[u8]| prefix.windows(needle.len()).any(|w| w == needle);
+    has(b"cpu_core/") && has(b"cpu_atom/")
+}
+
+/// A recording of a hybrid part (`cpu_core/…/` and `cpu_atom/…/` events in one file): one
+/// tree per core type, each read with its own table and marked with its type. `--cpu`
+/// names the machine (either core type's table); the core type of each event comes from
+/// its PMU prefix.
+pub(crate) fn run_hybrid(
+    cfg: &StatConfig,
+    bytes: &[u8],
+    file: &str,
+    sink: &mut dyn IntervalSink,
+    notes: &mut dyn Write,
+) -> Result<Outcome, StatError> {
+    let hint = IntervalReader::new(bytes)
+        .ok()
+        .and_then(|r| r.cpu_hint().map(str::to_string));
+    let (model, _) = crate::model::select_model(cfg.cpu.as_deref(), hint.as_deref(), &cfg.host)?;
+    let base = model.key.strip_suffix("-e").unwrap_or(model.key);
+    let pair = [base.to_string(), format!("{base}-e")]
+        .map(|k| tma_catalog::by_name(&k).ok().filter(|m| m.pmu != "cpu"));
+    let [Some(p), Some(e)] = pair else {
+        // Not a hybrid table: read as one tree, which says what does not fit.
+        return run_perf_stat(cfg, bytes, file, sink, notes);
+    };
+    writeln!(
+        notes,
+        "tma: note: {file} holds both core types of a hybrid part: one tree for the P-cores \
+         (cpu_core events, {} table) and one for the E-cores (cpu_atom events, {} table)",
+        p.key, e.key
+    )?;
+    let mut outcome = None;
+    for core in [p, e].map(|m| CoreType {
+        pmu: m.pmu,
+        model: m,
+    }) {
+        let o = import_one(cfg, bytes, file, Some(core), sink, notes)?;
+        outcome.get_or_insert(o);
+    }
+    Ok(outcome.unwrap_or(Outcome {
+        ending: None,
+        bottleneck: None,
+    }))
+}
+
 /// Import a perf stat recording from `input` (named `file` in messages) into `sink`.
 pub(crate) fn run_perf_stat(
     cfg: &StatConfig,
     input: impl BufRead + Send,
     file: &str,
+    sink: &mut dyn IntervalSink,
+    notes: &mut dyn Write,
+) -> Result<Outcome, StatError> {
+    import_one(cfg, input, file, None, sink, notes)
+}
+
+/// Import one tree of a recording: all of it, or one core type's events of a hybrid one.
+fn import_one(
+    cfg: &StatConfig,
+    input: impl BufRead + Send,
+    file: &str,
+    core: Option<CoreType>,
     sink: &mut dyn IntervalSink,
     notes: &mut dyn Write,
 ) -> Result<Outcome, StatError> {
@@ -107,13 +206,18 @@ pub(crate) fn run_perf_stat(
         source,
     };
     let mut reader = IntervalReader::new(input).map_err(import_err)?;
-    let (model, source) =
-        crate::model::select_model(cfg.cpu.as_deref(), reader.cpu_hint(), &cfg.host)?;
-    let what = match reader.breakdown() {
-        Breakdown::Aggregated => "",
-        Breakdown::PerCpu => ", per-CPU rows summed",
-        Breakdown::PerThread => ", per-thread rows summed",
+    let (model, source) = match core {
+        Some(c) => (c.model, crate::model::CpuSource::Flag),
+        None => crate::model::select_model(cfg.cpu.as_deref(), reader.cpu_hint(), &cfg.host)?,
     };
+    let mut what = match reader.breakdown() {
+        Breakdown::Aggregated => String::new(),
+        Breakdown::PerCpu => ", per-CPU rows summed".to_string(),
+        Breakdown::PerThread => ", per-thread rows summed".to_string(),
+    };
+    if let Some(c) = core {
+        what += &format!("; {} tree: the {} events", c.label(), c.pmu);
+    }
     if cfg.smt.is_none() && model.nodes.iter().any(|n| n.formula.contains("#smt_on")) {
         writeln!(
             notes,
@@ -140,6 +244,8 @@ pub(crate) fn run_perf_stat(
         },
         command: None,
         event_map: Vec::new(),
+        scope: None,
+        core_type: core.map(|c| c.label()),
     };
     let eval = TreeEval::new(&info)?;
     let level = cfg.level;
@@ -168,7 +274,7 @@ pub(crate) fn run_perf_stat(
             let mut first = true;
             loop {
                 let (batch, result) =
-                    read_batch(&mut reader, &mut resolver, aggregated, &mut first);
+                    read_batch(&mut reader, &mut resolver, aggregated, core, &mut first);
                 let result = result.map_err(|e| match e {
                     BatchError::Import(e) => import_err(e),
                     BatchError::Resolve(e) => resolve_err(e),
@@ -197,9 +303,20 @@ pub(crate) fn run_perf_stat(
             if let Some(map) = batch.event_map {
                 info.event_map = map;
             }
+            if let Some(scope) = batch.scope.filter(|s| !s.is_all()) {
+                writeln!(
+                    notes,
+                    "tma: note: every count of {file} is of {} (perf's `:{}`): the tree is \
+                     that part of the work, not all of it",
+                    scope.describe(),
+                    scope.letters
+                )?;
+                info.scope = Some(scope.letters);
+            }
             for iv in &batch.intervals {
                 if evaluated == 0 {
                     eval.check_present(std::iter::once(iv))?;
+                    note_groups(notes, file, &eval, iv)?;
                 }
                 let ir = eval.eval(iv);
                 if evaluated == 0 {
@@ -251,6 +368,38 @@ fn recording_start(info: &RunInfo) -> Start<'_> {
         plan: None,
         target: None,
     }
+}
+
+/// How a recording that counts events in several groups (`perf stat -M`) was read.
+fn note_groups(
+    notes: &mut dyn Write,
+    file: &str,
+    eval: &TreeEval,
+    iv: &tma_perf::Interval,
+) -> std::io::Result<()> {
+    let repeated = TreeEval::repeated_events(iv);
+    if repeated.is_empty() {
+        return Ok(());
+    }
+    let list = repeated
+        .iter()
+        .map(|(e, n)| format!("{e} ({n} times)"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    writeln!(
+        notes,
+        "tma: note: {file} counts events in several groups, as `perf stat -M` does: {list}; \
+         each node reads the copies counted together with its other events, as perf does"
+    )?;
+    for (node, events) in eval.mixed_groups(iv) {
+        writeln!(
+            notes,
+            "tma: note: no group of {file} counted all of {node}'s events together; it reads \
+             the copies of {} counted the longest, which mixes groups",
+            events.join(", ")
+        )?;
+    }
+    Ok(())
 }
 
 /// One note for the events a tolerant import dropped: how many, and the first few.

@@ -19,6 +19,7 @@
 //!
 //! Notes and warnings go to a second writer (standard error).
 
+pub mod crosscheck;
 mod error;
 pub mod eval;
 pub mod groups;
@@ -232,6 +233,12 @@ pub fn run(
             ImportSource::Stream(input, file) => {
                 import::run_perf_stat(cfg, input, &file, sink, notes)
             }
+            ImportSource::Hybrid(bytes, file) => {
+                import::run_hybrid(cfg, &bytes, &file, sink, notes)
+            }
+            ImportSource::Whole(FileInput::PerfStat(bytes, file)) if import::is_hybrid(&bytes) => {
+                import::run_hybrid(cfg, &bytes, &file, sink, notes)
+            }
             ImportSource::Whole(FileInput::PerfStat(bytes, file)) => {
                 import::run_perf_stat(cfg, &bytes[..], &file, sink, notes)
             }
@@ -322,6 +329,8 @@ pub(crate) fn document_input(
 /// (a snapshot, or `perf stat -j` read whole to tell them apart) is in memory.
 pub(crate) enum ImportSource {
     Stream(BufReader<Box<dyn Read + Send>>, String),
+    /// perf stat output of both core types of a hybrid part: read whole, once per type.
+    Hybrid(Vec<u8>, String),
     Whole(FileInput),
 }
 
@@ -335,6 +344,11 @@ pub(crate) fn open_import(cfg: &StatConfig, path: &Path) -> Result<ImportSource,
     let f = tma_render::files::open_input(path).map_err(read_err)?;
     let mut input = BufReader::with_capacity(1 << 16, f);
     let prefix = input.fill_buf().map_err(read_err)?;
+    if import::is_hybrid(prefix) {
+        let mut bytes = Vec::new();
+        input.read_to_end(&mut bytes).map_err(read_err)?;
+        return Ok(ImportSource::Hybrid(bytes, file));
+    }
     if !tma_perf::import::is_document(prefix) {
         return Ok(ImportSource::Stream(input, file));
     }

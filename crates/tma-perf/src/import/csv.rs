@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 /// Fields of one line: perf writes at most about a dozen, so they stay on the stack.
 type Fields<'a> = SmallVec<[(Cow<'a, str>, bool); 16]>;
 
-use super::{ImportError, Row, RowValue};
+use super::{human, ImportError, Metric, Parsed, Row, RowValue};
 
 /// Pick the separator of a data line: the one of `,` `;` tab `|` that splits it into the
 /// most fields (`,` wins ties), after re-joining event specs.
@@ -148,15 +148,49 @@ fn three_digits(s: &str) -> bool {
     s.len() == 3 && s.chars().all(|c| c.is_ascii_digit())
 }
 
-/// Parse one data line; `Ok(None)` for lines that carry no count (metric-only lines of
-/// `perf stat -M`).
+/// Parse one data line: a count, or a metric perf printed on a line of its own (`perf
+/// stat -M`); `Ok(None)` for a line that carries neither.
 /// `short`: the file has no counter-running columns (`value,unit,event` only).
 pub(super) fn parse_line(
     line: &str,
     sep: char,
     lineno: usize,
     short: bool,
-) -> Result<Option<Row>, ImportError> {
+) -> Result<Option<Parsed>, ImportError> {
+    Ok(match parse_fields(line, sep, lineno, short)? {
+        Some(Fielded::Row(row)) => Some(Parsed::Row(row)),
+        Some(Fielded::Metric(value, text)) => metric(&value, &text, lineno).map(Parsed::Metric),
+        None => None,
+    })
+}
+
+/// The metric in perf's two metric columns: a value and `%  tma_retiring` or
+/// `insn per cycle`. `None` when the value column is empty or not a number.
+fn metric(value: &str, text: &str, line: usize) -> Option<Metric> {
+    let v = value.trim().parse::<f64>().ok().filter(|v| v.is_finite())?;
+    let (unit, name) = human::split_metric_text(text);
+    Some(Metric {
+        value: v,
+        unit: unit.to_string(),
+        name: name.to_string(),
+        decimals: human::decimals_of(value),
+        line,
+        share: None,
+    })
+}
+
+enum Fielded {
+    Row(Row),
+    /// A metric-only line: its value and unit-and-name columns.
+    Metric(String, String),
+}
+
+fn parse_fields(
+    line: &str,
+    sep: char,
+    lineno: usize,
+    short: bool,
+) -> Result<Option<Fielded>, ImportError> {
     let fields = split_fields(line, sep);
     let f: SmallVec<[&str; 16]> = fields.iter().map(|(s, _)| s.as_ref().trim()).collect();
     // The first field, when it is a number: a timestamp (`-I`) or the count.
@@ -240,8 +274,11 @@ pub(super) fn parse_line(
     }
     let (value_s, unit, event) = (f[k], f[k + 1], f[k + 2]);
     if value_s.is_empty() && event.is_empty() {
-        // `perf stat -M` prints metric-only lines with empty count and event columns.
-        return Ok(None);
+        // `perf stat -M` prints metric-only lines with empty count and event columns; the
+        // metric is in the last two.
+        let n = fields.len();
+        return Ok((n >= 2 && !f[n - 2].is_empty())
+            .then(|| Fielded::Metric(f[n - 2].to_string(), f[n - 1].to_string())));
     }
     if event.is_empty() {
         return Err(truncated());
@@ -290,7 +327,13 @@ pub(super) fn parse_line(
         }
         (Some(ns as u64), Some(pct))
     };
-    Ok(Some(Row {
+    // The metric columns follow the counter-running ones.
+    let metric_at = if short { rest } else { rest + 2 };
+    let printed = match (f.get(metric_at), fields.get(metric_at + 1)) {
+        (Some(v), Some((text, _))) if !v.is_empty() => metric(v, text, lineno),
+        _ => None,
+    };
+    Ok(Some(Fielded::Row(Row {
         line: lineno,
         timestamp,
         summary,
@@ -301,7 +344,8 @@ pub(super) fn parse_line(
         unit: unit.to_string(),
         running_ns,
         running_pct,
-    }))
+        metric: printed,
+    })))
 }
 
 /// Columns of perf's `--per-socket`, `--per-die`, `--per-core`, `--per-node`,

@@ -16,8 +16,8 @@ pub enum ImportError {
     NotUtf8 { line: usize },
     #[error("the file holds no counter lines (only comments or blank lines); was the command run with `perf stat -x,` or `-j` and `-o FILE`?")]
     NoData,
-    #[error("line {line}: this is perf stat's human-readable output, which cannot be read back exactly; re-record with `perf stat -x,` (CSV) or `perf stat -j` (JSON)")]
-    HumanReadable { line: usize },
+    #[error("line {line}: not a counter line of perf stat's output (expected `count [unit] event [# metric] [(share%)]`, as `perf stat` prints them); remove or fix the line")]
+    TextRow { line: usize },
     #[error("line {line}: this looks like `perf stat --metric-only` output, which holds no raw counts; re-record without --metric-only")]
     MetricOnly { line: usize },
     #[error("line {line}: the recording is cut off here (perf was stopped while writing?) and holds no complete interval before it; record again and let perf finish")]

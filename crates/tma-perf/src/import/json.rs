@@ -4,11 +4,11 @@
 
 use serde_json::{Map, Value};
 
-use super::{ImportError, Row, RowValue};
+use super::{human, ImportError, Metric, Parsed, Row, RowValue};
 
-/// Parse one non-blank, non-comment line; `Ok(None)` for objects that carry no count
-/// (metric-only objects of `perf stat -M`).
-pub(super) fn parse_line(t: &str, lineno: usize) -> Result<Option<Row>, ImportError> {
+/// Parse one non-blank, non-comment line: a count, or a metric-only object of `perf stat
+/// -M`.
+pub(super) fn parse_line(t: &str, lineno: usize) -> Result<Option<Parsed>, ImportError> {
     let obj: Map<String, Value> = match serde_json::from_str::<Value>(t) {
         Ok(Value::Object(o)) => o,
         Ok(_) => {
@@ -42,13 +42,33 @@ pub(super) fn parse_line(t: &str, lineno: usize) -> Result<Option<Row>, ImportEr
     parse_object(&obj, lineno)
 }
 
-fn parse_object(obj: &Map<String, Value>, line: usize) -> Result<Option<Row>, ImportError> {
+/// `metric-value` (a number, or a string of one) and `metric-unit` (`%  tma_retiring`).
+fn metric(obj: &Map<String, Value>, line: usize) -> Option<Metric> {
+    let text = match obj.get("metric-value")? {
+        Value::String(s) => s.trim().to_string(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    let value = text.parse::<f64>().ok().filter(|v| v.is_finite())?;
+    let (unit, name) =
+        human::split_metric_text(obj.get("metric-unit").and_then(Value::as_str).unwrap_or(""));
+    Some(Metric {
+        value,
+        unit: unit.to_string(),
+        name: name.to_string(),
+        decimals: human::decimals_of(&text),
+        line,
+        share: None,
+    })
+}
+
+fn parse_object(obj: &Map<String, Value>, line: usize) -> Result<Option<Parsed>, ImportError> {
     let event = match obj.get("event") {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         None if !obj.contains_key("counter-value") => {
-            // Metric-only object (`perf stat -M`): nothing to import.
+            // Metric-only object (`perf stat -M`): the metric belongs to the count above.
             if obj.contains_key("metric-value") || obj.contains_key("metric-unit") {
-                return Ok(None);
+                return Ok(metric(obj, line).map(Parsed::Metric));
             }
             return Err(ImportError::JsonField {
                 line,
@@ -177,7 +197,7 @@ fn parse_object(obj: &Map<String, Value>, line: usize) -> Result<Option<Row>, Im
         .and_then(|u| u.as_str())
         .unwrap_or("")
         .to_string();
-    Ok(Some(Row {
+    Ok(Some(Parsed::Row(Row {
         line,
         timestamp,
         summary: false,
@@ -188,5 +208,6 @@ fn parse_object(obj: &Map<String, Value>, line: usize) -> Result<Option<Row>, Im
         unit,
         running_ns: running_ns.map(|v| v.max(0.0) as u64),
         running_pct,
-    }))
+        metric: metric(obj, line),
+    })))
 }

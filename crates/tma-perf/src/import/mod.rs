@@ -20,13 +20,16 @@
 
 mod csv;
 mod error;
+mod human;
 mod json;
 mod reader;
 mod resolve;
 
 pub use error::{ImportError, ResolveError};
 pub use reader::{CutOff, IntervalReader};
-pub use resolve::{aggregate, is_generic_event, resolve, ResolveOutcome, Resolver};
+pub use resolve::{
+    aggregate, is_generic_event, resolve, split_modifiers, ResolveOutcome, Resolver, Scope,
+};
 
 use crate::readings::Interval;
 
@@ -37,6 +40,9 @@ pub enum ImportFormat {
     PerfCsv { separator: char },
     /// `perf stat -j` output (one JSON object per line).
     PerfJson,
+    /// perf stat's human-readable output (counts with thousands separators, the counted
+    /// share in parentheses, metrics after `#`).
+    PerfText,
     /// A `tma stat --record` snapshot (JSON document with `"schema": "tma.snapshot"`).
     TmaSnapshot,
 }
@@ -46,6 +52,7 @@ impl std::fmt::Display for ImportFormat {
         match self {
             ImportFormat::PerfCsv { separator } => write!(f, "perf stat -x{separator} CSV"),
             ImportFormat::PerfJson => f.write_str("perf stat -j JSON"),
+            ImportFormat::PerfText => f.write_str("perf stat text"),
             ImportFormat::TmaSnapshot => f.write_str("tma snapshot"),
         }
     }
@@ -104,7 +111,10 @@ pub fn detect(bytes: &[u8]) -> Result<ImportFormat, ImportError> {
             }
         }
     }
-    for (i, line) in text.lines().enumerate() {
+    if is_text(text) {
+        return Ok(ImportFormat::PerfText);
+    }
+    for line in text.lines() {
         let l = line.trim();
         if l.is_empty() || l.starts_with('#') {
             continue;
@@ -112,14 +122,43 @@ pub fn detect(bytes: &[u8]) -> Result<ImportFormat, ImportError> {
         if l.starts_with('{') {
             return Ok(ImportFormat::PerfJson);
         }
-        if l.starts_with("Performance counter stats for") {
-            return Err(ImportError::HumanReadable { line: i + 1 });
-        }
         return Ok(ImportFormat::PerfCsv {
             separator: csv::detect_separator(l),
         });
     }
     Err(ImportError::NoData)
+}
+
+/// Lines looked at for the header of perf's human-readable output: published runs often
+/// start with the command that made them, or a few lines of the program's own output.
+const TEXT_HEADER_LINES: usize = 64;
+
+/// Whether `text` is perf stat's human-readable output: its `Performance counter stats for`
+/// header (or the `#  time  counts unit events` header of `-I`) comes within the first
+/// [`TEXT_HEADER_LINES`] lines, before any line that reads as a CSV or JSON row.
+pub(crate) fn is_text(text: &str) -> bool {
+    for line in text.lines().take(TEXT_HEADER_LINES) {
+        let l = line.trim();
+        if l.starts_with("Performance counter stats for") {
+            return true;
+        }
+        if let Some(c) = l.strip_prefix('#') {
+            let c = c.trim_start();
+            if c.starts_with("time") && c.contains("counts") {
+                return true;
+            }
+            continue;
+        }
+        if l.starts_with('{') {
+            return false;
+        }
+        if !l.is_empty()
+            && csv::parse_line(l, csv::detect_separator(l), 1, false).is_ok_and(|r| r.is_some())
+        {
+            return false;
+        }
+    }
+    false
 }
 
 /// Whether a file that starts with `prefix` is a JSON document (one of tma's own files, such
@@ -178,6 +217,33 @@ pub(crate) struct Row {
     pub unit: String,
     pub running_ns: Option<u64>,
     pub running_pct: Option<f64>,
+    /// The metric perf printed on the same line.
+    pub metric: Option<Metric>,
+}
+
+/// A metric value perf printed (see [`crate::readings::PrintedMetric`]), before it is tied
+/// to its row.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Metric {
+    pub value: f64,
+    pub unit: String,
+    pub name: String,
+    pub decimals: u8,
+    pub line: usize,
+    /// The counted share (percent) of the row above, when perf printed it at the end of
+    /// this line (human-readable output puts it after the row's last metric).
+    pub share: Option<f64>,
+}
+
+/// What one line of a recording holds.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Parsed {
+    /// A count.
+    Row(Row),
+    /// A metric printed on a line of its own: it belongs to the row above.
+    Metric(Metric),
+    /// The elapsed time of a whole run (`1.003818397 seconds time elapsed`), in seconds.
+    Elapsed(f64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]

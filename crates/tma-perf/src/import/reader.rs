@@ -4,8 +4,12 @@
 use std::collections::HashMap;
 use std::io::BufRead;
 
-use super::{csv, json, unit_to_ns, Breakdown, ImportError, ImportFormat, Row, RowValue};
-use crate::readings::{Interval, Reading, ReadingStatus};
+use super::human::Text;
+use super::{
+    csv, json, unit_to_ns, Breakdown, ImportError, ImportFormat, Metric, Parsed, Row, RowValue,
+    TEXT_HEADER_LINES,
+};
+use crate::readings::{Interval, PrintedMetric, Reading, ReadingStatus};
 
 /// Control characters are looked for in this many leading bytes: enough to reject perf.data
 /// or an executable at once without inspecting every byte of a large text file.
@@ -25,6 +29,8 @@ pub struct IntervalReader<R> {
     format: ImportFormat,
     /// CSV: the file has no counter-running columns (decided on the first row).
     short: bool,
+    /// Human-readable output: its decimal point.
+    text: Text,
     cpu_hint: Option<String>,
     first: Option<Row>,
     asm: Assembler,
@@ -76,20 +82,48 @@ impl<R: BufRead> IntervalReader<R> {
         let mut offset = 0;
         let mut cpu_hint = None;
         let mut any_text = false;
+        let mut text: Option<Text> = None;
+        // A line that is neither CSV nor JSON before any row: an error, unless the header of
+        // perf's human-readable output follows within a few lines (published runs often
+        // start with the command that made them).
+        let mut first_error: Option<ImportError> = None;
         loop {
-            let Some(text) = next_line(&mut input, &mut line, &mut lineno, &mut offset, &mut true)?
+            let Some(raw) = next_line(&mut input, &mut line, &mut lineno, &mut offset, &mut true)?
             else {
-                return Err(if any_text {
-                    ImportError::NoData
-                } else {
-                    ImportError::Empty
+                return Err(match first_error {
+                    Some(e) => e,
+                    None if any_text => ImportError::NoData,
+                    None => ImportError::Empty,
                 });
             };
-            let t = text.trim();
+            let t = raw.trim();
             if t.is_empty() {
                 continue;
             }
             any_text = true;
+            if text.is_none() && super::is_text(t) {
+                text = Some(Text::default());
+            }
+            if let Some(tx) = text.as_mut() {
+                tx.learn_from(t);
+                let parsed = tx.parse_line(raw, lineno)?;
+                let row = match parsed {
+                    Some(Parsed::Row(row)) => row,
+                    _ => continue,
+                };
+                let text = std::mem::take(tx);
+                return Ok(Self::start(
+                    input,
+                    line,
+                    lineno,
+                    offset,
+                    ImportFormat::PerfText,
+                    false,
+                    cpu_hint,
+                    text,
+                    row,
+                ));
+            }
             if let Some(c) = t.strip_prefix('#') {
                 if let Some(key) = c.trim().strip_prefix("cpu:").map(str::trim) {
                     if cpu_hint.is_none() && !key.is_empty() {
@@ -98,49 +132,91 @@ impl<R: BufRead> IntervalReader<R> {
                 }
                 continue;
             }
-            if t.starts_with("Performance counter stats for") {
-                return Err(ImportError::HumanReadable { line: lineno });
-            }
-            let (format, short, row) = if t.starts_with('{') {
-                (ImportFormat::PerfJson, false, json::parse_line(t, lineno)?)
+            let attempt = if t.starts_with('{') {
+                json::parse_line(t, lineno).map(|p| (ImportFormat::PerfJson, false, p))
             } else {
                 let separator = csv::detect_separator(t);
-                let text = text.trim_end_matches('\r');
+                let raw = raw.trim_end_matches('\r');
                 // A file whose first row has no counter-running columns (`value,unit,event`
                 // only) is read in that short layout; otherwise a short row is truncated.
-                let (short, row) = match csv::parse_line(text, separator, lineno, false) {
+                match csv::parse_line(raw, separator, lineno, false) {
                     Err(e @ ImportError::Truncated { .. }) => {
-                        match csv::parse_line(text, separator, lineno, true) {
-                            Ok(r) => (true, r),
-                            Err(_) => return Err(e),
+                        match csv::parse_line(raw, separator, lineno, true) {
+                            Ok(r) => Ok((ImportFormat::PerfCsv { separator }, true, r)),
+                            Err(_) => Err(e),
                         }
                     }
-                    r => (false, r?),
-                };
-                (ImportFormat::PerfCsv { separator }, short, row)
+                    r => r.map(|r| (ImportFormat::PerfCsv { separator }, false, r)),
+                }
             };
-            let mut reader = IntervalReader {
-                input,
-                line,
-                lineno,
-                offset,
-                format,
-                short,
-                cpu_hint,
-                first: None,
-                asm: Assembler::default(),
-                done: false,
-                terminated: true,
-                cut: None,
+            let (format, short, parsed) = match attempt {
+                Ok(a) => a,
+                Err(e) => {
+                    if lineno > TEXT_HEADER_LINES {
+                        return Err(first_error.unwrap_or(e));
+                    }
+                    first_error.get_or_insert(e);
+                    continue;
+                }
             };
+            if let Some(e) = first_error {
+                return Err(e);
+            }
+            let mut reader =
+                Self::placeholder(input, line, lineno, offset, format, short, cpu_hint);
             // A metric-only first line fixes the format and layout but opens no interval.
-            let row = match row {
-                Some(row) => row,
-                None => reader.read_row()?.ok_or(ImportError::NoData)?,
+            let row = match parsed {
+                Some(Parsed::Row(row)) => row,
+                _ => reader.read_row()?.ok_or(ImportError::NoData)?,
             };
             reader.asm = Assembler::for_first(&row);
             reader.first = Some(row);
             return Ok(reader);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn start(
+        input: R,
+        line: Vec<u8>,
+        lineno: usize,
+        offset: usize,
+        format: ImportFormat,
+        short: bool,
+        cpu_hint: Option<String>,
+        text: Text,
+        row: Row,
+    ) -> Self {
+        let mut reader = Self::placeholder(input, line, lineno, offset, format, short, cpu_hint);
+        reader.text = text;
+        reader.asm = Assembler::for_first(&row);
+        reader.first = Some(row);
+        reader
+    }
+
+    fn placeholder(
+        input: R,
+        line: Vec<u8>,
+        lineno: usize,
+        offset: usize,
+        format: ImportFormat,
+        short: bool,
+        cpu_hint: Option<String>,
+    ) -> Self {
+        IntervalReader {
+            input,
+            line,
+            lineno,
+            offset,
+            format,
+            short,
+            text: Text::default(),
+            cpu_hint,
+            first: None,
+            asm: Assembler::default(),
+            done: false,
+            terminated: true,
+            cut: None,
         }
     }
 
@@ -228,13 +304,12 @@ impl<R: BufRead> IntervalReader<R> {
             // Only the last line of a file can lack its newline.
             let last_unterminated = !self.terminated;
             let t = text.trim();
-            if t.is_empty() || t.starts_with('#') {
-                continue;
-            }
-            if t.starts_with("Performance counter stats for") {
-                return Err(ImportError::HumanReadable { line: self.lineno });
-            }
             let parsed = match self.format {
+                ImportFormat::PerfText => {
+                    self.text.learn_from(t);
+                    self.text.parse_line(text, self.lineno)
+                }
+                _ if t.is_empty() || t.starts_with('#') => continue,
                 ImportFormat::PerfCsv { separator } => csv::parse_line(
                     text.trim_end_matches('\r'),
                     separator,
@@ -253,6 +328,10 @@ impl<R: BufRead> IntervalReader<R> {
                         ImportFormat::PerfCsv { separator } => t
                             .split_once(separator)
                             .and_then(|(ts, _)| ts.trim().parse().ok()),
+                        ImportFormat::PerfText => t
+                            .split_whitespace()
+                            .next()
+                            .and_then(|ts| ts.replace(',', ".").parse().ok()),
                         _ => t
                             .split_once("\"interval\"")
                             .and_then(|(_, rest)| rest.trim_start().strip_prefix(':'))
@@ -268,8 +347,11 @@ impl<R: BufRead> IntervalReader<R> {
                 }
                 Err(e) => return Err(e),
             };
-            if row.is_some() {
-                return Ok(row);
+            match row {
+                Some(Parsed::Row(row)) => return Ok(Some(row)),
+                Some(Parsed::Metric(m)) => self.asm.add_metric(m),
+                Some(Parsed::Elapsed(s)) => self.asm.elapsed_s = Some(s),
+                None => {}
             }
         }
     }
@@ -339,6 +421,11 @@ struct Assembler {
     repeating: bool,
     /// key -> line of first occurrence, within the current interval (when not repeating).
     seen: HashMap<Key, usize>,
+    /// The current interval counts an event more than once (`perf stat -M` repeats the
+    /// events metrics share in each metric's group): its groups are told at its end.
+    repeats: bool,
+    /// The elapsed time perf printed after a whole run (human-readable output).
+    elapsed_s: Option<f64>,
 }
 
 /// (event index, cpu, tid): what must be unique within an interval.
@@ -398,7 +485,14 @@ impl Assembler {
                 },
                 end_s: end,
                 readings: Vec::with_capacity(capacity),
+                printed: Vec::new(),
             });
+            if let Some(iv) = done.as_mut() {
+                if self.repeats {
+                    assign_groups(iv, &self.rows);
+                }
+            }
+            self.repeats = false;
             self.prev_end = end;
             self.current_ts = Some(end);
             self.seen.clear();
@@ -408,7 +502,14 @@ impl Assembler {
         }
         let key = self.key_of(&row)?;
         self.rows.push((key, row.line));
+        let (line, event) = (row.line, row.event.clone());
+        let metric = row.metric.clone();
         let reading = reading_of(row);
+        if let (Some(m), Some(iv)) = (metric, self.current.as_mut()) {
+            let at = iv.readings.len();
+            iv.printed.push(printed(m, event, at));
+            debug_assert_eq!(iv.printed.last().map(|p| p.line), Some(line));
+        }
         if !self.interval_mode && reading.event == "duration_time" && reading.cpu.is_none() {
             self.duration_ns = reading.value;
         }
@@ -441,15 +542,27 @@ impl Assembler {
             }
         };
         let key = (idx, row.cpu, row.tid);
-        if let Some(&first_line) = self.seen.get(&key) {
-            return Err(ImportError::Duplicate {
-                line: row.line,
-                event: row.event.clone(),
-                first_line,
-            });
+        if self.seen.contains_key(&key) {
+            // Counted again, in another group.
+            self.repeats = true;
+        } else {
+            self.seen.insert(key, row.line);
         }
-        self.seen.insert(key, row.line);
         Ok(key)
+    }
+
+    /// A metric perf printed on a line of its own: it belongs to the row above.
+    fn add_metric(&mut self, m: Metric) {
+        if let Some(iv) = self.current.as_mut() {
+            if let Some(last) = iv.readings.len().checked_sub(1) {
+                let r = &mut iv.readings[last];
+                if let (Some(pct), Some(_)) = (m.share, r.value) {
+                    r.counted_share = Some((pct / 100.0).clamp(0.0, 1.0));
+                }
+                let event = r.event.clone();
+                iv.printed.push(printed(m, event, last));
+            }
+        }
     }
 
     /// The last interval (whole-run data: its end is `duration_time` when that was counted).
@@ -470,10 +583,94 @@ impl Assembler {
 
     fn finish(&mut self) -> Option<Interval> {
         let mut iv = self.current.take()?;
-        if let (false, Some(ns)) = (self.interval_mode, self.duration_ns) {
-            iv.end_s = ns / 1e9;
+        if self.repeats {
+            assign_groups(&mut iv, &self.rows);
+        }
+        if !self.interval_mode {
+            if let Some(s) = self.duration_ns.map(|ns| ns / 1e9).or(self.elapsed_s) {
+                iv.end_s = s;
+            }
         }
         Some(iv)
+    }
+}
+
+fn printed(m: Metric, event: String, row: usize) -> PrintedMetric {
+    PrintedMetric {
+        name: m.name,
+        value: m.value,
+        unit: m.unit,
+        decimals: m.decimals,
+        line: m.line,
+        event,
+        row,
+    }
+}
+
+/// Tell the event groups of an interval that counts some events more than once, as `perf
+/// stat -M` does (each metric's events form one group, and an event several metrics use is
+/// counted in each of their groups). perf does not print where a group starts, so:
+/// 1. The members of one group are counted at the same time: where the counter-running
+///    time (or, when perf did not print it, the counted share) changes, a new group starts.
+/// 2. Two copies of one event are in different groups: when no boundary lies between them
+///    yet, one is put before the last row between them (the second copy included) that
+///    carries a metric on its own line, since perf prints a metric beside the first event
+///    of its group; without such a row, before the second copy.
+///
+/// Each row of a (CPU, thread) stream gets its group's index in [`Reading::group`].
+fn assign_groups(iv: &mut Interval, rows: &[(Key, usize)]) {
+    let annotated: std::collections::HashSet<usize> = iv
+        .printed
+        .iter()
+        .filter(|m| rows.get(m.row).is_some_and(|&(_, line)| line == m.line))
+        .map(|m| m.row)
+        .collect();
+    let mut streams: Vec<((Option<u32>, Option<u32>), Vec<usize>)> = Vec::new();
+    for (i, &((_, cpu, tid), _)) in rows.iter().enumerate().take(iv.readings.len()) {
+        match streams.iter_mut().find(|(k, _)| *k == (cpu, tid)) {
+            Some((_, v)) => v.push(i),
+            None => streams.push(((cpu, tid), vec![i])),
+        }
+    }
+    for (_, idx) in streams {
+        let n = idx.len();
+        let mut cut = vec![false; n];
+        for k in 1..n {
+            let (a, b) = (&iv.readings[idx[k - 1]], &iv.readings[idx[k]]);
+            cut[k] = match (a.time_running_ns, b.time_running_ns) {
+                (Some(x), Some(y)) => x != y,
+                _ => match (a.counted_share, b.counted_share) {
+                    (Some(x), Some(y)) => (x - y).abs() > 1e-9,
+                    (x, y) => x.is_some() != y.is_some(),
+                },
+            };
+        }
+        // Consecutive copies of each event, ordered by the second copy.
+        let mut last: HashMap<usize, usize> = HashMap::new();
+        let mut pairs: Vec<(usize, usize)> = Vec::new();
+        for (k, &i) in idx.iter().enumerate() {
+            let event = rows[i].0 .0;
+            if let Some(prev) = last.insert(event, k) {
+                pairs.push((prev, k));
+            }
+        }
+        for (a, b) in pairs {
+            if (a + 1..=b).any(|k| cut[k]) {
+                continue;
+            }
+            let at = (a + 1..=b)
+                .rev()
+                .find(|&k| annotated.contains(&idx[k]))
+                .unwrap_or(b);
+            cut[at] = true;
+        }
+        let mut group = 0;
+        for (k, &i) in idx.iter().enumerate() {
+            if cut[k] {
+                group += 1;
+            }
+            iv.readings[i].group = Some(group);
+        }
     }
 }
 

@@ -47,6 +47,87 @@ pub fn is_generic_event(spec: &str) -> bool {
     GENERIC_EVENTS.iter().any(|g| g.eq_ignore_ascii_case(base))
 }
 
+/// perf's event modifiers that do not change what is counted: precision (`p`, `pp`, `ppp`,
+/// `P`), idle exclusion (`I`), sample read (`S`), pinned (`D`), weak group (`W`), `b`.
+const NEUTRAL_MODIFIERS: &str = "pPISDWb";
+/// perf's modifiers that restrict counting to part of the work: user (`u`), kernel (`k`),
+/// hypervisor (`h`), guest (`G`), host (`H`).
+const SCOPE_MODIFIERS: &str = "ukhGH";
+
+/// What part of the work a recording's counts cover, from perf's event modifiers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Scope {
+    /// The modifier letters, in perf's order of `u`, `k`, `h`, `G`, `H` (empty: everything).
+    pub letters: String,
+}
+
+impl Scope {
+    /// `true` when the counts cover all the work (no scope modifier).
+    pub fn is_all(&self) -> bool {
+        self.letters.is_empty()
+    }
+
+    /// `user space only`, `the kernel only`, ... for notes.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        for c in self.letters.chars() {
+            parts.push(match c {
+                'u' => "user space",
+                'k' => "the kernel",
+                'h' => "the hypervisor",
+                'G' => "guests",
+                'H' => "the host",
+                _ => continue,
+            });
+        }
+        if parts.is_empty() {
+            "all of the work".to_string()
+        } else {
+            format!("{} only", parts.join(" and "))
+        }
+    }
+}
+
+/// Split perf's modifiers off an event spec: `TOPDOWN.SLOTS:u`, `topdown-retiring:u`,
+/// `cpu/INT_MISC.UOP_DROPPING/u`, `cpu/INT_MISC.RECOVERY_CYCLES,cmask=1,edge/u`,
+/// `cycles:ppp`, `cpu/cycles/:k`. Returns the spec without them and the scope letters.
+/// Modifiers of the event tables (`:c1`, `:e1`, `:SUP`) are not perf's and stay.
+pub fn split_modifiers(spec: &str) -> (&str, Scope) {
+    let is_mods = |m: &str| {
+        !m.is_empty()
+            && m.chars()
+                .all(|c| NEUTRAL_MODIFIERS.contains(c) || SCOPE_MODIFIERS.contains(c))
+    };
+    let scope_of = |m: &str| Scope {
+        letters: SCOPE_MODIFIERS.chars().filter(|&c| m.contains(c)).collect(),
+    };
+    let t = spec.trim();
+    // `pmu/terms/mods` or `pmu/terms/:mods`
+    if let Some(close) = t.rfind('/') {
+        if t[..close].contains('/') {
+            let mods = t[close + 1..].trim_start_matches(':');
+            if mods.is_empty() {
+                return (t, Scope::default());
+            }
+            if is_mods(mods) {
+                return (&t[..=close], scope_of(mods));
+            }
+            return (t, Scope::default());
+        }
+    }
+    if let Some((base, mods)) = t.rsplit_once(':') {
+        if !base.is_empty() && is_mods(mods) {
+            return (base, scope_of(mods));
+        }
+    }
+    (t, Scope::default())
+}
+
+/// Tool events perf counts in software for any scope: they take no modifier.
+fn scopeless(spec: &str) -> bool {
+    matches!(spec, "duration_time" | "user_time" | "system_time") || spec.starts_with("msr/")
+}
+
 /// The result of [`resolve`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResolveOutcome {
@@ -84,6 +165,11 @@ pub struct Resolver<F, G> {
     /// Specs dropped by a tolerant resolver, in order of first appearance.
     ignored: Vec<String>,
     ignored_set: HashSet<String>,
+    /// The scope every event of the recording was counted in, decided by the first specs
+    /// learnt: its modifiers are read off each spec before the lookup. `None` before that,
+    /// or when the events differ in scope (their modifiers then stay in the specs).
+    scope: Option<Scope>,
+    decided: bool,
 }
 
 impl<F, G> Resolver<F, G>
@@ -102,6 +188,40 @@ where
             by_canonical: HashMap::new(),
             ignored: Vec::new(),
             ignored_set: HashSet::new(),
+            scope: None,
+            decided: false,
+        }
+    }
+
+    /// The part of the work the counts cover, when all events were counted in one scope
+    /// (`TOPDOWN.SLOTS:u`, `topdown-retiring:u`, ... : user space only). `None` before any
+    /// spec was learnt, or when the events' scopes differ.
+    pub fn scope(&self) -> Option<&Scope> {
+        self.scope.as_ref()
+    }
+
+    /// The spec to look up: without perf's modifiers when they are the recording's common
+    /// scope (or only precision and the like), as written otherwise.
+    fn lookup_form<'s>(&self, spec: &'s str) -> std::borrow::Cow<'s, str> {
+        let (base, scope) = split_modifiers(spec);
+        if base.len() == spec.trim().len() {
+            return std::borrow::Cow::Borrowed(spec);
+        }
+        let common = self.scope.as_ref().is_some_and(|s| *s == scope);
+        if scope.is_all() || common {
+            std::borrow::Cow::Borrowed(base)
+        } else {
+            // A scope of its own: keep the modifiers (`cycles:k` beside `cycles`).
+            let mods = &spec.trim()[base.len()..];
+            let neutral: String = mods
+                .chars()
+                .filter(|c| !NEUTRAL_MODIFIERS.contains(*c))
+                .collect();
+            if neutral.trim_start_matches(':').is_empty() {
+                std::borrow::Cow::Borrowed(base)
+            } else {
+                std::borrow::Cow::Owned(format!("{base}{neutral}"))
+            }
         }
     }
 
@@ -118,12 +238,27 @@ where
         &mut self,
         specs: impl IntoIterator<Item = &'s str>,
     ) -> Result<(), ResolveError> {
+        let specs: Vec<&str> = specs.into_iter().collect();
+        if !self.decided {
+            // The first interval lists every event perf counted.
+            self.decided = true;
+            let mut scopes = specs
+                .iter()
+                .filter(|s| !scopeless(s))
+                .map(|s| split_modifiers(s).1);
+            if let Some(first) = scopes.next() {
+                if scopes.all(|s| s == first) {
+                    self.scope = Some(first);
+                }
+            }
+        }
         let mut unknown: Vec<String> = Vec::new();
         for spec in specs {
             if self.map.contains_key(spec) || self.ignored_set.contains(spec) {
                 continue;
             }
-            let ids = (self.resolve_spec)(spec);
+            let lookup = self.lookup_form(spec);
+            let ids = (self.resolve_spec)(&lookup);
             if ids.is_empty() && !is_generic_event(spec) {
                 if !unknown.iter().any(|u| u == spec) {
                     unknown.push(spec.to_string());
@@ -214,6 +349,7 @@ where
             start_s: iv.start_s,
             end_s: iv.end_s,
             readings,
+            printed: iv.printed,
         }
     }
 
@@ -272,22 +408,28 @@ pub fn resolve(
 /// row that was not counted contributes 0); the event is missing when no row was counted.
 pub fn aggregate(iv: &Interval) -> Interval {
     let mut out = iv.clone();
-    let mut order: Vec<&str> = Vec::new();
-    let mut groups: HashMap<&str, Vec<&Reading>> = HashMap::new();
+    // An event counted in several groups (perf stat -M) is summed per group.
+    let mut order: Vec<(&str, Option<usize>)> = Vec::new();
+    let mut groups: HashMap<(&str, Option<usize>), Vec<&Reading>> = HashMap::new();
     for r in &iv.readings {
         if r.cpu.is_some() || r.tid.is_some() {
-            let e = groups.entry(r.event.as_str()).or_default();
+            let e = groups.entry((r.event.as_str(), r.group)).or_default();
             if e.is_empty() {
-                order.push(r.event.as_str());
+                order.push((r.event.as_str(), r.group));
             }
             e.push(r);
         }
     }
-    for ev in order {
-        if iv.get(ev).is_some() {
+    for key in order {
+        let (ev, group) = key;
+        if iv
+            .readings
+            .iter()
+            .any(|r| r.cpu.is_none() && r.tid.is_none() && r.group == group && r.event == ev)
+        {
             continue;
         }
-        let rows = &groups[ev];
+        let rows = &groups[&key];
         let counted: Vec<&&Reading> = rows.iter().filter(|r| r.value.is_some()).collect();
         let reading = if counted.is_empty() {
             let status = if rows.iter().all(|r| r.status == ReadingStatus::NotSupported) {
@@ -307,7 +449,7 @@ pub fn aggregate(iv: &Interval) -> Interval {
             r.time_running_ns = counted.iter().map(|r| r.time_running_ns).sum();
             r
         };
-        out.readings.push(reading);
+        out.readings.push(Reading { group, ..reading });
     }
     out
 }

@@ -30,6 +30,13 @@ pub struct StatHead {
     /// Imported data: how each perf event spec was read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<EventMapDoc>,
+    /// Imported data whose every event carries one of perf's scope modifiers: its letters
+    /// (`u`: the counts are of user space only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// One core type's tree of a hybrid recording: `P-core` or `E-core`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_type: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,6 +83,12 @@ pub struct NodeDoc {
     pub counted_share: Option<f64>,
     /// Whether this node is the sample's bottleneck.
     pub bottleneck: bool,
+    /// The value rests on a per-thread estimate (see `tma_metrics::NodeResult::estimated`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
+    /// The value perf printed for this node in the imported recording, beside tma's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perf: Option<crate::crosscheck::PerfCheck>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

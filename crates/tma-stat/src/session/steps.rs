@@ -59,6 +59,8 @@ pub(super) fn hardware(
             request: request.clone(),
             command: s.command(),
             event_map: Vec::new(),
+            scope: None,
+            core_type: None,
         };
         let (runs, b) = count_step(s, &plan, &info, step, notes)?;
         bottleneck = b;

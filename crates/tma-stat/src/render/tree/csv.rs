@@ -2,24 +2,43 @@
 
 use super::*;
 
-pub(super) fn csv_header(w: &mut dyn Write) -> Result<(), ReportError> {
-    tma_render::csv_row(
-        w,
-        &[
-            "start_s",
-            "end_s",
-            "node",
-            "parent",
-            "level",
-            "value",
-            "unit",
-            "status",
-            "above_threshold",
-            "counted_share",
-            "bottleneck",
-            "detail",
-        ],
-    )?;
+/// A row, led by the core type's column in a tree of one core type of a hybrid part.
+fn row(w: &mut dyn Write, info: &RunInfo, fields: &[&str]) -> Result<(), ReportError> {
+    match info.core_type {
+        Some(t) => {
+            let mut all = Vec::with_capacity(fields.len() + 1);
+            all.push(t);
+            all.extend_from_slice(fields);
+            tma_render::csv_row(w, &all)?;
+        }
+        None => tma_render::csv_row(w, fields)?,
+    }
+    Ok(())
+}
+
+pub(super) fn csv_header(w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
+    const HEADER: [&str; 12] = [
+        "start_s",
+        "end_s",
+        "node",
+        "parent",
+        "level",
+        "value",
+        "unit",
+        "status",
+        "above_threshold",
+        "counted_share",
+        "bottleneck",
+        "detail",
+    ];
+    match info.core_type {
+        Some(_) => {
+            let mut all = vec!["core_type"];
+            all.extend_from_slice(&HEADER);
+            tma_render::csv_row(w, &all)?;
+        }
+        None => tma_render::csv_row(w, &HEADER)?,
+    }
     Ok(())
 }
 
@@ -41,8 +60,9 @@ pub(super) fn csv_rows(
     // Metric rows: the node column holds the metric name, the parent column its group, the
     // level column the `-B` rank, the role column `metric` or `bottleneck_cost`.
     for (m, kind, rank) in metric_rows(info, ir) {
-        tma_render::csv_row(
+        row(
             w,
+            info,
             &[
                 start.as_str(),
                 end.as_str(),
@@ -83,8 +103,9 @@ pub(super) fn csv_node_rows(
             Some(false) => "false",
             None => "",
         };
-        tma_render::csv_row(
+        row(
             w,
+            info,
             &[
                 start.as_str(),
                 end.as_str(),

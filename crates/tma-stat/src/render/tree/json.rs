@@ -34,6 +34,8 @@ pub(super) fn json_head(info: &RunInfo) -> StatHead {
                 id: id.clone(),
             })
             .collect(),
+        scope: info.scope.clone(),
+        core_type: info.core_type.map(str::to_string),
     }
 }
 
@@ -58,6 +60,8 @@ pub(super) fn json_interval(info: &RunInfo, ir: &IntervalReport) -> IntervalDoc 
                 above_threshold: n.above_threshold,
                 counted_share: n.counted_share,
                 bottleneck: ir.report.bottleneck.node.as_deref() == Some(n.name),
+                estimated: n.estimated,
+                perf: ir.perf.iter().find(|c| c.node == n.name).cloned(),
             })
             .collect(),
         bottleneck: ir.report.bottleneck.clone(),

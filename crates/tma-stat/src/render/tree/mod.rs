@@ -104,7 +104,7 @@ impl TreeWriter {
     pub fn begin(&mut self, w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
         match self.opts.format {
             Format::Text => text_header(w, info),
-            Format::Csv => csv_header(w),
+            Format::Csv => csv_header(w, info),
             Format::Json => {
                 self.json = Some(JsonStream::begin(
                     w,

@@ -64,6 +64,15 @@ pub(super) fn render_tree(
             ""
         };
         let mut line = format!("{name:<name_w$}{value:>8}  {marker:<5}");
+        if let Some(c) = ir.perf.iter().find(|c| c.node == n.name) {
+            line.push_str(&format!("  perf {:>7}", c.printed.replace(" %", "%")));
+            line.push_str(if c.agrees { "  " } else { " ≠" });
+        } else if !ir.perf.is_empty() {
+            line.push_str(&" ".repeat(16));
+        }
+        if n.estimated {
+            line.push_str("  estimated");
+        }
         if let Some(d) = domain_note(n, info.model) {
             line.push_str("  ");
             line.push_str(&d);
@@ -112,8 +121,40 @@ pub(super) fn render_tree(
             info.model.key, info.request.level
         )?;
     }
+    perf_summary(w, ir)?;
     closing(w, info, r)?;
     render_metrics(w, info, ir)
+}
+
+/// One line on how tma's values compare with those perf printed, and one per difference.
+fn perf_summary(w: &mut dyn Write, ir: &IntervalReport) -> Result<(), ReportError> {
+    if ir.perf.is_empty() {
+        return Ok(());
+    }
+    let n = ir.perf.len();
+    let differ: Vec<_> = ir.perf.iter().filter(|c| !c.agrees).collect();
+    let values = if n == 1 { "value" } else { "values" };
+    if differ.is_empty() {
+        writeln!(
+            w,
+            "perf printed {n} {values} for these nodes; tma agrees with each to the digits perf printed."
+        )?;
+        return Ok(());
+    }
+    writeln!(
+        w,
+        "perf printed {n} {values} for these nodes; {} of them differ from tma's (≠) by more than perf's printed precision:",
+        differ.len()
+    )?;
+    for c in differ {
+        let why = c.why.as_deref().unwrap_or("cause unknown");
+        writeln!(
+            w,
+            "  {} (line {}): perf {}; {why}",
+            c.node, c.line, c.printed
+        )?;
+    }
+    Ok(())
 }
 
 /// The metrics of the request in the report, split into the grouped Info view and the

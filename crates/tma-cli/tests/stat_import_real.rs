@@ -1,0 +1,163 @@
+//! Real `perf stat` runs that other people published (tests/fixtures/import/real/, each with
+//! its citation in source.json), imported as perf wrote them, in its three forms: the
+//! human-readable text, `-x,` CSV and `-j` JSON. Every value perf printed for a node of the
+//! tree must be matched by tma's to perf's printed precision.
+
+use serde_json::Value;
+use tma_testkit::{fixture, stderr, stdout, Tma};
+
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
+
+/// Each recording and the number of node values perf printed in it (counted by hand from
+/// perf-output.txt: the `#` lines naming a Top-down node).
+const RECORDINGS: &[(&str, usize)] = &[
+    ("zen4-copyif-blog-l1", 4),
+    ("zen4-benchpicalc-AvxPi-1", 8),
+    ("zen4-kinematics-OmpSimdSim-gcc", 8),
+    ("adl-lkml-2023-hybrid-json", 4),
+    ("adl-lkml-2025-perf6.16", 8),
+    ("tgl-lkml-2023-skippable-b", 4),
+    ("icl-lkml-2025-pickevsel-after", 4),
+    ("skl-lkml-2022-andi-topdownl1", 4),
+];
+
+const FORMS: &[&str] = &["perf-output.txt", "perf-stat.csv", "perf-stat.json"];
+
+/// The documents of a `--json` output: one per tree (two for a hybrid recording).
+fn documents(text: &str) -> Vec<Value> {
+    serde_json::Deserializer::from_str(text)
+        .into_iter::<Value>()
+        .map(|d| d.expect("valid JSON"))
+        .collect()
+}
+
+fn source(name: &str) -> Value {
+    let path = fixture(&format!("import/real/{name}/source.json"));
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+#[test]
+fn every_value_perf_printed_is_matched_in_each_form() {
+    for &(name, printed) in RECORDINGS {
+        let src = source(name);
+        let cpu = src["cpu"].as_str().unwrap();
+        let level = src["level"].to_string();
+        let smt = src["smt"].as_str().unwrap_or("off");
+        for form in FORMS {
+            let file = fixture(&format!("import/real/{name}/{form}"));
+            let file = file.to_str().unwrap();
+            let args = [
+                "stat", "--import", file, "--cpu", cpu, "-l", &level, "--smt", smt, "-v", "--json",
+            ];
+            let o = TMA.run(&args);
+            assert!(o.status.success(), "{name}/{form}: {}", stderr(&o));
+            let docs = documents(&stdout(&o));
+            let mut checks = Vec::new();
+            for d in &docs {
+                for iv in d["intervals"].as_array().unwrap() {
+                    for n in iv["nodes"].as_array().unwrap() {
+                        if let Some(p) = n.get("perf") {
+                            checks.push((n["name"].clone(), n["value"].clone(), p.clone()));
+                        }
+                    }
+                }
+            }
+            assert_eq!(checks.len(), printed, "{name}/{form}: {checks:#?}");
+            for (node, value, p) in &checks {
+                assert_eq!(
+                    p["agrees"],
+                    Value::Bool(true),
+                    "{name}/{form}: {node} is {value}, perf printed {p}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn hybrid_recording_gives_a_tree_per_core_type() {
+    let file = fixture("import/real/adl-lkml-2025-perf6.16/perf-output.txt");
+    let file = file.to_str().unwrap();
+    let o = TMA.run(&["stat", "--import", file, "--cpu", "adl", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let docs = documents(&stdout(&o));
+    let kinds: Vec<(&str, &str)> = docs
+        .iter()
+        .map(|d| {
+            (
+                d["cpu"]["key"].as_str().unwrap(),
+                d["core_type"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(kinds, [("adl", "P-core"), ("adl-e", "E-core")]);
+    // --cpu names the machine: the E-core table gives the same two trees.
+    let o = TMA.run(&["stat", "--import", file, "--cpu", "adl-e", "--csv"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = stdout(&o);
+    assert!(csv.starts_with("core_type,start_s,"), "{csv}");
+    assert!(csv.lines().any(|l| l.starts_with("P-core,")), "{csv}");
+    assert!(csv.lines().any(|l| l.starts_with("E-core,")), "{csv}");
+    let o = TMA.run(&["stat", "--import", file, "--cpu", "adl"]);
+    let text = stdout(&o);
+    assert!(text.contains("P-core tree: the cpu_core events"), "{text}");
+    assert!(text.contains("E-core tree: the cpu_atom events"), "{text}");
+}
+
+#[test]
+fn user_only_counts_are_said_once_and_kept_in_the_json() {
+    let file = fixture("import/real/tgl-lkml-2023-skippable-b/perf-stat.csv");
+    let file = file.to_str().unwrap();
+    let o = TMA.run(&[
+        "stat", "--import", file, "--cpu", "tgl", "--smt", "off", "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.matches("user space only").count(), 1, "{err}");
+    let d = &documents(&stdout(&o))[0];
+    assert_eq!(d["scope"], "u");
+    let perf: Vec<&str> = d["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["perf"].as_str().unwrap())
+        .collect();
+    for spelling in [
+        "TOPDOWN.SLOTS:u",
+        "topdown-retiring:u",
+        "INT_MISC.UOP_DROPPING:u",
+        "cpu/INT_MISC.RECOVERY_CYCLES,cmask=1,edge/u",
+    ] {
+        assert!(perf.contains(&spelling), "{spelling} not in {perf:?}");
+    }
+}
+
+#[test]
+fn perf_stat_m_groups_are_read_from_the_copies_counted_together() {
+    // perf -M PipelineL2: four groups, each with its own ls_not_halted_cyc; the text says
+    // so, and names the nodes whose events no one group holds.
+    let file = fixture("import/real/zen4-kinematics-OmpSimdSim-gcc/perf-output.txt");
+    let file = file.to_str().unwrap();
+    let o = TMA.run(&["stat", "--import", file, "--cpu", "zen4", "-l", "2", "-v"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("ls_not_halted_cyc (4 times)"), "{err}");
+    let out = stdout(&o);
+    assert!(
+        out.contains("perf printed 8 values for these nodes; tma agrees with each"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_value_that_does_not_match_is_flagged() {
+    // A Zen 4 recording read with the Zen 5 tables (8 dispatch slots a cycle, not 6):
+    // perf's values are not tma's, and the tree says so.
+    let file = fixture("import/real/zen4-copyif-blog-l1/perf-stat.csv");
+    let file = file.to_str().unwrap();
+    let o = TMA.run(&["stat", "--import", file, "--cpu", "zen5", "-v"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("3 of them differ from tma's"), "{out}");
+    assert!(out.contains("≠"), "{out}");
+}

@@ -360,12 +360,6 @@ fn bad_input_one_line_exit_2_no_output_file() {
             "not in the zen4 event tables",
         ),
         (
-            "duplicated",
-            format!("{zen4}1000,,ex_ret_ops,250000000,50.00,,\n").into_bytes(),
-            &["--cpu", "zen4"],
-            "appears twice",
-        ),
-        (
             "thousands",
             b"1,000,000,000,,ls_not_halted_cyc,5,100.00,,\n".to_vec(),
             &["--cpu", "zen4"],

@@ -302,6 +302,8 @@ impl tma_metrics::Values for IntervalValues<'_> {
 pub struct TreeEval {
     model: &'static Model,
     request: Request,
+    /// `#core_wide` as the data says, when it says (see [`TreeEval::per_thread`]).
+    core_wide: Option<bool>,
     required: std::collections::BTreeSet<String>,
     evaluator: tma_metrics::Evaluator<'static>,
 }
@@ -313,6 +315,7 @@ impl TreeEval {
         Ok(TreeEval {
             model: info.model,
             request: info.request.clone(),
+            core_wide: None,
             required: tma_metrics::required_events(info.model, &sel)?,
             evaluator: tma_metrics::Evaluator::new(info.model, &sel)?,
         })
@@ -368,18 +371,40 @@ impl TreeEval {
             .collect();
         let (key, level) = (self.model.key, self.request.level);
         Err(StatError::NoEvents(format!(
-            "the data holds none of the {} events the {key} level-{level} tree needs but {}, \
-             so no node can be computed (it lacks e.g. {}); record them with the command from \
+            "the data holds only {} of the {} events the {key} level-{level} tree needs, so no \
+             node can be computed (it lacks e.g. {}); record them with the command from \
              `tma events --cpu {key} -l {level} --perf-cmd`",
-            self.required.len(),
             held.join(", "),
+            self.required.len(),
             lacking.join(", "),
         )))
     }
 
     /// Evaluate one interval.
+    /// For a recording with SMT on that holds no AnyThread count
+    /// (`CPU_CLK_UNHALTED.THREAD_ANY`), as perf's default recording of one process on
+    /// Skylake-era parts: the counts are per thread, and the formulas that need the whole
+    /// core's clocks estimate them (`#core_wide` off). Returns whether that applies.
+    pub fn per_thread(&mut self, iv: &Interval) -> bool {
+        let smt = self.request.topology.is_some_and(|t| t.smt);
+        let uses = self
+            .model
+            .nodes
+            .iter()
+            .any(|n| n.formula.contains("#core_wide"));
+        let any_thread = iv.get("CPU_CLK_UNHALTED.THREAD_ANY").is_some();
+        let applies = smt && uses && !any_thread;
+        if applies {
+            self.core_wide = Some(false);
+        }
+        applies
+    }
+
     pub fn eval(&self, iv: &Interval) -> IntervalReport {
-        let consts = self.request.constants(duration_of(iv));
+        let mut consts = self.request.constants(duration_of(iv));
+        if let Some(w) = self.core_wide {
+            consts.core_wide = w;
+        }
         let values = IntervalValues::new(iv);
         let report = self.evaluator.evaluate(&values, &consts);
         let perf = if iv.printed.is_empty() {

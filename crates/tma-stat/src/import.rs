@@ -247,7 +247,7 @@ fn import_one(
         scope: None,
         core_type: core.map(|c| c.label()),
     };
-    let eval = TreeEval::new(&info)?;
+    let mut eval = TreeEval::new(&info)?;
     let level = cfg.level;
     let mut resolver = Resolver::new(
         model.key,
@@ -317,6 +317,15 @@ fn import_one(
                 if evaluated == 0 {
                     eval.check_present(std::iter::once(iv))?;
                     note_groups(notes, file, &eval, iv)?;
+                    if eval.per_thread(iv) {
+                        writeln!(
+                            notes,
+                            "tma: note: {file} holds no CPU_CLK_UNHALTED.THREAD_ANY, so with SMT \
+                             on its counts are one thread's: the core's clocks are estimated \
+                             from CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE and REF_XCLK, as perf does \
+                             (the nodes that use them are marked `estimated`)"
+                        )?;
+                    }
                 }
                 let ir = eval.eval(iv);
                 if evaluated == 0 {

@@ -34,12 +34,6 @@ pub enum ImportError {
     },
     #[error("line {line}: the count `{value}` uses thousands separators, which make CSV ambiguous; re-record with `LC_ALL=C perf stat -x, ...` (or use `-x\\;` as separator)")]
     ThousandsSeparator { line: usize, value: String },
-    #[error("line {line}: event `{event}` appears twice in one interval (first on line {first_line}); record each event once")]
-    Duplicate {
-        line: usize,
-        event: String,
-        first_line: usize,
-    },
     #[error("line {line}: `{column}` output (perf stat {flag}) is not supported; re-record with `-A` (one row per CPU) or without {flag}")]
     UnsupportedAggregation {
         line: usize,

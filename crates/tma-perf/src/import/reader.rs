@@ -542,11 +542,12 @@ impl Assembler {
             }
         };
         let key = (idx, row.cpu, row.tid);
-        if self.seen.contains_key(&key) {
+        match self.seen.entry(key) {
             // Counted again, in another group.
-            self.repeats = true;
-        } else {
-            self.seen.insert(key, row.line);
+            std::collections::hash_map::Entry::Occupied(_) => self.repeats = true,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(row.line);
+            }
         }
         Ok(key)
     }
@@ -625,7 +626,9 @@ fn assign_groups(iv: &mut Interval, rows: &[(Key, usize)]) {
         .filter(|m| rows.get(m.row).is_some_and(|&(_, line)| line == m.line))
         .map(|m| m.row)
         .collect();
-    let mut streams: Vec<((Option<u32>, Option<u32>), Vec<usize>)> = Vec::new();
+    // The rows of each (CPU, thread) stream.
+    type Stream = ((Option<u32>, Option<u32>), Vec<usize>);
+    let mut streams: Vec<Stream> = Vec::new();
     for (i, &((_, cpu, tid), _)) in rows.iter().enumerate().take(iv.readings.len()) {
         match streams.iter_mut().find(|(k, _)| *k == (cpu, tid)) {
             Some((_, v)) => v.push(i),

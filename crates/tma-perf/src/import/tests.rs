@@ -507,3 +507,151 @@ fn a_recording_cut_off_in_its_last_interval_ends_with_the_interval_before() {
     let e = parse(b"     0.1,10,,cycles,100,100.00\n     0.1,2").unwrap_err();
     assert_eq!(e, ImportError::CutOff { line: 2 });
 }
+
+#[test]
+fn perf_modifiers_are_read_off_every_spelling() {
+    use super::split_modifiers;
+    let cases = [
+        ("TOPDOWN.SLOTS:u", "TOPDOWN.SLOTS", "u"),
+        ("topdown-retiring:u", "topdown-retiring", "u"),
+        (
+            "cpu/INT_MISC.UOP_DROPPING/u",
+            "cpu/INT_MISC.UOP_DROPPING/",
+            "u",
+        ),
+        (
+            "cpu/INT_MISC.RECOVERY_CYCLES,cmask=1,edge/u",
+            "cpu/INT_MISC.RECOVERY_CYCLES,cmask=1,edge/",
+            "u",
+        ),
+        ("cpu/cycles/:k", "cpu/cycles/", "k"),
+        ("cycles:k", "cycles", "k"),
+        ("cycles:uk", "cycles", "uk"),
+        ("cycles:ppp", "cycles", ""),
+        ("instructions:upp", "instructions", "u"),
+        ("cycles:G", "cycles", "G"),
+        ("cycles:H", "cycles", "H"),
+        // The event tables' own modifiers are not perf's and stay.
+        ("UOPS_RETIRED.MS:c1:e1", "UOPS_RETIRED.MS:c1:e1", ""),
+        (
+            "CPU_CLK_UNHALTED.THREAD_P:SUP",
+            "CPU_CLK_UNHALTED.THREAD_P:SUP",
+            "",
+        ),
+        ("cpu_core/TOPDOWN.SLOTS/", "cpu_core/TOPDOWN.SLOTS/", ""),
+    ];
+    for (spec, base, letters) in cases {
+        let (b, scope) = split_modifiers(spec);
+        assert_eq!((b, scope.letters.as_str()), (base, letters), "{spec}");
+    }
+}
+
+/// The ids each spec of one interval resolves to with `model`'s tables.
+fn resolved(model: &str, specs: &[&str]) -> (Vec<(String, String)>, Option<String>) {
+    let m = tma_catalog::by_name(model).unwrap();
+    let mut r = Resolver::new(
+        m.key,
+        |s: &str| m.resolve_perf_event_all(s).unwrap_or_default(),
+        |_: &[String], _: &[String]| None,
+    );
+    r.learn(specs.iter().copied())
+        .unwrap_or_else(|e| panic!("{model} {specs:?}: {e}"));
+    (r.mapping(), r.scope().map(|s| s.letters.clone()))
+}
+
+#[test]
+fn three_spellings_of_user_only_events_resolve_alike() {
+    // perf's default run as non-root on Tiger Lake: every event carries `:u`, spelled three
+    // ways; each is read as the event the formulas name.
+    let (map, scope) = resolved(
+        "tgl",
+        &[
+            "TOPDOWN.SLOTS:u",
+            "topdown-retiring:u",
+            "INT_MISC.UOP_DROPPING:u",
+            "cpu/INT_MISC.RECOVERY_CYCLES,cmask=1,edge/u",
+            "cycles:u",
+        ],
+    );
+    let id = |spec: &str| {
+        map.iter()
+            .find(|(s, _)| s == spec)
+            .map(|(_, i)| i.as_str())
+            .unwrap_or_else(|| panic!("{spec} unresolved in {map:?}"))
+    };
+    assert_eq!(scope.as_deref(), Some("u"));
+    assert!(id("TOPDOWN.SLOTS:u").starts_with("TOPDOWN.SLOTS"));
+    assert_eq!(id("topdown-retiring:u"), "PERF_METRICS.RETIRING");
+    assert_eq!(id("INT_MISC.UOP_DROPPING:u"), "INT_MISC.UOP_DROPPING");
+    // RECOVERY_CYCLES with cmask=1,edge is the table's INT_MISC.CLEARS_COUNT.
+    assert_eq!(
+        id("cpu/INT_MISC.RECOVERY_CYCLES,cmask=1,edge/u"),
+        "INT_MISC.CLEARS_COUNT"
+    );
+    // The same event in two spellings is one event: a strict import says so.
+    let m = tma_catalog::by_name("tgl").unwrap();
+    let mut r = Resolver::new(
+        m.key,
+        |s: &str| m.resolve_perf_event_all(s).unwrap_or_default(),
+        |_: &[String], _: &[String]| None,
+    );
+    let err = r
+        .learn(["INT_MISC.UOP_DROPPING:u", "cpu/INT_MISC.UOP_DROPPING/u"])
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("are the same tgl event `INT_MISC.UOP_DROPPING`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn pmu_prefixed_vendor_names_resolve() {
+    let (map, _) = resolved(
+        "adl",
+        &["cpu_core/TOPDOWN.SLOTS/", "cpu_core/topdown-fe-bound/"],
+    );
+    assert!(map[0].1.starts_with("TOPDOWN.SLOTS"), "{map:?}");
+    assert_eq!(map[1].1, "PERF_METRICS.FRONTEND_BOUND");
+    let (map, _) = resolved("icl", &["cpu/INST_RETIRED.ANY/"]);
+    assert_eq!(map[0].1, "INST_RETIRED.ANY");
+    let (map, _) = resolved("adl-e", &["cpu_atom/TOPDOWN_RETIRING.ALL/"]);
+    assert_eq!(map[0].1, "TOPDOWN_RETIRING.ALL");
+}
+
+#[test]
+fn events_of_different_scopes_keep_their_modifiers() {
+    let (_, scope) = resolved("icl", &["cycles", "instructions:k"]);
+    assert_eq!(scope, None);
+}
+
+#[test]
+fn perf_stat_m_groups_are_told_apart() {
+    // perf -M: three groups counted 66.67% each, the shared cycles counter in each; the
+    // metric perf printed beside each group's first event says where a group starts.
+    let text = b"62366721033,,de_src_op_disp.all,4204801537,66.67,0.0,%  bad_speculation
+30857165236,,ls_not_halted_cyc,4204801537,66.67,,
+62341441785,,ex_ret_ops,4204801537,66.67,33.7,%  retiring
+120535278946,,de_no_dispatch_per_slot.no_ops_from_frontend,4204801537,66.67,65.1,%  frontend_bound
+30882682226,,ls_not_halted_cyc,4204801537,66.67,,
+2266091111,,de_no_dispatch_per_slot.backend_stalls,4204801537,66.67,1.2,%  backend_bound
+30840562367,,ls_not_halted_cyc,4204801537,66.67,,
+";
+    let rec = parse(text).unwrap();
+    let groups: Vec<Option<usize>> = rec.intervals[0].readings.iter().map(|r| r.group).collect();
+    assert_eq!(
+        groups,
+        [0, 0, 0, 1, 1, 2, 2].map(Some).to_vec(),
+        "{:?}",
+        rec.intervals[0].readings
+    );
+    assert_eq!(rec.intervals[0].printed.len(), 4);
+    // Different running times split groups whatever the metrics say.
+    let text = b"10,,a,100,50.00,,\n20,,b,100,50.00,,\n11,,a,90,45.00,,\n21,,b,90,45.00,,\n";
+    let rec = parse(text).unwrap();
+    let groups: Vec<Option<usize>> = rec.intervals[0].readings.iter().map(|r| r.group).collect();
+    assert_eq!(groups, [0, 0, 1, 1].map(Some).to_vec());
+    // Without repeats nothing is grouped (and nothing changes for such recordings).
+    let rec = parse(b"10,,a,100,50.00,,\n20,,b,90,45.00,,\n").unwrap();
+    assert!(rec.intervals[0].readings.iter().all(|r| r.group.is_none()));
+}

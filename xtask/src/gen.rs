@@ -393,10 +393,6 @@ const ANYTHREAD_PLATFORMS: &[&str] = &["skx", "clx", "skl"];
 /// `Info_Core_CORE_CLKS`, inlined into every formula that uses core clocks or slots).
 const CORE_CLKS_ANY: &str =
     "( ( CPU_CLK_UNHALTED.THREAD_ANY / 2 ) if #smt_on else ( CPU_CLK_UNHALTED.THREAD ) )";
-/// perfmon's recovery cycles with SMT on (SKL/SKX/CLX `Bad_Speculation`, `Backend_Bound`).
-const RECOVERY_ANY: &str =
-    "( ( INT_MISC.RECOVERY_CYCLES_ANY / 2 ) if #smt_on else INT_MISC.RECOVERY_CYCLES )";
-
 /// Give a SKL/SKX/CLX formula the branch for counts that are not core-wide (`#core_wide`
 /// false: per-process or per-thread counting with SMT on), where the AnyThread events
 /// (`*_ANY`, the AnyThread bit) are not counted: perf's default recording has none.
@@ -408,9 +404,11 @@ const RECOVERY_ANY: &str =
 ///   `CPU_CLK_UNHALTED.THREAD / 2 * (1 + CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE /
 ///   CPU_CLK_UNHALTED.REF_XCLK)` (both reference-clock counts, so their ratio is the share
 ///   of time this thread ran alone on its core).
-/// * Recovery cycles: `INT_MISC.RECOVERY_CYCLES_ANY / 2` (the core's, halved) becomes the
-///   thread's own `INT_MISC.RECOVERY_CYCLES`, the per-thread count the non-SMT branch
-///   already uses. This is our choice, so that level 1 needs no AnyThread event at all.
+/// * Recovery cycles stay as perfmon has them (`INT_MISC.RECOVERY_CYCLES_ANY / 2` with SMT
+///   on), as in the spreadsheet and perf's metrics: a real per-process recording on Cascade
+///   Lake (tests/fixtures/import/real/clx-lkml-2023-skippable-kan) shows perf computing
+///   Bad_Speculation and Backend_Bound from `RECOVERY_CYCLES_ANY / 2` beside the estimated
+///   clocks, and tma matches its values only so.
 ///
 /// The new branch is always the `else` of an `if #core_wide`; `tma-metrics` marks a value
 /// that went through such a branch as estimated. Returns the formula and how many core-clock
@@ -418,7 +416,7 @@ const RECOVERY_ANY: &str =
 /// parentheses (`Info_Core_CORE_CLKS` itself) is found too.
 fn core_wide_branch(formula: &str) -> (String, usize) {
     let whole = format!("( {formula} )");
-    let wrapped = if whole == CORE_CLKS_ANY || whole == RECOVERY_ANY {
+    let wrapped = if whole == CORE_CLKS_ANY {
         whole
     } else {
         formula.to_string()
@@ -426,15 +424,10 @@ fn core_wide_branch(formula: &str) -> (String, usize) {
     let clks = wrapped.matches(CORE_CLKS_ANY).count();
     let estimate = "( CPU_CLK_UNHALTED.THREAD / 2 * ( 1 + CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE \
                     / CPU_CLK_UNHALTED.REF_XCLK ) )";
-    let out = wrapped
-        .replace(
-            CORE_CLKS_ANY,
-            &format!("( {CORE_CLKS_ANY} if #core_wide else {estimate} )"),
-        )
-        .replace(
-            RECOVERY_ANY,
-            &format!("( {RECOVERY_ANY} if #core_wide else INT_MISC.RECOVERY_CYCLES )"),
-        );
+    let out = wrapped.replace(
+        CORE_CLKS_ANY,
+        &format!("( {CORE_CLKS_ANY} if #core_wide else {estimate} )"),
+    );
     (out, clks)
 }
 

@@ -123,8 +123,51 @@ pub(crate) struct Item {
     /// Only nodes have thresholds; `None` when empty.
     pub threshold: Option<CExpr>,
     pub unit: Unit,
-    /// Indexes into `CompiledModel::events` of the events the formula names directly.
+    /// Indexes into `CompiledModel::events` of the events the formula names, directly or
+    /// through the items it refers to.
     pub events: Vec<u32>,
+}
+
+/// The events of item `i` and of the items its formula refers to (transitively; a
+/// reference cycle is cut where it closes).
+fn gather(items: &[Item], i: usize, seen: &mut [bool]) -> Vec<u32> {
+    let mut out = items[i].events.clone();
+    seen[i] = true;
+    let mut refs = Vec::new();
+    references(&items[i].formula, &mut refs);
+    for r in refs {
+        let r = r as usize;
+        if r < items.len() && !seen[r] {
+            for e in gather(items, r, seen) {
+                if !out.contains(&e) {
+                    out.push(e);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The items an expression refers to directly.
+fn references(e: &CExpr, out: &mut Vec<u32>) {
+    match e {
+        CExpr::Ref(i) => out.push(*i),
+        CExpr::Neg(a) => references(a, out),
+        CExpr::Bin(_, a, b) | CExpr::Call(_, a, b) => {
+            references(a, out);
+            references(b, out);
+        }
+        CExpr::If(a, b, c) => {
+            references(a, out);
+            references(b, out);
+            references(c, out);
+        }
+        CExpr::Num(_)
+        | CExpr::Const(_)
+        | CExpr::UnknownConst(_)
+        | CExpr::Event(_)
+        | CExpr::RetireLat(_) => {}
+    }
 }
 
 /// The event slots an expression names directly (references to items not followed).
@@ -317,6 +360,14 @@ impl CompiledModel {
                 unit: m.unit,
                 events,
             });
+        }
+        // Each item's events with those of the items it refers to, as perf expands a
+        // metric's references into one expression (and counts it as one group).
+        let all: Vec<Vec<u32>> = (0..items.len())
+            .map(|i| gather(&items, i, &mut vec![false; items.len()]))
+            .collect();
+        for (it, a) in items.iter_mut().zip(all) {
+            it.events = a;
         }
         Ok(CompiledModel {
             key: model.key,

@@ -98,6 +98,8 @@ pub(crate) struct Ctx<'a> {
     group: Option<usize>,
     /// Event values by (slot, group), for grouped values.
     in_group: std::collections::HashMap<(u32, usize), EvVal>,
+    /// Item results by (item, group), for grouped values.
+    item_groups: std::collections::HashMap<(usize, usize), ItemResult>,
 }
 
 fn truthy(v: f64) -> bool {
@@ -127,6 +129,7 @@ impl<'a> Ctx<'a> {
             grouped: values.grouped(),
             group: None,
             in_group: std::collections::HashMap::new(),
+            item_groups: std::collections::HashMap::new(),
         }
     }
 
@@ -139,6 +142,24 @@ impl<'a> Ctx<'a> {
 
     /// Evaluate (once) a node or metric.
     pub fn item(&mut self, i: usize) -> &ItemResult {
+        if self.grouped {
+            // perf computes a metric from one group, its references expanded into it: an
+            // item evaluated inside another reads the outer one's group.
+            let group = if self.stack.is_empty() {
+                let cm = self.cm;
+                let names: Vec<&str> = cm.items[i]
+                    .events
+                    .iter()
+                    .map(|&e| cm.events[e as usize].id.as_str())
+                    .collect();
+                self.values.group_for(&names)
+            } else {
+                self.group
+            };
+            if let Some(g) = group {
+                return self.item_in(i, g);
+            }
+        }
         match &self.items[i] {
             Slot::Done(_) => {}
             Slot::Busy => {
@@ -165,15 +186,7 @@ impl<'a> Ctx<'a> {
                 self.items[i] = Slot::Busy;
                 self.stack.push(i as u32);
                 let cm = self.cm;
-                let outer = self.group;
-                if self.grouped {
-                    let names: Vec<&str> = cm.items[i]
-                        .events
-                        .iter()
-                        .map(|&e| cm.events[e as usize].id.as_str())
-                        .collect();
-                    self.group = self.values.group_for(&names);
-                }
+                let outer = self.group.take();
                 let mut acc = Acc::default();
                 let value = self.eval(&cm.items[i].formula, &mut acc);
                 self.group = outer;
@@ -185,6 +198,40 @@ impl<'a> Ctx<'a> {
             Slot::Done(r) => r,
             // Unreachable: the slot was just filled; answer "no value" rather than panic.
             _ => &self.cycle,
+        }
+    }
+
+    /// Evaluate (once per group) an item whose events are read from group `g`.
+    fn item_in(&mut self, i: usize, g: usize) -> &ItemResult {
+        if !self.item_groups.contains_key(&(i, g)) {
+            if self.stack.contains(&(i as u32)) {
+                let chain: Vec<&str> = self
+                    .stack
+                    .iter()
+                    .map(|&s| self.cm.items[s as usize].name)
+                    .chain(std::iter::once(self.cm.items[i].name))
+                    .collect();
+                self.cycle = ItemResult {
+                    value: f64::NAN,
+                    acc: Acc {
+                        error: Some(format!("reference cycle: {}", chain.join(" -> "))),
+                        ..Acc::default()
+                    },
+                };
+                return &self.cycle;
+            }
+            self.stack.push(i as u32);
+            let outer = self.group.replace(g);
+            let cm = self.cm;
+            let mut acc = Acc::default();
+            let value = self.eval(&cm.items[i].formula, &mut acc);
+            self.group = outer;
+            self.stack.pop();
+            self.item_groups.insert((i, g), ItemResult { value, acc });
+        }
+        match self.item_groups.get(&(i, g)) {
+            Some(r) => r,
+            None => &self.cycle,
         }
     }
 

@@ -104,7 +104,8 @@ pub trait Values {
     fn grouped(&self) -> bool {
         false
     }
-    /// The group whose copies a formula that names `events` directly reads: one that
+    /// The group whose copies a formula that reads `events` (its own and those of the
+    /// formulas it refers to) takes: one that
     /// counted them all together, as perf computes a metric from its own group. `None`:
     /// read the default copies ([`Values::event`]).
     fn group_for(&self, _events: &[&str]) -> Option<usize> {
@@ -830,9 +831,9 @@ impl<'m> Evaluator<'m> {
         })
     }
 
-    /// The event ids a node's or metric's own formula names (not those of the nodes and
-    /// metrics it refers to); empty for an unknown name.
-    pub fn direct_events(&self, name: &str) -> Vec<&str> {
+    /// The event ids a node's or metric's formula reads, with those of the nodes and metrics
+    /// it refers to (as perf expands them into one expression); empty for an unknown name.
+    pub fn formula_events(&self, name: &str) -> Vec<&str> {
         let cm = &*self.cm;
         cm.items
             .iter()

@@ -866,3 +866,57 @@ fn malformed_trees_do_not_hang_or_lose_nodes() {
     let r = evaluate(m, &Selection::all(), &vals(&[]), &Constants::default()).unwrap();
     assert_eq!(r.nodes.len(), 6);
 }
+
+/// Counts of an event per group, as `perf stat -M` records shared events once per group.
+struct Grouped(Vec<(&'static str, usize, f64)>);
+
+impl Values for Grouped {
+    fn event(&self, id: &str) -> Option<f64> {
+        // The default copy: the first.
+        self.0.iter().find(|(e, _, _)| *e == id).map(|&(_, _, v)| v)
+    }
+    fn grouped(&self) -> bool {
+        true
+    }
+    fn group_for(&self, events: &[&str]) -> Option<usize> {
+        let groups: Vec<usize> = self.0.iter().map(|&(_, g, _)| g).collect();
+        groups.into_iter().find(|&g| {
+            events
+                .iter()
+                .all(|e| self.0.iter().any(|&(x, xg, _)| x == *e && xg == g))
+        })
+    }
+    fn event_in(&self, id: &str, group: usize) -> Option<f64> {
+        self.0
+            .iter()
+            .find(|&&(e, g, _)| e == id && g == group)
+            .map(|&(_, _, v)| v)
+            .or_else(|| self.event(id))
+    }
+}
+
+#[test]
+fn each_formula_reads_the_group_that_counted_its_events_with_references_expanded() {
+    // SLOTS is a helper metric: a node that refers to it must read the cycles counted in its
+    // own group, as perf expands the reference into the node's expression.
+    let m = model(
+        "grouped",
+        vec![
+            node("A", None, 1, "100 * EV_A / SLOTS", ""),
+            node("B", None, 1, "100 * EV_B / SLOTS", ""),
+        ],
+        vec![metric("SLOTS", "4 * CYCLES")],
+        vec![],
+    );
+    let v = Grouped(vec![
+        ("EV_A", 0, 100.0),
+        ("CYCLES", 0, 100.0),
+        ("EV_B", 1, 100.0),
+        ("CYCLES", 1, 50.0),
+    ]);
+    let r = evaluate(m, &Selection::level(1), &v, &Constants::default()).unwrap();
+    let value = |n: &str| r.node(n).and_then(|n| n.value).unwrap();
+    assert!((value("A") - 25.0).abs() < 1e-9, "{}", value("A"));
+    // With the default copy (group 0's cycles) B would be 25%.
+    assert!((value("B") - 50.0).abs() < 1e-9, "{}", value("B"));
+}

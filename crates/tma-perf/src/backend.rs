@@ -296,6 +296,7 @@ impl Measurement {
                             ReadingStatus::NotCounted
                         },
                         group: Some(gi),
+                        block: None,
                         cpu: None,
                         tid: None,
                     },

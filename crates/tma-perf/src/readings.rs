@@ -33,8 +33,13 @@ pub struct Reading {
     /// Share of the enabled time the event was really counted, 0..=1.
     pub counted_share: Option<f64>,
     pub status: ReadingStatus,
-    /// Index of the group in the counting plan, when known.
+    /// Index of the group in the counting plan, when known. For an imported recording that
+    /// counts an event more than once (`perf stat -M`): the group this copy was counted in.
     pub group: Option<usize>,
+    /// For such a recording: the block of rows perf listed for one metric, which may span
+    /// several groups when perf did not group a metric's events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<usize>,
     /// CPU the reading belongs to in a per-CPU / per-core breakdown (`None` = aggregated).
     pub cpu: Option<u32>,
     /// Thread id in a per-thread breakdown (`None` = aggregated).
@@ -68,6 +73,7 @@ impl Reading {
             counted_share: share,
             status,
             group: None,
+            block: None,
             cpu: None,
             tid: None,
         }
@@ -85,6 +91,7 @@ impl Reading {
             counted_share: Some(running_pct.map_or(1.0, |p| (p / 100.0).clamp(0.0, 1.0))),
             status: ReadingStatus::Counted,
             group: None,
+            block: None,
             cpu: None,
             tid: None,
         }
@@ -105,6 +112,7 @@ impl Reading {
             },
             status,
             group: None,
+            block: None,
             cpu: None,
             tid: None,
         }

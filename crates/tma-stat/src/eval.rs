@@ -196,6 +196,19 @@ impl StatRun {
     }
 }
 
+/// Sets of copies are numbered in one space for [`tma_metrics::Values::group_for`]: blocks
+/// of perf's listing below this, groups from it up.
+const GROUPS: usize = 1 << 20;
+
+/// Which set `set` names for reading `r`: its group or its block.
+fn set_of(r: &tma_perf::Reading, set: usize) -> Option<usize> {
+    if set >= GROUPS {
+        r.group.map(|g| g + GROUPS)
+    } else {
+        r.block
+    }
+}
+
 /// [`tma_metrics::Values`] over one interval's aggregated readings. An event perf counted in
 /// several groups (`perf stat -M`) is read, for each formula, from the group that counted
 /// all the formula's events together, as perf computes each metric; see [`IntervalValues::group_for`].
@@ -206,10 +219,15 @@ pub(crate) struct IntervalValues<'a> {
 
 impl<'a> IntervalValues<'a> {
     pub(crate) fn new(iv: &'a Interval) -> Self {
-        IntervalValues {
-            iv,
-            grouped: iv.readings.iter().any(|r| r.group.is_some()),
-        }
+        // Only imported recordings that count an event more than once have blocks.
+        let grouped = iv.readings.iter().any(|r| r.block.is_some()) && {
+            let mut seen = std::collections::HashSet::new();
+            iv.readings
+                .iter()
+                .filter(|r| r.cpu.is_none() && r.tid.is_none())
+                .any(|r| !seen.insert(r.event.to_ascii_lowercase()))
+        };
+        IntervalValues { iv, grouped }
     }
 
     fn aggregated(&self, id: &'a str) -> impl Iterator<Item = &'a tma_perf::Reading> + 'a {
@@ -219,12 +237,13 @@ impl<'a> IntervalValues<'a> {
             .filter(move |r| r.cpu.is_none() && r.tid.is_none() && r.event.eq_ignore_ascii_case(id))
     }
 
-    fn copy_in(&self, id: &str, group: usize) -> Option<&'a tma_perf::Reading> {
+    /// The copy of `id` in `set`: a group ([`GROUPS`] and up) or a block of perf's listing.
+    fn copy_in(&self, id: &str, set: usize) -> Option<&'a tma_perf::Reading> {
         let iv = self.iv;
         iv.readings.iter().find(|r| {
             r.cpu.is_none()
                 && r.tid.is_none()
-                && r.group == Some(group)
+                && set_of(r, set) == Some(set)
                 && r.event.eq_ignore_ascii_case(id)
         })
     }
@@ -272,17 +291,29 @@ impl tma_metrics::Values for IntervalValues<'_> {
             .filter(|e| self.aggregated(e).next().is_some())
             .collect();
         let first = present.first()?;
-        let mut best: Option<(usize, f64)> = None;
-        for r in self.aggregated(first) {
-            let Some(g) = r.group else { continue };
-            if present.iter().all(|e| self.copy_in(e, g).is_some()) {
-                let share = r.counted_share.unwrap_or(0.0);
-                if best.is_none_or(|(_, s)| share > s) {
-                    best = Some((g, share));
+        // A group that counted them all together; else a block perf listed them in (one
+        // metric's events, which perf could not count as one group).
+        for sets in [true, false] {
+            let mut best: Option<(usize, f64)> = None;
+            for r in self.aggregated(first) {
+                let set = if sets {
+                    r.group.map(|g| g + GROUPS)
+                } else {
+                    r.block
+                };
+                let Some(set) = set else { continue };
+                if present.iter().all(|e| self.copy_in(e, set).is_some()) {
+                    let share = r.counted_share.unwrap_or(0.0);
+                    if best.is_none_or(|(_, s)| share > s) {
+                        best = Some((set, share));
+                    }
                 }
             }
+            if let Some((set, _)) = best {
+                return Some(set);
+            }
         }
-        best.map(|(g, _)| g)
+        None
     }
     fn event_in(&self, id: &str, group: usize) -> Option<f64> {
         match self.copy_in(id, group) {
@@ -428,7 +459,7 @@ impl TreeEval {
         }
         let mut out = Vec::new();
         for n in self.evaluator.nodes() {
-            let events = self.evaluator.direct_events(n.name);
+            let events = self.evaluator.formula_events(n.name);
             let repeated = values.repeated(&events);
             if !repeated.is_empty() && values.group_for(&events).is_none() {
                 out.push((n.name, repeated.iter().map(|e| e.to_string()).collect()));

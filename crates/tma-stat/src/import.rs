@@ -397,8 +397,9 @@ fn note_groups(
         .join(", ");
     writeln!(
         notes,
-        "tma: note: {file} counts events in several groups, as `perf stat -M` does: {list}; \
-         each node reads the copies counted together with its other events, as perf does"
+        "tma: note: {file} counts events more than once, as `perf stat -M` does: {list}; \
+         each node reads the copies counted (or, where perf could not group them, listed) \
+         together with its other events, as perf does"
     )?;
     for (node, events) in eval.mixed_groups(iv) {
         writeln!(

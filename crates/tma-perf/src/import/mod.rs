@@ -96,20 +96,16 @@ pub fn detect(bytes: &[u8]) -> Result<ImportFormat, ImportError> {
     if trimmed.is_empty() {
         return Err(ImportError::Empty);
     }
-    if trimmed.starts_with('{') {
-        // A single JSON document with a `schema` key is one of tma's own files.
-        if let Ok(serde_json::Value::Object(obj)) = serde_json::from_str::<serde_json::Value>(text)
-        {
-            if let Some(schema) = obj.get("schema").and_then(|s| s.as_str()) {
-                return if schema == "tma.snapshot" {
-                    Ok(ImportFormat::TmaSnapshot)
-                } else {
-                    Err(ImportError::NotARecording {
-                        schema: schema.to_string(),
-                    })
-                };
-            }
-        }
+    // A JSON document with a `schema` key is one of tma's own files (the one recognizer
+    // every input goes through).
+    if let Some(schema) = tma_render::recognize(bytes).schema() {
+        return if schema == crate::snapshot::SCHEMA {
+            Ok(ImportFormat::TmaSnapshot)
+        } else {
+            Err(ImportError::NotARecording {
+                schema: schema.to_string(),
+            })
+        };
     }
     if is_text(text) {
         return Ok(ImportFormat::PerfText);
@@ -166,15 +162,15 @@ pub(crate) fn is_text(text: &str) -> bool {
 /// line: a lone `{` or an object with a `"schema"` key. Such files are read whole (see
 /// [`detect`]); perf stat output streams through [`IntervalReader`].
 pub fn is_document(prefix: &[u8]) -> bool {
+    if tma_render::recognize(prefix).schema().is_some() {
+        return true;
+    }
+    // A document whose `schema` key comes after more than the prefix holds.
     let text = String::from_utf8_lossy(prefix);
-    match text
-        .lines()
+    text.lines()
         .map(str::trim)
         .find(|l| !l.is_empty() && !l.starts_with('#'))
-    {
-        Some(l) => l.starts_with('{') && (l == "{" || l.contains("\"schema\"")),
-        None => false,
-    }
+        .is_some_and(|l| l == "{")
 }
 
 /// Parse a whole `perf stat -x<sep>` or `perf stat -j` recording into memory.

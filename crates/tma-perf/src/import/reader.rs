@@ -618,7 +618,9 @@ fn printed(m: Metric, event: String, row: usize) -> PrintedMetric {
 ///    carries a metric on its own line, since perf prints a metric beside the first event
 ///    of its group; without such a row, before the second copy.
 ///
-/// Each row of a (CPU, thread) stream gets its group's index in [`Reading::group`].
+/// Each row of a (CPU, thread) stream gets its group's index in [`Reading::group`], and in
+/// [`Reading::block`] the index of the block perf listed it in (rule 2 alone): perf lists
+/// each metric's events together even when it could not count them as one group.
 fn assign_groups(iv: &mut Interval, rows: &[(Key, usize)]) {
     let annotated: std::collections::HashSet<usize> = iv
         .printed
@@ -657,22 +659,28 @@ fn assign_groups(iv: &mut Interval, rows: &[(Key, usize)]) {
                 pairs.push((prev, k));
             }
         }
-        for (a, b) in pairs {
-            if (a + 1..=b).any(|k| cut[k]) {
-                continue;
+        // Where two copies of an event are listed, a new block of perf's listing starts.
+        let place = |cut: &mut Vec<bool>| {
+            for &(a, b) in &pairs {
+                if (a + 1..=b).any(|k| cut[k]) {
+                    continue;
+                }
+                let at = (a + 1..=b)
+                    .rev()
+                    .find(|&k| annotated.contains(&idx[k]))
+                    .unwrap_or(b);
+                cut[at] = true;
             }
-            let at = (a + 1..=b)
-                .rev()
-                .find(|&k| annotated.contains(&idx[k]))
-                .unwrap_or(b);
-            cut[at] = true;
-        }
-        let mut group = 0;
+        };
+        let mut block_cut = vec![false; n];
+        place(&mut block_cut);
+        place(&mut cut);
+        let (mut group, mut block) = (0, 0);
         for (k, &i) in idx.iter().enumerate() {
-            if cut[k] {
-                group += 1;
-            }
+            group += usize::from(cut[k]);
+            block += usize::from(block_cut[k]);
             iv.readings[i].group = Some(group);
+            iv.readings[i].block = Some(block);
         }
     }
 }

@@ -265,22 +265,32 @@ where
                 }
                 continue;
             }
-            if let Some((c, first)) = ids
+            let clash = ids
                 .iter()
-                .find_map(|c| self.by_canonical.get(c).map(|f| (c, f)))
-            {
-                if self.tolerant {
+                .find_map(|c| self.by_canonical.get(c).map(|f| (c.clone(), f.clone())));
+            if let Some((c, first)) = clash {
+                if self.tolerant && is_generic_event(&first) && !is_generic_event(spec) {
+                    // perf's metrics read the vendor-named event (counted in their groups),
+                    // not the generic alias perf prints by default (`cycles`): the named one
+                    // is read, the alias dropped.
+                    self.map.remove(&first);
+                    self.order.retain(|s| *s != first);
+                    self.by_canonical.retain(|_, s| *s != first);
+                    self.ignored_set.insert(first.clone());
+                    self.ignored.push(first);
+                } else if self.tolerant {
                     // The first spec's reading is used.
                     self.ignored_set.insert(spec.to_string());
                     self.ignored.push(spec.to_string());
                     continue;
+                } else {
+                    return Err(ResolveError::SameEvent {
+                        model: self.model_key,
+                        first,
+                        second: spec.to_string(),
+                        canonical: c,
+                    });
                 }
-                return Err(ResolveError::SameEvent {
-                    model: self.model_key,
-                    first: first.clone(),
-                    second: spec.to_string(),
-                    canonical: c.clone(),
-                });
             }
             for c in &ids {
                 self.by_canonical.insert(c.clone(), spec.to_string());
@@ -409,19 +419,22 @@ pub fn resolve(
 pub fn aggregate(iv: &Interval) -> Interval {
     let mut out = iv.clone();
     // An event counted in several groups (perf stat -M) is summed per group.
-    let mut order: Vec<(&str, Option<usize>)> = Vec::new();
-    let mut groups: HashMap<(&str, Option<usize>), Vec<&Reading>> = HashMap::new();
+    type Key<'a> = (&'a str, Option<usize>, Option<usize>);
+    let mut order: Vec<Key> = Vec::new();
+    let mut groups: HashMap<Key, Vec<&Reading>> = HashMap::new();
     for r in &iv.readings {
         if r.cpu.is_some() || r.tid.is_some() {
-            let e = groups.entry((r.event.as_str(), r.group)).or_default();
+            let e = groups
+                .entry((r.event.as_str(), r.group, r.block))
+                .or_default();
             if e.is_empty() {
-                order.push((r.event.as_str(), r.group));
+                order.push((r.event.as_str(), r.group, r.block));
             }
             e.push(r);
         }
     }
     for key in order {
-        let (ev, group) = key;
+        let (ev, group, block) = key;
         if iv
             .readings
             .iter()
@@ -449,7 +462,11 @@ pub fn aggregate(iv: &Interval) -> Interval {
             r.time_running_ns = counted.iter().map(|r| r.time_running_ns).sum();
             r
         };
-        out.readings.push(Reading { group, ..reading });
+        out.readings.push(Reading {
+            group,
+            block,
+            ..reading
+        });
     }
     out
 }

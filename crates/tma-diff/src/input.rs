@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 
+use tma_metrics::{Bottleneck, Phase, SummaryNode};
 use tma_stat::{Input, SampleKind, StatConfig};
 
 use crate::{DiffConfig, DiffError};
@@ -22,6 +23,8 @@ pub struct Series {
     pub values: Vec<f64>,
     /// Samples where the node was over its threshold.
     pub above: usize,
+    /// Samples where it was under its threshold (the rest had no verdict).
+    pub below: usize,
 }
 
 /// Everything a diff needs of one run.
@@ -38,8 +41,13 @@ pub struct Side {
     pub sample_kind: &'static str,
     pub nodes: Vec<Series>,
     pub metrics: Vec<Series>,
-    /// The bottleneck path of most samples (the later one on a tie).
+    /// The bottleneck path of the tree compared (the means): `verdict.path`.
     pub bottleneck: Vec<String>,
+    /// The bottleneck of the means, by the rule of `tma stat`
+    /// ([`tma_metrics::decide_summary`]; one sample: its own verdict).
+    pub verdict: Bottleneck,
+    /// Runs of samples with the same bottleneck.
+    pub phases: Vec<Phase>,
 }
 
 /// Read one side.
@@ -83,7 +91,7 @@ impl Collect {
         level: u8,
         unit: &str,
         value: Option<f64>,
-        above: bool,
+        above: Option<bool>,
     ) {
         let i = match self.series.iter().position(|s| s.name == name) {
             Some(i) => i,
@@ -95,6 +103,7 @@ impl Collect {
                     unit: unit.to_string(),
                     values: Vec::new(),
                     above: 0,
+                    below: 0,
                 });
                 self.series.len() - 1
             }
@@ -103,20 +112,38 @@ impl Collect {
         if let Some(v) = value.filter(|v| v.is_finite()) {
             s.values.push(v);
         }
-        s.above += usize::from(above);
+        s.above += usize::from(above == Some(true));
+        s.below += usize::from(above == Some(false));
     }
 }
 
-/// The path most samples name as the bottleneck; on a tie the later one.
-fn most_common(paths: &[Vec<String>]) -> Vec<String> {
-    let mut best: Option<(&Vec<String>, usize)> = None;
-    for p in paths.iter().filter(|p| !p.is_empty()) {
-        let n = paths.iter().filter(|q| *q == p).count();
-        if best.is_none_or(|(_, m)| n >= m) {
-            best = Some((p, n));
-        }
-    }
-    best.map(|(p, _)| p.clone()).unwrap_or_default()
+/// The bottleneck of a side's means by the rule of `tma stat` (one sample: its own), and
+/// its phases over the samples.
+fn verdict(cpu_key: &str, nodes: &[Series], per_sample: &[Bottleneck]) -> (Bottleneck, Vec<Phase>) {
+    let model = tma_catalog::models().iter().find(|m| m.key == cpu_key);
+    let summary: Vec<SummaryNode> = nodes
+        .iter()
+        .map(|s| {
+            let def = model.and_then(|m| m.node(&s.name));
+            SummaryNode {
+                name: &s.name,
+                parent: s.parent.as_deref(),
+                level: s.level,
+                mean: (!s.values.is_empty())
+                    .then(|| s.values.iter().sum::<f64>() / s.values.len() as f64),
+                percent: s.unit.starts_with("Percent"),
+                threshold: def.map_or("", |d| d.threshold),
+                above: s.above,
+                below: s.below,
+                locate_with: def.map_or(&[], |d| d.locate_with),
+            }
+        })
+        .collect();
+    let b = match per_sample {
+        [one] => one.clone(),
+        _ => tma_metrics::decide_summary(&summary, per_sample.len()).1,
+    };
+    (b, tma_metrics::phases(per_sample))
 }
 
 fn from_stat_json(cfg: &DiffConfig, file: &str, bytes: &[u8]) -> Result<Side, DiffError> {
@@ -136,24 +163,24 @@ fn from_stat_json(cfg: &DiffConfig, file: &str, bytes: &[u8]) -> Result<Side, Di
     })?;
     let level_ok = |l: u8| cfg.level.is_none_or(|max| l <= max);
     let (mut nodes, mut metrics) = (Collect::default(), Collect::default());
-    let mut paths = Vec::new();
+    let mut per_sample = Vec::new();
     for iv in &doc.intervals {
         for n in iv.nodes.iter().filter(|n| level_ok(n.level)) {
-            let above = n.above_threshold == Some(true);
             nodes.add(
                 &n.name,
                 n.parent.as_deref(),
                 n.level,
                 n.unit.name(),
                 n.value,
-                above,
+                n.above_threshold,
             );
         }
         for m in &iv.metrics {
-            metrics.add(&m.name, None, 0, m.unit.name(), m.value, false);
+            metrics.add(&m.name, None, 0, m.unit.name(), m.value, None);
         }
-        paths.push(iv.bottleneck.path.clone());
+        per_sample.push(iv.bottleneck.clone());
     }
+    let (verdict, phases) = verdict(&doc.head.cpu.key, &nodes.series, &per_sample);
     Ok(Side {
         file: file.to_string(),
         cpu_key: doc.head.cpu.key,
@@ -167,24 +194,33 @@ fn from_stat_json(cfg: &DiffConfig, file: &str, bytes: &[u8]) -> Result<Side, Di
         },
         nodes: nodes.series,
         metrics: metrics.series,
-        bottleneck: most_common(&paths),
+        bottleneck: verdict.path.clone(),
+        verdict,
+        phases,
     })
 }
 
 fn from_evaluated(file: &str, ev: tma_stat::Evaluated) -> Side {
     let (mut nodes, mut metrics) = (Collect::default(), Collect::default());
-    let mut paths = Vec::new();
+    let mut per_sample = Vec::new();
     for ir in &ev.run.intervals {
         for n in &ir.report.nodes {
-            let above = n.above_threshold == Some(true);
-            nodes.add(n.name, n.parent, n.level, n.unit.name(), n.value, above);
+            nodes.add(
+                n.name,
+                n.parent,
+                n.level,
+                n.unit.name(),
+                n.value,
+                n.above_threshold,
+            );
         }
         for m in &ir.report.metrics {
-            metrics.add(m.name, None, 0, m.unit.name(), m.value, false);
+            metrics.add(m.name, None, 0, m.unit.name(), m.value, None);
         }
-        paths.push(ir.report.bottleneck.path.clone());
+        per_sample.push(ir.report.bottleneck.clone());
     }
     let info = &ev.run.info;
+    let (verdict, phases) = verdict(info.model.key, &nodes.series, &per_sample);
     Side {
         file: file.to_string(),
         cpu_key: info.model.key.to_string(),
@@ -198,6 +234,8 @@ fn from_evaluated(file: &str, ev: tma_stat::Evaluated) -> Side {
         },
         nodes: nodes.series,
         metrics: metrics.series,
-        bottleneck: most_common(&paths),
+        bottleneck: verdict.path.clone(),
+        verdict,
+        phases,
     }
 }

@@ -109,12 +109,13 @@ impl Row {
         }
     }
 
-    /// "BEFORE", "AFTER" or "either run": where the value is missing.
+    /// Where the value is missing: "the before run", "the after run" or "both runs".
     pub fn missing_side(&self) -> &'static str {
         match (self.before.is_some(), self.after.is_some()) {
             (false, true) => "the before run",
             (true, false) => "the after run",
-            _ => "either run",
+            (false, false) => "both runs",
+            _ => "neither run (it has values in both)",
         }
     }
 
@@ -159,8 +160,9 @@ pub struct BottleneckMove {
     pub old_before: Option<f64>,
     #[serde(default)]
     pub old_after: Option<f64>,
-    /// `fixed` (no longer over its threshold in most after samples), `reduced`, `grew`,
-    /// `unchanged`, or `not measured`.
+    /// `unchanged` (the same path), else for the before bottleneck: `fixed` (under its
+    /// threshold after), `reduced`, `grew`, `same value` (its threshold verdict after may be
+    /// unknown), or `not measured`.
     #[serde(default)]
     pub verdict: Cow<'static, str>,
     /// The after bottleneck's value after.
@@ -168,6 +170,12 @@ pub struct BottleneckMove {
     pub new_after: Option<f64>,
     /// The one line the text output prints.
     pub text: String,
+    /// Where a side's bottleneck changes over its samples, which its means hide
+    /// ([`tma_metrics::phases_text`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases_before: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases_after: Option<String>,
 }
 
 /// Two runs compared.
@@ -282,64 +290,115 @@ fn rows(before: &[Series], after: &[Series]) -> Vec<Row> {
 
 fn bottleneck_move(before: &Side, after: &Side, nodes: &[Row]) -> BottleneckMove {
     let row = |name: Option<&String>| name.and_then(|n| nodes.iter().find(|r| &r.name == n));
-    let old = row(before.bottleneck.last());
-    let new = row(after.bottleneck.last());
+    let (old_path, new_path) = (&before.verdict.path, &after.verdict.path);
+    let old = row(old_path.last());
+    let new = row(new_path.last());
     let old_before = old.and_then(|r| r.before).map(|s| s.mean);
     let old_after = old.and_then(|r| r.after).map(|s| s.mean);
     let new_after = new.and_then(|r| r.after).map(|s| s.mean);
-    let still_above = before
-        .bottleneck
-        .last()
-        .and_then(|n| after.nodes.iter().find(|s| &s.name == n))
-        .is_some_and(|s| 2 * s.above > after.samples);
+    // The old bottleneck's threshold verdict in the after run: over, under, or not known.
+    let old_above_after = old_path.last().and_then(|n| {
+        after
+            .nodes
+            .iter()
+            .find(|s| &s.name == n)
+            .and_then(|s| threshold_verdict(s, after.samples))
+    });
     let verdict = match (old_before, old_after) {
-        (Some(_), Some(_)) if before.bottleneck == after.bottleneck => "unchanged",
-        (Some(_), Some(_)) if !still_above => "fixed",
+        (Some(_), Some(_)) if old_path == new_path => "unchanged",
+        (Some(_), Some(_)) if old_above_after == Some(false) => "fixed",
         (Some(b), Some(a)) if a < b => "reduced",
-        (Some(_), Some(_)) => "grew",
+        (Some(b), Some(a)) if a > b => "grew",
+        (Some(_), Some(_)) => "same value",
         _ => "not measured",
     };
     let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}%"));
     let path = |p: &[String]| p.join(" > ");
-    let text = if before.bottleneck.is_empty() && after.bottleneck.is_empty() {
-        "no bottleneck in either run".to_string()
-    } else if before.bottleneck.is_empty() {
+    // A side's verdict in one cell, as `--compact` writes it.
+    let (old_label, new_label) = (before.verdict.label(), after.verdict.label());
+    let text = if old_path.is_empty() && new_path.is_empty() {
+        if old_label == new_label {
+            format!("{old_label} in either run")
+        } else {
+            format!("{old_label} before; {new_label} after")
+        }
+    } else if old_path.is_empty() {
         format!(
-            "no bottleneck before; bottleneck now {} ({})",
-            path(&after.bottleneck),
+            "{old_label} before; now {} ({})",
+            path(new_path),
             pct(new_after)
         )
-    } else if before.bottleneck == after.bottleneck {
-        format!(
-            "bottleneck unchanged: {} {} → {}",
-            path(&before.bottleneck),
-            pct(old_before),
-            pct(old_after)
-        )
-    } else {
-        let now = if after.bottleneck.is_empty() {
-            "no bottleneck now".to_string()
+    } else if old_path == new_path {
+        let change = match (old_before, old_after) {
+            (Some(b), Some(a)) if (a - b).abs() >= 0.05 => format!(
+                "{} by {:.1} points ({} → {})",
+                if a < b { "down" } else { "up" },
+                (a - b).abs(),
+                pct(Some(b)),
+                pct(Some(a))
+            ),
+            (Some(b), Some(_)) => format!("at {} in both runs", pct(Some(b))),
+            (b, a) => format!("{} → {}", pct(b), pct(a)),
+        };
+        let node = old_path.last().map_or("", String::as_str);
+        let how = if old_label == new_label {
+            // What qualifies the node in both runs (`(a ~ b)` below it), said once.
+            old_label
+                .strip_prefix(node)
+                .filter(|q| !q.is_empty())
+                .map(str::to_string)
+                .unwrap_or_default()
         } else {
-            format!(
-                "bottleneck now {} ({})",
-                path(&after.bottleneck),
-                pct(new_after)
-            )
+            format!(" (before: {old_label}; after: {new_label})")
+        };
+        format!("{} stayed the bottleneck, {change}{how}", path(old_path))
+    } else {
+        let why = match (verdict, old_above_after) {
+            ("reduced" | "grew" | "same value", None) => {
+                format!("{verdict}; its threshold could not be evaluated after")
+            }
+            _ => verdict.to_string(),
+        };
+        let now = if new_path.is_empty() {
+            format!("now {new_label}")
+        } else {
+            format!("bottleneck now {} ({})", path(new_path), pct(new_after))
         };
         format!(
-            "{} {} → {} ({verdict}); {now}",
-            path(&before.bottleneck),
+            "{} {} → {} ({why}); {now}",
+            path(old_path),
             pct(old_before),
             pct(old_after)
         )
     };
+    let what = |s: &Side| {
+        if s.sample_kind == "repeats" {
+            "repeats"
+        } else {
+            "intervals"
+        }
+    };
     BottleneckMove {
-        before: before.bottleneck.clone(),
-        after: after.bottleneck.clone(),
+        before: old_path.clone(),
+        after: new_path.clone(),
         old_before,
         old_after,
         verdict: Cow::Borrowed(verdict),
         new_after,
         text,
+        phases_before: tma_metrics::phases_text(&before.phases, what(before)),
+        phases_after: tma_metrics::phases_text(&after.phases, what(after)),
+    }
+}
+
+/// A series' threshold verdict over its side's samples: over or under in most of them;
+/// `None` when they split or most had none.
+fn threshold_verdict(s: &Series, samples: usize) -> Option<bool> {
+    if 2 * s.above > samples {
+        Some(true)
+    } else if 2 * s.below > samples {
+        Some(false)
+    } else {
+        None
     }
 }

@@ -110,6 +110,14 @@ pub fn text(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
     }
     writeln!(w)?;
     writeln!(w, "Bottleneck: {}", d.bottleneck.text)?;
+    for (side, p) in [
+        ("before", &d.bottleneck.phases_before),
+        ("after", &d.bottleneck.phases_after),
+    ] {
+        if let Some(p) = p {
+            writeln!(w, "  {side}: {p}")?;
+        }
+    }
     if d.tested() {
         writeln!(
             w,

@@ -69,7 +69,9 @@ use serde::Serialize;
 use tma_catalog::{Model, NodeDef, Unit};
 
 pub use bottleneck::{
-    is_overlap_view, Bottleneck, CloseSecond, StopReason, AMBIGUITY_POINTS, OVERLAP_VIEWS,
+    decide, decide_summary, is_overlap_view, phases, phases_text, summary_threshold, Bottleneck,
+    CloseSecond, PassedOver, Phase, StopReason, SummaryNode, TreeNode, Wording, AMBIGUITY_POINTS,
+    OVERLAP_VIEWS, PHASES_LISTED,
 };
 pub use compiled::{CompiledModel, ConstKind};
 pub use expr::{parse, Expr, ParseError};

@@ -439,3 +439,228 @@ fn out_of_range_values_are_kept_but_count_as_100_in_the_descent() {
     assert_eq!(be["value"], 130.0);
     assert_eq!(j["bottleneck"]["close_second"]["node"], "Frontend_Bound");
 }
+
+// ---------------------------------------------------------------- one verdict, one wording
+
+use tma_metrics::{decide, decide_summary, phases, phases_text, SummaryNode, TreeNode};
+
+fn tn(
+    name: &'static str,
+    parent: Option<&'static str>,
+    value: Option<f64>,
+    above: Option<bool>,
+) -> TreeNode<'static> {
+    TreeNode {
+        name,
+        parent,
+        level: if parent.is_some() { 2 } else { 1 },
+        value,
+        percent: true,
+        above_threshold: above,
+        locate_with: &[],
+    }
+}
+
+fn pct(v: f64) -> String {
+    format!("{v:.1}%")
+}
+
+#[test]
+fn decide_on_an_evaluated_tree_is_the_report_s_verdict() {
+    let r = report(Selection::all(), BASE);
+    let nodes: Vec<TreeNode> = r.nodes.iter().map(TreeNode::of).collect();
+    assert_eq!(decide(&nodes), r.bottleneck);
+}
+
+#[test]
+fn a_node_without_a_threshold_verdict_is_passed_over_and_said_so() {
+    // Retiring 40% has a value but its threshold could not be evaluated; Backend 30% is over.
+    let nodes = [
+        tn("Frontend_Bound", None, Some(19.0), Some(true)),
+        tn("Bad_Speculation", None, Some(10.9), Some(false)),
+        tn("Backend_Bound", None, Some(30.1), Some(true)),
+        tn("Retiring", None, Some(40.0), None),
+    ];
+    let b = decide(&nodes);
+    assert_eq!(b.node.as_deref(), Some("Backend_Bound"));
+    assert_eq!(b.passed_over.len(), 1);
+    assert_eq!(b.passed_over[0].node, "Retiring");
+    let val = |n: &str| {
+        nodes
+            .iter()
+            .find(|x| x.name == n)
+            .and_then(|x| x.value)
+            .map_or("-".into(), pct)
+    };
+    let w = b.wording(&val);
+    assert_eq!(w.headline, "Bottleneck: Backend_Bound (30.1%)");
+    assert_eq!(
+        w.notes,
+        ["Passed over: Retiring (40.0%), whose threshold could not be evaluated, so it is not known to be over it."]
+    );
+    assert_eq!(b.label(), "Backend_Bound (Retiring threshold ?)");
+    // Lower than the node chosen: not worth a word.
+    let nodes = [
+        tn("Backend_Bound", None, Some(60.0), Some(true)),
+        tn("Retiring", None, Some(20.0), None),
+    ];
+    assert!(decide(&nodes).passed_over.is_empty());
+    // Nothing over threshold but one unknown: "no bottleneck" would be a guess.
+    let nodes = [
+        tn("Backend_Bound", None, Some(10.0), Some(false)),
+        tn("Retiring", None, Some(80.0), None),
+    ];
+    let b = decide(&nodes);
+    assert_eq!(b.stop, StopReason::NothingOverThreshold);
+    let w = b.wording(&|n| {
+        if n == "Retiring" {
+            "80.0%".into()
+        } else {
+            "10.0%".into()
+        }
+    });
+    assert_eq!(
+        w.headline,
+        "No bottleneck known: no level-1 node with a threshold verdict is over its threshold, and the threshold of Retiring could not be evaluated."
+    );
+    assert!(w.notes.is_empty());
+    assert_eq!(
+        b.label(),
+        "none known over threshold (Retiring threshold ?)"
+    );
+}
+
+#[test]
+fn each_stop_reads_as_itself() {
+    let v = |_: &str| "64.0%".to_string();
+    // One level-1 node computed, three not: undecided, never "no bottleneck".
+    let nodes = [
+        tn("Frontend_Bound", None, None, None),
+        tn("Bad_Speculation", None, None, None),
+        tn("Backend_Bound", None, Some(64.0), Some(true)),
+        tn("Retiring", None, None, None),
+    ];
+    let b = decide(&nodes);
+    assert_eq!(
+        b.wording(&v).headline,
+        "Bottleneck: undecided at level 1: Frontend_Bound, Bad_Speculation and Retiring could not be computed, and any of them could be the largest."
+    );
+    assert_eq!(b.label(), "undecided (nodes not computed)");
+    // Children that could not be computed: the parent, and why the descent stopped there.
+    let nodes = [
+        tn("Backend_Bound", None, Some(64.0), Some(true)),
+        tn("Memory_Bound", Some("Backend_Bound"), None, None),
+        tn("Core_Bound", Some("Backend_Bound"), None, None),
+    ];
+    let b = decide(&nodes);
+    let w = b.wording(&v);
+    assert_eq!(w.headline, "Bottleneck: Backend_Bound (64.0%)");
+    assert_eq!(
+        w.notes,
+        ["Its children could not be computed, so the descent stopped there."]
+    );
+    assert_eq!(b.label(), "Backend_Bound (children not computed)");
+    // Nothing computed at all.
+    let b = decide(&[tn("Backend_Bound", None, None, None)]);
+    assert_eq!(
+        b.wording(&v).headline,
+        "No bottleneck: the level-1 nodes could not be computed."
+    );
+}
+
+#[test]
+fn the_means_get_their_thresholds_from_the_rule_then_from_unanimous_samples() {
+    let means = |n: &str| match n {
+        "backend_bound" => Some(50.0),
+        "backend_bound_memory" => Some(23.9),
+        _ => None,
+    };
+    // Over on the means although only half the samples were over.
+    let t = "backend_bound_memory > 10 & backend_bound > 20";
+    assert_eq!(
+        tma_metrics::summary_threshold(t, &means, 30, 30, 60),
+        Some(true)
+    );
+    // The rule names a value the summary lacks: the samples decide when they agree...
+    let t = "backend_bound_memory > 10 & Heavy_Operations > 10";
+    assert_eq!(
+        tma_metrics::summary_threshold(t, &means, 60, 0, 60),
+        Some(true)
+    );
+    assert_eq!(
+        tma_metrics::summary_threshold(t, &means, 0, 60, 60),
+        Some(false)
+    );
+    // ...and the node's threshold is unknown when they do not.
+    assert_eq!(tma_metrics::summary_threshold(t, &means, 30, 30, 60), None);
+    assert_eq!(tma_metrics::summary_threshold(t, &means, 59, 0, 60), None);
+}
+
+#[test]
+fn the_means_of_two_phases_are_ambiguous_and_the_phases_are_listed() {
+    let sn = |name, parent, level, mean, above, below| SummaryNode {
+        name,
+        parent,
+        level,
+        mean: Some(mean),
+        percent: true,
+        threshold: match name {
+            "backend_bound" => "backend_bound > 20",
+            "backend_bound_memory" => "backend_bound_memory > 10 & backend_bound > 20",
+            _ => "backend_bound_cpu > 10 & backend_bound > 20",
+        },
+        above,
+        below,
+        locate_with: &[],
+    };
+    let nodes = [
+        sn("backend_bound", None, 1, 50.0, 60, 0),
+        sn(
+            "backend_bound_memory",
+            Some("backend_bound"),
+            2,
+            23.9,
+            30,
+            30,
+        ),
+        sn("backend_bound_cpu", Some("backend_bound"), 2, 26.0, 60, 0),
+    ];
+    let (verdicts, b) = decide_summary(&nodes, 60);
+    assert_eq!(verdicts, [Some(true), Some(true), Some(true)]);
+    assert_eq!(b.node.as_deref(), Some("backend_bound"));
+    assert!(
+        matches!(b.stop, StopReason::Ambiguous { ref first, .. } if first == "backend_bound_cpu")
+    );
+    // Phases: 30 samples of one bottleneck, then 30 of another.
+    let one = |node: &str| tma_metrics::Bottleneck {
+        path: vec!["backend_bound".into(), node.into()],
+        node: Some(node.into()),
+        stop: StopReason::Leaf,
+        close_second: None,
+        locate_with: vec![],
+        locate_with_node: None,
+        passed_over: vec![],
+    };
+    let per: Vec<_> = (0..60)
+        .map(|i| {
+            one(if i < 30 {
+                "backend_bound_memory"
+            } else {
+                "backend_bound_cpu"
+            })
+        })
+        .collect();
+    let p = phases(&per);
+    assert_eq!(p.len(), 2);
+    assert_eq!(
+        phases_text(&p, "intervals").unwrap(),
+        "The bottleneck changes over time, which the means hide: intervals 1-30: backend_bound_memory; 31-60: backend_bound_cpu."
+    );
+    assert_eq!(phases_text(&p[..1], "intervals"), None);
+    // Many changes: the first few, then a count.
+    let per: Vec<_> = (0..20)
+        .map(|i| one(if i % 2 == 0 { "a" } else { "b" }))
+        .collect();
+    let t = phases_text(&phases(&per), "intervals").unwrap();
+    assert!(t.ends_with("6: b; … (19 changes in all)."), "{t}");
+}

@@ -14,6 +14,7 @@ use tma_stat::{Format, Input, RenderOptions, StatConfig};
 
 use crate::model::{Document, LocateView, MetricRow, Section, StatView, TreeRow};
 use crate::{HtmlError, ReportConfig};
+use tma_metrics::{Bottleneck, SummaryNode};
 use tma_stat::render::doc::StatDoc;
 
 /// What an input holds, by its first bytes and its `schema`.
@@ -262,7 +263,7 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
     let mut metrics: Vec<(MetricRow, f64, usize)> = Vec::new();
     let several = doc.intervals.len() > 1;
     let mut timeline = several.then(Timeline::new);
-    let mut paths: Vec<(Vec<String>, usize)> = Vec::new();
+    let mut per_sample: Vec<Bottleneck> = Vec::new();
     for iv in &doc.intervals {
         for n in &iv.nodes {
             let i = match rows.iter().position(|(r, _)| r.name == n.name) {
@@ -339,28 +340,44 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
                 &iv.bottleneck.path,
             );
         }
-        if !iv.bottleneck.path.is_empty() {
-            match paths.iter_mut().find(|(p, _)| *p == iv.bottleneck.path) {
-                Some((_, n)) => *n += 1,
-                None => paths.push((iv.bottleneck.path.clone(), 1)),
+        per_sample.push(iv.bottleneck.clone());
+    }
+    // The verdict of the tree shown (the means), by the rule every command uses.
+    let summary: Vec<SummaryNode> = rows
+        .iter()
+        .map(|(r, a)| {
+            let def = model.and_then(|m| m.node(&r.name));
+            SummaryNode {
+                name: &r.name,
+                parent: r.parent.as_deref(),
+                level: r.level,
+                mean: (a.n > 0).then(|| a.sum / a.n as f64),
+                percent: r.unit.starts_with("Percent"),
+                threshold: def.map_or("", |d| d.threshold),
+                above: a.above,
+                below: a.verdicts - a.above,
+                locate_with: def.map_or(&[], |d| d.locate_with),
             }
-        }
-    }
-    // The path most samples named (the later one on a tie).
-    let mut bottleneck: Vec<String> = Vec::new();
-    let mut best = 0;
-    for (p, n) in &paths {
-        if *n >= best {
-            best = *n;
-            bottleneck = p.clone();
-        }
-    }
+        })
+        .collect();
+    let (verdicts, verdict) = match doc.intervals.as_slice() {
+        // One sample: its own verdict, exactly as `tma stat` printed it.
+        [one] => (
+            summary
+                .iter()
+                .map(|n| node_verdict(n.above, n.below))
+                .collect(),
+            one.bottleneck.clone(),
+        ),
+        _ => tma_metrics::decide_summary(&summary, doc.intervals.len()),
+    };
     let names: Vec<Option<String>> = rows.iter().map(|(r, _)| r.parent.clone()).collect();
     let rows: Vec<TreeRow> = rows
         .into_iter()
-        .map(|(mut r, a)| {
+        .zip(verdicts)
+        .map(|((mut r, a), above)| {
             r.value = (a.n > 0).then(|| a.sum / a.n as f64);
-            r.above_threshold = (a.verdicts > 0).then_some(2 * a.above > a.verdicts);
+            r.above_threshold = above;
             r.counted_share = a.share;
             if a.n == 0 {
                 if let Some((s, d)) = a.status {
@@ -371,8 +388,8 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
                 r.status = s;
                 r.status_detail = d;
             }
-            r.on_path = bottleneck.iter().any(|b| b == &r.name);
-            r.bottleneck = bottleneck.last() == Some(&r.name);
+            r.on_path = verdict.path.iter().any(|b| b == &r.name);
+            r.bottleneck = verdict.node.as_deref() == Some(&r.name);
             r.has_children = names.iter().any(|p| {
                 p.as_deref()
                     .is_some_and(|p| p.eq_ignore_ascii_case(&r.name))
@@ -395,7 +412,17 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
                 m
             })
             .collect(),
-        bottleneck,
+        phases: tma_metrics::phases(&per_sample),
+        verdict,
         timeline,
     })
+}
+
+/// One sample's threshold verdict from its counts.
+fn node_verdict(above: usize, below: usize) -> Option<bool> {
+    match (above, below) {
+        (1, 0) => Some(true),
+        (0, 1) => Some(false),
+        _ => None,
+    }
 }

@@ -5,6 +5,7 @@
 
 use tma_bench::doc::BenchDoc;
 use tma_diff::doc::{DiffDoc, ProfileDiffDoc};
+use tma_metrics::{Bottleneck, Phase};
 use tma_profile::report::Profile;
 use tma_stat::render::plot::Timeline;
 
@@ -53,8 +54,11 @@ pub struct StatView {
     pub rows: Vec<TreeRow>,
     /// Helper metrics (`-m`), means over the samples.
     pub metrics: Vec<MetricRow>,
-    /// The bottleneck path most samples named.
-    pub bottleneck: Vec<String>,
+    /// The bottleneck of the tree shown: one sample's own, or the rule run on the means
+    /// (`tma_metrics::decide_summary`), as `tma stat` and `tma diff` find it.
+    pub verdict: Bottleneck,
+    /// Runs of samples with the same bottleneck (one when it never changes).
+    pub phases: Vec<Phase>,
     /// The values over time, when there are several samples.
     pub timeline: Option<Timeline>,
 }
@@ -71,7 +75,8 @@ pub struct TreeRow {
     pub unit: String,
     /// The node's own threshold (the clause `Name > N` of its rule), where it has one.
     pub threshold: Option<f64>,
-    /// Over its threshold in most samples (`None`: no verdict in any sample).
+    /// Over its threshold: the sample's verdict, or its rule on the means
+    /// (`tma_metrics::summary_threshold`); `None`: not known.
     pub above_threshold: Option<bool>,
     /// The smallest share of the time its events were counted.
     pub counted_share: Option<f64>,

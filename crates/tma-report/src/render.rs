@@ -215,6 +215,8 @@ struct StatT<'a> {
     heading: String,
     meta: String,
     bottleneck: String,
+    /// Where the bottleneck changes over the samples (empty when it never does).
+    phases: String,
     items: Vec<TreeItem>,
     final_closers: String,
     panels: Vec<PanelView>,
@@ -410,18 +412,20 @@ fn stat(id: &str, v: &StatView) -> Result<(String, String), HtmlError> {
     } else {
         "one sample".into()
     };
-    let bottleneck = if v.bottleneck.is_empty() {
-        "No bottleneck: no level-1 node is over its threshold, or none could be computed.".into()
-    } else {
-        let last = v.bottleneck.last().expect("non-empty path");
-        let val = v
-            .rows
+    // Worded as `tma stat` words it, from the verdict computed in the library.
+    let val = |name: &str| {
+        v.rows
             .iter()
-            .find(|r| &r.name == last)
-            .map(|r| value_text(r.value, &r.unit))
-            .unwrap_or_default();
-        format!("Bottleneck: {} ({val})", v.bottleneck.join(" > "))
+            .find(|r| r.name == name)
+            .map_or_else(|| "-".to_string(), |r| value_text(r.value, &r.unit))
     };
+    let bottleneck = v.verdict.wording(&val).paragraph();
+    let what_samples = if v.interval_mode {
+        "intervals"
+    } else {
+        "samples"
+    };
+    let phases = tma_metrics::phases_text(&v.phases, what_samples).unwrap_or_default();
     let t = StatT {
         id,
         heading: format!(
@@ -442,6 +446,7 @@ fn stat(id: &str, v: &StatView) -> Result<(String, String), HtmlError> {
             )
         },
         bottleneck,
+        phases,
         items,
         final_closers,
         panels: match &v.timeline {
@@ -564,7 +569,21 @@ fn diff(id: &str, doc: &Document<DiffDoc>) -> Result<(String, String), HtmlError
         file: &doc.file,
         before: side(&d.before),
         after: side(&d.after),
-        bottleneck: d.bottleneck.text.clone(),
+        bottleneck: [
+            Some(d.bottleneck.text.clone()),
+            d.bottleneck
+                .phases_before
+                .as_ref()
+                .map(|p| format!("Before: {p}")),
+            d.bottleneck
+                .phases_after
+                .as_ref()
+                .map(|p| format!("After: {p}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" "),
         test: format!(
             "Significance: {} (two-sided), significant when p < {}; n = samples per side; \
              p = ? where a side has fewer than two samples or no variation.",

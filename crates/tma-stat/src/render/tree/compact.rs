@@ -73,27 +73,8 @@ pub(super) fn compact_line(
         let _ = write!(line, "  {:>wd$}", v.as_deref().unwrap_or("-"), wd = c.width);
     }
     line.push_str("  ");
-    line.push_str(&bottleneck_short(&ir.report.bottleneck));
+    // The verdict in one cell, worded as every output words it.
+    line.push_str(&ir.report.bottleneck.label());
     writeln!(w, "{}", line.trim_end())?;
     Ok(())
-}
-
-pub(super) fn bottleneck_short(b: &Bottleneck) -> String {
-    let close = b
-        .close_second
-        .as_ref()
-        .map(|c| format!(" (close: {})", c.node))
-        .unwrap_or_default();
-    match (&b.stop, &b.node) {
-        (StopReason::Ambiguous { first, second, .. }, Some(n)) => {
-            format!("{n} ({first} ~ {second}){close}")
-        }
-        (StopReason::Ambiguous { first, second, .. }, None) => {
-            format!("{first} ~ {second} (ambiguous)")
-        }
-        (StopReason::Undecided { .. }, None) => "undecided (nodes not computed)".into(),
-        (_, Some(n)) => format!("{n}{close}"),
-        (StopReason::NothingOverThreshold, None) => "none over threshold".into(),
-        _ => "not measured".into(),
-    }
 }

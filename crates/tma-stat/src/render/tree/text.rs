@@ -46,6 +46,7 @@ pub(super) fn render_tree(
         .unwrap_or(10)
         + 2;
     let mut hidden = 0usize;
+    let mut unknown_threshold = 0usize;
     for (n, show) in r.nodes.iter().zip(&shown) {
         if !show {
             hidden += 1;
@@ -60,6 +61,9 @@ pub(super) fn render_tree(
             "<=="
         } else if n.above_threshold == Some(false) {
             "below"
+        } else if n.above_threshold.is_none() && n.value.is_some() {
+            unknown_threshold += 1;
+            "?"
         } else {
             ""
         };
@@ -88,6 +92,12 @@ pub(super) fn render_tree(
         writeln!(w, "{}", line.trim_end())?;
     }
     writeln!(w)?;
+    if unknown_threshold > 0 {
+        writeln!(
+            w,
+            "`?` = threshold unknown: it could not be evaluated (it needs values that are missing), so the node is not known to be over or under it."
+        )?;
+    }
     if hidden > 0 {
         writeln!(
             w,
@@ -300,73 +310,30 @@ pub(super) fn closing(w: &mut dyn Write, info: &RunInfo, r: &Report) -> Result<(
             .and_then(|n| n.value.map(|v| fmt_value(v, n.unit)))
             .unwrap_or_else(|| "-".into())
     };
-    let path = b.path.join(" > ");
-    match &b.stop {
-        StopReason::Ambiguous { first, second, gap } => {
-            // Only below level 1: the parent of the close pair is the bottleneck.
+    let wording = b.wording(&val);
+    writeln!(w, "{}", wording.headline)?;
+    let chosen = match &b.stop {
+        StopReason::Ambiguous { .. } => None,
+        _ => b.node.as_deref(),
+    };
+    if let Some(node) = chosen {
+        if r.node(node).is_some_and(|n| n.status == Status::OutOfRange) {
             writeln!(
                 w,
-                "Bottleneck: {path} ({}); below it, ambiguous between {first} ({}) and {second} ({}), within {gap:.1} points.",
-                b.node.as_deref().map(val).unwrap_or_default(),
-                val(first),
-                val(second)
+                "  Warning: its value is outside 0-100%, so the counts behind it are suspect (skew, multiplexing, or a wrong --cpu)."
             )?;
         }
-        StopReason::NothingOverThreshold => {
-            writeln!(w, "No bottleneck: no level-1 node is over its threshold.")?;
-            return Ok(());
-        }
-        StopReason::Undecided { not_computed } => {
-            let where_ = if path.is_empty() {
-                "at level 1".to_string()
-            } else {
-                format!(
-                    "below {path} ({})",
-                    b.node.as_deref().map(val).unwrap_or_default()
-                )
-            };
-            writeln!(
-                w,
-                "Bottleneck: undecided {where_}: {} could not be computed (see above), and {} be the largest.",
-                not_computed.join(", "),
-                if not_computed.len() == 1 { "it could" } else { "any of them could" }
-            )?;
-            if path.is_empty() {
-                return Ok(());
-            }
-        }
-        StopReason::NotMeasured if b.node.is_none() => {
-            writeln!(
-                w,
-                "No bottleneck: the level-1 nodes could not be computed (see above)."
-            )?;
-            return Ok(());
-        }
-        _ => {
-            if let Some(node) = &b.node {
-                writeln!(w, "Bottleneck: {path} ({})", val(node))?;
-                if r.node(node).is_some_and(|n| n.status == Status::OutOfRange) {
-                    writeln!(
-                        w,
-                        "  Warning: its value is outside 0-100%, so the counts behind it are suspect (skew, multiplexing, or a wrong --cpu)."
-                    )?;
-                }
-                if let Some(d) = r.node(node).map(|n| n.description) {
-                    if !d.is_empty() {
-                        writeln!(w, "  {d}")?;
-                    }
-                }
+        if let Some(d) = r.node(node).map(|n| n.description) {
+            if !d.is_empty() && !matches!(b.stop, StopReason::Undecided { .. }) {
+                writeln!(w, "  {d}")?;
             }
         }
     }
-    if let Some(c) = &b.close_second {
-        writeln!(
-            w,
-            "  Close second at level 1: {} {} is within {:.1} points.",
-            c.node,
-            val(&c.node),
-            c.gap
-        )?;
+    for note in &wording.notes {
+        writeln!(w, "  {note}")?;
+    }
+    if b.node.is_none() {
+        return Ok(());
     }
     let cmd = info.command.as_deref().unwrap_or("CMD");
     let targets: Vec<&str> = match (&b.stop, &b.node) {

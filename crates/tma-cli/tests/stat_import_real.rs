@@ -212,3 +212,131 @@ fn a_value_that_does_not_match_is_flagged() {
     assert!(out.contains("3 of them differ from tma's"), "{out}");
     assert!(out.contains("≠"), "{out}");
 }
+
+/// The bundled Zen 4 recording with each event spec changed by `spell`.
+fn respelled(spell: impl Fn(&str) -> String) -> String {
+    let text = std::fs::read_to_string(fixture("import/zen4-sha256-synthetic.csv")).unwrap();
+    text.lines()
+        .map(|l| {
+            // value,unit,EVENT,running,share,metric,metric-unit; the event may hold commas.
+            let f: Vec<&str> = l.split(',').collect();
+            if l.starts_with('#') || f.len() < 7 {
+                return l.to_string();
+            }
+            let event = f[2..f.len() - 4].join(",");
+            let mut out: Vec<String> = f[..2].iter().map(|s| s.to_string()).collect();
+            out.push(spell(&event));
+            out.extend(f[f.len() - 4..].iter().map(|s| s.to_string()));
+            out.join(",")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `tma stat --import` of `text` (zen4, level 2, JSON): (stderr, the document).
+fn import_json(text: &str) -> (String, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.csv");
+    std::fs::write(&file, text).unwrap();
+    let o = TMA.run(&[
+        "stat",
+        "--import",
+        file.to_str().unwrap(),
+        "--cpu",
+        "zen4",
+        "-l",
+        "2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    (stderr(&o), documents(&stdout(&o)).remove(0))
+}
+
+fn node_values(d: &Value) -> Vec<(String, f64)> {
+    d["intervals"][0]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| Some((n["name"].to_string(), n["value"].as_f64()?)))
+        .collect()
+}
+
+#[test]
+fn modifiers_in_every_position_read_as_the_bare_events() {
+    let (_, bare) = import_json(&respelled(|e| e.to_string()));
+    let want = node_values(&bare);
+    assert!(want.len() > 5);
+    // perf writes a modifier after `:` on a name and after the closing `/` of a PMU form.
+    fn with(e: &str, m: &str) -> String {
+        if e.ends_with('/') {
+            format!("{e}{m}")
+        } else {
+            format!("{e}:{m}")
+        }
+    }
+    fn pmu(e: &str, m: &str) -> String {
+        let raw = e.starts_with('r') && e[1..].chars().all(|c| c.is_ascii_hexdigit());
+        if raw {
+            // A raw `rNNNN` has no PMU form of its own.
+            with(e, m.trim_start_matches(':'))
+        } else if e.ends_with('/') {
+            format!("{e}{m}")
+        } else {
+            format!("cpu/{e}/{m}")
+        }
+    }
+    let cases: [(&str, fn(&str) -> String, Option<&str>); 5] = [
+        ("kernel only", |e| with(e, "k"), Some("k")),
+        ("user only, pmu form", |e| pmu(e, "u"), Some("u")),
+        ("precise only", |e| with(e, "ppp"), None),
+        ("guest", |e| with(e, "G"), Some("G")),
+        ("host, pmu form with colon", |e| pmu(e, ":H"), Some("H")),
+    ];
+    for (what, spell, scope) in cases {
+        let (err, d) = import_json(&respelled(spell));
+        assert_eq!(node_values(&d), want, "{what}");
+        match scope {
+            Some(s) => {
+                assert_eq!(d["scope"], s, "{what}");
+                assert_eq!(
+                    err.matches("tma: note: every count").count(),
+                    1,
+                    "{what}: {err}"
+                );
+            }
+            None => {
+                assert!(d.get("scope").is_none(), "{what}");
+                assert!(!err.contains("every count"), "{what}: {err}");
+            }
+        }
+    }
+    // Mixed scopes: the events are still read, and the mix is said.
+    let (err, d) = import_json(&respelled(|e| {
+        if e == "ls_not_halted_cyc" {
+            e.to_string()
+        } else {
+            with(e, "k")
+        }
+    }));
+    // Level 1 reads named events only, each found without its `:k`.
+    let level1 = |v: Vec<(String, f64)>| -> Vec<(String, f64)> {
+        v.into_iter()
+            .filter(|(n, _)| {
+                [
+                    "frontend_bound",
+                    "bad_speculation",
+                    "backend_bound",
+                    "retiring",
+                ]
+                .iter()
+                .any(|l| *n == format!("\"{l}\""))
+            })
+            .collect()
+    };
+    assert_eq!(level1(node_values(&d)), level1(want.clone()));
+    assert!(d.get("scope").is_none());
+    assert!(
+        err.contains("counts some events in another scope than the rest"),
+        "{err}"
+    );
+}

@@ -26,6 +26,8 @@ struct Batch {
     cut: Option<tma_perf::import::CutOff>,
     /// With the first batch: the part of the work every event was counted in.
     scope: Option<tma_perf::import::Scope>,
+    /// With the first batch: specs of a scope of their own, read as their events.
+    rescoped: Vec<String>,
 }
 
 enum BatchError {
@@ -53,6 +55,7 @@ where
         ignored: None,
         cut: None,
         scope: None,
+        rescoped: Vec::new(),
     };
     let ignored_before = resolver.ignored().len();
     let mut result = Ok(false);
@@ -87,6 +90,7 @@ where
             // lists every event it counted.
             batch.event_map = Some(resolver.mapping());
             batch.scope = resolver.scope().cloned();
+            batch.rescoped = resolver.rescoped().to_vec();
             *first = false;
         }
         batch.intervals.push(if aggregated {
@@ -302,6 +306,15 @@ fn import_one(
             }
             if let Some(map) = batch.event_map {
                 info.event_map = map;
+            }
+            if !batch.rescoped.is_empty() {
+                writeln!(
+                    notes,
+                    "tma: warning: {file} counts some events in another scope than the rest \
+                     ({}): they were read as their events, so the tree mixes what was counted; \
+                     record every event with the same modifiers",
+                    batch.rescoped.join(", ")
+                )?;
             }
             if let Some(scope) = batch.scope.filter(|s| !s.is_all()) {
                 writeln!(

@@ -170,6 +170,8 @@ pub struct Resolver<F, G> {
     /// or when the events differ in scope (their modifiers then stay in the specs).
     scope: Option<Scope>,
     decided: bool,
+    /// Specs whose scope differs from the others' and was read off to find the event.
+    rescoped: Vec<String>,
 }
 
 impl<F, G> Resolver<F, G>
@@ -190,6 +192,7 @@ where
             ignored_set: HashSet::new(),
             scope: None,
             decided: false,
+            rescoped: Vec::new(),
         }
     }
 
@@ -198,6 +201,13 @@ where
     /// spec was learnt, or when the events' scopes differ.
     pub fn scope(&self) -> Option<&Scope> {
         self.scope.as_ref()
+    }
+
+    /// Specs counted in a scope other events of the recording were not (`cycles:k` beside
+    /// `instructions`) whose event the tables name only without it: they were read as that
+    /// event, so the tree mixes scopes there.
+    pub fn rescoped(&self) -> &[String] {
+        &self.rescoped
     }
 
     /// The spec to look up: without perf's modifiers when they are the recording's common
@@ -258,7 +268,16 @@ where
                 continue;
             }
             let lookup = self.lookup_form(spec);
-            let ids = (self.resolve_spec)(&lookup);
+            let mut ids = (self.resolve_spec)(&lookup);
+            let base = split_modifiers(spec).0;
+            if ids.is_empty() && lookup != base {
+                // A scope of its own that the tables cannot express (`ls_not_halted_cyc:k`
+                // beside events of all the work): read as the event, and said.
+                ids = (self.resolve_spec)(base);
+                if !ids.is_empty() {
+                    self.rescoped.push(spec.to_string());
+                }
+            }
             if ids.is_empty() && !is_generic_event(spec) {
                 if !unknown.iter().any(|u| u == spec) {
                     unknown.push(spec.to_string());

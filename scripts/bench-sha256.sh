@@ -2,8 +2,11 @@
 # SHA-256 throughput benchmark (issue 14, section 3): tma's portable, SHA-NI one stream and SHA-NI
 # interleaved implementations (2, 3, 4, 6 and 8 streams) side by side with `openssl speed -evp
 # sha256` (16384-byte column) and coreutils `sha256sum`, all in the same run, in cycles per byte
-# and GB/s, plus the instruction-level bound that `tma bench --preset sha` derives, and the
-# targets as PASS/FAIL lines:
+# and GB/s, plus the instruction-level lower bound that `tma bench --preset sha` derives (the
+# largest of its lower-bound terms for each stream count; a term that a kernel of the same run
+# beats is said not to be a lower bound and is dropped, so no share is over 100%; the block mix
+# measured as one body is printed as a reference point, not a bound), and the targets as
+# PASS/FAIL lines:
 #   * interleaved: the best of 4 to 8 streams reaches >= 80% of the derived bound, or >= 2.5x
 #     OpenSSL's single-stream speed, whichever is stricter (both are checked);
 #   * portable >= coreutils sha256sum per CPU second (`tma sha256sum --impl portable` against
@@ -164,17 +167,70 @@ print()
 if ni == "1":
     sha = load("bench.json")["sha"]
     b = sha["bounds"]
-    bound_cpb = b["interleaved_cycles_per_block"] / 64.0
     unconfirmed = sha.get("unconfirmed", [])
-    print(f"instruction-level bound (tma bench --preset sha): one stream "
-          f"{b['one_stream_cycles_per_block']/64:.3f} c/B, interleaved {bound_cpb:.3f} c/B "
-          f"(bound by {b['interleaved_binding']})")
-    for line in b["derivation"]:
-        print(f"  {line}")
     docs = {k: load(f"ni{k}.json") for k in widths}
     cpb = {k: j["clock"]["core_hz"] / best(j) for k, j in docs.items()}
     cpb_avg = {k: j["clock"]["core_hz"] / bps(j) for k, j in docs.items()}
-    print("of limit (fastest pass): " + ", ".join(f"{k} streams {100*bound_cpb/c:.0f}%" for k, c in cpb.items()))
+    one_doc = load("ni1.json")
+
+    # The kernels against the bounds: tma_workloads::sha256::bound::judge, in Python (keep the
+    # two in step). A term that a kernel of this run beats was no lower bound: it is said so and
+    # leaves the bound of every stream count (the latency chain, one stream / K, is one term).
+    def judge(kernels):
+        """kernels: {name: (streams, cycles per block)} -> ({name: (term, share)}, beaten, held)"""
+        beaten = [(x["term"]["name"], x["term"]["cycles"], x["by"], x["measured"])
+                  for x in b.get("beaten", [])]
+        terms = [(t["name"], t["cycles"]) for t in b["terms"]]
+        one = b["one_stream_cycles_per_block"]
+        chain = lambda s: ("the latency chain of one stream" if s <= 1 else
+                           f"the latency chain of one stream / {s} streams", one / max(s, 1))
+        ok = {n: v for n, v in kernels.items() if v[1] > 0 and v[1] == v[1]}
+        if ok:
+            fastest = min(ok, key=lambda n: ok[n][1])
+            beaten += [(t, c, fastest, ok[fastest][1]) for t, c in terms if c > ok[fastest][1]]
+            terms = [(t, c) for t, c in terms if c <= ok[fastest][1]]
+        over = [(chain(s)[1] / c, n) for n, (s, c) in ok.items() if chain(s)[1] > c]
+        if over:
+            n = max(over)[1]
+            beaten.append((*chain(ok[n][0]), n, ok[n][1]))
+        largest = lambda ts: next((x for x in ts if x[1] == max(y[1] for y in ts)), None)  # first on a tie
+        out = {}
+        for n, (s, c) in ok.items():
+            t = largest(terms + ([] if over else [chain(s)]))
+            if t:
+                out[n] = (t, t[1] / c)
+        return out, beaten, largest(terms), not over
+
+    # Every kernel figure of this run, fastest passes and averages, against the bounds at once.
+    name = lambda k: f"{k} streams" if k > 1 else "1 stream"
+    figs = {name(1): (1, 64 * one_doc["clock"]["core_hz"] / best(one_doc)),
+            **{name(k): (k, 64 * c) for k, c in cpb.items()},
+            f"{name(1)} (average)": (1, 64 * one_doc["clock"]["core_hz"] / bps(one_doc)),
+            **{f"{name(k)} (average)": (k, 64 * c) for k, c in cpb_avg.items()}}
+    shares, beaten, inter, chain_held = judge(figs)
+    print("instruction-level lower bounds (tma bench --preset sha; the largest term that no figure of "
+          "this run beats): one stream "
+          + (f"{b['one_stream_cycles_per_block']/64:.3f} c/B (latency chain; K streams: at least that / K)"
+             if chain_held else "n/a (the latency chain was beaten)")
+          + ", interleaved "
+          + (f"{inter[1]/64:.3f} c/B (bound by {inter[0]})" if inter else "n/a (every term was beaten)"))
+    ref = b.get("reference")
+    if ref:
+        print(f"reference, not a bound: a straightforward schedule of this mix ({ref['name']}) runs at "
+              f"{ref['cycles']/64:.3f} c/B")
+    print("derivation of the terms (tma bench --preset sha):")
+    for line in b["derivation"]:
+        if not line.startswith("interleaved bound:"):  # the bench's alone; the bound is above
+            print(f"  {line}")
+    for t, c, by, m in beaten:
+        print(f"NOT A LOWER BOUND: the model's term {t} ({c:.1f} cycles/block = {c/64:.3f} cycles/byte) "
+              f"was beaten by {by} ({m:.1f} cycles/block = {m/64:.3f} cycles/byte): it is not a lower bound")
+    # Each share with its bound, the binding term named where it is not the interleaved one.
+    of = lambda n: (f"{n} {100*shares[n][1]:.0f}% of {shares[n][0][1]/64:.3f}"
+                    + ("" if shares[n][0] == inter else f" ({shares[n][0][0]})")
+                    if n in shares else f"{n} n/a")
+    print("of bound (fastest pass): " + ", ".join(of(name(k)) for k in [1] + widths))
+    print("of bound (averages): " + ", ".join(of(f"{name(k)} (average)") for k in [1] + widths))
     wide = [k for k in widths if 4 <= k <= 8]
     kbest = min(wide, key=lambda k: cpb[k])
     kall = min(widths, key=lambda k: cpb[k])
@@ -184,28 +240,35 @@ if ni == "1":
     # interleaved run's own core clock, like its c/B.
     hz_k = docs[kbest]["clock"]["core_hz"]
     x_ossl = best(docs[kbest]) / ossl_pass
-    need_bound = bound_cpb / 0.80                       # c/B needed for 80% of the bound
-    need_ossl = hz_k / (2.5 * ossl_pass)                # c/B needed for 2.5x OpenSSL
-    stricter = min(need_bound, need_ossl)
     c = cpb[kbest]
-    if unconfirmed:
-        # A bound measured through noise is too high: "of limit" and the 80% check would flatter.
-        print(f"BOUND UNCONFIRMED: {len(unconfirmed)} of its measured inputs did not converge "
-              f"(`{'`, `'.join(unconfirmed)}`); the shares of it above and the 80% check are not figures "
+    share = shares.get(name(kbest))
+    need_ossl = hz_k / (2.5 * ossl_pass)                # c/B needed for 2.5x OpenSSL
+    if unconfirmed or share is None:
+        # A bound measured through noise is too high: "of bound" and the 80% check would flatter.
+        why = (f"{len(unconfirmed)} of its measured inputs did not converge (`{'`, `'.join(unconfirmed)}`)"
+               if unconfirmed else "every term of it was beaten")
+        print(f"BOUND UNCONFIRMED: {why}; the shares of it above and the 80% check are not figures "
               "to trust: run again on a quieter machine")
         print(f"target interleaved, fastest pass (best of 4-8 streams: {kbest}, {c:.3f} c/B): 80% of bound: "
               f"UNKNOWN (bound unconfirmed); 2.5x openssl needs {need_ossl:.3f}: "
               f"{verdict(x_ossl >= 2.5)} ({x_ossl:.2f}x openssl)")
     else:
+        bound_cpb = share[0][1] / 64.0
+        need_bound = bound_cpb / 0.80                   # c/B needed for 80% of the bound
+        stricter = min(need_bound, need_ossl)
         print(f"target interleaved, fastest pass (best of 4-8 streams: {kbest}, {c:.3f} c/B) <= {stricter:.3f} c/B "
-              f"[80% of bound needs {need_bound:.3f}, 2.5x openssl needs {need_ossl:.3f}; the stricter]: "
-              f"{verdict(c <= need_bound and x_ossl >= 2.5)} ({100*bound_cpb/c:.0f}% of bound, {x_ossl:.2f}x openssl)")
-    ka = min(wide, key=lambda k: cpb_avg[k])
-    ca = cpb_avg[ka]
-    xa = bps(docs[ka]) / ossl
-    need_a = min(need_bound, docs[ka]["clock"]["core_hz"] / (2.5 * ossl))
-    print(f"  the same on averages (whole run vs openssl speed; {ka} streams, {ca:.3f} c/B <= {need_a:.3f}): "
-          f"{verdict(ca <= need_bound and xa >= 2.5)} ({100*bound_cpb/ca:.0f}% of bound, {xa:.2f}x openssl)")
+              f"[80% of the bound {bound_cpb:.3f} ({share[0][0]}) needs {need_bound:.3f}, 2.5x openssl needs "
+              f"{need_ossl:.3f}; the stricter]: {verdict(c <= need_bound and x_ossl >= 2.5)} "
+              f"({100*share[1]:.0f}% of bound, {x_ossl:.2f}x openssl)")
+        ka = min(wide, key=lambda k: cpb_avg[k])
+        ca = cpb_avg[ka]
+        xa = bps(docs[ka]) / ossl
+        sa = shares.get(f"{name(ka)} (average)")
+        if sa:
+            need_ba = sa[0][1] / 64.0 / 0.80
+            need_a = min(need_ba, docs[ka]["clock"]["core_hz"] / (2.5 * ossl))
+            print(f"  the same on averages (whole run vs openssl speed; {ka} streams, {ca:.3f} c/B <= {need_a:.3f}): "
+                  f"{verdict(ca <= need_ba and xa >= 2.5)} ({100*sa[1]:.0f}% of bound, {xa:.2f}x openssl)")
     one = bps(load("ni1.json"))
     one_b = best(load("ni1.json"))
     print(f"target SHA-NI 1 stream >= openssl: {verdict(one >= ossl)} ({one/ossl:.2f}x on averages, "

@@ -27,18 +27,27 @@
 //!   way, `max(alone) + share x (sum - max)`;
 //! * vector issue: every instruction of the mix needs a vector pipe, and the fastest one (PADDD)
 //!   shows how many there are: `total instructions x tp(paddd)`;
-//! * the block mix measured as one body ([`block_body`]): the pair model sees two or three
-//!   kinds of instruction at a time, not what limits the whole mix at once (more kinds
-//!   competing for the same pipes, the scheduler, the issue width). So the preset also measures
-//!   one body that holds every instruction of one block in its real proportions, interleaved
-//!   evenly, each writing one of 14 destination registers (every kind spread over them) from `xmm2` (never
-//!   written), and before each SHA256RNDS2 the load of its W+K operand into `xmm0` (`movdqa` of
-//!   16 bytes for the first of a four-round group, `movq` of the upper 8 for the second, as the
-//!   kernels do). Every register chain of it is far shorter than the body's cost, so one copy's
-//!   cost is the block's throughput cost; it is measured at 4 and 8 copies per loop (not 64
-//!   and 128: at 134 instructions a copy, that many would time the front end fetching the loop
-//!   from L2, not the execution pipes);
-//! * the bound is the largest of these terms; the derivation names the one that binds.
+//! * the latency chains: a stream's blocks are serial, so K interleaved streams need at least
+//!   the one-stream bound / K cycles per block and stream.
+//!
+//! The interleaved bound is the largest of these lower-bound terms; the derivation names the
+//! one that binds. Every term is a lower bound only if the model is right, so each is checked
+//! against what was measured: a term that a measured figure of the same run beats was not a
+//! lower bound, is said to be so ([`Beaten`]), and leaves the bound (here the block body below;
+//! the kernels in `tma_workloads::sha256::bound::judge`). No share of a bound is ever over 100%.
+//!
+//! A reference point, not a bound: the block mix measured as one body ([`block_body`]). The pair
+//! model sees two or three kinds of instruction at a time, not the whole mix at once, so the
+//! preset also measures one body that holds every instruction of one block in its real
+//! proportions, interleaved evenly, each writing one of 14 destination registers (every kind
+//! spread over them) from `xmm2` (never written), and before each SHA256RNDS2 the load of its
+//! W+K operand into `xmm0` (`movdqa` of 16 bytes for the first of a four-round group, `movq` of
+//! the upper 8 for the second, as the kernels do). It is measured at 4 and 8 copies per loop
+//! (not 64 and 128: at 134 instructions a copy, that many would time the front end fetching the
+//! loop from L2, not the execution pipes). It is one straightforward schedule of the mix, so it
+//! says what such a schedule runs at; a kernel with a better schedule can run faster (a
+//! 4-stream kernel did, on a Zen 4), so it is never the bound. It does check the terms: a term
+//! above it is beaten.
 
 use serde::{Deserialize, Serialize};
 
@@ -186,8 +195,8 @@ pub fn block_body() -> String {
     out.join("; ")
 }
 
-/// Name of the bound term of [`block_body`].
-pub const BLOCK_BODY_TERM: &str = "the block mix measured as one body";
+/// Name of the reference point [`block_body`] measures (not a bound term).
+pub const BLOCK_BODY: &str = "the block mix measured as one body";
 
 /// The SHA-256 instructions whose pipes the model follows.
 const SHA_OPS: [ShaOp; 3] = [ShaOp::Rnds2, ShaOp::Msg1, ShaOp::Msg2];
@@ -242,14 +251,68 @@ pub struct ShaFigures {
     pub block_body: Option<f64>,
 }
 
-/// One candidate bound.
+/// One lower-bound term of the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BoundTerm {
     pub name: String,
-    /// Cycles per 64-byte block.
+    /// Cycles per 64-byte block (and stream, for interleaved streams).
     pub cycles: f64,
     /// How it was computed, with the figures.
     pub formula: String,
+}
+
+/// A measured figure that is no bound: what one straightforward schedule of the mix runs at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reference {
+    pub name: String,
+    /// Cycles per 64-byte block.
+    pub cycles: f64,
+    /// What was measured.
+    pub formula: String,
+}
+
+/// A term of the model that a measured figure of the same run beat: it was not a lower bound.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Beaten {
+    /// The term as the model computed it (for a latency chain: per block and stream at the
+    /// beating figure's stream count).
+    pub term: BoundTerm,
+    /// The measured figure that ran faster.
+    pub by: String,
+    /// Its cycles per block (and stream).
+    pub measured: f64,
+}
+
+impl Beaten {
+    /// The sentence every output prints for it.
+    pub fn message(&self) -> String {
+        format!(
+            "the model's term {} ({:.1} cycles/block = {:.3} cycles/byte) was beaten by {} \
+             ({:.1} cycles/block = {:.3} cycles/byte): it is not a lower bound",
+            self.term.name,
+            self.term.cycles,
+            self.term.cycles / 64.0,
+            self.by,
+            self.measured,
+            self.measured / 64.0
+        )
+    }
+}
+
+/// The terms of `terms` that the figure `by` (cycles per block) beats, taken out of `terms`.
+fn take_beaten(terms: &mut Vec<BoundTerm>, by: &str, measured: f64) -> Vec<Beaten> {
+    let (beaten, kept): (Vec<_>, Vec<_>) = std::mem::take(terms)
+        .into_iter()
+        .partition(|t| measured.is_finite() && measured > 0.0 && t.cycles > measured);
+    *terms = kept;
+    beaten
+        .into_iter()
+        .map(|term| Beaten {
+            term,
+            by: by.to_string(),
+            measured,
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -270,7 +333,16 @@ pub struct ShaBounds {
     pub interleaved_binding: String,
     pub mix: Vec<MixTerm>,
     pub sharing: Vec<Sharing>,
+    /// The throughput terms that hold: lower bounds for any number of streams. The latency
+    /// chain is `one_stream_cycles_per_block`, divided by the streams.
     pub terms: Vec<BoundTerm>,
+    /// The terms a figure of this run beat (the block body): not lower bounds, not in `terms`.
+    #[serde(default)]
+    pub beaten: Vec<Beaten>,
+    /// What one straightforward schedule of the mix runs at (the block body): a reference
+    /// point, not a bound.
+    #[serde(default)]
+    pub reference: Option<Reference>,
     /// The derivation, one line each, as printed by `tma bench --preset sha` and `tma demo -v`.
     pub derivation: Vec<String>,
     pub model: String,
@@ -285,13 +357,21 @@ impl ShaBounds {
     }
 }
 
+/// The largest term; on a tie the first one (the simpler explanation). `terms` is not empty.
+fn largest(terms: &[BoundTerm]) -> &BoundTerm {
+    terms.iter().fold(
+        &terms[0],
+        |best, t| if t.cycles > best.cycles { t } else { best },
+    )
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShaReport {
     pub forms: Vec<FormReport>,
     pub bounds: ShaBounds,
     /// The measured inputs of the bounds that tma did not accept (unconverged or unconfirmed
     /// on a noisy host). Then the bounds are what this run measured, likely too high, and a
-    /// kernel's share "of the limit" is not a figure to trust.
+    /// kernel's share "of the bound" is not a figure to trust.
     #[serde(default)]
     pub unconfirmed: Vec<String>,
 }
@@ -309,6 +389,12 @@ fn pair_lat(f: &FormReport, pair: &str) -> Option<f64> {
 pub enum ModelError {
     #[error("--preset sha: the throughput of {0} alone is missing or not positive")]
     MissingTp(&'static str),
+    #[error(
+        "--preset sha: the block mix measured as one body ({0:.1} cycles/block) ran faster than \
+         every term of the model, each instruction alone included: the figures are inconsistent \
+         (measure again on a quieter machine)"
+    )]
+    EveryTermBeaten(f64),
 }
 
 /// Compute the bounds from measured figures (pure; see the module docs for the model).
@@ -404,21 +490,27 @@ pub fn bounds(m: &ShaFigures) -> Result<ShaBounds, ModelError> {
             1.0 / paddd
         ),
     });
-    if let Some(c) = m.block_body {
-        terms.push(BoundTerm {
-            name: BLOCK_BODY_TERM.into(),
-            cycles: c,
-            formula: format!(
-                "{total} instructions + {} W+K loads in one body, measured",
-                BLOCK_MIX[0].1
-            ),
-        });
+    // The block body is a reference point; every term above it was no lower bound.
+    let reference = m.block_body.map(|c| Reference {
+        name: BLOCK_BODY.into(),
+        cycles: c,
+        formula: format!(
+            "{total} instructions + {} W+K loads in one body, measured",
+            BLOCK_MIX[0].1
+        ),
+    });
+    let beaten = match &reference {
+        Some(r) => take_beaten(&mut terms, &r.name, r.cycles),
+        None => Vec::new(),
+    };
+    // Each SHA instruction alone stays in `terms` unless the body beat it too: then nothing
+    // is left to bind but an instruction's own throughput, which the body measured faster.
+    if terms.is_empty() {
+        return Err(ModelError::EveryTermBeaten(
+            reference.map_or(0.0, |r| r.cycles),
+        ));
     }
-    // The largest term; on a tie the first one (the simpler explanation).
-    let binding = terms.iter().fold(
-        &terms[0],
-        |best, t| if t.cycles > best.cycles { t } else { best },
-    );
+    let binding = largest(&terms);
     let interleaved = binding.cycles;
     let interleaved_binding = binding.name.clone();
 
@@ -457,13 +549,16 @@ pub fn bounds(m: &ShaFigures) -> Result<ShaBounds, ModelError> {
     }
     if let Some(c) = m.block_body {
         d.push(format!(
-            "block mix as one body: the {total} instructions of one block interleaved in their \
-             proportions, each writing one of {} registers in turn from xmm2 (never written), and a \
-             W+K load into xmm0 before each sha256rnds2 ({}, ...): {c:.1} cycles per copy = per \
-             block; it catches what the pairs miss (all the kinds competing at once, the \
-             scheduler, the issue width)",
+            "block mix as one body (a reference point, not a bound): the {total} instructions of \
+             one block interleaved in their proportions, each writing one of {} registers in turn \
+             from xmm2 (never written), and a W+K load into xmm0 before each sha256rnds2 ({}, \
+             ...): {c:.1} cycles per copy = per block",
             BODY_DST.len(),
-            block_body().split("; ").take(4).collect::<Vec<_>>().join("; ")
+            block_body()
+                .split("; ")
+                .take(4)
+                .collect::<Vec<_>>()
+                .join("; ")
         ));
     }
     for t in &terms {
@@ -472,8 +567,36 @@ pub fn bounds(m: &ShaFigures) -> Result<ShaBounds, ModelError> {
             t.name, t.formula, t.cycles
         ));
     }
+    for b in &beaten {
+        d.push(format!(
+            "term {}: {} = {:.1} cycles/block, NOT A LOWER BOUND: {}",
+            b.term.name,
+            b.term.formula,
+            b.term.cycles,
+            b.message()
+        ));
+    }
+    // Below this many streams the latency chain is above the throughput terms.
+    let chain_until = (one_stream / interleaved).ceil();
     d.push(format!(
-        "interleaved bound: {interleaved:.1} cycles/block = {:.3} cycles/byte, bound by {interleaved_binding}",
+        "latency chains: K interleaved streams need at least {one_stream:.1} / K cycles per block \
+         and stream (the one-stream bound); above the throughput terms below {chain_until:.0} \
+         streams"
+    ));
+    if let Some(r) = &reference {
+        d.push(format!(
+            "reference, not a bound: a straightforward schedule of this mix ({}) runs at {:.1} \
+             cycles/block = {:.3} cycles/byte, {:.0}% of it above the bound; a kernel may run \
+             faster with a better schedule",
+            r.name,
+            r.cycles,
+            r.cycles / 64.0,
+            100.0 * (r.cycles / interleaved - 1.0)
+        ));
+    }
+    d.push(format!(
+        "interleaved bound: {interleaved:.1} cycles/block = {:.3} cycles/byte, bound by \
+         {interleaved_binding} (the largest lower-bound term)",
         interleaved / 64.0
     ));
 
@@ -492,15 +615,20 @@ pub fn bounds(m: &ShaFigures) -> Result<ShaBounds, ModelError> {
         mix,
         sharing,
         terms,
+        beaten,
+        reference,
         derivation: d,
-        model: "one stream = max(32 x lat(rnds2 2->1), 16 x lat(rnds2 1->1), 12 x (lat(msg2) + 1)); \
-                interleaved = the largest of: each instruction alone (count x tp), the pipe of each \
-                SHA instruction S (its cost + share(S, x) x cost of x for every other \
-                instruction), the three SHA instructions together (max + share x rest), vector \
-                issue (all instructions x tp(paddd)), the block mix measured as one body (every \
-                instruction of a block and its W+K loads, independent); share = (mixed - max tp) \
-                / (sum tp - max tp) from the measured mixed bodies; stores not counted"
-            .into(),
+        model:
+            "one stream = max(32 x lat(rnds2 2->1), 16 x lat(rnds2 1->1), 12 x (lat(msg2) + 1)); \
+                interleaved = the largest of the lower-bound terms: each instruction alone (count \
+                x tp), the pipe of each SHA instruction S (its cost + share(S, x) x cost of x for \
+                every other instruction), the three SHA instructions together (max + share x \
+                rest), vector issue (all instructions x tp(paddd)); K streams: also one stream / K \
+                (the latency chains); share = (mixed - max tp) / (sum tp - max tp) from the \
+                measured mixed bodies; stores not counted; a term that a measured figure beats \
+                (the block mix measured as one body, a kernel) is not a lower bound and is \
+                dropped; the block mix measured as one body is a reference point, not a bound"
+                .into(),
     })
 }
 
@@ -714,41 +842,72 @@ mod tests {
     }
 
     #[test]
-    fn the_block_body_binds_when_the_pairs_miss_its_cost() {
-        // Separate pipes everywhere (the pairs say 32 cycles), but the whole mix measured as one
-        // body takes 44: that term binds, and the derivation says what it measured.
+    fn the_block_body_is_a_reference_point_not_the_bound() {
+        // Separate pipes everywhere (the pairs say 32 cycles), and the whole mix measured as one
+        // body takes 44: the bound stays the largest lower-bound term, and the body is shown as
+        // what a straightforward schedule runs at.
         let mut f = figures([1.0, 0.5, 1.0, 0.25, 0.5, 0.5], |ts| {
             ts.iter().copied().fold(0.0, f64::max)
         });
         f.block_body = Some(44.0);
         let b = bounds(&f).unwrap();
-        assert_eq!(term(&b, BLOCK_BODY_TERM), 44.0);
-        assert_eq!(b.interleaved_cycles_per_block, 44.0);
-        assert_eq!(b.interleaved_binding, BLOCK_BODY_TERM);
-        assert!(b
-            .derivation
-            .iter()
-            .any(|l| l.starts_with("block mix as one body")
-                && l.contains("44.0 cycles per copy")
-                && l.contains("movdqa xmm0, [rbx+0]; sha256rnds2 xmm1, xmm2")));
-        assert!(b
-            .derivation
-            .last()
-            .unwrap()
-            .contains("bound by the block mix measured as one body"));
-        // Cheaper than a pipe: the pipe still binds, and the term is listed.
-        f.block_body = Some(20.0);
-        let b = bounds(&f).unwrap();
         assert_eq!(b.interleaved_cycles_per_block, 32.0);
-        assert_eq!(term(&b, BLOCK_BODY_TERM), 20.0);
-        // Not measured: no term, no line.
+        assert_eq!(b.interleaved_binding, "sha256rnds2 alone");
+        assert!(b.terms.iter().all(|t| t.name != BLOCK_BODY));
+        assert!(b.beaten.is_empty());
+        let r = b.reference.as_ref().unwrap();
+        assert_eq!((r.name.as_str(), r.cycles), (BLOCK_BODY, 44.0));
+        assert!(b.derivation.iter().any(|l| l
+            .starts_with("block mix as one body (a reference point, not a bound)")
+            && l.contains("44.0 cycles per copy")
+            && l.contains("movdqa xmm0, [rbx+0]; sha256rnds2 xmm1, xmm2")));
+        assert!(b.derivation.iter().any(|l| l.starts_with(
+            "reference, not a bound: a straightforward schedule of this mix (the block mix \
+             measured as one body) runs at 44.0 cycles/block = 0.688 cycles/byte, 38% of it above \
+             the bound"
+        )));
+        let last = b.derivation.last().unwrap();
+        assert!(last.starts_with("interleaved bound: 32.0 cycles/block = 0.500 cycles/byte, bound by sha256rnds2 alone"), "{last}");
+        // Not measured: no reference, no line.
         f.block_body = None;
         let b = bounds(&f).unwrap();
-        assert!(b.terms.iter().all(|t| t.name != BLOCK_BODY_TERM));
+        assert!(b.reference.is_none());
         assert!(b
             .derivation
             .iter()
-            .all(|l| !l.starts_with("block mix as one body")));
+            .all(|l| !l.starts_with("block mix as one body") && !l.starts_with("reference")));
+    }
+
+    #[test]
+    fn a_term_the_block_body_beats_is_no_lower_bound() {
+        // One shared pipe by the pairs (65.5 cycles for each SHA instruction's pipe), but the
+        // whole mix ran at 45: the pipe terms were no lower bounds. They leave the bound, each
+        // said to be beaten; the largest term left binds.
+        let mut f = figures([1.0, 0.5, 1.0, 0.25, 0.5, 0.5], |ts| ts.iter().sum());
+        f.block_body = Some(45.0);
+        let b = bounds(&f).unwrap();
+        let beaten: Vec<&str> = b.beaten.iter().map(|x| x.term.name.as_str()).collect();
+        assert_eq!(
+            beaten,
+            [
+                "sha256rnds2's pipe",
+                "sha256msg1's pipe",
+                "sha256msg2's pipe",
+                "sha256rnds2, msg1 and msg2 together"
+            ]
+        );
+        assert!(b
+            .beaten
+            .iter()
+            .all(|x| x.by == BLOCK_BODY && x.measured == 45.0));
+        assert_eq!(b.interleaved_cycles_per_block, 32.0);
+        assert_eq!(b.interleaved_binding, "sha256rnds2 alone");
+        assert!(b.terms.iter().all(|t| t.cycles <= 45.0));
+        assert!(b.derivation.iter().any(|l| l.starts_with("term sha256rnds2's pipe: ")
+            && l.contains("NOT A LOWER BOUND: the model's term sha256rnds2's pipe (65.5 cycles/block = 1.023 cycles/byte) was beaten by the block mix measured as one body (45.0 cycles/block = 0.703 cycles/byte): it is not a lower bound")));
+        // Faster than each instruction alone: nothing is left to bind.
+        f.block_body = Some(1.0);
+        assert_eq!(bounds(&f).unwrap_err(), ModelError::EveryTermBeaten(1.0));
     }
 
     #[test]

@@ -285,7 +285,9 @@ fn modifiers_in_every_position_read_as_the_bare_events() {
             format!("cpu/{e}/{m}")
         }
     }
-    let cases: [(&str, fn(&str) -> String, Option<&str>); 5] = [
+    /// What is tried, how each event is spelt, the scope the JSON keeps.
+    type Case = (&'static str, fn(&str) -> String, Option<&'static str>);
+    let cases: [Case; 5] = [
         ("kernel only", |e| with(e, "k"), Some("k")),
         ("user only, pmu form", |e| pmu(e, "u"), Some("u")),
         ("precise only", |e| with(e, "ppp"), None),

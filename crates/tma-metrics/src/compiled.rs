@@ -148,52 +148,47 @@ fn gather(items: &[Item], i: usize, seen: &mut [bool]) -> Vec<u32> {
     out
 }
 
-/// The items an expression refers to directly.
-fn references(e: &CExpr, out: &mut Vec<u32>) {
+/// Visit every node of an expression, depth first.
+fn walk(e: &CExpr, f: &mut impl FnMut(&CExpr)) {
+    f(e);
     match e {
-        CExpr::Ref(i) => out.push(*i),
-        CExpr::Neg(a) => references(a, out),
+        CExpr::Neg(a) => walk(a, f),
         CExpr::Bin(_, a, b) | CExpr::Call(_, a, b) => {
-            references(a, out);
-            references(b, out);
+            walk(a, f);
+            walk(b, f);
         }
         CExpr::If(a, b, c) => {
-            references(a, out);
-            references(b, out);
-            references(c, out);
+            walk(a, f);
+            walk(b, f);
+            walk(c, f);
         }
         CExpr::Num(_)
         | CExpr::Const(_)
         | CExpr::UnknownConst(_)
         | CExpr::Event(_)
-        | CExpr::RetireLat(_) => {}
+        | CExpr::RetireLat(_)
+        | CExpr::Ref(_) => {}
     }
+}
+
+/// The items an expression refers to directly.
+fn references(e: &CExpr, out: &mut Vec<u32>) {
+    walk(e, &mut |x| {
+        if let CExpr::Ref(i) = x {
+            out.push(*i);
+        }
+    });
 }
 
 /// The event slots an expression names directly (references to items not followed).
 fn direct_events(e: &CExpr, out: &mut Vec<u32>) {
-    match e {
-        CExpr::Event(i) => {
+    walk(e, &mut |x| {
+        if let CExpr::Event(i) = x {
             if !out.contains(i) {
                 out.push(*i);
             }
         }
-        CExpr::Neg(a) => direct_events(a, out),
-        CExpr::Bin(_, a, b) | CExpr::Call(_, a, b) => {
-            direct_events(a, out);
-            direct_events(b, out);
-        }
-        CExpr::If(a, b, c) => {
-            direct_events(a, out);
-            direct_events(b, out);
-            direct_events(c, out);
-        }
-        CExpr::Num(_)
-        | CExpr::Const(_)
-        | CExpr::UnknownConst(_)
-        | CExpr::RetireLat(_)
-        | CExpr::Ref(_) => {}
-    }
+    });
 }
 
 /// Every formula and threshold of one [`Model`], parsed and resolved. Build once per model

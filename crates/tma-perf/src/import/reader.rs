@@ -112,7 +112,7 @@ impl<R: BufRead> IntervalReader<R> {
                     _ => continue,
                 };
                 let text = std::mem::take(tx);
-                return Ok(Self::start(
+                let mut reader = Self::placeholder(
                     input,
                     line,
                     lineno,
@@ -120,9 +120,9 @@ impl<R: BufRead> IntervalReader<R> {
                     ImportFormat::PerfText,
                     false,
                     cpu_hint,
-                    text,
-                    row,
-                ));
+                );
+                reader.text = text;
+                return Ok(reader.begin(row));
             }
             if let Some(c) = t.strip_prefix('#') {
                 if let Some(key) = c.trim().strip_prefix("cpu:").map(str::trim) {
@@ -169,29 +169,15 @@ impl<R: BufRead> IntervalReader<R> {
                 Some(Parsed::Row(row)) => row,
                 _ => reader.read_row()?.ok_or(ImportError::NoData)?,
             };
-            reader.asm = Assembler::for_first(&row);
-            reader.first = Some(row);
-            return Ok(reader);
+            return Ok(reader.begin(row));
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn start(
-        input: R,
-        line: Vec<u8>,
-        lineno: usize,
-        offset: usize,
-        format: ImportFormat,
-        short: bool,
-        cpu_hint: Option<String>,
-        text: Text,
-        row: Row,
-    ) -> Self {
-        let mut reader = Self::placeholder(input, line, lineno, offset, format, short, cpu_hint);
-        reader.text = text;
-        reader.asm = Assembler::for_first(&row);
-        reader.first = Some(row);
-        reader
+    /// The reader with its first counter row, which fixes the interval mode and breakdown.
+    fn begin(mut self, row: Row) -> Self {
+        self.asm = Assembler::for_first(&row);
+        self.first = Some(row);
+        self
     }
 
     fn placeholder(

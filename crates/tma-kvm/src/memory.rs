@@ -96,24 +96,10 @@ pub struct GuestMapping {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThpSettings {
     /// The system mode (`None`: the kernel has no THP).
-    #[serde(deserialize_with = "thp_mode")]
     pub system: Option<ThpMode>,
     /// `THP_enabled` of `/proc/PID/status`: false after `prctl(PR_SET_THP_DISABLE)`
     /// (`None`: the kernel does not show it).
     pub process_enabled: Option<bool>,
-}
-
-/// A [`ThpMode`] read back by the name the kernel uses (its `Serialize` writes that name).
-fn thp_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<ThpMode>, D::Error> {
-    const NAMES: &[&str] = &["always", "madvise", "never"];
-    Option::<String>::deserialize(d)?
-        .map(|s| {
-            [ThpMode::Always, ThpMode::Madvise, ThpMode::Never]
-                .into_iter()
-                .find(|m| m.name() == s)
-                .ok_or_else(|| serde::de::Error::unknown_variant(&s, NAMES))
-        })
-        .transpose()
 }
 
 /// guest_memfd files (private memory of TDX / SEV-SNP guests) a VMM holds.

@@ -207,7 +207,7 @@ impl CpuInfo {
 }
 
 /// The system-wide transparent-huge-page mode (`kernel/mm/transparent_hugepage/enabled`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ThpMode {
     /// Every large enough anonymous mapping may get huge pages.

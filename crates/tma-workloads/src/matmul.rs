@@ -140,7 +140,6 @@ pub struct MatmulResult {
     /// The advice given.
     pub thp: ThpAdvice,
     /// The system THP mode (`None`: the kernel has no THP, or it could not be read).
-    #[serde(deserialize_with = "thp_mode")]
     pub thp_mode: Option<ThpMode>,
     /// Why the mode is unknown, when it is.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -171,20 +170,6 @@ pub struct MatmulResult {
     /// huge pages, or `--thp off` with some).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-}
-
-/// A [`ThpMode`] read back by the name the kernel uses (its `Serialize` writes that name).
-fn thp_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<ThpMode>, D::Error> {
-    use serde::Deserialize;
-    const NAMES: &[&str] = &["always", "madvise", "never"];
-    Option::<String>::deserialize(d)?
-        .map(|s| {
-            [ThpMode::Always, ThpMode::Madvise, ThpMode::Never]
-                .into_iter()
-                .find(|m| m.name() == s)
-                .ok_or_else(|| serde::de::Error::unknown_variant(&s, NAMES))
-        })
-        .transpose()
 }
 
 /// `C = A · B`, row-major, each `C[i][j]` one dot product of row `i` of `A` with column `j` of

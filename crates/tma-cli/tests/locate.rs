@@ -481,7 +481,7 @@ fn vanished_pid_and_bad_rates_are_clear_errors() {
         stderr(&o)
     );
 
-    let o = run(&["locate", "-M", "klingon", "--", "true"]);
+    let o = run(&["locate", "--syntax", "klingon", "--", "true"]);
     assert_eq!(o.status.code(), Some(2));
 
     let o = run(&["locate"]);
@@ -1070,4 +1070,24 @@ fn system_wide_live_finds_a_pinned_busy_child() {
         notes.contains(&format!("system-wide: every process on CPUs {cpu}")),
         "{notes}"
     );
+}
+
+/// `-e` takes what `tma stat -e` takes: a software event is sampled as asked (no PMU
+/// needed), a generic hardware event is known (sampled, or replaced by cpu-clock with a note
+/// where there is no PMU); the CPU list is -C/--cpu-list (--cpus kept), and --cpu is a model.
+#[test]
+fn locate_takes_stats_events_and_flag_names() {
+    let o = run(&["locate", "-e", "page-faults", "--top", "2", "--", "ls", "/"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("samples of page-faults"), "{}", stdout(&o));
+    let o = run(&["locate", "-e", "cycles", "--top", "2", "--", "ls", "/"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("unknown event"), "{}", stderr(&o));
+    for flag in ["--cpu-list", "--cpus"] {
+        let o = run(&["locate", "-a", flag, "0", "--duration", "100ms", "--top", "1"]);
+        assert!(o.status.success(), "{flag}: {}", stderr(&o));
+    }
+    let o = run(&["locate", "--cpu", "0", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("-C/--cpu-list"), "{}", stderr(&o));
 }

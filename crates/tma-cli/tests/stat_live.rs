@@ -189,6 +189,34 @@ fn system_wide_on_one_cpu() {
     }
 }
 
+/// perf's habits: `-a -- CMD` and `-C CPUS CMD` (no `--` needed) count those CPUs while the
+/// command runs, and end with its exit status; `--cpu` is checked in live runs too.
+#[test]
+fn system_wide_while_a_command_runs() {
+    let o = run(TMA
+        .bare()
+        .args(["stat", "-a", "--", "sh", "-c", "sleep 0.2; exit 3"]));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    if !has_core_pmu() {
+        assert!(
+            stdout(&o).contains("all CPUs while `sh -c 'sleep 0.2; exit 3'` ran"),
+            "{}",
+            stdout(&o)
+        );
+    }
+    let t0 = Instant::now();
+    let o = run(TMA.bare().args(["stat", "-C", "0", "-x,", "sh", "-c", "exit 4"]));
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    if !has_core_pmu() {
+        assert!(stdout(&o).starts_with("event,value,unit"), "{}", stdout(&o));
+    }
+    assert_one_line_error(
+        &run(TMA.bare().args(["stat", "-a", "--cpu", "bogus", "--", "true"])),
+        "unknown CPU name `bogus`",
+    );
+}
+
 #[test]
 fn bad_input_one_line_errors() {
     assert_one_line_error(

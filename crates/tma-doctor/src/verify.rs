@@ -763,12 +763,12 @@ pub fn measure_level1(
                 ..tma_stat::RenderOptions::default()
             },
             input: tma_stat::Input::Live(tma_stat::LiveOptions {
-                command: vec![
+                target: tma_stat::LiveTarget::Command(vec![
                     exe.display().to_string(),
                     "doctor".into(),
                     "--run-kernel".into(),
                     k.name.into(),
-                ],
+                ]),
                 backend: backend.clone(),
                 command_stdout: tma_perf::process::CommandStdout::Null,
                 ..tma_stat::LiveOptions::default()

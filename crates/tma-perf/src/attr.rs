@@ -21,6 +21,8 @@ use crate::sysfs::Pmus;
 pub const TYPE_HARDWARE: u32 = 0;
 /// `PERF_TYPE_SOFTWARE`.
 pub const TYPE_SOFTWARE: u32 = 1;
+/// `PERF_TYPE_TRACEPOINT`.
+pub const TYPE_TRACEPOINT: u32 = 2;
 /// `PERF_TYPE_RAW`.
 pub const TYPE_RAW: u32 = 4;
 /// Where a hybrid PMU type goes in the config of `PERF_TYPE_HARDWARE` events.
@@ -120,6 +122,7 @@ pub fn attr_for(
     };
     let (type_, config, config1) = match spec.kind {
         SpecKind::Software(ev) => (TYPE_SOFTWARE, ev.config(), 0),
+        SpecKind::Tracepoint(id) => (TYPE_TRACEPOINT, id, 0),
         SpecKind::Hardware(id) => {
             if spec.pmu.is_empty() || !pmus.is_hybrid() {
                 (TYPE_HARDWARE, id, 0)

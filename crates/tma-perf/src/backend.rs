@@ -37,6 +37,13 @@ pub enum Target {
     Tids(Vec<i32>),
     /// System-wide, on these CPUs (`None` = all online CPUs).
     System(Option<Vec<u32>>),
+    /// System-wide on these CPUs (`None` = all online CPUs) while a launched command runs,
+    /// as `perf stat -a -- CMD`: every task is counted, the command only bounds the run and
+    /// gives the exit status.
+    SystemDuring {
+        cpus: Option<Vec<u32>>,
+        command: Vec<String>,
+    },
     /// The tasks of these cgroups (directories of a cgroup v2 hierarchy, as absolute paths),
     /// on every online CPU: perf_event's cgroup mode (`PERF_FLAG_PID_CGROUP`), one counter
     /// group per cgroup and CPU. Readings carry the cgroup's index in this list.
@@ -675,17 +682,7 @@ fn attach(target: &Target, opts: &RunOptions) -> Result<Attached, RunError> {
     let mut cgroup_fds: Vec<OwnedFd> = Vec::new();
     let (points, mode): (Vec<AttachPoint>, AttachMode) = match target {
         Target::Command(argv) => {
-            let cmd = argv.first().ok_or(RunError::EmptyTarget)?;
-            let path =
-                resolve_command(cmd).ok_or_else(|| RunError::CommandNotFound(cmd.clone()))?;
-            let cpath = CString::new(path.as_os_str().as_encoded_bytes())
-                .map_err(|_| RunError::CommandNotFound(cmd.clone()))?;
-            let cargv = argv
-                .iter()
-                .map(|a| CString::new(a.as_bytes()))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|_| RunError::CommandNotFound(cmd.clone()))?;
-            let held = HeldChild::spawn_program(&cpath, &cargv, opts.command_stdout)?;
+            let held = spawn_held(argv, opts)?;
             let pid = held.pid();
             child = Some((held, None));
             let mut p = AttachPoint::task(pid);
@@ -725,16 +722,12 @@ fn attach(target: &Target, opts: &RunOptions) -> Result<Attached, RunError> {
                 AttachMode::SINGLE,
             )
         }
-        Target::System(cpus) => {
-            let online = opts.host.online_cpus_or_cpu0();
-            let cpus = cpus.clone().unwrap_or_else(|| online.clone());
-            if let Some(bad) = cpus.iter().find(|c| !online.contains(c)) {
-                return Err(RunError::BadCpu(*bad));
-            }
-            (
-                cpus.iter().map(|&c| AttachPoint::cpu(c)).collect(),
-                AttachMode::SINGLE,
-            )
+        Target::System(cpus) => (system_points(cpus, opts)?, AttachMode::SINGLE),
+        Target::SystemDuring { cpus, command } => {
+            let points = system_points(cpus, opts)?;
+            // Held until the counters are open and enabled: the command's start is counted.
+            child = Some((spawn_held(command, opts)?, None));
+            (points, AttachMode::SINGLE)
         }
         Target::Cgroups(paths) => {
             if paths.is_empty() {
@@ -763,6 +756,34 @@ fn attach(target: &Target, opts: &RunOptions) -> Result<Attached, RunError> {
         watch,
         cgroup_fds,
     })
+}
+
+/// Start `argv` (argv[0] looked up in PATH), held before exec.
+fn spawn_held(argv: &[String], opts: &RunOptions) -> Result<HeldChild, RunError> {
+    let cmd = argv.first().ok_or(RunError::EmptyTarget)?;
+    let path = resolve_command(cmd).ok_or_else(|| RunError::CommandNotFound(cmd.clone()))?;
+    let cpath = CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| RunError::CommandNotFound(cmd.clone()))?;
+    let cargv = argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| RunError::CommandNotFound(cmd.clone()))?;
+    Ok(HeldChild::spawn_program(
+        &cpath,
+        &cargv,
+        opts.command_stdout,
+    )?)
+}
+
+/// One attach point per CPU of `cpus` (`None`: every online CPU), each checked online.
+fn system_points(cpus: &Option<Vec<u32>>, opts: &RunOptions) -> Result<Vec<AttachPoint>, RunError> {
+    let online = opts.host.online_cpus_or_cpu0();
+    let cpus = cpus.clone().unwrap_or_else(|| online.clone());
+    if let Some(bad) = cpus.iter().find(|c| !online.contains(c)) {
+        return Err(RunError::BadCpu(*bad));
+    }
+    Ok(cpus.iter().map(|&c| AttachPoint::cpu(c)).collect())
 }
 
 /// Count until the run ends (the command or every attached process exits, --duration,
@@ -896,20 +917,25 @@ impl Backend for Live {
         let start_unix_s = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
+        // A launched command's own counters start at exec; per-CPU counters (also those
+        // bounded by a command) are enabled here, before the command is let go.
+        if !matches!(target, Target::Command(_)) {
+            for g in &groups {
+                sys::enable_group(&g.leader).map_err(RunError::Read)?;
+            }
+        }
         if let Some((held, pidfd)) = child.as_mut() {
             *pidfd = tma_sys::process::pidfd_open(held.pid()).ok();
             if let Err(source) = held.release() {
                 return Err(RunError::Exec {
                     cmd: match target {
-                        Target::Command(a) => a[0].clone(),
+                        Target::Command(a) | Target::SystemDuring { command: a, .. } => {
+                            a[0].clone()
+                        }
                         _ => String::new(),
                     },
                     source,
                 });
-            }
-        } else {
-            for g in &groups {
-                sys::enable_group(&g.leader).map_err(RunError::Read)?;
             }
         }
         let mut intervals = Collected::new(opts);
@@ -1494,7 +1520,11 @@ impl Backend for Synthetic {
         // System-wide on a CPU list: the counts are split evenly over the CPUs (per-CPU
         // readings, as the live backend gives); otherwise one aggregated reading per group.
         let cpus: Vec<Option<u32>> = match target {
-            Target::System(Some(c)) if !c.is_empty() => c.iter().map(|x| Some(*x)).collect(),
+            Target::System(Some(c))
+            | Target::SystemDuring {
+                cpus: Some(c),
+                command: _,
+            } if !c.is_empty() => c.iter().map(|x| Some(*x)).collect(),
             _ => vec![None],
         };
         let n_cpu = cpus.len() as u64;

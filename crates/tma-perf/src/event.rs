@@ -24,6 +24,9 @@ pub enum SpecKind {
     Hardware(u64),
     /// A kernel software event.
     Software(SoftwareEvent),
+    /// A tracepoint (`PERF_TYPE_TRACEPOINT`), by its tracefs id (`events/SYS/NAME/id`);
+    /// counted like a software event, without a hardware counter.
+    Tracepoint(u64),
 }
 
 /// The kernel software events `tma` counts (`PERF_TYPE_SOFTWARE`).
@@ -162,7 +165,7 @@ impl EventSpec {
 
     /// Does this event need a hardware PMU counter?
     pub fn is_hardware(&self) -> bool {
-        !matches!(self.kind, SpecKind::Software(_))
+        !matches!(self.kind, SpecKind::Software(_) | SpecKind::Tracepoint(_))
     }
 
     /// Does this event need a core PMU (`cpu`, `cpu_core`, `cpu_atom`, or a generic hardware
@@ -173,7 +176,7 @@ impl EventSpec {
             SpecKind::Core => {
                 self.pmu.is_empty() || crate::sysfs::CORE_PMU_NAMES.contains(&self.pmu.as_str())
             }
-            SpecKind::Tsc | SpecKind::Software(_) => false,
+            SpecKind::Tsc | SpecKind::Software(_) | SpecKind::Tracepoint(_) => false,
         }
     }
 

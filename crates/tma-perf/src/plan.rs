@@ -281,7 +281,8 @@ fn add_alone_groups(out: &mut Plan, all: &[&EventSpec], limits_for: &dyn Fn(&str
 
 /// 4. Software events in one group, msr (TSC) events in another.
 fn add_no_counter_groups(out: &mut Plan, all: &[&EventSpec]) {
-    let software = |e: &EventSpec| matches!(e.kind, SpecKind::Software(_));
+    let software =
+        |e: &EventSpec| matches!(e.kind, SpecKind::Software(_) | SpecKind::Tracepoint(_));
     let tsc = |e: &EventSpec| e.kind == SpecKind::Tsc;
     for (pmu_pred, pmu_name) in [
         (&software as &dyn Fn(&EventSpec) -> bool, "software"),

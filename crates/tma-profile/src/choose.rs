@@ -5,7 +5,11 @@
 use std::path::Path;
 
 use tma_catalog::{EventId, Model, NodeDef};
+use tma_perf::attr::{TYPE_HARDWARE, TYPE_SOFTWARE, TYPE_TRACEPOINT};
+use tma_perf::event::SpecKind;
+use tma_perf::host::Host;
 use tma_perf::sampling::SampleEvent;
+use tma_perf::sysfs::Pmus;
 
 /// Errors from choosing the event.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -15,7 +19,7 @@ pub enum ChoiceError {
     UnknownNode(String),
     #[error("node {0} has no locate-with event in the catalog; pick one with -e EVENT")]
     NoLocateEvent(String),
-    #[error("unknown event {0:?}: use an event name from `tma list --events`, cpu-clock, task-clock or rNNNN (raw hex)")]
+    #[error("unknown event {0:?}: use an event name from `tma list --events`, cycles, instructions, a software event (cpu-clock, task-clock, page-faults, ...), a tracepoint SYS:NAME, PMU/terms/ or rNNNN (raw hex)")]
     UnknownEvent(String),
     #[error("no CPU model table for this machine, so {0} cannot be resolved; use -e rNNNN or -e cpu-clock")]
     NoModel(String),
@@ -168,6 +172,79 @@ pub fn node_event(model: &Model, node: &str) -> Result<(&'static NodeDef, String
     Ok((n, s))
 }
 
+/// Resolve `-e SPEC`: the CPU's own events with a precise level ([`resolve_event`]), else
+/// whatever `tma stat -e` counts, through the one event parser
+/// ([`tma_stat::event::parse_event`]): generic hardware events (`cycles`), software events
+/// (`page-faults`), tracepoints (`sched:sched_switch`), `pmu/terms/`.
+pub fn resolve_any(
+    spec: &str,
+    model: Option<&Model>,
+    pmu_type: u32,
+    host: &Host,
+) -> Result<(SampleEvent, u8), ChoiceError> {
+    let first = match resolve_event(spec, model, pmu_type) {
+        Err(e @ (ChoiceError::UnknownEvent(_) | ChoiceError::NoModel(_))) => e,
+        other => return other,
+    };
+    let id = EventId::parse(spec);
+    let precise = precise_from_modifiers(spec, &id.modifiers)?.unwrap_or(0);
+    // perf's precise modifiers are tma locate's; the parser takes the rest.
+    let mut base = id.base.to_string();
+    for m in id
+        .modifiers
+        .iter()
+        .filter(|m| m.is_empty() || !m.chars().all(|c| c == 'p'))
+    {
+        base.push(':');
+        base.push_str(m);
+    }
+    let pmus = Pmus::discover(&host.sys).unwrap_or_default();
+    let Ok(parsed) = tma_stat::event::parse_event(&base, model, &pmus, host) else {
+        return Err(match first {
+            // Without tables, name what would resolve it.
+            ChoiceError::NoModel(_) if id.base.contains('.') => first,
+            _ => ChoiceError::UnknownEvent(spec.to_string()),
+        });
+    };
+    let (pmu_type, config) = match parsed.kind {
+        SpecKind::Software(ev) => (TYPE_SOFTWARE, ev.config()),
+        SpecKind::Tracepoint(id) => (TYPE_TRACEPOINT, id),
+        SpecKind::Hardware(id) => (TYPE_HARDWARE, id),
+        SpecKind::Core if parsed.pmu.is_empty() => (pmu_type, parsed.config),
+        SpecKind::Core => (
+            pmus.get(&parsed.pmu)
+                .map(|p| p.type_)
+                .ok_or_else(|| ChoiceError::UnknownEvent(spec.to_string()))?,
+            parsed.config,
+        ),
+        _ => {
+            return Err(ChoiceError::Encode(format!(
+                "{spec} cannot be sampled (it is counted only)"
+            )))
+        }
+    };
+    Ok((
+        SampleEvent::Raw {
+            name: spec.to_string(),
+            pmu_type,
+            config,
+            config1: parsed.config1,
+            config2: 0,
+        },
+        precise,
+    ))
+}
+
+/// Events that need no hardware PMU: the software timers, software events and tracepoints.
+fn needs_no_pmu(ev: &SampleEvent) -> bool {
+    match ev {
+        SampleEvent::CpuClock | SampleEvent::TaskClock => true,
+        SampleEvent::Raw { pmu_type, .. } => {
+            *pmu_type == TYPE_SOFTWARE || *pmu_type == TYPE_TRACEPOINT
+        }
+    }
+}
+
 /// Choose the event. `pmu` is the core PMU ([`core_pmu`]); where it is `None`, hardware
 /// events fall back to cpu-clock with an explanation.
 pub fn choose(
@@ -175,9 +252,19 @@ pub fn choose(
     model: Option<&Model>,
     pmu: Option<&Pmu>,
 ) -> Result<Chosen, ChoiceError> {
+    choose_on(req, model, pmu, &Host::system())
+}
+
+/// [`choose`] with the `/sys` (PMUs, tracefs) of `host`.
+pub fn choose_on(
+    req: &Request,
+    model: Option<&Model>,
+    pmu: Option<&Pmu>,
+    host: &Host,
+) -> Result<Chosen, ChoiceError> {
     let pmu_type = pmu.map(|p| p.pmu_type).unwrap_or(4);
     let (wanted, resolved) = match req {
-        Request::Event(e) => (e.clone(), resolve_event(e, model, pmu_type)),
+        Request::Event(e) => (e.clone(), resolve_any(e, model, pmu_type, host)),
         Request::Node(n) => match model {
             Some(m) => {
                 let (_, ev) = node_event(m, n)?;
@@ -217,7 +304,7 @@ pub fn choose(
         ],
     };
     match resolved {
-        Ok((ev @ (SampleEvent::CpuClock | SampleEvent::TaskClock), _)) => {
+        Ok((ev, _)) if needs_no_pmu(&ev) => {
             if matches!(req, Request::Bottleneck(None)) {
                 if pmu.is_none() {
                     return Ok(fallback(&wanted));
@@ -337,6 +424,54 @@ mod tests {
         name: String::new(),
         pmu_type: 4,
     };
+
+    /// `-e` takes what `tma stat -e` takes: generic hardware events, software events and
+    /// tracepoints; software events and tracepoints need no PMU.
+    #[test]
+    fn locate_takes_every_event_stat_takes() {
+        let d = tempfile::tempdir().unwrap();
+        let tp = d
+            .path()
+            .join("sys/kernel/tracing/events/sched/sched_switch");
+        std::fs::create_dir_all(&tp).unwrap();
+        std::fs::write(tp.join("id"), "316\n").unwrap();
+        let host = Host::under(d.path());
+        let raw = |spec: &str| match resolve_any(spec, None, 4, &host).unwrap() {
+            (
+                SampleEvent::Raw {
+                    pmu_type, config, ..
+                },
+                p,
+            ) => (pmu_type, config, p),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(raw("cycles"), (TYPE_HARDWARE, 0, 0));
+        assert_eq!(raw("cycles:pp"), (TYPE_HARDWARE, 0, 2));
+        assert_eq!(raw("instructions"), (TYPE_HARDWARE, 1, 0));
+        assert_eq!(raw("page-faults"), (TYPE_SOFTWARE, 2, 0));
+        assert_eq!(raw("sched:sched_switch"), (TYPE_TRACEPOINT, 316, 0));
+        assert_eq!(
+            resolve_any("cpu-clock", None, 4, &host).unwrap().0,
+            SampleEvent::CpuClock
+        );
+        assert_eq!(
+            resolve_any("bogus", None, 4, &host),
+            Err(ChoiceError::UnknownEvent("bogus".into()))
+        );
+        assert_eq!(
+            resolve_any("NOPE.EVENT", Some(&MODEL), 4, &host),
+            Err(ChoiceError::UnknownEvent("NOPE.EVENT".into()))
+        );
+        // No PMU: page-faults and tracepoints are sampled as asked, cycles falls back.
+        for (e, kept) in [
+            ("page-faults", true),
+            ("sched:sched_switch", true),
+            ("cycles", false),
+        ] {
+            let c = choose_on(&Request::Event(e.into()), None, None, &host).unwrap();
+            assert_eq!(c.event != SampleEvent::CpuClock, kept, "{e}: {c:?}");
+        }
+    }
 
     #[test]
     fn node_uses_first_locate_event_precise() {

@@ -317,7 +317,7 @@ fn choose_event(
         }
         (None, None) => Request::Bottleneck(quick_stat_bottleneck(cfg, target, model, notes)?),
     };
-    Ok(choose::choose(&request, model, pmu.as_ref())?)
+    Ok(choose::choose_on(&request, model, pmu.as_ref(), &cfg.host)?)
 }
 
 /// Run `tma stat -l 3` in-process on the same target (a launched command runs once more, as
@@ -357,13 +357,13 @@ fn quick_stat_config(
     match target {
         Target::Pid(pid) => {
             let secs = cfg.duration_s.unwrap_or(2.0);
-            live.pids = vec![*pid as u32];
+            live.target = tma_stat::LiveTarget::Pids(vec![*pid as u32]);
             live.duration_s = Some(secs);
             shown.extend(["-p".into(), pid.to_string(), "--duration".into()]);
             shown.push(secs.to_string());
         }
         Target::Launch(cmd) => {
-            live.command = cmd.clone();
+            live.target = tma_stat::LiveTarget::Command(cmd.clone());
             // Only the sampled run shows the command's output (as the `tma stat` child with
             // stdout to /dev/null did).
             live.command_stdout = tma_perf::process::CommandStdout::Null;
@@ -522,7 +522,7 @@ mod tests {
             cpu: Some("zen4".into()),
             level: 3,
             input: tma_stat::Input::Live(tma_stat::LiveOptions {
-                command: vec!["true".into()],
+                target: tma_stat::LiveTarget::Command(vec!["true".into()]),
                 backend: cfg.stat_backend.clone(),
                 ..Default::default()
             }),
@@ -543,10 +543,16 @@ mod tests {
         let launch = Target::Launch(vec!["echo".into(), "hi".into()]);
         let (stat, shown) = quick_stat_config(&cfg, &launch, None);
         assert_eq!(stat.live().unwrap().command_stdout, CommandStdout::Null);
-        assert_eq!(stat.live().unwrap().command, ["echo", "hi"]);
+        assert_eq!(
+            stat.live().unwrap().target,
+            tma_stat::LiveTarget::Command(vec!["echo".into(), "hi".into()])
+        );
         assert_eq!(shown.join(" "), "stat -l 3 -- echo hi");
         let (stat, _) = quick_stat_config(&cfg, &Target::Pid(42), None);
         assert_eq!(stat.live().unwrap().command_stdout, CommandStdout::Inherit);
-        assert_eq!(stat.live().unwrap().pids, [42]);
+        assert_eq!(
+            stat.live().unwrap().target,
+            tma_stat::LiveTarget::Pids(vec![42])
+        );
     }
 }

@@ -28,7 +28,7 @@ use tma_perf::plan::Plan;
 use tma_perf::Interval;
 use tma_stat::eval::RunInfo;
 use tma_stat::sink::{self as stat_sink, IntervalData, IntervalSink};
-use tma_stat::{Input, IntervalReport, LiveOptions, StatConfig, StatError};
+use tma_stat::{Input, IntervalReport, LiveOptions, LiveTarget, StatConfig, StatError};
 
 use crate::collect::{Build, Collector, Shared, Split};
 use crate::expo::Format;
@@ -37,6 +37,42 @@ use crate::log::{Log, Notes};
 
 /// The default `--listen`: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9273";
+
+/// `--listen` as exporters take it: `ADDR:PORT` (`127.0.0.1:9273`, `[::1]:9273`), a host
+/// name (`localhost:9273`: its first address, IPv4 first), or `:PORT` for every interface
+/// (`0.0.0.0`), as node_exporter's `:9100`.
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    let t = text.trim();
+    if let Ok(a) = t.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let bad = |why: &str| {
+        format!(
+            "bad listen address {text:?}: {why}; give ADDR:PORT (127.0.0.1:9273, \
+             0.0.0.0:9273, [::1]:9273, localhost:9273) or :PORT for every interface"
+        )
+    };
+    let Some((host, port)) = t.rsplit_once(':') else {
+        return Err(bad(if t.parse::<u16>().is_ok() {
+            "a port alone is ambiguous (write :PORT for every interface)"
+        } else {
+            "no port"
+        }));
+    };
+    let port: u16 = port.parse().map_err(|_| bad("the port is not a number"))?;
+    if host.is_empty() {
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+        .map_err(|e| bad(&format!("cannot resolve {host:?} ({e})")))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| bad(&format!("{host:?} has no address")))
+}
 
 /// What to serve.
 #[derive(Debug, Clone, PartialEq)]
@@ -134,9 +170,14 @@ impl ServeConfig {
                     ));
                 }
                 Input::Live(LiveOptions {
-                    all_cpus: cgroups.is_empty() && cpu_list.is_none(),
-                    cpu_list: cpu_list.clone(),
-                    cgroups: cgroups.clone(),
+                    target: if cgroups.is_empty() {
+                        LiveTarget::System {
+                            cpus: cpu_list.clone(),
+                            command: None,
+                        }
+                    } else {
+                        LiveTarget::Cgroups(cgroups.clone())
+                    },
                     interval_ms: Some(ms),
                     ..LiveOptions::default()
                 })

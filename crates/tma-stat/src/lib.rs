@@ -22,6 +22,7 @@
 pub mod crosscheck;
 mod error;
 pub mod eval;
+pub mod event;
 pub mod groups;
 mod import;
 pub mod model;
@@ -75,20 +76,62 @@ pub enum BackendChoice {
     Synthetic(Synthetic),
 }
 
+/// What a live run counts: one target, so that combinations that mean nothing (a pid and a
+/// cgroup, threads and a CPU list) cannot be written.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LiveTarget {
+    /// Launch this command (argv) and count it, its threads and children. Empty: nothing to
+    /// measure (refused by [`run`]).
+    Command(Vec<String>),
+    /// Existing processes, all their threads (`-p`).
+    Pids(Vec<u32>),
+    /// Existing threads (`-t`).
+    Tids(Vec<u32>),
+    /// Every task on these CPUs (`-a`; `-C 0-3,8`: only those): until `command` exits when
+    /// one is given (`perf stat -a -- sleep 10`), else for `--duration` or until Ctrl-C.
+    System {
+        cpus: Option<String>,
+        command: Option<Vec<String>>,
+    },
+    /// `-G`: the tasks of these cgroups (v2 directories: absolute, or relative to the cgroup2
+    /// mount), on every CPU, in perf_event's cgroup mode; summed into one tree.
+    Cgroups(Vec<String>),
+}
+
+impl Default for LiveTarget {
+    /// No command: nothing to measure until one is set.
+    fn default() -> Self {
+        LiveTarget::Command(Vec::new())
+    }
+}
+
+impl LiveTarget {
+    /// Every CPU, until --duration or Ctrl-C (`-a`).
+    pub fn all_cpus() -> Self {
+        LiveTarget::System {
+            cpus: None,
+            command: None,
+        }
+    }
+
+    /// The command launched (alone, or bounding a system-wide run).
+    pub fn command(&self) -> Option<&[String]> {
+        match self {
+            LiveTarget::Command(argv)
+            | LiveTarget::System {
+                command: Some(argv),
+                ..
+            } if !argv.is_empty() => Some(argv),
+            _ => None,
+        }
+    }
+}
+
 /// The settings of live counting (ignored for imports, which refuse them).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LiveOptions {
-    /// The command to launch (argv).
-    pub command: Vec<String>,
-    pub pids: Vec<u32>,
-    pub tids: Vec<u32>,
-    /// System-wide.
-    pub all_cpus: bool,
-    /// System-wide on these CPUs (`0-3,8`).
-    pub cpu_list: Option<String>,
-    /// `-G`: the tasks of these cgroups (v2 directories: absolute, or relative to the cgroup2
-    /// mount), on every CPU, in perf_event's cgroup mode; summed into one tree.
-    pub cgroups: Vec<String>,
+    /// What to count.
+    pub target: LiveTarget,
     /// `-I MS`.
     pub interval_ms: Option<u64>,
     pub per_core: bool,
@@ -213,6 +256,11 @@ pub fn run(
                 return Err(usage(
                     "--smt describes an imported recording; live runs read the topology themselves",
                 ));
+            }
+            // Checked before counting, as for a recording: without a PMU the tables are not
+            // needed, and a misspelt --cpu would otherwise pass unnoticed.
+            if let Some(name) = cfg.cpu.as_deref() {
+                tma_catalog::by_name(name)?;
             }
             session::run_live(cfg, live, sink, notes)
         }
@@ -373,15 +421,20 @@ impl LiveOptions {
     pub fn flags_set(&self) -> Vec<&'static str> {
         let a = self;
         let mut set_flags: Vec<&'static str> = Vec::new();
-        if !a.command.is_empty() {
-            set_flags.push("-- CMD");
+        match &a.target {
+            LiveTarget::Command(argv) if argv.is_empty() => {}
+            LiveTarget::Command(_) => set_flags.push("-- CMD"),
+            LiveTarget::Pids(_) => set_flags.push("-p"),
+            LiveTarget::Tids(_) => set_flags.push("-t"),
+            LiveTarget::System { cpus, command } => {
+                set_flags.push(if cpus.is_some() { "-C" } else { "-a" });
+                if command.is_some() {
+                    set_flags.push("-- CMD");
+                }
+            }
+            LiveTarget::Cgroups(_) => set_flags.push("-G"),
         }
         for (set, name) in [
-            (!a.pids.is_empty(), "-p"),
-            (!a.tids.is_empty(), "-t"),
-            (a.all_cpus, "-a"),
-            (a.cpu_list.is_some(), "-C"),
-            (!a.cgroups.is_empty(), "-G"),
             (a.interval_ms.is_some(), "-I"),
             (a.per_core, "--per-core"),
             (a.per_thread, "--per-thread"),

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use tma_perf::backend::Synthetic;
 use tma_perf::host::Host;
-use tma_stat::{BackendChoice, Format, Input, LiveOptions, RenderOptions, StatConfig};
+use tma_stat::{BackendChoice, Format, Input, LiveOptions, LiveTarget, RenderOptions, StatConfig};
 use tma_testkit::fixture;
 
 fn zen4_synthetic() -> BackendChoice {
@@ -45,7 +45,7 @@ fn command(argv: &[&str], cpu: Option<&str>, backend: BackendChoice) -> StatConf
     StatConfig {
         cpu: cpu.map(String::from),
         input: Input::Live(LiveOptions {
-            command: argv.iter().map(|s| s.to_string()).collect(),
+            target: LiveTarget::Command(argv.iter().map(|s| s.to_string()).collect()),
             backend,
             ..Default::default()
         }),
@@ -108,12 +108,43 @@ fn extra_events_record_replay_same_output() {
 fn per_core_record_replay_same_output() {
     let mut cfg = command(&[], Some("zen4"), zen4_synthetic());
     cfg.level = 2;
-    live_of(&mut cfg).cpu_list = Some("0".into());
+    live_of(&mut cfg).target = LiveTarget::System {
+        cpus: Some("0".into()),
+        command: None,
+    };
     live_of(&mut cfg).per_core = true;
     live_of(&mut cfg).duration_s = Some(1.0);
     let (live, replay, _) = live_then_replay(cfg, StatConfig::default());
     assert!(live.contains(", core S"), "{live}");
     assert_eq!(live, replay);
+}
+
+/// `-C 0 -- CMD`: system-wide on the CPU list for as long as the command runs, per core too.
+#[test]
+fn system_wide_while_a_command_runs() {
+    let mut cfg = command(&[], Some("zen4"), zen4_synthetic());
+    live_of(&mut cfg).target = LiveTarget::System {
+        cpus: Some("0".into()),
+        command: Some(vec!["true".into()]),
+    };
+    live_of(&mut cfg).per_core = true;
+    let (live, replay, _) = live_then_replay(cfg, StatConfig::default());
+    assert!(live.contains(", core S"), "{live}");
+    assert_eq!(live, replay);
+    // Without a command, a system-wide rerun needs --duration; with one it reruns the command.
+    let mut cfg = command(&[], Some("zen4"), zen4_synthetic());
+    live_of(&mut cfg).target = LiveTarget::System {
+        cpus: Some("0".into()),
+        command: Some(vec!["true".into()]),
+    };
+    live_of(&mut cfg).repeat = Some(2);
+    run(&cfg, &mut Vec::new(), &mut Vec::new()).unwrap();
+    live_of(&mut cfg).target = LiveTarget::System {
+        cpus: Some("0".into()),
+        command: None,
+    };
+    let e = run(&cfg, &mut Vec::new(), &mut Vec::new()).unwrap_err();
+    assert!(e.to_string().contains("--duration"), "{e}");
 }
 
 /// Interval mode streams: every format of a live run equals the replay's, and the JSON is
@@ -169,7 +200,7 @@ fn outcome_names_the_bottleneck() {
 #[test]
 fn live_flags_are_named_for_a_front_end_to_refuse() {
     let live = LiveOptions {
-        all_cpus: true,
+        target: LiveTarget::all_cpus(),
         interval_ms: Some(100),
         ..Default::default()
     };

@@ -2,6 +2,7 @@
 //! behaves the same everywhere.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use tma_perf::host::Host;
 
@@ -10,8 +11,80 @@ use tma_perf::host::Host;
 pub struct CpuArg {
     /// CPU model whose tables to use (e.g. spr, icx, zen4); default: from the recording,
     /// else this machine.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = cpu_model)]
     pub cpu: Option<String>,
+}
+
+/// `--cpu` names a CPU model everywhere; a CPU list (`0`, `0-3,8`) is `-C/--cpu-list`.
+pub fn cpu_model(text: &str) -> Result<String, String> {
+    let t = text.trim();
+    if !t.is_empty()
+        && t.chars()
+            .all(|c| c.is_ascii_digit() || c == ',' || c == '-')
+    {
+        return Err(format!(
+            "--cpu takes a CPU model key (skx, icx, spr, adl, zen4, zen5, ...), not {t:?}; to \
+             count on CPUs {t}, use -C/--cpu-list {t}"
+        ));
+    }
+    Ok(t.to_string())
+}
+
+/// A duration as perf users type it: a number with a unit (`100ms`, `2s`, `1.5s`, `1m`,
+/// `1h`, `250us`; or humantime's `1m30s`), or a bare number in the option's own unit
+/// (`bare_unit`: `ms` for `-I`, `s` for `--duration`).
+pub fn parse_duration(text: &str, bare_unit: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let unit = if unit.is_empty() {
+        bare_unit
+    } else {
+        unit.trim()
+    };
+    let scale = match unit {
+        "ns" => Some(1e-9),
+        "us" | "µs" => Some(1e-6),
+        "ms" => Some(1e-3),
+        "s" | "sec" => Some(1.0),
+        "m" | "min" => Some(60.0),
+        "h" => Some(3600.0),
+        _ => None,
+    };
+    let bad = || {
+        format!(
+            "bad duration {text:?}: give a number with a unit (100ms, 2s, 1.5s, 1m) or a bare \
+             number of {}",
+            if bare_unit == "ms" {
+                "milliseconds"
+            } else {
+                "seconds"
+            }
+        )
+    };
+    match (num.parse::<f64>(), scale) {
+        (Ok(n), Some(scale)) if n.is_finite() && n >= 0.0 => {
+            Duration::try_from_secs_f64(n * scale).map_err(|_| bad())
+        }
+        _ => humantime::parse_duration(t).map_err(|_| bad()),
+    }
+}
+
+/// `-I`: a duration, bare numbers in milliseconds (perf's unit), as whole milliseconds.
+pub fn interval_ms(text: &str) -> Result<u64, String> {
+    let d = parse_duration(text, "ms")?;
+    let ms = d.as_secs_f64() * 1e3;
+    if d > Duration::ZERO && ms < 1.0 {
+        return Err(format!("{text}: the interval must be at least 1ms"));
+    }
+    Ok(ms.round() as u64)
+}
+
+/// `--duration`: a duration, bare numbers in seconds (perf's unit), as seconds.
+pub fn seconds(text: &str) -> Result<f64, String> {
+    parse_duration(text, "s").map(|d| d.as_secs_f64())
 }
 
 /// `-l N` and `--nodes LIST`: which part of the tree.
@@ -85,6 +158,46 @@ impl RootArg {
         match &self.root {
             Some(r) => Host::under(r),
             None => Host::system(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_units_and_bare_numbers_in_perfs_units() {
+        assert_eq!(interval_ms("100"), Ok(100));
+        assert_eq!(interval_ms("100ms"), Ok(100));
+        assert_eq!(interval_ms("2s"), Ok(2000));
+        assert_eq!(interval_ms("1.5s"), Ok(1500));
+        assert_eq!(interval_ms("1m"), Ok(60_000));
+        assert_eq!(interval_ms("0"), Ok(0));
+        assert!(interval_ms("500us").unwrap_err().contains("at least 1ms"));
+        assert_eq!(seconds("10"), Ok(10.0));
+        assert_eq!(seconds("2.5"), Ok(2.5));
+        assert_eq!(seconds("100ms"), Ok(0.1));
+        assert_eq!(seconds("1m"), Ok(60.0));
+        assert_eq!(seconds("1m30s"), Ok(90.0));
+        assert_eq!(parse_duration("10s", "s"), Ok(Duration::from_secs(10)));
+        for bad in ["soon", "-1", "1x", "", "nan"] {
+            let e = seconds(bad).unwrap_err();
+            assert!(e.contains("bare number of seconds"), "{bad}: {e}");
+        }
+        assert!(interval_ms("x").unwrap_err().contains("milliseconds"));
+    }
+
+    #[test]
+    fn cpu_is_a_model_and_a_cpu_list_is_refused_with_the_right_flag() {
+        assert_eq!(cpu_model("spr"), Ok("spr".into()));
+        assert_eq!(cpu_model("zen4"), Ok("zen4".into()));
+        for list in ["0", "0-3", "0-3,8"] {
+            let e = cpu_model(list).unwrap_err();
+            assert!(
+                e.contains("CPU model key") && e.contains("-C/--cpu-list"),
+                "{e}"
+            );
         }
     }
 }

@@ -11,7 +11,7 @@ use tma_perf::sampling::Rate;
 use tma_profile::report::{ReportOptions, SortKey, Syntax};
 use tma_profile::{render, LocateConfig};
 
-use crate::cmd::args::RootArg;
+use crate::cmd::args::{self, RootArg};
 
 /// Sample a node's locate-with event (or -e EVENT) and show hot functions and annotated code.
 #[derive(Debug, clap::Args)]
@@ -19,16 +19,18 @@ use crate::cmd::args::RootArg;
     after_help = "Examples:\n  tma locate -- ./app args\n  tma locate --node Memory_Bound -- ./app\n  \
 tma locate -e cpu-clock -g --folded -o app.folded -- ./app\n  tma locate -p 1234 --duration 10\n  \
 tma locate --import perf.data --symdir ./build\n  \
-tma locate -a -C 1 -g --duration 4"
+tma locate -a -C 1 -g --duration 4s"
 )]
 pub struct Args {
     /// Sample the locate-with event of this TMA node (first listed; :pp when precise).
     #[arg(long, conflicts_with = "event")]
     pub node: Option<String>,
     /// CPU model tables to use (`tma list --cpu` keys); default: this machine's CPU.
-    #[arg(long, value_name = "KEY")]
+    #[arg(long, value_name = "KEY", value_parser = args::cpu_model)]
     pub cpu: Option<String>,
-    /// Sample this event: a catalog name (with :p/:pp/:ppp), rHEX, cpu-clock or task-clock.
+    /// Sample this event: a catalog name (with :p/:pp/:ppp), cycles, instructions, a software
+    /// event (cpu-clock, task-clock, page-faults, ...), a tracepoint SYS:NAME, PMU/terms/ or
+    /// rHEX: what `tma stat -e` takes.
     #[arg(short = 'e', long = "event")]
     pub event: Option<String>,
     /// Attach to this process (all its threads) instead of running a command.
@@ -39,7 +41,8 @@ pub struct Args {
     #[arg(short = 'a', long = "all-cpus", conflicts_with_all = ["pid", "import"])]
     pub all_cpus: bool,
     /// System-wide, on these CPUs only (`0-3,6`; implies -a).
-    #[arg(short = 'C', long = "cpus", value_name = "CPUS", conflicts_with_all = ["pid", "import"])]
+    #[arg(short = 'C', long = "cpu-list", alias = "cpus", value_name = "CPUS",
+          conflicts_with_all = ["pid", "import"])]
     pub cpus: Option<String>,
     /// Group the function table by these keys: comm, pid, dso, sym (default: dso,sym;
     /// with -a: comm,dso,sym).
@@ -52,8 +55,9 @@ pub struct Args {
     /// Self samples only, also with -a -g.
     #[arg(long)]
     pub no_children: bool,
-    /// Stop sampling after this many seconds (a launched command is then sent SIGTERM).
-    #[arg(long, value_name = "S")]
+    /// Stop sampling after this long: 10s, 500ms, 2m; a bare number is seconds (a launched
+    /// command is then sent SIGTERM).
+    #[arg(long, value_name = "DURATION", value_parser = args::seconds)]
     pub duration: Option<f64>,
     /// Sample every N events.
     #[arg(long, value_name = "N", conflicts_with = "freq")]
@@ -70,8 +74,14 @@ pub struct Args {
     /// Annotate this function instead of the hottest one.
     #[arg(long, value_name = "FUNC")]
     pub annotate: Option<String>,
-    /// Disassembly syntax: intel (default) or att.
-    #[arg(short = 'M', value_name = "SYNTAX", default_value = "intel")]
+    /// Disassembly syntax: intel (default) or att (perf annotate's `-M` works too).
+    #[arg(
+        long = "syntax",
+        short_alias = 'M',
+        alias = "disassembler-style",
+        value_name = "SYNTAX",
+        default_value = "intel"
+    )]
     pub syntax: String,
     /// Rows in the function table.
     #[arg(long, default_value_t = 20)]
@@ -121,7 +131,7 @@ pub fn config(args: &Args, root: &RootArg) -> anyhow::Result<LocateConfig> {
     let syntax = match args.syntax.to_ascii_lowercase().as_str() {
         "intel" => Syntax::Intel,
         "att" | "at&t" | "gas" => Syntax::Att,
-        other => bail!("unknown syntax {other:?} for -M: use intel or att"),
+        other => bail!("unknown syntax {other:?} for --syntax: use intel or att"),
     };
     let system_wide = args.all_cpus || args.cpus.is_some();
     let cpus = match &args.cpus {

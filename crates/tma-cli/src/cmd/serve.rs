@@ -25,8 +25,10 @@ use crate::cmd::args::{CpuArg, RootArg};
 ///   tma serve --replay run.snapshot.json --interval 1s
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
-    /// Address and port to listen on; loopback unless you say otherwise.
-    #[arg(long, value_name = "ADDR:PORT", default_value = tma_serve::DEFAULT_LISTEN)]
+    /// Address and port to listen on; loopback unless you say otherwise (`:9273`: every
+    /// interface, as node_exporter's `:9100`; host names such as localhost:9273 work too).
+    #[arg(long, value_name = "ADDR:PORT", default_value = tma_serve::DEFAULT_LISTEN,
+          value_parser = tma_serve::parse_listen)]
     pub listen: SocketAddr,
     /// Count system-wide, on every CPU (the default without --cgroup).
     #[arg(short = 'a', long = "all-cpus", conflicts_with = "cgroup")]
@@ -60,8 +62,8 @@ pub struct Args {
     /// (`IPC,Memory`), `all`, or `none`; default: the default set of `tma stat -m`.
     #[arg(short = 'm', long = "metrics", value_name = "LIST")]
     pub metrics: Option<String>,
-    /// Counting interval (e.g. 10s, 500ms, 1m); with --replay, how long each recorded
-    /// interval is served.
+    /// Counting interval (e.g. 10s, 500ms, 1m; a bare number is seconds); with --replay, how
+    /// long each recorded interval is served.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub interval: Duration,
     /// Serve the intervals of a recording in a loop instead of counting: a `tma stat
@@ -74,7 +76,7 @@ pub struct Args {
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{e} (e.g. 10s, 500ms, 1m)"))
+    crate::cmd::args::parse_duration(s, "s")
 }
 
 /// The clap-free configuration of these arguments.
@@ -179,5 +181,30 @@ mod tests {
         assert_eq!(c.metrics, Some(vec!["IPC".into(), "CPI".into()]));
         assert!(T::try_parse_from(["tma", "--replay", "x", "-G", "a"]).is_err());
         assert!(T::try_parse_from(["tma", "--interval", "soon"]).is_err());
+    }
+
+    #[test]
+    fn listen_takes_exporter_spellings_and_interval_bare_seconds() {
+        assert_eq!(
+            cfg(&["--listen", ":9100"]).listen.to_string(),
+            "0.0.0.0:9100"
+        );
+        let l = cfg(&["--listen", "localhost:9273"]).listen;
+        assert!(l.ip().is_loopback() && l.port() == 9273, "{l}");
+        assert_eq!(
+            cfg(&["--listen", "[::1]:9273"]).listen.to_string(),
+            "[::1]:9273"
+        );
+        for bad in ["9273", "localhost", ":http", ":99999"] {
+            assert!(
+                T::try_parse_from(["tma", "--listen", bad]).is_err(),
+                "{bad}"
+            );
+        }
+        assert_eq!(cfg(&["--interval", "15"]).interval, Duration::from_secs(15));
+        assert_eq!(
+            cfg(&["--interval", "500ms"]).interval,
+            Duration::from_millis(500)
+        );
     }
 }

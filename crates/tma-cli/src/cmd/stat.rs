@@ -6,14 +6,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use tma_stat::{BackendChoice, Format, Input, LiveOptions, RenderOptions, StatConfig};
+use tma_stat::{BackendChoice, Format, Input, LiveOptions, LiveTarget, RenderOptions, StatConfig};
 
-use crate::cmd::args::{CpuArg, MetricArgs, RootArg, TreeArgs};
+use crate::cmd::args::{self, CpuArg, MetricArgs, RootArg, TreeArgs};
 
 /// Count events and print the TMA tree.
 ///
 /// Examples:
 ///   tma stat -l 2 -- ./app args
+///   tma stat -a -I 1s -- sleep 10
 ///   tma stat --import perf-stat.csv --cpu spr -l 3
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
@@ -48,6 +49,10 @@ pub struct Args {
     /// Print CSV: one row per node (per interval).
     #[arg(long)]
     pub csv: bool,
+    /// perf's field separator: `-x,` prints CSV (as --csv); tma's CSV is comma-separated only.
+    #[arg(short = 'x', long = "field-separator", value_name = "SEP", conflicts_with = "json",
+          value_parser = csv_separator)]
+    pub field_separator: Option<char>,
     /// Write the output to FILE instead of standard output (`-`: standard output); a file is replaced only when the command succeeds.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -57,24 +62,39 @@ pub struct Args {
 
     // ---- live counting ----
     /// Attach to these processes (comma-separated pids); stop with Ctrl-C or --duration.
-    #[arg(short = 'p', long = "pid", value_name = "PID", value_delimiter = ',')]
+    #[arg(short = 'p', long = "pid", value_name = "PID", value_delimiter = ',',
+          conflicts_with_all = ["tid", "all_cpus", "cpu_list", "cgroup", "command"])]
     pub pid: Vec<u32>,
     /// Attach to these threads (comma-separated tids).
-    #[arg(short = 't', long = "tid", value_name = "TID", value_delimiter = ',')]
+    #[arg(short = 't', long = "tid", value_name = "TID", value_delimiter = ',',
+          conflicts_with_all = ["all_cpus", "cpu_list", "cgroup", "command"])]
     pub tid: Vec<u32>,
-    /// Count system-wide, on every CPU.
+    /// Count system-wide, on every CPU: while the command runs when one is given (as
+    /// `perf stat -a -- sleep 10`), else for --duration or until Ctrl-C.
     #[arg(short = 'a', long = "all-cpus")]
     pub all_cpus: bool,
-    /// Count only on these CPUs (e.g. 0-3,8), with -a.
-    #[arg(short = 'C', long = "cpu-list", value_name = "CPUS")]
+    /// Count system-wide on these CPUs only (e.g. 0-3,8): while the command runs when one is
+    /// given, else for --duration or until Ctrl-C.
+    #[arg(
+        short = 'C',
+        long = "cpu-list",
+        value_name = "CPUS",
+        conflicts_with = "cgroup"
+    )]
     pub cpu_list: Option<String>,
     /// Count the tasks of this cgroup on every CPU (perf_event cgroup mode): a cgroup v2
     /// directory, absolute or relative to the cgroup2 mount (system.slice/nginx.service);
     /// repeat for several (summed into one tree).
-    #[arg(short = 'G', long = "cgroup", value_name = "PATH")]
+    #[arg(
+        short = 'G',
+        long = "cgroup",
+        value_name = "PATH",
+        conflicts_with = "command"
+    )]
     pub cgroup: Vec<String>,
-    /// Print a tree (or a --compact line) every MS milliseconds.
-    #[arg(short = 'I', long = "interval", value_name = "MS")]
+    /// Print a tree (or a --compact line) every interval: 100ms, 1s, 1m; a bare number is
+    /// milliseconds (as perf's -I).
+    #[arg(short = 'I', long = "interval", value_name = "DURATION", value_parser = args::interval_ms)]
     pub interval_ms: Option<u64>,
     /// One tree per core (system-wide counting).
     #[arg(long)]
@@ -94,13 +114,14 @@ pub struct Args {
     #[arg(long)]
     pub no_multiplex: bool,
     /// Run the command N times; print the mean and spread.
-    #[arg(long, value_name = "N")]
+    #[arg(short = 'r', long, value_name = "N")]
     pub repeat: Option<u32>,
     /// Measure level 1, then descend into the bottleneck one level per run.
     #[arg(long)]
     pub drilldown: bool,
-    /// Stop counting after S seconds (for -p, -t, -a).
-    #[arg(long, value_name = "S")]
+    /// Stop counting after this long: 10s, 500ms, 2m; a bare number is seconds (for -p, -t,
+    /// -a; a command is stopped then).
+    #[arg(long, value_name = "DURATION", value_parser = args::seconds)]
     pub duration: Option<f64>,
     /// Also count these events (vendor names or perf specs).
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
@@ -110,9 +131,41 @@ pub struct Args {
     /// (tests).
     #[arg(long, value_name = "FILE", hide = true)]
     pub synthetic_backend: Option<PathBuf>,
-    /// The command to measure.
-    #[arg(last = true, value_name = "CMD")]
+    /// The command to measure (after `--`, or the first argument that is not an option, as
+    /// with perf: its own options follow it).
+    #[arg(trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// `-x SEP`: tma writes CSV with commas only.
+fn csv_separator(text: &str) -> Result<char, String> {
+    match text {
+        "," => Ok(','),
+        _ => Err(format!(
+            "tma writes CSV separated by commas only: use -x, (or --csv), not -x {text:?}"
+        )),
+    }
+}
+
+/// The one thing a live run counts, from the target flags (clap refuses the combinations
+/// that mean nothing: -p with -t, a pid with a command, a cgroup with a CPU list...).
+fn live_target(a: &Args) -> LiveTarget {
+    let command = (!a.command.is_empty()).then(|| a.command.clone());
+    if !a.cgroup.is_empty() {
+        // -G counts the cgroups on every CPU: -a may be given with it, as for perf stat.
+        LiveTarget::Cgroups(a.cgroup.clone())
+    } else if !a.pid.is_empty() {
+        LiveTarget::Pids(a.pid.clone())
+    } else if !a.tid.is_empty() {
+        LiveTarget::Tids(a.tid.clone())
+    } else if a.all_cpus || a.cpu_list.is_some() {
+        LiveTarget::System {
+            cpus: a.cpu_list.clone(),
+            command,
+        }
+    } else {
+        LiveTarget::Command(command.unwrap_or_default())
+    }
 }
 
 /// The clap-free configuration of these arguments.
@@ -128,12 +181,7 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<StatConfig> {
         }
     };
     let live = LiveOptions {
-        command: a.command.clone(),
-        pids: a.pid.clone(),
-        tids: a.tid.clone(),
-        all_cpus: a.all_cpus,
-        cpu_list: a.cpu_list.clone(),
-        cgroups: a.cgroup.clone(),
+        target: live_target(a),
         interval_ms: a.interval_ms,
         per_core: a.per_core,
         per_thread: a.per_thread,
@@ -182,7 +230,7 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<StatConfig> {
         render: RenderOptions {
             format: if a.json {
                 Format::Json
-            } else if a.csv {
+            } else if a.csv || a.field_separator.is_some() {
                 Format::Csv
             } else {
                 Format::Text
@@ -244,6 +292,79 @@ mod tests {
         assert_eq!(t.a.command, ["./app", "-v", "--json"]);
         assert!(!t.a.json);
         assert_eq!(t.a.tree.level, 2);
+    }
+
+    fn live(argv: &[&str]) -> LiveOptions {
+        let mut v = vec!["tma"];
+        v.extend(argv);
+        config(&T::try_parse_from(v).unwrap().a, &RootArg::default())
+            .unwrap()
+            .live()
+            .cloned()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_command_without_double_dash_takes_the_rest_as_perf_does() {
+        let t = T::parse_from(["tma", "-l", "2", "ls", "-l", "--json"]);
+        assert_eq!(t.a.command, ["ls", "-l", "--json"]);
+        assert!(!t.a.json);
+        // A misspelt option before the command is still an error, not a command.
+        assert!(T::try_parse_from(["tma", "--improt", "x"]).is_err());
+    }
+
+    #[test]
+    fn system_wide_with_a_command_counts_while_it_runs() {
+        let cmd = || Some(vec!["sleep".to_string(), "10".into()]);
+        assert_eq!(
+            live(&["-a", "--", "sleep", "10"]).target,
+            LiveTarget::System {
+                cpus: None,
+                command: cmd()
+            }
+        );
+        assert_eq!(
+            live(&["-C", "0-3", "sleep", "10"]).target,
+            LiveTarget::System {
+                cpus: Some("0-3".into()),
+                command: cmd()
+            }
+        );
+        assert_eq!(live(&["-a"]).target, LiveTarget::all_cpus());
+        assert_eq!(
+            live(&["-a", "-G", "x.slice"]).target,
+            LiveTarget::Cgroups(vec!["x.slice".into()])
+        );
+        assert_eq!(live(&["-p", "1,2"]).target, LiveTarget::Pids(vec![1, 2]));
+        assert_eq!(live(&[]).target, LiveTarget::Command(vec![]));
+        // Combinations that mean nothing are refused by the parser.
+        for bad in [
+            &["-p", "1", "--", "true"][..],
+            &["-t", "1", "-a"],
+            &["-p", "1", "-t", "2"],
+            &["-G", "x", "-C", "0"],
+            &["-G", "x", "--", "true"],
+        ] {
+            let mut v = vec!["tma"];
+            v.extend(bad);
+            assert!(T::try_parse_from(v).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn perf_spellings_of_csv_repeat_and_durations() {
+        let t = T::parse_from(["tma", "-x,", "-r", "3", "--", "true"]);
+        let c = config(&t.a, &RootArg::default()).unwrap();
+        assert_eq!(c.render.format, Format::Csv);
+        assert_eq!(c.live().unwrap().repeat, Some(3));
+        assert!(T::try_parse_from(["tma", "-x", ";", "true"]).is_err());
+        assert!(T::try_parse_from(["tma", "-x,", "--json", "true"]).is_err());
+        assert_eq!(live(&["-I", "100", "true"]).interval_ms, Some(100));
+        assert_eq!(live(&["-I", "2s", "true"]).interval_ms, Some(2000));
+        assert_eq!(live(&["-a", "--duration", "10"]).duration_s, Some(10.0));
+        assert_eq!(live(&["-a", "--duration", "1m"]).duration_s, Some(60.0));
+        assert_eq!(live(&["-a", "--duration", "250ms"]).duration_s, Some(0.25));
+        assert!(T::try_parse_from(["tma", "--cpu", "0", "-a"]).is_err());
     }
 
     #[test]

@@ -239,7 +239,14 @@ fn parse_fields(
     if f.first() == Some(&"summary") && f.len() > 1 && is_value(f[1]) {
         summary = true;
         k = 1;
-    } else if let (Some(t), true) = (first_number, f.len() > 1 && is_value(f[1])) {
+    } else if let (Some(t), true) = (
+        first_number,
+        f.len() > 1
+            && (is_value(f[1])
+                // `-I` with an aggregation column (`-A`: `1.001,CPU0,123,,cycles`; the
+                // per-thread `comm-tid`): a word, then the value.
+                || (!f[1].is_empty() && !is_number(f[1]) && f.get(2).is_some_and(|v| is_value(v)))),
+    ) {
         timestamp = Some(t);
         k = 1;
     }

@@ -108,6 +108,27 @@ fn per_cpu_rows_and_aggregation() {
     assert_eq!(value(&agg, "context-switches"), Some(cpus));
 }
 
+/// `perf stat -x, -I 1000 -A`: a timestamp, then the CPU column, then the row.
+#[test]
+fn interval_and_per_cpu_together() {
+    let text = "\
+     1.001029945,CPU0,1000,,cycles,1000000,100.00,,
+     1.001029945,CPU1,3000,,cycles,1000000,100.00,,
+     1.001029945,CPU0,4.50,msec,task-clock,4500000,100.00,0.005,CPUs utilized
+     2.002101012,CPU0,2000,,cycles,1000000,100.00,,
+     2.002101012,CPU1,4000,,cycles,1000000,100.00,,
+     2.002101012,CPU0,4.40,msec,task-clock,4400000,100.00,0.004,CPUs utilized
+";
+    let rec = parse(text.as_bytes()).unwrap();
+    assert_eq!(rec.breakdown, Breakdown::PerCpu);
+    assert_eq!(rec.intervals.len(), 2);
+    assert_eq!(value(&aggregate(&rec.intervals[0]), "cycles"), Some(4000.0));
+    assert_eq!(value(&aggregate(&rec.intervals[1]), "cycles"), Some(6000.0));
+    // The per-thread column after a timestamp too.
+    let rec = parse(b"1.0,sleep-42,7,,page-faults,100,100.00,,\n").unwrap();
+    assert_eq!(rec.breakdown, Breakdown::PerThread);
+}
+
 #[test]
 fn per_core_is_refused_clearly() {
     let err = parse(&read_fixture("perf-csv-per-core.csv")).unwrap_err();

@@ -35,6 +35,12 @@ impl CountsFormat {
 
 /// `` `cmd args` ``, `pid 1,2`, `all CPUs`...
 pub fn describe_target(t: &Target) -> String {
+    let cpus = |c: &[u32]| {
+        c.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     let list = |v: &[i32]| {
         v.iter()
             .map(|x| x.to_string())
@@ -54,12 +60,18 @@ pub fn describe_target(t: &Target) -> String {
                 .collect::<Vec<_>>()
                 .join(",")
         ),
-        Target::System(Some(c)) => format!(
-            "CPUs {}",
-            c.iter()
-                .map(|x| x.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
+        Target::System(Some(c)) => format!("CPUs {}", cpus(c)),
+        Target::SystemDuring {
+            cpus: None,
+            command,
+        } => format!("all CPUs while `{}` ran", tma_render::shell_words(command)),
+        Target::SystemDuring {
+            cpus: Some(c),
+            command,
+        } => format!(
+            "CPUs {} while `{}` ran",
+            cpus(c),
+            tma_render::shell_words(command)
         ),
     }
 }

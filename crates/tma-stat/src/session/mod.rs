@@ -30,7 +30,7 @@ use tma_metrics::{Bottleneck, StopReason};
 use tma_perf::backend::{
     self, Backend, Ending, Live, Measurement, RawInterval, Replay, RunError, RunOptions, Target,
 };
-use tma_perf::event::{EventSpec, SoftwareEvent, SpecKind};
+use tma_perf::event::EventSpec;
 use tma_perf::host::{self, Host};
 use tma_perf::plan::Plan;
 use tma_perf::snapshot::{self, CpuIdentity, RecordedRun, Settings, Snapshot, Topology};
@@ -42,7 +42,7 @@ use crate::eval::{Request, RunInfo, StatRun, TreeEval};
 use crate::groups::{counting_plan, hw_groups};
 use crate::render::counts;
 use crate::sink::{Finish, IntervalData, IntervalSink, Start, WholeStep};
-use crate::{BackendChoice, LiveOptions, Outcome, RunStart, StatConfig, StatError};
+use crate::{BackendChoice, LiveOptions, LiveTarget, Outcome, RunStart, StatConfig, StatError};
 
 /// Where a session's measurements come from.
 enum Source {
@@ -155,7 +155,7 @@ pub(crate) fn run_live(
     };
     if live.per_core {
         let cpus = match &target {
-            Target::System(Some(c)) => c.clone(),
+            Target::System(Some(c)) | Target::SystemDuring { cpus: Some(c), .. } => c.clone(),
             _ => cfg.host.online_cpus_or_cpu0(),
         };
         s.cpu_cores = cpu_cores(&cfg.host, &cpus);

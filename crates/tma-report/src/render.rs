@@ -478,7 +478,7 @@ struct DiffItem {
     before_bar: Option<String>,
     after_bar: Option<String>,
     delta: String,
-    /// `up`, `down` or empty.
+    /// `better`, `worse` or empty (no change, or no known better way: [`better_when`]).
     direction: &'static str,
     p: String,
     /// `significant`, `not_significant` or `unknown`.
@@ -499,6 +499,50 @@ struct DiffT<'a> {
     nodes: Vec<DiffItem>,
     metrics: Vec<DiffItem>,
     gates: Vec<(bool, String)>,
+}
+
+/// Which way is better for a row of a diff: `Some(true)` when more is better (Retiring at
+/// level 1; IPC-like metrics), `Some(false)` when less is (a bound node or anything under
+/// one; CPI, miss rates, latencies and bottleneck costs), `None` where tma does not know (the
+/// children of Retiring: a larger share of heavy or light operations is neither; most
+/// metrics). `rows` is the whole table, for the ancestors.
+fn better_when(r: &Row, rows: &[Row]) -> Option<bool> {
+    let lower = |s: &str| s.to_ascii_lowercase();
+    if r.level == 0 {
+        let m = lower(&r.name);
+        let m = m.rsplit('.').next().unwrap_or(&m);
+        return if ["ipc", "coreipc", "ilp", "ipc_ratio"].contains(&m) {
+            Some(true)
+        } else if m == "cpi"
+            || m.contains("mpki")
+            || m.contains("latency")
+            || m.starts_with("bottleneck_")
+        {
+            Some(false)
+        } else {
+            None
+        };
+    }
+    // The level-1 node above this one.
+    let mut top = r;
+    for _ in 0..8 {
+        match top
+            .parent
+            .as_deref()
+            .and_then(|p| rows.iter().find(|x| x.name.eq_ignore_ascii_case(p)))
+        {
+            Some(up) => top = up,
+            None => break,
+        }
+    }
+    let top_name = lower(&top.name);
+    if top_name == "retiring" {
+        return (top.name == r.name).then_some(true);
+    }
+    (top_name.contains("bound")
+        || top_name.contains("bad_speculation")
+        || top_name.contains("contention"))
+    .then_some(false)
 }
 
 fn diff_items(rows: &[Row], scale: f64) -> Vec<DiffItem> {
@@ -533,9 +577,14 @@ fn diff_items(rows: &[Row], scale: f64) -> Vec<DiffItem> {
                 before_bar: mean(r.before).filter(|_| percent).map(|x| width(x, scale)),
                 after_bar: mean(r.after).filter(|_| percent).map(|x| width(x, scale)),
                 delta: format!("{delta}{rel}"),
-                direction: match r.delta {
-                    Some(d) if d > 0.0 => "up",
-                    Some(d) if d < 0.0 => "down",
+                direction: match (r.delta, better_when(r, rows)) {
+                    (Some(d), Some(more_is_better)) if d != 0.0 => {
+                        if (d > 0.0) == more_is_better {
+                            "better"
+                        } else {
+                            "worse"
+                        }
+                    }
                     _ => "",
                 },
                 p: r.welch

@@ -188,14 +188,14 @@ fn the_diff_shows_before_after_delta_and_p() {
     assert!(mem.contains(">42.0% (n=2)<"), "{mem}");
     assert!(mem.contains(">12.0% (n=2)<"), "{mem}");
     assert!(
-        mem.contains("class=\"num down\">-30.0 pts (-71.4%)<"),
+        mem.contains("class=\"num better\">-30.0 pts (-71.4%)<"),
         "{mem}"
     );
     assert!(mem.contains("class=\"num significant\""), "{mem}");
     assert!(mem.contains(">p = 0.009 *<"), "{mem}");
     let cpu = row("backend_bound_cpu");
     assert!(
-        cpu.contains("class=\"num up\">+11.0 pts (+55.0%)<"),
+        cpu.contains("class=\"num worse\">+11.0 pts (+55.0%)<"),
         "{cpu}"
     );
     assert!(cpu.contains(">p = 0.058<"), "{cpu}");
@@ -208,6 +208,45 @@ fn the_diff_shows_before_after_delta_and_p() {
     assert!(mem.contains("<div class=\"track after\"><span class=\"bar\" style=\"width: 12.00%\">"));
     assert!(page.contains("backend_bound &#62; backend_bound_memory 42.0% → 12.0% (fixed)"));
     assert!(page.contains("Welch&#39;s t-test") || page.contains("Welch&#x27;s t-test"));
+}
+
+/// Issue 32 §4.2: a change is coloured by whether it is better or worse for that node or
+/// metric, not by its sign; the legend says so; one colour means one thing on the page.
+#[test]
+fn the_diff_colours_changes_by_direction_and_says_so() {
+    let page = page(&diff_cfg());
+    let delta = |key: &str| {
+        let i = page.find(key).unwrap_or_else(|| panic!("{key} row"));
+        let row = &page[i..i + page[i..].find("</tr>").unwrap()];
+        let cells: Vec<&str> = row.split("<td class=\"num").collect();
+        // before, after, delta, significance (nodes have the bars between, in no num cell).
+        cells[3].to_string()
+    };
+    assert!(delta("<tr data-node=\"retiring\">").starts_with(" better\">+19.0 pts"));
+    assert!(delta("<tr data-metric=\"IPC\">").starts_with(" better\">+0.600"));
+    assert!(delta("<tr data-node=\"frontend_bound\">").starts_with(" worse\">+1.0 pts"));
+    assert!(delta("<tr data-node=\"backend_bound\">").starts_with(" better\">-20.0 pts"));
+    assert!(!page.contains("num up") && !page.contains("num down"));
+    assert!(page.contains(
+        "Deltas are coloured by direction, not by sign: <span class=\"better\">green = better</span>"
+    ));
+    assert!(page.contains("uncoloured where which way is better is not known"));
+    // The tree's states avoid the timelines' series colours (Okabe-Ito), amber above all.
+    for series in [
+        "#e69f00", "#d55e00", "#0072b2", "#009e73", "#56b4e9", "#cc79a7",
+    ] {
+        let css = &page[..page.find("</style>").unwrap()];
+        for state in [".bottleneck", ".path", ".above", ".better", ".worse"] {
+            let rule = css
+                .lines()
+                .filter(|l| l.starts_with(state) || l.contains(&format!(".node{state}")))
+                .collect::<String>();
+            assert!(
+                !rule.contains(series),
+                "{state} uses the series colour {series}"
+            );
+        }
+    }
 }
 
 #[test]

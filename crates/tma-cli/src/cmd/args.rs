@@ -11,7 +11,8 @@ use tma_perf::host::Host;
 pub struct CpuArg {
     /// CPU model whose tables to use (e.g. spr, icx, zen4); default: from the recording,
     /// else this machine.
-    #[arg(long, value_name = "NAME", value_parser = cpu_model)]
+    #[arg(long, value_name = "NAME", hide_possible_values = true,
+          value_parser = crate::cmd::completions::cpu_keys().parsing(cpu_model))]
     pub cpu: Option<String>,
 }
 

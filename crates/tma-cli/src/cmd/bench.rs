@@ -71,7 +71,7 @@ pub struct Args {
     )]
     pub unroll: Vec<usize>,
     /// CPU to pin the measurement to (default: the current one).
-    #[arg(long)]
+    #[arg(long, value_hint = clap::ValueHint::Other)]
     pub cpu: Option<usize>,
     /// Memory buffer for memory operands (default 1M, page-aligned, cache-warm): base registers
     /// of memory operands point at its start, index registers are 0. A pointer chase
@@ -155,7 +155,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if args.json {
             tma_bench::render::json(w, &outcome)
         } else {
-            tma_bench::render::text(w, &outcome, args.verbose)
+            tma_bench::render::text_width(w, &outcome, args.verbose, width(args.output.as_deref()))
         }
     })?;
     Ok(if outcome.errors.is_empty() {
@@ -163,6 +163,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(2)
     })
+}
+
+/// The columns the text report fits: the terminal's when it goes to one, else
+/// [`tma_bench::render::DEFAULT_WIDTH`].
+fn width(output: Option<&std::path::Path>) -> usize {
+    let to_stdout = output.is_none_or(tma_render::files::is_stdio);
+    if !(to_stdout && std::io::stdout().is_terminal()) {
+        return tma_bench::render::DEFAULT_WIDTH;
+    }
+    terminal_size::terminal_size()
+        .map(|(w, _)| usize::from(w.0))
+        .filter(|&w| w > 0)
+        .unwrap_or(tma_bench::render::DEFAULT_WIDTH)
 }
 
 /// How a sweep's progress shows on stderr.

@@ -26,7 +26,8 @@ pub struct Args {
     #[arg(long, conflicts_with = "event")]
     pub node: Option<String>,
     /// CPU model tables to use (`tma list --cpu` keys); default: this machine's CPU.
-    #[arg(long, value_name = "KEY", value_parser = args::cpu_model)]
+    #[arg(long, value_name = "KEY", hide_possible_values = true,
+          value_parser = crate::cmd::completions::cpu_keys().parsing(args::cpu_model))]
     pub cpu: Option<String>,
     /// Sample this event: a catalog name (with :p/:pp/:ppp), cycles, instructions, a software
     /// event (cpu-clock, task-clock, page-faults, ...), a tracepoint SYS:NAME, PMU/terms/ or

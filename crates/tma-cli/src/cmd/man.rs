@@ -86,9 +86,100 @@ fn display_path(cmd: &clap::Command) -> String {
     cmd.get_bin_name().unwrap_or(cmd.get_name()).to_string()
 }
 
-/// The page of one command; its source is `tma VERSION` for every page.
+/// The page of one command; its source is `tma VERSION` for every page. Its SYNOPSIS is
+/// [`synopsis`] (clap_mangen's own leaves out the options' values: `[--cpu]`), and its NAME
+/// line does not repeat the name (`tma - tma: ...`, see [`name_line`]).
 fn man(cmd: &clap::Command) -> clap_mangen::Man {
-    clap_mangen::Man::new(cmd.clone()).source(format!("tma {}", env!("CARGO_PKG_VERSION")))
+    let mut page = cmd.clone().override_usage(synopsis(cmd));
+    if let Some(about) = name_line(cmd) {
+        page = page.about(about);
+    }
+    clap_mangen::Man::new(page).source(format!("tma {}", env!("CARGO_PKG_VERSION")))
+}
+
+/// The summary for the NAME line when the command's own needs mending: without a leading
+/// `NAME: ` (the root's about is the package description, `tma: Top-down ...`) and a final
+/// period, as the subcommands' summaries read.
+fn name_line(cmd: &clap::Command) -> Option<String> {
+    let about = cmd.get_about()?.to_string();
+    let prefix = format!("{}: ", cmd.get_name());
+    let trimmed = about.strip_prefix(&prefix).unwrap_or(&about);
+    let trimmed = trimmed.strip_suffix('.').unwrap_or(trimmed);
+    (trimmed != about).then(|| trimmed.to_string())
+}
+
+/// The command line of a built command with every visible option and its value, as `--help`
+/// writes them: `tma list [--cpu <NAME>] [-l|--level <N>] [--events [<FILTER>]] ...`;
+/// `[...]` optional, `...` repeatable, `<COMMAND>` where subcommands follow.
+fn synopsis(cmd: &clap::Command) -> String {
+    let mut words = vec![cmd.get_bin_name().unwrap_or(cmd.get_name()).to_string()];
+    let visible = |a: &&clap::Arg| !a.is_hide_set();
+    let (required, optional): (Vec<&clap::Arg>, Vec<&clap::Arg>) =
+        cmd.get_opts()
+            .chain(cmd.get_arguments().filter(|a| {
+                !a.is_positional() && !a.get_num_args().is_some_and(|n| n.takes_values())
+            }))
+            .filter(visible)
+            .partition(|a| a.is_required_set());
+    let mut opts = optional;
+    opts.sort_by_key(|a| (a.get_display_order(), a.get_long().map(str::to_string)));
+    opts.retain(|a| required.iter().all(|r| r.get_id() != a.get_id()));
+    words.extend(opts.iter().chain(&required).map(|a| option_usage(a)));
+    for p in cmd.get_positionals().filter(visible) {
+        let many = if repeats(p) { "..." } else { "" };
+        let v = format!("{}{many}", value_names(p));
+        words.push(match (p.is_last_set(), p.is_required_set()) {
+            (true, true) => format!("-- {v}"),
+            (true, false) => format!("[-- {v}]"),
+            (false, true) => v,
+            (false, false) => format!("[{v}]"),
+        });
+    }
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        words.push("<COMMAND>".into());
+    }
+    words.join(" ")
+}
+
+/// `[-l|--level <N>]`, `--input <FILE>` (required), `[--events [<FILTER>]]`, `[-e|--event <EVENT>]...`.
+fn option_usage(a: &clap::Arg) -> String {
+    let flag = match (a.get_short(), a.get_long()) {
+        (Some(s), Some(l)) => format!("-{s}|--{l}"),
+        (Some(s), None) => format!("-{s}"),
+        (None, Some(l)) => format!("--{l}"),
+        (None, None) => a.get_id().to_string(),
+    };
+    let value = match a.get_num_args() {
+        Some(n) if n.takes_values() && n.min_values() == 0 => format!(" [{}]", value_names(a)),
+        Some(n) if n.takes_values() => format!(" {}", value_names(a)),
+        _ => String::new(),
+    };
+    let many = if repeats(a) { "..." } else { "" };
+    if a.is_required_set() {
+        format!("{flag}{value}{many}")
+    } else {
+        format!("[{flag}{value}]{many}")
+    }
+}
+
+/// `<NAME>` (or `<A> <B>` for several values), as `--help` names them.
+fn value_names(a: &clap::Arg) -> String {
+    match a.get_value_names() {
+        Some(names) => names
+            .iter()
+            .map(|n| format!("<{n}>"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        None => format!("<{}>", a.get_id().as_str().to_uppercase()),
+    }
+}
+
+/// Given more than once (`-e A -e B`, `-v -v`) or taking any number of values.
+fn repeats(a: &clap::Arg) -> bool {
+    matches!(
+        a.get_action(),
+        clap::ArgAction::Append | clap::ArgAction::Count
+    ) || a.get_num_args().is_some_and(|n| n.max_values() > 1)
 }
 
 /// The pages of `cmd` and of its visible subcommands, depth first: (file name, roff).
@@ -181,6 +272,49 @@ mod tests {
                 "{name}: {shown}"
             );
         }
+    }
+
+    /// The SYNOPSIS names each option's value (issue 32 §4.5); the NAME line does not repeat
+    /// the name.
+    #[test]
+    fn synopsis_names_values_and_name_does_not_repeat_itself() {
+        let root = built_root();
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let page = |path: &[&str]| {
+            let mut roff = Vec::new();
+            man(find(&root, &words(path)).unwrap())
+                .render(&mut roff)
+                .unwrap();
+            String::from_utf8(roff).unwrap()
+        };
+        let section = |text: &str, name: &str| {
+            let start = text.find(&format!(".SH {name}\n")).unwrap();
+            let rest = &text[start + 5 + name.len()..];
+            rest[..rest.find(".SH ").unwrap_or(rest.len())].replace("\\-", "-")
+        };
+        let list = section(&page(&["list"]), "SYNOPSIS");
+        for want in [
+            "tma list\\fR",
+            "[--cpu <NAME>]",
+            "[-l|--level <N>]",
+            "[--events [<FILTER>]]",
+        ] {
+            assert!(list.contains(want), "{want}: {list}");
+        }
+        let stat = section(&page(&["stat"]), "SYNOPSIS");
+        assert!(stat.contains("[-e|--event <EVENT>]..."), "{stat}");
+        assert!(stat.contains("<CMD>...]"), "{stat}");
+        assert!(
+            !stat.contains("--root") && !stat.contains("synthetic"),
+            "{stat}"
+        );
+        let top = page(&[]);
+        assert!(section(&top, "SYNOPSIS").contains("<COMMAND>"), "{top}");
+        let name = section(&top, "NAME");
+        assert!(name.starts_with("tma - Top-down"), "{name}");
+        assert!(!name.contains("tma: "), "{name}");
+        let name = section(&page(&["list"]), "NAME");
+        assert!(name.starts_with("tma-list - Show the TMA tree"), "{name}");
     }
 
     /// `docs/man/` must hold exactly the pages this build generates.

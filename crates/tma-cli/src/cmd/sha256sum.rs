@@ -42,7 +42,8 @@ pub struct Args {
     #[arg(short = 'w', long)]
     pub warn: bool,
     /// SHA-256 implementation: auto (fastest), portable or ni.
-    #[arg(long = "impl", value_name = "IMPL", default_value = "auto")]
+    #[arg(long = "impl", value_name = "IMPL", default_value = "auto", hide_possible_values = true,
+          value_parser = crate::cmd::completions::sha256_impls())]
     pub imp: String,
     /// Regular files hashed at once with interleaved SHA-NI streams (1 = one after another; the
     /// default is the widest interleave that paid off in scripts/bench-sha256.sh).

@@ -44,7 +44,8 @@ pub struct Common {
 #[derive(Debug, clap::Args)]
 pub struct ShaArgs {
     /// Implementation: portable, ni (SHA extensions) or auto (fastest available).
-    #[arg(long = "impl", value_name = "IMPL", default_value = "auto")]
+    #[arg(long = "impl", value_name = "IMPL", default_value = "auto", hide_possible_values = true,
+          value_parser = crate::cmd::completions::sha256_impls())]
     pub imp: String,
     /// Bytes per buffer (suffixes K, M, G = KiB, MiB, GiB).
     #[arg(long, value_name = "BYTES", default_value = "1M", value_parser = parse_size)]

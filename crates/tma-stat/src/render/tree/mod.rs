@@ -6,11 +6,13 @@ mod compact;
 mod csv;
 mod facts;
 mod json;
+mod summary;
 mod text;
 
 use compact::*;
 use csv::*;
 use json::*;
+use summary::RunSummary;
 use text::*;
 
 use facts::*;
@@ -80,6 +82,8 @@ pub struct TreeWriter {
     /// `--plot`: the intervals so far (bounded, see [`Timeline`]) and the last tree's bars.
     timeline: Option<Timeline>,
     last_bars: Vec<Bar>,
+    /// Text of interval data: the intervals so far, for the closing lines at the end.
+    summary: RunSummary,
 }
 
 impl TreeWriter {
@@ -92,6 +96,7 @@ impl TreeWriter {
             columns: Vec::new(),
             timeline,
             last_bars: Vec::new(),
+            summary: RunSummary::default(),
         }
     }
 
@@ -143,6 +148,9 @@ impl TreeWriter {
                     )?;
                 }
                 render_tree(w, info, ir, &self.opts)?;
+                if info.interval_mode {
+                    self.summary.push(ir);
+                }
             }
             Format::Csv => csv_rows(w, info, ir)?,
             Format::Json => {
@@ -159,8 +167,10 @@ impl TreeWriter {
         Ok(())
     }
 
-    /// Whatever closes the document (the JSON brackets), and the `--plot` file.
+    /// Whatever closes the document (the closing lines of an interval run's text, the JSON
+    /// brackets), and the `--plot` file.
     pub fn end(&mut self, w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
+        self.summary.write(w, info)?;
         if let Some(j) = self.json.take() {
             j.end(w)?;
         }

@@ -132,8 +132,34 @@ pub(super) fn render_tree(
         )?;
     }
     perf_summary(w, ir)?;
-    closing(w, info, r)?;
+    if info.interval_mode {
+        // The closing lines come once, for the whole run, at its end (summary.rs); each
+        // interval keeps its one-line verdict.
+        let val = |name: &str| node_value(r, name);
+        writeln!(w, "{}", r.bottleneck.wording(&val).headline)?;
+    } else {
+        closing(
+            w,
+            info,
+            &r.bottleneck,
+            &|name| node_value(r, name),
+            &|name| {
+                r.node(name).map(|n| Closing {
+                    description: n.description,
+                    out_of_range: n.status == Status::OutOfRange,
+                })
+            },
+            None,
+        )?;
+    }
     render_metrics(w, info, ir)
+}
+
+/// A node's value as the tree prints it (`-` without one).
+fn node_value(r: &Report, name: &str) -> String {
+    r.node(name)
+        .and_then(|n| n.value.map(|v| fmt_value(v, n.unit)))
+        .unwrap_or_else(|| "-".into())
 }
 
 /// One line on how tma's values compare with those perf printed, and one per difference.
@@ -302,34 +328,42 @@ pub(super) fn domain_note(n: &NodeResult, model: &Model) -> Option<String> {
     Some(format!("(% of {what})"))
 }
 
-/// The closing lines: the bottleneck, its locate-with events and the command to run next.
-pub(super) fn closing(w: &mut dyn Write, info: &RunInfo, r: &Report) -> Result<(), ReportError> {
-    let b: &Bottleneck = &r.bottleneck;
-    let val = |name: &str| {
-        r.node(name)
-            .and_then(|n| n.value.map(|v| fmt_value(v, n.unit)))
-            .unwrap_or_else(|| "-".into())
-    };
+/// What the closing lines need of a node besides its value.
+pub(super) struct Closing {
+    pub(super) description: &'static str,
+    /// Its value is outside 0-100% (beyond the tolerance).
+    pub(super) out_of_range: bool,
+}
+
+/// The closing lines: the bottleneck `b` (of one tree, or of the means of an interval run),
+/// the phases the means hide (`phases`), its locate-with events and the command to run next.
+/// `val` gives a node's value as printed, `node` the rest of what is said about it.
+pub(super) fn closing(
+    w: &mut dyn Write,
+    info: &RunInfo,
+    b: &Bottleneck,
+    val: &dyn Fn(&str) -> String,
+    node: &dyn Fn(&str) -> Option<Closing>,
+    phases: Option<&str>,
+) -> Result<(), ReportError> {
     let wording = b.wording(&val);
     writeln!(w, "{}", wording.headline)?;
     let chosen = match &b.stop {
         StopReason::Ambiguous { .. } => None,
         _ => b.node.as_deref(),
     };
-    if let Some(node) = chosen {
-        if r.node(node).is_some_and(|n| n.status == Status::OutOfRange) {
+    if let Some(c) = chosen.and_then(node) {
+        if c.out_of_range {
             writeln!(
                 w,
                 "  Warning: its value is outside 0-100%, so the counts behind it are suspect (skew, multiplexing, or a wrong --cpu)."
             )?;
         }
-        if let Some(d) = r.node(node).map(|n| n.description) {
-            if !d.is_empty() && !matches!(b.stop, StopReason::Undecided { .. }) {
-                writeln!(w, "  {d}")?;
-            }
+        if !c.description.is_empty() && !matches!(b.stop, StopReason::Undecided { .. }) {
+            writeln!(w, "  {}", c.description)?;
         }
     }
-    for note in &wording.notes {
+    for note in wording.notes.iter().map(String::as_str).chain(phases) {
         writeln!(w, "  {note}")?;
     }
     if b.node.is_none() {

@@ -25,6 +25,10 @@ pub struct BenchDoc {
     /// The comparison with `--compare` reference values (empty without them).
     #[serde(default)]
     pub compare: Vec<CompareRow>,
+    /// `"SIGINT"` or `"SIGTERM"` when the run was stopped by it (the forms are those measured
+    /// before); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
 }
 
 impl BenchDoc {
@@ -35,6 +39,7 @@ impl BenchDoc {
             errors: o.errors.clone(),
             sha: o.sha.clone(),
             compare: o.compare.clone().unwrap_or_default(),
+            interrupted: o.interrupted.map(|s| s.name().to_string()),
         }
     }
 }

@@ -323,6 +323,9 @@ pub fn run(
     clocks: &[ClockKind],
     method: &Method,
 ) -> Result<Outcome, BenchError> {
+    if let Some(sig) = tma_sys::signal::interrupted() {
+        return Err(BenchError::Interrupted(sig));
+    }
     // One measurement at a time per process: two would compete for the CPU.
     let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let io = |what: &str, e: std::io::Error| BenchError::Os {
@@ -372,12 +375,16 @@ pub fn run(
             let finished = sys::read_until_eof(&rd, &mut buf, deadline)
                 .map_err(|e| io("read from child", e))?;
             let mut out = Outcome::default();
+            let interrupted = tma_sys::signal::interrupted();
             if !finished {
                 // Our own child, not yet reaped: the pid cannot have been reused.
                 let _ = tma_sys::process::kill(pid, libc::SIGKILL);
-                out.timed_out = true;
+                out.timed_out = interrupted.is_none();
             }
             let exit = tma_sys::process::wait_blocking(pid).map_err(|e| io("waitpid", e))?;
+            if let (Some(sig), false) = (interrupted, finished) {
+                return Err(BenchError::Interrupted(sig));
+            }
             parse_frames(&buf, &mut out);
             match exit {
                 Exit::Code(0) => {}

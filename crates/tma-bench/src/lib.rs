@@ -86,7 +86,7 @@ mod sys;
 pub mod variants;
 
 pub use engine::Method;
-pub use sha::{preset_sha, ShaBounds, ShaReport};
+pub use sha::{preset_sha, preset_sha_into, ShaBounds, ShaReport};
 pub use sweep::{run, BenchConfig, BenchOutcome, Input, InputError, Preset, Progress};
 
 use iced_x86::{Instruction, Register};
@@ -116,6 +116,9 @@ pub enum BenchError {
     },
     #[error("measurement failed: {0}")]
     Measurement(String),
+    /// SIGINT or SIGTERM arrived (`tma_sys::signal`): the measurement in progress was dropped.
+    #[error("interrupted by {0}")]
+    Interrupted(tma_sys::signal::Interrupt),
     /// An input file (`--file`, `--compare`) could not be read.
     #[error("{what}")]
     Read {

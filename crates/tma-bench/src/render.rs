@@ -64,6 +64,16 @@ pub fn text_width(
     if let Some(rows) = &o.compare {
         compare(w, rows)?;
     }
+    if let Some(sig) = o.interrupted {
+        writeln!(
+            w,
+            "interrupted by {sig}: {} measured before it; the rest was not measured",
+            match o.forms.len() {
+                1 => "1 form".to_string(),
+                n => format!("{n} forms"),
+            }
+        )?;
+    }
     Ok(())
 }
 

@@ -635,7 +635,15 @@ pub fn bounds(m: &ShaFigures) -> Result<ShaBounds, ModelError> {
 /// Measure the SHA-NI instructions, the adds and shuffles, the mixed bodies, and derive the
 /// SHA-256 lower bounds. SHA-1 forms are measured too (they share the SHA CPUID bit).
 pub fn preset_sha(opts: &Options) -> Result<ShaReport, BenchError> {
-    let mut forms = Vec::new();
+    preset_sha_into(opts, &mut Vec::new())
+}
+
+/// [`preset_sha`], each form measured pushed to `forms` as it is, so that the forms measured
+/// before an error (an interruption) are still there.
+pub fn preset_sha_into(
+    opts: &Options,
+    forms: &mut Vec<FormReport>,
+) -> Result<ShaReport, BenchError> {
     for f in SHA_FORMS {
         forms.push(bench(&Source::Text(f.to_string()), opts)?);
     }
@@ -701,9 +709,9 @@ pub fn preset_sha(opts: &Options) -> Result<ShaReport, BenchError> {
         block_body: Some(block),
     };
     let b = bounds(&figures).map_err(|e| BenchError::Measurement(e.to_string()))?;
-    let unconfirmed = unconfirmed_inputs(&forms);
+    let unconfirmed = unconfirmed_inputs(forms);
     Ok(ShaReport {
-        forms,
+        forms: forms.clone(),
         bounds: b,
         unconfirmed,
     })

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::compare::{self, CompareRow, References};
 use crate::{
-    asm, bench_all, parse_init, preset_sha, BenchError, ClockChoice, FormReport, InitValue, Method,
-    Options, PairFilter, ShaReport, Source,
+    asm, bench_all, parse_init, preset_sha_into, BenchError, ClockChoice, FormReport, InitValue,
+    Method, Options, PairFilter, ShaReport, Source,
 };
 
 /// What to measure.
@@ -149,6 +149,9 @@ pub struct BenchOutcome {
     pub sha: Option<ShaReport>,
     /// `Some` when reference values were given.
     pub compare: Option<Vec<CompareRow>>,
+    /// SIGINT or SIGTERM stopped the run: `forms` (and `errors`) are what was measured
+    /// before it; the rest was not measured.
+    pub interrupted: Option<tma_sys::signal::Interrupt>,
 }
 
 /// Progress of a run, for a progress bar or log lines.
@@ -181,9 +184,15 @@ pub fn run(
     let mut outcome = match &cfg.input {
         Some(Input::Preset(Preset::Sha)) => measure_sha(&opts, progress)?,
         Some(input) => match &sources(input)?[..] {
-            [one] => BenchOutcome {
-                forms: bench_all(one, &opts)?,
-                ..BenchOutcome::default()
+            [one] => match bench_all(one, &opts) {
+                Err(BenchError::Interrupted(sig)) => BenchOutcome {
+                    interrupted: Some(sig),
+                    ..BenchOutcome::default()
+                },
+                r => BenchOutcome {
+                    forms: r?,
+                    ..BenchOutcome::default()
+                },
             },
             list => measure_list(list, &opts, progress),
         },
@@ -292,13 +301,25 @@ fn measure_sha(
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<BenchOutcome, BenchError> {
     progress(Progress::Preset("SHA preset"));
-    let r = preset_sha(opts)?;
+    let mut forms = Vec::new();
+    let r = preset_sha_into(opts, &mut forms);
     progress(Progress::Done);
-    Ok(BenchOutcome {
-        forms: r.forms.clone(),
-        sha: Some(r),
-        ..BenchOutcome::default()
-    })
+    match r {
+        // The forms measured so far; no bounds (they need every figure).
+        Err(BenchError::Interrupted(sig)) => Ok(BenchOutcome {
+            forms,
+            interrupted: Some(sig),
+            ..BenchOutcome::default()
+        }),
+        r => {
+            let r = r?;
+            Ok(BenchOutcome {
+                forms: r.forms.clone(),
+                sha: Some(r),
+                ..BenchOutcome::default()
+            })
+        }
+    }
 }
 
 /// Every input of a list; a failure is recorded and the next input measured.
@@ -310,6 +331,10 @@ fn measure_list(
     let mut outcome = BenchOutcome::default();
     progress(Progress::List { total: list.len() });
     for (index, s) in list.iter().enumerate() {
+        if let Some(sig) = tma_sys::signal::interrupted() {
+            outcome.interrupted = Some(sig);
+            break;
+        }
         let input = match s {
             Source::Text(t) => t.clone(),
             Source::Bytes(b) => format!("{b:02x?}"),
@@ -321,6 +346,10 @@ fn measure_list(
         });
         match bench_all(s, opts) {
             Ok(r) => outcome.forms.extend(r),
+            Err(BenchError::Interrupted(sig)) => {
+                outcome.interrupted = Some(sig);
+                break;
+            }
             Err(e) => outcome.errors.push(InputError {
                 input,
                 error: e.to_string(),

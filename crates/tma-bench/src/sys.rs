@@ -221,7 +221,8 @@ pub fn write_all(fd: &OwnedFd, mut buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Read from `fd` into `out` until EOF or until `deadline` passes. Returns false on timeout.
+/// Read from `fd` into `out` until EOF or until `deadline` passes, or SIGINT/SIGTERM arrives
+/// (`tma_sys::signal`). Returns false on timeout or interruption.
 pub fn read_until_eof(
     fd: &OwnedFd,
     out: &mut Vec<u8>,
@@ -241,6 +242,9 @@ pub fn read_until_eof(
         };
         // SAFETY: one valid pollfd.
         let r = unsafe { libc::poll(&mut pfd, 1, ms.max(1)) };
+        if tma_sys::signal::interrupted().is_some() {
+            return Ok(false);
+        }
         if r < 0 {
             let e = last_err();
             if e.kind() == io::ErrorKind::Interrupted {

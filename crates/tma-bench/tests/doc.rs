@@ -42,6 +42,11 @@ fn outcome(doc: BenchDoc) -> BenchOutcome {
         errors: doc.errors,
         sha: doc.sha,
         compare: Some(doc.compare).filter(|c| !c.is_empty()),
+        interrupted: match doc.interrupted.as_deref() {
+            Some("SIGINT") => Some(tma_sys::signal::Interrupt::Int),
+            Some("SIGTERM") => Some(tma_sys::signal::Interrupt::Term),
+            _ => None,
+        },
     }
 }
 

@@ -3,7 +3,14 @@
 //! crates and maps errors to exit codes; no analysis lives here.
 //!
 //! Exit codes: 0 success; 2 bad input or a failure `tma` itself detected (message on stderr);
-//! for `tma stat -- CMD` and similar, the measured command's own exit status is forwarded.
+//! for `tma stat -- CMD` and similar, the measured command's own exit status is forwarded;
+//! `tma doctor`: 1 when a check failed; 130 / 143 after SIGINT / SIGTERM.
+//!
+//! Signals: the commands that run long catch SIGINT and SIGTERM with the one handler of
+//! `tma_sys::signal` (installed here, before the command starts); their loops ask
+//! `tma_sys::signal::interrupted()`, stop, print or write what they have, marked as
+//! interrupted, and return; the exit status is then 128 + the signal, whatever the command
+//! returned. The short commands keep the default actions (the signal ends them at once).
 
 use std::process::ExitCode;
 
@@ -59,6 +66,14 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.command.runs_long() {
+        if let Err(e) = tma_sys::signal::catch() {
+            eprintln!("tma: error: cannot catch SIGINT/SIGTERM: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    // `tma serve` logs its stop itself (logfmt only on stderr).
+    let logs_its_stop = matches!(cli.command, Command::Serve(_));
     let result = match cli.command {
         Command::Stat(a) => cmd::stat::run(a, &cli.root),
         Command::Serve(a) => cmd::serve::run(a, &cli.root),
@@ -76,6 +91,16 @@ fn main() -> ExitCode {
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),
     };
+    // Interrupted: the command stopped early and said so; the status says which signal.
+    let interrupted = tma_sys::signal::interrupted();
+    if let (Some(sig), Ok(_)) = (interrupted, &result) {
+        if !logs_its_stop {
+            eprintln!(
+                "tma: interrupted by {sig}: stopped early; the output covers the work done until then"
+            );
+        }
+        return ExitCode::from(sig.exit_code());
+    }
     match result {
         Ok(code) => code,
         Err(err) => {
@@ -100,7 +125,35 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("tma: error: {}", one_line(&err));
+            if let Some(sig) = interrupted {
+                eprintln!("tma: interrupted by {sig}");
+                return ExitCode::from(sig.exit_code());
+            }
             ExitCode::from(2)
+        }
+    }
+}
+
+impl Command {
+    /// Commands whose work can last (counting, sampling, measuring, hashing, serving, the
+    /// demo): they catch SIGINT/SIGTERM and stop their loops cleanly. The others end at once.
+    fn runs_long(&self) -> bool {
+        match self {
+            Command::Stat(_)
+            | Command::Serve(_)
+            | Command::Locate(_)
+            | Command::Bench(_)
+            | Command::Kvm(_)
+            | Command::Doctor(_)
+            | Command::Workload(_)
+            | Command::Demo(_)
+            | Command::Sha256sum(_) => true,
+            Command::Diff(_)
+            | Command::Report(_)
+            | Command::Events(_)
+            | Command::List(_)
+            | Command::Completions(_)
+            | Command::Man(_) => false,
         }
     }
 }

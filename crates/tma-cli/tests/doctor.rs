@@ -35,10 +35,23 @@ fn has_cpu_pmu() -> bool {
         .unwrap_or(false)
 }
 
+/// `tma doctor` exits 1 exactly when a check reports a problem (text `[problem]`, JSON
+/// `"status": "problem"`), else 0: CI gates on it.
+fn assert_gate(out: &std::process::Output) {
+    let s = String::from_utf8_lossy(&out.stdout);
+    let problem = s.contains("[problem]") || s.contains("\"problem\"");
+    assert_eq!(
+        out.status.code(),
+        Some(if problem { 1 } else { 0 }),
+        "{s}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn real_run_states_the_pmu_situation() {
     let out = TMA.bare().arg("doctor").output().unwrap();
-    assert!(out.status.success());
+    assert_gate(&out);
     let s = String::from_utf8_lossy(&out.stdout);
     if has_cpu_pmu() {
         assert!(s.contains("hardware PMU present"), "{s}");
@@ -68,7 +81,7 @@ fn json_has_the_schema_and_every_check() {
         .arg(tree("this-vm"))
         .output()
         .unwrap();
-    assert!(out.status.success());
+    assert_gate(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["schema"], "tma.doctor");
     assert_eq!(v["schema_version"], 1);
@@ -112,7 +125,7 @@ fn fix_and_restore_on_a_fake_tree() {
         .arg(&state)
         .output()
         .unwrap();
-    assert!(out.status.success());
+    assert_gate(&out);
     assert_eq!(rd("proc/sys/kernel/nmi_watchdog"), "1\n");
     assert_eq!(rd("proc/sys/kernel/perf_event_paranoid"), "3\n");
     // A restore from a missing file is a clear one-line error, exit code 2.
@@ -170,7 +183,7 @@ fn vm_memory_check_for_each_vm_found() {
         .arg(&base)
         .output()
         .unwrap();
-    assert!(out.status.success());
+    assert_gate(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let c = v["checks"]
         .as_array()

@@ -811,7 +811,8 @@ fn stat_json_names_the_bottleneck_where_locate_reads_it() {
     assert_eq!(last["bottleneck"]["node"], "backend_bound_cpu");
 }
 
-/// `tma locate -p PID` ended by Ctrl-C reports the samples taken so far (as `perf record -p`).
+/// `tma locate -p PID` ended by Ctrl-C reports the samples taken so far (as `perf record -p`)
+/// and exits 130.
 #[test]
 fn ctrl_c_on_an_attached_process_still_reports() {
     let mut busy = std::process::Command::new("sh")
@@ -834,7 +835,7 @@ fn ctrl_c_on_an_attached_process_still_reports() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(
         o.status.code(),
-        Some(0),
+        Some(130),
         "{out}\n{}",
         String::from_utf8_lossy(&o.stderr)
     );

@@ -2,7 +2,7 @@
 //! scrapes a `tma serve` child every second, and the test asks its HTTP API what it stored.
 //! Two runs: the replay of a recorded multi-interval fixture (values known exactly), and live
 //! software counts, system-wide and for a cgroup the test creates where cgroup v2 is writable.
-//! Also: `tma stat -G` on that cgroup, and a clean SIGTERM shutdown (port released, exit 0).
+//! Also: `tma stat -G` on that cgroup, and a clean SIGTERM shutdown (port released, exit 143).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -194,7 +194,8 @@ fn prometheus_or_skip() -> Option<PathBuf> {
     p
 }
 
-/// Stop `tma serve` with SIGTERM: it exits 0 and logs its stop, and the port is free again.
+/// Stop `tma serve` with SIGTERM: it exits 143 (128 + SIGTERM, as every tma command) and logs
+/// its stop, and the port is free again.
 fn stop_cleanly(mut p: Proc, port: u16, log: &Path) {
     let pid = p.0.id().to_string();
     let st = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
@@ -211,8 +212,9 @@ fn stop_cleanly(mut p: Proc, port: u16, log: &Path) {
         std::thread::sleep(Duration::from_millis(50));
     };
     let text = std::fs::read_to_string(log).unwrap();
-    assert!(status.success(), "exit {status}: {text}");
+    assert_eq!(status.code(), Some(143), "exit {status}: {text}");
     assert!(text.contains("event=stopped"), "{text}");
+    assert!(text.contains("reason=signal"), "{text}");
     assert!(
         text.lines().all(|l| l.starts_with("ts=")),
         "logfmt lines only: {text}"

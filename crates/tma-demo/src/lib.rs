@@ -77,6 +77,8 @@ pub enum DemoError {
 pub struct DemoSummary {
     /// The steps that failed, as `$ tma ...: why`.
     pub failures: Vec<String>,
+    /// SIGINT or SIGTERM stopped the walkthrough (the steps after the current one did not run).
+    pub interrupted: Option<tma_sys::signal::Interrupt>,
 }
 
 /// How a step's command ended.
@@ -139,6 +141,7 @@ fn strs(v: &[&str]) -> Vec<String> {
 
 impl Demo<'_> {
     fn heading(&mut self, title: &str) -> io::Result<()> {
+        stop_if_interrupted()?;
         self.step += 1;
         (self.progress)(StepStart {
             step: self.step,
@@ -160,9 +163,8 @@ impl Demo<'_> {
     fn run(&mut self, args: &[String]) -> io::Result<Outcome> {
         writeln!(self.out, "{}", show(args))?;
         self.out.flush()?;
-        let status = Command::new(&self.exe)
-            .args(args.iter().map(OsString::from))
-            .status();
+        let status = wait_step(Command::new(&self.exe).args(args.iter().map(OsString::from)));
+        stop_if_interrupted()?;
         let outcome = match status {
             Ok(s) if s.success() => Outcome::Ok,
             Ok(s) => Outcome::Failed(match s.code() {
@@ -213,7 +215,8 @@ impl Demo<'_> {
         real.extend(wl.iter().cloned());
         writeln!(self.out, "{}", show(&stat))?;
         self.out.flush()?;
-        let status = Command::new(&self.exe).args(&real).status();
+        let status = wait_step(Command::new(&self.exe).args(&real));
+        stop_if_interrupted()?;
         match status {
             Ok(s) if s.success() => {}
             Ok(s) => {
@@ -317,7 +320,9 @@ impl Demo<'_> {
         shown.extend(workload.iter().cloned());
         writeln!(self.out, "{}", show(&shown))?;
         self.out.flush()?;
-        match Command::new(&self.exe).args(&real).status() {
+        let status = wait_step(Command::new(&self.exe).args(&real));
+        stop_if_interrupted()?;
+        match status {
             Ok(s) if s.success() => {
                 self.say(&format!("Expected: {what}"))?;
             }
@@ -336,6 +341,48 @@ impl Demo<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// How long a step's command has to end after the demo passed it SIGINT/SIGTERM, before SIGKILL.
+const STEP_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Run a step's command to its end. On SIGINT/SIGTERM (`tma_sys::signal`) the command is
+/// passed the signal (a Ctrl-C reached it already; a SIGTERM may have been sent to the demo
+/// alone) and, if still running after [`STEP_GRACE`], killed.
+fn wait_step(cmd: &mut Command) -> io::Result<std::process::ExitStatus> {
+    let mut child = cmd.spawn()?;
+    let mut forwarded: Option<std::time::Instant> = None;
+    loop {
+        if let Some(st) = child.try_wait()? {
+            return Ok(st);
+        }
+        if let Some(sig) = tma_sys::signal::interrupted() {
+            match forwarded {
+                None => {
+                    let _ = tma_sys::process::kill(child.id() as i32, sig.number());
+                    forwarded = Some(std::time::Instant::now());
+                }
+                Some(t) if t.elapsed() > STEP_GRACE => {
+                    let _ = child.kill();
+                    return child.wait();
+                }
+                Some(_) => {}
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The error that ends the walkthrough after SIGINT/SIGTERM (told apart by its kind and
+/// `tma_sys::signal::interrupted`).
+fn stop_if_interrupted() -> io::Result<()> {
+    match tma_sys::signal::interrupted() {
+        Some(sig) => Err(io::Error::new(
+            io::ErrorKind::Interrupted,
+            format!("interrupted by {sig}"),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -427,13 +474,26 @@ pub fn run_with_progress(
         failures: Vec::new(),
         trees: !tma_perf::sysfs::core_pmu_types(&cfg.host.sys).is_empty(),
     };
-    let result = walk(&mut demo, cfg);
+    let mut result = walk(&mut demo, cfg);
+    let mut interrupted = None;
+    if let (Err(e), Some(sig)) = (&result, tma_sys::signal::interrupted()) {
+        if e.kind() == io::ErrorKind::Interrupted {
+            interrupted = Some(sig);
+            result = writeln!(
+                demo.out,
+                "\nInterrupted by {sig} in step {} of {}: the walkthrough stopped; the steps after it did not run.",
+                demo.step,
+                demo.steps.max(demo.step)
+            );
+        }
+    }
     if !cfg.keep_dir {
         let _ = std::fs::remove_dir_all(&cfg.dir);
     }
     result?;
     Ok(DemoSummary {
         failures: demo.failures,
+        interrupted,
     })
 }
 

@@ -162,6 +162,20 @@ fn write_value(roots: &Roots, root: RootKind, rel: &str, value: &str) -> Result<
 /// Apply `actions`: first save every previous value to `state_path` (atomically), then print
 /// each command to `log` and write it. If a write fails, the values already written are put
 /// back and the error is returned.
+/// What [`apply_fixes`] would do, changing nothing (`tma doctor --fix --dry-run`): each
+/// action with the value it would replace (`?` when unreadable).
+pub fn preview_fixes(roots: &Roots, actions: &[FixAction]) -> Vec<FixedValue> {
+    actions
+        .iter()
+        .map(|a| FixedValue {
+            root: a.root,
+            path: a.path.clone(),
+            previous: read_current(a, roots).unwrap_or_else(|_| "?".into()),
+            new: a.value.clone(),
+        })
+        .collect()
+}
+
 pub fn apply_fixes(
     roots: &Roots,
     actions: &[FixAction],

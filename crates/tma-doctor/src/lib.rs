@@ -16,7 +16,9 @@ pub mod verify;
 mod verify_sys;
 
 pub use checks::run_checks;
-pub use fix::{apply_fixes, planned_fixes, restore, FixAction, FixState, FixedValue, RootKind};
+pub use fix::{
+    apply_fixes, planned_fixes, preview_fixes, restore, FixAction, FixState, FixedValue, RootKind,
+};
 
 /// Where `/proc` and `/sys` are: the host-facts roots of `tma_perf` (`Roots::system()`,
 /// `Roots::under(base)`).
@@ -120,6 +122,9 @@ pub enum Action {
     Check,
     /// Apply the safe fixes, saving the previous values to `state` first.
     Fix { state: std::path::PathBuf },
+    /// Say which fixes `Fix` would apply and the values they would replace; change nothing
+    /// (no value written, no state file).
+    FixDryRun,
     /// Write back the values saved in `state` by an earlier fix.
     Restore { state: std::path::PathBuf },
 }
@@ -139,14 +144,54 @@ pub struct DoctorRun {
     pub report: DoctorReport,
     pub fixes_applied: Vec<FixedValue>,
     pub restored: Vec<FixedValue>,
+    /// `--fix --dry-run`: the fixes that would be applied (nothing was changed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fixes_planned: Vec<FixedValue>,
+}
+
+impl DoctorRun {
+    /// Whether a check reports a problem (`tma doctor` then exits 1; warnings do not count).
+    pub fn has_problem(&self) -> bool {
+        self.report
+            .checks
+            .iter()
+            .any(|c| c.status == Status::Problem)
+    }
 }
 
 /// Run the action (each command it runs is written to `notes`), then the checks.
 pub fn run(cfg: &DoctorConfig, notes: &mut dyn std::io::Write) -> Result<DoctorRun, DoctorError> {
     let mut applied = Vec::new();
     let mut restored = Vec::new();
+    let mut planned = Vec::new();
     match &cfg.action {
         Action::Check => {}
+        Action::FixDryRun => {
+            let before = run_checks(&cfg.roots, &cfg.cpuid);
+            let actions = planned_fixes(&cfg.roots, &before);
+            planned = preview_fixes(&cfg.roots, &actions);
+            let w = |notes: &mut dyn std::io::Write, line: String| {
+                writeln!(notes, "{line}").map_err(DoctorError::Notes)
+            };
+            if actions.is_empty() {
+                w(
+                    notes,
+                    "dry run: nothing to fix: no check with a safe automatic fix failed".into(),
+                )?;
+            }
+            for (a, v) in actions.iter().zip(&planned) {
+                w(
+                    notes,
+                    format!("dry run: would run `{}` (now {})", a.command(), v.previous),
+                )?;
+            }
+            if !actions.is_empty() {
+                w(
+                    notes,
+                    "dry run: nothing was changed and no state file was written".into(),
+                )?;
+            }
+        }
         Action::Restore { state } => restored = restore(&cfg.roots, state, notes)?.values,
         Action::Fix { state } => {
             let before = run_checks(&cfg.roots, &cfg.cpuid);
@@ -173,6 +218,7 @@ pub fn run(cfg: &DoctorConfig, notes: &mut dyn std::io::Write) -> Result<DoctorR
         report: run_checks(&cfg.roots, &cfg.cpuid),
         fixes_applied: applied,
         restored,
+        fixes_planned: planned,
     })
 }
 

@@ -85,8 +85,9 @@ fn host_isa_fallback(host: &Host) -> Option<Isa> {
 /// `kvm_entry` falls in the next interval have no time in either interval report; the final
 /// report pairs across intervals).
 ///
-/// Installs a SIGINT/SIGTERM handler for the rest of the process's life: a Ctrl-C ends the
-/// measurement normally (report returned, a tracefs mount made by this call unmounted). With
+/// Installs the SIGINT/SIGTERM handler (`tma_sys::signal`) for the rest of the process's life:
+/// a Ctrl-C or SIGTERM ends the measurement normally (report returned, a launched command
+/// passed the signal and reaped, a tracefs mount made by this call unmounted). With
 /// `Target::Pid` the events are opened per CPU for all processes and filtered on the tgid, so
 /// vCPU threads created later are included.
 pub fn run(
@@ -203,8 +204,9 @@ pub fn run(
         rings.wait(100);
     }
     if let (Some(c), None) = (child.as_mut(), child_status) {
-        // Interrupted: the child got the same Ctrl-C; collect it.
-        child_status = c.wait().ok();
+        // Interrupted: a Ctrl-C reached the child too, a SIGTERM may have been sent to tma
+        // alone; pass the signal on and collect the child (SIGKILL after a grace period).
+        child_status = stop_child(c);
     }
     let elapsed = start.elapsed().as_secs_f64();
     let mounted = tracefs.mounted_by_us();
@@ -215,6 +217,28 @@ pub fn run(
         child_status,
         mounted_tracefs: mounted,
     })
+}
+
+/// End a launched command still running after an interruption: the same signal, up to 2 s to
+/// end, then SIGKILL; its status once reaped.
+fn stop_child(c: &mut HeldChild) -> Option<ExitStatus> {
+    if let Some(sig) = tma_sys::signal::interrupted() {
+        c.signal(sig.number());
+    }
+    let t0 = Instant::now();
+    loop {
+        match c.try_wait() {
+            Ok(Some(st)) => return Some(st),
+            Ok(None) if t0.elapsed() < Duration::from_secs(2) => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Ok(None) => {
+                c.signal(libc::SIGKILL);
+                return c.wait().ok();
+            }
+            Err(_) => return None,
+        }
+    }
 }
 
 fn setup_error(e: TracepointError, host: &Host) -> KvmError {

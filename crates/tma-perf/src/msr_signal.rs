@@ -1,7 +1,8 @@
 //! The signal path of [`crate::msr::ProgrammedCounter`]: while a counter is programmed, SIGINT,
 //! SIGTERM, SIGHUP and SIGQUIT first write the saved event select value back (one `pwrite`,
-//! async-signal-safe, from values kept in atomics), then take their previous action (the
-//! default one kills the process as before). One counter at a time per process.
+//! async-signal-safe, from values kept in atomics), then kill the process as the default action
+//! does; SIGINT/SIGTERM, when the binary catches them (`tma_sys::signal::caught`), are recorded
+//! there instead and the run stops at its next check. One counter at a time per process.
 // unsafe allowed: sigaction and pwrite in a signal handler.
 #![allow(unsafe_code)]
 
@@ -36,6 +37,14 @@ pub(crate) fn restore_now() {
 
 extern "C" fn on_signal(sig: libc::c_int) {
     restore_now();
+    // The binary catches SIGINT/SIGTERM (tma_sys::signal): record it and return, so the
+    // measurement stops at its next check and prints what it has.
+    if let Some(which) = tma_sys::signal::Interrupt::from_number(sig) {
+        if tma_sys::signal::caught() {
+            tma_sys::signal::set(which);
+            return;
+        }
+    }
     // SAFETY: the previous action is put back with a zeroed sigaction set to SIG_DFL (we are
     // exiting through the signal, as without the handler), then the signal is raised again.
     unsafe {

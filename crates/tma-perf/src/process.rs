@@ -1,10 +1,11 @@
 //! Launched commands and Ctrl-C, for every tool that measures a command it starts (counting,
 //! sampling, kvm tracepoints): one [`HeldChild`], held between fork and exec until the events
-//! are attached to its pid, and one SIGINT/SIGTERM flag.
+//! are attached to its pid. SIGINT/SIGTERM are caught and asked about through
+//! `tma_sys::signal`, the binary's one handler.
 //!
-//! The `unsafe` here is fork/exec and signal dispositions; each block has a `// SAFETY:`
+//! The `unsafe` here is fork/exec; each block has a `// SAFETY:`
 //! comment. The pipes are `std::io::pipe` (close-on-exec).
-// unsafe allowed: fork/exec of the measured command and signal dispositions.
+// unsafe allowed: fork/exec of the measured command.
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
@@ -12,7 +13,6 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The exit status a tool that ran a command ends with, as a shell reports it: the command's
 /// exit code, or 128+N when signal N killed it.
@@ -258,65 +258,16 @@ fn held_exec(
     }
 }
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_interrupt(_sig: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-/// Catch SIGINT and SIGTERM into a flag for the rest of the process's life (no SA_RESTART, so
-/// blocking waits return EINTR and loops notice [`interrupted`] promptly).
+/// Catch SIGINT and SIGTERM: `tma_sys::signal::catch`, the binary's one handler (no
+/// SA_RESTART, so blocking waits return EINTR and loops notice [`interrupted`] promptly).
 pub fn catch_interrupts() -> io::Result<()> {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the handler only
-        // stores to an atomic, which is async-signal-safe.
-        let r = unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_interrupt as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut())
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    tma_sys::signal::catch()
 }
 
-/// Was SIGINT / SIGTERM received since [`catch_interrupts`]?
+/// Was SIGINT / SIGTERM received since [`catch_interrupts`]? (`tma_sys::signal::interrupted`
+/// says which.)
 pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
-}
-
-/// SIGINT ignored in this process while alive; the previous disposition comes back on drop.
-/// Used while a launched command runs in the foreground: Ctrl-C ends the command, not us.
-#[derive(Debug)]
-pub struct IgnoreSigint(libc::sighandler_t);
-
-impl IgnoreSigint {
-    pub fn new() -> Self {
-        // SAFETY: installing SIG_IGN involves no handler code; signal(2) has no memory-safety
-        // preconditions.
-        IgnoreSigint(unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) })
-    }
-}
-
-impl Default for IgnoreSigint {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Drop for IgnoreSigint {
-    fn drop(&mut self) {
-        if self.0 != libc::SIG_ERR {
-            // SAFETY: restores the disposition signal(2) returned earlier, which was a valid
-            // disposition for SIGINT.
-            unsafe {
-                libc::signal(libc::SIGINT, self.0);
-            }
-        }
-    }
+    tma_sys::signal::interrupted().is_some()
 }
 
 #[cfg(test)]

@@ -33,7 +33,10 @@ use perf_event::{Builder, SampleFlag, SampleSkid, Sampler};
 use tma_sys::advice::{self, Op};
 
 use crate::host::Host;
-use crate::process::{HeldChild, IgnoreSigint};
+use crate::process::HeldChild;
+
+/// How long a launched command has to end after tma passed it SIGINT/SIGTERM, before SIGKILL.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
 
 /// Default sampling frequency, as `perf record` uses.
 pub const DEFAULT_FREQ_HZ: u64 = 4000;
@@ -198,8 +201,9 @@ pub struct SessionSummary {
     /// The duration ran out while the launched command was still running (it was sent
     /// SIGTERM).
     pub stopped_at_duration: bool,
-    /// Sampling of an attached process was ended by Ctrl-C (SIGINT) or SIGTERM; the records
-    /// taken so far were all delivered.
+    /// Sampling was ended by Ctrl-C (SIGINT) or SIGTERM (an attached process: at once; a
+    /// launched command: when it ended, having been passed the signal); the records taken so
+    /// far were all delivered.
     pub interrupted: bool,
     /// System-wide sampling was asked to include the kernel, but perf_event_paranoid (this
     /// text) refused it: only user code was sampled.
@@ -492,14 +496,13 @@ impl Session {
     ) -> Result<SessionSummary, SamplingError> {
         let start = Instant::now();
         let deadline = self.cfg.duration.map(|d| start + d);
-        // Ctrl-C goes to the whole foreground group: let it end the command, not us, so the
-        // samples taken so far are still reported (as `perf record`/`time` do).
-        let _sigint = self.child.as_ref().map(|_| IgnoreSigint::new());
-        // Attached to a process (no child to absorb Ctrl-C): catch SIGINT/SIGTERM into a
-        // flag, stop sampling and report what was taken, as `perf record -p` does.
-        if self.child.is_none() {
-            crate::process::catch_interrupts().map_err(SamplingError::Signal)?;
-        }
+        // SIGINT/SIGTERM are caught (tma_sys::signal): attached to a process, sampling stops
+        // and what was taken is reported, as `perf record -p` does. A launched command got the
+        // same Ctrl-C (the whole foreground group does) and is sent the signal again (a
+        // SIGTERM may have been sent to tma alone); sampling goes on until it ends, SIGKILL
+        // after a grace period, so its last samples are still reported.
+        tma_sys::signal::catch().map_err(SamplingError::Signal)?;
+        let mut forwarded: Option<Instant> = None;
         if let Some(child) = self.child.as_mut() {
             child.release().map_err(|err| SamplingError::Spawn {
                 program: self.program.clone(),
@@ -535,10 +538,21 @@ impl Session {
                 });
             }
             let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
-            let interrupted = self.child.is_none() && crate::process::interrupted();
-            if interrupted {
+            let stop = tma_sys::signal::interrupted();
+            if let Some(sig) = stop {
                 self.summary.interrupted = true;
+                if let (Some(c), false) = (self.child.as_ref(), finished) {
+                    match forwarded {
+                        None => {
+                            c.signal(sig.number());
+                            forwarded = Some(Instant::now());
+                        }
+                        Some(t) if t.elapsed() > INTERRUPT_GRACE => c.signal(libc::SIGKILL),
+                        Some(_) => {}
+                    }
+                }
             }
+            let interrupted = stop.is_some() && self.child.is_none();
             if finished || timed_out || interrupted {
                 if finished && self.child.is_none() {
                     self.summary.target_vanished = true;

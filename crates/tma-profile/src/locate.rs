@@ -273,6 +273,18 @@ fn sample(
     }
     let scfg = sampling_config(cfg, &chosen)?;
     let mut agg = new_aggregator(cfg);
+    if tma_perf::process::interrupted() {
+        // Stopped during the quick stat pass: nothing is launched or sampled.
+        notes.push("interrupted (SIGINT/SIGTERM) before sampling began: no samples".into());
+        return Ok(Recorded {
+            agg,
+            event_name: chosen.event.name().to_string(),
+            kallsyms: None,
+            notes,
+            duration_ns: 0,
+            exit_status: 0,
+        });
+    }
     let (outcome, records) = record(cfg, scfg, target, &mut agg)?;
     if let Some(path) = &cfg.record {
         write_perf_data(path, outcome.attr.clone(), &records)?;
@@ -470,7 +482,9 @@ fn session_notes(cfg: &LocateConfig, outcome: &LiveOutcome, notes: &mut Vec<Stri
         notes.push("the attached process exited during sampling".into());
     }
     if summary.interrupted {
-        notes.push("interrupted: the report covers the samples taken until Ctrl-C".into());
+        notes.push(
+            "interrupted (SIGINT/SIGTERM): the report covers the samples taken until then".into(),
+        );
     }
     if summary.threads_vanished > 0 {
         notes.push(format!(

@@ -140,4 +140,6 @@ fn systemd_unit_runs_tma_serve() {
     );
     assert!(unit.contains("AmbientCapabilities=CAP_PERFMON"));
     assert!(unit.contains("KillSignal=SIGTERM"));
+    // tma exits 143 after SIGTERM: systemd must take it as a clean stop.
+    assert!(unit.contains("SuccessExitStatus=143"));
 }

@@ -300,6 +300,11 @@ fn import_one(
         // Ignored specs already named in a note.
         let mut noted = 0;
         for batch in rx {
+            if tma_sys::signal::interrupted().is_some() {
+                // Dropping `rx` stops the reader thread at its next batch.
+                writeln!(notes, "tma: interrupted: printing what was read so far")?;
+                break;
+            }
             let batch = batch?;
             if batch.cut.is_some() {
                 cut = batch.cut.clone();

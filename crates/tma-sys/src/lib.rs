@@ -7,9 +7,11 @@
 //!   read+execute, never both (W^X).
 //! * [`clock`]: the calling thread's CPU time; [`usage`]: its `getrusage` counts.
 //! * [`process`]: kill, waitpid, "is it alive", pidfd.
+//! * [`signal`]: the binary's one SIGINT/SIGTERM handler and the question "interrupted? by
+//!   which signal?" that every long loop asks.
 //! * [`advice`]: the one table from (operation, errno) to what the user should do.
 //!
-//! `unsafe` lives only in [`cpu`], [`jit`] and [`usage`] (each opts in with
+//! `unsafe` lives only in [`cpu`], [`jit`], [`signal`] and [`usage`] (each opts in with
 //! `#![allow(unsafe_code)]`, one `// SAFETY:` comment per block); [`clock`] and [`process`]
 //! are safe code over rustix.
 //!
@@ -33,4 +35,5 @@ pub mod clock;
 pub mod cpu;
 pub mod jit;
 pub mod process;
+pub mod signal;
 pub mod usage;

@@ -8,6 +8,12 @@ use tma_doctor::{Action, CpuidFacts, DoctorConfig, Roots};
 
 /// Check the measurement environment (PMU, paranoid, NMI watchdog, THP, governor, ...).
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Exit status: 0 no check reports a problem (warnings allowed); 1 a check \
+reports a problem (with --fix: after the fixes; with --verify: a known-answer check failed); \
+2 tma could not run the checks (bad option, unreadable root, failed fix); 130 / 143 interrupted \
+by SIGINT / SIGTERM."
+)]
 pub struct Args {
     /// Print JSON (schema tma.doctor, version 1).
     #[arg(long)]
@@ -16,6 +22,10 @@ pub struct Args {
     /// command; previous values are saved to the --state file first.
     #[arg(long, conflicts_with = "restore")]
     pub fix: bool,
+    /// With --fix: print the commands it would run and the values they would replace; change
+    /// nothing and write no state file.
+    #[arg(long, requires = "fix")]
+    pub dry_run: bool,
     /// Where --fix saves the previous values.
     #[arg(long, value_name = "FILE", default_value = "tma-doctor-state.json")]
     pub state: PathBuf,
@@ -81,6 +91,7 @@ pub fn run(args: Args, root: &crate::cmd::args::RootArg) -> anyhow::Result<ExitC
         (Some(state), _) => Action::Restore {
             state: state.clone(),
         },
+        (None, true) if args.dry_run => Action::FixDryRun,
         (None, true) => Action::Fix {
             state: args.state.clone(),
         },
@@ -119,7 +130,12 @@ pub fn run(args: Args, root: &crate::cmd::args::RootArg) -> anyhow::Result<ExitC
             Ok(tma_doctor::render(w, &done.report)?)
         }
     })?;
-    Ok(ExitCode::SUCCESS)
+    // A problem reported is a failure, so CI can gate on it (warnings are not).
+    Ok(if done.has_problem() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// `tma doctor --verify`: the pass/fail table; exit 1 on any failure.

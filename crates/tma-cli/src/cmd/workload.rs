@@ -123,7 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         kind,
         calibrate: !common.no_calibrate,
     };
-    let report = workload::run(&cfg)?;
+    let report = run_interruptible(cfg)?;
     if let Some(path) = &common.report {
         tma_render::write_output(path, |w| render::json(w, &report))
             .with_context(|| format!("writing the workload report to {}", path.display()))?;
@@ -137,6 +137,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Run the workload on a thread of its own while this one waits for it or for SIGINT/SIGTERM
+/// (`tma_sys::signal`, 10 checks a second): the timed loops stay free of checks. Interrupted,
+/// there are no figures to report (the timed region did not end): say so and exit 128 + the
+/// signal at once, which ends the workload; no `--report` file is written.
+fn run_interruptible(cfg: WorkloadConfig) -> anyhow::Result<workload::WorkloadReport> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Unnamed: the thread keeps the process's name (comm), as profiles show it.
+    std::thread::Builder::new()
+        .spawn(move || {
+            let _ = tx.send(workload::run(&cfg));
+        })
+        .context("cannot start the workload thread")?;
+    loop {
+        match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+            Ok(r) => return Ok(r?),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                anyhow::bail!("the workload thread ended without a result")
+            }
+        }
+        if let Some(sig) = tma_sys::signal::interrupted() {
+            eprintln!(
+                "tma workload: interrupted by {sig} during the run: no figures (the timed \
+                 region did not end), no report written"
+            );
+            std::process::exit(i32::from(sig.exit_code()));
+        }
+    }
 }
 
 /// The workload's own options and the options every workload shares.

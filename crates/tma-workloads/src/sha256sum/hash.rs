@@ -49,10 +49,14 @@ pub(crate) fn hash_input(
     }
 }
 
-/// Read until `buf` is full or EOF; returns bytes read.
+/// Read until `buf` is full or EOF; returns bytes read. After SIGINT/SIGTERM
+/// (`tma_sys::signal`) it reads nothing more: [`super::interrupted_error`].
 fn read_full(r: &mut (impl Read + ?Sized), buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
+        if tma_sys::signal::interrupted().is_some() {
+            return Err(super::interrupted_error());
+        }
         match r.read(&mut buf[n..]) {
             Ok(0) => break,
             Ok(k) => n += k,

@@ -179,14 +179,33 @@ pub fn run(cfg: &Sha256sumConfig, io: Streams<'_>) -> Result<Sha256sumOutcome, S
         stdout: out,
         stderr: err,
     } = io;
-    let ok = if cfg.check {
-        let mut ok = true;
+    let done = if cfg.check {
+        let mut ok = Ok(true);
         for f in &files {
-            ok &= check_file(cfg, imp, f, stdin, out, err)?;
+            match check_file(cfg, imp, f, stdin, out, err) {
+                Ok(good) => ok = ok.map(|o| o & good),
+                Err(e) => {
+                    ok = Err(e);
+                    break;
+                }
+            }
         }
         ok
     } else {
-        hash_files(cfg, imp, &files, stdin, out, err)?
+        hash_files(cfg, imp, &files, stdin, out, err)
+    };
+    let ok = match (done, tma_sys::signal::interrupted()) {
+        // SIGINT/SIGTERM: the lines written so far stand; the rest was not read.
+        (Err(e), Some(sig)) if e.kind() == io::ErrorKind::Interrupted => {
+            out.flush()?;
+            writeln!(
+                err,
+                "{PROG}: interrupted by {sig}: the inputs after the last line shown were not {}",
+                if cfg.check { "checked" } else { "hashed" }
+            )?;
+            false
+        }
+        (done, _) => done?,
     };
     out.flush()?;
     Ok(if ok {
@@ -194,6 +213,11 @@ pub fn run(cfg: &Sha256sumConfig, io: Streams<'_>) -> Result<Sha256sumOutcome, S
     } else {
         Sha256sumOutcome::Failed
     })
+}
+
+/// The error that stops hashing after SIGINT/SIGTERM (kind `Interrupted`).
+fn interrupted_error() -> io::Error {
+    io::Error::new(io::ErrorKind::Interrupted, "interrupted")
 }
 
 fn hash_files(
@@ -206,6 +230,10 @@ fn hash_files(
 ) -> io::Result<bool> {
     let mut ok = true;
     let mut emit = |j: usize, r: io::Result<[u8; 32]>| -> io::Result<()> {
+        // A digest finished is still shown; the input the signal cut short ends the run.
+        if r.is_err() && tma_sys::signal::interrupted().is_some() {
+            return Err(interrupted_error());
+        }
         let name = files[j].as_bytes();
         match r {
             Ok(d) => out.write_all(&format_line(cfg.tag, cfg.binary, cfg.zero, name, &d))?,
@@ -321,6 +349,9 @@ fn check_file(
         Ok(None)
     };
     let mut emit = |_: usize, result: io::Result<[u8; 32]>| -> io::Result<()> {
+        if result.is_err() && tma_sys::signal::interrupted().is_some() {
+            return Err(interrupted_error());
+        }
         let (name, want) = upto_entry(&mut *out, &mut *err, &mut malformed)?.ok_or_else(|| {
             io::Error::other("internal: more files hashed than checksum lines listed")
         })?;

@@ -1080,12 +1080,25 @@ fn system_wide_live_finds_a_pinned_busy_child() {
 fn locate_takes_stats_events_and_flag_names() {
     let o = run(&["locate", "-e", "page-faults", "--top", "2", "--", "ls", "/"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).contains("samples of page-faults"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("samples of page-faults"),
+        "{}",
+        stdout(&o)
+    );
     let o = run(&["locate", "-e", "cycles", "--top", "2", "--", "ls", "/"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("unknown event"), "{}", stderr(&o));
     for flag in ["--cpu-list", "--cpus"] {
-        let o = run(&["locate", "-a", flag, "0", "--duration", "100ms", "--top", "1"]);
+        let o = run(&[
+            "locate",
+            "-a",
+            flag,
+            "0",
+            "--duration",
+            "100ms",
+            "--top",
+            "1",
+        ]);
         assert!(o.status.success(), "{flag}: {}", stderr(&o));
     }
     let o = run(&["locate", "--cpu", "0", "--", "true"]);

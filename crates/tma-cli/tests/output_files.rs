@@ -145,6 +145,12 @@ fn commands() -> Vec<(&'static str, Vec<String>)> {
     ]
 }
 
+/// Whether a command did its job: `tma doctor` exits 1 when it reports a problem (the
+/// fixture's VM has several), having written its report all the same.
+fn done(name: &str, o: &Output) -> bool {
+    o.status.success() || (name.starts_with("doctor") && o.status.code() == Some(1))
+}
+
 fn run_with(args: &[String], out: &Path) -> Output {
     let args: Vec<String> = args
         .iter()
@@ -175,7 +181,7 @@ fn a_symlink_is_followed_in_every_command() {
         std::fs::write(&target, "old").unwrap();
         std::os::unix::fs::symlink("target.txt", &link).unwrap();
         let o = run_with(&args, &link);
-        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        assert!(done(name, &o), "{name}: {}", stderr(&o));
         assert!(
             std::fs::symlink_metadata(&link)
                 .unwrap()
@@ -200,7 +206,7 @@ fn a_character_device_is_written_not_replaced_in_every_command() {
     }
     for (name, args) in commands() {
         let o = run_with(&args, &null);
-        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        assert!(done(name, &o), "{name}: {}", stderr(&o));
         let ft = std::fs::symlink_metadata(&null).unwrap().file_type();
         assert!(ft.is_char_device(), "{name}: the device node was replaced");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "{name}");
@@ -218,7 +224,7 @@ fn a_fifo_with_a_reader_gets_the_output_in_every_command() {
             std::thread::spawn(move || std::fs::read(fifo).unwrap())
         };
         let o = run_with(&args, &fifo);
-        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        assert!(done(name, &o), "{name}: {}", stderr(&o));
         let got = reader.join().unwrap();
         assert!(!got.is_empty(), "{name}: nothing came through the FIFO");
         let ft = std::fs::symlink_metadata(&fifo).unwrap().file_type();
@@ -263,7 +269,7 @@ fn dash_is_standard_output_in_every_command() {
             .map(|a| if a == "OUT" { "-".to_string() } else { a })
             .collect();
         let o = tma_with(&args).current_dir(dir.path()).output().unwrap();
-        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        assert!(done(name, &o), "{name}: {}", stderr(&o));
         assert!(!o.stdout.is_empty(), "{name}: nothing on standard output");
         assert!(
             !dir.path().join("-").exists(),

@@ -103,7 +103,10 @@ fn zen4_case_json_and_csv() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert_eq!(out.lines().count(), 14);
+    // The header, 13 nodes, and the 12 counts they were computed from (role `event`).
+    assert_eq!(out.lines().count(), 26);
+    assert_eq!(out.lines().filter(|l| l.contains(",event,")).count(), 12);
+    assert!(out.contains(",ex_ret_ucode_ops,,,366000000,count,counted,,0.5,event,"));
     assert!(out.starts_with("start_s,end_s,node,parent,level,value,unit,status"));
     assert!(out.contains(",backend_bound_cpu,backend_bound,2,"));
     check_golden(fixture("import/golden/zen4-l2.csv"), &out);

@@ -205,14 +205,18 @@ fn system_wide_while_a_command_runs() {
         );
     }
     let t0 = Instant::now();
-    let o = run(TMA.bare().args(["stat", "-C", "0", "-x,", "sh", "-c", "exit 4"]));
+    let o = run(TMA
+        .bare()
+        .args(["stat", "-C", "0", "-x,", "sh", "-c", "exit 4"]));
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
     assert!(t0.elapsed() < Duration::from_secs(10));
     if !has_core_pmu() {
         assert!(stdout(&o).starts_with("event,value,unit"), "{}", stdout(&o));
     }
     assert_one_line_error(
-        &run(TMA.bare().args(["stat", "-a", "--cpu", "bogus", "--", "true"])),
+        &run(TMA
+            .bare()
+            .args(["stat", "-a", "--cpu", "bogus", "--", "true"])),
         "unknown CPU name `bogus`",
     );
 }

@@ -216,7 +216,8 @@ impl IntervalSink for TreeOutput<'_> {
             if self.writer.count() == 0 {
                 self.writer.begin(self.out, info)?;
             }
-            self.writer.interval(self.out, info, ir)?;
+            self.writer
+                .interval_with_counts(self.out, info, ir, Some(iv.readings))?;
             if iv.raw.is_some() {
                 // Counted live: show each interval as it comes.
                 self.out.flush()?;

@@ -217,7 +217,9 @@ mod tests {
         let bench_cpu = after("--cpu", "        tma__subcmd__bench)");
         assert!(!bench_cpu.contains("compgen -f"), "{bench_cpu}");
         // Still every subcommand and the help and version flags.
-        assert!(bash.contains("--version") && bash.contains("tma__subcmd__workload__subcmd__sha256)"));
+        assert!(
+            bash.contains("--version") && bash.contains("tma__subcmd__workload__subcmd__sha256)")
+        );
     }
 
     /// The parser behind the offered values takes any text, as before.

@@ -65,6 +65,32 @@ pub struct IntervalDoc {
     /// `-m`, `-M` and `-B` metrics; absent without them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metrics: Vec<MetricDoc>,
+    /// The counts the values were computed from (absent where the run does not carry them,
+    /// as the per-core trees of a breakdown).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<CountDoc>,
+}
+
+/// One event's count in an interval: what a node's value can be recomputed from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CountDoc {
+    /// The event id the formulas use (`TOPDOWN.SLOTS`, `ls_not_halted_cyc`, `task-clock`).
+    pub event: String,
+    /// The count, scaled for multiplexing (`raw * enabled / running`); time events in
+    /// nanoseconds. `null` when it was not counted.
+    pub value: Option<f64>,
+    /// `counted`, `not_counted` or `not_supported`.
+    pub status: Cow<'static, str>,
+    /// Share of the time the event was really on a counter, 0..=1.
+    pub counted_share: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_ns: Option<u64>,
+    /// The counter group (live), or the group of this copy (a `perf stat -M` recording that
+    /// counts the event more than once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

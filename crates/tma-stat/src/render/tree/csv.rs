@@ -54,9 +54,54 @@ pub(super) fn csv_rows(
     w: &mut dyn Write,
     info: &RunInfo,
     ir: &IntervalReport,
+    readings: Option<&tma_perf::Interval>,
 ) -> Result<(), ReportError> {
     csv_node_rows(w, info, ir)?;
     let (start, end) = (ir.start_s.to_string(), ir.end_s.to_string());
+    csv_metric_rows(w, info, ir, &start, &end)?;
+    // Count rows: the node column holds the event, the unit column `count` (or `ns` for
+    // time events), the status column its state, the role column `event`, the detail column
+    // the enabled and running times.
+    for c in counts(readings) {
+        let unit = if is_time_event(&c.event) {
+            "ns"
+        } else {
+            "count"
+        };
+        let detail = match (c.enabled_ns, c.running_ns) {
+            (Some(e), Some(r)) => format!("enabled_ns={e} running_ns={r}"),
+            (None, Some(r)) => format!("running_ns={r}"),
+            _ => String::new(),
+        };
+        row(
+            w,
+            info,
+            &[
+                start.as_str(),
+                end.as_str(),
+                &c.event,
+                "",
+                "",
+                &c.value.map(|v| v.to_string()).unwrap_or_default(),
+                unit,
+                &c.status,
+                "",
+                &c.counted_share.map(|s| s.to_string()).unwrap_or_default(),
+                "event",
+                &detail,
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+fn csv_metric_rows(
+    w: &mut dyn Write,
+    info: &RunInfo,
+    ir: &IntervalReport,
+    start: &str,
+    end: &str,
+) -> Result<(), ReportError> {
     // Metric rows: the node column holds the metric name, the parent column its group, the
     // level column the `-B` rank, the role column `metric` or `bottleneck_cost`.
     for (m, kind, rank) in metric_rows(info, ir) {
@@ -64,8 +109,8 @@ pub(super) fn csv_rows(
             w,
             info,
             &[
-                start.as_str(),
-                end.as_str(),
+                start,
+                end,
                 m.name,
                 m.group,
                 &rank.map(|r| r.to_string()).unwrap_or_default(),
@@ -123,4 +168,12 @@ pub(super) fn csv_node_rows(
         )?;
     }
     Ok(())
+}
+
+/// Events whose counts are times (nanoseconds here, whatever unit perf printed them in).
+fn is_time_event(event: &str) -> bool {
+    matches!(
+        event.split(':').next().unwrap_or(event),
+        "task-clock" | "cpu-clock" | "duration_time" | "user_time" | "system_time"
+    )
 }

@@ -40,7 +40,36 @@ pub(super) fn json_head(info: &RunInfo) -> StatHead {
 }
 
 /// The document's sample for an interval.
-pub(super) fn json_interval(info: &RunInfo, ir: &IntervalReport) -> IntervalDoc {
+/// The aggregated counts of an interval, as the documents carry them.
+pub(super) fn counts(readings: Option<&tma_perf::Interval>) -> Vec<CountDoc> {
+    let Some(iv) = readings else {
+        return Vec::new();
+    };
+    iv.readings
+        .iter()
+        .filter(|r| r.cpu.is_none() && r.tid.is_none())
+        .map(|r| CountDoc {
+            event: r.event.clone(),
+            value: r.value,
+            status: match r.status {
+                tma_perf::ReadingStatus::Counted => "counted",
+                tma_perf::ReadingStatus::NotCounted => "not_counted",
+                tma_perf::ReadingStatus::NotSupported => "not_supported",
+            }
+            .into(),
+            counted_share: r.counted_share,
+            enabled_ns: r.time_enabled_ns,
+            running_ns: r.time_running_ns,
+            group: r.group,
+        })
+        .collect()
+}
+
+pub(super) fn json_interval(
+    info: &RunInfo,
+    ir: &IntervalReport,
+    readings: Option<&tma_perf::Interval>,
+) -> IntervalDoc {
     IntervalDoc {
         start_s: ir.start_s,
         end_s: ir.end_s,
@@ -82,6 +111,7 @@ pub(super) fn json_interval(info: &RunInfo, ir: &IntervalReport) -> IntervalDoc 
                 description: m.description.into(),
             })
             .collect(),
+        events: counts(readings),
     }
 }
 

@@ -26,7 +26,9 @@ use tma_metrics::{Bottleneck, MetricResult, NodeResult, Report, Status, StopReas
 use tma_render::{JsonStream, ReportError};
 
 use crate::eval::{EventState, IntervalReport, RunInfo, StatRun};
-use crate::render::doc::{CpuDoc, EventMapDoc, IntervalDoc, MetricDoc, NodeDoc, StatHead};
+use crate::render::doc::{
+    CountDoc, CpuDoc, EventMapDoc, IntervalDoc, MetricDoc, NodeDoc, StatHead,
+};
 use crate::render::plot::{own_threshold, tree_svg, Bar, Timeline};
 
 /// The schema name of `tma stat --json`.
@@ -130,6 +132,18 @@ impl TreeWriter {
         info: &RunInfo,
         ir: &IntervalReport,
     ) -> Result<(), ReportError> {
+        self.interval_with_counts(w, info, ir, None)
+    }
+
+    /// One interval, with the counts its values were computed from (JSON and CSV carry
+    /// them).
+    pub fn interval_with_counts(
+        &mut self,
+        w: &mut dyn Write,
+        info: &RunInfo,
+        ir: &IntervalReport,
+        readings: Option<&tma_perf::Interval>,
+    ) -> Result<(), ReportError> {
         match self.opts.format {
             Format::Text if info.interval_mode && self.opts.compact => {
                 if self.count == 0 {
@@ -152,10 +166,10 @@ impl TreeWriter {
                     self.summary.push(ir);
                 }
             }
-            Format::Csv => csv_rows(w, info, ir)?,
+            Format::Csv => csv_rows(w, info, ir, readings)?,
             Format::Json => {
                 if let Some(j) = self.json.as_mut() {
-                    j.item(w, &json_interval(info, ir))?;
+                    j.item(w, &json_interval(info, ir, readings))?;
                 }
             }
         }

@@ -22,18 +22,7 @@ fn written(o: &BenchOutcome) -> Vec<u8> {
 
 /// Read a document into the type and write it again.
 fn round_trip(bytes: &[u8]) -> BenchDoc {
-    let r = tma_render::recognize(bytes);
-    assert_eq!(r.schema(), Some(JSON_SCHEMA));
-    assert_eq!(r.version(), Some(JSON_SCHEMA_VERSION));
-    let doc: BenchDoc = serde_json::from_slice(bytes).unwrap();
-    let mut again = Vec::new();
-    tma_render::write_json(&mut again, JSON_SCHEMA, JSON_SCHEMA_VERSION, &doc).unwrap();
-    assert_eq!(
-        String::from_utf8(again).unwrap(),
-        String::from_utf8_lossy(bytes),
-        "written again"
-    );
-    doc
+    tma_testkit::round_trip(bytes, JSON_SCHEMA, JSON_SCHEMA_VERSION)
 }
 
 fn outcome(doc: BenchDoc) -> BenchOutcome {

@@ -2,29 +2,11 @@
 //! into [`DiffDoc`] / [`ProfileDiffDoc`], equal to the document of the diff, and that,
 //! written again, gives the same bytes.
 
-use serde::de::DeserializeOwned;
-use serde::Serialize;
-use tma_testkit::fixture;
+use tma_testkit::{fixture, round_trip};
 
 use tma_diff::doc::{DiffDoc, ProfileDiffDoc};
 use tma_diff::render::{PROFILE_SCHEMA, PROFILE_SCHEMA_VERSION, SCHEMA, SCHEMA_VERSION};
 use tma_diff::DiffConfig;
-
-/// Read a document of `schema` into its type and write it again.
-fn round_trip<T: Serialize + DeserializeOwned>(bytes: &[u8], schema: &str, version: u32) -> T {
-    let r = tma_render::recognize(bytes);
-    assert_eq!(r.schema(), Some(schema));
-    assert_eq!(r.version(), Some(version));
-    let doc: T = serde_json::from_slice(bytes).unwrap();
-    let mut again = Vec::new();
-    tma_render::write_json(&mut again, schema, version, &doc).unwrap();
-    assert_eq!(
-        String::from_utf8(again).unwrap(),
-        String::from_utf8_lossy(bytes),
-        "written again"
-    );
-    doc
-}
 
 #[test]
 fn a_diff_reads_back_as_written() {

@@ -162,26 +162,7 @@ impl<'a> Ctx<'a> {
         }
         match &self.items[i] {
             Slot::Done(_) => {}
-            Slot::Busy => {
-                let pos = self
-                    .stack
-                    .iter()
-                    .position(|&s| s as usize == i)
-                    .unwrap_or(0);
-                let mut chain: Vec<&str> = self.stack[pos..]
-                    .iter()
-                    .map(|&s| self.cm.items[s as usize].name)
-                    .collect();
-                chain.push(self.cm.items[i].name);
-                self.cycle = ItemResult {
-                    value: f64::NAN,
-                    acc: Acc {
-                        error: Some(format!("reference cycle: {}", chain.join(" -> "))),
-                        ..Acc::default()
-                    },
-                };
-                return &self.cycle;
-            }
+            Slot::Busy => return self.cycle_at(i),
             Slot::Todo => {
                 self.items[i] = Slot::Busy;
                 self.stack.push(i as u32);
@@ -201,24 +182,34 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// The result of a reference to item `i` while it is being evaluated: no value, and an
+    /// error naming the cycle from `i` round to it again.
+    fn cycle_at(&mut self, i: usize) -> &ItemResult {
+        let pos = self
+            .stack
+            .iter()
+            .position(|&s| s as usize == i)
+            .unwrap_or(0);
+        let mut chain: Vec<&str> = self.stack[pos..]
+            .iter()
+            .map(|&s| self.cm.items[s as usize].name)
+            .collect();
+        chain.push(self.cm.items[i].name);
+        self.cycle = ItemResult {
+            value: f64::NAN,
+            acc: Acc {
+                error: Some(format!("reference cycle: {}", chain.join(" -> "))),
+                ..Acc::default()
+            },
+        };
+        &self.cycle
+    }
+
     /// Evaluate (once per group) an item whose events are read from group `g`.
     fn item_in(&mut self, i: usize, g: usize) -> &ItemResult {
         if !self.item_groups.contains_key(&(i, g)) {
             if self.stack.contains(&(i as u32)) {
-                let chain: Vec<&str> = self
-                    .stack
-                    .iter()
-                    .map(|&s| self.cm.items[s as usize].name)
-                    .chain(std::iter::once(self.cm.items[i].name))
-                    .collect();
-                self.cycle = ItemResult {
-                    value: f64::NAN,
-                    acc: Acc {
-                        error: Some(format!("reference cycle: {}", chain.join(" -> "))),
-                        ..Acc::default()
-                    },
-                };
-                return &self.cycle;
+                return self.cycle_at(i);
             }
             self.stack.push(i as u32);
             let outer = self.group.replace(g);

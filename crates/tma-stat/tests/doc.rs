@@ -36,18 +36,7 @@ fn written(file: &Path, cfg: StatConfig) -> Vec<u8> {
 
 /// Read a document into the type and write it again.
 fn round_trip(bytes: &[u8]) -> StatDoc {
-    let r = tma_render::recognize(bytes);
-    assert_eq!(r.schema(), Some(SCHEMA));
-    assert_eq!(r.version(), Some(SCHEMA_VERSION));
-    let doc: StatDoc = serde_json::from_slice(bytes).unwrap();
-    let mut again = Vec::new();
-    tma_render::write_json(&mut again, SCHEMA, SCHEMA_VERSION, &doc).unwrap();
-    assert_eq!(
-        String::from_utf8(again).unwrap(),
-        String::from_utf8_lossy(bytes),
-        "written again"
-    );
-    doc
+    tma_testkit::round_trip(bytes, SCHEMA, SCHEMA_VERSION)
 }
 
 #[test]

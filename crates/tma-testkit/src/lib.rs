@@ -141,6 +141,28 @@ pub fn check_golden(path: impl AsRef<Path>, actual: &str) {
     }
 }
 
+/// The round trip of one of tma's JSON documents: `bytes` (as a command wrote them) are
+/// recognised as `schema` v`version`, read into `T`, and written again to the same bytes.
+/// Returns the document read.
+pub fn round_trip<T: serde::Serialize + serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    schema: &str,
+    version: u32,
+) -> T {
+    let r = tma_render::recognize(bytes);
+    assert_eq!(r.schema(), Some(schema), "recognised schema");
+    assert_eq!(r.version(), Some(version), "recognised version");
+    let doc: T = serde_json::from_slice(bytes).expect("the document reads into its type");
+    let mut again = Vec::new();
+    tma_render::write_json(&mut again, schema, version, &doc).expect("write the document");
+    assert_eq!(
+        String::from_utf8(again).expect("UTF-8"),
+        String::from_utf8_lossy(bytes),
+        "written again"
+    );
+    doc
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,26 +187,4 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(r.is_err(), "a missing final newline must differ");
     }
-}
-
-/// The round trip of one of tma's JSON documents: `bytes` (as a command wrote them) are
-/// recognised as `schema` v`version`, read into `T`, and written again to the same bytes.
-/// Returns the document read.
-pub fn round_trip<T: serde::Serialize + serde::de::DeserializeOwned>(
-    bytes: &[u8],
-    schema: &str,
-    version: u32,
-) -> T {
-    let r = tma_render::recognize(bytes);
-    assert_eq!(r.schema(), Some(schema), "recognised schema");
-    assert_eq!(r.version(), Some(version), "recognised version");
-    let doc: T = serde_json::from_slice(bytes).expect("the document reads into its type");
-    let mut again = Vec::new();
-    tma_render::write_json(&mut again, schema, version, &doc).expect("write the document");
-    assert_eq!(
-        String::from_utf8(again).expect("UTF-8"),
-        String::from_utf8_lossy(bytes),
-        "written again"
-    );
-    doc
 }

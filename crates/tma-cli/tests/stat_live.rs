@@ -160,7 +160,7 @@ fn interval_output() {
         .args(["stat", "-I", "200", "--compact", "--", "sleep", "0.5"]));
     let out = stdout(&o);
     if !has_core_pmu() {
-        assert!(out.starts_with("time_s,task-clock,"), "{out}");
+        assert!(out.starts_with("time_s,task-clock (msec),"), "{out}");
         assert!(out.lines().count() >= 3, "{out}");
     }
 }
@@ -624,4 +624,45 @@ fn header_and_json_head_name_the_tma_version() {
 /// Why hardware counting cannot be tried here, or None where it can.
 fn no_pmu() -> Option<String> {
     tma_perf::sysfs::Pmus::why_no_hardware_counting(&tma_perf::host::Host::system())
+}
+
+#[test]
+fn interval_counts_without_a_pmu_are_json_and_csv_in_one_unit() {
+    if has_core_pmu() {
+        eprintln!("skipped the no-PMU checks: this machine has a hardware PMU");
+        return;
+    }
+    let o = run(TMA
+        .bare()
+        .args(["stat", "-I", "100", "--json", "--", "sleep", "0.25"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let bytes = o.stdout.clone();
+    // One `tma.stat_software` document with the intervals as an array, typed on both sides.
+    let head = tma_render::recognize(&bytes);
+    assert_eq!(
+        head.schema(),
+        Some(tma_stat::render::counts::SOFTWARE_SCHEMA)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&bytes).expect("one JSON document");
+    let ivs = v["intervals"].as_array().expect("intervals");
+    assert!(ivs.len() >= 2, "{v}");
+    let first: tma_stat::render::doc::SoftwareInterval =
+        serde_json::from_value(ivs[0].clone()).unwrap();
+    let clock = first
+        .events
+        .iter()
+        .find(|e| e.event == "task-clock")
+        .unwrap();
+    assert_eq!(clock.unit, "msec");
+    // The whole run's document reads into its type too.
+    let o = run(TMA.bare().args(["stat", "--json", "--", "true"]));
+    let doc: tma_stat::render::doc::SoftwareDoc =
+        tma_testkit::round_trip(&o.stdout, tma_stat::render::counts::SOFTWARE_SCHEMA, 1);
+    assert_eq!(doc.events[0].unit, "msec");
+    // CSV per interval: task-clock in msec, as in the whole run's CSV.
+    let o = run(TMA
+        .bare()
+        .args(["stat", "-I", "100", "--csv", "--", "sleep", "0.25"]));
+    let out = stdout(&o);
+    assert!(out.starts_with("time_s,task-clock (msec),"), "{out}");
 }

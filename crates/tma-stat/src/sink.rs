@@ -157,6 +157,8 @@ struct SoftwareStep {
     target: Option<Target>,
     streamed: bool,
     written: usize,
+    /// `--json` of streamed intervals: the document being written.
+    json: Option<tma_render::JsonStream>,
 }
 
 impl<'w> TreeOutput<'w> {
@@ -205,6 +207,7 @@ impl IntervalSink for TreeOutput<'_> {
                     target: target.cloned(),
                     streamed,
                     written: 0,
+                    json: None,
                 });
             }
         }
@@ -232,7 +235,15 @@ impl IntervalSink for TreeOutput<'_> {
                 return Ok(());
             };
             let fmt = counts::CountsFormat::of(&self.opts);
-            counts::software_interval(self.out, target, &sw.plan, raw, sw.written == 0, fmt)?;
+            counts::software_interval(
+                self.out,
+                target,
+                &sw.plan,
+                raw,
+                sw.written == 0,
+                fmt,
+                &mut sw.json,
+            )?;
             sw.written += 1;
             self.out.flush()?;
         }
@@ -263,7 +274,8 @@ impl IntervalSink for TreeOutput<'_> {
                 interval_mode,
                 parts,
             } => {
-                if self.software.as_ref().is_some_and(|s| s.streamed) {
+                if let Some(sw) = self.software.as_mut().filter(|s| s.streamed) {
+                    counts::end_software_json(self.out, sw.json.take())?;
                     return Ok(());
                 }
                 let fmt = counts::CountsFormat::of(&self.opts);

@@ -7,12 +7,15 @@ use tma_perf::backend::{self, Measurement, RawInterval, Target};
 use tma_perf::event::SpecKind;
 use tma_perf::plan::Plan;
 use tma_perf::Interval;
-use tma_render::ReportError;
+use tma_render::{JsonStream, ReportError};
 
+use crate::render::doc::{SoftwareCount, SoftwareDoc, SoftwareHead, SoftwareInterval};
 use crate::render::tree::{Format, RenderOptions};
 
 /// The schema name of `tma stat --json` without hardware counters.
 pub const SOFTWARE_SCHEMA: &str = "tma.stat_software";
+/// Its version.
+pub const SOFTWARE_SCHEMA_VERSION: u32 = 1;
 
 /// How to print counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,12 +159,13 @@ pub fn software(
     fmt: CountsFormat,
 ) -> Result<(), ReportError> {
     if interval_mode {
+        let mut json = None;
         if let Some(m) = runs.first() {
             for (k, iv) in m.intervals.iter().enumerate() {
-                software_interval(w, target, plan, iv, k == 0, fmt)?;
+                software_interval(w, target, plan, iv, k == 0, fmt, &mut json)?;
             }
         }
-        return Ok(());
+        return end_software_json(w, json);
     }
     let n = runs.len().max(1) as f64;
     let totals: Vec<Interval> = runs
@@ -187,21 +191,14 @@ pub fn software(
         }
     }
     if fmt.json {
-        let doc = serde_json::json!({
-            "schema": SOFTWARE_SCHEMA,
-            "schema_version": 1,
-            "hardware_counters": false,
-            "target": describe_target(target),
-            "runs": runs.len(),
-            "wall_time_s": wall_s,
-            "events": rows.iter().map(|(n, v, u, _)| serde_json::json!({"event": n, "value": v, "unit": u})).collect::<Vec<_>>(),
-        });
-        serde_json::to_writer_pretty(&mut *w, &doc).map_err(|source| ReportError::Json {
-            what: "software counts",
-            source,
-        })?;
-        writeln!(w)?;
-        return Ok(());
+        let doc = SoftwareDoc {
+            hardware_counters: false,
+            target: describe_target(target),
+            runs: runs.len(),
+            wall_time_s: wall_s,
+            events: counts_of(&rows),
+        };
+        return tma_render::write_json(w, SOFTWARE_SCHEMA, SOFTWARE_SCHEMA_VERSION, &doc);
     }
     if fmt.csv {
         writeln!(w, "event,value,unit")?;
@@ -229,7 +226,28 @@ pub fn software(
     Ok(())
 }
 
-/// The software counts of one interval (`first`: also the header).
+/// The rows as the document's counts (`null` for an event that was not counted).
+fn counts_of(rows: &[Row]) -> Vec<SoftwareCount> {
+    rows.iter()
+        .map(|(n, v, u, _)| SoftwareCount {
+            event: n.clone(),
+            value: v.is_finite().then_some(*v),
+            unit: u.to_string(),
+        })
+        .collect()
+}
+
+/// Close the `-I` software document, when one was begun.
+pub fn end_software_json(w: &mut dyn Write, json: Option<JsonStream>) -> Result<(), ReportError> {
+    match json {
+        Some(j) => j.end(w),
+        None => Ok(()),
+    }
+}
+
+/// The software counts of one interval (`first`: also the header). With `--json` the
+/// intervals are the array of one `tma.stat_software` document: `json` holds it open
+/// between calls, and [`end_software_json`] closes it.
 pub fn software_interval(
     w: &mut dyn Write,
     target: &Target,
@@ -237,18 +255,58 @@ pub fn software_interval(
     iv: &RawInterval,
     first: bool,
     fmt: CountsFormat,
+    json: &mut Option<JsonStream>,
 ) -> Result<(), ReportError> {
     let r = Measurement::interval_readings(plan, iv, false);
     let wall = iv.end_s - iv.start_s;
     let value = |n: &str| r.get(n).and_then(|x| x.value);
+    if fmt.json {
+        if json.is_none() {
+            let head = SoftwareHead {
+                hardware_counters: false,
+                target: describe_target(target),
+            };
+            *json = Some(JsonStream::begin(
+                w,
+                SOFTWARE_SCHEMA,
+                SOFTWARE_SCHEMA_VERSION,
+                &head,
+                "intervals",
+            )?);
+        }
+        let doc = SoftwareInterval {
+            start_s: iv.start_s,
+            end_s: iv.end_s,
+            events: counts_of(&software_rows(plan, &value, wall)),
+        };
+        if let Some(j) = json.as_mut() {
+            j.item(w, &doc)?;
+        }
+        return Ok(());
+    }
     if fmt.compact || fmt.csv {
+        // The same units as the whole run's counts: clocks in milliseconds.
+        let rows = software_rows(plan, &value, wall);
         if first {
-            let names: Vec<&str> = plan.events().map(|e| e.name.as_str()).collect();
+            let names: Vec<String> = rows
+                .iter()
+                .map(|(n, _, u, _)| {
+                    if u.is_empty() {
+                        n.clone()
+                    } else {
+                        format!("{n} ({u})")
+                    }
+                })
+                .collect();
             writeln!(w, "time_s,{}", names.join(","))?;
         }
-        let vals: Vec<String> = plan
-            .events()
-            .map(|e| value(&e.name).map_or(String::new(), |v| format!("{v:.0}")))
+        let vals: Vec<String> = rows
+            .iter()
+            .map(|(_, v, u, _)| match (v.is_finite(), u.is_empty()) {
+                (false, _) => String::new(),
+                (true, true) => format!("{v:.0}"),
+                (true, false) => format!("{v:.6}"),
+            })
             .collect();
         writeln!(w, "{:.3},{}", iv.end_s, vals.join(","))?;
         return Ok(());

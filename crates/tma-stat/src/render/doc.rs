@@ -135,3 +135,39 @@ pub struct MetricDoc {
     pub counted_share: Option<f64>,
     pub description: Cow<'static, str>,
 }
+
+/// `tma stat --json` without hardware counters (schema `tma.stat_software`): the software
+/// counts of a whole run (the mean over `--repeat` runs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SoftwareDoc {
+    pub hardware_counters: bool,
+    /// What was counted: `` `cmd args` ``, `pid 1,2`, `all CPUs`...
+    pub target: String,
+    pub runs: usize,
+    pub wall_time_s: f64,
+    pub events: Vec<SoftwareCount>,
+}
+
+/// The head of `tma.stat_software` with `-I`: the intervals follow, as an array.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SoftwareHead {
+    pub hardware_counters: bool,
+    pub target: String,
+}
+
+/// The software counts of one `-I` interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SoftwareInterval {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub events: Vec<SoftwareCount>,
+}
+
+/// One software count: clocks in milliseconds (`unit` `msec`), the others plain counts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SoftwareCount {
+    pub event: String,
+    /// `null` when the event was not counted.
+    pub value: Option<f64>,
+    pub unit: String,
+}

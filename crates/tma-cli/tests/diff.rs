@@ -1,7 +1,7 @@
 //! `tma diff` exit codes: 0 (no gate tripped), 1 (a gate tripped, one line on stderr), 2
 //! (a bad expression with its position; CPU models that differ).
 
-use tma_testkit::{fixture, Tma};
+use tma_testkit::{fixture, fixture_str, stderr, stdout, Tma};
 
 const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
@@ -123,4 +123,59 @@ fn a_profile_and_a_tree_exit_2() {
     let (code, _, err) = tma(&["diff", PB, PA, "--fail-if", "IPC < -10%"]);
     assert_eq!(code, 2);
     assert!(err.contains("--fail-if"), "{err}");
+}
+
+/// A `tma.stat_software` document of `-I` intervals with these task-clock values (msec).
+fn software_doc(clock_ms: &[f64]) -> String {
+    let intervals: Vec<String> = clock_ms
+        .iter()
+        .enumerate()
+        .map(|(i, ms)| {
+            format!(
+                r#"{{"start_s": {s}, "end_s": {e}, "events": [
+                    {{"event": "task-clock", "value": {ms}, "unit": "msec"}},
+                    {{"event": "page-faults", "value": 100.0, "unit": ""}}]}}"#,
+                s = i as f64 * 0.1,
+                e = (i + 1) as f64 * 0.1
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"schema": "tma.stat_software", "schema_version": 1, "hardware_counters": false,
+            "target": "`app`", "intervals": [{}]}}"#,
+        intervals.join(",")
+    )
+}
+
+#[test]
+fn software_counts_of_runs_without_a_pmu_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = dir.path().join("before.json");
+    let after = dir.path().join("after.json");
+    std::fs::write(&before, software_doc(&[10.0, 11.0, 10.5, 9.5])).unwrap();
+    std::fs::write(&after, software_doc(&[20.0, 21.0, 19.5, 20.5])).unwrap();
+    let (b, a) = (before.to_str().unwrap(), after.to_str().unwrap());
+    let o = TMA.run(&["diff", b, a]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("no tree: neither run had hardware counters"),
+        "{out}"
+    );
+    let clock = out.lines().find(|l| l.starts_with("task-clock")).unwrap();
+    assert!(clock.contains("+10.00 (+97.6%)"), "{clock}");
+    assert!(clock.trim_end().ends_with('*'), "significant: {clock}");
+    assert!(!out.contains("Bottleneck"), "{out}");
+    // A gate on a count, with the name perf gives it.
+    let o = TMA.run(&["diff", b, a, "--fail-if", "task-clock > +50%"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("gate tripped: task-clock"),
+        "{}",
+        stderr(&o)
+    );
+    // Software counts and a tree do not compare.
+    let o = TMA.run(&["diff", b, &fixture_str("diff/zen4-before-synthetic.json")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("software counts"), "{}", stderr(&o));
 }

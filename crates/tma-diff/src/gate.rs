@@ -97,7 +97,7 @@ pub fn parse(expr: &str) -> Result<Gate, DiffError> {
     };
     skip_ws(&mut i);
     let start = i;
-    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-';
     while i < chars.len() && is_name(chars[i]) {
         i += 1;
     }

@@ -57,8 +57,12 @@ pub fn load(cfg: &DiffConfig, path: &Path, notes: &mut dyn Write) -> Result<Side
         file: file.clone(),
         source,
     })?;
-    if tma_render::recognize(&bytes).schema() == Some(tma_stat::render::tree::SCHEMA) {
-        return from_stat_json(cfg, &file, &bytes);
+    match tma_render::recognize(&bytes).schema() {
+        Some(tma_stat::render::tree::SCHEMA) => return from_stat_json(cfg, &file, &bytes),
+        Some(tma_stat::render::counts::SOFTWARE_SCHEMA) => {
+            return from_software_json(&file, &bytes)
+        }
+        _ => {}
     }
     let stat = StatConfig {
         input: Input::Import(path.to_path_buf()),
@@ -197,6 +201,67 @@ fn from_stat_json(cfg: &DiffConfig, file: &str, bytes: &[u8]) -> Result<Side, Di
         bottleneck: verdict.path.clone(),
         verdict,
         phases,
+    })
+}
+
+/// The `cpu_key` of a side that has software counts and no tree: two such sides compare;
+/// such a side and a tree do not ([`DiffError::CpuMismatch`] says so).
+pub const SOFTWARE: &str = "software";
+
+/// A `tma stat --json` document of a run without hardware counters: its software counts, as
+/// the side's metrics (one sample for a whole run, one per interval with `-I`).
+fn from_software_json(file: &str, bytes: &[u8]) -> Result<Side, DiffError> {
+    use tma_stat::render::doc::{SoftwareCount, SoftwareDoc, SoftwareHead, SoftwareInterval};
+    let bad = |e: serde_json::Error| DiffError::StatJson {
+        file: file.to_string(),
+        detail: e.to_string(),
+    };
+    #[derive(serde::Deserialize)]
+    struct Intervals {
+        #[serde(flatten)]
+        head: SoftwareHead,
+        intervals: Vec<SoftwareInterval>,
+    }
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(bad)?;
+    let (target, samples): (String, Vec<Vec<SoftwareCount>>) = if value.get("intervals").is_some() {
+        let d: Intervals = serde_json::from_value(value).map_err(bad)?;
+        (
+            d.head.target,
+            d.intervals.into_iter().map(|i| i.events).collect(),
+        )
+    } else {
+        let d: SoftwareDoc = serde_json::from_value(value).map_err(bad)?;
+        (d.target, vec![d.events])
+    };
+    let interval_mode = samples.len() > 1;
+    let mut metrics = Collect::default();
+    for counts in &samples {
+        for c in counts {
+            let unit = if c.unit.is_empty() { "Number" } else { &c.unit };
+            metrics.add(&c.event, None, 0, unit, c.value, None);
+        }
+    }
+    Ok(Side {
+        file: file.to_string(),
+        cpu_key: SOFTWARE.to_string(),
+        cpu_name: "software counts (no hardware counters)".to_string(),
+        source: format!("software counts of {target}"),
+        samples: samples.len(),
+        sample_kind: if interval_mode { "intervals" } else { "whole" },
+        nodes: Vec::new(),
+        metrics: metrics.series,
+        bottleneck: Vec::new(),
+        // No tree: nothing was measured to decide on.
+        verdict: tma_metrics::Bottleneck {
+            path: Vec::new(),
+            node: None,
+            stop: tma_metrics::StopReason::NotMeasured,
+            close_second: None,
+            locate_with: Vec::new(),
+            locate_with_node: None,
+            passed_over: Vec::new(),
+        },
+        phases: Vec::new(),
     })
 }
 

@@ -98,18 +98,38 @@ pub fn text(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
         d.after.file,
         samples(&d.after)
     )?;
-    writeln!(
-        w,
-        "values are means over the samples; tree nodes in % of pipeline slots, deltas in points"
-    )?;
-    writeln!(w)?;
-    table(w, &d.nodes, "node", true)?;
-    if !d.metrics.is_empty() {
-        writeln!(w)?;
-        table(w, &d.metrics, "metric", false)?;
+    let software = d.before.cpu_key == crate::input::SOFTWARE;
+    if software {
+        writeln!(
+            w,
+            "values are means over the samples; no tree: neither run had hardware counters \
+             (clocks in msec)"
+        )?;
+    } else {
+        writeln!(
+            w,
+            "values are means over the samples; tree nodes in % of pipeline slots, deltas in points"
+        )?;
     }
     writeln!(w)?;
-    writeln!(w, "Bottleneck: {}", d.bottleneck.text)?;
+    if !software {
+        table(w, &d.nodes, "node", true)?;
+    }
+    if !d.metrics.is_empty() {
+        if !software {
+            writeln!(w)?;
+        }
+        table(
+            w,
+            &d.metrics,
+            if software { "count" } else { "metric" },
+            false,
+        )?;
+    }
+    writeln!(w)?;
+    if !software {
+        writeln!(w, "Bottleneck: {}", d.bottleneck.text)?;
+    }
     for (side, p) in [
         ("before", &d.bottleneck.phases_before),
         ("after", &d.bottleneck.phases_after),

@@ -274,7 +274,7 @@ fn panels(id: &str, t: &Timeline) -> Result<Vec<PanelView>, HtmlError> {
                 let total: f64 = weights.iter().sum();
                 let mean = (total > 0.0)
                     .then(|| vals.iter().zip(&weights).map(|(v, w)| v * w).sum::<f64>() / total);
-                let (r, g, b) = plot::series_color(j);
+                let (r, g, b) = t.series_color_in(panel, j);
                 SummaryRow {
                     name: t.nodes[i].name.clone(),
                     color: format!("#{r:02x}{g:02x}{b:02x}"),

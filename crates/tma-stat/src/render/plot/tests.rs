@@ -67,6 +67,17 @@ fn the_second_panel_shows_the_bottlenecks_measured_children() {
         .map(|i| t.nodes[i].name.as_str())
         .collect();
     assert_eq!(kids, ["Memory_Bound", "Core_Bound"]);
+    // No node of the children's panel shares a colour with a level-1 node.
+    let mut colours = Vec::new();
+    for panel in t.panels() {
+        for k in 0..t.panel_series(&panel).len() {
+            colours.push(t.series_color_in(&panel, k));
+        }
+    }
+    let mut distinct = colours.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), colours.len(), "{colours:?}");
 }
 
 #[test]

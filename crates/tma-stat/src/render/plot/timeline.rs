@@ -215,6 +215,18 @@ impl Timeline {
             .collect()
     }
 
+    /// The colour of the `k`th series of `panel`: the panels' series take the palette in
+    /// turn, so a node of the children's panel never shares a colour with a level-1 node.
+    pub fn series_color_in(&self, panel: &Panel, k: usize) -> (u8, u8, u8) {
+        let before: usize = self
+            .panels()
+            .iter()
+            .take_while(|p| *p != panel)
+            .map(|p| self.panel_series(p).len())
+            .sum();
+        super::series_color(before + k)
+    }
+
     /// The panels worth drawing: level 1, and the bottleneck's children when measured.
     pub fn panels(&self) -> Vec<Panel> {
         let mut v = vec![Panel::Level1];
@@ -273,7 +285,8 @@ impl Timeline {
             .map_err(perr)?;
         // Tallest layer first, so each lower layer is drawn over the one above it.
         for (k, &si) in series.iter().enumerate().rev() {
-            let color = PALETTE[k % PALETTE.len()];
+            let (r, g, b) = self.series_color_in(panel, k);
+            let color = RGBColor(r, g, b);
             let mut pts = Vec::with_capacity(cols.len() * 2);
             for (c, y) in cols.iter().zip(&stacked[k]) {
                 pts.push((c.start_s, *y));

@@ -18,6 +18,8 @@ pub enum ImportError {
     NoData,
     #[error("line {line}: not a counter line of perf stat's output (expected `count [unit] event [# metric] [(share%)]`, as `perf stat` prints them); remove or fix the line")]
     TextRow { line: usize },
+    #[error("line {line}: this is toplev's CSV of computed node values (`Area,Value,Unit,...`), which holds no counts to compute a tree from; record the counts with the perf stat command from `tma events --cpu KEY -l N --perf-cmd` and import that")]
+    Toplev { line: usize },
     #[error("line {line}: this looks like `perf stat --metric-only` output, which holds no raw counts; re-record without --metric-only")]
     MetricOnly { line: usize },
     #[error("line {line}: the recording is cut off here (perf was stopped while writing?) and holds no complete interval before it; record again and let perf finish")]

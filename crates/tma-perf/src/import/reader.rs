@@ -124,6 +124,9 @@ impl<R: BufRead> IntervalReader<R> {
                 reader.text = text;
                 return Ok(reader.begin(row));
             }
+            if is_toplev_header(t) {
+                return Err(ImportError::Toplev { line: lineno });
+            }
             if let Some(c) = t.strip_prefix('#') {
                 if let Some(key) = c.trim().strip_prefix("cpu:").map(str::trim) {
                     if cpu_hint.is_none() && !key.is_empty() {
@@ -341,6 +344,13 @@ impl<R: BufRead> IntervalReader<R> {
             }
         }
     }
+}
+
+/// The header of toplev's `-x,` output: `Area,Value,Unit,Description,...`, after
+/// `Timestamp,CPUs,` with `-I` and per-CPU output.
+fn is_toplev_header(line: &str) -> bool {
+    let fields: Vec<&str> = line.split([',', ';']).map(str::trim).collect();
+    fields.windows(3).any(|w| w == ["Area", "Value", "Unit"])
 }
 
 /// Read one line into `buf` and return it as text without its line ending; `None` at the end.

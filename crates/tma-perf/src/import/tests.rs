@@ -210,6 +210,14 @@ fn bad_inputs_have_precise_errors() {
             "line 4: not a counter line of perf stat's output",
         ),
         (b"abc,,cycles,100,100.00\n", "`abc` in the count column"),
+        (
+            b"Timestamp,CPUs,Area,Value,Unit,Description,Sample,Stddev,Multiplex,Bottleneck,Idle\n0.503,C0,Frontend_Bound,1,% Slots <,,,0.0,3.99,,Y\n",
+            "line 1: this is toplev's CSV of computed node values",
+        ),
+        (
+            b"Area,Value,Unit,Description,Sample,Stddev,Multiplex,Bottleneck,Idle\nFrontend_Bound,28.4,% Slots,,,0.0,3.71,,\n",
+            "toplev's CSV",
+        ),
         (b"12,,cycles,100,250.00\n", "running percentage"),
         (
             b"{\"counter-value\" : \"1.0\", \"unit\" : \"\", \"event\" : \"cycles\"",

@@ -153,6 +153,21 @@ fn hybrid_recording_gives_a_tree_per_core_type() {
     let text = stdout(&o);
     assert!(text.contains("P-core tree: the cpu_core events"), "{text}");
     assert!(text.contains("E-core tree: the cpu_atom events"), "{text}");
+    // diff and report compare one tree: the core type of the table --cpu names.
+    for (cpu, tree) in [("adl", "P-core"), ("adl-e", "E-core")] {
+        let o = TMA.run(&["diff", file, file, "--cpu", cpu]);
+        assert!(o.status.success(), "{cpu}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("this reads the {tree} tree")),
+            "{cpu}: {}",
+            stderr(&o)
+        );
+        assert!(
+            stdout(&o).contains(&format!("({cpu}): before")),
+            "{}",
+            stdout(&o)
+        );
+    }
 }
 
 #[test]

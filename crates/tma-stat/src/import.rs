@@ -161,14 +161,33 @@ pub(crate) fn run_hybrid(
         // Not a hybrid table: read as one tree, which says what does not fit.
         return run_perf_stat(cfg, bytes, file, sink, notes);
     };
-    writeln!(
-        notes,
-        "tma: note: {file} holds both core types of a hybrid part: one tree for the P-cores \
-         (cpu_core events, {} table) and one for the E-cores (cpu_atom events, {} table)",
-        p.key, e.key
-    )?;
+    let cores: Vec<&'static tma_catalog::Model> = if cfg.one_tree {
+        let (this, other) = if model.key == e.key { (e, p) } else { (p, e) };
+        writeln!(
+            notes,
+            "tma: note: {file} holds both core types of a hybrid part; this reads the {} \
+             tree ({} events, {} table); --cpu {} gives the other",
+            if this.key == p.key {
+                "P-core"
+            } else {
+                "E-core"
+            },
+            this.pmu,
+            this.key,
+            other.key
+        )?;
+        vec![this]
+    } else {
+        writeln!(
+            notes,
+            "tma: note: {file} holds both core types of a hybrid part: one tree for the P-cores \
+             (cpu_core events, {} table) and one for the E-cores (cpu_atom events, {} table)",
+            p.key, e.key
+        )?;
+        vec![p, e]
+    };
     let mut outcome = None;
-    for core in [p, e].map(|m| CoreType {
+    for core in cores.into_iter().map(|m| CoreType {
         pmu: m.pmu,
         model: m,
     }) {

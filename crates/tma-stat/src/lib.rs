@@ -180,6 +180,10 @@ pub struct StatConfig {
     pub host: Host,
     /// The command line a `--record` snapshot stores.
     pub command_line: Vec<String>,
+    /// A recording of both core types of a hybrid part gives one tree: the core type of the
+    /// chosen table (`--cpu adl`: the P-cores, `adl-e`: the E-cores), not one per core type.
+    /// [`evaluate`] sets it: diff and report compare one tree.
+    pub one_tree: bool,
 }
 
 impl Default for StatConfig {
@@ -197,6 +201,7 @@ impl Default for StatConfig {
             render: RenderOptions::default(),
             host: Host::system(),
             command_line: Vec::new(),
+            one_tree: false,
         }
     }
 }
@@ -328,6 +333,10 @@ pub fn evaluate(cfg: &StatConfig, notes: &mut dyn Write) -> Result<Evaluated, St
         ));
     }
     let mut collect = Collect::default();
+    let cfg = &StatConfig {
+        one_tree: true,
+        ..cfg.clone()
+    };
     run(cfg, &mut collect, notes)?;
     let (run, repeats) = collect.into_run()?;
     let samples = if repeats {

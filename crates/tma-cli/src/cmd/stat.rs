@@ -241,6 +241,7 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<StatConfig> {
         },
         host: root.host(),
         command_line: std::env::args().collect(),
+        one_tree: false,
     })
 }
 

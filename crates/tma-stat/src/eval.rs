@@ -230,22 +230,17 @@ impl<'a> IntervalValues<'a> {
         IntervalValues { iv, grouped }
     }
 
-    fn aggregated(&self, id: &'a str) -> impl Iterator<Item = &'a tma_perf::Reading> + 'a {
-        self.iv
-            .readings
+    /// The aggregated copies of `id` (one, or one per group perf counted it in).
+    fn aggregated<'s>(&'s self, id: &'s str) -> impl Iterator<Item = &'a tma_perf::Reading> + 's {
+        let iv = self.iv;
+        iv.readings
             .iter()
             .filter(move |r| r.cpu.is_none() && r.tid.is_none() && r.event.eq_ignore_ascii_case(id))
     }
 
     /// The copy of `id` in `set`: a group ([`GROUPS`] and up) or a block of perf's listing.
     fn copy_in(&self, id: &str, set: usize) -> Option<&'a tma_perf::Reading> {
-        let iv = self.iv;
-        iv.readings.iter().find(|r| {
-            r.cpu.is_none()
-                && r.tid.is_none()
-                && set_of(r, set) == Some(set)
-                && r.event.eq_ignore_ascii_case(id)
-        })
+        self.aggregated(id).find(|r| set_of(r, set) == Some(set))
     }
 
     /// Events of `events` counted more than once in the interval.
@@ -253,16 +248,7 @@ impl<'a> IntervalValues<'a> {
         events
             .iter()
             .copied()
-            .filter(|e| {
-                let iv = self.iv;
-                iv.readings
-                    .iter()
-                    .filter(|r| {
-                        r.cpu.is_none() && r.tid.is_none() && r.event.eq_ignore_ascii_case(e)
-                    })
-                    .nth(1)
-                    .is_some()
-            })
+            .filter(|e| self.aggregated(e).nth(1).is_some())
             .collect()
     }
 }

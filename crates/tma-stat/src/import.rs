@@ -167,11 +167,11 @@ pub(crate) fn run_hybrid(
             notes,
             "tma: note: {file} holds both core types of a hybrid part; this reads the {} \
              tree ({} events, {} table); --cpu {} gives the other",
-            if this.key == p.key {
-                "P-core"
-            } else {
-                "E-core"
-            },
+            CoreType {
+                pmu: this.pmu,
+                model: this
+            }
+            .label(),
             this.pmu,
             this.key,
             other.key

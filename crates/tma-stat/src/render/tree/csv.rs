@@ -170,10 +170,12 @@ pub(super) fn csv_node_rows(
     Ok(())
 }
 
-/// Events whose counts are times (nanoseconds here, whatever unit perf printed them in).
+/// Events whose counts are times (nanoseconds here, whatever unit perf printed them in): the
+/// software clocks, and perf's tool events.
 fn is_time_event(event: &str) -> bool {
-    matches!(
-        event.split(':').next().unwrap_or(event),
-        "task-clock" | "cpu-clock" | "duration_time" | "user_time" | "system_time"
-    )
+    use tma_perf::event::SoftwareEvent;
+    // A scope modifier (`task-clock:u`) does not change the unit.
+    let name = event.split(':').next().unwrap_or(event);
+    SoftwareEvent::parse(name).is_some_and(SoftwareEvent::is_time)
+        || matches!(name, "duration_time" | "user_time" | "system_time")
 }

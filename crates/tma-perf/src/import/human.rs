@@ -282,12 +282,11 @@ impl Text {
     }
 
     fn decimals(&self, s: &str) -> u8 {
-        let d = self.decimal.unwrap_or('.');
-        s.rfind(d).map_or(0, |i| (s.len() - i - 1).min(12) as u8)
+        digits_after(s, self.decimal.unwrap_or('.'))
     }
 
-    /// Tell the decimal point from the whole text before parsing: the shares in
-    /// parentheses and the elapsed time are never grouped in thousands.
+    /// Learn the decimal point from a line before it is parsed: the elapsed time is never
+    /// grouped in thousands (the shares in parentheses teach it too, as they are read).
     pub fn learn_from(&mut self, line: &str) {
         let t = line.trim();
         if let Some(v) = t.strip_suffix("seconds time elapsed") {
@@ -320,9 +319,13 @@ pub(super) fn split_metric_text(text: &str) -> (&str, &str) {
 
 /// Digits after the decimal point of a number written with `.`.
 pub(super) fn decimals_of(s: &str) -> u8 {
-    s.trim()
-        .rfind('.')
-        .map_or(0, |i| (s.trim().len() - i - 1).min(12) as u8)
+    digits_after(s.trim(), '.')
+}
+
+/// Digits after the decimal point `point` of a number (0 without one).
+fn digits_after(s: &str, point: char) -> u8 {
+    s.rfind(point)
+        .map_or(0, |i| (s.len() - i - 1).min(12) as u8)
 }
 
 #[cfg(test)]

@@ -11,23 +11,11 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 use tma_catalog::{Unit, Vendor};
 use tma_metrics::{
     required_events, CloseSecond, Constants, Evaluator, NodeResult, Selection, StopReason,
 };
-
-/// A runner of `cases` cases with a fixed seed (the coverage checks below must not depend on
-/// the run) and no regression files.
-fn runner(cases: u32) -> TestRunner {
-    let config = Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    };
-    TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha))
-}
 
 /// The nodes the reference marks as overlapping their siblings (written out again on
 /// purpose; pmu-tools' `overlap = True` attribute, see `tma_metrics::OVERLAP_VIEWS`).
@@ -178,7 +166,7 @@ fn evaluator_agrees_with_the_rule_on_random_counts_for_every_intel_model() {
             let events: Vec<String> = required_events(model, &sel).unwrap().into_iter().collect();
             // A third of the runs with SMT on.
             let input = (counts(events), prop::bool::weighted(1.0 / 3.0));
-            let result = runner(60).run(&input, |(values, smt)| {
+            let result = tma_testkit::proptest_runner(60).run(&input, |(values, smt)| {
                 let consts = if smt {
                     Constants {
                         smt_on: true,

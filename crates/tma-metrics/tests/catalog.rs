@@ -8,7 +8,6 @@ use std::cell::Cell;
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 use tma_catalog::{EventId, Model, Vendor};
 use tma_metrics::{
@@ -79,16 +78,6 @@ impl Draws {
 /// Draws enough for `Run::new` (at most 25) plus one per event and retire latency.
 fn draws(events: usize, retire: usize) -> impl Strategy<Value = Vec<f64>> {
     prop::collection::vec(0.0..1.0f64, 25 + events + retire)
-}
-
-/// A runner of `cases` cases with a fixed seed and no regression files.
-fn runner(cases: u32) -> TestRunner {
-    let config = Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    };
-    TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha))
 }
 
 /// Latent state of one synthetic run; every count is derived from it so the counts are
@@ -287,7 +276,7 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
         let retire = required_retire_latencies(m, &sel).unwrap();
         let first = Cell::new(true);
         let input = (draws(events.len(), retire.len()), any::<bool>());
-        let result = runner(CASES).run(&input, |(u, smt)| {
+        let result = tma_testkit::proptest_runner(CASES).run(&input, |(u, smt)| {
             let mut rng = Draws::new(u);
             let run = Run::new(m, &mut rng, smt);
             let mut vals: HashMap<String, f64> = events
@@ -406,7 +395,7 @@ fn whole_tree_of_every_model_gets_values_when_everything_is_supplied() {
         let events = required_events(m, &sel).unwrap();
         let retire = required_retire_latencies(m, &sel).unwrap();
         let input = (draws(events.len(), retire.len()), any::<bool>());
-        let result = runner(16).run(&input, |(u, smt)| {
+        let result = tma_testkit::proptest_runner(16).run(&input, |(u, smt)| {
             let mut rng = Draws::new(u);
             let run = Run::new(m, &mut rng, smt);
             let mut vals: HashMap<String, f64> = events

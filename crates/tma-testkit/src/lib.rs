@@ -163,6 +163,18 @@ pub fn round_trip<T: serde::Serialize + serde::de::DeserializeOwned>(
     doc
 }
 
+/// A proptest runner of `cases` cases with a fixed seed (what a test checks must not
+/// depend on the run) and no regression files.
+pub fn proptest_runner(cases: u32) -> proptest::test_runner::TestRunner {
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

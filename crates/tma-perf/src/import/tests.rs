@@ -684,3 +684,36 @@ fn perf_stat_m_groups_are_told_apart() {
     let rec = parse(b"10,,a,100,50.00,,\n20,,b,90,45.00,,\n").unwrap();
     assert!(rec.intervals[0].readings.iter().all(|r| r.group.is_none()));
 }
+
+/// Hostile input in each of perf's forms: lines built from perf's own pieces (counts with
+/// either separator, units, events, `#` metrics, shares, prose) and arbitrary text. Parsing
+/// never panics; it gives a recording or an error.
+#[test]
+fn any_text_reads_or_is_refused_never_panics() {
+    use proptest::prelude::*;
+    let piece = prop_oneof![
+        Just("Performance counter stats for 'x':".to_string()),
+        Just("#           time             counts unit events".to_string()),
+        "[0-9]{1,4}([.,][0-9]{1,4}){0,3}",
+        Just("<not counted>".to_string()),
+        Just("msec".to_string()),
+        Just("cpu/event=0x1a0,umask=0x1,cmask=0x6/u".to_string()),
+        Just("TOPDOWN.SLOTS:u".to_string()),
+        Just("#".to_string()),
+        Just("%  tma_retiring".to_string()),
+        "\\([0-9]{1,3}[.,][0-9]{2}%\\)",
+        Just("( +-  1.2% )".to_string()),
+        Just("seconds time elapsed".to_string()),
+        Just(",".to_string()),
+        Just("{\"counter-value\" : \"1\"".to_string()),
+        "[ -~]{0,12}",
+    ];
+    let line = prop::collection::vec(piece, 0..8).prop_map(|p| p.join(" "));
+    let text = prop::collection::vec(line, 1..12).prop_map(|l| l.join("\n"));
+    let result = tma_testkit::proptest_runner(400).run(&text, |t| {
+        let _ = parse(t.as_bytes());
+        let _ = detect(t.as_bytes());
+        Ok(())
+    });
+    assert!(result.is_ok(), "{result:?}");
+}

@@ -550,6 +550,10 @@ fn open_groups(
             if failed.iter().any(|(f, _)| *f == gi) {
                 continue;
             }
+            // A core type's PMU counts only on its own CPUs (the kernel refuses the others).
+            if !pmu_covers(pmus, &g.pmu, cpu) {
+                continue;
+            }
             let refs: Vec<&EventSpec> = g.events.iter().collect();
             check_group(&refs)?;
             let mut leader: Option<OwnedFd> = None;
@@ -606,6 +610,60 @@ fn open_groups(
         }
     }
     Ok((out, failed))
+}
+
+/// Whether a group of `pmu` can be opened on `cpu` (-1: any CPU, per-task counting): always,
+/// unless the PMU is one core type of a hybrid part whose `cpus` file leaves `cpu` out.
+fn pmu_covers(pmus: &Pmus, pmu: &str, cpu: i32) -> bool {
+    let Ok(cpu) = u32::try_from(cpu) else {
+        return true;
+    };
+    match pmus.get(pmu) {
+        Some(p) if p.is_core_type() => p.cpu_list().contains(&cpu),
+        _ => true,
+    }
+}
+
+/// The readings of a run on every core type of a hybrid part, with each core type's
+/// enabled time cut to the time the task spent on that type.
+///
+/// A per-task counter of one core type (`cpu_atom/…/`) is enabled whenever the task runs,
+/// but counts only while it runs on a CPU of that type: running < enabled although nothing
+/// was multiplexed. Scaled as perf scales it, every count of the type would be blown up to
+/// "as if the task had run there all the time" and the counted share would read as if most
+/// of it were missed. Here, at each task attach point, the time on type T is taken as the
+/// longest running time of T's groups there (exact when T's events fit its counters at
+/// once; a lower bound when T multiplexes), and T's groups get that as their enabled time:
+/// counts are then what T counted, and the counted share says what multiplexing missed.
+/// Per-CPU readings (`-a`, `-C`, cgroups) are left alone: there each CPU is one type.
+pub fn on_core_type_time(plan: &Plan, raw: &RawInterval, core_pmus: &[&str]) -> RawInterval {
+    let mut out = raw.clone();
+    let pmu_of = |g: &GroupReading| plan.groups.get(g.group).map(|x| x.pmu.as_str());
+    let key = |g: &GroupReading| (g.tid, g.cgroup);
+    let mut points: Vec<(Option<u32>, Option<u32>)> = Vec::new();
+    for g in raw.groups.iter().filter(|g| g.cpu.is_none()) {
+        if !points.contains(&key(g)) {
+            points.push(key(g));
+        }
+    }
+    for point in points {
+        for &pmu in core_pmus {
+            let mine = |g: &&mut GroupReading| {
+                g.cpu.is_none() && key(g) == point && pmu_of(g) == Some(pmu)
+            };
+            let on_type = out
+                .groups
+                .iter_mut()
+                .filter(mine)
+                .map(|g| g.time_running_ns.min(g.time_enabled_ns))
+                .max();
+            let Some(on_type) = on_type else { continue };
+            for g in out.groups.iter_mut().filter(mine) {
+                g.time_enabled_ns = on_type;
+            }
+        }
+    }
+    out
 }
 
 fn read_deltas(
@@ -1475,6 +1533,33 @@ pub struct Synthetic {
     /// How each run ends.
     #[serde(default = "default_ending")]
     pub ending: Ending,
+    /// Threads of a `-t`/`-p` target, each with its part of every core type's counts: one
+    /// reading per thread instead of one for the whole target (per-thread trees, threads
+    /// that move between core types).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<SyntheticThread>,
+}
+
+/// One thread of a [`Synthetic`] run: for each PMU (`cpu_core`, `cpu_atom`, `software`...),
+/// the share of that PMU's counts this thread takes in each interval (the last entry
+/// repeats). A thread that runs on the P-cores, then moves to the E-cores has
+/// `cpu_core: [1, 0]`, `cpu_atom: [0, 1]`. A PMU it does not name is split evenly over the
+/// threads. Its per-task counters of a core type count only while it is on that type:
+/// enabled all the time, running for its share of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SyntheticThread {
+    pub tid: u32,
+    pub share: std::collections::BTreeMap<String, Vec<f64>>,
+}
+
+impl SyntheticThread {
+    fn share_of(&self, pmu: &str, interval: usize, threads: usize) -> Option<f64> {
+        let v = self.share.get(pmu)?;
+        v.get(interval)
+            .or(v.last())
+            .map(|x| x.clamp(0.0, 1.0))
+            .or(Some(1.0 / threads.max(1) as f64))
+    }
 }
 
 fn default_ending() -> Ending {
@@ -1488,16 +1573,22 @@ impl Default for Synthetic {
             running_share: Vec::new(),
             wall_ns: 0,
             ending: default_ending(),
+            threads: Vec::new(),
         }
     }
 }
 
 impl Synthetic {
-    fn chosen(&self, name: &str) -> Option<u64> {
-        self.events
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| *v)
+    /// The chosen count of `name` on `pmu`: `pmu/name` first (each core type of a hybrid
+    /// part has its own counts of events of the same name), then `name`.
+    fn chosen(&self, pmu: &str, name: &str) -> Option<u64> {
+        let find = |want: &str| {
+            self.events
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(want))
+                .map(|(_, v)| *v)
+        };
+        find(&format!("{pmu}/{name}")).or_else(|| find(name))
     }
     fn share(&self, group: usize) -> f64 {
         self.running_share
@@ -1519,15 +1610,28 @@ impl Backend for Synthetic {
     ) -> Result<Measurement, RunError> {
         // System-wide on a CPU list: the counts are split evenly over the CPUs (per-CPU
         // readings, as the live backend gives); otherwise one aggregated reading per group.
+        // On a hybrid part (core-type PMUs in the sysfs of `opts.host`), a core type's groups
+        // read on its own CPUs only, and `-a` means every online CPU.
+        let pmus = Pmus::discover(&opts.host.sys).unwrap_or_default();
+        let hybrid = !pmus.core_types().is_empty();
         let cpus: Vec<Option<u32>> = match target {
             Target::System(Some(c))
             | Target::SystemDuring {
                 cpus: Some(c),
                 command: _,
             } if !c.is_empty() => c.iter().map(|x| Some(*x)).collect(),
+            Target::System(None) | Target::SystemDuring { cpus: None, .. } if hybrid => opts
+                .host
+                .online_cpus_or_cpu0()
+                .into_iter()
+                .map(Some)
+                .collect(),
             _ => vec![None],
         };
-        let n_cpu = cpus.len() as u64;
+        let threads: &[SyntheticThread] = match target {
+            Target::Tids(_) | Target::Pids(_) => &self.threads,
+            _ => &[],
+        };
         let n_iv = match opts.interval {
             Some(i) if i.as_nanos() > 0 => (self.wall_ns as u128 / i.as_nanos()).max(1) as u64,
             _ => 1,
@@ -1562,7 +1666,41 @@ impl Backend for Synthetic {
                 let share = if hw_groups > 1 { self.share(gi) } else { 1.0 };
                 let enabled = self.wall_ns;
                 let running = (enabled as f64 * share).round() as u64;
-                for (ci, cpu) in cpus.iter().enumerate() {
+                let count = |e: &EventSpec| {
+                    self.chosen(&g.pmu, &e.name)
+                        .map_or(0, |c| (c as f64 * share).round() as u64)
+                };
+                if !threads.is_empty() {
+                    // Each thread: its part of the time on this PMU, and of its counts.
+                    let core_type = pmus.get(&g.pmu).is_some_and(|p| p.is_core_type());
+                    for t in threads {
+                        let f = t
+                            .share_of(&g.pmu, k as usize, threads.len())
+                            .unwrap_or(if core_type { 0.0 } else { 1.0 });
+                        let of = |x: u64| (part(x) as f64 * f).round() as u64;
+                        groups.push(GroupReading {
+                            group: gi,
+                            cpu: None,
+                            tid: Some(t.tid),
+                            cgroup: None,
+                            time_enabled_ns: part(enabled),
+                            time_running_ns: if core_type {
+                                of(running)
+                            } else {
+                                part(running)
+                            },
+                            values: g.events.iter().map(|e| of(count(e))).collect(),
+                        });
+                    }
+                    continue;
+                }
+                let on: Vec<Option<u32>> = cpus
+                    .iter()
+                    .copied()
+                    .filter(|c| c.is_none_or(|c| pmu_covers(&pmus, &g.pmu, c as i32)))
+                    .collect();
+                let n_cpu = on.len() as u64;
+                for (ci, cpu) in on.iter().enumerate() {
                     // Split over CPUs; the first CPU takes the rest.
                     let per_cpu = |x: u64| {
                         let base = x / n_cpu;
@@ -1582,10 +1720,7 @@ impl Backend for Synthetic {
                         values: g
                             .events
                             .iter()
-                            .map(|e| {
-                                self.chosen(&e.name)
-                                    .map_or(0, |c| part(per_cpu((c as f64 * share).round() as u64)))
-                            })
+                            .map(|e| part(per_cpu(count(e))))
                             .collect(),
                     });
                 }

@@ -137,6 +137,96 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// One plan for every core type of a hybrid part, counted in one run: each type's plan
+    /// (made with that type's own counters and constraints) in turn, its groups kept as they
+    /// are. The groups that take no PMU counter (software events, TSC) are shared: an event
+    /// a previous type's plan already counts there is not opened twice. Event names repeat
+    /// across types (each table has its own `INST_RETIRED.ANY`), so readings are taken per
+    /// type through [`Plan::core_view`].
+    pub fn for_core_types(parts: &[Plan]) -> Plan {
+        let mut out = Plan::default();
+        for part in parts {
+            for g in &part.groups {
+                let shared = g.slots.iter().all(|s| *s == Slot::NoCounter);
+                if !shared {
+                    out.groups.push(g.clone());
+                    continue;
+                }
+                let counted = |name: &str| {
+                    out.groups.iter().any(|o| {
+                        o.pmu == g.pmu
+                            && o.slots.iter().all(|s| *s == Slot::NoCounter)
+                            && o.events.iter().any(|e| e.name == name)
+                    })
+                };
+                let fresh: Vec<EventSpec> = g
+                    .events
+                    .iter()
+                    .filter(|e| !counted(&e.name))
+                    .cloned()
+                    .collect();
+                if !fresh.is_empty() {
+                    out.groups.push(Group {
+                        pmu: g.pmu.clone(),
+                        slots: vec![Slot::NoCounter; fresh.len()],
+                        events: fresh,
+                    });
+                }
+            }
+            for u in &part.unschedulable {
+                if !out.unschedulable.contains(u) {
+                    out.unschedulable.push(u.clone());
+                }
+            }
+            for a in &part.aliases {
+                if !out.aliases.contains(a) {
+                    out.aliases.push(a.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// What one core type of a [`Plan::for_core_types`] plan reads: its own groups (`pmu`)
+    /// and the shared ones (any PMU not in `core_pmus`); the other types' groups are left
+    /// empty, so group indexes stay those of the whole plan and its raw readings.
+    pub fn core_view(&self, pmu: &str, core_pmus: &[&str]) -> Plan {
+        Plan {
+            groups: self
+                .groups
+                .iter()
+                .map(|g| {
+                    if g.pmu == pmu || !core_pmus.contains(&g.pmu.as_str()) {
+                        g.clone()
+                    } else {
+                        Group {
+                            pmu: g.pmu.clone(),
+                            events: Vec::new(),
+                            slots: Vec::new(),
+                        }
+                    }
+                })
+                .collect(),
+            unschedulable: self.unschedulable.clone(),
+            aliases: self.aliases.clone(),
+        }
+    }
+
+    /// The core PMUs of the hardware groups, in order of first appearance (`cpu`, or
+    /// `cpu_core`, `cpu_atom`, ... for a plan of every core type). Uncore and other PMUs
+    /// count too: the caller knows which PMUs are core types.
+    pub fn counter_pmus(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = Vec::new();
+        for g in &self.groups {
+            if g.slots.iter().any(|s| *s != Slot::NoCounter) && !v.contains(&g.pmu.as_str()) {
+                v.push(&g.pmu);
+            }
+        }
+        v
+    }
+}
+
 impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let hw = self.hardware_groups();
@@ -694,6 +784,45 @@ mod tests {
         assert_eq!(p.hardware_groups(), 0);
         assert!(p.to_string().contains("task-clock"));
         assert_eq!(plan(&[], &|_| SPR), Err(PlanError::Empty));
+    }
+
+    #[test]
+    fn core_type_plans_are_joined_and_viewed_per_type() {
+        let on = |pmu: &str, names: &[&str]| -> Vec<EventSpec> {
+            names
+                .iter()
+                .map(|n| EventSpec {
+                    counter_mask: 0xff,
+                    ..EventSpec::raw(*n, pmu, 1)
+                })
+                .collect()
+        };
+        let lim = |_: &str| Limits {
+            gp: 2,
+            fixed: 3,
+            nmi_watchdog: false,
+        };
+        let sw = crate::backend::software_events();
+        let core = plan(&[on("cpu_core", &["A", "B", "C"]), sw.clone()], &lim).unwrap();
+        let atom = plan(&[on("cpu_atom", &["A", "D"]), sw.clone()], &lim).unwrap();
+        let lp = plan(&[on("cpu_lowpower", &["A"]), sw], &lim).unwrap();
+        let all = Plan::for_core_types(&[core.clone(), atom, lp]);
+        // Each type's groups, then one software group (not three).
+        let pmus: Vec<&str> = all.groups.iter().map(|g| g.pmu.as_str()).collect();
+        assert_eq!(
+            pmus,
+            ["software", "cpu_core", "cpu_core", "cpu_atom", "cpu_lowpower"]
+        );
+        assert_eq!(all.counter_pmus(), ["cpu_core", "cpu_atom", "cpu_lowpower"]);
+        let types = ["cpu_core", "cpu_atom", "cpu_lowpower"];
+        let v = all.core_view("cpu_atom", &types);
+        assert_eq!(v.groups.len(), all.groups.len());
+        let names: Vec<&str> = v.events().map(|e| e.name.as_str()).collect();
+        assert_eq!(&names[names.len() - 2..], ["A", "D"]);
+        assert!(names.contains(&"task-clock"));
+        assert_eq!(v.events().filter(|e| e.name == "A").count(), 1);
+        // A uniform plan is its own view.
+        assert_eq!(core.core_view("cpu_core", &["cpu_core"]), core);
     }
 
     #[test]

@@ -144,6 +144,22 @@ pub struct Pmu {
 }
 
 impl Pmu {
+    /// Is this PMU one core type of a hybrid part: a `cpus` file (the CPUs of that type) and
+    /// a core-event format (`format/event`)? `cpu_core` and `cpu_atom` are, and so is any
+    /// further type a newer part adds (`cpu_lowpower`); uncore PMUs have a `cpumask` file
+    /// instead, and a uniform part's `cpu` PMU has no `cpus` file.
+    pub fn is_core_type(&self) -> bool {
+        self.cpus.is_some() && self.formats.contains_key("event")
+    }
+
+    /// The CPUs of the `cpus` file (empty when there is none or it does not parse).
+    pub fn cpu_list(&self) -> Vec<u32> {
+        self.cpus
+            .as_deref()
+            .and_then(|c| crate::host::parse_cpu_list(c.as_bytes()).ok())
+            .unwrap_or_default()
+    }
+
     /// `caps/max_precise` (0 when absent).
     pub fn max_precise(&self) -> u32 {
         self.caps
@@ -295,14 +311,38 @@ impl Pmus {
         self.pmus.iter().find(|p| p.name == name)
     }
 
-    /// The core-event PMUs present (`cpu`, or `cpu_core` + `cpu_atom` on hybrid parts).
+    /// The core-event PMUs present (`cpu`, or `cpu_core` + `cpu_atom` on hybrid parts, and
+    /// any further core type, see [`Pmus::core_types`]).
     pub fn core_pmus(&self) -> Vec<&Pmu> {
-        CORE_PMU_NAMES.iter().filter_map(|n| self.get(n)).collect()
+        let mut v: Vec<&Pmu> = CORE_PMU_NAMES.iter().filter_map(|n| self.get(n)).collect();
+        for p in self.core_types() {
+            if !v.iter().any(|q| q.name == p.name) {
+                v.push(p);
+            }
+        }
+        v
     }
 
-    /// Hybrid part: more than one core PMU.
+    /// The core types of a hybrid part, one PMU each ([`Pmu::is_core_type`]): N of them, not
+    /// two. `cpu_core` first, then `cpu_atom`, then any others by name. Empty on a uniform
+    /// part (its `cpu` PMU has no `cpus` file).
+    pub fn core_types(&self) -> Vec<&Pmu> {
+        let rank = |p: &Pmu| {
+            CORE_PMU_NAMES
+                .iter()
+                .position(|n| *n == p.name)
+                .unwrap_or(CORE_PMU_NAMES.len())
+        };
+        let mut v: Vec<&Pmu> = self.pmus.iter().filter(|p| p.is_core_type()).collect();
+        v.sort_by(|a, b| rank(a).cmp(&rank(b)).then(a.name.cmp(&b.name)));
+        v
+    }
+
+    /// Hybrid part: a `cpu_core` or `cpu_atom` PMU, or more than one core type.
     pub fn is_hybrid(&self) -> bool {
-        self.get("cpu_core").is_some() || self.get("cpu_atom").is_some()
+        self.get("cpu_core").is_some()
+            || self.get("cpu_atom").is_some()
+            || self.core_types().len() > 1
     }
 
     /// Is there a hardware core PMU at all?
@@ -467,6 +507,31 @@ mod tests {
             atom.encode_alias("topdown-bad-spec").unwrap().config,
             0x0673
         );
+    }
+
+    fn hybrid_fixture(name: &str) -> PathBuf {
+        tma_testkit::fixture("hybrid").join(name).join("sys")
+    }
+
+    #[test]
+    fn core_types_are_found_by_their_cpus_file_two_and_three() {
+        let two = Pmus::discover(&hybrid_fixture("two-types")).unwrap();
+        let names: Vec<_> = two.core_types().iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["cpu_core", "cpu_atom"]);
+        assert_eq!(two.core_types()[1].cpu_list(), [2, 3]);
+        let three = Pmus::discover(&hybrid_fixture("three-types")).unwrap();
+        let names: Vec<_> = three.core_types().iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["cpu_core", "cpu_atom", "cpu_lowpower"]);
+        let lp = three.get("cpu_lowpower").unwrap();
+        assert_eq!((lp.type_, lp.cpu_list()), (12, vec![4, 5]));
+        assert!(three.is_hybrid() && three.has_core_pmu());
+        assert_eq!(three.core_pmus().len(), 3);
+        // An uncore PMU (a `cpumask` file, no `cpus`) is no core type.
+        assert!(three.get("uncore_imc_0").is_some_and(|p| !p.is_core_type()));
+        // A uniform part: `cpu` without a `cpus` file, no core types.
+        let spr = Pmus::discover(&fixture("spr")).unwrap();
+        assert!(spr.core_types().is_empty());
+        assert!(!spr.is_hybrid());
     }
 
     #[test]

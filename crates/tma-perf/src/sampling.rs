@@ -24,11 +24,13 @@
 //! The launched command is held back between fork and exec until the events exist; see
 //! [`spawn_held`].
 
+pub mod group;
+
 use std::io;
 use std::time::{Duration, Instant};
 
 use perf_event::events::{Raw, Software};
-use perf_event::{Builder, SampleFlag, SampleSkid, Sampler};
+use perf_event::{Builder, Counter, SampleFlag, SampleSkid, Sampler};
 
 use tma_sys::advice::{self, Op};
 
@@ -146,6 +148,11 @@ pub struct SamplingConfig {
     pub mmap_pages: usize,
     /// The `/sys` and `/proc` roots, injectable for tests.
     pub host: Host,
+    /// Read these events with every sample (`PERF_SAMPLE_READ` with `PERF_FORMAT_GROUP`;
+    /// see [`group`]). A launched command's children are followed only where the kernel
+    /// takes `inherit` with sample-read (Linux 6.12); elsewhere the command's first thread
+    /// alone is sampled and [`SessionSummary::inherit_refused`] says so.
+    pub group: Option<group::GroupSpec>,
 }
 
 impl SamplingConfig {
@@ -160,6 +167,7 @@ impl SamplingConfig {
             include_kernel: false,
             mmap_pages: 128,
             host: Host::system(),
+            group: None,
         }
     }
 }
@@ -208,6 +216,10 @@ pub struct SessionSummary {
     /// System-wide sampling was asked to include the kernel, but perf_event_paranoid (this
     /// text) refused it: only user code was sampled.
     pub kernel_refused: Option<String>,
+    /// Group sampling of a launched command: the kernel refused `inherit` with
+    /// `PERF_SAMPLE_READ` (before Linux 6.12), so only the command's first thread was
+    /// sampled, not the threads and processes it started.
+    pub inherit_refused: bool,
 }
 
 /// Check a sampling frequency against the kernel's limit (`max_rate_text` is the content of
@@ -357,6 +369,8 @@ fn open_hint(err: &io::Error, cfg: &SamplingConfig, tid: i32) -> String {
 pub struct Session {
     cfg: SamplingConfig,
     samplers: Vec<Sampler>,
+    /// The counting leaders and members of sampled groups: open as long as the samplers.
+    group_counters: Vec<Counter>,
     attr: Vec<u8>,
     child: Option<HeldChild>,
     /// The launched command's name, for messages.
@@ -386,6 +400,7 @@ impl Session {
         let open_one = |tid: i32, cpu: Option<usize>, inherit: bool, enable_on_exec: bool| {
             open_sampler(&cfg, tid, cpu, inherit, enable_on_exec)
         };
+        let mut group_counters = Vec::new();
         match target {
             Target::Launch(argv) => {
                 // The kernel refuses to mmap an inherited per-task event on "any CPU", so
@@ -395,11 +410,28 @@ impl Session {
                 let pid = child.pid();
                 let mut samplers = Vec::new();
                 let mut attr = Vec::new();
-                for cpu in cpus {
-                    match open_one(pid, Some(cpu as usize), true, true) {
-                        Ok((s, a)) => {
+                let mut inherit = true;
+                let mut i = 0;
+                while i < cpus.len() {
+                    match open_one(pid, Some(cpus[i] as usize), inherit, true) {
+                        Ok((s, a, c)) => {
                             samplers.push(s);
+                            group_counters.extend(c);
                             attr = a;
+                            i += 1;
+                        }
+                        // Sample-read with inherit needs Linux 6.12: follow the command's
+                        // first thread alone, and say so.
+                        Err(SamplingError::Open { err, .. })
+                            if inherit
+                                && cfg.group.is_some()
+                                && err.raw_os_error() == Some(libc::EINVAL) =>
+                        {
+                            inherit = false;
+                            summary.inherit_refused = true;
+                            samplers.clear();
+                            group_counters.clear();
+                            i = 0;
                         }
                         Err(e) => {
                             child.abort();
@@ -410,6 +442,7 @@ impl Session {
                 Ok(Session {
                     cfg,
                     samplers,
+                    group_counters,
                     attr,
                     child: Some(child),
                     program: argv[0].clone(),
@@ -424,8 +457,9 @@ impl Session {
                 let mut attr = Vec::new();
                 for tid in tids {
                     match open_one(tid, None, false, false) {
-                        Ok((s, a)) => {
+                        Ok((s, a, c)) => {
                             samplers.push(s);
+                            group_counters.extend(c);
                             attr = a;
                         }
                         Err(SamplingError::Open { err, .. })
@@ -442,6 +476,7 @@ impl Session {
                 Ok(Session {
                     cfg,
                     samplers,
+                    group_counters,
                     attr,
                     child: None,
                     program: String::new(),
@@ -452,7 +487,7 @@ impl Session {
             Target::System { cpus } => {
                 let cpus = system_cpus(&cfg.host, cpus.as_deref())?;
                 let mut cfg = cfg;
-                let (samplers, attr) = match open_per_cpu(&cfg, &cpus) {
+                let (samplers, attr, group_counters) = match open_per_cpu(&cfg, &cpus) {
                     Err(SamplingError::Open { err, .. })
                         if cfg.include_kernel && is_permission(&err) =>
                     {
@@ -467,6 +502,7 @@ impl Session {
                 Ok(Session {
                     cfg,
                     samplers,
+                    group_counters,
                     attr,
                     child: None,
                     program: String::new(),
@@ -564,6 +600,9 @@ impl Session {
                     }
                 }
                 // Stop the events, then drain what is left.
+                for c in self.group_counters.iter_mut() {
+                    let _ = c.disable();
+                }
                 for s in self.samplers.iter_mut() {
                     let _ = s.as_counter_mut().disable();
                     while let Some(rec) = s.next_record() {
@@ -601,54 +640,109 @@ fn page_size() -> usize {
 }
 
 /// Open one sampling event with its ring buffer: task `tid` (-1: every task, with a CPU).
+/// With [`SamplingConfig::group`], the group's counting leader and members are opened
+/// around it and returned (they must stay open as long as the sampler).
 fn open_sampler(
     cfg: &SamplingConfig,
     tid: i32,
     cpu: Option<usize>,
     inherit: bool,
     enable_on_exec: bool,
-) -> Result<(Sampler, Vec<u8>), SamplingError> {
-    let mut b = builder_for(cfg);
-    match cpu {
-        Some(c) => b.one_cpu(c),
-        None => b.any_cpu(),
+) -> Result<(Sampler, Vec<u8>, Vec<Counter>), SamplingError> {
+    let target = |b: &mut Builder<'_>| {
+        match cpu {
+            Some(c) => b.one_cpu(c),
+            None => b.any_cpu(),
+        };
+        if tid < 0 {
+            b.any_pid();
+        } else {
+            b.observe_pid(tid);
+        }
+        b.inherit(inherit);
     };
-    if tid < 0 {
-        b.any_pid();
-    } else {
-        b.observe_pid(tid);
-    }
-    b.inherit(inherit)
-        .enable_on_exec(enable_on_exec)
-        .enabled(!enable_on_exec);
-    let attr = attr_bytes(&b, cfg);
-    let counter = b.build().map_err(|source| SamplingError::Open {
-        event: cfg.event.name().to_string(),
+    let open_err = |name: &str, source: io::Error| SamplingError::Open {
+        event: name.to_string(),
         hint: open_hint(&source, cfg, tid),
         err: source,
-    })?;
+    };
+    let mut b = builder_for(cfg);
+    target(&mut b);
+    let mut extra = Vec::new();
+    let counter = match &cfg.group {
+        None => {
+            b.enable_on_exec(enable_on_exec).enabled(!enable_on_exec);
+            b.build().map_err(|e| open_err(cfg.event.name(), e))?
+        }
+        Some(g) => {
+            b.attrs_mut().sample_type |= group::SAMPLE_READ;
+            b.attrs_mut().read_format = group::GROUP_READ_FORMAT;
+            let member = |ev: &group::GroupEvent, lead: bool| {
+                let mut m = Builder::new(Raw::new(ev.config).config1(ev.config1));
+                m.attrs_mut().type_ = ev.type_;
+                m.attrs_mut().read_format = group::GROUP_READ_FORMAT;
+                target(&mut m);
+                m.exclude_kernel(!cfg.include_kernel).exclude_hv(true);
+                if lead {
+                    m.enable_on_exec(enable_on_exec).enabled(!enable_on_exec);
+                } else {
+                    // Members count whenever their leader does.
+                    m.enabled(true);
+                }
+                m
+            };
+            let mut leader = match &g.leader {
+                Some(l) => Some(member(l, true).build().map_err(|e| open_err(&l.name, e))?),
+                None => None,
+            };
+            let mut sampler = match leader.as_mut() {
+                Some(l) => {
+                    b.enabled(true);
+                    b.build_with_group(l)
+                        .map_err(|e| open_err(cfg.event.name(), e))?
+                }
+                None => {
+                    b.enable_on_exec(enable_on_exec).enabled(!enable_on_exec);
+                    b.build().map_err(|e| open_err(cfg.event.name(), e))?
+                }
+            };
+            for ev in &g.members {
+                let c = match leader.as_mut() {
+                    Some(l) => member(ev, false).build_with_group(l),
+                    None => member(ev, false).build_with_group(&mut sampler),
+                }
+                .map_err(|e| open_err(&ev.name, e))?;
+                extra.push(c);
+            }
+            extra.extend(leader);
+            sampler
+        }
+    };
+    let attr = attr_bytes(&b, cfg);
     let sampler = counter
         .sampled(cfg.mmap_pages.max(1) * page_size())
         .map_err(|source| SamplingError::Mmap {
             event: cfg.event.name().to_string(),
             err: source,
         })?;
-    Ok((sampler, attr))
+    Ok((sampler, attr, extra))
 }
 
 /// One every-task event per CPU.
 fn open_per_cpu(
     cfg: &SamplingConfig,
     cpus: &[u32],
-) -> Result<(Vec<Sampler>, Vec<u8>), SamplingError> {
+) -> Result<(Vec<Sampler>, Vec<u8>, Vec<Counter>), SamplingError> {
     let mut samplers = Vec::with_capacity(cpus.len());
     let mut attr = Vec::new();
+    let mut counters = Vec::new();
     for &cpu in cpus {
-        let (s, a) = open_sampler(cfg, -1, Some(cpu as usize), false, false)?;
+        let (s, a, c) = open_sampler(cfg, -1, Some(cpu as usize), false, false)?;
         samplers.push(s);
+        counters.extend(c);
         attr = a;
     }
-    Ok((samplers, attr))
+    Ok((samplers, attr, counters))
 }
 
 fn is_permission(err: &io::Error) -> bool {

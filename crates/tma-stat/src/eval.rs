@@ -150,6 +150,19 @@ pub struct IntervalReport {
     pub all_zero: bool,
     /// The values perf printed for nodes of the tree, beside tma's (imported recordings).
     pub perf: Vec<crate::crosscheck::PerfCheck>,
+    /// In the merged view of a hybrid part's core types: the nodes that exist on some
+    /// core types only, with those types (`P-core`), by node name.
+    pub only_on: Vec<(&'static str, String)>,
+}
+
+impl IntervalReport {
+    /// `P-core only` for a node of the merged view that exists on some core types only.
+    pub fn only_on_text(&self, node: &str) -> Option<String> {
+        self.only_on
+            .iter()
+            .find(|(n, _)| *n == node)
+            .map(|(_, t)| format!("{t} only"))
+    }
 }
 
 /// What is known about a run before its first interval: the renderers' header.
@@ -170,7 +183,9 @@ pub struct RunInfo {
     /// For imported data whose every event carries one scope modifier: its letters
     /// (`u`: user space only). `None`: all of the work.
     pub scope: Option<String>,
-    /// For one core type's tree of a hybrid recording: `P-core` or `E-core`.
+    /// For one core type's tree of a hybrid part (recorded or counted live): `P-core`,
+    /// `E-core`, the PMU name of a further type (`cpu_lowpower`), or `merged` for the view
+    /// of every type weighted by cycles.
     pub core_type: Option<&'static str>,
 }
 
@@ -527,5 +542,6 @@ fn interval_report(iv: &Interval, report: Report) -> IntervalReport {
         all_zero: any && all_zero,
         zero_events,
         perf: Vec::new(),
+        only_on: Vec::new(),
     }
 }

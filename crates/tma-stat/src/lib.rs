@@ -151,6 +151,9 @@ pub struct LiveOptions {
     pub backend: BackendChoice,
     /// Where the launched command's stdout goes (`Null` for a silent preliminary pass).
     pub command_stdout: tma_perf::process::CommandStdout,
+    /// `--cputype TYPE`: on a hybrid part, count this core type only (`core`, `atom`, a
+    /// PMU name); else every core type in one run.
+    pub cputype: Option<String>,
 }
 
 /// Everything `tma stat` needs; no clap, no environment.
@@ -453,6 +456,7 @@ impl LiveOptions {
             (a.drilldown, "--drilldown"),
             (a.duration_s.is_some(), "--duration"),
             (!a.events.is_empty(), "-e"),
+            (a.cputype.is_some(), "--cputype"),
         ] {
             if set {
                 set_flags.push(name);

@@ -126,6 +126,11 @@ pub struct Args {
     /// Also count these events (vendor names or perf specs).
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     pub events: Vec<String>,
+    /// On a hybrid part, count this core type only: core, atom (or a PMU name such as
+    /// cpu_lowpower). Without it every core type is counted in one run: a tree per type and
+    /// a merged view weighted by cycles.
+    #[arg(long, value_name = "TYPE")]
+    pub cputype: Option<String>,
     /// Count with the synthetic backend read from FILE (JSON: chosen true counts and
     /// multiplexing shares) instead of perf_event_open: the hardware paths without a PMU
     /// (tests).
@@ -192,6 +197,7 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<StatConfig> {
         duration_s: a.duration,
         events: a.events.clone(),
         backend,
+        cputype: a.cputype.clone(),
         ..LiveOptions::default()
     };
     let input = match (&a.import, a.example) {

@@ -10,12 +10,14 @@
 //! keep the intervals, because their results need all of them.
 
 mod breakdown;
+pub(crate) mod hybrid;
 mod measure;
 mod software;
 mod steps;
 mod target;
 
 use breakdown::*;
+use hybrid::*;
 use measure::*;
 use software::*;
 use steps::*;
@@ -68,6 +70,8 @@ struct Session<'a> {
     topology: Topology,
     /// CPU -> core label, for --per-core.
     cpu_cores: Vec<(u32, String)>,
+    /// `--cputype`: the one core type of a hybrid part counted (its trees are marked).
+    core_type: Option<&'static str>,
     /// Where every step goes (taken while a step is counted).
     sink: Option<&'a mut dyn IntervalSink>,
 }
@@ -151,6 +155,7 @@ pub(crate) fn run_live(
         model_key: None,
         topology: Topology::discover(&cfg.host),
         cpu_cores: Vec::new(),
+        core_type: None,
         sink: Some(sink),
     };
     if live.per_core {
@@ -175,7 +180,7 @@ pub(crate) fn run_live(
         let (model, source) = crate::model::select_model(cfg.cpu.as_deref(), None, &cfg.host)?;
         s.cpu_source = source.describe().to_string();
         s.model_key = Some(model.key.to_string());
-        match hardware(&mut s, model, &extra, notes) {
+        match core_types_then_hardware(&mut s, live, model, &pmus, &extra, notes) {
             Ok(outcome) => {
                 write_record(&s, live)?;
                 return Ok(outcome);
@@ -281,6 +286,7 @@ fn replay_session(
         model_key: snap.cpu.catalog_key.clone(),
         topology: snap.topology,
         cpu_cores: snap.cpu_cores.clone(),
+        core_type: None,
         sink: Some(sink),
     };
     if !snap.hardware {
@@ -294,7 +300,56 @@ fn replay_session(
         .ok_or_else(|| usage("the snapshot names no CPU model; pass --cpu NAME"))?;
     let model = tma_catalog::by_name(key)?;
     let extra: Vec<EventSpec> = Vec::new();
+    // A run of every core type of a hybrid part: its plan names them.
+    let types = match &s.source {
+        Source::Replay { plans, .. } => plans
+            .first()
+            .map(recorded_core_types)
+            .unwrap_or_default(),
+        Source::Live(_) => Vec::new(),
+    };
+    if !types.is_empty() {
+        let types: Vec<&str> = types.iter().map(String::as_str).collect();
+        let tables = core_tables(model, &types)?;
+        return hybrid(&mut s, &tables, &extra, notes);
+    }
     hardware(&mut s, model, &extra, notes)
+}
+
+/// A live run on a hybrid part: every core type in one run, or the one `--cputype` names;
+/// elsewhere the one tree of the model.
+fn core_types_then_hardware(
+    s: &mut Session,
+    live: &LiveOptions,
+    model: &'static Model,
+    pmus: &Pmus,
+    extra: &[EventSpec],
+    notes: &mut dyn Write,
+) -> Result<Outcome, StatError> {
+    let types: Vec<&str> = pmus.core_types().iter().map(|p| p.name.as_str()).collect();
+    if types.len() < 2 {
+        if let Some(t) = &live.cputype {
+            return Err(usage(format!(
+                "--cputype {t}: this machine has one core type (no hybrid PMUs with a `cpus` \
+                 file in {}/bus/event_source/devices)",
+                s.cfg.host.sys.display()
+            )));
+        }
+        return hardware(s, model, extra, notes);
+    }
+    let mut tables = core_tables(model, &types)?;
+    if let Some(want) = &live.cputype {
+        let pmu = pick_core_type(&types, want)?;
+        tables.retain(|t| t.pmu == pmu);
+        if let [t] = tables.as_slice() {
+            if !t.borrowed {
+                s.core_type = Some(t.label);
+                s.model_key = Some(t.model.key.to_string());
+                return hardware(s, t.model, extra, notes);
+            }
+        }
+    }
+    hybrid(s, &tables, extra, notes)
 }
 
 /// What the backend needs to know about a live run beyond the plan and the target.

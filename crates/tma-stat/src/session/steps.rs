@@ -60,7 +60,7 @@ pub(super) fn hardware(
             command: s.command(),
             event_map: Vec::new(),
             scope: None,
-            core_type: None,
+            core_type: s.core_type,
         };
         let (runs, b) = count_step(s, &plan, &info, step, notes)?;
         bottleneck = b;

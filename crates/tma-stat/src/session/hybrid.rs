@@ -1,0 +1,602 @@
+//! Hybrid parts: every core type counted in one run. Each core type (a PMU with a `cpus`
+//! file: `cpu_core`, `cpu_atom`, and any further type, see [`Pmus::core_types`]) is read with
+//! its own table (`adl` and `adl-e`, `mtl` and `mtl-e`), planned with its own counters and
+//! constraints, and its plan joined to the others' ([`Plan::for_core_types`]), so a command,
+//! a pid or the whole system is counted once on every type. Out come a tree per core type
+//! (marked with its type), each type's (and with `--per-thread` each thread's) share of the
+//! cycles, and a merged view: the types' trees weighted by their cycles, a node that exists
+//! on some types only marked as such. `--cputype TYPE` counts one type only.
+
+use std::sync::{Mutex, OnceLock};
+
+use tma_catalog::CoreKind;
+use tma_metrics::{decide, TreeNode};
+use tma_metrics::NodeResult;
+
+use super::*;
+use crate::eval::IntervalReport;
+
+/// One core type of the machine and the table it is read with.
+#[derive(Debug, Clone)]
+pub(crate) struct CoreTable {
+    /// Its PMU: `cpu_core`, `cpu_atom`, `cpu_lowpower`...
+    pub pmu: String,
+    /// How trees and notes name it: `P-core`, `E-core`, else the PMU name.
+    pub label: &'static str,
+    pub model: &'static Model,
+    /// No table of its own: read with the E-core table of the part (its events retargeted
+    /// to this PMU).
+    pub borrowed: bool,
+}
+
+/// How a core type is named: `P-core` (`cpu_core`), `E-core` (`cpu_atom`), else its PMU name
+/// (leaked once per name: a part has a handful of core types).
+pub(crate) fn core_label(pmu: &str) -> &'static str {
+    match pmu {
+        "cpu_core" => "P-core",
+        "cpu_atom" => "E-core",
+        other => {
+            static NAMES: OnceLock<Mutex<Vec<&'static str>>> = OnceLock::new();
+            let mut names = NAMES
+                .get_or_init(Default::default)
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if let Some(n) = names.iter().find(|n| **n == other) {
+                return n;
+            }
+            let n: &'static str = Box::leak(other.to_string().into_boxed_str());
+            names.push(n);
+            n
+        }
+    }
+}
+
+/// The tables of a hybrid part, P-core table first: `adl` gives `[adl, adl-e]`, and so does
+/// `adl-e`. Empty for a uniform part's table.
+fn family(model: &'static Model) -> Vec<&'static Model> {
+    let stem = model.key.strip_suffix("-e").unwrap_or(model.key);
+    [stem.to_string(), format!("{stem}-e")]
+        .iter()
+        .filter_map(|k| tma_catalog::by_name(k).ok())
+        .filter(|m| m.core_kind != CoreKind::Uniform)
+        .collect()
+}
+
+/// Each core type's table: the table of the part (`--cpu` or this machine's) whose PMU it
+/// is; a further type without a table of its own is read with the part's E-core table.
+pub(crate) fn core_tables(
+    model: &'static Model,
+    pmus: &[&str],
+) -> Result<Vec<CoreTable>, StatError> {
+    let family = family(model);
+    if family.is_empty() {
+        return Err(usage(format!(
+            "this machine has {} core types ({}), but the {} tables are for a part with one: \
+             pass --cpu with the tables of this hybrid part (adl, mtl), or --cputype TYPE",
+            pmus.len(),
+            pmus.join(", "),
+            model.key
+        )));
+    }
+    pmus.iter()
+        .map(|&pmu| {
+            let own = family.iter().find(|m| m.pmu == pmu);
+            let efficiency = family
+                .iter()
+                .find(|m| m.core_kind == CoreKind::Efficiency && pmu != "cpu_core");
+            match (own, efficiency) {
+                (Some(m), _) => Ok(CoreTable {
+                    pmu: pmu.to_string(),
+                    label: core_label(pmu),
+                    model: m,
+                    borrowed: false,
+                }),
+                (None, Some(m)) => Ok(CoreTable {
+                    pmu: pmu.to_string(),
+                    label: core_label(pmu),
+                    model: m,
+                    borrowed: true,
+                }),
+                (None, None) => Err(usage(format!(
+                    "no table for the core type {pmu} of {}: the {} tables know {}",
+                    model.name,
+                    model.key,
+                    family.iter().map(|m| m.pmu).collect::<Vec<_>>().join(", ")
+                ))),
+            }
+        })
+        .collect()
+}
+
+/// `--cputype TYPE`: the one core type it names, by PMU (`cpu_atom`), by perf's short name
+/// (`atom`, `core`) or by label (`E-core`).
+pub(crate) fn pick_core_type(types: &[&str], want: &str) -> Result<String, StatError> {
+    let w = want.to_ascii_lowercase();
+    types
+        .iter()
+        .find(|t| {
+            **t == w
+                || t.strip_prefix("cpu_") == Some(w.as_str())
+                || core_label(t).eq_ignore_ascii_case(&w)
+        })
+        .map(|t| t.to_string())
+        .ok_or_else(|| {
+            usage(format!(
+                "--cputype {want}: this machine's core types are {}",
+                types
+                    .iter()
+                    .map(|t| format!("{} ({})", t.strip_prefix("cpu_").unwrap_or(t), core_label(t)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })
+}
+
+/// The event that counts a core type's unhalted cycles (fixed counter 1): what the merged
+/// view is weighted by.
+fn cycles_event(model: &Model) -> Option<EventSpec> {
+    model.events.iter().find_map(|e| {
+        let enc = model.encode(e.name).ok()?;
+        let cycles = enc.kind == tma_catalog::EventKind::Core
+            && enc.fixed == Some(1)
+            && !enc.exclude_kernel
+            && !enc.exclude_user;
+        if cycles {
+            EventSpec::from_encoding(&enc)
+        } else {
+            None
+        }
+    })
+}
+
+/// One core type's plan: its tree's events on its own PMU, its cycles, and (for the first
+/// type) the `-e` events.
+fn type_plan(
+    t: &CoreTable,
+    request: &Request,
+    extra: &[EventSpec],
+    nmi: bool,
+) -> Result<Plan, StatError> {
+    let mut extra = extra.to_vec();
+    extra.extend(cycles_event(t.model));
+    let mut plan = counting_plan(t.model, &request.selection(), &extra, nmi)?;
+    if t.borrowed {
+        for g in plan.groups.iter_mut().filter(|g| g.pmu == t.model.pmu) {
+            g.pmu = t.pmu.clone();
+            for e in g.events.iter_mut() {
+                e.pmu = t.pmu.clone();
+            }
+        }
+    }
+    Ok(plan)
+}
+
+/// The core types of a recorded plan of every core type: its hardware groups' PMUs that are
+/// core types (`cpu_…`), when there are several.
+pub(super) fn recorded_core_types(plan: &Plan) -> Vec<String> {
+    let v: Vec<String> = plan
+        .counter_pmus()
+        .into_iter()
+        .filter(|p| p.starts_with("cpu_"))
+        .map(str::to_string)
+        .collect();
+    if v.len() > 1 {
+        v
+    } else {
+        Vec::new()
+    }
+}
+
+/// The request of one core type's tree.
+fn type_request(s: &Session, model: &'static Model) -> Result<Request, StatError> {
+    let choice = crate::eval::MetricChoice::resolve(s.cfg, model)?;
+    Ok(Request {
+        level: s.settings.level.max(choice.level),
+        nodes: s.settings.nodes.clone(),
+        topology: Some(s.topology),
+        metrics: choice.metrics,
+        bottlenecks: choice.bottlenecks,
+    })
+}
+
+/// Count every core type in one run and hand on a tree per type, then the merged view.
+pub(super) fn hybrid(
+    s: &mut Session,
+    tables: &[CoreTable],
+    extra: &[EventSpec],
+    notes: &mut dyn Write,
+) -> Result<Outcome, StatError> {
+    if s.settings.drilldown {
+        return Err(usage(
+            "--drilldown descends one tree: add --cputype TYPE on a hybrid part (core, atom, ...)",
+        ));
+    }
+    s.hardware = true;
+    s.note = Some(format!("cpu: {}", s.cpu_source));
+    let nmi = s.cfg.host.nmi_watchdog_on();
+    let mut requests = Vec::new();
+    for t in tables {
+        requests.push(type_request(s, t.model)?);
+    }
+    let plan = match &s.source {
+        Source::Replay { plans, .. } => plans
+            .first()
+            .cloned()
+            .ok_or_else(|| usage("the snapshot holds no plan"))?,
+        Source::Live(_) => {
+            let mut parts = Vec::new();
+            for (i, (t, r)) in tables.iter().zip(&requests).enumerate() {
+                parts.push(type_plan(t, r, if i == 0 { extra } else { &[] }, nmi)?);
+            }
+            Plan::for_core_types(&parts)
+        }
+    };
+    if !s.replaying() {
+        let list = tables
+            .iter()
+            .map(|t| {
+                if t.borrowed {
+                    format!(
+                        "{} ({} table, which it has none of its own: read as E-cores)",
+                        t.pmu, t.model.key
+                    )
+                } else {
+                    format!("{} ({} table)", t.pmu, t.model.key)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        writeln!(
+            notes,
+            "tma: note: a hybrid part with {} core types, each counted with its own table in \
+             one run: {list}",
+            tables.len()
+        )?;
+    }
+    if s.cfg.render.verbose > 0 {
+        write!(notes, "{plan}")?;
+    }
+    for (e, why) in &plan.unschedulable {
+        writeln!(notes, "tma: warning: {e} cannot be counted here: {why}")?;
+    }
+    let runs = s.lend_sink(|s, sink| {
+        let mut progress = |r: RunStart| sink.borrow_mut().run_start(r);
+        measure(s, &plan, 0, notes, &mut progress, &mut |_| {})
+    })?;
+    let core_pmus: Vec<&str> = tables.iter().map(|t| t.pmu.as_str()).collect();
+    let runs: Vec<Measurement> = runs
+        .iter()
+        .map(|m| {
+            let mut m = m.clone();
+            for iv in m.intervals.iter_mut() {
+                *iv = backend::on_core_type_time(&plan, iv, &core_pmus);
+            }
+            m
+        })
+        .collect();
+    let target = s.target.clone();
+    let mut trees: Vec<(CoreTable, StatRun)> = Vec::new();
+    let mut weights: Vec<Vec<f64>> = Vec::new();
+    let mut totals: Vec<f64> = Vec::new();
+    for (t, request) in tables.iter().zip(requests) {
+        let view = plan.core_view(&t.pmu, &core_pmus);
+        let cpus = Pmus::discover(&s.cfg.host.sys)
+            .ok()
+            .and_then(|p| p.get(&t.pmu).map(|p| p.cpu_list()))
+            .unwrap_or_default();
+        let mine = only_type(&view, &runs, &cpus);
+        let intervals = intervals_of(
+            &view,
+            &mine,
+            s.settings.no_multiplex,
+            s.repeat(),
+            s.interval_mode(),
+        );
+        let cycles = cycles_event(t.model).map(|e| e.name);
+        let of = |iv: &Interval| {
+            cycles
+                .as_deref()
+                .and_then(|c| iv.get(c))
+                .and_then(|r| r.value)
+                .unwrap_or(0.0)
+        };
+        weights.push(intervals.iter().map(of).collect());
+        let whole = intervals_of(&view, &mine, s.settings.no_multiplex, s.repeat(), false);
+        totals.push(whole.last().map_or(0.0, of));
+        let info = RunInfo {
+            model: t.model,
+            cpu_source: s.cpu_source.clone(),
+            source: format!(
+                "{}; {} tree: the {} events",
+                source_text(&s.target, &view, &s.settings),
+                t.label,
+                t.pmu
+            ),
+            interval_mode: s.interval_mode(),
+            request,
+            command: s.command(),
+            event_map: Vec::new(),
+            scope: None,
+            core_type: Some(t.label),
+        };
+        let run = StatRun::evaluate(info.clone(), &intervals)?;
+        {
+            let sink = s.sink.as_deref_mut().expect("a session has a sink");
+            sink.start(Start::Tree {
+                info: &info,
+                plan: Some(&view),
+                target: Some(&target),
+            })?;
+            for (iv, ir) in intervals.iter().zip(&run.intervals) {
+                sink.interval(IntervalData {
+                    raw: None,
+                    readings: iv,
+                    report: Some(ir),
+                })?;
+            }
+        }
+        step_end(s, &view, &info, &mine, notes)?;
+        trees.push((t.clone(), run));
+    }
+    let all: f64 = totals.iter().sum();
+    if all > 0.0 {
+        let shares = tables
+            .iter()
+            .zip(&totals)
+            .map(|(t, c)| format!("{} {:.1}%", t.label, 100.0 * c / all))
+            .collect::<Vec<_>>()
+            .join(", ");
+        writeln!(notes, "tma: cycles by core type: {shares}")?;
+    }
+    if s.settings.per_thread {
+        thread_shares(s, tables, &plan, &core_pmus, &runs, notes)?;
+    }
+    let mut bottleneck = trees.first().and_then(|(_, r)| r.bottleneck().cloned());
+    if trees.len() > 1 {
+        bottleneck = merged(s, &trees, &weights, &totals, &target)?;
+    }
+    let ending = runs.last().map_or(Ending::Exited(0), |m| m.ending);
+    if !s.replaying() {
+        ending_note(notes, ending, &s.target)?;
+    }
+    Ok(Outcome {
+        ending: (!s.replaying()).then_some(ending),
+        bottleneck,
+    })
+}
+
+/// The readings of one core type: its view's groups only, and with per-CPU counting only
+/// the CPUs of that type (its software counts too).
+fn only_type(view: &Plan, runs: &[Measurement], cpus: &[u32]) -> Vec<Measurement> {
+    runs.iter()
+        .map(|m| {
+            let mut m = m.clone();
+            for iv in m.intervals.iter_mut() {
+                iv.groups.retain(|g| {
+                    view.groups
+                        .get(g.group)
+                        .is_some_and(|x| !x.events.is_empty())
+                        && g.cpu.is_none_or(|c| cpus.is_empty() || cpus.contains(&c))
+                });
+            }
+            m
+        })
+        .collect()
+}
+
+/// `--per-thread`: each thread's share of its cycles on each core type.
+fn thread_shares(
+    s: &Session,
+    tables: &[CoreTable],
+    plan: &Plan,
+    core_pmus: &[&str],
+    runs: &[Measurement],
+    notes: &mut dyn Write,
+) -> Result<(), StatError> {
+    let mut tids: Vec<u32> = Vec::new();
+    for g in runs.iter().flat_map(|m| &m.intervals).flat_map(|iv| &iv.groups) {
+        if let Some(t) = g.tid.filter(|t| !tids.contains(t)) {
+            tids.push(t);
+        }
+    }
+    for tid in tids {
+        let mut cycles = Vec::new();
+        for t in tables {
+            let view = plan.core_view(&t.pmu, core_pmus);
+            let mine: Vec<Measurement> = runs
+                .iter()
+                .map(|m| {
+                    let mut m = m.clone();
+                    for iv in m.intervals.iter_mut() {
+                        iv.groups.retain(|g| g.tid == Some(tid));
+                    }
+                    m
+                })
+                .collect();
+            let whole = intervals_of(&view, &mine, s.settings.no_multiplex, s.repeat(), false);
+            let c = cycles_event(t.model)
+                .and_then(|e| whole.last().and_then(|iv| iv.get(&e.name)?.value))
+                .unwrap_or(0.0);
+            cycles.push((t.label, c));
+        }
+        let sum: f64 = cycles.iter().map(|c| c.1).sum();
+        if sum > 0.0 {
+            let text = cycles
+                .iter()
+                .map(|(l, c)| format!("{l} {:.1}%", 100.0 * c / sum))
+                .collect::<Vec<_>>()
+                .join(", ");
+            writeln!(notes, "tma: cycles by core type, thread {tid}: {text}")?;
+        }
+    }
+    Ok(())
+}
+
+/// The merged view: every type's tree weighted by its cycles, interval by interval, handed
+/// on as one more tree (`merged`); its bottleneck is the run's.
+fn merged(
+    s: &mut Session,
+    trees: &[(CoreTable, StatRun)],
+    weights: &[Vec<f64>],
+    totals: &[f64],
+    target: &Target,
+) -> Result<Option<Bottleneck>, StatError> {
+    let all: f64 = totals.iter().sum();
+    let shares = trees
+        .iter()
+        .zip(totals)
+        .map(|((t, _), c)| {
+            if all > 0.0 {
+                format!("{} {:.1}%", t.label, 100.0 * c / all)
+            } else {
+                format!("{} -", t.label)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let first = &trees[0].1.info;
+    let info = RunInfo {
+        source: format!(
+            "counted live on {}; merged view: the core types' trees weighted by their cycles \
+             ({shares})",
+            counts::describe_target(target)
+        ),
+        core_type: Some("merged"),
+        ..first.clone()
+    };
+    let n = trees[0].1.intervals.len();
+    let mut reports = Vec::with_capacity(n);
+    for k in 0..n {
+        let parts: Vec<(&CoreTable, &IntervalReport, f64)> = trees
+            .iter()
+            .zip(weights)
+            .filter_map(|((t, run), w)| Some((t, run.intervals.get(k)?, *w.get(k)?)))
+            .collect();
+        reports.push(merge_interval(&parts));
+    }
+    let empty = Interval {
+        start_s: 0.0,
+        end_s: 0.0,
+        readings: Vec::new(),
+        printed: Vec::new(),
+    };
+    let sink = s.sink.as_deref_mut().expect("a session has a sink");
+    sink.start(Start::Tree {
+        info: &info,
+        plan: None,
+        target: Some(target),
+    })?;
+    for ir in &reports {
+        let iv = Interval {
+            start_s: ir.start_s,
+            end_s: ir.end_s,
+            ..empty.clone()
+        };
+        sink.interval(IntervalData {
+            raw: None,
+            readings: &iv,
+            report: Some(ir),
+        })?;
+    }
+    sink.finish(Finish::Tree {
+        info: &info,
+        whole: None,
+    })?;
+    Ok(reports.last().map(|r| r.report.bottleneck.clone()))
+}
+
+/// One interval of the merged view. A node on every type with a value is the mean of its
+/// values weighted by each type's cycles; a node on some types only is the weighted mean
+/// over those and marked with them. Its threshold verdict is that of the type that ran the
+/// most cycles; the bottleneck is found by the one rule on the merged tree.
+pub(crate) fn merge_interval(parts: &[(&CoreTable, &IntervalReport, f64)]) -> IntervalReport {
+    let first = parts[0].1;
+    let mut nodes: Vec<NodeResult> = Vec::new();
+    for (_, ir, _) in parts {
+        for n in &ir.report.nodes {
+            if !nodes.iter().any(|x| x.name.eq_ignore_ascii_case(n.name)) {
+                nodes.push(n.clone());
+            }
+        }
+    }
+    let mut only_on: Vec<(&'static str, String)> = Vec::new();
+    for node in nodes.iter_mut() {
+        let here: Vec<(&CoreTable, &NodeResult, f64)> = parts
+            .iter()
+            .filter_map(|(t, ir, w)| Some((*t, ir.report.node(node.name)?, *w)))
+            .collect();
+        if here.len() < parts.len() {
+            let types = here.iter().map(|h| h.0.label).collect::<Vec<_>>().join(", ");
+            only_on.push((node.name, types));
+        }
+        let valued: Vec<(f64, f64)> = here
+            .iter()
+            .filter_map(|(_, n, w)| Some((n.value?, *w)))
+            .collect();
+        let wsum: f64 = valued.iter().map(|v| v.1).sum();
+        node.value = if valued.len() == here.len() && wsum > 0.0 {
+            Some(valued.iter().map(|(v, w)| v * w).sum::<f64>() / wsum)
+        } else {
+            None
+        };
+        if node.value.is_none() {
+            node.status = here
+                .iter()
+                .map(|h| h.1.status.clone())
+                .find(|st| *st != tma_metrics::Status::Ok)
+                .unwrap_or(tma_metrics::Status::DivisionByZero);
+        } else {
+            node.status = tma_metrics::Status::Ok;
+        }
+        // The verdict of the type that ran the most cycles (where types disagree).
+        node.above_threshold = here
+            .iter()
+            .max_by(|a, b| a.2.total_cmp(&b.2))
+            .and_then(|h| h.1.above_threshold);
+        node.counted_share = here
+            .iter()
+            .filter_map(|h| h.1.counted_share)
+            .reduce(f64::min);
+        node.estimated = here.iter().any(|h| h.1.estimated);
+        let mut missing: Vec<String> = Vec::new();
+        for h in &here {
+            for e in &h.1.missing_events {
+                if !missing.contains(e) {
+                    missing.push(e.clone());
+                }
+            }
+        }
+        node.missing_events = missing;
+    }
+    let tree: Vec<TreeNode> = nodes.iter().map(TreeNode::of).collect();
+    let bottleneck = decide(&tree);
+    let mut missing_states = Vec::new();
+    let mut zero_events = Vec::new();
+    for (_, ir, _) in parts {
+        for m in &ir.missing_states {
+            if !missing_states.contains(m) {
+                missing_states.push(m.clone());
+            }
+        }
+        for z in &ir.zero_events {
+            if !zero_events.contains(z) {
+                zero_events.push(z.clone());
+            }
+        }
+    }
+    IntervalReport {
+        start_s: first.start_s,
+        end_s: first.end_s,
+        report: tma_metrics::Report {
+            cpu: first.report.cpu.clone(),
+            nodes,
+            bottleneck,
+            metrics: Vec::new(),
+        },
+        missing_states,
+        zero_events,
+        all_zero: parts.iter().all(|p| p.1.all_zero),
+        perf: Vec::new(),
+        only_on,
+    }
+}

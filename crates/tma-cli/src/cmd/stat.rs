@@ -136,6 +136,18 @@ pub struct Args {
     /// (tests).
     #[arg(long, value_name = "FILE", hide = true)]
     pub synthetic_backend: Option<PathBuf>,
+    /// Count each named region of the command: it finds a control FIFO in
+    /// $TMA_REGIONS_FIFO to write `begin TID NAME` / `end TID NAME` lines on (or marks its
+    /// regions with the tma-marker library); prints a tree per region, per thread and merged.
+    #[arg(long, conflicts_with = "itt")]
+    pub regions: bool,
+    /// As --regions, from the command's ITT tasks and frames (oneDNN, TBB, OpenMP...): sets
+    /// INTEL_LIBITTNOTIFY64 to tma's collector, libtma_itt.so.
+    #[arg(long)]
+    pub itt: bool,
+    /// The ITT collector for --itt (default: libtma_itt.so beside the tma binary).
+    #[arg(long, value_name = "FILE", requires = "itt")]
+    pub itt_lib: Option<PathBuf>,
     /// The command to measure (after `--`, or the first argument that is not an option, as
     /// with perf: its own options follow it).
     #[arg(trailing_var_arg = true, value_name = "CMD")]
@@ -260,6 +272,9 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
         ],
     )?;
     let cfg = config(&args, root)?;
+    if args.regions || args.itt {
+        return regions(&args, cfg);
+    }
     let progress = crate::progress::Lines::new("tma stat", long_run(&cfg));
     let outcome = crate::output::emit(args.output.as_deref(), |w| {
         let mut show = |p: tma_stat::RunStart| {
@@ -272,6 +287,26 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
         };
         let mut sink = tma_stat::TreeOutput::new(w, &cfg.render).with_progress(&mut show);
         tma_stat::run(&cfg, &mut sink, &mut std::io::stderr())
+    })?;
+    Ok(ExitCode::from(outcome.exit_status()))
+}
+
+/// `--regions` / `--itt`: the tree of each named region of the command.
+fn regions(args: &Args, stat: StatConfig) -> anyhow::Result<ExitCode> {
+    let way = if args.itt {
+        let lib = match &args.itt_lib {
+            Some(p) => p.clone(),
+            None => std::env::current_exe()
+                .context("cannot find the tma binary to find libtma_itt.so beside it")?
+                .with_file_name("libtma_itt.so"),
+        };
+        tma_regions::Way::Itt(lib)
+    } else {
+        tma_regions::Way::Fifo
+    };
+    let cfg = tma_regions::RegionsConfig { stat, way };
+    let outcome = crate::output::emit(args.output.as_deref(), |w| {
+        tma_regions::run(&cfg, w, &mut std::io::stderr())
     })?;
     Ok(ExitCode::from(outcome.exit_status()))
 }

@@ -1,0 +1,53 @@
+//! The C interface (`include/tma_marker.h`).
+// unsafe allowed: the C entry points take NUL-terminated strings from the caller.
+#![allow(unsafe_code)]
+
+use std::ffi::{c_char, c_int, CStr};
+
+/// The name behind a C string, when it is one (not NULL, UTF-8).
+///
+/// # Safety
+/// `name` is NULL or points to a NUL-terminated string that lives for the call.
+unsafe fn name_of<'a>(name: *const c_char) -> Option<&'a str> {
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: not NULL, and the caller promises a NUL-terminated string alive for the call.
+    unsafe { CStr::from_ptr(name) }.to_str().ok()
+}
+
+/// Enter region `name` on the calling thread.
+///
+/// # Safety
+/// `name` is NULL (ignored) or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn tma_region_begin(name: *const c_char) {
+    // SAFETY: forwarded from the caller's promise.
+    if let Some(n) = unsafe { name_of(name) } {
+        crate::begin(n);
+    }
+}
+
+/// Leave region `name` (the innermost open region of the calling thread).
+///
+/// # Safety
+/// `name` is NULL (ignored) or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn tma_region_end(name: *const c_char) {
+    // SAFETY: forwarded from the caller's promise.
+    if let Some(n) = unsafe { name_of(name) } {
+        crate::end(n);
+    }
+}
+
+/// Send the calling thread's totals now.
+#[no_mangle]
+pub extern "C" fn tma_region_flush() {
+    crate::flush();
+}
+
+/// 1 when the program runs under `tma stat --regions`, else 0.
+#[no_mangle]
+pub extern "C" fn tma_regions_active() -> c_int {
+    c_int::from(crate::active())
+}

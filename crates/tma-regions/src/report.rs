@@ -1,0 +1,404 @@
+//! A regions run as a document: each region's time, calls, counted share, counts and (with a
+//! PMU) its TMA tree, per thread and merged; written as text, JSON (`tma.stat.regions`
+//! version 1) or CSV (one row per region).
+
+use std::io::Write;
+
+use serde::Serialize;
+use tma_perf::backend::{GroupReading, Measurement, RawInterval};
+use tma_perf::plan::Plan;
+use tma_stat::eval::TreeEval;
+
+use crate::tree::{RegionNode, Regions};
+use crate::{Counting, RegionsError};
+
+/// One event's count over a region.
+#[derive(Debug, Clone, Serialize)]
+pub struct Count {
+    pub event: String,
+    /// Scaled for multiplexing; `None` when not counted.
+    pub value: Option<f64>,
+}
+
+/// One node of a region's TMA tree.
+#[derive(Debug, Clone, Serialize)]
+pub struct TreeNode {
+    pub node: String,
+    pub level: u8,
+    pub value: Option<f64>,
+    pub unit: &'static str,
+}
+
+/// One region, its figures and its nested regions.
+#[derive(Debug, Clone, Serialize)]
+pub struct Region {
+    pub name: String,
+    /// From the outermost region in.
+    pub path: Vec<String>,
+    pub calls: u64,
+    pub wall_ns: u64,
+    /// task-clock over the region's time: the share of it the thread ran on a CPU (summed
+    /// over threads in the merged tree, so it can exceed 1 there).
+    pub cpu_share: Option<f64>,
+    /// The least share of its time a counter group was counted (multiplexing); `None` when
+    /// nothing was counted.
+    pub counted_share: Option<f64>,
+    pub counts: Vec<Count>,
+    /// The TMA tree (empty without a PMU).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tree: Vec<TreeNode>,
+    pub children: Vec<Region>,
+}
+
+/// One thread's regions.
+#[derive(Debug, Clone, Serialize)]
+pub struct Thread {
+    pub tid: u32,
+    pub regions: Vec<Region>,
+}
+
+/// The document.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    pub schema_version: u32,
+    pub command: Vec<String>,
+    /// Whether the regions carry TMA trees (a PMU counted them).
+    pub hardware: bool,
+    /// Why they do not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_tree: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<String>,
+    pub events: Vec<String>,
+    /// The program's whole run.
+    pub wall_ns: u64,
+    /// Every thread added up, region by region.
+    pub merged: Vec<Region>,
+    pub threads: Vec<Thread>,
+    /// Threads whose counters could not be opened (their regions carry time and calls only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub uncounted_threads: Vec<u32>,
+}
+
+/// A region's counts as the one raw interval every reading is derived from.
+fn raw_of(n: &RegionNode) -> RawInterval {
+    RawInterval {
+        start_s: 0.0,
+        end_s: n.wall_ns as f64 / 1e9,
+        groups: n
+            .counts
+            .iter()
+            .enumerate()
+            .map(|(i, g)| GroupReading {
+                group: i,
+                cpu: None,
+                tid: None,
+                cgroup: None,
+                time_enabled_ns: g.enabled,
+                time_running_ns: g.running,
+                values: g.values.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn events_of(plan: &Plan) -> Vec<String> {
+    plan.groups
+        .iter()
+        .flat_map(|g| g.events.iter().map(|e| e.name.clone()))
+        .collect()
+}
+
+struct Builder<'a> {
+    plan: &'a Plan,
+    events: Vec<String>,
+    eval: Option<TreeEval>,
+}
+
+impl Builder<'_> {
+    fn region(&self, n: &RegionNode, path: &mut Vec<String>) -> Region {
+        path.push(n.name.clone());
+        let iv = Measurement::interval_readings(self.plan, &raw_of(n), false);
+        let counts: Vec<Count> = self
+            .events
+            .iter()
+            .map(|e| Count {
+                event: e.clone(),
+                value: iv.get(e).and_then(|r| r.value),
+            })
+            .collect();
+        let counted_share = if n.counts.is_empty() {
+            None
+        } else {
+            iv.readings
+                .iter()
+                .filter_map(|r| r.counted_share)
+                .min_by(f64::total_cmp)
+        };
+        let cpu_share = iv
+            .get("task-clock")
+            .and_then(|r| r.value)
+            .filter(|_| n.wall_ns > 0)
+            .map(|t| t / n.wall_ns as f64);
+        let tree = match &self.eval {
+            Some(ev) => ev
+                .eval(&iv)
+                .report
+                .nodes
+                .iter()
+                .map(|r| TreeNode {
+                    node: r.name.to_string(),
+                    level: r.level,
+                    value: r.value,
+                    unit: r.unit.name(),
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let children = n.children.iter().map(|c| self.region(c, path)).collect();
+        path.pop();
+        Region {
+            name: n.name.clone(),
+            path: path.iter().cloned().chain([n.name.clone()]).collect(),
+            calls: n.calls,
+            wall_ns: n.wall_ns,
+            cpu_share,
+            counted_share,
+            counts,
+            tree,
+            children,
+        }
+    }
+
+    fn regions(&self, root: &RegionNode) -> Vec<Region> {
+        root.children
+            .iter()
+            .map(|c| self.region(c, &mut Vec::new()))
+            .collect()
+    }
+}
+
+impl Report {
+    /// Evaluate every region of `regions`.
+    pub fn build(
+        counting: &Counting,
+        regions: &Regions,
+        command: &[String],
+        wall_ns: u64,
+    ) -> Result<Report, RegionsError> {
+        let b = Builder {
+            plan: &counting.plan,
+            events: events_of(&counting.plan),
+            eval: counting.tree.as_ref().map(TreeEval::new).transpose()?,
+        };
+        Ok(Report {
+            schema: "tma.stat.regions",
+            schema_version: 1,
+            command: command.to_vec(),
+            hardware: counting.tree.is_some(),
+            no_tree: counting.no_tree.clone(),
+            cpu: counting.tree.as_ref().map(|i| i.model.key.to_string()),
+            events: b.events.clone(),
+            wall_ns,
+            merged: b.regions(&regions.merged),
+            threads: regions
+                .threads
+                .iter()
+                .map(|(tid, root)| Thread {
+                    tid: *tid,
+                    regions: b.regions(root),
+                })
+                .collect(),
+            uncounted_threads: regions.uncounted.clone(),
+        })
+    }
+
+    /// `tma.stat.regions` JSON.
+    pub fn json(&self, w: &mut dyn Write) -> Result<(), RegionsError> {
+        serde_json::to_writer_pretty(&mut *w, self).map_err(std::io::Error::from)?;
+        writeln!(w)?;
+        Ok(())
+    }
+
+    /// The regions depth first: (scope, tid, region).
+    fn rows(&self) -> Vec<(&'static str, Option<u32>, &Region)> {
+        fn walk<'a>(
+            r: &'a [Region],
+            scope: &'static str,
+            tid: Option<u32>,
+            out: &mut Vec<(&'static str, Option<u32>, &'a Region)>,
+        ) {
+            for x in r {
+                out.push((scope, tid, x));
+                walk(&x.children, scope, tid, out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.merged, "merged", None, &mut out);
+        for t in &self.threads {
+            walk(&t.regions, "thread", Some(t.tid), &mut out);
+        }
+        out
+    }
+
+    /// One row per region (merged first, then each thread), one column per event and tree node.
+    pub fn csv(&self, w: &mut dyn Write) -> Result<(), RegionsError> {
+        let rows = self.rows();
+        let nodes: Vec<&str> = rows
+            .first()
+            .map(|(_, _, r)| r.tree.iter().map(|n| n.node.as_str()).collect())
+            .unwrap_or_default();
+        let mut head: Vec<String> = [
+            "scope",
+            "tid",
+            "region",
+            "depth",
+            "calls",
+            "wall_ns",
+            "cpu_share",
+            "counted_share",
+        ]
+        .map(String::from)
+        .to_vec();
+        head.extend(self.events.iter().cloned());
+        head.extend(nodes.iter().map(|n| n.to_string()));
+        writeln!(
+            w,
+            "{}",
+            head.iter()
+                .map(|h| csv_field(h))
+                .collect::<Vec<_>>()
+                .join(",")
+        )?;
+        let opt = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
+        for (scope, tid, r) in rows {
+            let mut f: Vec<String> = vec![
+                scope.to_string(),
+                tid.map_or(String::new(), |t| t.to_string()),
+                csv_field(&r.path.join(" > ")),
+                (r.path.len() - 1).to_string(),
+                r.calls.to_string(),
+                r.wall_ns.to_string(),
+                opt(r.cpu_share),
+                opt(r.counted_share),
+            ];
+            f.extend(r.counts.iter().map(|c| opt(c.value)));
+            f.extend(r.tree.iter().map(|n| opt(n.value)));
+            writeln!(w, "{}", f.join(","))?;
+        }
+        Ok(())
+    }
+
+    /// The indented regions, merged and per thread; with a PMU each region's tree under it.
+    pub fn text(&self, w: &mut dyn Write, verbose: bool) -> Result<(), RegionsError> {
+        let n_regions = self
+            .rows()
+            .iter()
+            .filter(|(s, _, _)| *s == "merged")
+            .count();
+        writeln!(
+            w,
+            "Regions of {}: {} region{} in {} thread{}, run {:.3} s",
+            tma_render::text::shell_words(&self.command),
+            n_regions,
+            if n_regions == 1 { "" } else { "s" },
+            self.threads.len(),
+            if self.threads.len() == 1 { "" } else { "s" },
+            self.wall_ns as f64 / 1e9
+        )?;
+        if let Some(why) = &self.no_tree {
+            writeln!(
+                w,
+                "Software counts only: the TMA tree of a region needs a hardware PMU ({why})."
+            )?;
+        }
+        let mut sections: Vec<(String, &[Region])> =
+            vec![("All threads".to_string(), &self.merged[..])];
+        if self.threads.len() > 1 || verbose {
+            for t in &self.threads {
+                sections.push((format!("Thread {}", t.tid), &t.regions[..]));
+            }
+        }
+        let short = |e: &str| -> String {
+            match e {
+                "task-clock" => "task-clock ms".into(),
+                "context-switches" => "ctx-sw".into(),
+                "cpu-migrations" => "migr".into(),
+                "page-faults" => "faults".into(),
+                other => other.to_string(),
+            }
+        };
+        let width = self
+            .rows()
+            .iter()
+            .map(|(_, _, r)| 2 * (r.path.len() - 1) + r.name.chars().count())
+            .max()
+            .unwrap_or(6)
+            .max(6);
+        for (title, regions) in sections {
+            writeln!(w, "\n{title}")?;
+            write!(
+                w,
+                "  {:<width$} {:>7} {:>11} {:>6} {:>8}",
+                "region", "calls", "time ms", "CPU", "counted"
+            )?;
+            if !self.hardware {
+                for e in &self.events {
+                    write!(w, " {:>13}", short(e))?;
+                }
+            }
+            writeln!(w)?;
+            let mut stack: Vec<&Region> = regions.iter().rev().collect();
+            while let Some(r) = stack.pop() {
+                let depth = r.path.len() - 1;
+                let name = format!("{}{}", "  ".repeat(depth), r.name);
+                let pct =
+                    |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.1}%", v * 100.0));
+                write!(
+                    w,
+                    "  {name:<width$} {:>7} {:>11.3} {:>6} {:>8}",
+                    r.calls,
+                    r.wall_ns as f64 / 1e6,
+                    pct(r.cpu_share),
+                    pct(r.counted_share)
+                )?;
+                if !self.hardware {
+                    for c in &r.counts {
+                        let v = match (c.event.as_str(), c.value) {
+                            (_, None) => "-".to_string(),
+                            ("task-clock", Some(v)) => format!("{:.3}", v / 1e6),
+                            (_, Some(v)) => format!("{v:.0}"),
+                        };
+                        write!(w, " {v:>13}")?;
+                    }
+                }
+                writeln!(w)?;
+                for n in &r.tree {
+                    let v = match (n.value, n.unit) {
+                        (None, _) => "-".to_string(),
+                        (Some(v), "number") => format!("{v:.2}"),
+                        (Some(v), _) => format!("{v:.1} %"),
+                    };
+                    writeln!(
+                        w,
+                        "  {}{:<28} {v:>9}",
+                        "  ".repeat(depth + 1 + n.level as usize),
+                        n.node
+                    )?;
+                }
+                stack.extend(r.children.iter().rev());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}

@@ -115,6 +115,10 @@ pub struct NodeDoc {
     /// The value perf printed for this node in the imported recording, beside tma's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub perf: Option<crate::crosscheck::PerfCheck>,
+    /// In the merged view of a hybrid part: the core types the node exists on, when not
+    /// all of them (`P-core`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only_on: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -511,12 +511,35 @@ fn merged(
 /// most cycles; the bottleneck is found by the one rule on the merged tree.
 pub(crate) fn merge_interval(parts: &[(&CoreTable, &IntervalReport, f64)]) -> IntervalReport {
     let first = parts[0].1;
-    let mut nodes: Vec<NodeResult> = Vec::new();
+    let mut union: Vec<NodeResult> = Vec::new();
     for (_, ir, _) in parts {
         for n in &ir.report.nodes {
-            if !nodes.iter().any(|x| x.name.eq_ignore_ascii_case(n.name)) {
-                nodes.push(n.clone());
+            if !union.iter().any(|x| x.name.eq_ignore_ascii_case(n.name)) {
+                union.push(n.clone());
             }
+        }
+    }
+    // Tree order: each node after its parent and the siblings before it, a node of a later
+    // type after the first type's siblings.
+    fn place(union: &[NodeResult], parent: Option<&str>, out: &mut Vec<NodeResult>) {
+        for n in union.iter().filter(|n| match (n.parent, parent) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+            _ => false,
+        }) {
+            if out.iter().any(|x| x.name == n.name) {
+                continue;
+            }
+            out.push(n.clone());
+            place(union, Some(n.name), out);
+        }
+    }
+    let mut nodes: Vec<NodeResult> = Vec::with_capacity(union.len());
+    place(&union, None, &mut nodes);
+    // Nodes whose parent is not shown (a `--nodes` subtree) keep their place at the end.
+    for n in &union {
+        if !nodes.iter().any(|x| x.name == n.name) {
+            nodes.push(n.clone());
         }
     }
     let mut only_on: Vec<(&'static str, String)> = Vec::new();

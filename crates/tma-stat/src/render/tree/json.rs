@@ -91,6 +91,11 @@ pub(super) fn json_interval(
                 bottleneck: ir.report.bottleneck.node.as_deref() == Some(n.name),
                 estimated: n.estimated,
                 perf: ir.perf.iter().find(|c| c.node == n.name).cloned(),
+                only_on: ir
+                    .only_on
+                    .iter()
+                    .find(|(x, _)| *x == n.name)
+                    .map(|(_, t)| t.clone()),
             })
             .collect(),
         bottleneck: ir.report.bottleneck.clone(),

@@ -77,6 +77,10 @@ pub(super) fn render_tree(
         if n.estimated {
             line.push_str("  estimated");
         }
+        if let Some(t) = ir.only_on_text(n.name) {
+            line.push_str("  ");
+            line.push_str(&t);
+        }
         if let Some(d) = domain_note(n, info.model) {
             line.push_str("  ");
             line.push_str(&d);

@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 pub use error::StatError;
 pub use eval::{IntervalReport, MetricChoice, Request, RunInfo, StatRun};
 pub use model::{select_model, CpuSource};
+pub use session::hybrid::{core_family, core_label as core_type_label};
 pub use render::tree::{Format, RenderOptions};
 pub use sink::{Collect, Discard, IntervalSink, TreeOutput};
 use tma_metrics::Bottleneck;

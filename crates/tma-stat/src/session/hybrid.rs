@@ -31,7 +31,7 @@ pub(crate) struct CoreTable {
 
 /// How a core type is named: `P-core` (`cpu_core`), `E-core` (`cpu_atom`), else its PMU name
 /// (leaked once per name: a part has a handful of core types).
-pub(crate) fn core_label(pmu: &str) -> &'static str {
+pub fn core_label(pmu: &str) -> &'static str {
     match pmu {
         "cpu_core" => "P-core",
         "cpu_atom" => "E-core",
@@ -53,7 +53,7 @@ pub(crate) fn core_label(pmu: &str) -> &'static str {
 
 /// The tables of a hybrid part, P-core table first: `adl` gives `[adl, adl-e]`, and so does
 /// `adl-e`. Empty for a uniform part's table.
-fn family(model: &'static Model) -> Vec<&'static Model> {
+pub fn core_family(model: &'static Model) -> Vec<&'static Model> {
     let stem = model.key.strip_suffix("-e").unwrap_or(model.key);
     [stem.to_string(), format!("{stem}-e")]
         .iter()
@@ -68,7 +68,7 @@ pub(crate) fn core_tables(
     model: &'static Model,
     pmus: &[&str],
 ) -> Result<Vec<CoreTable>, StatError> {
-    let family = family(model);
+    let family = core_family(model);
     if family.is_empty() {
         return Err(usage(format!(
             "this machine has {} core types ({}), but the {} tables are for a part with one: \

@@ -379,13 +379,15 @@ impl Collector {
                     if !matches!(n.unit, Unit::PercentSlots | Unit::Percent) {
                         continue;
                     }
-                    let labels = with(
-                        scope,
-                        vec![
-                            ("node", node_path(model, n.name)),
-                            ("level", n.level.to_string()),
-                        ],
-                    );
+                    let mut own = vec![
+                        ("node", node_path(model, n.name)),
+                        ("level", n.level.to_string()),
+                    ];
+                    // One core type's tree of a hybrid part (or their merged view).
+                    if let Mode::Tree { info, .. } = &self.mode {
+                        own.extend(info.core_type.map(|t| ("core_type", t.to_string())));
+                    }
+                    let labels = with(scope, own);
                     if let Some(share) = n.counted_share {
                         counted.push(labels.clone(), share);
                     }

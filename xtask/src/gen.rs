@@ -12,6 +12,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 
 mod amd;
+mod arm;
 #[path = "../../crates/tma-catalog/src/descriptions.rs"]
 mod descriptions;
 mod ecore;
@@ -489,7 +490,7 @@ struct MetricOut {
     description: String,
     unit: &'static str,
     /// The group the name places the metric in (`Thread`, `Inst_Mix`, `Bottleneck`...).
-    group: &'static str,
+    group: String,
     /// perfmon `MetricGroup`: the `perf stat -M` group names, `;`-separated.
     perf_groups: String,
 }
@@ -588,6 +589,7 @@ pub fn generate(data: &Path) -> Result<Generated> {
         PathBuf::from(amd::OUT_FILE),
         amd::gen_amd(&data.join("amd"))?,
     ));
+    files.extend(arm::gen_all(&data.join("arm"))?);
     files.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(Generated { files, resolutions })
 }
@@ -639,6 +641,7 @@ fn gen_mod(intel: &Path) -> Result<String> {
     for m in &modules {
         writeln!(o, "#[rustfmt::skip]\npub mod {m};")?;
     }
+    o.push_str("/// The Arm Neoverse tables (xtask/src/gen/arm.rs; Apache-2.0 notice in arm/).\npub mod arm;\n");
     o.push_str("\n/// Every generated model: the P-core / uniform ones, then the E-core ones.\npub static MODELS: &[&Model] = &[\n");
     for m in &modules {
         writeln!(o, "    &{m}::MODEL,")?;
@@ -808,7 +811,7 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
                 formula,
                 description: metric_description(name),
                 unit,
-                group: metric_group(name)?,
+                group: metric_group(name)?.to_string(),
                 perf_groups: s(m, "MetricGroup").to_string(),
             });
             continue;

@@ -1,7 +1,8 @@
 //! Developer tasks for the `tma` workspace.
 //!
 //! * `cargo xtask gen-tables [--data DIR]`: regenerate `crates/tma-catalog/src/generated/`
-//!   from the Intel perfmon data (default `../shared/pmu-data` from the workspace root).
+//!   from the Intel perfmon data, and `generated/arm/` from Arm's Neoverse telemetry
+//!   specifications (default `../shared/pmu-data` from the workspace root).
 //! * `cargo xtask check-tables [--data DIR]`: exit 1 when the checked-in tables differ from
 //!   what the converter makes of the data.
 //!
@@ -73,6 +74,10 @@ fn run(args: &[String]) -> Result<ExitCode> {
             std::fs::create_dir_all(root.join(gen::OUT_DIR))?;
             for (rel, text) in &generated.files {
                 let path = root.join(rel);
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)
+                        .with_context(|| format!("creating {}", dir.display()))?;
+                }
                 std::fs::write(&path, text)
                     .with_context(|| format!("writing {}", path.display()))?;
                 println!("wrote {}", rel.display());

@@ -120,6 +120,8 @@ impl Fields {
         match vendor {
             Vendor::Intel => base | (self.any as u64) << 21,
             Vendor::Amd => base | ((self.code as u64 >> 8) & 0xF) << 32,
+            // PMUv3: `config` is the event number; there are no umask/cmask/inv/edge fields.
+            Vendor::Arm => self.code as u64,
         }
     }
 }
@@ -218,6 +220,11 @@ impl Model {
                 "0" => Ok(false),
                 _ => Err(bad()),
             };
+            // PMUv3 events have no counter mask, umask, edge, invert or extra MSR: only the
+            // privilege filters apply.
+            if self.vendor == Vendor::Arm && !matches!(*m, "SUP" | "USER") {
+                return Err(bad());
+            }
             match *m {
                 "SUP" => excl_user = true,
                 "USER" => excl_kernel = true,
@@ -304,6 +311,17 @@ impl Model {
             _ => {}
         }
         let c = e.config;
+        if self.vendor == Vendor::Arm {
+            // The PMUv3 format has `event` (config:0-15) and no umask term.
+            let mut s = format!("{}/event={c:#x},name={}/", e.pmu, mangle_name(id));
+            if e.exclude_user {
+                s.push('k');
+            }
+            if e.exclude_kernel {
+                s.push('u');
+            }
+            return Ok(s);
+        }
         let mut s = format!("{}/event={:#x}", e.pmu, (c & 0xFF) | ((c >> 32) & 0xF) << 8);
         s += &format!(",umask={:#x}", (c >> 8) & 0xFF);
         if (c >> 24) & 0xFF != 0 {
@@ -401,12 +419,23 @@ impl Model {
                     Err(unknown())
                 };
             }
-            if pmu != "cpu" && pmu != "cpu_core" && pmu != "cpu_atom" {
+            if self.vendor == Vendor::Arm {
+                if !is_arm_core_pmu(pmu) && pmu != self.pmu {
+                    return Err(self.bad(
+                        spec,
+                        &format!(
+                            "`{pmu}` is not an Arm core PMU (the {} table reads events of \
+                             `armv8_pmuv3_N`, `armv8_neoverse_*` or `armv9_neoverse_*`)",
+                            self.key
+                        ),
+                    ));
+                }
+            } else if pmu != "cpu" && pmu != "cpu_core" && pmu != "cpu_atom" {
                 return Err(self.bad(spec, &format!("unknown PMU `{pmu}`")));
             }
             // On a hybrid part each core type has its own PMU: an event counted on the other
             // one must not feed this model's formulas.
-            if pmu != "cpu" && self.pmu != "cpu" && pmu != self.pmu {
+            if self.vendor != Vendor::Arm && pmu != "cpu" && self.pmu != "cpu" && pmu != self.pmu {
                 return Err(self.bad(
                     spec,
                     &format!(
@@ -422,8 +451,13 @@ impl Model {
             if let Some(v) = self.resolve_alias(&ids, &body.to_ascii_lowercase(), mods) {
                 return v.ok_or_else(unknown);
             }
-            if pmu.is_none() {
-                if let Some(hex) = body.strip_prefix('r') {
+            // `rNNNN` / `r0xNNNN`; on Arm also inside the PMU (`armv8_pmuv3_0/r3e/`).
+            if pmu.is_none() || self.vendor == Vendor::Arm {
+                if let Some(hex) = body.strip_prefix('r').filter(|h| {
+                    let h = h.strip_prefix("0x").unwrap_or(h);
+                    !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit())
+                }) {
+                    let hex = hex.strip_prefix("0x").unwrap_or(hex);
                     let config = u64::from_str_radix(hex, 16)
                         .map_err(|_| self.bad(spec, "`rNNNN` needs a hex config"))?;
                     return self.match_raw_lenient(spec, &ids, config, None, mods);
@@ -464,8 +498,19 @@ impl Model {
             match k {
                 "event" => {
                     let n = num()?;
-                    f.code = (n & 0xFFF) as u16;
+                    let width = if self.vendor == Vendor::Arm {
+                        0xFFFF
+                    } else {
+                        0xFFF
+                    };
+                    f.code = (n & width) as u16;
                     any_field = true;
+                }
+                "umask" | "cmask" | "inv" | "edge" | "any" if self.vendor == Vendor::Arm => {
+                    return Err(self.bad(
+                        spec,
+                        &format!("term `{term}`: Arm PMUv3 events have only `event=`"),
+                    ));
                 }
                 "umask" => f.umask = (num()? & 0xFF) as u8,
                 "cmask" => f.cmask = (num()? & 0xFF) as u8,
@@ -480,13 +525,20 @@ impl Model {
                     // an event name as the first term: start from its encoding
                     let e = self.encode(k).map_err(|_| unknown())?;
                     let c = e.config;
-                    f = Fields {
-                        code: ((c & 0xFF) | ((c >> 32) & 0xF) << 8) as u16,
-                        umask: (c >> 8) as u8,
-                        cmask: (c >> 24) as u8,
-                        inv: c & (1 << 23) != 0,
-                        edge: c & (1 << 18) != 0,
-                        any: c & (1 << 21) != 0,
+                    f = if self.vendor == Vendor::Arm {
+                        Fields {
+                            code: (c & 0xFFFF) as u16,
+                            ..Fields::default()
+                        }
+                    } else {
+                        Fields {
+                            code: ((c & 0xFF) | ((c >> 32) & 0xF) << 8) as u16,
+                            umask: (c >> 8) as u8,
+                            cmask: (c >> 24) as u8,
+                            inv: c & (1 << 23) != 0,
+                            edge: c & (1 << 18) != 0,
+                            any: c & (1 << 21) != 0,
+                        }
                     };
                     if e.config1 != 0 {
                         config1 = Some(e.config1);
@@ -649,16 +701,25 @@ impl Model {
     /// events sharing an encoding, one the formulas use wins, then table order. Without
     /// `config1` the candidates must agree on it; as one-element list for the callers.
     fn id_from_table(&self, config: u64, config1: Option<u64>, mods: &str) -> Option<Vec<String>> {
-        let want = Fields {
-            code: match self.vendor {
-                Vendor::Intel => (config & 0xFF) as u16,
-                Vendor::Amd => ((config & 0xFF) | ((config >> 32) & 0xF) << 8) as u16,
-            },
-            umask: (config >> 8) as u8,
-            cmask: (config >> 24) as u8,
-            inv: config & (1 << 23) != 0,
-            edge: config & (1 << 18) != 0,
-            any: self.vendor == Vendor::Intel && config & (1 << 21) != 0,
+        let want = if self.vendor == Vendor::Arm {
+            Fields {
+                code: (config & 0xFFFF) as u16,
+                ..Fields::default()
+            }
+        } else {
+            Fields {
+                code: match self.vendor {
+                    Vendor::Intel => (config & 0xFF) as u16,
+                    Vendor::Amd | Vendor::Arm => {
+                        ((config & 0xFF) | ((config >> 32) & 0xF) << 8) as u16
+                    }
+                },
+                umask: (config >> 8) as u8,
+                cmask: (config >> 24) as u8,
+                inv: config & (1 << 23) != 0,
+                edge: config & (1 << 18) != 0,
+                any: self.vendor == Vendor::Intel && config & (1 << 21) != 0,
+            }
         };
         // Bits outside the fields (or any=1 on AMD) name no table event.
         if want.config(self.vendor) != config {
@@ -792,11 +853,32 @@ impl Model {
             ("ref-cycles", Vendor::Intel) => 0x0300,
             ("instructions", Vendor::Amd) => 0xC0,
             ("cycles" | "cpu-cycles", Vendor::Amd) => 0x76,
+            // The kernel's PMUv3 map of perf's generic hardware events (arm_pmuv3.c):
+            // CPU_CYCLES, INST_RETIRED, PC_WRITE_RETIRED, BR_MIS_PRED, L1D_CACHE,
+            // L1D_CACHE_REFILL, STALL_FRONTEND, STALL_BACKEND.
+            ("cycles" | "cpu-cycles", Vendor::Arm) => 0x11,
+            ("instructions", Vendor::Arm) => 0x08,
+            ("branches" | "branch-instructions", Vendor::Arm) => 0x0C,
+            ("branch-misses", Vendor::Arm) => 0x10,
+            ("cache-references", Vendor::Arm) => 0x04,
+            ("cache-misses", Vendor::Arm) => 0x03,
+            ("stalled-cycles-frontend", Vendor::Arm) => 0x23,
+            ("stalled-cycles-backend", Vendor::Arm) => 0x24,
             _ => return None,
         };
         let v = self.match_raw(ids, config, 0, mods);
         Some((!v.is_empty()).then_some(v))
     }
+}
+
+/// An Arm core PMU as the kernel names it: `armv8_pmuv3` / `armv8_pmuv3_N` (ACPI and generic
+/// device-tree probes), or the core's own name (`armv8_neoverse_n1`, `armv9_neoverse_v2`,
+/// `armv8_cortex_a76`, ...).
+pub fn is_arm_core_pmu(pmu: &str) -> bool {
+    let rest = pmu
+        .strip_prefix("armv8_")
+        .or_else(|| pmu.strip_prefix("armv9_"));
+    rest.is_some_and(|r| !r.is_empty() && r.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
 }
 
 /// Split `cpu/body/mods`, `cpu@body@mods` or a bare `body:mods`-less name into

@@ -9,13 +9,15 @@ use crate::error::CatalogError;
 use crate::types::{CoreKind, Model};
 use crate::{amd, generated};
 
-/// Every model the catalog has: the generated Intel tables, then the AMD ones.
+/// Every model the catalog has: the generated Intel tables, the AMD ones, then the Arm
+/// Neoverse ones.
 pub fn models() -> &'static [&'static Model] {
     static ALL: OnceLock<Vec<&'static Model>> = OnceLock::new();
     ALL.get_or_init(|| {
         let mut v: Vec<&'static Model> = generated::MODELS.to_vec();
         v.push(&amd::ZEN4);
         v.push(&amd::ZEN5);
+        v.extend(generated::arm::MODELS.iter().copied());
         v
     })
 }
@@ -59,6 +61,27 @@ const ALIASES: &[(&str, &str)] = &[
     ("amdzen4", "zen4"),
     ("turin", "zen5"),
     ("amdzen5", "zen5"),
+    // Arm Neoverse cores, by core and by the server parts built on them.
+    ("n1", "neoverse-n1"),
+    ("armn1", "neoverse-n1"),
+    ("graviton2", "neoverse-n1"),
+    ("altra", "neoverse-n1"),
+    ("amperealtra", "neoverse-n1"),
+    ("v1", "neoverse-v1"),
+    ("armv1", "neoverse-v1"),
+    ("graviton3", "neoverse-v1"),
+    ("n2", "neoverse-n2"),
+    ("armn2", "neoverse-n2"),
+    ("cobalt100", "neoverse-n2"),
+    ("v2", "neoverse-v2"),
+    ("armv2", "neoverse-v2"),
+    ("graviton4", "neoverse-v2"),
+    ("grace", "neoverse-v2"),
+    ("axion", "neoverse-v2"),
+    ("n3", "neoverse-n3"),
+    ("armn3", "neoverse-n3"),
+    ("v3", "neoverse-v3"),
+    ("armv3", "neoverse-v3"),
 ];
 
 fn normalize(name: &str) -> String {
@@ -207,19 +230,57 @@ pub fn identify(
             )),
         };
     }
+    if vendor == ARM_VENDOR {
+        return generated::arm::CPU_PARTS
+            .iter()
+            .find(|(imp, part, _)| *imp == ARM_IMPLEMENTER && *part == model)
+            .map(|(_, _, k)| by_name(k).map(|m| vec![m]))
+            .unwrap_or_else(|| {
+                Err(CatalogError::UnsupportedCpu {
+                    cpuid: format!("ARM implementer 0x41, CPU part {model:#x}"),
+                    reason: " (no table for this Arm core; the Neoverse tables are N1 0xd0c, \
+                             V1 0xd40, N2 0xd49, V2 0xd4f, N3 0xd8e, V3 0xd84)"
+                        .to_string(),
+                    supported: supported_names(),
+                })
+            });
+    }
+    if let Some(imp) = vendor.strip_prefix(ARM_OTHER_IMPLEMENTER) {
+        return Err(CatalogError::UnsupportedCpu {
+            cpuid: format!("Arm implementer {imp}, CPU part {model:#x}"),
+            reason: " (only Arm Ltd's own Neoverse cores, implementer 0x41, have tables)"
+                .to_string(),
+            supported: supported_names(),
+        });
+    }
     Err(unsupported("unknown CPU vendor"))
 }
 
+/// The vendor [`parse_cpuinfo`] gives for `CPU implementer : 0x41` (Arm Ltd), as `lscpu`
+/// names it; [`identify`] then takes the `CPU part` as the model.
+pub const ARM_VENDOR: &str = "ARM";
+/// `CPU implementer` of Arm Ltd's own cores.
+pub const ARM_IMPLEMENTER: u32 = 0x41;
+/// Prefix of the vendor [`parse_cpuinfo`] gives for other Arm implementers
+/// (`Arm implementer 0xc0`: Ampere's own cores, and so on).
+const ARM_OTHER_IMPLEMENTER: &str = "Arm implementer ";
+
 /// `(vendor, family, model, stepping)` of the first processor in `/proc/cpuinfo` text
-/// (decimal numbers, as the kernel prints them).
+/// (decimal numbers, as the kernel prints them on x86).
+///
+/// On Arm (`CPU implementer`, `CPU architecture`, `CPU variant`, `CPU part`, `CPU revision`
+/// lines, hex or decimal): vendor [`ARM_VENDOR`] for implementer 0x41 (else
+/// `Arm implementer 0xNN`), family = the architecture (8), model = the part number
+/// (0xd4f for Neoverse V2), stepping = variant << 4 | revision.
 pub fn parse_cpuinfo(bytes: &[u8]) -> Result<(String, u32, u32, u32), CatalogError> {
     let text = String::from_utf8_lossy(bytes);
     let mut vendor = None;
     let mut family = None;
     let mut model = None;
     let mut stepping = None;
+    let mut arm = ArmIds::default();
     for line in text.lines() {
-        if line.trim().is_empty() && vendor.is_some() {
+        if line.trim().is_empty() && (vendor.is_some() || arm.implementer.is_some()) {
             break; // end of the first processor block
         }
         let Some((k, v)) = line.split_once(':') else {
@@ -236,7 +297,28 @@ pub fn parse_cpuinfo(bytes: &[u8]) -> Result<(String, u32, u32, u32), CatalogErr
             "cpu family" => family = Some(num("cpu family")?),
             "model" => model = Some(num("model")?),
             "stepping" => stepping = Some(num("stepping")?),
+            "CPU implementer" => arm.implementer = Some(arm_num(k, v)?),
+            "CPU architecture" => arm.architecture = Some(arm_num(k, v)?),
+            "CPU variant" => arm.variant = Some(arm_num(k, v)?),
+            "CPU part" => arm.part = Some(arm_num(k, v)?),
+            "CPU revision" => arm.revision = Some(arm_num(k, v)?),
             _ => {}
+        }
+    }
+    if vendor.is_none() {
+        if let Some(imp) = arm.implementer {
+            let missing = |f: &str| CatalogError::BadCpuinfo(format!("no `{f}` line"));
+            let vendor = if imp == ARM_IMPLEMENTER {
+                ARM_VENDOR.to_string()
+            } else {
+                format!("{ARM_OTHER_IMPLEMENTER}{imp:#x}")
+            };
+            return Ok((
+                vendor,
+                arm.architecture.unwrap_or(8),
+                arm.part.ok_or_else(|| missing("CPU part"))?,
+                (arm.variant.unwrap_or(0) << 4) | arm.revision.unwrap_or(0),
+            ));
         }
     }
     let missing = |f: &str| CatalogError::BadCpuinfo(format!("no `{f}` line"));
@@ -246,6 +328,25 @@ pub fn parse_cpuinfo(bytes: &[u8]) -> Result<(String, u32, u32, u32), CatalogErr
         model.ok_or_else(|| missing("model"))?,
         stepping.ok_or_else(|| missing("stepping"))?,
     ))
+}
+
+/// The Arm identification lines of a `/proc/cpuinfo` processor block.
+#[derive(Default)]
+struct ArmIds {
+    implementer: Option<u32>,
+    architecture: Option<u32>,
+    variant: Option<u32>,
+    part: Option<u32>,
+    revision: Option<u32>,
+}
+
+/// An Arm cpuinfo number: `0x41` (hex) or `8` (decimal).
+fn arm_num(field: &str, v: &str) -> Result<u32, CatalogError> {
+    let r = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        Some(h) => u32::from_str_radix(h, 16),
+        None => v.parse::<u32>(),
+    };
+    r.map_err(|_| CatalogError::BadCpuinfo(format!("field `{field}` is `{v}`, not a number")))
 }
 
 #[cfg(test)]

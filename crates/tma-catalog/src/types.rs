@@ -4,11 +4,14 @@
 
 use serde::{Deserialize, Serialize};
 
-/// CPU vendor as reported by CPUID leaf 0.
+/// CPU vendor: CPUID leaf 0 on x86, the `CPU implementer` of `/proc/cpuinfo` on Arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum Vendor {
     Intel,
     Amd,
+    /// Arm Ltd cores (implementer 0x41): the Neoverse tables. Events are PMUv3 event
+    /// numbers (`code`, 16 bits; `perf_event_attr.config` is the number itself, no umask).
+    Arm,
 }
 
 /// Which core type of a hybrid part a table describes.
@@ -76,6 +79,7 @@ pub struct EventDef {
     /// (AMD names are kept lower case as AMD writes them; lookups are case-insensitive).
     pub name: &'static str,
     /// Event select. Intel: 8 bits. AMD: up to 12 bits (bits 8..11 go to config bits 32..35).
+    /// Arm: the 16-bit PMUv3 event number (`config` bits 0..15), umask 0.
     pub code: u16,
     pub umask: u8,
     /// Counter mask (cmask / threshold), 0 = none.

@@ -17,8 +17,27 @@ fn every_requested_key_exists() {
     assert_eq!(
         keys,
         [
-            "skx", "clx", "icx", "spr", "emr", "gnr", "skl", "icl", "tgl", "adl", "mtl", "adl-e",
-            "mtl-e", "zen4", "zen5"
+            "skx",
+            "clx",
+            "icx",
+            "spr",
+            "emr",
+            "gnr",
+            "skl",
+            "icl",
+            "tgl",
+            "adl",
+            "mtl",
+            "adl-e",
+            "mtl-e",
+            "zen4",
+            "zen5",
+            "neoverse-n1",
+            "neoverse-v1",
+            "neoverse-n2",
+            "neoverse-v2",
+            "neoverse-n3",
+            "neoverse-v3"
         ]
     );
 }

@@ -270,7 +270,13 @@ fn property_level1_sums_to_100_and_children_sum_to_parent_for_every_model() {
     const CASES: u32 = 256;
     const TOL: f64 = 0.01; // percentage points
     let sel = Selection::level(3);
-    for m in tma_catalog::models() {
+    // The Arm Neoverse trees are not partitions (N1's level 1 is cycle accounting; the
+    // drill-down children are MPKI, ratios and mixes): crates/tma-cli/tests/arm_values.rs
+    // checks them against Arm's formulas instead.
+    for m in tma_catalog::models()
+        .iter()
+        .filter(|m| m.vendor != tma_catalog::Vendor::Arm)
+    {
         let events =
             required_events(m, &sel).unwrap_or_else(|e| panic!("{}: required_events: {e}", m.key));
         let retire = required_retire_latencies(m, &sel).unwrap();

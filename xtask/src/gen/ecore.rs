@@ -408,7 +408,7 @@ pub fn gen_ecore(intel: &Path, p: &EcorePlatform) -> Result<String> {
             formula: formula.clone(),
             description: super::metric_description(name),
             unit,
-            group: super::metric_group(name)?,
+            group: super::metric_group(name)?.to_string(),
             perf_groups: String::new(),
         });
     }

@@ -32,6 +32,8 @@ pub mod mtl;
 pub mod adl_e;
 #[rustfmt::skip]
 pub mod mtl_e;
+/// The Arm Neoverse tables (xtask/src/gen/arm.rs; Apache-2.0 notice in arm/).
+pub mod arm;
 
 /// Every generated model: the P-core / uniform ones, then the E-core ones.
 pub static MODELS: &[&Model] = &[

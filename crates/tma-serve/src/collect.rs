@@ -131,6 +131,37 @@ pub struct Collector {
     /// Running totals of the counters: (family, scope, label value) -> total.
     totals: BTreeMap<(&'static str, String, String), f64>,
     intervals: u64,
+    bounds: Bounds,
+    /// The time an interval is published at (the fleet counters' timestamp).
+    clock: Clock,
+    /// `--cgroup-top` over the cgroup tree (without a cgroup target).
+    hot: Option<crate::hot::HotCgroups>,
+    warned_budget: bool,
+    warned_hot: bool,
+}
+
+/// What tells the time of an interval (tests set their own).
+pub type Clock = Box<dyn Fn() -> SystemTime + Send>;
+
+/// The default `--series-budget`: samples per exposition.
+pub const DEFAULT_SERIES_BUDGET: usize = 300;
+
+/// How many series a host may export.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bounds {
+    /// `--cgroup-top N`: the N busiest cgroups by name, the rest as cgroup="other".
+    pub cgroup_top: Option<usize>,
+    /// `--series-budget`: the most samples one exposition holds, all families together.
+    pub series_budget: usize,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            cgroup_top: None,
+            series_budget: DEFAULT_SERIES_BUDGET,
+        }
+    }
 }
 
 /// The software events with a family of their own: (event, family base, help, scale).
@@ -181,9 +212,30 @@ impl Collector {
             target: None,
             totals: BTreeMap::new(),
             intervals: 0,
+            bounds: Bounds::default(),
+            clock: Box::new(SystemTime::now),
+            hot: None,
+            warned_budget: false,
+            warned_hot: false,
         };
         c.shared.publish(c.state_families(), false);
         c
+    }
+
+    /// Bound the series: `--cgroup-top`, `--series-budget`.
+    pub fn set_bounds(&mut self, bounds: Bounds) {
+        self.bounds = bounds;
+    }
+
+    /// Follow the busiest cgroups of a cgroup tree by CPU time (`--cgroup-top` without a
+    /// cgroup target); each interval reads the tree once.
+    pub fn set_hot_cgroups(&mut self, hot: crate::hot::HotCgroups) {
+        self.hot = Some(hot);
+    }
+
+    /// Tell the time of intervals with `clock` instead of the system clock.
+    pub fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
     }
 
     /// Intervals published so far (a replay's loops included: its counters go on growing
@@ -255,39 +307,27 @@ impl Collector {
         out
     }
 
-    /// The scopes of an interval: (label, readings, report).
-    fn scopes(&self, iv: &IntervalData<'_>) -> Vec<(ScopeLabel, Interval, Option<IntervalReport>)> {
-        let plan = match &self.mode {
-            Mode::Tree { plan: Some(p), .. } => Some(p),
-            Mode::Software { plan, .. } => Some(plan),
-            _ => None,
-        };
-        let eval = |r: &Interval| match &self.mode {
-            Mode::Tree { eval, .. } => Some(eval.eval(r)),
-            _ => None,
-        };
-        let part = |keep: &dyn Fn(&tma_perf::backend::GroupReading) -> bool,
-                    raw: &RawInterval,
-                    plan: &Plan| {
-            let sub = RawInterval {
-                start_s: raw.start_s,
-                end_s: raw.end_s,
-                groups: raw.groups.iter().filter(|g| keep(g)).cloned().collect(),
-            };
-            Measurement::interval_readings(plan, &sub, false)
-        };
+    /// The scopes of an interval, each with where its counts come from.
+    fn scopes(&self, iv: &IntervalData<'_>) -> Vec<ScopeIv> {
+        let plan = self.plan();
         if let (Some(raw), Some(plan)) = (iv.raw, plan) {
             if let Some(Target::Cgroups(dirs)) = &self.target {
                 return (0..dirs.len() as u32)
                     .map(|i| {
-                        let r = part(&|g| g.cgroup == Some(i), raw, plan);
+                        let key = ScopeKey::Cgroup(i);
+                        let r = part(&|g| key.holds(g), raw, plan);
                         let label = self
                             .cgroup_labels
                             .get(i as usize)
                             .cloned()
                             .unwrap_or_else(|| dirs[i as usize].display().to_string());
-                        let rep = eval(&r);
-                        (Some(("cgroup", label)), r, rep)
+                        let report = self.eval(&r);
+                        ScopeIv {
+                            label: Some(("cgroup", label)),
+                            key,
+                            readings: r,
+                            report,
+                        }
                     })
                     .collect();
             }
@@ -299,15 +339,41 @@ impl Collector {
                     return cpus
                         .into_iter()
                         .map(|c| {
-                            let r = part(&|g| g.cpu == Some(c), raw, plan);
-                            let rep = eval(&r);
-                            (Some(("cpu", c.to_string())), r, rep)
+                            let key = ScopeKey::Cpu(c);
+                            let r = part(&|g| key.holds(g), raw, plan);
+                            let report = self.eval(&r);
+                            ScopeIv {
+                                label: Some(("cpu", c.to_string())),
+                                key,
+                                readings: r,
+                                report,
+                            }
                         })
                         .collect();
                 }
             }
         }
-        vec![(None, iv.readings.clone(), iv.report.cloned())]
+        vec![ScopeIv {
+            label: None,
+            key: ScopeKey::Whole,
+            readings: iv.readings.clone(),
+            report: iv.report.cloned(),
+        }]
+    }
+
+    fn plan(&self) -> Option<&Plan> {
+        match &self.mode {
+            Mode::Tree { plan: Some(p), .. } => Some(p),
+            Mode::Software { plan, .. } => Some(plan),
+            _ => None,
+        }
+    }
+
+    fn eval(&self, r: &Interval) -> Option<IntervalReport> {
+        match &self.mode {
+            Mode::Tree { eval, .. } => Some(eval.eval(r)),
+            _ => None,
+        }
     }
 
     fn add_total(&mut self, family: &'static str, scope: &ScopeLabel, key: &str, v: f64) -> f64 {
@@ -322,111 +388,144 @@ impl Collector {
         *t
     }
 
-    fn families(&mut self, iv: &IntervalData<'_>, t0: Instant) -> Vec<Family> {
-        let mut out = self.state_families();
-        let scopes = self.scopes(iv);
-        let with = |scope: &ScopeLabel, mut l: Vec<(&'static str, String)>| {
-            if let Some(s) = scope {
-                l.push(s.clone());
-            }
-            l
+    /// The series of one scope (labels without the scope's own), counters as the growth of
+    /// this interval; and the scope's weight for the top-N choice (its slots, else its
+    /// task-clock).
+    fn scope_parts(&self, s: &ScopeIv) -> (Vec<Part>, f64) {
+        let mut parts = Vec::new();
+        let mut weight = None;
+        let (model, info) = match &self.mode {
+            Mode::Tree { info, .. } => (Some(info.model), Some(info)),
+            _ => (None, None),
         };
-        let mut node_ratio = Family::new(
-            "tma_node_ratio",
-            Kind::Gauge,
-            "Share of the pipeline slots (or cycles) of a TMA node in the last interval, 0..1; \
-             node is the path from level 1, dot-separated.",
-        );
-        let mut counted = Family::new(
-            "tma_node_counted_ratio",
-            Kind::Gauge,
-            "Smallest share of the interval during which the node's events were on a counter \
-             (multiplexing), 0..1.",
-        );
-        let mut bottleneck = Family::new(
-            "tma_bottleneck",
-            Kind::Info,
-            "The bottleneck node of the last interval (the deepest node chosen from level 1).",
-        );
-        let mut metric = Family::new(
-            "tma_metric",
-            Kind::Gauge,
-            "A selected helper metric (IPC, CPI...) of the last interval, in its own unit.",
-        );
-        let mut events = Family::new(
-            "tma_event",
-            Kind::Counter,
-            "Hardware event counts, scaled for multiplexing.",
-        );
-        let mut software: Vec<Family> = SOFTWARE
-            .iter()
-            .map(|(_, base, help, _)| Family::new(base, Kind::Counter, help))
-            .collect();
-        let aliases: Vec<String> = match &self.mode {
-            Mode::Tree { plan: Some(p), .. } => p.aliases.iter().map(|(a, _)| a.clone()).collect(),
+        let aliases: Vec<&str> = match &self.mode {
+            Mode::Tree { plan: Some(p), .. } => p.aliases.iter().map(|(a, _)| a.as_str()).collect(),
             _ => Vec::new(),
         };
-        let model = match &self.mode {
-            Mode::Tree { info, .. } => Some(info.model),
-            _ => None,
-        };
-        for (scope, readings, report) in &scopes {
-            if let (Some(rep), Some(model)) = (report, model) {
-                for n in &rep.report.nodes {
-                    let Some(v) = n.value.filter(|_| n.status.has_value()) else {
-                        continue;
-                    };
-                    if !matches!(n.unit, Unit::PercentSlots | Unit::Percent) {
-                        continue;
-                    }
-                    let mut own = vec![
-                        ("node", node_path(model, n.name)),
-                        ("level", n.level.to_string()),
-                    ];
-                    // One core type's tree of a hybrid part (or their merged view).
-                    if let Mode::Tree { info, .. } = &self.mode {
-                        own.extend(info.core_type.map(|t| ("core_type", t.to_string())));
-                    }
-                    let labels = with(scope, own);
-                    if let Some(share) = n.counted_share {
-                        counted.push(labels.clone(), share);
-                    }
-                    node_ratio.push(labels, v / 100.0);
+        if let (Some(rep), Some(model), Some(info)) = (&s.report, model, info) {
+            let duration = (s.readings.end_s - s.readings.start_s).max(0.0);
+            let consts = info.request.constants((duration > 0.0).then_some(duration));
+            let slots = fleet_slots(model, &s.readings, &consts);
+            for n in &rep.report.nodes {
+                let Some(v) = n.value.filter(|_| n.status.has_value()) else {
+                    continue;
+                };
+                if !matches!(n.unit, Unit::PercentSlots | Unit::Percent) {
+                    continue;
                 }
-                if let Some(b) = &rep.report.bottleneck.node {
-                    bottleneck.push(with(scope, vec![("node", node_path(model, b))]), 1.0);
+                let mut labels = vec![
+                    ("node", node_path(model, n.name)),
+                    ("level", n.level.to_string()),
+                ];
+                // One core type's tree of a hybrid part (or their merged view).
+                labels.extend(info.core_type.map(|t| ("core_type", t.to_string())));
+                if let Some(share) = n.counted_share {
+                    parts.push(Part::gauge(F_COUNTED, labels.clone(), share));
                 }
-                for m in &rep.report.metrics {
-                    if let Some(v) = m.value.filter(|_| m.status.has_value()) {
-                        metric.push(with(scope, vec![("name", m.short_name.to_string())]), v);
-                    }
+                if let (Some(total), Unit::PercentSlots) = (slots, n.unit) {
+                    parts.push(Part::counter(F_SLOTS, labels.clone(), v / 100.0 * total));
+                }
+                parts.push(Part::gauge(F_NODE, labels, v / 100.0));
+            }
+            if let Some(total) = slots {
+                parts.push(Part::counter(
+                    F_SLOTS,
+                    vec![("node", "total".into()), ("level", "0".into())],
+                    total,
+                ));
+                weight = Some(total);
+            }
+            for (family, names) in [(F_CYCLES, CYCLES), (F_INSTRUCTIONS, INSTRUCTIONS)] {
+                let value = names
+                    .iter()
+                    .find_map(|e| s.readings.get(e).and_then(|r| r.value));
+                if let Some(v) = value.filter(|v| v.is_finite() && *v >= 0.0) {
+                    parts.push(Part::counter(family, Vec::new(), v));
                 }
             }
-            for r in readings
-                .readings
-                .iter()
-                .filter(|r| r.cpu.is_none() && r.tid.is_none())
-            {
-                let Some(v) = r.value else { continue };
-                if let Some(k) = SOFTWARE
-                    .iter()
-                    .position(|(e, ..)| e.name().eq_ignore_ascii_case(&r.event))
-                {
-                    let total = self.add_total(SOFTWARE[k].1, scope, "", v * SOFTWARE[k].3);
-                    software[k].push(with(scope, Vec::new()), total);
-                    continue;
+            if let Some(b) = &rep.report.bottleneck.node {
+                parts.push(Part::gauge(
+                    F_BOTTLENECK,
+                    vec![("node", node_path(model, b))],
+                    1.0,
+                ));
+            }
+            for m in &rep.report.metrics {
+                if let Some(v) = m.value.filter(|_| m.status.has_value()) {
+                    parts.push(Part::gauge(
+                        F_METRIC,
+                        vec![("name", m.short_name.to_string())],
+                        v,
+                    ));
                 }
-                if model.is_none()
-                    || SoftwareEvent::parse(&r.event).is_some()
-                    || r.event == "duration_time"
-                    || aliases.contains(&r.event)
-                {
-                    continue;
-                }
-                let total = self.add_total("tma_event", scope, &r.event, v);
-                events.push(with(scope, vec![("event", r.event.clone())]), total);
             }
         }
+        for r in s
+            .readings
+            .readings
+            .iter()
+            .filter(|r| r.cpu.is_none() && r.tid.is_none())
+        {
+            let Some(v) = r.value else { continue };
+            if let Some(k) = SOFTWARE
+                .iter()
+                .position(|(e, ..)| e.name().eq_ignore_ascii_case(&r.event))
+            {
+                if SOFTWARE[k].0 == SoftwareEvent::TaskClock && weight.is_none() {
+                    weight = Some(v);
+                }
+                parts.push(Part::counter(F_SOFTWARE + k, Vec::new(), v * SOFTWARE[k].3));
+                continue;
+            }
+            if model.is_none()
+                || SoftwareEvent::parse(&r.event).is_some()
+                || r.event == "duration_time"
+                || aliases.contains(&r.event.as_str())
+            {
+                continue;
+            }
+            parts.push(Part::counter(F_EVENT, vec![("event", r.event.clone())], v));
+        }
+        (parts, weight.filter(|w| w.is_finite()).unwrap_or(0.0))
+    }
+
+    /// Put `parts` of `scope` into `families`: gauges as they are, counters as running
+    /// totals (the fleet counters stamped with `at_ms`).
+    fn push_parts(
+        &mut self,
+        families: &mut [Family],
+        scope: &ScopeLabel,
+        parts: Vec<Part>,
+        at_ms: i64,
+    ) {
+        for p in parts {
+            let mut labels = p.labels;
+            let value = if p.counter {
+                let key = labels
+                    .iter()
+                    .map(|(_, v)| v.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\u{1f}");
+                self.add_total(families[p.family].base, scope, &key, p.value)
+            } else {
+                p.value
+            };
+            if let Some(s) = scope {
+                labels.push(s.clone());
+            }
+            if matches!(p.family, F_SLOTS | F_CYCLES | F_INSTRUCTIONS) {
+                families[p.family].push_at(labels, value, at_ms);
+            } else {
+                families[p.family].push(labels, value);
+            }
+        }
+    }
+
+    fn families(&mut self, iv: &IntervalData<'_>, t0: Instant) -> Vec<Family> {
+        let at_ms = (self.clock)()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let mut out = self.state_families();
         let mut len = Family::new(
             "tma_interval_seconds",
             Kind::Gauge,
@@ -447,15 +546,155 @@ impl Collector {
             Kind::Gauge,
             "Unix time the last interval was published.",
         );
-        at.push(
-            Vec::new(),
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0.0, |d| (d.as_millis() as f64) / 1e3),
-        );
+        at.push(Vec::new(), (at_ms as f64) / 1e3);
         out.extend([len, n, at]);
-        out.extend([node_ratio, counted, bottleneck, metric, events]);
-        out.extend(software);
+
+        let scopes = self.scopes(iv);
+        let parts: Vec<(Vec<Part>, f64)> = scopes.iter().map(|s| self.scope_parts(s)).collect();
+        let kind = scopes.first().map_or(ScopeKey::Whole, |s| s.key);
+        let split = !matches!(kind, ScopeKey::Whole);
+        // Series outside the scopes: those above, the evaluation time, the left-out count,
+        // and what a scrape adds (one per HTTP status, the scrape time).
+        let fixed = count(&out) + 1 + usize::from(split) + crate::http::STATUSES.len() + 1;
+        let budget = self.bounds.series_budget;
+        // The hot cgroups of the cgroup tree take what the scopes leave (at least their own
+        // gauges and the `other` bucket).
+        let hot_min = if self.hot.is_some() { 3 } else { 0 };
+        let avail = budget.saturating_sub(fixed + hot_min);
+        let n = scopes.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&a, &b| parts[b].1.total_cmp(&parts[a].1).then(a.cmp(&b)));
+        let cap = match kind {
+            ScopeKey::Cgroup(_) => self.bounds.cgroup_top.unwrap_or(n).min(n),
+            _ => n,
+        };
+        let biggest = parts.iter().map(|p| p.0.len()).max().unwrap_or(0);
+        let mut keep = if split { cap } else { n };
+        while split && keep > 0 {
+            let need: usize = order[..keep]
+                .iter()
+                .map(|&i| parts[i].0.len())
+                .sum::<usize>()
+                + if keep < n { biggest } else { 0 };
+            if need <= avail {
+                break;
+            }
+            keep -= 1;
+        }
+        let mut fams = scope_families();
+        let mut folded_incs: Vec<Part> = Vec::new();
+        let mut parts: Vec<Option<Vec<Part>>> = parts.into_iter().map(|p| Some(p.0)).collect();
+        for (rank, &i) in order.iter().enumerate() {
+            let p = parts[i].take().unwrap_or_default();
+            if rank < keep {
+                self.push_parts(&mut fams, &scopes[i].label, p, at_ms);
+                continue;
+            }
+            // A folded scope: its own totals go on (they are not shown), its growth goes
+            // to `other`.
+            for c in p.into_iter().filter(|c| c.counter) {
+                let key = c
+                    .labels
+                    .iter()
+                    .map(|(_, v)| v.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\u{1f}");
+                let base = fams[c.family].base;
+                self.add_total(base, &scopes[i].label, &key, c.value);
+                match folded_incs
+                    .iter_mut()
+                    .find(|o| o.family == c.family && o.labels == c.labels)
+                {
+                    Some(o) => o.value += c.value.max(0.0),
+                    None => folded_incs.push(Part {
+                        value: c.value.max(0.0),
+                        ..c
+                    }),
+                }
+            }
+        }
+        let left_out = n - keep.min(n);
+        if split && left_out > 0 {
+            let label: ScopeLabel = match kind {
+                ScopeKey::Cpu(_) => Some(("cpu", "other".into())),
+                _ => Some(("cgroup", "other".into())),
+            };
+            // The gauges of `other` from its summed counts; its counters are the sum of
+            // the folded scopes' growth, so that totals are kept exactly.
+            let folded: Vec<ScopeKey> = order[keep..].iter().map(|&i| scopes[i].key).collect();
+            let mut gauges = Vec::new();
+            if let (Some(raw), Some(plan)) = (iv.raw, self.plan()) {
+                let r = part(&|g| folded.iter().any(|k| k.holds(g)), raw, plan);
+                let report = self.eval(&r);
+                let other = ScopeIv {
+                    label: label.clone(),
+                    key: ScopeKey::Whole,
+                    readings: r,
+                    report,
+                };
+                gauges = self.scope_parts(&other).0;
+                gauges.retain(|p| !p.counter);
+            }
+            gauges.extend(folded_incs);
+            self.push_parts(&mut fams, &label, gauges, at_ms);
+        }
+        if split {
+            let (base, help) = match kind {
+                ScopeKey::Cpu(_) => (
+                    "tma_cpus_left_out",
+                    "CPUs counted in cpu=\"other\" in the last interval (the series budget \
+                     leaves no room for each).",
+                ),
+                _ => (
+                    "tma_cgroups_left_out",
+                    "Cgroups counted in cgroup=\"other\" in the last interval (not among the \
+                     --cgroup-top busiest, or beyond the series budget).",
+                ),
+            };
+            let mut f = Family::new(base, Kind::Gauge, help);
+            f.push(Vec::new(), left_out as f64);
+            out.push(f);
+        }
+        out.extend(fams);
+        // Within the budget whatever the request: the least needed families go first.
+        let mut dropped = Vec::new();
+        for base in ["tma_event", "tma_node_counted_ratio", "tma_metric"] {
+            let used = count(&out) + 1 + crate::http::STATUSES.len() + 1 + hot_min;
+            if used <= budget {
+                break;
+            }
+            if let Some(f) = out.iter_mut().find(|f| f.base == base && !f.is_empty()) {
+                f.samples.clear();
+                dropped.push(base);
+            }
+        }
+        if !dropped.is_empty() && !self.warned_budget {
+            self.warned_budget = true;
+            self.log.warn(
+                "series_budget_exceeded",
+                &[
+                    ("budget", &budget),
+                    ("dropped", &dropped.join(",")),
+                    (
+                        "fix",
+                        &"raise --series-budget, or export fewer nodes (-l, --nodes) and \
+                          metrics (-m)",
+                    ),
+                ],
+            );
+        }
+        if let Some(hot) = self.hot.as_mut() {
+            let room = budget.saturating_sub(count(&out) + 1 + crate::http::STATUSES.len() + 1 + 2);
+            match hot.refresh(self.bounds.cgroup_top.unwrap_or(usize::MAX), room) {
+                Ok(f) => out.extend(f),
+                Err(e) => {
+                    if !self.warned_hot {
+                        self.warned_hot = true;
+                        self.log.warn("cgroup_tree_unreadable", &[("error", &e)]);
+                    }
+                }
+            }
+        }
         let mut eval = Family::new(
             "tma_evaluation_duration_seconds",
             Kind::Gauge,
@@ -464,6 +703,196 @@ impl Collector {
         eval.push(Vec::new(), t0.elapsed().as_secs_f64());
         out.push(eval);
         out
+    }
+}
+
+/// Where a scope's counts come from in the raw interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ScopeKey {
+    Whole,
+    Cgroup(u32),
+    Cpu(u32),
+}
+
+impl ScopeKey {
+    fn holds(self, g: &tma_perf::backend::GroupReading) -> bool {
+        match self {
+            ScopeKey::Whole => true,
+            ScopeKey::Cgroup(i) => g.cgroup == Some(i),
+            ScopeKey::Cpu(c) => g.cpu == Some(c),
+        }
+    }
+}
+
+/// One scope of an interval.
+struct ScopeIv {
+    label: ScopeLabel,
+    key: ScopeKey,
+    readings: Interval,
+    report: Option<IntervalReport>,
+}
+
+/// The readings of the groups of `raw` that `keep` keeps.
+fn part(
+    keep: &dyn Fn(&tma_perf::backend::GroupReading) -> bool,
+    raw: &RawInterval,
+    plan: &Plan,
+) -> Interval {
+    let sub = RawInterval {
+        start_s: raw.start_s,
+        end_s: raw.end_s,
+        groups: raw.groups.iter().filter(|g| keep(g)).cloned().collect(),
+    };
+    Measurement::interval_readings(plan, &sub, false)
+}
+
+/// One series of a scope before its scope label: a gauge's value, or a counter's growth.
+#[derive(Debug, Clone)]
+struct Part {
+    family: usize,
+    labels: Vec<(&'static str, String)>,
+    value: f64,
+    counter: bool,
+}
+
+impl Part {
+    fn gauge(family: usize, labels: Vec<(&'static str, String)>, value: f64) -> Part {
+        Part {
+            family,
+            labels,
+            value,
+            counter: false,
+        }
+    }
+    fn counter(family: usize, labels: Vec<(&'static str, String)>, value: f64) -> Part {
+        Part {
+            family,
+            labels,
+            value,
+            counter: true,
+        }
+    }
+}
+
+// The families of each scope, in exposition order.
+const F_NODE: usize = 0;
+const F_COUNTED: usize = 1;
+const F_BOTTLENECK: usize = 2;
+const F_METRIC: usize = 3;
+const F_SLOTS: usize = 4;
+const F_CYCLES: usize = 5;
+const F_INSTRUCTIONS: usize = 6;
+const F_EVENT: usize = 7;
+const F_SOFTWARE: usize = 8;
+
+fn scope_families() -> Vec<Family> {
+    let mut v = vec![
+        Family::new(
+            "tma_node_ratio",
+            Kind::Gauge,
+            "Share of the pipeline slots (or cycles) of a TMA node in the last interval, 0..1; \
+             node is the path from level 1, dot-separated. For one host; to add up hosts, \
+             cgroups or time, use tma_slots_total.",
+        ),
+        Family::new(
+            "tma_node_counted_ratio",
+            Kind::Gauge,
+            "Smallest share of the interval during which the node's events were on a counter \
+             (multiplexing), 0..1.",
+        ),
+        Family::new(
+            "tma_bottleneck",
+            Kind::Info,
+            "The bottleneck node of the last interval (the deepest node chosen from level 1).",
+        ),
+        Family::new(
+            "tma_metric",
+            Kind::Gauge,
+            "A selected helper metric (IPC, CPI...) of the last interval, in its own unit.",
+        ),
+        Family::new(
+            "tma_slots",
+            Kind::Counter,
+            "Pipeline slots charged to each TMA node measured in slots (node=\"total\", \
+             level 0: all slots), scaled for multiplexing, stamped with the end of the \
+             interval. A node's share over any window and aggregation: its rate over the \
+             rate of node=\"total\".",
+        ),
+        Family::new(
+            "tma_cycles",
+            Kind::Counter,
+            "Unhalted core cycles, scaled for multiplexing, stamped with the end of the \
+             interval.",
+        ),
+        Family::new(
+            "tma_instructions",
+            Kind::Counter,
+            "Instructions retired, scaled for multiplexing, stamped with the end of the \
+             interval (IPC: its rate over the rate of tma_cycles_total).",
+        ),
+        Family::new(
+            "tma_event",
+            Kind::Counter,
+            "Hardware event counts, scaled for multiplexing.",
+        ),
+    ];
+    v.extend(
+        SOFTWARE
+            .iter()
+            .map(|(_, base, help, _)| Family::new(base, Kind::Counter, help)),
+    );
+    v
+}
+
+/// The number of samples of `families`.
+fn count(families: &[Family]) -> usize {
+    families.iter().map(Family::len).sum()
+}
+
+/// The cycles and instructions events, by the names the tables and perf use.
+const CYCLES: &[&str] = &[
+    "CPU_CLK_UNHALTED.THREAD",
+    "ls_not_halted_cyc",
+    "CPU_CYCLES",
+    "cycles",
+    "cpu-cycles",
+];
+const INSTRUCTIONS: &[&str] = &[
+    "INST_RETIRED.ANY",
+    "ex_ret_instr",
+    "INST_RETIRED",
+    "instructions",
+];
+
+/// The model's metric of the slots the level-1 nodes share.
+const SLOTS_METRICS: &[&str] = &["Info_Thread_SLOTS", "total_dispatch_slots"];
+
+/// The pipeline slots of one scope's interval, by the model's own slots metric; `None`
+/// when the model names none or the interval lacks its events.
+fn fleet_slots(
+    model: &tma_catalog::Model,
+    readings: &Interval,
+    consts: &tma_metrics::Constants,
+) -> Option<f64> {
+    let values = ReadingValues(readings);
+    SLOTS_METRICS.iter().find_map(|name| {
+        tma_metrics::evaluate_metric(model, name, &values, consts)
+            .ok()
+            .flatten()
+            .and_then(|(v, _)| v)
+            .filter(|v| v.is_finite() && *v >= 0.0)
+    })
+}
+
+/// [`tma_metrics::Values`] over one scope's readings.
+struct ReadingValues<'a>(&'a Interval);
+
+impl tma_metrics::Values for ReadingValues<'_> {
+    fn event(&self, id: &str) -> Option<f64> {
+        self.0.get(id).and_then(|r| r.value)
+    }
+    fn counted_share(&self, id: &str) -> Option<f64> {
+        self.0.get(id).and_then(|r| r.counted_share)
     }
 }
 

@@ -28,6 +28,10 @@ pub enum Kind {
 pub struct Sample {
     pub labels: Vec<(&'static str, String)>,
     pub value: f64,
+    /// When the value was counted (the end of its interval), milliseconds since the Unix
+    /// epoch; `None`: the scrape's own time. The fleet counters carry it so that the series
+    /// of every host describe the same counted moment, not the moment of the scrape.
+    pub timestamp_ms: Option<i64>,
 }
 
 /// One metric family.
@@ -52,7 +56,30 @@ impl Family {
 
     /// Add a sample.
     pub fn push(&mut self, labels: Vec<(&'static str, String)>, value: f64) {
-        self.samples.push(Sample { labels, value });
+        self.samples.push(Sample {
+            labels,
+            value,
+            timestamp_ms: None,
+        });
+    }
+
+    /// Add a sample counted at `timestamp_ms` (see [`Sample::timestamp_ms`]).
+    pub fn push_at(&mut self, labels: Vec<(&'static str, String)>, value: f64, timestamp_ms: i64) {
+        self.samples.push(Sample {
+            labels,
+            value,
+            timestamp_ms: Some(timestamp_ms),
+        });
+    }
+
+    /// The number of samples (series) of the family.
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// No sample.
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
     }
 
     /// The name of each sample: `base`, `base_total` or `base_info`.
@@ -182,6 +209,14 @@ pub fn write(families: &[Family], format: Format, out: &mut String) {
             }
             out.push(' ');
             write_value(s.value, out);
+            if let Some(ms) = s.timestamp_ms {
+                // 0.0.4: integer milliseconds; OpenMetrics: seconds.
+                if om {
+                    let _ = write!(out, " {}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
+                } else {
+                    let _ = write!(out, " {ms}");
+                }
+            }
             out.push('\n');
         }
     }
@@ -209,6 +244,7 @@ mod tests {
         );
         let mut c = Family::new("tma_event", Kind::Counter, "Events.");
         c.push(vec![("event", "a\"b\\c\nd".into())], 1234.0);
+        c.push_at(vec![("event", "t".into())], 5.0, 1_700_000_000_123);
         let mut i = Family::new("tma_build", Kind::Info, "Build.");
         i.push(vec![("version", "0.1.0".into())], 1.0);
         let empty = Family::new("tma_metric", Kind::Gauge, "Unused.");
@@ -228,6 +264,7 @@ mod tests {
              # TYPE tma_event_total counter\n\
              # HELP tma_event_total Events.\n\
              tma_event_total{event=\"a\\\"b\\\\c\\nd\"} 1234\n\
+             tma_event_total{event=\"t\"} 5 1700000000123\n\
              # TYPE tma_build_info gauge\n\
              # HELP tma_build_info Build.\n\
              tma_build_info{version=\"0.1.0\"} 1\n"
@@ -247,6 +284,7 @@ mod tests {
              # TYPE tma_event counter\n\
              # HELP tma_event Events.\n\
              tma_event_total{event=\"a\\\"b\\\\c\\nd\"} 1234\n\
+             tma_event_total{event=\"t\"} 5 1700000000.123\n\
              # TYPE tma_build info\n\
              # HELP tma_build Build.\n\
              tma_build_info{version=\"0.1.0\"} 1\n\

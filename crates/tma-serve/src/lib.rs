@@ -14,6 +14,7 @@
 
 pub mod collect;
 pub mod expo;
+pub mod hot;
 pub mod http;
 pub mod log;
 
@@ -30,8 +31,9 @@ use tma_stat::eval::RunInfo;
 use tma_stat::sink::{self as stat_sink, IntervalData, IntervalSink};
 use tma_stat::{Input, IntervalReport, LiveOptions, LiveTarget, StatConfig, StatError};
 
-use crate::collect::{Build, Collector, Shared, Split};
+use crate::collect::{Bounds, Build, Collector, Shared, Split};
 use crate::expo::Format;
+use crate::hot::HotCgroups;
 use crate::http::{Handler, Limits, Request, Response, Server};
 use crate::log::{Log, Notes};
 
@@ -106,6 +108,8 @@ pub struct ServeConfig {
     pub metric_groups: Vec<String>,
     pub host: Host,
     pub limits: Limits,
+    /// `--cgroup-top`, `--series-budget`.
+    pub bounds: Bounds,
 }
 
 impl Default for ServeConfig {
@@ -125,6 +129,7 @@ impl Default for ServeConfig {
             metric_groups: Vec::new(),
             host: Host::system(),
             limits: Limits::default(),
+            bounds: Bounds::default(),
         }
     }
 }
@@ -238,6 +243,23 @@ pub fn run(cfg: &ServeConfig, log: Arc<Log>) -> Result<(), ServeError> {
         Source::Replay(_) => Some(load_replay(&stat, &log)?),
         Source::Live { .. } => None,
     };
+    // `--cgroup-top` without `--cgroup`: the host's cgroup tree, checked before the port.
+    let hot = match (&cfg.source, cfg.bounds.cgroup_top) {
+        (Source::Live { cgroups, .. }, Some(_)) if cgroups.is_empty() => {
+            let fs = tma_perf::cgroupfs::CgroupFs::of_host(&cfg.host);
+            fs.check()
+                .map_err(|e| ServeError::Usage(format!("--cgroup-top: {e}")))?;
+            Some(HotCgroups::new(fs))
+        }
+        _ => None,
+    };
+    if cfg.bounds.series_budget < 50 {
+        return Err(ServeError::Usage(format!(
+            "--series-budget {} is too small: the exporter's own series take about 30; \
+             give at least 50 (300 suits most hosts)",
+            cfg.bounds.series_budget
+        )));
+    }
     let listener = TcpListener::bind(cfg.listen).map_err(|source| ServeError::Listen {
         addr: cfg.listen,
         source,
@@ -305,6 +327,10 @@ pub fn run(cfg: &ServeConfig, log: Arc<Log>) -> Result<(), ServeError> {
         cgroups,
         replay,
     );
+    collector.set_bounds(cfg.bounds.clone());
+    if let Some(hot) = hot {
+        collector.set_hot_cgroups(hot);
+    }
     let result = if let Some(rec) = recording {
         serve_replay(rec, cfg.interval, &mut collector, &log)
     } else {
@@ -386,9 +412,9 @@ fn check_streamable(cfg: &StatConfig) -> Result<(), StatError> {
 /// One recorded interval, owned.
 type Kept = (Option<RawInterval>, Interval, Option<IntervalReport>);
 
-/// Keeps a recording's intervals for the replay loop.
+/// A recording's intervals, kept for the replay loop.
 #[derive(Default)]
-struct Recorder {
+pub struct Recording {
     start: Option<Start>,
     intervals: Vec<Kept>,
 }
@@ -396,7 +422,7 @@ struct Recorder {
 /// The most intervals a replayed recording may hold (they are kept in memory).
 const MAX_REPLAY_INTERVALS: usize = 100_000;
 
-impl IntervalSink for Recorder {
+impl IntervalSink for Recording {
     fn start(&mut self, start: stat_sink::Start<'_>) -> Result<(), StatError> {
         if self.start.is_some() {
             return Err(StatError::Usage(
@@ -462,8 +488,8 @@ fn sleep_or_interrupted(d: Duration) -> bool {
 }
 
 /// Read the recording once, through the engine's import or snapshot replay path.
-fn load_replay(stat: &StatConfig, log: &Log) -> Result<Recorder, ServeError> {
-    let mut rec = Recorder::default();
+fn load_replay(stat: &StatConfig, log: &Log) -> Result<Recording, ServeError> {
+    let mut rec = Recording::default();
     {
         let mut notes = Notes::new(log);
         tma_stat::run(stat, &mut rec, &mut notes)?;
@@ -485,41 +511,17 @@ fn load_replay(stat: &StatConfig, log: &Log) -> Result<Recorder, ServeError> {
 /// Publish the recorded intervals one per `every`, from the first again after the last,
 /// until a signal.
 fn serve_replay(
-    rec: Recorder,
+    rec: Recording,
     every: Duration,
     collector: &mut Collector,
     log: &Log,
 ) -> Result<(), ServeError> {
-    let Some(start) = rec.start.as_ref() else {
-        return Ok(());
-    };
-    match start {
-        Start::Tree { info, plan, target } => collector.start(stat_sink::Start::Tree {
-            info,
-            plan: plan.as_ref(),
-            target: target.as_ref(),
-        })?,
-        Start::Software {
-            plan,
-            target,
-            reason,
-            streamed,
-        } => collector.start(stat_sink::Start::Software {
-            plan,
-            target: target.as_ref(),
-            reason: reason.as_deref(),
-            streamed: *streamed,
-        })?,
-    }
-    log.info("replay_loaded", &[("intervals", &rec.intervals.len())]);
+    rec.start(collector)?;
+    log.info("replay_loaded", &[("intervals", &rec.len())]);
     let mut loops = 0u64;
     loop {
-        for (raw, readings, report) in &rec.intervals {
-            collector.interval(IntervalData {
-                raw: raw.as_ref(),
-                readings,
-                report: report.as_ref(),
-            })?;
+        for i in 0..rec.len() {
+            rec.publish(i, collector)?;
             if sleep_or_interrupted(every) {
                 return Ok(());
             }
@@ -531,5 +533,66 @@ fn serve_replay(
                 &[("note", &"from the first interval, counters go on")],
             );
         }
+    }
+}
+
+impl Recording {
+    /// Read a recording through the engine's import or snapshot replay path (what `tma
+    /// stat --import` reads), refusing one with no interval.
+    pub fn load(stat: &StatConfig, log: &Log) -> Result<Recording, ServeError> {
+        load_replay(stat, log)
+    }
+
+    /// The number of intervals.
+    pub fn len(&self) -> usize {
+        self.intervals.len()
+    }
+
+    /// No interval.
+    pub fn is_empty(&self) -> bool {
+        self.intervals.is_empty()
+    }
+
+    /// Tell `collector` how the recording was counted.
+    pub fn start(&self, collector: &mut Collector) -> Result<(), StatError> {
+        let Some(start) = self.start.as_ref() else {
+            return Ok(());
+        };
+        match start {
+            Start::Tree { info, plan, target } => collector.start(stat_sink::Start::Tree {
+                info,
+                plan: plan.as_ref(),
+                target: target.as_ref(),
+            }),
+            Start::Software {
+                plan,
+                target,
+                reason,
+                streamed,
+            } => collector.start(stat_sink::Start::Software {
+                plan,
+                target: target.as_ref(),
+                reason: reason.as_deref(),
+                streamed: *streamed,
+            }),
+        }
+    }
+
+    /// Publish interval `i` (modulo the length) through `collector`.
+    pub fn publish(&self, i: usize, collector: &mut Collector) -> Result<(), StatError> {
+        let Some((raw, readings, report)) = self.intervals.get(i % self.intervals.len().max(1))
+        else {
+            return Ok(());
+        };
+        collector.interval(IntervalData {
+            raw: raw.as_ref(),
+            readings,
+            report: report.as_ref(),
+        })
+    }
+
+    /// The readings and the report (with a tree) of interval `i`.
+    pub fn interval(&self, i: usize) -> Option<(&Interval, Option<&IntervalReport>)> {
+        self.intervals.get(i).map(|(_, r, rep)| (r, rep.as_ref()))
     }
 }

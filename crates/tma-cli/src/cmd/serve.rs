@@ -23,6 +23,7 @@ use crate::cmd::args::{CpuArg, RootArg};
 ///   tma serve --cgroup system.slice/nginx.service --cgroup system.slice/pg.service
 ///   tma serve --listen 0.0.0.0:9273 -l 3 --interval 15s
 ///   tma serve --replay run.snapshot.json --interval 1s
+///   tma serve --cgroup-top 20 --series-budget 300   # the 20 busiest cgroups + other
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// Address and port to listen on; loopback unless you say otherwise (`:9273`: every
@@ -70,6 +71,17 @@ pub struct Args {
     /// --record` snapshot or `perf stat -I ... -x,` / `-j` output (demos, dashboards, tests).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["cgroup", "cpu_list", "all_cpus", "per_cpu"])]
     pub replay: Option<PathBuf>,
+    /// Follow only the N busiest cgroups, re-chosen every interval, and count the rest as
+    /// cgroup="other" so that totals add up (tma_cgroups_left_out says how many). With
+    /// --cgroup: the N of those with the most slots (CPU time without a PMU), each with its
+    /// tree. Without: every cgroup of the host's cgroup tree ranked by CPU time (cpu.stat),
+    /// exported as tma_cgroup_cpu_seconds_total beside the host's tree.
+    #[arg(long, value_name = "N", conflicts_with = "replay")]
+    pub cgroup_top: Option<usize>,
+    /// The most series one scrape returns, all families together; cgroups or CPUs beyond it
+    /// are counted in "other", then event counts, counted shares and metrics are left out.
+    #[arg(long, value_name = "N", default_value_t = tma_serve::collect::DEFAULT_SERIES_BUDGET)]
+    pub series_budget: usize,
     /// Threads serving HTTP connections.
     #[arg(long, value_name = "N", default_value_t = 4, hide = true)]
     pub http_workers: usize,
@@ -114,6 +126,10 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<ServeConfig> {
             workers: a.http_workers.clamp(1, 64),
             ..Default::default()
         },
+        bounds: tma_serve::collect::Bounds {
+            cgroup_top: a.cgroup_top,
+            series_budget: a.series_budget,
+        },
     })
 }
 
@@ -148,6 +164,12 @@ mod tests {
         assert_eq!(c.interval, Duration::from_secs(10));
         assert_eq!(c.level, 2);
         assert_eq!(c.metrics, Some(vec![]));
+        assert_eq!(c.bounds.series_budget, 300);
+        assert_eq!(c.bounds.cgroup_top, None);
+        let c2 = cfg(&["--cgroup-top", "20", "--series-budget", "500"]);
+        assert_eq!(c2.bounds.cgroup_top, Some(20));
+        assert_eq!(c2.bounds.series_budget, 500);
+        assert!(T::try_parse_from(["tma", "--cgroup-top", "3", "--replay", "x"]).is_err());
         assert_eq!(
             c.source,
             Source::Live {

@@ -1,0 +1,105 @@
+//! `--cgroup-top N` over the whole cgroup tree: each interval reads every cgroup's CPU time
+//! ([`tma_perf::cgroupfs`]), names the N that used the most since the last refresh, and
+//! puts the rest in one `cgroup="other"` bucket, so that the series add up to the CPU time
+//! of the whole tree whatever the churn.
+//!
+//! Each named cgroup's counter is its own CPU time since tma started following it (kept
+//! while it is out of the top, so its rate is right when it comes back); `other` grows by
+//! the time of the cgroups not named in each refresh. Summed over the series of one
+//! exposition, the growth since the last one is the growth of the tree.
+
+use std::collections::HashMap;
+
+use tma_perf::cgroupfs::{Accounting, CgroupFs, CgroupFsError};
+
+use crate::expo::{Family, Kind};
+
+/// The label of the root cgroup (its own tasks, and the last moments of removed cgroups).
+pub const ROOT_LABEL: &str = "/";
+
+/// The cgroups of a tree followed by CPU time.
+#[derive(Debug)]
+pub struct HotCgroups {
+    fs: CgroupFs,
+    accounting: Accounting,
+    /// Seconds charged to each live cgroup since it was first seen.
+    totals: HashMap<String, f64>,
+    other: f64,
+    all: f64,
+}
+
+impl HotCgroups {
+    pub fn new(fs: CgroupFs) -> HotCgroups {
+        HotCgroups {
+            fs,
+            accounting: Accounting::default(),
+            totals: HashMap::new(),
+            other: 0.0,
+            all: 0.0,
+        }
+    }
+
+    pub fn fs(&self) -> &CgroupFs {
+        &self.fs
+    }
+
+    /// Read the tree and charge the time since the last refresh. The families: each of the
+    /// `top` busiest cgroups and `other` (at most `room - 2` series in all, `other`
+    /// included), the number left out, the number seen.
+    pub fn refresh(&mut self, top: usize, room: usize) -> Result<Vec<Family>, CgroupFsError> {
+        let scan = self.fs.scan()?;
+        let charges = self.accounting.charge(&scan);
+        // Live cgroups only: a removed cgroup's total goes with it.
+        let mut totals = HashMap::with_capacity(charges.charged.len());
+        for (path, usec) in &charges.charged {
+            let t = self.totals.get(path).copied().unwrap_or(0.0) + *usec as f64 / 1e6;
+            totals.insert(path.clone(), t);
+        }
+        self.totals = totals;
+        self.all += charges.total as f64 / 1e6;
+        let mut ranked: Vec<&(String, u64)> = charges.charged.iter().collect();
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let n = ranked.len();
+        // `other` always has its series, so that the sum is the same set of series.
+        let named = top.min(n).min(room.saturating_sub(3));
+        let mut cpu = Family::new(
+            "tma_cgroup_cpu_seconds",
+            Kind::Counter,
+            "CPU time of each of the --cgroup-top busiest cgroups (cpu.stat usage, its own \
+             tasks, not its children's) since tma started following it, and of the others \
+             together as cgroup=\"other\"; the series add up to the whole tree.",
+        );
+        for (path, _) in &ranked[..named] {
+            let label = if path.is_empty() { ROOT_LABEL } else { path };
+            cpu.push(
+                vec![("cgroup", label.to_string())],
+                self.totals.get(path).copied().unwrap_or(0.0),
+            );
+        }
+        self.other += ranked[named..]
+            .iter()
+            .map(|(_, u)| *u as f64 / 1e6)
+            .sum::<f64>();
+        cpu.push(vec![("cgroup", "other".into())], self.other);
+        let mut left = Family::new(
+            "tma_cgroups_left_out",
+            Kind::Gauge,
+            "Cgroups counted in cgroup=\"other\" in the last interval (not among the \
+             --cgroup-top busiest, or beyond the series budget).",
+        );
+        left.push(Vec::new(), (n - named) as f64);
+        let mut seen = Family::new(
+            "tma_cgroups_seen",
+            Kind::Gauge,
+            "Cgroups in the cgroup tree at the last refresh (the root included).",
+        );
+        seen.push(Vec::new(), n as f64);
+        Ok(vec![cpu, left, seen])
+    }
+
+    /// The CPU time of the whole tree since the first refresh, seconds (what the series of
+    /// `tma_cgroup_cpu_seconds_total` add up to, named and left-out time together).
+    pub fn total_seconds(&self) -> f64 {
+        self.all
+    }
+}

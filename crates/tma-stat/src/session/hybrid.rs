@@ -10,8 +10,8 @@
 use std::sync::{Mutex, OnceLock};
 
 use tma_catalog::CoreKind;
-use tma_metrics::{decide, TreeNode};
 use tma_metrics::NodeResult;
+use tma_metrics::{decide, TreeNode};
 
 use super::*;
 use crate::eval::IntervalReport;
@@ -125,7 +125,11 @@ pub(crate) fn pick_core_type(types: &[&str], want: &str) -> Result<String, StatE
                 "--cputype {want}: this machine's core types are {}",
                 types
                     .iter()
-                    .map(|t| format!("{} ({})", t.strip_prefix("cpu_").unwrap_or(t), core_label(t)))
+                    .map(|t| format!(
+                        "{} ({})",
+                        t.strip_prefix("cpu_").unwrap_or(t),
+                        core_label(t)
+                    ))
                     .collect::<Vec<_>>()
                     .join(", ")
             ))
@@ -284,7 +288,7 @@ pub(super) fn hybrid(
             .ok()
             .and_then(|p| p.get(&t.pmu).map(|p| p.cpu_list()))
             .unwrap_or_default();
-        let mine = only_type(&view, &runs, &cpus);
+        let mine = only_type(&view, &t.pmu, &runs, &cpus);
         let intervals = intervals_of(
             &view,
             &mine,
@@ -365,9 +369,24 @@ pub(super) fn hybrid(
     })
 }
 
-/// The readings of one core type: its view's groups only, and with per-CPU counting only
-/// the CPUs of that type (its software counts too).
-fn only_type(view: &Plan, runs: &[Measurement], cpus: &[u32]) -> Vec<Measurement> {
+/// The readings of one core type (`pmu`): its view's groups only; with per-CPU counting only
+/// the CPUs of that type, with per-thread counting only the threads that ran on it (their
+/// software counts too).
+fn only_type(view: &Plan, pmu: &str, runs: &[Measurement], cpus: &[u32]) -> Vec<Measurement> {
+    let mut ran: Vec<u32> = Vec::new();
+    for g in runs
+        .iter()
+        .flat_map(|m| &m.intervals)
+        .flat_map(|iv| &iv.groups)
+    {
+        let on_type = view.groups.get(g.group).is_some_and(|x| x.pmu == pmu);
+        if let Some(t) = g
+            .tid
+            .filter(|t| on_type && g.time_running_ns > 0 && !ran.contains(t))
+        {
+            ran.push(t);
+        }
+    }
     runs.iter()
         .map(|m| {
             let mut m = m.clone();
@@ -377,6 +396,7 @@ fn only_type(view: &Plan, runs: &[Measurement], cpus: &[u32]) -> Vec<Measurement
                         .get(g.group)
                         .is_some_and(|x| !x.events.is_empty())
                         && g.cpu.is_none_or(|c| cpus.is_empty() || cpus.contains(&c))
+                        && g.tid.is_none_or(|t| ran.contains(&t))
                 });
             }
             m
@@ -394,7 +414,11 @@ fn thread_shares(
     notes: &mut dyn Write,
 ) -> Result<(), StatError> {
     let mut tids: Vec<u32> = Vec::new();
-    for g in runs.iter().flat_map(|m| &m.intervals).flat_map(|iv| &iv.groups) {
+    for g in runs
+        .iter()
+        .flat_map(|m| &m.intervals)
+        .flat_map(|iv| &iv.groups)
+    {
         if let Some(t) = g.tid.filter(|t| !tids.contains(t)) {
             tids.push(t);
         }
@@ -549,18 +573,30 @@ pub(crate) fn merge_interval(parts: &[(&CoreTable, &IntervalReport, f64)]) -> In
             .filter_map(|(t, ir, w)| Some((*t, ir.report.node(node.name)?, *w)))
             .collect();
         if here.len() < parts.len() {
-            let types = here.iter().map(|h| h.0.label).collect::<Vec<_>>().join(", ");
+            let types = here
+                .iter()
+                .map(|h| h.0.label)
+                .collect::<Vec<_>>()
+                .join(", ");
             only_on.push((node.name, types));
         }
-        let valued: Vec<(f64, f64)> = here
+        // A type that ran no cycles in this interval has nothing to weigh (its tree is
+        // 0/0); the others make the value.
+        let ran: Vec<&(&CoreTable, &NodeResult, f64)> = here.iter().filter(|h| h.2 > 0.0).collect();
+        let valued: Vec<(f64, f64)> = ran
             .iter()
             .filter_map(|(_, n, w)| Some((n.value?, *w)))
             .collect();
         let wsum: f64 = valued.iter().map(|v| v.1).sum();
-        node.value = if valued.len() == here.len() && wsum > 0.0 {
+        node.value = if !ran.is_empty() && valued.len() == ran.len() && wsum > 0.0 {
             Some(valued.iter().map(|(v, w)| v * w).sum::<f64>() / wsum)
         } else {
             None
+        };
+        let here: Vec<(&CoreTable, &NodeResult, f64)> = if ran.is_empty() {
+            here
+        } else {
+            ran.into_iter().copied().collect()
         };
         if node.value.is_none() {
             node.status = here

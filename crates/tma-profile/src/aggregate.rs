@@ -13,7 +13,10 @@ use linux_perf_event_reader::constants::{
     PERF_CONTEXT_GUEST, PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER,
     PERF_RECORD_MISC_MMAP_BUILD_ID,
 };
-use linux_perf_event_reader::{CpuMode, EventRecord, RawData, RawEventRecord, RecordType};
+use linux_perf_event_reader::{
+    CpuMode, EventRecord, RawData, RawEventRecord, RecordType, SampleFormat,
+};
+use tma_perf::sampling::group::{self as sample_read, ReadGroup};
 
 /// PERF_RECORD_LOST_SAMPLES (not parsed by linux-perf-event-reader 0.10).
 const PERF_RECORD_LOST_SAMPLES: u32 = 13;
@@ -135,6 +138,83 @@ pub struct Counts {
     pub throttled: u64,
 }
 
+/// What the samples' read groups (`PERF_SAMPLE_READ` with `PERF_FORMAT_GROUP`) add up to:
+/// each sample is charged the increase of every group value since the previous sample of
+/// the same thread and group (the first sample of a thread: the values themselves, counted
+/// from the thread's start).
+#[derive(Debug, Default, Clone)]
+pub struct GroupCounts {
+    /// Per (task, stack): the summed increases, in read-group order.
+    pub values: HashMap<(TaskId, Vec<Frame>), Vec<u64>>,
+    /// (previous sample's leaf, this sample's leaf) of the same thread, where they differ:
+    /// samples whose increase covers time spent at another place ("mixed").
+    pub transitions: HashMap<(Frame, Frame), u64>,
+    /// Samples that were the first of their thread (no previous read).
+    pub first_reads: u64,
+    /// Values that went down between two reads of one thread (charged 0).
+    pub backwards: u64,
+    /// Reads whose number of values differed from the thread's previous read (skipped).
+    pub mismatched: u64,
+    /// Values per read (the widest seen).
+    pub width: usize,
+    /// The ids of the first read seen, in group order (to name imported values).
+    pub ids: Vec<Option<u64>>,
+    /// Per (tid, group id): the last values and leaf.
+    last: HashMap<(i32, u64), (Vec<u64>, Frame)>,
+}
+
+impl GroupCounts {
+    fn charge(&mut self, task: TaskId, tid: i32, stack: &[Frame], g: &ReadGroup) {
+        let Some(&leaf) = stack.first() else { return };
+        let key = (tid, g.values.first().and_then(|v| v.id).unwrap_or(0));
+        let vals: Vec<u64> = g.values.iter().map(|v| v.value).collect();
+        if self.ids.is_empty() {
+            self.ids = g.values.iter().map(|v| v.id).collect();
+        }
+        let delta: Vec<u64> = match self.last.get(&key) {
+            Some((prev, _)) if prev.len() != vals.len() => {
+                self.mismatched += 1;
+                self.last.insert(key, (vals, leaf));
+                return;
+            }
+            Some((prev, prev_leaf)) => {
+                if *prev_leaf != leaf {
+                    *self.transitions.entry((*prev_leaf, leaf)).or_default() += 1;
+                }
+                let mut back = 0;
+                let d = vals
+                    .iter()
+                    .zip(prev)
+                    .map(|(v, p)| {
+                        v.checked_sub(*p).unwrap_or_else(|| {
+                            back += 1;
+                            0
+                        })
+                    })
+                    .collect();
+                self.backwards += back;
+                d
+            }
+            None => {
+                self.first_reads += 1;
+                vals.clone()
+            }
+        };
+        self.last.insert(key, (vals, leaf));
+        self.width = self.width.max(delta.len());
+        let e = self
+            .values
+            .entry((task, stack.to_vec()))
+            .or_insert_with(|| vec![0; delta.len()]);
+        if e.len() < delta.len() {
+            e.resize(delta.len(), 0);
+        }
+        for (a, d) in e.iter_mut().zip(&delta) {
+            *a += d;
+        }
+    }
+}
+
 /// Sample counts per stack, plus the module table and process names.
 #[derive(Debug, Default)]
 pub struct Aggregator {
@@ -154,6 +234,10 @@ pub struct Aggregator {
     scratch: Vec<Frame>,
     /// Keep whole call chains (`-g`); otherwise only the sampled ip is used.
     pub keep_callchains: bool,
+    /// Sums of the samples' read groups, once a sample carried one.
+    group: Option<GroupCounts>,
+    /// The read group of the sample being handled (tid, values).
+    pending_read: Option<(i32, ReadGroup)>,
 }
 
 impl Aggregator {
@@ -192,6 +276,47 @@ impl Aggregator {
     /// Whether samples carried call chains (and they were kept).
     pub fn has_callchains(&self) -> bool {
         self.callchains
+    }
+
+    /// The read groups' increases per stack, when samples carried read groups.
+    pub fn group(&self) -> Option<&GroupCounts> {
+        self.group.as_ref()
+    }
+
+    /// A sample with a read group: the group is parsed here (per the kernel ABI, by
+    /// `tma_perf`), and the sample without it goes through the ordinary path.
+    fn handle_read_sample(&mut self, rec: &RawEventRecord<'_>) {
+        let info = rec.parse_info;
+        if info.endian != linux_perf_event_reader::Endianness::LittleEndian {
+            self.counts.bad_records += 1;
+            return;
+        }
+        let body = rec.data.as_slice();
+        let fields = match sample_read::parse_sample(
+            &body,
+            info.sample_format.bits(),
+            info.read_format.bits(),
+        ) {
+            Ok(f) => f,
+            Err(_) => {
+                self.counts.bad_records += 1;
+                return;
+            }
+        };
+        let plain_body = sample_read::without_read(&body, &fields);
+        let mut plain_info = info;
+        plain_info.sample_format.remove(SampleFormat::READ);
+        let plain = RawEventRecord::new(
+            rec.record_type,
+            rec.misc,
+            RawData::Single(&plain_body),
+            plain_info,
+        );
+        self.pending_read = fields
+            .read
+            .map(|g| (fields.tid.or(fields.pid).unwrap_or(-1), g));
+        self.handle(&plain);
+        self.pending_read = None;
     }
 
     /// Samples per command name.
@@ -293,6 +418,12 @@ impl Aggregator {
 
     /// Process one kernel record. Malformed records are counted in `bad_records`, not fatal.
     pub fn handle(&mut self, rec: &RawEventRecord<'_>) {
+        if rec.record_type == RecordType::SAMPLE
+            && rec.parse_info.sample_format.contains(SampleFormat::READ)
+        {
+            self.handle_read_sample(rec);
+            return;
+        }
         if rec.record_type.0 == PERF_RECORD_LOST_SAMPLES {
             // struct { u64 lost; struct sample_id; }
             let mut b = [0u8; 8];
@@ -365,6 +496,14 @@ impl Aggregator {
                     Frame::File { .. } => {}
                 }
                 let task = self.task_of(pid, s.tid.unwrap_or(pid));
+                if let Some((tid, g)) = self.pending_read.take() {
+                    self.group.get_or_insert_with(GroupCounts::default).charge(
+                        task,
+                        tid,
+                        &self.scratch,
+                        &g,
+                    );
+                }
                 let map = &mut self.stacks[task as usize];
                 if let Some(n) = map.get_mut(&self.scratch) {
                     *n += 1;

@@ -22,6 +22,7 @@ pub mod record;
 pub mod render;
 pub mod report;
 pub mod symbols;
+pub mod tree;
 
 pub use locate::{run, LocateConfig, LocateError, Located};
 pub use render::{JSON_SCHEMA, JSON_SCHEMA_VERSION};

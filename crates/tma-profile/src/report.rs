@@ -135,6 +135,9 @@ pub struct Stack {
     pub samples: u64,
     /// Index into [`Profile::tasks`].
     pub task: TaskId,
+    /// With group sampling: the increases of the read group's values charged to this stack
+    /// (named by [`Profile::value_names`]); empty otherwise.
+    pub values: Vec<u64>,
 }
 
 /// One disassembled instruction.
@@ -195,6 +198,13 @@ pub struct Profile {
     /// Modules with their recorded paths, address range and build ids (for pprof).
     #[serde(skip)]
     pub modules: Vec<crate::aggregate::Module>,
+    /// With group sampling: the names of [`Stack::values`], in read-group order.
+    #[serde(skip)]
+    pub value_names: Vec<String>,
+    /// With group sampling: (previous leaf frame, leaf frame, samples) of consecutive samples
+    /// of one thread whose leaves differ (indices into [`Profile::frames`]).
+    #[serde(skip)]
+    pub transitions: Vec<(usize, usize, u64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -249,10 +259,16 @@ pub fn analyze(
             };
             idx.push(i);
         }
+        let values = agg
+            .group()
+            .and_then(|g| g.values.get(&(task, stack.clone())))
+            .cloned()
+            .unwrap_or_default();
         stacks.push(Stack {
             frames: idx,
             samples: n,
             task,
+            values,
         });
     }
 
@@ -402,6 +418,16 @@ pub fn analyze(
         notes.push("no samples: the command ran too briefly, or the event never fired".into());
     }
 
+    let mut transitions: Vec<(usize, usize, u64)> = agg
+        .group()
+        .map(|g| {
+            g.transitions
+                .iter()
+                .filter_map(|((a, b), &n)| Some((*frame_index.get(a)?, *frame_index.get(b)?, n)))
+                .collect()
+        })
+        .unwrap_or_default();
+    transitions.sort_unstable();
     Profile {
         event: event.to_string(),
         counts: c.clone(),
@@ -413,6 +439,8 @@ pub fn analyze(
         tasks: agg.tasks().to_vec(),
         sort,
         modules: modules.to_vec(),
+        value_names: Vec::new(),
+        transitions,
     }
 }
 

@@ -64,6 +64,8 @@ fn json_document_reads_back_as_written() {
         tasks: Vec::new(),
         sort: Vec::new(),
         modules: Vec::new(),
+        value_names: Vec::new(),
+        transitions: Vec::new(),
         ..located.profile
     };
     assert!(written.annotation.is_some());

@@ -380,15 +380,7 @@ fn cputype_counts_one_core_type() {
     let docs = documents(&stdout(&o));
     let kinds: Vec<(String, String)> = by_type(&docs).into_iter().map(|(t, k, _)| (t, k)).collect();
     assert_eq!(kinds, [("E-core".to_string(), "adl-e".to_string())]);
-    assert!(close(
-        value(
-            docs[0].as_object().map(|_| &docs[0]).unwrap(),
-            0,
-            "Backend_Bound"
-        )
-        .unwrap(),
-        40.0
-    ));
+    assert!(close(value(&docs[0], 0, "Backend_Bound").unwrap(), 40.0));
     // A type without a table of its own, alone.
     let o = stat(
         "three-types",

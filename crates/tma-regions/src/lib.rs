@@ -38,6 +38,23 @@ pub enum Way {
     Itt(PathBuf),
 }
 
+/// Where the ITT collector is, for a tma binary at `exe`: `libtma_itt.so` beside it, in its
+/// `deps/` directory (where cargo puts it when it builds it as a dependency), or in
+/// `../lib/tma/` (an installation); the first that exists, else the first.
+pub fn default_itt_lib(exe: &std::path::Path) -> PathBuf {
+    let dir = exe.parent().unwrap_or(std::path::Path::new("."));
+    let candidates = [
+        dir.join("libtma_itt.so"),
+        dir.join("deps/libtma_itt.so"),
+        dir.join("../lib/tma/libtma_itt.so"),
+    ];
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .unwrap_or(&candidates[0])
+        .clone()
+}
+
 /// Everything `tma stat --regions` needs: the stat settings (a command, the tree's level,
 /// the output format) and the way in.
 #[derive(Debug, Clone)]
@@ -107,6 +124,15 @@ fn command_of(cfg: &RegionsConfig) -> Result<Vec<String>, RegionsError> {
              whole run",
             set.join(", ")
         )));
+    }
+    if let Way::Itt(lib) = &cfg.way {
+        if !lib.is_file() {
+            return Err(usage(format!(
+                "--itt: the collector {} does not exist (build it with `cargo build -p tma-itt`, \
+                 or give its path with --itt-lib)",
+                lib.display()
+            )));
+        }
     }
     if tma_perf::backend::resolve_command(&argv[0]).is_none() {
         return Err(usage(format!(
@@ -254,13 +280,6 @@ pub fn run(
         ));
     }
     if let Way::Itt(lib) = &cfg.way {
-        if !lib.is_file() {
-            return Err(usage(format!(
-                "--itt: the collector {} does not exist (build it with `cargo build -p tma-itt`, \
-                 or give its path with --itt-lib)",
-                lib.display()
-            )));
-        }
         env.push((
             "INTEL_LIBITTNOTIFY64".to_string(),
             lib.display().to_string(),

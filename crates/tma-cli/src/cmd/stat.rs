@@ -145,7 +145,8 @@ pub struct Args {
     /// INTEL_LIBITTNOTIFY64 to tma's collector, libtma_itt.so.
     #[arg(long)]
     pub itt: bool,
-    /// The ITT collector for --itt (default: libtma_itt.so beside the tma binary).
+    /// The ITT collector for --itt (default: libtma_itt.so beside the tma binary, in its
+    /// deps/ directory (a cargo build), or in ../lib/tma/).
     #[arg(long, value_name = "FILE", requires = "itt")]
     pub itt_lib: Option<PathBuf>,
     /// The command to measure (after `--`, or the first argument that is not an option, as
@@ -296,9 +297,10 @@ fn regions(args: &Args, stat: StatConfig) -> anyhow::Result<ExitCode> {
     let way = if args.itt {
         let lib = match &args.itt_lib {
             Some(p) => p.clone(),
-            None => std::env::current_exe()
-                .context("cannot find the tma binary to find libtma_itt.so beside it")?
-                .with_file_name("libtma_itt.so"),
+            None => tma_regions::default_itt_lib(
+                &std::env::current_exe()
+                    .context("cannot find the tma binary to find libtma_itt.so beside it")?,
+            ),
         };
         tma_regions::Way::Itt(lib)
     } else {

@@ -38,23 +38,71 @@ pub enum Topdown {
 
 /// Unit of a node or metric value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Unit {
     /// Percent of pipeline slots (TMA tree nodes): 0..100.
+    #[serde(alias = "PercentSlots")]
     PercentSlots,
     /// Percent of something else (cycles, time, ...): 0..100.
+    #[serde(alias = "Percent")]
     Percent,
     /// A plain ratio or count (IPC, GHz, per-instruction figures...).
+    #[serde(alias = "Number")]
     Number,
 }
 
 impl Unit {
-    /// The name documents give it (`PercentSlots`, `Percent`, `Number`).
+    /// The name documents and CSV give it (`percent_slots`, `percent`, `number`; see
+    /// `tma_render::schema` for the convention). Documents written before it used
+    /// `PercentSlots`, `Percent` and `Number`, which [`Unit::parse`] and serde still read.
     pub fn name(self) -> &'static str {
         match self {
-            Unit::PercentSlots => "PercentSlots",
-            Unit::Percent => "Percent",
-            Unit::Number => "Number",
+            Unit::PercentSlots => "percent_slots",
+            Unit::Percent => "percent",
+            Unit::Number => "number",
         }
+    }
+
+    /// The unit a document names, in either spelling; `None` for any other text (the units
+    /// of software counts, such as `msec`).
+    pub fn parse(name: &str) -> Option<Unit> {
+        match name {
+            "percent_slots" | "PercentSlots" => Some(Unit::PercentSlots),
+            "percent" | "Percent" => Some(Unit::Percent),
+            "number" | "Number" => Some(Unit::Number),
+            _ => None,
+        }
+    }
+
+    /// Whether values in this unit are percentages (0..100).
+    pub fn is_percent(self) -> bool {
+        matches!(self, Unit::PercentSlots | Unit::Percent)
+    }
+
+    /// Whether a unit named `name` (either spelling) is a percentage.
+    pub fn names_percent(name: &str) -> bool {
+        Unit::parse(name).is_some_and(Unit::is_percent)
+    }
+}
+
+#[cfg(test)]
+mod unit_tests {
+    use super::Unit;
+
+    #[test]
+    fn unit_names_old_and_new() {
+        for u in [Unit::PercentSlots, Unit::Percent, Unit::Number] {
+            let json = serde_json::to_string(&u).unwrap();
+            assert_eq!(json, format!("\"{}\"", u.name()));
+            assert_eq!(serde_json::from_str::<Unit>(&json).unwrap(), u);
+            assert_eq!(Unit::parse(u.name()), Some(u));
+        }
+        for (old, u) in [("PercentSlots", Unit::PercentSlots), ("Percent", Unit::Percent), ("Number", Unit::Number)] {
+            assert_eq!(serde_json::from_str::<Unit>(&format!("\"{old}\"")).unwrap(), u);
+            assert_eq!(Unit::parse(old), Some(u));
+        }
+        assert!(Unit::names_percent("percent_slots") && Unit::names_percent("Percent"));
+        assert!(!Unit::names_percent("number") && !Unit::names_percent("msec"));
     }
 }
 

@@ -87,8 +87,8 @@ fn locate_json_profiles_as_text_json_and_csv() {
     let (code, out, err) = tma(&["diff", PB, PA, "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["schema"], "tma.diff-profile");
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema"], "tma.diff.profile");
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["before"]["kind"], "tma.locate");
     assert_eq!(v["functions"][2]["function"], "memcpy");
     assert_eq!(v["functions"][2]["delta"], 23.0);
@@ -125,7 +125,7 @@ fn a_profile_and_a_tree_exit_2() {
     assert!(err.contains("--fail-if"), "{err}");
 }
 
-/// A `tma.stat_software` document of `-I` intervals with these task-clock values (msec).
+/// A `tma.stat_software` (version 1, the name before schema names 2026-11: read as `tma.stat.software`) document of `-I` intervals with these task-clock values (msec).
 fn software_doc(clock_ms: &[f64]) -> String {
     let intervals: Vec<String> = clock_ms
         .iter()

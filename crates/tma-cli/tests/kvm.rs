@@ -423,7 +423,7 @@ fn memory_reports_the_huge_page_share_of_the_runner() {
     let thp =
         std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
     let (v, text) = memory_of_runner("off");
-    assert_eq!(v["schema"], "tma.kvm-memory");
+    assert_eq!(v["schema"], "tma.kvm.memory");
     let vm = &v["vms"][0];
     let m = &vm["mappings"][0];
     assert_eq!(m["size"], 64 << 20, "{v}");
@@ -458,7 +458,7 @@ fn memory_rejects_a_non_vmm() {
         .unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["schema"], "tma.kvm-memory");
+    assert_eq!(v["schema"], "tma.kvm.memory");
 }
 
 #[test]

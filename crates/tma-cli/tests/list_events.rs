@@ -281,7 +281,7 @@ fn list_events_spr_includes_events_no_formula_uses() {
         "--json",
     ]);
     let v: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
-    assert_eq!(v["schema"], "tma.list-events");
+    assert_eq!(v["schema"], "tma.list.events");
     let evs = v["events"].as_array().unwrap();
     assert_eq!(evs.len(), 1, "{v}");
     assert_eq!(evs[0]["name"], "MEM_LOAD_L3_MISS_RETIRED.REMOTE_PMM");
@@ -360,7 +360,7 @@ fn list_metrics_by_group_text_and_json() {
         "--json",
     ])))
     .unwrap();
-    assert_eq!(v["schema"], "tma.list-metrics");
+    assert_eq!(v["schema"], "tma.list.metrics");
     let ipc = v["metrics"]
         .as_array()
         .unwrap()

@@ -70,7 +70,7 @@ fn zen4_case_json_and_csv() {
     assert!(o.status.success(), "{}", stderr(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["schema"], "tma.stat");
-    assert_eq!(j["schema_version"], 1);
+    assert_eq!(j["schema_version"], 2);
     assert_eq!(j["cpu"]["key"], "zen4");
     let iv = &j["intervals"][0];
     assert_eq!(iv["bottleneck"]["node"], "backend_bound_cpu");

@@ -637,7 +637,7 @@ fn interval_counts_without_a_pmu_are_json_and_csv_in_one_unit() {
         .args(["stat", "-I", "100", "--json", "--", "sleep", "0.25"]));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let bytes = o.stdout.clone();
-    // One `tma.stat_software` document with the intervals as an array, typed on both sides.
+    // One `tma.stat.software` document with the intervals as an array, typed on both sides.
     let head = tma_render::recognize(&bytes);
     assert_eq!(
         head.schema(),

@@ -17,7 +17,7 @@ pub struct Series {
     pub parent: Option<String>,
     /// Tree level (0 for metrics).
     pub level: u8,
-    /// `PercentSlots`, `Percent` or `Number`, as in `tma.stat`.
+    /// `percent_slots`, `percent` or `number` (or, from documents written before schema names 2026-11, `PercentSlots`, `Percent`, `Number`), as in `tma.stat`.
     pub unit: String,
     /// The samples that have a value.
     pub values: Vec<f64>,
@@ -135,7 +135,7 @@ fn verdict(cpu_key: &str, nodes: &[Series], per_sample: &[Bottleneck]) -> (Bottl
                 level: s.level,
                 mean: (!s.values.is_empty())
                     .then(|| s.values.iter().sum::<f64>() / s.values.len() as f64),
-                percent: s.unit.starts_with("Percent"),
+                percent: tma_catalog::Unit::names_percent(&s.unit),
                 threshold: def.map_or("", |d| d.threshold),
                 above: s.above,
                 below: s.below,
@@ -152,11 +152,11 @@ fn verdict(cpu_key: &str, nodes: &[Series], per_sample: &[Bottleneck]) -> (Bottl
 
 fn from_stat_json(cfg: &DiffConfig, file: &str, bytes: &[u8]) -> Result<Side, DiffError> {
     let found = tma_render::recognize(bytes).version().unwrap_or(0);
-    if found != tma_stat::render::tree::SCHEMA_VERSION {
+    if !tma_render::schema::reads_version(found, 1, tma_stat::render::tree::SCHEMA_VERSION) {
         return Err(DiffError::StatJson {
             file: file.to_string(),
             detail: format!(
-                "schema_version {found} (this tma reads {})",
+                "schema_version {found} (this tma reads versions 1 to {})",
                 tma_stat::render::tree::SCHEMA_VERSION
             ),
         });
@@ -222,6 +222,14 @@ fn from_software_json(file: &str, bytes: &[u8]) -> Result<Side, DiffError> {
         head: SoftwareHead,
         intervals: Vec<SoftwareInterval>,
     }
+    let found = tma_render::recognize(bytes).version().unwrap_or(0);
+    let newest = tma_stat::render::counts::SOFTWARE_SCHEMA_VERSION;
+    if !tma_render::schema::reads_version(found, 1, newest) {
+        return Err(DiffError::StatJson {
+            file: file.to_string(),
+            detail: format!("schema_version {found} (this tma reads versions 1 to {newest})"),
+        });
+    }
     let value: serde_json::Value = serde_json::from_slice(bytes).map_err(bad)?;
     let (target, samples): (String, Vec<Vec<SoftwareCount>>) = if value.get("intervals").is_some() {
         let d: Intervals = serde_json::from_value(value).map_err(bad)?;
@@ -237,7 +245,7 @@ fn from_software_json(file: &str, bytes: &[u8]) -> Result<Side, DiffError> {
     let mut metrics = Collect::default();
     for counts in &samples {
         for c in counts {
-            let unit = if c.unit.is_empty() { "Number" } else { &c.unit };
+            let unit = if c.unit.is_empty() { "number" } else { &c.unit };
             metrics.add(&c.event, None, 0, unit, c.value, None);
         }
     }

@@ -97,7 +97,7 @@ pub struct Row {
 impl Row {
     /// Whether the values are percentages (tree nodes, percent metrics).
     pub fn percent(&self) -> bool {
-        self.unit.starts_with("Percent")
+        tma_catalog::Unit::names_percent(&self.unit)
     }
 
     /// A value in this row's unit, for text.

@@ -13,8 +13,9 @@ use crate::{Diff, Row, Side, Significance};
 
 /// The schema name of `tma diff --json`.
 pub const SCHEMA: &str = "tma.diff";
-/// Its version.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Its version: 2 since schema names 2026-11 (units as `percent_slots`; version 1 wrote
+/// `PercentSlots`, which readers still read).
+pub const SCHEMA_VERSION: u32 = 2;
 
 fn samples(s: &Side) -> String {
     let what = match (s.sample_kind, s.samples) {
@@ -167,7 +168,7 @@ pub fn text(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
     Ok(())
 }
 
-/// `tma.diff` version 1 ([`DiffDoc`]).
+/// `tma.diff` ([`DiffDoc`]).
 pub fn json(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
     tma_render::write_json(w, SCHEMA, SCHEMA_VERSION, &DiffDoc::of(d))
 }
@@ -232,9 +233,9 @@ pub fn csv(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
 }
 
 /// The schema name of `tma diff --json` for two profiles.
-pub const PROFILE_SCHEMA: &str = "tma.diff-profile";
-/// Its version.
-pub const PROFILE_SCHEMA_VERSION: u32 = 1;
+pub const PROFILE_SCHEMA: &str = "tma.diff.profile";
+/// Its version: 2 since schema names 2026-11 (version 1 was named `tma.diff-profile`).
+pub const PROFILE_SCHEMA_VERSION: u32 = 2;
 
 fn profile_side(s: &ProfileSide) -> String {
     format!("{} ({}, {} samples)", s.file, s.event, s.samples)

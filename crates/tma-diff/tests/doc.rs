@@ -1,4 +1,4 @@
-//! The `tma.diff` and `tma.diff-profile` round trips: what `tma diff --json` writes reads back
+//! The `tma.diff` and `tma.diff.profile` round trips: what `tma diff --json` writes reads back
 //! into [`DiffDoc`] / [`ProfileDiffDoc`], equal to the document of the diff, and that,
 //! written again, gives the same bytes.
 

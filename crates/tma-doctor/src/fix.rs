@@ -57,7 +57,8 @@ pub struct FixState {
     pub values: Vec<FixedValue>,
 }
 
-const SCHEMA: &str = "tma.doctor.state";
+/// The schema name of the state file `--fix` writes (what to restore).
+pub const SCHEMA: &str = "tma.doctor.state";
 
 /// The fixes for the checks that are not ok: perf_event_paranoid -> 0, NMI watchdog -> 0,
 /// THP -> always, cpufreq governor -> performance.

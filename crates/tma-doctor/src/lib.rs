@@ -222,12 +222,17 @@ pub fn run(cfg: &DoctorConfig, notes: &mut dyn std::io::Write) -> Result<DoctorR
     })
 }
 
-/// Render as JSON (schema `tma.doctor`, version 1).
+/// The schema name of `tma doctor --json`.
+pub const SCHEMA: &str = "tma.doctor";
+/// The schema name of the state file `tma doctor --fix` keeps.
+pub const STATE_SCHEMA: &str = fix::SCHEMA;
+
+/// Render as JSON (schema [`SCHEMA`], version 1).
 pub fn render_json(
     w: &mut dyn std::io::Write,
     r: &DoctorRun,
 ) -> Result<(), tma_render::ReportError> {
-    tma_render::write_json(w, "tma.doctor", 1, r)
+    tma_render::write_json(w, SCHEMA, 1, r)
 }
 
 /// Render as text.

@@ -24,6 +24,11 @@ use crate::verify_sys;
 /// Schema of the recorded counts file (`--record` / `--replay`).
 pub const RECORDED_SCHEMA: &str = "tma.doctor.verify";
 pub const RECORDED_SCHEMA_VERSION: u32 = 1;
+/// The schema name of `tma doctor --verify --json`, the pass/fail report.
+pub const REPORT_SCHEMA: &str = "tma.doctor.verify-report";
+/// Its version: 2 since schema names 2026-11 (version 1 was named
+/// `tma.doctor.verify_report`).
+pub const REPORT_SCHEMA_VERSION: u32 = 2;
 
 /// Everything [`judge`] needs, as measured (or recorded elsewhere).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -53,6 +58,15 @@ pub struct Recorded {
     /// Why the level-1 kernels were not measured (no TMA tables for this CPU, ...).
     #[serde(default)]
     pub level1_skipped: Option<String>,
+    /// Set when SIGINT or SIGTERM stopped the measurement: which signal, and the step it
+    /// stopped before. The steps before it were measured and are judged; the rest are not.
+    #[serde(default)]
+    pub interrupted: Option<String>,
+}
+
+/// `Some(what to record)` when a signal asked the run to stop, before `step`.
+fn stop_before(step: &str) -> Option<String> {
+    tma_sys::signal::interrupted().map(|sig| format!("{} before {step}", sig.name()))
 }
 
 /// Software events against the kernel's other accounts of the same thread.
@@ -236,6 +250,13 @@ pub fn judge(r: &Recorded) -> VerifyReport {
         Some(s) => judge_software(s, &mut rows),
         None => rows.push(skip("software", "no software counts recorded")),
     }
+    if let Some(why) = &r.interrupted {
+        rows.push(skip("interrupted", format!("stopped by {why}")));
+        notes.push(format!(
+            "interrupted ({why}): the checks from that step on were not run; the rows above \
+             it are judged as measured"
+        ));
+    }
     let hardware = r.no_pmu.is_none();
     if let Some(why) = &r.no_pmu {
         notes.push(format!(
@@ -247,7 +268,7 @@ pub fn judge(r: &Recorded) -> VerifyReport {
             rows.push(skip(id, "no hardware PMU"));
         }
     } else {
-        if r.loops.is_empty() {
+        if r.loops.is_empty() && r.interrupted.is_none() {
             rows.push(row(
                 "exact",
                 "loop counts".into(),
@@ -261,11 +282,13 @@ pub fn judge(r: &Recorded) -> VerifyReport {
         }
         match &r.multiplex {
             Some(m) => judge_multiplex(m, &mut rows),
+            None if r.interrupted.is_some() => rows.push(skip("multiplex", "interrupted")),
             None => rows.push(skip("multiplex", "not measured")),
         }
         if r.level1.is_empty() {
             rows.push(match &r.level1_skipped {
                 Some(why) => skip("level1", why.clone()),
+                None if r.interrupted.is_some() => skip("level1", "interrupted"),
                 None => row(
                     "level1",
                     "three kernels".into(),
@@ -754,6 +777,13 @@ pub fn measure_level1(
 ) -> Result<Vec<Level1Counts>, String> {
     let mut out = Vec::new();
     for k in &KERNELS {
+        if let Some(sig) = tma_sys::signal::interrupted() {
+            return Err(format!(
+                "interrupted by {} before the kernel {}",
+                sig.name(),
+                k.name
+            ));
+        }
         let cfg = tma_stat::StatConfig {
             cpu: cpu.clone(),
             level: 2,
@@ -849,6 +879,10 @@ pub fn measure(exe: Option<&std::path::Path>) -> io::Result<Recorded> {
         software: Some(software),
         ..Recorded::default()
     };
+    if let Some(at) = stop_before("the hardware checks") {
+        rec.interrupted = Some(at);
+        return Ok(rec);
+    }
     let hw = [
         selfcount::hardware(selfcount::HW_INSTRUCTIONS, true),
         selfcount::hardware(selfcount::HW_BRANCH_INSTRUCTIONS, true),
@@ -865,6 +899,10 @@ pub fn measure(exe: Option<&std::path::Path>) -> io::Result<Recorded> {
     };
     let mut intercepts = Vec::new();
     for spec in &LOOPS {
+        if let Some(at) = stop_before(&format!("the exact-count loop {}", spec.name)) {
+            rec.interrupted = Some(at);
+            return Ok(rec);
+        }
         let mut code = spec.load()?;
         let mut lc = LoopCounts {
             name: spec.name.into(),
@@ -891,12 +929,24 @@ pub fn measure(exe: Option<&std::path::Path>) -> io::Result<Recorded> {
         rec.loops.push(lc);
     }
     drop(group);
+    if let Some(at) = stop_before("the multiplexing check") {
+        rec.interrupted = Some(at);
+        return Ok(rec);
+    }
     rec.multiplex = Some(measure_multiplex(intercepts.first().copied())?);
     match exe {
         Some(exe) => {
+            if let Some(at) = stop_before("the perf stat comparison") {
+                rec.interrupted = Some(at);
+                return Ok(rec);
+            }
             match measure_perf(exe, &rec.loops) {
                 Ok(p) => rec.perf = p,
                 Err(why) => rec.perf_skipped = Some(why),
+            }
+            if let Some(at) = stop_before("the level-1 kernels") {
+                rec.interrupted = Some(at);
+                return Ok(rec);
             }
             match measure_level1(
                 exe,

@@ -10,9 +10,9 @@ pub const SCHEMA: &str = "tma.kvm";
 /// Its version.
 pub const SCHEMA_VERSION: u32 = 1;
 /// The schema name of `tma kvm --memory --json`.
-pub const MEMORY_SCHEMA: &str = "tma.kvm-memory";
-/// Its version.
-pub const MEMORY_SCHEMA_VERSION: u32 = 1;
+pub const MEMORY_SCHEMA: &str = "tma.kvm.memory";
+/// Its version: 2 since schema names 2026-11 (version 1 was named `tma.kvm-memory`).
+pub const MEMORY_SCHEMA_VERSION: u32 = 2;
 
 /// The `tma kvm --json` document ([`KvmDoc`], schema [`SCHEMA`]): the whole run, and each
 /// interval's report when `-I` asked for them.

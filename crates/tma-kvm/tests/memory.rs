@@ -91,8 +91,8 @@ fn guest_memfd_is_reported_as_such() {
     tma_kvm::render::memory_json(&mut json, &r).unwrap();
     let json = String::from_utf8(json).unwrap();
     for needle in [
-        "\"schema\": \"tma.kvm-memory\"",
-        "\"schema_version\": 1",
+        "\"schema\": \"tma.kvm.memory\"",
+        "\"schema_version\": 2",
         "\"guest_memfd\": {\n        \"fds\": 1,",
         "\"system\": \"madvise\"",
         "\"process_enabled\": true",
@@ -102,7 +102,7 @@ fn guest_memfd_is_reported_as_such() {
     }
 }
 
-/// The `tma.kvm-memory` round trip: what `tma kvm --memory --json` writes reads back into
+/// The `tma.kvm.memory` round trip: what `tma kvm --memory --json` writes reads back into
 /// [`memory::MemoryReport`] (the document's type), equal to the report, and that, written
 /// again, gives the same bytes.
 #[test]

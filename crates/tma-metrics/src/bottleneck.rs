@@ -449,19 +449,44 @@ pub struct Phase {
 
 /// The runs of samples with the same bottleneck, in order.
 pub fn phases(per_sample: &[Bottleneck]) -> Vec<Phase> {
-    let mut out: Vec<Phase> = Vec::new();
-    for (i, b) in per_sample.iter().enumerate() {
+    let mut t = Phases::default();
+    for b in per_sample {
+        t.push(b);
+    }
+    t.into_phases()
+}
+
+/// [`phases`] sample by sample, for a reader that does not keep the samples: memory grows
+/// with the number of changes, not of samples.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Phases {
+    out: Vec<Phase>,
+    samples: usize,
+}
+
+impl Phases {
+    /// The next sample's verdict.
+    pub fn push(&mut self, b: &Bottleneck) {
+        self.samples += 1;
         let label = b.phase_label();
-        match out.last_mut() {
-            Some(p) if p.label == label => p.last = i + 1,
-            _ => out.push(Phase {
-                first: i + 1,
-                last: i + 1,
+        match self.out.last_mut() {
+            Some(p) if p.label == label => p.last = self.samples,
+            _ => self.out.push(Phase {
+                first: self.samples,
+                last: self.samples,
                 label,
             }),
         }
     }
-    out
+
+    /// Samples pushed so far.
+    pub fn samples(&self) -> usize {
+        self.samples
+    }
+
+    pub fn into_phases(self) -> Vec<Phase> {
+        self.out
+    }
 }
 
 /// At most this many phases are listed; more are counted.

@@ -70,8 +70,8 @@ use tma_catalog::{Model, NodeDef, Unit};
 
 pub use bottleneck::{
     decide, decide_summary, is_overlap_view, phases, phases_text, summary_threshold, Bottleneck,
-    CloseSecond, PassedOver, Phase, StopReason, SummaryNode, TreeNode, Wording, AMBIGUITY_POINTS,
-    OVERLAP_VIEWS, PHASES_LISTED,
+    CloseSecond, PassedOver, Phase, Phases, StopReason, SummaryNode, TreeNode, Wording,
+    AMBIGUITY_POINTS, OVERLAP_VIEWS, PHASES_LISTED,
 };
 pub use compiled::{CompiledModel, ConstKind};
 pub use expr::{parse, Expr, ParseError};

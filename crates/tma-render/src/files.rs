@@ -62,6 +62,18 @@ pub fn read_input(path: &Path) -> io::Result<Vec<u8>> {
     }
 }
 
+/// The first `limit` bytes of an input, enough to tell what it holds
+/// ([`crate::recognize`]) without reading a long recording whole; `-` (standard input) is
+/// read whole and kept, as [`read_input`] does, so later reads get the same bytes.
+pub fn read_input_head(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    if is_stdio(path) {
+        return read_input(path);
+    }
+    let mut head = Vec::new();
+    File::open(path)?.take(limit).read_to_end(&mut head)?;
+    Ok(head)
+}
+
 /// [`read_input`] as text; bytes that are not UTF-8 are an `InvalidData` error.
 pub fn read_input_string(path: &Path) -> io::Result<String> {
     String::from_utf8(read_input(path)?).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))

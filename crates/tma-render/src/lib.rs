@@ -13,6 +13,7 @@
 
 pub mod files;
 pub mod recognize;
+pub mod schema;
 pub mod text;
 
 pub use files::{check_outputs, write_output, OutputFile};

@@ -58,7 +58,7 @@ pub fn recognize(bytes: &[u8]) -> Recognized {
     let _ = serde_json::Deserializer::from_slice(bytes).deserialize_map(HeadVisitor(&mut head));
     match head.schema {
         Some(schema) => Recognized::Document {
-            schema,
+            schema: crate::schema::canonical(&schema).to_string(),
             version: head.version.unwrap_or(0),
         },
         None => Recognized::Text,
@@ -137,6 +137,11 @@ mod tests {
         assert_eq!(
             recognize(b"{\"interval\" : 1.0, \"counts\" : \"5\"}\n{\"interval\" : 2.0}\n"),
             Recognized::Text
+        );
+        assert_eq!(
+            recognize(br#"{"schema": "tma.stat_software", "schema_version": 1}"#),
+            doc("tma.stat.software", 1),
+            "an old name is reported by its new one"
         );
         assert_eq!(recognize(br#"{"schema": 3}"#), Recognized::Text);
         assert_eq!(recognize(b""), Recognized::Text);

@@ -27,7 +27,7 @@ pub enum HtmlError {
         schema: &'static str,
         detail: String,
     },
-    #[error("{file}: {schema} schema_version {found}; this tma reads version {expected}")]
+    #[error("{file}: {schema} schema_version {found}; this tma reads versions 1 to {expected}; write it again with this tma")]
     Version {
         file: String,
         schema: &'static str,

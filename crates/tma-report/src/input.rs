@@ -10,12 +10,12 @@ use tma_diff::doc::{DiffDoc, ProfileDiffDoc};
 use tma_profile::locate::LocateConfig;
 use tma_profile::report::{Profile, ReportOptions};
 use tma_stat::render::plot::{own_threshold, Timeline};
-use tma_stat::{Format, Input, RenderOptions, StatConfig};
+use tma_stat::{Input, StatConfig};
 
 use crate::model::{Document, LocateView, MetricRow, Section, StatView, TreeRow};
 use crate::{HtmlError, ReportConfig};
 use tma_metrics::{Bottleneck, SummaryNode};
-use tma_stat::render::doc::StatDoc;
+use tma_stat::render::doc::{IntervalDoc, StatHead};
 
 /// What an input holds, by its first bytes and its `schema`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,11 +66,25 @@ pub fn kind_of(file: &str, bytes: &[u8]) -> Result<Kind, HtmlError> {
 /// Read one input into its section.
 pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Section, HtmlError> {
     let file = tma_render::files::display_input(path);
-    let bytes = tma_render::files::read_input(path).map_err(|source| HtmlError::Read {
-        file: file.clone(),
-        source,
-    })?;
-    match kind_of(&file, &bytes)? {
+    let read = |whole: bool| {
+        if whole {
+            tma_render::files::read_input(path)
+        } else {
+            tma_render::files::read_input_head(path, 64 * 1024)
+        }
+        .map_err(|source| HtmlError::Read {
+            file: file.clone(),
+            source,
+        })
+    };
+    // What it holds, from its start: a recording is then read by the pipeline, which streams
+    // it; only the documents are read whole.
+    let kind = kind_of(&file, &read(false)?)?;
+    let bytes = match kind {
+        Kind::Recording | Kind::PerfData => Vec::new(),
+        _ => read(true)?,
+    };
+    match kind {
         Kind::Stat => Ok(Section::Stat(Box::new(stat_view(&file, &bytes)?))),
         Kind::Recording => recording(cfg, path, &file, notes),
         Kind::Diff => {
@@ -134,7 +148,7 @@ fn document<T: DeserializeOwned>(
         schema,
         detail: e.to_string(),
     })?;
-    if head.schema_version != version {
+    if !tma_render::schema::reads_version(head.schema_version, 1, version) {
         return Err(HtmlError::Version {
             file: file.to_string(),
             schema,
@@ -176,16 +190,100 @@ fn recording(
             source: Box::new(e),
         },
     };
-    let ev = tma_stat::evaluate(&stat, notes).map_err(stat_err)?;
-    let mut json = Vec::new();
-    let opts = RenderOptions {
-        format: Format::Json,
-        ..RenderOptions::default()
+    // The one pipeline, read interval by interval into the view: a recording of any length
+    // costs the tree, the bounded timeline and the phases, never all its intervals.
+    let stat = StatConfig {
+        one_tree: true,
+        ..stat
     };
-    tma_stat::render::tree::render(&mut json, &ev.run, &opts)?;
-    let mut view = stat_view(file, &json)?;
-    view.file = file.to_string();
-    Ok(Section::Stat(Box::new(view)))
+    let mut sink = ViewSink {
+        file,
+        info: None,
+        builder: None,
+    };
+    tma_stat::run(&stat, &mut sink, notes).map_err(stat_err)?;
+    let builder = sink.builder.ok_or_else(|| HtmlError::Stat {
+        file: file.to_string(),
+        source: Box::new(tma_stat::StatError::Usage(
+            "the recording gave no tree to draw".into(),
+        )),
+    })?;
+    Ok(Section::Stat(Box::new(builder.finish())))
+}
+
+/// The sink `tma report` reads a recording through: each interval's document (the one `tma
+/// stat --json` writes) goes into a [`StatViewBuilder`]; a snapshot of `--repeat` runs
+/// gives its runs as the samples, as `tma stat --import` evaluates it.
+struct ViewSink<'f> {
+    file: &'f str,
+    info: Option<tma_stat::RunInfo>,
+    builder: Option<StatViewBuilder>,
+}
+
+impl tma_stat::IntervalSink for ViewSink<'_> {
+    fn start(&mut self, start: tma_stat::sink::Start<'_>) -> Result<(), tma_stat::StatError> {
+        use tma_stat::sink::Start;
+        match start {
+            Start::Software { .. } => Err(tma_stat::StatError::Usage(
+                "the recording holds software counts only (no hardware counters where it was \
+                 recorded): there is no TMA tree to draw"
+                    .into(),
+            )),
+            Start::Tree { .. } if self.info.is_some() => Err(tma_stat::StatError::Usage(
+                "the recording is a --drilldown run (one partial tree per step): record with \
+                 -l N for one whole tree to draw"
+                    .into(),
+            )),
+            Start::Tree { info, .. } => {
+                self.builder = Some(StatViewBuilder::new(
+                    self.file,
+                    tma_stat::render::tree::head_doc(info),
+                ));
+                self.info = Some(info.clone());
+                Ok(())
+            }
+        }
+    }
+
+    fn interval(
+        &mut self,
+        iv: tma_stat::sink::IntervalData<'_>,
+    ) -> Result<(), tma_stat::StatError> {
+        if let (Some(info), Some(b), Some(ir)) = (&self.info, self.builder.as_mut(), iv.report) {
+            b.push(&tma_stat::render::tree::interval_doc(
+                info,
+                ir,
+                Some(iv.readings),
+            ));
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, end: tma_stat::sink::Finish<'_>) -> Result<(), tma_stat::StatError> {
+        use tma_stat::sink::Finish;
+        if let Finish::Tree {
+            info,
+            whole: Some(w),
+        } = end
+        {
+            if !w.parts.is_empty() {
+                return Err(tma_stat::StatError::Usage(
+                    "the recording is a --per-core/--per-thread run: record without them to \
+                     draw one whole tree"
+                        .into(),
+                ));
+            }
+            if let Some(runs) = w.repeats {
+                // `--repeat N`: the samples are the runs (the intervals were their mean).
+                let mut b = StatViewBuilder::new(self.file, tma_stat::render::tree::head_doc(info));
+                for ir in &runs.intervals {
+                    b.push(&tma_stat::render::tree::interval_doc(&runs.info, ir, None));
+                }
+                self.builder = Some(b);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A perf.data file, read as `tma locate --import` reads it; a flame graph when its samples
@@ -239,10 +337,11 @@ struct Acc {
 }
 
 /// A `tma.stat` document: the tree (means over the samples), and the timeline when there
-/// are several.
+/// are several. The intervals are read one at a time into a [`StatViewBuilder`], never held
+/// all at once, so a long run costs what its tree and its bounded timeline cost.
 pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
     let found = tma_render::recognize(bytes).version().unwrap_or(0);
-    if found != tma_stat::render::tree::SCHEMA_VERSION {
+    if !tma_render::schema::reads_version(found, 1, tma_stat::render::tree::SCHEMA_VERSION) {
         return Err(HtmlError::Version {
             file: file.to_string(),
             schema: "tma.stat",
@@ -250,27 +349,138 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
             expected: tma_stat::render::tree::SCHEMA_VERSION,
         });
     }
-    let doc: StatDoc = serde_json::from_slice(bytes).map_err(|e| HtmlError::Document {
+    let bad = |detail: String| HtmlError::Document {
         file: file.to_string(),
         schema: "tma.stat",
-        detail: e.to_string(),
-    })?;
-    let model = tma_catalog::models()
-        .iter()
-        .find(|m| m.key == doc.head.cpu.key)
-        .copied();
-    let mut rows: Vec<(TreeRow, Acc)> = Vec::new();
-    let mut metrics: Vec<(MetricRow, f64, usize)> = Vec::new();
-    let several = doc.intervals.len() > 1;
-    let mut timeline = several.then(Timeline::new);
-    let mut per_sample: Vec<Bottleneck> = Vec::new();
-    for iv in &doc.intervals {
+        detail,
+    };
+    let mut builder: Option<StatViewBuilder> = None;
+    let mut head_fields = serde_json::Map::new();
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    serde::Deserializer::deserialize_map(
+        &mut de,
+        StatDocVisitor {
+            file,
+            head_fields: &mut head_fields,
+            builder: &mut builder,
+        },
+    )
+    .map_err(|e| bad(e.to_string()))?;
+    de.end().map_err(|e| bad(e.to_string()))?;
+    let builder = match builder {
+        Some(b) => b,
+        // A document without intervals: its head still names the CPU.
+        None => StatViewBuilder::new(file, head_from(head_fields).map_err(bad)?),
+    };
+    Ok(builder.finish())
+}
+
+fn head_from(fields: serde_json::Map<String, serde_json::Value>) -> Result<StatHead, String> {
+    serde_json::from_value(serde_json::Value::Object(fields)).map_err(|e| e.to_string())
+}
+
+/// Reads a `tma.stat` document's top level: the head's fields (the envelope writes them
+/// before `intervals`), then the intervals one by one into the builder.
+struct StatDocVisitor<'a> {
+    file: &'a str,
+    head_fields: &'a mut serde_json::Map<String, serde_json::Value>,
+    builder: &'a mut Option<StatViewBuilder>,
+}
+
+impl<'de> serde::de::Visitor<'de> for StatDocVisitor<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a tma.stat document")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        use serde::de::Error;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "intervals" {
+                let head = head_from(std::mem::take(self.head_fields)).map_err(A::Error::custom)?;
+                let mut b = StatViewBuilder::new(self.file, head);
+                map.next_value_seed(IntervalsSeed(&mut b))?;
+                *self.builder = Some(b);
+            } else if self.builder.is_none() {
+                let v: serde_json::Value = map.next_value()?;
+                self.head_fields.insert(key, v);
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `intervals` array, pushed into the builder element by element.
+struct IntervalsSeed<'b>(&'b mut StatViewBuilder);
+
+impl<'de> serde::de::DeserializeSeed<'de> for IntervalsSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for IntervalsSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an array of intervals")
+    }
+
+    fn visit_seq<S: serde::de::SeqAccess<'de>>(self, mut seq: S) -> Result<(), S::Error> {
+        while let Some(iv) = seq.next_element::<IntervalDoc>()? {
+            self.0.push(&iv);
+        }
+        Ok(())
+    }
+}
+
+/// The view of a stat run, built interval by interval: sums per node and metric, the
+/// bounded timeline, and the bottleneck phases (which grow with the changes, not the
+/// intervals).
+pub struct StatViewBuilder {
+    file: String,
+    head: StatHead,
+    model: Option<&'static tma_catalog::Model>,
+    rows: Vec<(TreeRow, Acc)>,
+    metrics: Vec<(MetricRow, f64, usize)>,
+    timeline: Timeline,
+    phases: tma_metrics::Phases,
+    /// The first sample's verdict (a one-sample view shows it as `tma stat` printed it).
+    first: Option<Bottleneck>,
+}
+
+impl StatViewBuilder {
+    pub fn new(file: &str, head: StatHead) -> StatViewBuilder {
+        let model = tma_catalog::models()
+            .iter()
+            .find(|m| m.key == head.cpu.key)
+            .copied();
+        StatViewBuilder {
+            file: file.to_string(),
+            head,
+            model,
+            rows: Vec::new(),
+            metrics: Vec::new(),
+            timeline: Timeline::new(),
+            phases: tma_metrics::Phases::default(),
+            first: None,
+        }
+    }
+
+    /// The next sample.
+    pub fn push(&mut self, iv: &IntervalDoc) {
+        let model = self.model;
         for n in &iv.nodes {
-            let i = match rows.iter().position(|(r, _)| r.name == n.name) {
+            let i = match self.rows.iter().position(|(r, _)| r.name == n.name) {
                 Some(i) => i,
                 None => {
                     let def = model.and_then(|m| m.node(&n.name));
-                    rows.push((
+                    self.rows.push((
                         TreeRow {
                             name: n.name.to_string(),
                             parent: n.parent.as_deref().map(str::to_string),
@@ -289,10 +499,10 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
                         },
                         Acc::default(),
                     ));
-                    rows.len() - 1
+                    self.rows.len() - 1
                 }
             };
-            let a = &mut rows[i].1;
+            let a = &mut self.rows[i].1;
             if let Some(v) = n.value.filter(|v| v.is_finite()) {
                 a.sum += v;
                 a.n += 1;
@@ -309,10 +519,10 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
             }
         }
         for m in &iv.metrics {
-            let i = match metrics.iter().position(|(r, _, _)| r.name == m.name) {
+            let i = match self.metrics.iter().position(|(r, _, _)| r.name == m.name) {
                 Some(i) => i,
                 None => {
-                    metrics.push((
+                    self.metrics.push((
                         MetricRow {
                             name: m.name.to_string(),
                             value: None,
@@ -322,100 +532,110 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
                         0.0,
                         0,
                     ));
-                    metrics.len() - 1
+                    self.metrics.len() - 1
                 }
             };
             if let Some(v) = m.value.filter(|v| v.is_finite()) {
-                metrics[i].1 += v;
-                metrics[i].2 += 1;
+                self.metrics[i].1 += v;
+                self.metrics[i].2 += 1;
             }
         }
-        if let Some(t) = timeline.as_mut() {
-            t.push(
-                iv.start_s,
-                iv.end_s,
-                iv.nodes
-                    .iter()
-                    .map(|n| (&*n.name, n.parent.as_deref(), n.level, n.value)),
-                &iv.bottleneck.path,
-            );
-        }
-        per_sample.push(iv.bottleneck.clone());
-    }
-    // The verdict of the tree shown (the means), by the rule every command uses.
-    let summary: Vec<SummaryNode> = rows
-        .iter()
-        .map(|(r, a)| {
-            let def = model.and_then(|m| m.node(&r.name));
-            SummaryNode {
-                name: &r.name,
-                parent: r.parent.as_deref(),
-                level: r.level,
-                mean: (a.n > 0).then(|| a.sum / a.n as f64),
-                percent: r.unit.starts_with("Percent"),
-                threshold: def.map_or("", |d| d.threshold),
-                above: a.above,
-                below: a.verdicts - a.above,
-                locate_with: def.map_or(&[], |d| d.locate_with),
-            }
-        })
-        .collect();
-    let (verdicts, verdict) = match doc.intervals.as_slice() {
-        // One sample: its own verdict, exactly as `tma stat` printed it.
-        [one] => (
-            summary
+        self.timeline.push(
+            iv.start_s,
+            iv.end_s,
+            iv.nodes
                 .iter()
-                .map(|n| node_verdict(n.above, n.below))
-                .collect(),
-            one.bottleneck.clone(),
-        ),
-        _ => tma_metrics::decide_summary(&summary, doc.intervals.len()),
-    };
-    let names: Vec<Option<String>> = rows.iter().map(|(r, _)| r.parent.clone()).collect();
-    let rows: Vec<TreeRow> = rows
-        .into_iter()
-        .zip(verdicts)
-        .map(|((mut r, a), above)| {
-            r.value = (a.n > 0).then(|| a.sum / a.n as f64);
-            r.above_threshold = above;
-            r.counted_share = a.share;
-            if a.n == 0 {
-                if let Some((s, d)) = a.status {
+                .map(|n| (&*n.name, n.parent.as_deref(), n.level, n.value)),
+            &iv.bottleneck.path,
+        );
+        if self.first.is_none() {
+            self.first = Some(iv.bottleneck.clone());
+        }
+        self.phases.push(&iv.bottleneck);
+    }
+
+    /// The view: the means, the verdict on them, the phases and (several samples) the
+    /// timeline.
+    pub fn finish(self) -> StatView {
+        let model = self.model;
+        let samples = self.phases.samples();
+        let rows = self.rows;
+        // The verdict of the tree shown (the means), by the rule every command uses.
+        let summary: Vec<SummaryNode> = rows
+            .iter()
+            .map(|(r, a)| {
+                let def = model.and_then(|m| m.node(&r.name));
+                SummaryNode {
+                    name: &r.name,
+                    parent: r.parent.as_deref(),
+                    level: r.level,
+                    mean: (a.n > 0).then(|| a.sum / a.n as f64),
+                    percent: tma_catalog::Unit::names_percent(&r.unit),
+                    threshold: def.map_or("", |d| d.threshold),
+                    above: a.above,
+                    below: a.verdicts - a.above,
+                    locate_with: def.map_or(&[], |d| d.locate_with),
+                }
+            })
+            .collect();
+        let (verdicts, verdict) = match (samples, self.first) {
+            // One sample: its own verdict, exactly as `tma stat` printed it.
+            (1, Some(one)) => (
+                summary
+                    .iter()
+                    .map(|n| node_verdict(n.above, n.below))
+                    .collect(),
+                one,
+            ),
+            _ => tma_metrics::decide_summary(&summary, samples),
+        };
+        let names: Vec<Option<String>> = rows.iter().map(|(r, _)| r.parent.clone()).collect();
+        let rows: Vec<TreeRow> = rows
+            .into_iter()
+            .zip(verdicts)
+            .map(|((mut r, a), above)| {
+                r.value = (a.n > 0).then(|| a.sum / a.n as f64);
+                r.above_threshold = above;
+                r.counted_share = a.share;
+                if a.n == 0 {
+                    if let Some((s, d)) = a.status {
+                        r.status = s;
+                        r.status_detail = d;
+                    }
+                } else if let Some((s, d)) = a.status.filter(|(s, _)| s == "out_of_range") {
                     r.status = s;
                     r.status_detail = d;
                 }
-            } else if let Some((s, d)) = a.status.filter(|(s, _)| s == "out_of_range") {
-                r.status = s;
-                r.status_detail = d;
-            }
-            r.on_path = verdict.path.iter().any(|b| b == &r.name);
-            r.bottleneck = verdict.node.as_deref() == Some(&r.name);
-            r.has_children = names.iter().any(|p| {
-                p.as_deref()
-                    .is_some_and(|p| p.eq_ignore_ascii_case(&r.name))
-            });
-            r
-        })
-        .collect();
-    Ok(StatView {
-        file: file.to_string(),
-        cpu_key: doc.head.cpu.key,
-        cpu_name: doc.head.cpu.name,
-        source: doc.head.source,
-        interval_mode: doc.head.interval_mode,
-        samples: doc.intervals.len(),
-        rows,
-        metrics: metrics
-            .into_iter()
-            .map(|(mut m, sum, n)| {
-                m.value = (n > 0).then(|| sum / n as f64);
-                m
+                r.on_path = verdict.path.iter().any(|b| b == &r.name);
+                r.bottleneck = verdict.node.as_deref() == Some(&r.name);
+                r.has_children = names.iter().any(|p| {
+                    p.as_deref()
+                        .is_some_and(|p| p.eq_ignore_ascii_case(&r.name))
+                });
+                r
             })
-            .collect(),
-        phases: tma_metrics::phases(&per_sample),
-        verdict,
-        timeline,
-    })
+            .collect();
+        StatView {
+            file: self.file,
+            cpu_key: self.head.cpu.key,
+            cpu_name: self.head.cpu.name,
+            source: self.head.source,
+            interval_mode: self.head.interval_mode,
+            samples,
+            rows,
+            metrics: self
+                .metrics
+                .into_iter()
+                .map(|(mut m, sum, n)| {
+                    m.value = (n > 0).then(|| sum / n as f64);
+                    m
+                })
+                .collect(),
+            phases: self.phases.into_phases(),
+            verdict,
+            timeline: (samples > 1).then_some(self.timeline),
+        }
+    }
 }
 
 /// One sample's threshold verdict from its counts.

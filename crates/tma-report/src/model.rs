@@ -71,7 +71,8 @@ pub struct TreeRow {
     pub level: u8,
     /// The mean over the samples with a value.
     pub value: Option<f64>,
-    /// `PercentSlots`, `Percent` or `Number`.
+    /// `percent_slots`, `percent` or `number` (`PercentSlots`, `Percent`, `Number` in
+    /// documents written before schema names 2026-11).
     pub unit: String,
     /// The node's own threshold (the clause `Name > N` of its rule), where it has one.
     pub threshold: Option<f64>,

@@ -28,7 +28,7 @@ fn pct(v: f64) -> String {
 fn value_text(v: Option<f64>, unit: &str) -> String {
     match v {
         None => "-".into(),
-        Some(v) if unit.starts_with("Percent") => pct(v),
+        Some(v) if tma_catalog::Unit::names_percent(unit) => pct(v),
         Some(v) if v.abs() >= 1000.0 => format!("{v:.0}"),
         Some(v) => format!("{v:.3}"),
     }
@@ -339,7 +339,7 @@ fn stat(id: &str, v: &StatView) -> Result<(String, String), HtmlError> {
     let scale = v
         .rows
         .iter()
-        .filter(|r| r.unit.starts_with("Percent"))
+        .filter(|r| tma_catalog::Unit::names_percent(&r.unit))
         .filter_map(|r| r.value)
         .fold(100.0f64, f64::max);
     let mut items = Vec::with_capacity(v.rows.len());
@@ -370,7 +370,7 @@ fn stat(id: &str, v: &StatView) -> Result<(String, String), HtmlError> {
         } else {
             "unknown"
         };
-        let percent = r.unit.starts_with("Percent");
+        let percent = tma_catalog::Unit::names_percent(&r.unit);
         items.push(TreeItem {
             closers,
             opens: r.has_children,
@@ -548,7 +548,7 @@ fn better_when(r: &Row, rows: &[Row]) -> Option<bool> {
 fn diff_items(rows: &[Row], scale: f64) -> Vec<DiffItem> {
     rows.iter()
         .map(|r| {
-            let percent = r.unit.starts_with("Percent");
+            let percent = tma_catalog::Unit::names_percent(&r.unit);
             let mean = |s: Option<Summary>| s.map(|s| s.mean);
             let n = |s: Option<Summary>| s.map_or(0, |s| s.n);
             let (verdict, why) = match &r.significance {
@@ -602,7 +602,7 @@ fn diff(id: &str, doc: &Document<DiffDoc>) -> Result<(String, String), HtmlError
     let scale = d
         .nodes
         .iter()
-        .filter(|r| r.unit.starts_with("Percent"))
+        .filter(|r| tma_catalog::Unit::names_percent(&r.unit))
         .flat_map(|r| [r.before.map(|s| s.mean), r.after.map(|s| s.mean)])
         .flatten()
         .fold(100.0f64, f64::max);

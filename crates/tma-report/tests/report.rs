@@ -418,15 +418,15 @@ fn bad_inputs_are_clear_errors() {
         e.contains("a \"tma.kvm\" document; tma report draws tma.stat"),
         "{e}"
     );
-    let v2 = dir.path().join("v2.json");
+    let v9 = dir.path().join("v9.json");
     std::fs::write(
-        &v2,
-        "{\n  \"schema\": \"tma.diff\",\n  \"schema_version\": 2\n}\n",
+        &v9,
+        "{\n  \"schema\": \"tma.diff\",\n  \"schema_version\": 9\n}\n",
     )
     .unwrap();
-    let e = run(&v2);
+    let e = run(&v9);
     assert!(
-        e.contains("tma.diff schema_version 2; this tma reads version 1"),
+        e.contains("tma.diff schema_version 9; this tma reads versions 1 to 2"),
         "{e}"
     );
     let e = run(&dir.path().join("missing.json"));

@@ -28,6 +28,20 @@ pub fn thread_usage() -> io::Result<ThreadUsage> {
     })
 }
 
+/// The peak resident set, in KiB, of the largest child this process has waited for
+/// (`getrusage(RUSAGE_CHILDREN).ru_maxrss`): what a test or benchmark reads after running a
+/// command to bound its memory.
+pub fn children_peak_rss_kib() -> io::Result<u64> {
+    // SAFETY: as in `thread_usage`: all-zero is a valid rusage.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is valid and writable for the duration of the call.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ru.ru_maxrss as u64)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -148,7 +148,12 @@ fn verify(args: &Args) -> anyhow::Result<ExitCode> {
     let report = tma_doctor::verify(&cfg)?;
     crate::output::emit(args.output.as_deref(), |w| {
         if args.json {
-            tma_render::write_json(w, "tma.doctor.verify_report", 1, &report)
+            tma_render::write_json(
+                w,
+                tma_doctor::verify::REPORT_SCHEMA,
+                tma_doctor::verify::REPORT_SCHEMA_VERSION,
+                &report,
+            )
         } else {
             Ok(tma_doctor::verify::render(w, &report)?)
         }

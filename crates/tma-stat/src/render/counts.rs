@@ -13,9 +13,9 @@ use crate::render::doc::{SoftwareCount, SoftwareDoc, SoftwareHead, SoftwareInter
 use crate::render::tree::{Format, RenderOptions};
 
 /// The schema name of `tma stat --json` without hardware counters.
-pub const SOFTWARE_SCHEMA: &str = "tma.stat_software";
-/// Its version.
-pub const SOFTWARE_SCHEMA_VERSION: u32 = 1;
+pub const SOFTWARE_SCHEMA: &str = "tma.stat.software";
+/// Its version: 2 since schema names 2026-11 (version 1 was named `tma.stat_software`).
+pub const SOFTWARE_SCHEMA_VERSION: u32 = 2;
 
 /// How to print counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,9 @@ use tma_render::ReportError;
 use super::list::CpuJson;
 
 /// The schema name of `tma list --events --json`.
-pub const SCHEMA: &str = "tma.list-events";
+pub const SCHEMA: &str = "tma.list.events";
+/// Its version: 2 since schema names 2026-11 (1 was named `tma.list-events`).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One event of the listing.
 #[derive(Debug, Clone, Serialize)]
@@ -152,7 +154,7 @@ pub fn render_json(w: &mut dyn Write, model: &Model, filter: &str) -> Result<(),
         pmu: model.pmu,
         events: entries(model, filter),
     };
-    tma_render::write_json(w, SCHEMA, 1, &doc)
+    tma_render::write_json(w, SCHEMA, SCHEMA_VERSION, &doc)
 }
 
 #[cfg(test)]

@@ -11,7 +11,9 @@ use tma_render::ReportError;
 use super::list::CpuJson;
 
 /// The schema name of `tma list --metrics --json`.
-pub const SCHEMA: &str = "tma.list-metrics";
+pub const SCHEMA: &str = "tma.list.metrics";
+/// Its version: 2 since schema names 2026-11 (1 was named `tma.list-metrics`).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The metrics whose name or group contains `filter` (case-insensitive; all when empty), in
 /// table order.
@@ -124,7 +126,7 @@ pub fn render_json(w: &mut dyn Write, model: &Model, filter: &str) -> Result<(),
     tma_render::write_json(
         w,
         SCHEMA,
-        1,
+        SCHEMA_VERSION,
         &Doc {
             cpu: CpuJson::of(model),
             filter,

@@ -43,11 +43,7 @@ pub(super) fn csv_header(w: &mut dyn Write, info: &RunInfo) -> Result<(), Report
 }
 
 pub(super) fn unit_code(u: Unit) -> &'static str {
-    match u {
-        Unit::PercentSlots => "percent_slots",
-        Unit::Percent => "percent",
-        Unit::Number => "number",
-    }
+    u.name()
 }
 
 pub(super) fn csv_rows(

@@ -33,8 +33,9 @@ use crate::render::plot::{own_threshold, tree_svg, Bar, Timeline};
 
 /// The schema name of `tma stat --json`.
 pub const SCHEMA: &str = "tma.stat";
-/// Its version.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Its version: 2 since schema names 2026-11 (units as `percent_slots`; version 1 wrote
+/// `PercentSlots`, which readers still read).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Which layout to write.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -59,6 +60,22 @@ pub struct RenderOptions {
     /// `--plot FILE.svg`: also draw the run (the timeline of intervals, else the tree as
     /// bars) into this file when the run ends.
     pub plot: Option<std::path::PathBuf>,
+}
+
+/// The head of the `tma.stat` document of a run (what [`TreeWriter`] writes before the
+/// intervals), for consumers that read a run interval by interval without the JSON.
+pub fn head_doc(info: &RunInfo) -> StatHead {
+    json_head(info)
+}
+
+/// One interval of the `tma.stat` document, as [`TreeWriter`] writes it (`readings`: the
+/// counts it was computed from, when known).
+pub fn interval_doc(
+    info: &RunInfo,
+    ir: &IntervalReport,
+    readings: Option<&tma_perf::Interval>,
+) -> IntervalDoc {
+    json_interval(info, ir, readings)
 }
 
 /// Write a whole run.

@@ -243,12 +243,29 @@ pub fn encode(p: &Profile, duration_ns: i64, w: &mut dyn Write) -> std::io::Resu
     Ok(())
 }
 
+/// How far a compressed profile may inflate: this many times its compressed size, plus
+/// [`MAX_INFLATE_SLACK`] bytes (pprof profiles compress a few times over; a file that inflates
+/// further is refused as a decompression bomb rather than filling memory).
+pub const MAX_INFLATE_RATIO: u64 = 64;
+/// See [`MAX_INFLATE_RATIO`].
+pub const MAX_INFLATE_SLACK: u64 = 1 << 20;
+
 /// Decode a gzip-compressed (or plain) pprof profile.
 pub fn decode(bytes: &[u8]) -> Result<PProfile, String> {
     let raw = if bytes.starts_with(&[0x1f, 0x8b]) {
+        let max = MAX_INFLATE_RATIO * bytes.len() as u64 + MAX_INFLATE_SLACK;
         let mut out = Vec::new();
-        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(bytes), &mut out)
+        let gz = flate2::read::GzDecoder::new(bytes);
+        std::io::Read::read_to_end(&mut std::io::Read::take(gz, max + 1), &mut out)
             .map_err(|e| format!("bad gzip: {e}"))?;
+        if out.len() as u64 > max {
+            return Err(format!(
+                "refused: the gzip stream inflates to more than {max} bytes \
+                 ({MAX_INFLATE_RATIO} times its {} bytes, plus {MAX_INFLATE_SLACK}), a \
+                 decompression bomb rather than a pprof profile",
+                bytes.len()
+            ));
+        }
         out
     } else {
         bytes.to_vec()

@@ -402,3 +402,192 @@ fn csv_field(s: &str) -> String {
         s.to_string()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tma_marker::protocol::GroupCount;
+
+    /// The hardware path without a PMU: a Zen 4 level-1 plan, chosen counts per region and
+    /// thread (as the counters would read them), and the tree each region gets.
+    fn zen4() -> Counting {
+        let model = tma_catalog::by_name("zen4").unwrap();
+        let request = tma_stat::Request {
+            level: 1,
+            nodes: Vec::new(),
+            topology: Some(tma_perf::snapshot::Topology {
+                cpus: 2,
+                cores: 2,
+                sockets: 1,
+                smt: false,
+            }),
+            metrics: Vec::new(),
+            bottlenecks: Vec::new(),
+        };
+        let plan =
+            tma_stat::groups::counting_plan(model, &request.selection(), &[], false).unwrap();
+        Counting {
+            plan,
+            tree: Some(tma_stat::RunInfo {
+                model,
+                cpu_source: "from a test".into(),
+                source: "chosen counts".into(),
+                interval_mode: false,
+                request,
+                command: None,
+                event_map: Vec::new(),
+                scope: None,
+                core_type: None,
+            }),
+            no_tree: None,
+        }
+    }
+
+    /// Counts of `plan` for a region of `cycles` cycles: 20 % of the slots lost to the front
+    /// end, 40 % to the back end, 30 % retiring, 10 % bad speculation; the hardware groups
+    /// counted `share` of the time.
+    fn counts(plan: &Plan, cycles: u64, share: f64) -> Vec<GroupCount> {
+        let slots = 6 * cycles;
+        let real = |e: &str| -> u64 {
+            match e {
+                "ls_not_halted_cyc" => cycles,
+                "de_no_dispatch_per_slot.no_ops_from_frontend" => slots / 5,
+                "de_no_dispatch_per_slot.backend_stalls" => slots * 2 / 5,
+                "ex_ret_ops" => slots * 3 / 10,
+                "de_src_op_disp.all" => slots * 4 / 10,
+                "task-clock" => cycles / 2,
+                _ => 0,
+            }
+        };
+        plan.groups
+            .iter()
+            .map(|g| {
+                let hw = g.pmu != "software";
+                let s = if hw { share } else { 1.0 };
+                GroupCount {
+                    enabled: 1_000_000,
+                    running: (1_000_000.0 * s) as u64,
+                    // What a counter that ran `s` of the time reads.
+                    values: g
+                        .events
+                        .iter()
+                        .map(|e| (real(&e.name) as f64 * s) as u64)
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_region_gets_its_tree_per_thread_and_merged() {
+        let c = zen4();
+        let mut t1 = RegionNode::default();
+        let n = t1.at(&["kernel".to_string()]);
+        n.calls = 3;
+        n.wall_ns = 1_000_000;
+        n.counts = counts(&c.plan, 2_000_000_000, 0.5);
+        let mut t2 = RegionNode::default();
+        let n = t2.at(&["kernel".to_string()]);
+        n.calls = 1;
+        n.wall_ns = 500_000;
+        n.counts = counts(&c.plan, 1_000_000_000, 0.5);
+        let mut merged = t1.clone();
+        merged.merge(&t2);
+        let regions = Regions {
+            threads: vec![(10, t1), (11, t2)],
+            merged,
+            notes: Vec::new(),
+            uncounted: Vec::new(),
+        };
+        let r = Report::build(&c, &regions, &["app".into()], 2_000_000).unwrap();
+        assert!(r.hardware);
+        assert_eq!(r.cpu.as_deref(), Some("zen4"));
+        for region in [
+            &r.merged[0],
+            &r.threads[0].regions[0],
+            &r.threads[1].regions[0],
+        ] {
+            let node = |name: &str| {
+                region
+                    .tree
+                    .iter()
+                    .find(|n| n.node == name)
+                    .and_then(|n| n.value)
+                    .unwrap_or_else(|| panic!("{name} in {:?}", region.tree))
+            };
+            for (name, want) in [
+                ("frontend_bound", 20.0),
+                ("backend_bound", 40.0),
+                ("retiring", 30.0),
+                ("bad_speculation", 10.0),
+            ] {
+                assert!((node(name) - want).abs() < 0.01, "{name}: {}", node(name));
+            }
+            assert_eq!(region.counted_share, Some(0.5));
+        }
+        assert_eq!(r.merged[0].calls, 4);
+        let mut text = Vec::new();
+        r.text(&mut text, false).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.contains("    frontend_bound"), "{text}");
+        assert!(!text.contains("Software counts only"), "{text}");
+        let mut csv = Vec::new();
+        r.csv(&mut csv).unwrap();
+        let csv = String::from_utf8(csv).unwrap();
+        let head = csv.lines().next().unwrap();
+        assert!(head.starts_with("scope,tid,region,depth,calls,wall_ns,cpu_share,counted_share,"));
+        for node in [
+            "frontend_bound",
+            "bad_speculation",
+            "backend_bound",
+            "retiring",
+        ] {
+            assert!(head.split(',').any(|h| h == node), "{node} in {head}");
+        }
+        let merged_row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+        assert_eq!(&merged_row[..5], ["merged", "", "kernel", "0", "4"]);
+        assert_eq!(csv.lines().count(), 4);
+    }
+
+    #[test]
+    fn without_a_pmu_the_report_says_the_tree_needs_one() {
+        let plan = Plan::software(&tma_perf::backend::software_events());
+        let c = Counting {
+            plan: plan.clone(),
+            tree: None,
+            no_tree: Some("no `cpu` PMU".into()),
+        };
+        let mut root = RegionNode::default();
+        let n = root.at(&["r".to_string()]);
+        n.calls = 1;
+        n.wall_ns = 10_000_000;
+        n.counts = vec![GroupCount {
+            enabled: 10_000_000,
+            running: 10_000_000,
+            values: vec![5_000_000, 1, 0, 7],
+        }];
+        let regions = Regions {
+            threads: vec![(1, root.clone())],
+            merged: root,
+            notes: Vec::new(),
+            uncounted: Vec::new(),
+        };
+        let r = Report::build(&c, &regions, &["app".into()], 20_000_000).unwrap();
+        assert_eq!(r.merged[0].cpu_share, Some(0.5));
+        let mut text = Vec::new();
+        r.text(&mut text, false).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            text.contains("Software counts only: the TMA tree of a region needs a hardware PMU"),
+            "{text}"
+        );
+        assert!(text.contains("50.0%"), "{text}");
+        let mut json = Vec::new();
+        r.json(&mut json).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(v["schema"], "tma.stat.regions");
+        assert_eq!(v["hardware"], false);
+        assert_eq!(v["merged"][0]["counts"][3]["event"], "page-faults");
+        assert_eq!(v["merged"][0]["counts"][3]["value"], 7.0);
+    }
+}

@@ -146,7 +146,8 @@ pub struct Counts {
 pub struct GroupCounts {
     /// Per (task, stack): the summed increases, in read-group order.
     pub values: HashMap<(TaskId, Vec<Frame>), Vec<u64>>,
-    /// (previous sample's leaf, this sample's leaf) of the same thread, where they differ:
+    /// (previous sample's, this sample's) [`attribution_frame`] of the same thread, where
+    /// they differ:
     /// samples whose increase covers time spent at another place ("mixed").
     pub transitions: HashMap<(Frame, Frame), u64>,
     /// Samples that were the first of their thread (no previous read).
@@ -165,7 +166,9 @@ pub struct GroupCounts {
 
 impl GroupCounts {
     fn charge(&mut self, task: TaskId, tid: i32, stack: &[Frame], g: &ReadGroup) {
-        let Some(&leaf) = stack.first() else { return };
+        let Some(&leaf) = attribution_frame(stack) else {
+            return;
+        };
         let key = (tid, g.values.first().and_then(|v| v.id).unwrap_or(0));
         let vals: Vec<u64> = g.values.iter().map(|v| v.value).collect();
         if self.ids.is_empty() {
@@ -215,6 +218,16 @@ impl GroupCounts {
     }
 }
 
+/// The frame a sample's read-group increase is charged to: the first user frame (kernel
+/// work such as page faults and system calls belongs to the user code that caused it),
+/// else the leaf.
+pub fn attribution_frame(stack: &[Frame]) -> Option<&Frame> {
+    stack
+        .iter()
+        .find(|f| !matches!(f, Frame::Kernel(_)))
+        .or(stack.first())
+}
+
 /// Sample counts per stack, plus the module table and process names.
 #[derive(Debug, Default)]
 pub struct Aggregator {
@@ -234,6 +247,9 @@ pub struct Aggregator {
     scratch: Vec<Frame>,
     /// Keep whole call chains (`-g`); otherwise only the sampled ip is used.
     pub keep_callchains: bool,
+    /// The samples' `read_format` with every bit the file gave (the parse info keeps only
+    /// the bits linux-perf-event-reader knows: not `PERF_FORMAT_LOST`).
+    pub raw_read_format: Option<u64>,
     /// Sums of the samples' read groups, once a sample carried one.
     group: Option<GroupCounts>,
     /// The read group of the sample being handled (tid, values).
@@ -295,7 +311,7 @@ impl Aggregator {
         let fields = match sample_read::parse_sample(
             &body,
             info.sample_format.bits(),
-            info.read_format.bits(),
+            self.raw_read_format.unwrap_or(info.read_format.bits()),
         ) {
             Ok(f) => f,
             Err(_) => {

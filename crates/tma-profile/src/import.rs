@@ -53,6 +53,9 @@ pub struct ImportInfo {
     pub cmdline: Option<String>,
     /// Index into `events` of the event whose samples were kept.
     pub chosen: usize,
+    /// The kernel ids of each event's copies (per CPU or thread), as the file lists them:
+    /// what a sample's read group names its values by.
+    pub event_ids: Vec<Vec<u64>>,
 }
 
 fn u64_at(b: &[u8], off: usize) -> Option<u64> {
@@ -157,9 +160,20 @@ pub fn import_bytes_event(
     std::panic::set_hook(Box::new(|_| {}));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if is_pipe {
-            run(PerfFileReader::parse_pipe(Cursor::new(bytes)), agg, event)
+            run(
+                PerfFileReader::parse_pipe(Cursor::new(bytes)),
+                agg,
+                event,
+                &[],
+            )
         } else {
-            run(PerfFileReader::parse_file(Cursor::new(bytes)), agg, event)
+            let formats = read_formats(bytes);
+            run(
+                PerfFileReader::parse_file(Cursor::new(bytes)),
+                agg,
+                event,
+                &formats,
+            )
         }
     }));
     std::panic::set_hook(prev_hook);
@@ -171,10 +185,29 @@ pub fn import_bytes_event(
     }
 }
 
+/// Each attribute's `read_format` as the file holds it (linux-perf-event-reader drops the
+/// bits it does not know, such as `PERF_FORMAT_LOST`, which changes the read group's
+/// layout). The attribute section: entries of `attr_size` bytes (header offset 16), each a
+/// `perf_event_attr` (read_format at byte 32) and a 16-byte ids section.
+fn read_formats(bytes: &[u8]) -> Vec<u64> {
+    let (Some(attr_size), Some(off), Some(size)) =
+        (u64_at(bytes, 16), u64_at(bytes, 24), u64_at(bytes, 32))
+    else {
+        return Vec::new();
+    };
+    if attr_size < 40 + 16 {
+        return Vec::new();
+    }
+    (0..size / attr_size)
+        .map_while(|i| u64_at(bytes, (off + i * attr_size + 32) as usize))
+        .collect()
+}
+
 fn run<R: Read>(
     reader: Result<PerfFileReader<R>, linux_perf_data::Error>,
     agg: &mut Aggregator,
     event: Option<&str>,
+    read_formats: &[u64],
 ) -> Result<ImportInfo, ImportError> {
     let PerfFileReader {
         mut perf_file,
@@ -193,6 +226,11 @@ fn run<R: Read>(
         hostname: perf_file.hostname().ok().flatten().map(str::to_string),
         cmdline: perf_file.cmdline().ok().flatten().map(|v| v.join(" ")),
         chosen: 0,
+        event_ids: perf_file
+            .event_attributes()
+            .iter()
+            .map(|a| a.event_ids.clone())
+            .collect(),
     };
     let chosen = match event {
         None => 0,
@@ -212,6 +250,7 @@ fn run<R: Read>(
     };
     let mut info = info;
     info.chosen = chosen;
+    agg.raw_read_format = read_formats.get(chosen).copied();
     loop {
         match record_iter.next_record(&mut perf_file) {
             Ok(Some(PerfFileRecord::EventRecord { attr_index, record })) => {

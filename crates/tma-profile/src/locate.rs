@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use tma_catalog::Model;
 use tma_perf::host::Host;
-use tma_perf::sampling::{Rate, RawRecord, SampleEvent, SamplingConfig, Target};
+use tma_perf::sampling::group::{GroupEvent, GroupSpec};
+use tma_perf::sampling::{Rate, RawRecord, SampleEvent, SamplingConfig, SamplingError, Target};
 
 use crate::aggregate::Aggregator;
 use crate::choose::{self, ChoiceError, Chosen, Request};
@@ -18,6 +19,7 @@ use crate::live::{LiveError, LiveOutcome};
 use crate::record::PerfDataWriter;
 use crate::report::{self, Profile, ReportOptions};
 use crate::symbols::{Kallsyms, Symbolizer};
+use crate::tree::TreeLayout;
 
 /// Errors of `tma locate`.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +46,8 @@ pub enum LocateError {
     Output(#[from] tma_render::ReportError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Tree(#[from] crate::tree::TreeError),
 }
 
 fn usage(m: &str) -> LocateError {
@@ -100,6 +104,9 @@ pub struct LocateConfig {
     pub host: Host,
     /// Where the quick stat pass counts (perf_event_open, or chosen counts in tests).
     pub stat_backend: tma_stat::BackendChoice,
+    /// `--tree`: sample a group read with every sample and give a TMA tree of this level
+    /// per function ([`crate::tree`]).
+    pub tree: Option<u8>,
 }
 
 impl Default for LocateConfig {
@@ -127,6 +134,7 @@ impl Default for LocateConfig {
             kallsyms: None,
             host: Host::system(),
             stat_backend: tma_stat::BackendChoice::Live,
+            tree: None,
         }
     }
 }
@@ -139,6 +147,8 @@ pub struct Located {
     pub duration_ns: i64,
     /// The exit status to end with: the sampled command's (128+N when killed by signal N).
     pub exit_status: u8,
+    /// With `--tree`: the per-function trees.
+    pub tree: Option<crate::tree::TreeProfile>,
 }
 
 /// Samples aggregated, before symbolization.
@@ -149,10 +159,25 @@ struct Recorded {
     notes: Vec<String>,
     duration_ns: i64,
     exit_status: u8,
+    /// With `--tree`: the group's layout and the model its tree is evaluated with.
+    tree: Option<(TreeLayout, Option<&'static Model>)>,
 }
 
 /// Run `tma locate` up to the profile; notes (and the quick stat pass's) go to `notes`.
 pub fn run(cfg: &LocateConfig, notes: &mut dyn Write) -> Result<Located, LocateError> {
+    if cfg.tree.is_some() {
+        if cfg.node.is_some() || cfg.event.is_some() {
+            return Err(usage(
+                "--tree samples core cycles (or cpu-clock) with its own group: give no --node or -e",
+            ));
+        }
+        if cfg.record.is_some() {
+            return Err(usage(
+                "--record with --tree is not supported: record the group with \
+                 `perf record -e '{...}:S'` and read it with --import --tree",
+            ));
+        }
+    }
     let rec = match (&cfg.import, cfg.pid, cfg.command.is_empty()) {
         _ if cfg.system_wide => {
             if cfg.import.is_some() || cfg.pid.is_some() || !cfg.command.is_empty() {
@@ -191,11 +216,113 @@ pub fn run(cfg: &LocateConfig, notes: &mut dyn Write) -> Result<Located, LocateE
             .notes
             .push("--folded without -g: each stack is just the sampled function".into());
     }
+    let tree = match (&rec.tree, cfg.tree) {
+        (Some((layout, model)), Some(level)) => {
+            profile.value_names = layout.read_order();
+            let consts = tree_constants(&cfg.host);
+            let first = rec.agg.group().map_or(0, |g| g.first_reads);
+            let mut t = crate::tree::build(
+                &profile,
+                layout,
+                *model,
+                level,
+                &consts,
+                cfg.report.top,
+                first,
+            )?;
+            // Kernel samples are charged to their user frame here: the flat report's
+            // note on unnamed kernel samples does not apply.
+            t.notes.extend(
+                profile
+                    .notes
+                    .iter()
+                    .filter(|n| !n.contains("kernel samples shown as [kernel]"))
+                    .cloned(),
+            );
+            Some(t)
+        }
+        _ => None,
+    };
     Ok(Located {
         profile,
         duration_ns: rec.duration_ns,
         exit_status: rec.exit_status,
+        tree,
     })
+}
+
+/// The constants of a per-thread tree: SMT as this host has it (`core_wide` only with SMT
+/// off: samples are of one thread).
+fn tree_constants(host: &Host) -> tma_metrics::Constants {
+    let smt_on = smt_active(host);
+    tma_metrics::Constants {
+        smt_on,
+        threads_per_core: if smt_on { 2 } else { 1 },
+        core_wide: !smt_on,
+        ..tma_metrics::Constants::default()
+    }
+}
+
+fn smt_active(host: &Host) -> bool {
+    host.sys_text("devices/system/cpu/smt/active")
+        .map(|t| t.trim() == "1")
+        .unwrap_or(false)
+}
+
+/// The group `--tree` samples: the level's events on this machine's core PMU for the
+/// model, or the software group where there is no PMU (then no model: counts only).
+fn tree_plan(
+    cfg: &LocateConfig,
+    level: u8,
+) -> Result<(TreeLayout, Option<&'static Model>, SampleEvent, GroupSpec), LocateError> {
+    let model = match &cfg.cpu {
+        Some(k) => Some(tma_catalog::by_name(k)?),
+        None => cfg.this_cpu,
+    };
+    let pmus = tma_perf::sysfs::Pmus::discover(&cfg.host.sys).ok();
+    let hardware = match (model, &pmus) {
+        (Some(m), Some(p)) if p.get(m.pmu).is_some() => Some((m, p)),
+        _ => None,
+    };
+    let Some((m, pmus)) = hardware else {
+        let mut layout = TreeLayout::software();
+        layout.notes.insert(
+            0,
+            match model {
+                Some(m) => format!(
+                    "no `{}` PMU here (no hardware counters: a VM without a virtual PMU?): \
+                     the {} tree cannot be counted",
+                    m.pmu, m.key
+                ),
+                None => "no hardware PMU, and no CPU model (--cpu) for a tree".into(),
+            },
+        );
+        let group = GroupSpec {
+            leader: None,
+            members: crate::tree::SOFTWARE_MEMBERS
+                .iter()
+                .map(|&e| GroupEvent::software(e))
+                .collect(),
+        };
+        return Ok((layout, None, SampleEvent::CpuClock, group));
+    };
+    let layout = TreeLayout::hardware(m, level, cfg.host.nmi_watchdog_on(), smt_active(&cfg.host))?;
+    let ge = |s: &tma_perf::event::EventSpec| {
+        GroupEvent::from_spec(s, pmus).map_err(|e| usage(&e.to_string()))
+    };
+    let sampler = ge(&layout.sampler)?;
+    let group = GroupSpec {
+        leader: layout.leader.as_ref().map(ge).transpose()?,
+        members: layout.members.iter().map(ge).collect::<Result<_, _>>()?,
+    };
+    let event = SampleEvent::Raw {
+        name: sampler.name,
+        pmu_type: sampler.type_,
+        config: sampler.config,
+        config1: sampler.config1,
+        config2: 0,
+    };
+    Ok((layout, Some(m), event, group))
 }
 
 fn new_aggregator(cfg: &LocateConfig) -> Aggregator {
@@ -232,7 +359,11 @@ fn import(cfg: &LocateConfig, path: &Path) -> Result<Recorded, LocateError> {
         .cloned()
         .unwrap_or_else(|| "?".into());
     let mut notes = Vec::new();
-    if info.events.len() > 1 {
+    let tree = match cfg.tree {
+        Some(_) => Some(imported_tree(cfg, &agg, &info)?),
+        None => None,
+    };
+    if info.events.len() > 1 && tree.is_none() {
         notes.push(format!(
             "the file has {} events ({}); showing {} (pick one with -e)",
             info.events.len(),
@@ -247,7 +378,40 @@ fn import(cfg: &LocateConfig, path: &Path) -> Result<Recorded, LocateError> {
         notes,
         duration_ns: 0,
         exit_status: 0,
+        tree,
     })
+}
+
+/// `--import --tree`: the file's samples must carry read groups; their values are named
+/// by the ids the file lists for each event.
+fn imported_tree(
+    cfg: &LocateConfig,
+    agg: &Aggregator,
+    info: &crate::import::ImportInfo,
+) -> Result<(TreeLayout, Option<&'static Model>), LocateError> {
+    let Some(group) = agg.group() else {
+        return Err(usage(
+            "--tree: the file's samples carry no read group; record one with \
+             `perf record -e '{cpu-clock,page-faults}:S'` (a group whose leader samples and \
+             reads the others)",
+        ));
+    };
+    let names: Vec<String> = group
+        .ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            id.and_then(|id| info.event_ids.iter().position(|ids| ids.contains(&id)))
+                .and_then(|e| info.events.get(e).cloned())
+                .unwrap_or_else(|| format!("value{i}"))
+        })
+        .collect();
+    let model = match &cfg.cpu {
+        Some(k) => Some(tma_catalog::by_name(k)?),
+        None => None,
+    };
+    let sampler = info.events.get(info.chosen).cloned().unwrap_or_default();
+    Ok((TreeLayout::imported(&names, &sampler, model), model))
 }
 
 /// Live sampling: choose the event, sample, save `--record`, explain how the session ended.
@@ -256,7 +420,20 @@ fn sample(
     target: &Target,
     out_notes: &mut dyn Write,
 ) -> Result<Recorded, LocateError> {
-    let chosen = choose_event(cfg, target, out_notes)?;
+    let mut tree = None;
+    let chosen = match cfg.tree {
+        Some(level) => {
+            let (layout, model, event, group) = tree_plan(cfg, level)?;
+            tree = Some((layout, model, group));
+            Chosen {
+                wanted: event.name().to_string(),
+                event,
+                precise: 0,
+                notes: Vec::new(),
+            }
+        }
+        None => choose_event(cfg, target, out_notes)?,
+    };
     if cfg.echo_notes {
         for n in &chosen.notes {
             writeln!(out_notes, "tma: note: {n}")?;
@@ -271,8 +448,17 @@ fn sample(
             chosen.event.name()
         ));
     }
-    let scfg = sampling_config(cfg, &chosen)?;
+    let mut scfg = sampling_config(cfg, &chosen)?;
+    let tree = tree.map(|(layout, model, group)| {
+        scfg.group = Some(group);
+        // Kernel work (page faults, system calls) is charged to the user function whose
+        // call chain led there: sample the kernel too, with call chains.
+        scfg.callchain = true;
+        scfg.include_kernel = true;
+        (layout, model)
+    });
     let mut agg = new_aggregator(cfg);
+    agg.keep_callchains |= tree.is_some();
     if tma_perf::process::interrupted() {
         // Stopped during the quick stat pass: nothing is launched or sampled.
         notes.push("interrupted (SIGINT/SIGTERM) before sampling began: no samples".into());
@@ -283,9 +469,33 @@ fn sample(
             notes,
             duration_ns: 0,
             exit_status: 0,
+            tree,
         });
     }
-    let (outcome, records) = record(cfg, scfg, target, &mut agg)?;
+    let retry = (tree.is_some() && !cfg.kernel).then(|| {
+        let mut user = scfg.clone();
+        user.include_kernel = false;
+        user
+    });
+    let (outcome, records) = match record(cfg, scfg, target, &mut agg) {
+        // Kernel samples refused (perf_event_paranoid): user code only, and say so.
+        Err(LocateError::Live(LiveError::Sampling(SamplingError::Open { err, .. })))
+            if retry.is_some()
+                && matches!(err.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) =>
+        {
+            let user = retry.unwrap_or_else(|| unreachable!("checked by the guard"));
+            notes.push(format!(
+                "kernel samples were refused (perf_event_paranoid is {}): the work the \
+                 kernel does for a function (page faults, system calls) is charged to the \
+                 next user sample",
+                cfg.host.paranoid_text()
+            ));
+            agg = new_aggregator(cfg);
+            agg.keep_callchains = true;
+            record(cfg, user, target, &mut agg)?
+        }
+        r => r?,
+    };
     if let Some(path) = &cfg.record {
         write_perf_data(path, outcome.attr.clone(), &records)?;
     }
@@ -306,6 +516,7 @@ fn sample(
         notes,
         duration_ns: outcome.summary.elapsed.as_nanos().min(i64::MAX as u128) as i64,
         exit_status,
+        tree,
     })
 }
 
@@ -477,6 +688,13 @@ fn session_notes(cfg: &LocateConfig, outcome: &LiveOutcome, notes: &mut Vec<Stri
             "system-wide: every process on {cpus} for {:.1} s",
             summary.elapsed.as_secs_f64()
         ));
+    }
+    if summary.inherit_refused {
+        notes.push(
+            "this kernel refuses sample-read with inherit (it needs Linux 6.12): only the \
+             command's first thread was sampled, not the threads and processes it started"
+                .into(),
+        );
     }
     if summary.target_vanished {
         notes.push("the attached process exited during sampling".into());

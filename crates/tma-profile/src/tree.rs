@@ -21,6 +21,9 @@
 //! What does not fit in the one group is listed with the reason ([`TreeLayout::dropped`]);
 //! the nodes that need it show "missing events", as `tma stat` shows them.
 //!
+//! **Functions** are user functions: a sample in the kernel (a page fault, a system call)
+//! is charged to the first user frame of its call chain, the code that caused the work.
+//!
 //! **Attribution bleed.** A sample's increase covers the whole period since the thread's
 //! previous sample. When that sample was in another function, part of the increase belongs
 //! there: such samples are counted per function as "mixed" ([`FunctionTree::mixed`]).
@@ -111,6 +114,36 @@ impl TreeLayout {
                  events); this is the software group, read with every sample, per function"
                     .into(),
             ],
+        }
+    }
+
+    /// The group of a recorded file (`perf record -e '{a,b,c}:S'`): `names` in read order,
+    /// the sampler among them; a tree is evaluated when `model` is given (the names must
+    /// then be the formulas' event names).
+    pub fn imported(names: &[String], sampler: &str, model: Option<&'static Model>) -> TreeLayout {
+        let spec = |n: &str| EventSpec::raw(n, "", 0);
+        let software = names
+            .iter()
+            .all(|n| SoftwareEvent::parse(n.split(':').next().unwrap_or(n)).is_some());
+        TreeLayout {
+            kind: if software {
+                LayoutKind::Software
+            } else {
+                LayoutKind::SamplerLeads
+            },
+            cpu: model.map(|m| m.key),
+            sampler: spec(sampler),
+            leader: None,
+            members: names
+                .iter()
+                .filter(|n| n.as_str() != sampler)
+                .map(|n| spec(n))
+                .collect(),
+            dropped: Vec::new(),
+            rank: None,
+            notes: vec![format!(
+                "the recorded group, values read with each sample of {sampler}"
+            )],
         }
     }
 
@@ -456,9 +489,13 @@ pub fn build(
     let mut per: HashMap<(String, String), (u64, u64, Vec<u64>)> = HashMap::new();
     let mut total = (0u64, 0u64, vec![0u64; width]);
     for st in &profile.stacks {
-        let Some(&leaf) = st.frames.first() else {
-            continue;
-        };
+        // The first user frame (kernel work is charged to the user code that caused it).
+        let leaf = st
+            .frames
+            .iter()
+            .find(|&&f| profile.frames[f].module != crate::report::KERNEL_MODULE)
+            .or(st.frames.first());
+        let Some(&leaf) = leaf else { continue };
         let e = per
             .entry(func_of(leaf))
             .or_insert_with(|| (0, 0, vec![0; width]));

@@ -19,7 +19,8 @@ use crate::cmd::args::{self, RootArg};
     after_help = "Examples:\n  tma locate -- ./app args\n  tma locate --node Memory_Bound -- ./app\n  \
 tma locate -e cpu-clock -g --folded -o app.folded -- ./app\n  tma locate -p 1234 --duration 10\n  \
 tma locate --import perf.data --symdir ./build\n  \
-tma locate -a -C 1 -g --duration 4s"
+tma locate -a -C 1 -g --duration 4s\n  \
+tma locate --tree -- ./app\n  tma locate --tree --csv -o app.csv -- ./app"
 )]
 pub struct Args {
     /// Sample the locate-with event of this TMA node (first listed; :pp when precise).
@@ -87,9 +88,27 @@ pub struct Args {
     /// Rows in the function table.
     #[arg(long, default_value_t = 20)]
     pub top: usize,
-    /// Print the `tma.locate` v1 JSON document (the sampled command shares stdout: add -o FILE).
+    /// Print the `tma.locate` v1 JSON document (the sampled command shares stdout: add -o FILE);
+    /// with --tree, the `tma.locate.tree` v1 document.
     #[arg(long, conflicts_with = "folded")]
     pub json: bool,
+    /// A TMA tree per function: sample core cycles with the level's events read in the same
+    /// group at every sample (Ice Lake and later: slots leads), and show the tree of the
+    /// --top functions and a function x node table; without a PMU, the software group
+    /// {cpu-clock, page-faults, context-switches, task-clock} per function.
+    #[arg(long, conflicts_with_all = ["node", "event", "folded", "record", "annotate"])]
+    pub tree: bool,
+    /// Tree level for --tree (1 or 2).
+    #[arg(
+        long = "tree-level",
+        value_name = "N",
+        default_value_t = 1,
+        requires = "tree"
+    )]
+    pub tree_level: u8,
+    /// With --tree: print CSV (one row per function) instead of text.
+    #[arg(long, requires = "tree", conflicts_with = "json")]
+    pub csv: bool,
     /// Print folded stacks (`a;b;c count`) for flame graphs (use with -g).
     #[arg(long)]
     pub folded: bool,
@@ -178,11 +197,12 @@ pub fn config(args: &Args, root: &RootArg) -> anyhow::Result<LocateConfig> {
         },
         folded: args.folded,
         // The text report on the terminal repeats the notes at its end.
-        echo_notes: args.json || args.folded || args.output.is_some(),
+        echo_notes: args.json || args.folded || args.csv || args.output.is_some(),
         record: args.record.clone(),
         symdir: args.symdir.clone(),
         kallsyms: args.kallsyms.clone(),
         host,
+        tree: args.tree.then_some(args.tree_level),
         ..LocateConfig::default()
     })
 }
@@ -205,6 +225,15 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
         })?;
     }
     crate::output::emit(args.output.as_deref(), |w| {
+        if let Some(tree) = &located.tree {
+            return if args.json {
+                tma_profile::tree::json(w, tree)
+            } else if args.csv {
+                tma_profile::tree::csv(w, tree)
+            } else {
+                tma_profile::tree::text(w, tree)
+            };
+        }
         if args.json {
             render::json(w, profile)
         } else if args.folded {

@@ -1200,6 +1200,133 @@ mod tests {
     }
 
     #[test]
+    fn each_core_type_is_opened_on_its_own_cpus_with_its_own_pmu_type() {
+        // Three core types: cpu_core (type 4) on CPUs 0-1, cpu_atom (10) on 2-3,
+        // cpu_lowpower (12) on 4-5; a software group on every CPU.
+        let sys = tma_testkit::fixture("hybrid/three-types/sys");
+        let pmus = Pmus::discover(&sys).unwrap();
+        let group = |pmu: &str| crate::plan::Group {
+            pmu: pmu.into(),
+            events: vec![EventSpec {
+                counter_mask: 0xff,
+                ..EventSpec::raw("CYCLES", pmu, 0x3c)
+            }],
+            slots: vec![crate::plan::Slot::Gp(0)],
+        };
+        let plan = Plan {
+            groups: vec![
+                group("cpu_core"),
+                group("cpu_atom"),
+                group("cpu_lowpower"),
+                Plan::software(&[EventSpec::software(SoftwareEvent::TaskClock)]).groups[0].clone(),
+            ],
+            unschedulable: vec![],
+            aliases: vec![],
+        };
+        let host = Host::new("/nonexistent/sys", "/nonexistent/proc");
+        let open = |points: &[AttachPoint]| {
+            let mut calls: Vec<(u32, i32)> = Vec::new();
+            let (groups, failed) = open_groups(
+                &plan,
+                &pmus,
+                points,
+                AttachMode::SINGLE,
+                &host,
+                &mut |attr, _, cpu, _, _| {
+                    calls.push((attr.type_, cpu));
+                    std::fs::File::open("/dev/null").map(OwnedFd::from)
+                },
+            )
+            .unwrap();
+            assert!(failed.is_empty());
+            (
+                calls,
+                groups.iter().map(|g| (g.group, g.cpu)).collect::<Vec<_>>(),
+            )
+        };
+        let cpus: Vec<AttachPoint> = (0..6).map(AttachPoint::cpu).collect();
+        let (calls, groups) = open(&cpus);
+        let sw = crate::attr::TYPE_SOFTWARE;
+        let want: Vec<(u32, i32)> = vec![
+            (4, 0),
+            (sw, 0),
+            (4, 1),
+            (sw, 1),
+            (10, 2),
+            (sw, 2),
+            (10, 3),
+            (sw, 3),
+            (12, 4),
+            (sw, 4),
+            (12, 5),
+            (sw, 5),
+        ];
+        assert_eq!(calls, want);
+        assert_eq!(groups.len(), 12);
+        // A task is counted on every core type (each counts while it runs there).
+        let (calls, _) = open(&[AttachPoint::task(4242)]);
+        assert_eq!(calls, [(4, -1), (10, -1), (12, -1), (sw, -1)]);
+    }
+
+    #[test]
+    fn a_tasks_core_type_counters_are_enabled_for_its_time_on_that_type() {
+        let g = |pmu: &str| crate::plan::Group {
+            pmu: pmu.into(),
+            events: vec![EventSpec::raw("X", pmu, 1)],
+            slots: vec![crate::plan::Slot::Gp(0)],
+        };
+        let plan = Plan {
+            groups: vec![g("cpu_core"), g("cpu_core"), g("cpu_atom"), g("software")],
+            unschedulable: vec![],
+            aliases: vec![],
+        };
+        let r =
+            |group: usize, tid: Option<u32>, cpu: Option<u32>, en: u64, run: u64| GroupReading {
+                group,
+                cpu,
+                tid,
+                cgroup: None,
+                time_enabled_ns: en,
+                time_running_ns: run,
+                values: vec![run],
+            };
+        // Thread 7: 60% of the time on the P-cores (where its two groups multiplex, the
+        // better one running 45%), 40% on the E-cores. CPU 3's reading is per-CPU.
+        let raw = RawInterval {
+            start_s: 0.0,
+            end_s: 1.0,
+            groups: vec![
+                r(0, Some(7), None, 1000, 450),
+                r(1, Some(7), None, 1000, 150),
+                r(2, Some(7), None, 1000, 400),
+                r(3, Some(7), None, 1000, 1000),
+                r(2, None, Some(3), 1000, 500),
+            ],
+        };
+        let out = on_core_type_time(&plan, &raw, &["cpu_core", "cpu_atom"]);
+        let enabled: Vec<u64> = out.groups.iter().map(|g| g.time_enabled_ns).collect();
+        assert_eq!(enabled, [450, 450, 400, 1000, 1000]);
+        let iv = Measurement::interval_readings(&plan, &out, true);
+        let atom = iv
+            .readings
+            .iter()
+            .find(|x| x.event == "X" && x.group == Some(2) && x.tid == Some(7))
+            .unwrap();
+        // The E-core counts are what the E-cores counted, fully counted.
+        assert_eq!((atom.value, atom.counted_share), (Some(400.0), Some(1.0)));
+        // Never on a type: enabled for no time, a count of 0, not "not counted".
+        let never = RawInterval {
+            groups: vec![r(2, Some(8), None, 1000, 0)],
+            ..raw.clone()
+        };
+        let out = on_core_type_time(&plan, &never, &["cpu_core", "cpu_atom"]);
+        assert_eq!(out.groups[0].time_enabled_ns, 0);
+        let iv = Measurement::interval_readings(&plan, &out, false);
+        let x = iv.readings.iter().find(|x| x.group == Some(2)).unwrap();
+        assert_eq!((x.value, x.status), (Some(0.0), ReadingStatus::Counted));
+    }
+
+    #[test]
     fn cgroup_mode_opens_each_group_per_cgroup_and_cpu_with_the_cgroup_flag() {
         let plan = Plan::software(&[
             EventSpec::software(SoftwareEvent::TaskClock),
@@ -1717,11 +1844,7 @@ impl Backend for Synthetic {
                         cgroup: None,
                         time_enabled_ns: part(enabled),
                         time_running_ns: part(running),
-                        values: g
-                            .events
-                            .iter()
-                            .map(|e| part(per_cpu(count(e))))
-                            .collect(),
+                        values: g.events.iter().map(|e| part(per_cpu(count(e)))).collect(),
                     });
                 }
             }

@@ -36,6 +36,9 @@ pub struct PProfile {
     pub period: i64,
     #[prost(int64, repeated, tag = "13")]
     pub comment: Vec<i64>,
+    /// Index into the string table of the sample type shown by default.
+    #[prost(int64, tag = "14")]
+    pub default_sample_type: i64,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -137,13 +140,65 @@ impl Strings {
     }
 }
 
-/// Build the pprof message: one sample per distinct stack, value = sample count.
-/// `period_ns` is the nominal sampling interval for cpu-clock (0 when unknown).
+/// The pprof sample type of a group value: the Top-down names for the slots and the level-1
+/// slices (`slots`, `slots_retiring`, `slots_bad_speculation`, `slots_frontend`,
+/// `slots_backend`), `cycles`, `instructions`; other events keep their names.
+pub fn sample_type_name(event: &str) -> String {
+    let base = event
+        .split(':')
+        .next()
+        .unwrap_or(event)
+        .to_ascii_uppercase();
+    let known = match base.as_str() {
+        "TOPDOWN.SLOTS" | "SLOTS" => "slots",
+        "PERF_METRICS.RETIRING" => "slots_retiring",
+        "PERF_METRICS.BAD_SPECULATION" => "slots_bad_speculation",
+        "PERF_METRICS.FRONTEND_BOUND" => "slots_frontend",
+        "PERF_METRICS.BACKEND_BOUND" => "slots_backend",
+        "PERF_METRICS.HEAVY_OPERATIONS" => "slots_heavy_operations",
+        "PERF_METRICS.BRANCH_MISPREDICTS" => "slots_branch_mispredicts",
+        "PERF_METRICS.FETCH_LATENCY" => "slots_fetch_latency",
+        "PERF_METRICS.MEMORY_BOUND" => "slots_memory_bound",
+        "CPU_CLK_UNHALTED.THREAD" | "CPU_CLK_UNHALTED.CORE" | "LS_NOT_HALTED_CYC" | "CYCLES" => {
+            "cycles"
+        }
+        "INST_RETIRED.ANY" | "EX_RET_INSTR" | "INSTRUCTIONS" => "instructions",
+        _ => return event.to_string(),
+    };
+    known.to_string()
+}
+
+/// Build the pprof message: one sample per distinct stack. Values: the sample count, then
+/// (with group sampling, [`Profile::value_names`]) one value per counted event: the
+/// increases charged to the stack. The default sample type is `slots` where counted, else
+/// the sampler's count.
 pub fn build(p: &Profile, duration_ns: i64) -> PProfile {
     let mut st = Strings::new();
     let samples_t = st.get("samples");
     let count_t = st.get("count");
+    let ns_t = st.get("nanoseconds");
     let event_t = st.get(&p.event);
+    let mut sample_type = vec![ValueType {
+        r#type: samples_t,
+        unit: count_t,
+    }];
+    let names: Vec<String> = p.value_names.iter().map(|n| sample_type_name(n)).collect();
+    for (n, raw) in names.iter().zip(&p.value_names) {
+        let time = tma_perf::event::SoftwareEvent::parse(raw.split(':').next().unwrap_or(raw))
+            .is_some_and(|e| e.is_time());
+        sample_type.push(ValueType {
+            r#type: st.get(n),
+            unit: if time { ns_t } else { count_t },
+        });
+    }
+    let default_name = if names.iter().any(|n| n == "slots") {
+        Some("slots".to_string())
+    } else if p.value_names.iter().any(|n| n == &p.event) {
+        Some(sample_type_name(&p.event))
+    } else {
+        None
+    };
+    let default_sample_type = default_name.map_or(0, |n| st.get(&n));
 
     let mut mappings = Vec::new();
     let mut mapping_of: HashMap<&str, u64> = HashMap::new();
@@ -208,16 +263,23 @@ pub fn build(p: &Profile, duration_ns: i64) -> PProfile {
     let samples = p
         .stacks
         .iter()
-        .map(|st| Sample {
-            location_id: st.frames.iter().map(|&i| i as u64 + 1).collect(),
-            value: vec![st.samples as i64],
+        .map(|st| {
+            let mut value = Vec::with_capacity(1 + names.len());
+            value.push(st.samples as i64);
+            value.extend((0..names.len()).map(|i| {
+                st.values
+                    .get(i)
+                    .map_or(0, |&v| i64::try_from(v).unwrap_or(i64::MAX))
+            }));
+            Sample {
+                location_id: st.frames.iter().map(|&i| i as u64 + 1).collect(),
+                value,
+            }
         })
         .collect();
     PProfile {
-        sample_type: vec![ValueType {
-            r#type: samples_t,
-            unit: count_t,
-        }],
+        sample_type,
+        default_sample_type,
         sample: samples,
         mapping: mappings,
         location: locations,

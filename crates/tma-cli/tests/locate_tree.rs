@@ -1,0 +1,352 @@
+//! End-to-end tests of `tma locate --tree`: group sampling of a workload of known
+//! per-function behaviour (tests/fixtures/profile-tree/workload.c: one function touches new
+//! pages, one only computes, and the program measures both itself), a `perf record
+//! -e '{cpu-clock,page-faults}:Su'` file read back against `perf report --group`, and the
+//! pprof sample types read back through `go tool pprof`.
+//!
+//! Without a PMU (this project's test machines) the group is the software one; the tree
+//! itself is proved on replayed hardware sample streams in `tma_profile::tree`'s unit tests.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use tma_testkit::{fixture, stderr, stdout, Tma};
+
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
+
+fn run(args: &[&str]) -> Output {
+    TMA.bare().args(args).output().expect("run tma")
+}
+
+/// Build the workload with the system C compiler, or skip.
+fn build_workload(dir: &Path) -> Option<PathBuf> {
+    let exe = dir.join("workload");
+    let st = Command::new("cc")
+        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-o"])
+        .arg(&exe)
+        .arg(fixture("profile-tree").join("workload.c"))
+        .status();
+    match st {
+        Ok(s) if s.success() => Some(exe),
+        _ => {
+            eprintln!("skipped: no working C compiler (cc)");
+            None
+        }
+    }
+}
+
+fn can_sample(o: &Output) -> bool {
+    let e = stderr(o);
+    if e.contains("perf_event_paranoid") || e.contains("cannot open the sampling event") {
+        eprintln!("skipped: perf_event_open not permitted here: {e}");
+        return false;
+    }
+    true
+}
+
+/// The workload's own measurement: name -> (minor faults, thread CPU ns).
+fn workload_report(path: &Path) -> BTreeMap<String, (f64, f64)> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (
+                f[0].to_string(),
+                (f[1].parse().unwrap(), f[2].parse().unwrap()),
+            )
+        })
+        .collect()
+}
+
+/// CSV rows of `tma locate --tree --csv`: function -> column -> value.
+fn csv_rows(text: &str) -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f.len(), header.len(), "{l}");
+            let row: BTreeMap<String, String> = header
+                .iter()
+                .zip(&f)
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect();
+            (f[0].to_string(), row)
+        })
+        .collect()
+}
+
+fn count(row: &BTreeMap<String, String>, col: &str) -> u64 {
+    row[col].parse().unwrap()
+}
+
+/// Live, software group: per function, page faults land in the function that touches pages
+/// (and the munmap it calls), none in the one that computes; task-clock shares match the
+/// CPU time the workload measured in each.
+#[test]
+fn software_group_per_function_matches_what_the_workload_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build_workload(dir.path()) else {
+        return;
+    };
+    let report = dir.path().join("did.txt");
+    let out = dir.path().join("tree.json");
+    let o = run(&[
+        "locate",
+        "--tree",
+        "--json",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+        "60",
+        "2048",
+        "3000000",
+        report.to_str().unwrap(),
+    ]);
+    if !can_sample(&o) {
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(doc["schema"], "tma.locate.tree");
+    if doc["layout"]["kind"] != "software" {
+        eprintln!(
+            "skipped: this machine has a PMU; the software-group check is for machines without one"
+        );
+        return;
+    }
+    assert_eq!(doc["level"], 0);
+    assert_eq!(
+        doc["events"],
+        serde_json::json!(["cpu-clock", "page-faults", "context-switches", "task-clock"])
+    );
+    let notes = doc["notes"].to_string();
+    assert!(notes.contains("a TMA tree needs one"), "{notes}");
+    let did = workload_report(&report);
+    let funcs = doc["functions"].as_array().unwrap();
+    let get = |name: &str, ev: &str| -> f64 {
+        funcs
+            .iter()
+            .filter(|f| f["function"].as_str().unwrap().contains(name))
+            .flat_map(|f| f["counts"].as_array().unwrap().iter())
+            .filter(|c| c["event"] == ev)
+            .map(|c| c["count"].as_f64().unwrap())
+            .sum()
+    };
+    // Page faults: the workload took rounds x pages in touch_pages, none in compute.
+    let (touch_faults, touch_ns) = did["touch_pages"];
+    let (compute_faults, compute_ns) = did["compute"];
+    assert_eq!(compute_faults, 0.0);
+    let tma_touch = get("touch_pages", "page-faults") + get("munmap", "page-faults");
+    let tma_compute = get("compute", "page-faults");
+    assert!(
+        tma_touch >= 0.95 * touch_faults && tma_touch <= 1.02 * touch_faults,
+        "touch_pages: tma {tma_touch} faults, the workload {touch_faults}"
+    );
+    assert!(
+        tma_compute <= 0.02 * touch_faults,
+        "compute: tma {tma_compute} faults, the workload none"
+    );
+    // Task-clock: compute's share of the two functions' time, tma's and the workload's.
+    let tma_c = get("compute", "task-clock");
+    let tma_t =
+        get("touch_pages", "task-clock") + get("munmap", "task-clock") + get("mmap", "task-clock");
+    let tma_share = tma_c / (tma_c + tma_t);
+    let did_share = compute_ns / (compute_ns + touch_ns);
+    assert!(
+        (tma_share - did_share).abs() < 0.07,
+        "compute's share of task-clock: tma {tma_share:.3}, the workload {did_share:.3}"
+    );
+    // Mixed: every function reports its share, and the whole run's is below 20%.
+    let all_mixed = doc["total"]["mixed_percent"].as_f64().unwrap();
+    assert!(all_mixed < 20.0, "{all_mixed}");
+}
+
+/// A group recorded by perf: the per-function values tma charges equal the periods
+/// `perf report --group` gives each symbol (same file, same rule: each sample gets the
+/// increase since its thread's previous sample); the pprof sample types carry the same sums
+/// through `go tool pprof`.
+#[test]
+fn perf_group_recording_matches_perf_report_and_go_pprof() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build_workload(dir.path()) else {
+        return;
+    };
+    let data = dir.path().join("g.perf.data");
+    let rec = Command::new("perf")
+        .args(["record", "-q", "-e", "{cpu-clock,page-faults}:Su", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(&exe)
+        .args(["20", "2048", "2000000"])
+        .arg(dir.path().join("did.txt"))
+        .output();
+    match rec {
+        Ok(o) if o.status.success() && data.exists() => {}
+        Ok(o) => {
+            eprintln!("skipped: perf record failed: {}", stderr(&o));
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipped: perf is not installed ({e})");
+            return;
+        }
+    }
+    let rep = Command::new("perf")
+        .args([
+            "report",
+            "--group",
+            "--stdio",
+            "--sort",
+            "sym",
+            "-F",
+            "period,sym",
+            "-i",
+        ])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(rep.status.success(), "{}", stderr(&rep));
+    // "   244508169       27046  [.] compute"
+    let mut perf: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for l in stdout(&rep).lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() == 4 && f[2] == "[.]" {
+            if let (Ok(a), Ok(b)) = (f[0].parse(), f[1].parse()) {
+                perf.insert(f[3].to_string(), (a, b));
+            }
+        }
+    }
+    assert!(perf.contains_key("compute"), "{}", stdout(&rep));
+    let pb = dir.path().join("t.pb.gz");
+    let o = run(&[
+        "locate",
+        "--import",
+        data.to_str().unwrap(),
+        "--tree",
+        "--csv",
+        "--top",
+        "1000",
+        "--pprof",
+        pb.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = csv_rows(&stdout(&o));
+    for (sym, (cpu, pf)) in &perf {
+        let row = rows
+            .get(sym)
+            .unwrap_or_else(|| panic!("tma has no row for {sym}: {}", stdout(&o)));
+        assert_eq!(count(row, "cpu-clock"), *cpu, "{sym} cpu-clock");
+        assert_eq!(count(row, "page-faults"), *pf, "{sym} page-faults");
+    }
+
+    // pprof: samples first, then one type per value; cpu-clock by default.
+    let p = tma_profile::pprof::decode(&std::fs::read(&pb).unwrap()).unwrap();
+    let types: Vec<&str> = p
+        .sample_type
+        .iter()
+        .map(|t| p.string_table[t.r#type as usize].as_str())
+        .collect();
+    assert_eq!(types, ["samples", "cpu-clock", "page-faults"]);
+    assert_eq!(p.string_table[p.default_sample_type as usize], "cpu-clock");
+    let go = Path::new("/usr/local/go/bin/go");
+    let go = if go.exists() {
+        go.to_path_buf()
+    } else {
+        PathBuf::from("go")
+    };
+    for (index, col) in [(1usize, "cpu-clock"), (2, "page-faults")] {
+        let out = match Command::new(&go)
+            .args(["tool", "pprof", "-raw", &format!("-sample_index={col}")])
+            .arg(&pb)
+            .output()
+        {
+            Ok(o) if o.status.success() => o,
+            Ok(o) => panic!("go tool pprof failed: {}", stderr(&o)),
+            Err(e) => {
+                eprintln!("skipped: go is not installed ({e})");
+                return;
+            }
+        };
+        let sums = raw_leaf_sums(&stdout(&out), index);
+        for (func, row) in &rows {
+            if func == "(all)" {
+                continue;
+            }
+            assert_eq!(
+                sums.get(func).copied().unwrap_or(0),
+                count(row, col),
+                "{func} {col} through go tool pprof"
+            );
+        }
+    }
+}
+
+/// Per leaf function, the sum of value `index` of `go tool pprof -raw` output.
+fn raw_leaf_sums(text: &str, index: usize) -> BTreeMap<String, u64> {
+    let mut samples: Vec<(u64, u64)> = Vec::new(); // (value, leaf location)
+    let mut names: BTreeMap<u64, String> = BTreeMap::new();
+    let mut section = "";
+    for l in text.lines() {
+        match l.trim_end() {
+            "Samples:" | "Locations" | "Mappings" => {
+                section = l.trim_end();
+                continue;
+            }
+            _ => {}
+        }
+        match section {
+            "Samples:" => {
+                let Some((vals, locs)) = l.split_once(':') else {
+                    continue;
+                };
+                let v: Vec<&str> = vals.split_whitespace().collect();
+                let (Some(val), Some(leaf)) = (
+                    v.get(index).and_then(|x| x.parse().ok()),
+                    locs.split_whitespace().next().and_then(|x| x.parse().ok()),
+                ) else {
+                    continue;
+                };
+                samples.push((val, leaf));
+            }
+            "Locations" => {
+                // "     3: 0x157b M=1 compute /path/workload.c:40:0 s=0"
+                let f: Vec<&str> = l.split_whitespace().collect();
+                if f.len() >= 4 && f[0].ends_with(':') {
+                    if let Ok(id) = f[0].trim_end_matches(':').parse() {
+                        names.insert(id, f[3].to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (v, leaf) in samples {
+        *out.entry(names.get(&leaf).cloned().unwrap_or_default())
+            .or_default() += v;
+    }
+    out
+}
+
+#[test]
+fn tree_refuses_what_does_not_go_with_it() {
+    let o = run(&["locate", "--tree", "-e", "cycles", "--", "true"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--event"), "{}", stderr(&o));
+    // A file without read groups.
+    let f = fixture("locate").join("chase.perf.data");
+    let o = run(&["locate", "--import", f.to_str().unwrap(), "--tree"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("the file's samples carry no read group"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["locate", "--csv", "--", "true"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--tree"), "{}", stderr(&o));
+}

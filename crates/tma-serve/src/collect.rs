@@ -138,6 +138,8 @@ pub struct Collector {
     hot: Option<crate::hot::HotCgroups>,
     warned_budget: bool,
     warned_hot: bool,
+    /// The scopes named in the last exposition (`None` before the first).
+    named: Option<std::collections::HashSet<String>>,
 }
 
 /// What tells the time of an interval (tests set their own).
@@ -217,6 +219,7 @@ impl Collector {
             hot: None,
             warned_budget: false,
             warned_hot: false,
+            named: None,
         };
         c.shared.publish(c.state_families(), false);
         c
@@ -501,11 +504,7 @@ impl Collector {
         for p in parts {
             let mut labels = p.labels;
             let value = if p.counter {
-                let key = labels
-                    .iter()
-                    .map(|(_, v)| v.as_str())
-                    .collect::<Vec<_>>()
-                    .join("\u{1f}");
+                let key = total_key(&labels);
                 self.add_total(families[p.family].base, scope, &key, p.value)
             } else {
                 p.value
@@ -582,48 +581,66 @@ impl Collector {
             keep -= 1;
         }
         let mut fams = scope_families();
-        let mut folded_incs: Vec<Part> = Vec::new();
+        // The growth `other` takes: that of the folded scopes, and that of the scopes named
+        // now but not in the last exposition (their series start here, and a series' first
+        // sample adds nothing to a rate: the growth would be lost). So, from one exposition
+        // to the next, the growth of the series present in both adds up to the growth of
+        // the whole. Every scope's own totals go on all the same.
+        let mut other_incs: Vec<Part> = Vec::new();
+        let mut add_other = |c: &Part| match other_incs
+            .iter_mut()
+            .find(|o| o.family == c.family && o.labels == c.labels)
+        {
+            Some(o) => o.value += c.value.max(0.0),
+            None => other_incs.push(Part {
+                value: c.value.max(0.0),
+                ..c.clone()
+            }),
+        };
         let mut parts: Vec<Option<Vec<Part>>> = parts.into_iter().map(|p| Some(p.0)).collect();
+        let mut named = std::collections::HashSet::new();
         for (rank, &i) in order.iter().enumerate() {
             let p = parts[i].take().unwrap_or_default();
-            if rank < keep {
-                self.push_parts(&mut fams, &scopes[i].label, p, at_ms);
+            let label = &scopes[i].label;
+            let shown = rank < keep;
+            let name = label.as_ref().map_or(String::new(), |(_, v)| v.clone());
+            let continued = self.named.as_ref().is_none_or(|prev| prev.contains(&name));
+            for c in p.iter().filter(|c| c.counter) {
+                // With zero growth, a counter seen only in other scopes still has its
+                // series in `other`.
+                add_other(&Part {
+                    value: if split && !(shown && continued) {
+                        c.value
+                    } else {
+                        0.0
+                    },
+                    ..c.clone()
+                });
+            }
+            if shown {
+                named.insert(name);
+                self.push_parts(&mut fams, label, p, at_ms);
                 continue;
             }
-            // A folded scope: its own totals go on (they are not shown), its growth goes
-            // to `other`.
             for c in p.into_iter().filter(|c| c.counter) {
-                let key = c
-                    .labels
-                    .iter()
-                    .map(|(_, v)| v.as_str())
-                    .collect::<Vec<_>>()
-                    .join("\u{1f}");
+                let key = total_key(&c.labels);
                 let base = fams[c.family].base;
-                self.add_total(base, &scopes[i].label, &key, c.value);
-                match folded_incs
-                    .iter_mut()
-                    .find(|o| o.family == c.family && o.labels == c.labels)
-                {
-                    Some(o) => o.value += c.value.max(0.0),
-                    None => folded_incs.push(Part {
-                        value: c.value.max(0.0),
-                        ..c
-                    }),
-                }
+                self.add_total(base, label, &key, c.value);
             }
         }
+        if split {
+            self.named = Some(named);
+        }
         let left_out = n - keep.min(n);
-        if split && left_out > 0 {
+        if split {
             let label: ScopeLabel = match kind {
                 ScopeKey::Cpu(_) => Some(("cpu", "other".into())),
                 _ => Some(("cgroup", "other".into())),
             };
-            // The gauges of `other` from its summed counts; its counters are the sum of
-            // the folded scopes' growth, so that totals are kept exactly.
+            // The gauges of `other` from the summed counts of the folded scopes.
             let folded: Vec<ScopeKey> = order[keep..].iter().map(|&i| scopes[i].key).collect();
             let mut gauges = Vec::new();
-            if let (Some(raw), Some(plan)) = (iv.raw, self.plan()) {
+            if let (Some(raw), Some(plan), false) = (iv.raw, self.plan(), folded.is_empty()) {
                 let r = part(&|g| folded.iter().any(|k| k.holds(g)), raw, plan);
                 let report = self.eval(&r);
                 let other = ScopeIv {
@@ -635,7 +652,7 @@ impl Collector {
                 gauges = self.scope_parts(&other).0;
                 gauges.retain(|p| !p.counter);
             }
-            gauges.extend(folded_incs);
+            gauges.extend(other_incs);
             self.push_parts(&mut fams, &label, gauges, at_ms);
         }
         if split {
@@ -842,6 +859,15 @@ fn scope_families() -> Vec<Family> {
             .map(|(_, base, help, _)| Family::new(base, Kind::Counter, help)),
     );
     v
+}
+
+/// The key of a counter's running total: its label values.
+fn total_key(labels: &[(&'static str, String)]) -> String {
+    labels
+        .iter()
+        .map(|(_, v)| v.as_str())
+        .collect::<Vec<_>>()
+        .join("\u{1f}")
 }
 
 /// The number of samples of `families`.

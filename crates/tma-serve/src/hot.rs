@@ -5,10 +5,12 @@
 //!
 //! Each named cgroup's counter is its own CPU time since tma started following it (kept
 //! while it is out of the top, so its rate is right when it comes back); `other` grows by
-//! the time of the cgroups not named in each refresh. Summed over the series of one
-//! exposition, the growth since the last one is the growth of the tree.
+//! the time of the cgroups not named in a refresh, and by that of the cgroups named for the
+//! first time (their series start then, and a series' first sample adds nothing to a
+//! rate). So from one exposition to the next, the growth of the series present in both adds
+//! up to the growth of the whole tree, which is what `sum(rate(...))` sees.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use tma_perf::cgroupfs::{Accounting, CgroupFs, CgroupFsError};
 
@@ -26,6 +28,8 @@ pub struct HotCgroups {
     totals: HashMap<String, f64>,
     other: f64,
     all: f64,
+    /// The cgroups named in the last refresh (`None` before the first).
+    named: Option<HashSet<String>>,
 }
 
 impl HotCgroups {
@@ -36,6 +40,7 @@ impl HotCgroups {
             totals: HashMap::new(),
             other: 0.0,
             all: 0.0,
+            named: None,
         }
     }
 
@@ -69,13 +74,19 @@ impl HotCgroups {
              tasks, not its children's) since tma started following it, and of the others \
              together as cgroup=\"other\"; the series add up to the whole tree.",
         );
-        for (path, _) in &ranked[..named] {
+        let mut now_named = HashSet::with_capacity(named);
+        for (path, usec) in &ranked[..named] {
             let label = if path.is_empty() { ROOT_LABEL } else { path };
             cpu.push(
                 vec![("cgroup", label.to_string())],
                 self.totals.get(path).copied().unwrap_or(0.0),
             );
+            if self.named.as_ref().is_some_and(|prev| !prev.contains(path)) {
+                self.other += *usec as f64 / 1e6;
+            }
+            now_named.insert(path.clone());
         }
+        self.named = Some(now_named);
         self.other += ranked[named..]
             .iter()
             .map(|(_, u)| *u as f64 / 1e6)

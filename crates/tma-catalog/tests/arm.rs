@@ -130,8 +130,8 @@ fn trees_follow_the_decision_tree() {
             }
         }
         // A drill-down metric node refers to the helper metric of the same name.
-        for n in m.nodes.iter().filter(|n| n.name.contains('.')) {
-            let (parent, metric) = n.name.split_once('.').unwrap();
+        for n in m.nodes.iter().filter(|n| n.name.contains("__")) {
+            let (parent, metric) = n.name.split_once("__").unwrap();
             assert_eq!(n.parent, Some(parent));
             assert_eq!(n.formula, metric);
             assert!(m.metric(metric).is_some(), "{k} {}", n.name);
@@ -159,7 +159,7 @@ fn trees_follow_the_decision_tree() {
         let n = m.node("frontend_cache_l2i_bound").unwrap();
         assert_eq!((n.parent, n.level), (Some("frontend_mem_cache_bound"), 4));
         assert!(m
-            .node("frontend_cache_l2i_bound.ll_cache_read_mpki")
+            .node("frontend_cache_l2i_bound__ll_cache_read_mpki")
             .is_some());
         assert_eq!(
             n.threshold,

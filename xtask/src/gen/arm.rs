@@ -16,8 +16,9 @@
 //!   formula divides by the same event (`... / STALL_BACKEND * 100`): it is a share of the
 //!   same stall cycles.
 //! * A `next_items` entry naming a stage-2 metric group makes each metric of the group a
-//!   drill-down child, named `PARENT.metric` (a metric can sit under several nodes; node
-//!   names must be unique). Its formula refers to the metric, so the value is the metric's.
+//!   drill-down child, named `PARENT__metric` (a metric can sit under several nodes and node
+//!   names must be unique; `.` would clash with the dotted node paths of `tma diff --fail-if`
+//!   and `tma serve`). Its formula refers to the metric, so the value is the metric's.
 //! * Every other metric of the file is a helper metric for `-m`, in the first stage-2 group
 //!   (in `metric_grouping.stage_2` order) that lists it; all groups that list it are its
 //!   `perf_groups` (the names Linux perf's arm64 metrics use as `MetricGroup`).
@@ -397,7 +398,7 @@ fn gen_model(json: &Value, key: &str, file: &str) -> Result<String> {
             let dm = metric(mname)?;
             let (unit, domain) = unit_of(s(dm, "units"))?;
             nodes.push(NodeOut {
-                name: format!("{name}.{mname}"),
+                name: format!("{name}__{mname}"),
                 parent: Some(name.clone()),
                 level: level + 1,
                 formula: mname.clone(),
@@ -415,7 +416,7 @@ fn gen_model(json: &Value, key: &str, file: &str) -> Result<String> {
     }
     let placed: Vec<&str> = nodes
         .iter()
-        .filter(|n| !n.name.contains('.'))
+        .filter(|n| !n.name.contains("__"))
         .map(|n| n.name.as_str())
         .collect();
     for n in &tree_names {
@@ -455,6 +456,21 @@ fn gen_model(json: &Value, key: &str, file: &str) -> Result<String> {
                 .join(";"),
         });
     }
+
+    // Metrics in stage-2 order: by their group, then as the group lists them.
+    let rank = |m: &MetricOut| -> (usize, usize) {
+        let g = stage2
+            .iter()
+            .position(|g| *g == m.group)
+            .unwrap_or(stage2.len());
+        let i = stage2
+            .get(g)
+            .and_then(|g| group_metrics(g).ok())
+            .and_then(|v| v.iter().position(|x| *x == m.name))
+            .unwrap_or(usize::MAX);
+        (g, i)
+    };
+    out_metrics.sort_by_key(|m| (rank(m), m.name.clone()));
 
     let mut o = String::from(HEADER);
     writeln!(

@@ -159,7 +159,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Slots",
     },
     NodeDef {
-        name: "frontend_bound.branch_mpki",
+        name: "frontend_bound__branch_mpki",
         parent: Some("frontend_bound"),
         level: 2,
         formula: "branch_mpki",
@@ -170,7 +170,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_bound.branch_misprediction_ratio",
+        name: "frontend_bound__branch_misprediction_ratio",
         parent: Some("frontend_bound"),
         level: 2,
         formula: "branch_misprediction_ratio",
@@ -181,7 +181,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_bound.itlb_mpki",
+        name: "frontend_bound__itlb_mpki",
         parent: Some("frontend_bound"),
         level: 2,
         formula: "itlb_mpki",
@@ -192,7 +192,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_bound.itlb_walk_ratio",
+        name: "frontend_bound__itlb_walk_ratio",
         parent: Some("frontend_bound"),
         level: 2,
         formula: "itlb_walk_ratio",
@@ -203,7 +203,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_bound.l1i_tlb_mpki",
+        name: "frontend_bound__l1i_tlb_mpki",
         parent: Some("frontend_bound"),
         level: 2,
         formula: "l1i_tlb_mpki",
@@ -214,7 +214,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_bound.l1i_tlb_miss_ratio",
+        name: "frontend_bound__l1i_tlb_miss_ratio",
         parent: Some("frontend_bound"),
         level: 2,
         formula: "l1i_tlb_miss_ratio",
@@ -225,7 +225,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_bound.l2_tlb_mpki",
+        name: "frontend_bound__l2_tlb_mpki",
         parent: Some("frontend_bound"),
         level: 2,
         formula: "l2_tlb_mpki",
@@ -236,7 +236,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_bound.l2_tlb_miss_ratio",
+        name: "frontend_bound__l2_tlb_miss_ratio",
         parent: Some("frontend_bound"),
         level: 2,
         formula: "l2_tlb_miss_ratio",
@@ -247,7 +247,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_bound.l1i_cache_mpki",
+        name: "frontend_bound__l1i_cache_mpki",
         parent: Some("frontend_bound"),
         level: 2,
         formula: "l1i_cache_mpki",
@@ -258,7 +258,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_bound.l1i_cache_miss_ratio",
+        name: "frontend_bound__l1i_cache_miss_ratio",
         parent: Some("frontend_bound"),
         level: 2,
         formula: "l1i_cache_miss_ratio",
@@ -269,7 +269,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_bound.l2_cache_mpki",
+        name: "frontend_bound__l2_cache_mpki",
         parent: Some("frontend_bound"),
         level: 2,
         formula: "l2_cache_mpki",
@@ -280,7 +280,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_bound.l2_cache_miss_ratio",
+        name: "frontend_bound__l2_cache_miss_ratio",
         parent: Some("frontend_bound"),
         level: 2,
         formula: "l2_cache_miss_ratio",
@@ -291,7 +291,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_bound.ll_cache_read_mpki",
+        name: "frontend_bound__ll_cache_read_mpki",
         parent: Some("frontend_bound"),
         level: 2,
         formula: "ll_cache_read_mpki",
@@ -302,7 +302,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_bound.ll_cache_read_miss_ratio",
+        name: "frontend_bound__ll_cache_read_miss_ratio",
         parent: Some("frontend_bound"),
         level: 2,
         formula: "ll_cache_read_miss_ratio",
@@ -313,7 +313,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_bound.ll_cache_read_hit_ratio",
+        name: "frontend_bound__ll_cache_read_hit_ratio",
         parent: Some("frontend_bound"),
         level: 2,
         formula: "ll_cache_read_hit_ratio",
@@ -335,7 +335,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Slots",
     },
     NodeDef {
-        name: "backend_bound.dtlb_mpki",
+        name: "backend_bound__dtlb_mpki",
         parent: Some("backend_bound"),
         level: 2,
         formula: "dtlb_mpki",
@@ -346,7 +346,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_bound.dtlb_walk_ratio",
+        name: "backend_bound__dtlb_walk_ratio",
         parent: Some("backend_bound"),
         level: 2,
         formula: "dtlb_walk_ratio",
@@ -357,7 +357,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_bound.l1d_tlb_mpki",
+        name: "backend_bound__l1d_tlb_mpki",
         parent: Some("backend_bound"),
         level: 2,
         formula: "l1d_tlb_mpki",
@@ -368,7 +368,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_bound.l1d_tlb_miss_ratio",
+        name: "backend_bound__l1d_tlb_miss_ratio",
         parent: Some("backend_bound"),
         level: 2,
         formula: "l1d_tlb_miss_ratio",
@@ -379,7 +379,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_bound.l2_tlb_mpki",
+        name: "backend_bound__l2_tlb_mpki",
         parent: Some("backend_bound"),
         level: 2,
         formula: "l2_tlb_mpki",
@@ -390,7 +390,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_bound.l2_tlb_miss_ratio",
+        name: "backend_bound__l2_tlb_miss_ratio",
         parent: Some("backend_bound"),
         level: 2,
         formula: "l2_tlb_miss_ratio",
@@ -401,7 +401,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_bound.l1d_cache_mpki",
+        name: "backend_bound__l1d_cache_mpki",
         parent: Some("backend_bound"),
         level: 2,
         formula: "l1d_cache_mpki",
@@ -412,7 +412,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_bound.l1d_cache_miss_ratio",
+        name: "backend_bound__l1d_cache_miss_ratio",
         parent: Some("backend_bound"),
         level: 2,
         formula: "l1d_cache_miss_ratio",
@@ -423,7 +423,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_bound.l2_cache_mpki",
+        name: "backend_bound__l2_cache_mpki",
         parent: Some("backend_bound"),
         level: 2,
         formula: "l2_cache_mpki",
@@ -434,7 +434,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_bound.l2_cache_miss_ratio",
+        name: "backend_bound__l2_cache_miss_ratio",
         parent: Some("backend_bound"),
         level: 2,
         formula: "l2_cache_miss_ratio",
@@ -445,7 +445,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_bound.ll_cache_read_mpki",
+        name: "backend_bound__ll_cache_read_mpki",
         parent: Some("backend_bound"),
         level: 2,
         formula: "ll_cache_read_mpki",
@@ -456,7 +456,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_bound.ll_cache_read_miss_ratio",
+        name: "backend_bound__ll_cache_read_miss_ratio",
         parent: Some("backend_bound"),
         level: 2,
         formula: "ll_cache_read_miss_ratio",
@@ -467,7 +467,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_bound.ll_cache_read_hit_ratio",
+        name: "backend_bound__ll_cache_read_hit_ratio",
         parent: Some("backend_bound"),
         level: 2,
         formula: "ll_cache_read_hit_ratio",
@@ -478,7 +478,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_bound.load_percentage",
+        name: "backend_bound__load_percentage",
         parent: Some("backend_bound"),
         level: 2,
         formula: "load_percentage",
@@ -489,7 +489,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "backend_bound.store_percentage",
+        name: "backend_bound__store_percentage",
         parent: Some("backend_bound"),
         level: 2,
         formula: "store_percentage",
@@ -500,7 +500,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "backend_bound.integer_dp_percentage",
+        name: "backend_bound__integer_dp_percentage",
         parent: Some("backend_bound"),
         level: 2,
         formula: "integer_dp_percentage",
@@ -511,7 +511,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "backend_bound.simd_percentage",
+        name: "backend_bound__simd_percentage",
         parent: Some("backend_bound"),
         level: 2,
         formula: "simd_percentage",
@@ -522,7 +522,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "backend_bound.scalar_fp_percentage",
+        name: "backend_bound__scalar_fp_percentage",
         parent: Some("backend_bound"),
         level: 2,
         formula: "scalar_fp_percentage",
@@ -533,7 +533,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "backend_bound.branch_percentage",
+        name: "backend_bound__branch_percentage",
         parent: Some("backend_bound"),
         level: 2,
         formula: "branch_percentage",
@@ -544,7 +544,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "backend_bound.crypto_percentage",
+        name: "backend_bound__crypto_percentage",
         parent: Some("backend_bound"),
         level: 2,
         formula: "crypto_percentage",
@@ -555,7 +555,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "backend_bound.sve_all_percentage",
+        name: "backend_bound__sve_all_percentage",
         parent: Some("backend_bound"),
         level: 2,
         formula: "sve_all_percentage",
@@ -577,7 +577,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Slots",
     },
     NodeDef {
-        name: "retiring.load_percentage",
+        name: "retiring__load_percentage",
         parent: Some("retiring"),
         level: 2,
         formula: "load_percentage",
@@ -588,7 +588,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "retiring.store_percentage",
+        name: "retiring__store_percentage",
         parent: Some("retiring"),
         level: 2,
         formula: "store_percentage",
@@ -599,7 +599,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "retiring.integer_dp_percentage",
+        name: "retiring__integer_dp_percentage",
         parent: Some("retiring"),
         level: 2,
         formula: "integer_dp_percentage",
@@ -610,7 +610,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "retiring.simd_percentage",
+        name: "retiring__simd_percentage",
         parent: Some("retiring"),
         level: 2,
         formula: "simd_percentage",
@@ -621,7 +621,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "retiring.scalar_fp_percentage",
+        name: "retiring__scalar_fp_percentage",
         parent: Some("retiring"),
         level: 2,
         formula: "scalar_fp_percentage",
@@ -632,7 +632,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "retiring.branch_percentage",
+        name: "retiring__branch_percentage",
         parent: Some("retiring"),
         level: 2,
         formula: "branch_percentage",
@@ -643,7 +643,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "retiring.crypto_percentage",
+        name: "retiring__crypto_percentage",
         parent: Some("retiring"),
         level: 2,
         formula: "crypto_percentage",
@@ -654,7 +654,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "retiring.sve_all_percentage",
+        name: "retiring__sve_all_percentage",
         parent: Some("retiring"),
         level: 2,
         formula: "sve_all_percentage",
@@ -676,7 +676,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Slots",
     },
     NodeDef {
-        name: "bad_speculation.branch_mpki",
+        name: "bad_speculation__branch_mpki",
         parent: Some("bad_speculation"),
         level: 2,
         formula: "branch_mpki",
@@ -687,7 +687,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "bad_speculation.branch_misprediction_ratio",
+        name: "bad_speculation__branch_misprediction_ratio",
         parent: Some("bad_speculation"),
         level: 2,
         formula: "branch_misprediction_ratio",
@@ -700,37 +700,37 @@ static NODES: &[NodeDef] = &[
 ];
 
 static METRICS: &[MetricDef] = &[
+    MetricDef { name: "frontend_stalled_cycles", formula: "STALL_FRONTEND / CPU_CYCLES * 100", description: "Cycles in which the frontend sent nothing to rename", unit: Unit::Percent, group: "Cycle_Accounting", perf_groups: "Cycle_Accounting" },
     MetricDef { name: "backend_stalled_cycles", formula: "STALL_BACKEND / CPU_CYCLES * 100", description: "Cycles in which the backend could not accept what the frontend had ready", unit: Unit::Percent, group: "Cycle_Accounting", perf_groups: "Cycle_Accounting" },
-    MetricDef { name: "branch_misprediction_ratio", formula: "BR_MIS_PRED_RETIRED / BR_RETIRED", description: "Fraction of retired branches that were mispredicted", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;Branch_Effectiveness" },
+    MetricDef { name: "ipc", formula: "INST_RETIRED / CPU_CYCLES", description: "Instructions retired per CPU cycle", unit: Unit::Number, group: "General", perf_groups: "General" },
     MetricDef { name: "branch_mpki", formula: "BR_MIS_PRED_RETIRED / INST_RETIRED * 1000", description: "Mispredicted retired branches per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;Branch_Effectiveness" },
+    MetricDef { name: "itlb_mpki", formula: "ITLB_WALK / INST_RETIRED * 1000", description: "Instruction-side translation table walks per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;ITLB_Effectiveness" },
+    MetricDef { name: "dtlb_mpki", formula: "DTLB_WALK / INST_RETIRED * 1000", description: "Data-side translation table walks per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;DTLB_Effectiveness" },
+    MetricDef { name: "l1i_tlb_mpki", formula: "L1I_TLB_REFILL / INST_RETIRED * 1000", description: "L1 instruction TLB refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;ITLB_Effectiveness" },
+    MetricDef { name: "l1d_tlb_mpki", formula: "L1D_TLB_REFILL / INST_RETIRED * 1000", description: "L1 data TLB refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;DTLB_Effectiveness" },
+    MetricDef { name: "l2_tlb_mpki", formula: "L2D_TLB_REFILL / INST_RETIRED * 1000", description: "L2 (unified) TLB refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;ITLB_Effectiveness;DTLB_Effectiveness" },
+    MetricDef { name: "l1i_cache_mpki", formula: "L1I_CACHE_REFILL / INST_RETIRED * 1000", description: "L1 instruction cache refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;L1I_Cache_Effectiveness" },
+    MetricDef { name: "l1d_cache_mpki", formula: "L1D_CACHE_REFILL / INST_RETIRED * 1000", description: "L1 data cache refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;L1D_Cache_Effectiveness" },
+    MetricDef { name: "l2_cache_mpki", formula: "L2D_CACHE_REFILL / INST_RETIRED * 1000", description: "L2 cache refills (instruction and data) per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;L2_Cache_Effectiveness" },
+    MetricDef { name: "ll_cache_read_mpki", formula: "LL_CACHE_MISS_RD / INST_RETIRED * 1000", description: "Last-level cache read misses per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;LL_Cache_Effectiveness" },
+    MetricDef { name: "branch_misprediction_ratio", formula: "BR_MIS_PRED_RETIRED / BR_RETIRED", description: "Fraction of retired branches that were mispredicted", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;Branch_Effectiveness" },
+    MetricDef { name: "itlb_walk_ratio", formula: "ITLB_WALK / L1I_TLB", description: "Fraction of L1 instruction TLB lookups that needed a table walk", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;ITLB_Effectiveness" },
+    MetricDef { name: "dtlb_walk_ratio", formula: "DTLB_WALK / L1D_TLB", description: "Fraction of L1 data TLB lookups that needed a table walk", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;DTLB_Effectiveness" },
+    MetricDef { name: "l1i_tlb_miss_ratio", formula: "L1I_TLB_REFILL / L1I_TLB", description: "Fraction of L1 instruction TLB lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;ITLB_Effectiveness" },
+    MetricDef { name: "l1d_tlb_miss_ratio", formula: "L1D_TLB_REFILL / L1D_TLB", description: "Fraction of L1 data TLB lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;DTLB_Effectiveness" },
+    MetricDef { name: "l2_tlb_miss_ratio", formula: "L2D_TLB_REFILL / L2D_TLB", description: "Fraction of L2 TLB lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;ITLB_Effectiveness;DTLB_Effectiveness" },
+    MetricDef { name: "l1i_cache_miss_ratio", formula: "L1I_CACHE_REFILL / L1I_CACHE", description: "Fraction of L1 instruction cache lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;L1I_Cache_Effectiveness" },
+    MetricDef { name: "l1d_cache_miss_ratio", formula: "L1D_CACHE_REFILL / L1D_CACHE", description: "Fraction of L1 data cache lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;L1D_Cache_Effectiveness" },
+    MetricDef { name: "l2_cache_miss_ratio", formula: "L2D_CACHE_REFILL / L2D_CACHE", description: "Fraction of L2 cache lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;L2_Cache_Effectiveness" },
+    MetricDef { name: "ll_cache_read_miss_ratio", formula: "LL_CACHE_MISS_RD / LL_CACHE_RD", description: "Fraction of last-level cache reads that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;LL_Cache_Effectiveness" },
+    MetricDef { name: "ll_cache_read_hit_ratio", formula: "(LL_CACHE_RD - LL_CACHE_MISS_RD) / LL_CACHE_RD", description: "Fraction of last-level cache reads that hit", unit: Unit::Number, group: "LL_Cache_Effectiveness", perf_groups: "LL_Cache_Effectiveness" },
+    MetricDef { name: "load_percentage", formula: "LD_SPEC / INST_SPEC * 100", description: "Loads among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
+    MetricDef { name: "store_percentage", formula: "ST_SPEC / INST_SPEC * 100", description: "Stores among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
+    MetricDef { name: "integer_dp_percentage", formula: "DP_SPEC / INST_SPEC * 100", description: "Scalar integer data-processing operations among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
+    MetricDef { name: "simd_percentage", formula: "ASE_SPEC / INST_SPEC * 100", description: "Advanced SIMD (Neon) operations among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
+    MetricDef { name: "scalar_fp_percentage", formula: "VFP_SPEC / INST_SPEC * 100", description: "Scalar floating-point operations among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
     MetricDef { name: "branch_percentage", formula: "(BR_IMMED_SPEC + BR_INDIRECT_SPEC) / INST_SPEC * 100", description: "Branches among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
     MetricDef { name: "crypto_percentage", formula: "CRYPTO_SPEC / INST_SPEC * 100", description: "Cryptographic-extension operations among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
-    MetricDef { name: "dtlb_mpki", formula: "DTLB_WALK / INST_RETIRED * 1000", description: "Data-side translation table walks per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;DTLB_Effectiveness" },
-    MetricDef { name: "dtlb_walk_ratio", formula: "DTLB_WALK / L1D_TLB", description: "Fraction of L1 data TLB lookups that needed a table walk", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;DTLB_Effectiveness" },
-    MetricDef { name: "frontend_stalled_cycles", formula: "STALL_FRONTEND / CPU_CYCLES * 100", description: "Cycles in which the frontend sent nothing to rename", unit: Unit::Percent, group: "Cycle_Accounting", perf_groups: "Cycle_Accounting" },
-    MetricDef { name: "integer_dp_percentage", formula: "DP_SPEC / INST_SPEC * 100", description: "Scalar integer data-processing operations among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
-    MetricDef { name: "ipc", formula: "INST_RETIRED / CPU_CYCLES", description: "Instructions retired per CPU cycle", unit: Unit::Number, group: "General", perf_groups: "General" },
-    MetricDef { name: "itlb_mpki", formula: "ITLB_WALK / INST_RETIRED * 1000", description: "Instruction-side translation table walks per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;ITLB_Effectiveness" },
-    MetricDef { name: "itlb_walk_ratio", formula: "ITLB_WALK / L1I_TLB", description: "Fraction of L1 instruction TLB lookups that needed a table walk", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;ITLB_Effectiveness" },
-    MetricDef { name: "l1d_cache_miss_ratio", formula: "L1D_CACHE_REFILL / L1D_CACHE", description: "Fraction of L1 data cache lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;L1D_Cache_Effectiveness" },
-    MetricDef { name: "l1d_cache_mpki", formula: "L1D_CACHE_REFILL / INST_RETIRED * 1000", description: "L1 data cache refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;L1D_Cache_Effectiveness" },
-    MetricDef { name: "l1d_tlb_miss_ratio", formula: "L1D_TLB_REFILL / L1D_TLB", description: "Fraction of L1 data TLB lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;DTLB_Effectiveness" },
-    MetricDef { name: "l1d_tlb_mpki", formula: "L1D_TLB_REFILL / INST_RETIRED * 1000", description: "L1 data TLB refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;DTLB_Effectiveness" },
-    MetricDef { name: "l1i_cache_miss_ratio", formula: "L1I_CACHE_REFILL / L1I_CACHE", description: "Fraction of L1 instruction cache lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;L1I_Cache_Effectiveness" },
-    MetricDef { name: "l1i_cache_mpki", formula: "L1I_CACHE_REFILL / INST_RETIRED * 1000", description: "L1 instruction cache refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;L1I_Cache_Effectiveness" },
-    MetricDef { name: "l1i_tlb_miss_ratio", formula: "L1I_TLB_REFILL / L1I_TLB", description: "Fraction of L1 instruction TLB lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;ITLB_Effectiveness" },
-    MetricDef { name: "l1i_tlb_mpki", formula: "L1I_TLB_REFILL / INST_RETIRED * 1000", description: "L1 instruction TLB refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;ITLB_Effectiveness" },
-    MetricDef { name: "l2_cache_miss_ratio", formula: "L2D_CACHE_REFILL / L2D_CACHE", description: "Fraction of L2 cache lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;L2_Cache_Effectiveness" },
-    MetricDef { name: "l2_cache_mpki", formula: "L2D_CACHE_REFILL / INST_RETIRED * 1000", description: "L2 cache refills (instruction and data) per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;L2_Cache_Effectiveness" },
-    MetricDef { name: "l2_tlb_miss_ratio", formula: "L2D_TLB_REFILL / L2D_TLB", description: "Fraction of L2 TLB lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;ITLB_Effectiveness;DTLB_Effectiveness" },
-    MetricDef { name: "l2_tlb_mpki", formula: "L2D_TLB_REFILL / INST_RETIRED * 1000", description: "L2 (unified) TLB refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;ITLB_Effectiveness;DTLB_Effectiveness" },
-    MetricDef { name: "ll_cache_read_hit_ratio", formula: "(LL_CACHE_RD - LL_CACHE_MISS_RD) / LL_CACHE_RD", description: "Fraction of last-level cache reads that hit", unit: Unit::Number, group: "LL_Cache_Effectiveness", perf_groups: "LL_Cache_Effectiveness" },
-    MetricDef { name: "ll_cache_read_miss_ratio", formula: "LL_CACHE_MISS_RD / LL_CACHE_RD", description: "Fraction of last-level cache reads that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;LL_Cache_Effectiveness" },
-    MetricDef { name: "ll_cache_read_mpki", formula: "LL_CACHE_MISS_RD / INST_RETIRED * 1000", description: "Last-level cache read misses per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;LL_Cache_Effectiveness" },
-    MetricDef { name: "load_percentage", formula: "LD_SPEC / INST_SPEC * 100", description: "Loads among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
-    MetricDef { name: "scalar_fp_percentage", formula: "VFP_SPEC / INST_SPEC * 100", description: "Scalar floating-point operations among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
-    MetricDef { name: "simd_percentage", formula: "ASE_SPEC / INST_SPEC * 100", description: "Advanced SIMD (Neon) operations among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
-    MetricDef { name: "store_percentage", formula: "ST_SPEC / INST_SPEC * 100", description: "Stores among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
     MetricDef { name: "sve_all_percentage", formula: "SVE_INST_SPEC / INST_SPEC * 100", description: "SVE operations, loads and stores included, among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
 ];
 

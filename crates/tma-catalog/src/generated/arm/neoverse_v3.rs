@@ -302,7 +302,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Parent's stall cycles",
     },
     NodeDef {
-        name: "frontend_core_flush_bound.branch_mpki",
+        name: "frontend_core_flush_bound__branch_mpki",
         parent: Some("frontend_core_flush_bound"),
         level: 4,
         formula: "branch_mpki",
@@ -313,7 +313,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_core_flush_bound.branch_misprediction_ratio",
+        name: "frontend_core_flush_bound__branch_misprediction_ratio",
         parent: Some("frontend_core_flush_bound"),
         level: 4,
         formula: "branch_misprediction_ratio",
@@ -324,7 +324,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_core_flush_bound.branch_direct_ratio",
+        name: "frontend_core_flush_bound__branch_direct_ratio",
         parent: Some("frontend_core_flush_bound"),
         level: 4,
         formula: "branch_direct_ratio",
@@ -335,7 +335,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_core_flush_bound.branch_indirect_ratio",
+        name: "frontend_core_flush_bound__branch_indirect_ratio",
         parent: Some("frontend_core_flush_bound"),
         level: 4,
         formula: "branch_indirect_ratio",
@@ -346,7 +346,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_core_flush_bound.branch_return_ratio",
+        name: "frontend_core_flush_bound__branch_return_ratio",
         parent: Some("frontend_core_flush_bound"),
         level: 4,
         formula: "branch_return_ratio",
@@ -368,7 +368,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Parent's stall cycles",
     },
     NodeDef {
-        name: "frontend_core_flow_bound.branch_mpki",
+        name: "frontend_core_flow_bound__branch_mpki",
         parent: Some("frontend_core_flow_bound"),
         level: 4,
         formula: "branch_mpki",
@@ -379,7 +379,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_core_flow_bound.branch_misprediction_ratio",
+        name: "frontend_core_flow_bound__branch_misprediction_ratio",
         parent: Some("frontend_core_flow_bound"),
         level: 4,
         formula: "branch_misprediction_ratio",
@@ -390,7 +390,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_core_flow_bound.branch_direct_ratio",
+        name: "frontend_core_flow_bound__branch_direct_ratio",
         parent: Some("frontend_core_flow_bound"),
         level: 4,
         formula: "branch_direct_ratio",
@@ -401,7 +401,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_core_flow_bound.branch_indirect_ratio",
+        name: "frontend_core_flow_bound__branch_indirect_ratio",
         parent: Some("frontend_core_flow_bound"),
         level: 4,
         formula: "branch_indirect_ratio",
@@ -412,7 +412,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_core_flow_bound.branch_return_ratio",
+        name: "frontend_core_flow_bound__branch_return_ratio",
         parent: Some("frontend_core_flow_bound"),
         level: 4,
         formula: "branch_return_ratio",
@@ -456,7 +456,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Parent's stall cycles",
     },
     NodeDef {
-        name: "frontend_cache_l1i_bound.l1i_cache_mpki",
+        name: "frontend_cache_l1i_bound__l1i_cache_mpki",
         parent: Some("frontend_cache_l1i_bound"),
         level: 5,
         formula: "l1i_cache_mpki",
@@ -467,7 +467,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_cache_l1i_bound.l1i_cache_miss_ratio",
+        name: "frontend_cache_l1i_bound__l1i_cache_miss_ratio",
         parent: Some("frontend_cache_l1i_bound"),
         level: 5,
         formula: "l1i_cache_miss_ratio",
@@ -489,7 +489,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Parent's stall cycles",
     },
     NodeDef {
-        name: "frontend_cache_l2i_bound.l2_cache_mpki",
+        name: "frontend_cache_l2i_bound__l2_cache_mpki",
         parent: Some("frontend_cache_l2i_bound"),
         level: 5,
         formula: "l2_cache_mpki",
@@ -500,7 +500,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_cache_l2i_bound.l2_cache_miss_ratio",
+        name: "frontend_cache_l2i_bound__l2_cache_miss_ratio",
         parent: Some("frontend_cache_l2i_bound"),
         level: 5,
         formula: "l2_cache_miss_ratio",
@@ -511,7 +511,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_cache_l2i_bound.ll_cache_read_mpki",
+        name: "frontend_cache_l2i_bound__ll_cache_read_mpki",
         parent: Some("frontend_cache_l2i_bound"),
         level: 5,
         formula: "ll_cache_read_mpki",
@@ -522,7 +522,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_cache_l2i_bound.ll_cache_read_miss_ratio",
+        name: "frontend_cache_l2i_bound__ll_cache_read_miss_ratio",
         parent: Some("frontend_cache_l2i_bound"),
         level: 5,
         formula: "ll_cache_read_miss_ratio",
@@ -533,7 +533,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_cache_l2i_bound.ll_cache_read_hit_ratio",
+        name: "frontend_cache_l2i_bound__ll_cache_read_hit_ratio",
         parent: Some("frontend_cache_l2i_bound"),
         level: 5,
         formula: "ll_cache_read_hit_ratio",
@@ -555,7 +555,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Parent's stall cycles",
     },
     NodeDef {
-        name: "frontend_mem_tlb_bound.itlb_mpki",
+        name: "frontend_mem_tlb_bound__itlb_mpki",
         parent: Some("frontend_mem_tlb_bound"),
         level: 4,
         formula: "itlb_mpki",
@@ -566,7 +566,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_mem_tlb_bound.itlb_walk_ratio",
+        name: "frontend_mem_tlb_bound__itlb_walk_ratio",
         parent: Some("frontend_mem_tlb_bound"),
         level: 4,
         formula: "itlb_walk_ratio",
@@ -577,7 +577,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_mem_tlb_bound.l1i_tlb_mpki",
+        name: "frontend_mem_tlb_bound__l1i_tlb_mpki",
         parent: Some("frontend_mem_tlb_bound"),
         level: 4,
         formula: "l1i_tlb_mpki",
@@ -588,7 +588,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_mem_tlb_bound.l1i_tlb_miss_ratio",
+        name: "frontend_mem_tlb_bound__l1i_tlb_miss_ratio",
         parent: Some("frontend_mem_tlb_bound"),
         level: 4,
         formula: "l1i_tlb_miss_ratio",
@@ -599,7 +599,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_mem_tlb_bound.l2_tlb_mpki",
+        name: "frontend_mem_tlb_bound__l2_tlb_mpki",
         parent: Some("frontend_mem_tlb_bound"),
         level: 4,
         formula: "l2_tlb_mpki",
@@ -610,7 +610,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "frontend_mem_tlb_bound.l2_tlb_miss_ratio",
+        name: "frontend_mem_tlb_bound__l2_tlb_miss_ratio",
         parent: Some("frontend_mem_tlb_bound"),
         level: 4,
         formula: "l2_tlb_miss_ratio",
@@ -687,7 +687,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Parent's stall cycles",
     },
     NodeDef {
-        name: "backend_cache_l1d_bound.l1d_cache_mpki",
+        name: "backend_cache_l1d_bound__l1d_cache_mpki",
         parent: Some("backend_cache_l1d_bound"),
         level: 5,
         formula: "l1d_cache_mpki",
@@ -698,7 +698,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_cache_l1d_bound.l1d_cache_miss_ratio",
+        name: "backend_cache_l1d_bound__l1d_cache_miss_ratio",
         parent: Some("backend_cache_l1d_bound"),
         level: 5,
         formula: "l1d_cache_miss_ratio",
@@ -720,7 +720,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Parent's stall cycles",
     },
     NodeDef {
-        name: "backend_cache_l2d_bound.l2_cache_mpki",
+        name: "backend_cache_l2d_bound__l2_cache_mpki",
         parent: Some("backend_cache_l2d_bound"),
         level: 5,
         formula: "l2_cache_mpki",
@@ -731,7 +731,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_cache_l2d_bound.l2_cache_miss_ratio",
+        name: "backend_cache_l2d_bound__l2_cache_miss_ratio",
         parent: Some("backend_cache_l2d_bound"),
         level: 5,
         formula: "l2_cache_miss_ratio",
@@ -742,7 +742,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_cache_l2d_bound.ll_cache_read_mpki",
+        name: "backend_cache_l2d_bound__ll_cache_read_mpki",
         parent: Some("backend_cache_l2d_bound"),
         level: 5,
         formula: "ll_cache_read_mpki",
@@ -753,7 +753,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_cache_l2d_bound.ll_cache_read_miss_ratio",
+        name: "backend_cache_l2d_bound__ll_cache_read_miss_ratio",
         parent: Some("backend_cache_l2d_bound"),
         level: 5,
         formula: "ll_cache_read_miss_ratio",
@@ -764,7 +764,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_cache_l2d_bound.ll_cache_read_hit_ratio",
+        name: "backend_cache_l2d_bound__ll_cache_read_hit_ratio",
         parent: Some("backend_cache_l2d_bound"),
         level: 5,
         formula: "ll_cache_read_hit_ratio",
@@ -786,7 +786,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Parent's stall cycles",
     },
     NodeDef {
-        name: "backend_mem_tlb_bound.dtlb_mpki",
+        name: "backend_mem_tlb_bound__dtlb_mpki",
         parent: Some("backend_mem_tlb_bound"),
         level: 4,
         formula: "dtlb_mpki",
@@ -797,7 +797,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_mem_tlb_bound.dtlb_walk_ratio",
+        name: "backend_mem_tlb_bound__dtlb_walk_ratio",
         parent: Some("backend_mem_tlb_bound"),
         level: 4,
         formula: "dtlb_walk_ratio",
@@ -808,7 +808,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_mem_tlb_bound.l1d_tlb_mpki",
+        name: "backend_mem_tlb_bound__l1d_tlb_mpki",
         parent: Some("backend_mem_tlb_bound"),
         level: 4,
         formula: "l1d_tlb_mpki",
@@ -819,7 +819,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_mem_tlb_bound.l1d_tlb_miss_ratio",
+        name: "backend_mem_tlb_bound__l1d_tlb_miss_ratio",
         parent: Some("backend_mem_tlb_bound"),
         level: 4,
         formula: "l1d_tlb_miss_ratio",
@@ -830,7 +830,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_mem_tlb_bound.l2_tlb_mpki",
+        name: "backend_mem_tlb_bound__l2_tlb_mpki",
         parent: Some("backend_mem_tlb_bound"),
         level: 4,
         formula: "l2_tlb_mpki",
@@ -841,7 +841,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "backend_mem_tlb_bound.l2_tlb_miss_ratio",
+        name: "backend_mem_tlb_bound__l2_tlb_miss_ratio",
         parent: Some("backend_mem_tlb_bound"),
         level: 4,
         formula: "l2_tlb_miss_ratio",
@@ -885,7 +885,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Slots",
     },
     NodeDef {
-        name: "retiring.load_percentage",
+        name: "retiring__load_percentage",
         parent: Some("retiring"),
         level: 2,
         formula: "load_percentage",
@@ -896,7 +896,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "retiring.store_percentage",
+        name: "retiring__store_percentage",
         parent: Some("retiring"),
         level: 2,
         formula: "store_percentage",
@@ -907,7 +907,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "retiring.integer_dp_percentage",
+        name: "retiring__integer_dp_percentage",
         parent: Some("retiring"),
         level: 2,
         formula: "integer_dp_percentage",
@@ -918,7 +918,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "retiring.simd_percentage",
+        name: "retiring__simd_percentage",
         parent: Some("retiring"),
         level: 2,
         formula: "simd_percentage",
@@ -929,7 +929,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "retiring.scalar_fp_percentage",
+        name: "retiring__scalar_fp_percentage",
         parent: Some("retiring"),
         level: 2,
         formula: "scalar_fp_percentage",
@@ -940,7 +940,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "retiring.barrier_percentage",
+        name: "retiring__barrier_percentage",
         parent: Some("retiring"),
         level: 2,
         formula: "barrier_percentage",
@@ -951,7 +951,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "retiring.branch_percentage",
+        name: "retiring__branch_percentage",
         parent: Some("retiring"),
         level: 2,
         formula: "branch_percentage",
@@ -962,7 +962,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "retiring.crypto_percentage",
+        name: "retiring__crypto_percentage",
         parent: Some("retiring"),
         level: 2,
         formula: "crypto_percentage",
@@ -973,7 +973,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Operations",
     },
     NodeDef {
-        name: "retiring.sve_all_percentage",
+        name: "retiring__sve_all_percentage",
         parent: Some("retiring"),
         level: 2,
         formula: "sve_all_percentage",
@@ -995,7 +995,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "Slots",
     },
     NodeDef {
-        name: "bad_speculation.branch_mpki",
+        name: "bad_speculation__branch_mpki",
         parent: Some("bad_speculation"),
         level: 2,
         formula: "branch_mpki",
@@ -1006,7 +1006,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "bad_speculation.branch_misprediction_ratio",
+        name: "bad_speculation__branch_misprediction_ratio",
         parent: Some("bad_speculation"),
         level: 2,
         formula: "branch_misprediction_ratio",
@@ -1017,7 +1017,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "bad_speculation.branch_direct_ratio",
+        name: "bad_speculation__branch_direct_ratio",
         parent: Some("bad_speculation"),
         level: 2,
         formula: "branch_direct_ratio",
@@ -1028,7 +1028,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "bad_speculation.branch_indirect_ratio",
+        name: "bad_speculation__branch_indirect_ratio",
         parent: Some("bad_speculation"),
         level: 2,
         formula: "branch_indirect_ratio",
@@ -1039,7 +1039,7 @@ static NODES: &[NodeDef] = &[
         count_domain: "",
     },
     NodeDef {
-        name: "bad_speculation.branch_return_ratio",
+        name: "bad_speculation__branch_return_ratio",
         parent: Some("bad_speculation"),
         level: 2,
         formula: "branch_return_ratio",
@@ -1052,52 +1052,52 @@ static NODES: &[NodeDef] = &[
 ];
 
 static METRICS: &[MetricDef] = &[
+    MetricDef { name: "frontend_stalled_cycles", formula: "STALL_FRONTEND / CPU_CYCLES * 100", description: "Cycles in which the frontend sent nothing to rename", unit: Unit::Percent, group: "Cycle_Accounting", perf_groups: "Cycle_Accounting" },
     MetricDef { name: "backend_stalled_cycles", formula: "STALL_BACKEND / CPU_CYCLES * 100", description: "Cycles in which the backend could not accept what the frontend had ready", unit: Unit::Percent, group: "Cycle_Accounting", perf_groups: "Cycle_Accounting" },
-    MetricDef { name: "barrier_percentage", formula: "(ISB_SPEC + DSB_SPEC + DMB_SPEC) / INST_SPEC * 100", description: "Barrier instructions (ISB, DSB, DMB) among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
-    MetricDef { name: "branch_direct_ratio", formula: "BR_IMMED_RETIRED / BR_RETIRED", description: "Fraction of retired branches that were direct (immediate target)", unit: Unit::Number, group: "Branch_Effectiveness", perf_groups: "Branch_Effectiveness" },
-    MetricDef { name: "branch_indirect_ratio", formula: "BR_IND_RETIRED / BR_RETIRED", description: "Fraction of retired branches that were indirect (register target)", unit: Unit::Number, group: "Branch_Effectiveness", perf_groups: "Branch_Effectiveness" },
-    MetricDef { name: "branch_misprediction_ratio", formula: "BR_MIS_PRED_RETIRED / BR_RETIRED", description: "Fraction of retired branches that were mispredicted", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;Branch_Effectiveness" },
+    MetricDef { name: "ipc", formula: "INST_RETIRED / CPU_CYCLES", description: "Instructions retired per CPU cycle", unit: Unit::Number, group: "General", perf_groups: "General" },
     MetricDef { name: "branch_mpki", formula: "BR_MIS_PRED_RETIRED / INST_RETIRED * 1000", description: "Mispredicted retired branches per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;Branch_Effectiveness" },
-    MetricDef { name: "branch_percentage", formula: "(BR_IMMED_SPEC + BR_INDIRECT_SPEC) / INST_SPEC * 100", description: "Branches among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
-    MetricDef { name: "branch_return_ratio", formula: "BR_RETURN_RETIRED / BR_RETIRED", description: "Fraction of retired branches that were procedure returns", unit: Unit::Number, group: "Branch_Effectiveness", perf_groups: "Branch_Effectiveness" },
-    MetricDef { name: "crypto_percentage", formula: "CRYPTO_SPEC / INST_SPEC * 100", description: "Cryptographic-extension operations among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
+    MetricDef { name: "itlb_mpki", formula: "ITLB_WALK / INST_RETIRED * 1000", description: "Instruction-side translation table walks per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;ITLB_Effectiveness" },
     MetricDef { name: "dtlb_mpki", formula: "DTLB_WALK / INST_RETIRED * 1000", description: "Data-side translation table walks per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;DTLB_Effectiveness" },
+    MetricDef { name: "l1i_tlb_mpki", formula: "L1I_TLB_REFILL / INST_RETIRED * 1000", description: "L1 instruction TLB refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;ITLB_Effectiveness" },
+    MetricDef { name: "l1d_tlb_mpki", formula: "L1D_TLB_REFILL / INST_RETIRED * 1000", description: "L1 data TLB refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;DTLB_Effectiveness" },
+    MetricDef { name: "l2_tlb_mpki", formula: "L2D_TLB_REFILL / INST_RETIRED * 1000", description: "L2 (unified) TLB refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;ITLB_Effectiveness;DTLB_Effectiveness" },
+    MetricDef { name: "l1i_cache_mpki", formula: "L1I_CACHE_REFILL / INST_RETIRED * 1000", description: "L1 instruction cache refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;L1I_Cache_Effectiveness" },
+    MetricDef { name: "l1d_cache_mpki", formula: "L1D_CACHE_REFILL / INST_RETIRED * 1000", description: "L1 data cache refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;L1D_Cache_Effectiveness" },
+    MetricDef { name: "l2_cache_mpki", formula: "L2D_CACHE_REFILL / INST_RETIRED * 1000", description: "L2 cache refills (instruction and data) per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;L2_Cache_Effectiveness" },
+    MetricDef { name: "ll_cache_read_mpki", formula: "LL_CACHE_MISS_RD / INST_RETIRED * 1000", description: "Last-level cache read misses per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;LL_Cache_Effectiveness" },
+    MetricDef { name: "branch_misprediction_ratio", formula: "BR_MIS_PRED_RETIRED / BR_RETIRED", description: "Fraction of retired branches that were mispredicted", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;Branch_Effectiveness" },
+    MetricDef { name: "itlb_walk_ratio", formula: "ITLB_WALK / L1I_TLB", description: "Fraction of L1 instruction TLB lookups that needed a table walk", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;ITLB_Effectiveness" },
     MetricDef { name: "dtlb_walk_ratio", formula: "DTLB_WALK / L1D_TLB", description: "Fraction of L1 data TLB lookups that needed a table walk", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;DTLB_Effectiveness" },
+    MetricDef { name: "l1i_tlb_miss_ratio", formula: "L1I_TLB_REFILL / L1I_TLB", description: "Fraction of L1 instruction TLB lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;ITLB_Effectiveness" },
+    MetricDef { name: "l1d_tlb_miss_ratio", formula: "L1D_TLB_REFILL / L1D_TLB", description: "Fraction of L1 data TLB lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;DTLB_Effectiveness" },
+    MetricDef { name: "l2_tlb_miss_ratio", formula: "L2D_TLB_REFILL / L2D_TLB", description: "Fraction of L2 TLB lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;ITLB_Effectiveness;DTLB_Effectiveness" },
+    MetricDef { name: "l1i_cache_miss_ratio", formula: "L1I_CACHE_REFILL / L1I_CACHE", description: "Fraction of L1 instruction cache lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;L1I_Cache_Effectiveness" },
+    MetricDef { name: "l1d_cache_miss_ratio", formula: "L1D_CACHE_REFILL / L1D_CACHE", description: "Fraction of L1 data cache lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;L1D_Cache_Effectiveness" },
+    MetricDef { name: "l2_cache_miss_ratio", formula: "L2D_CACHE_REFILL / L2D_CACHE", description: "Fraction of L2 cache lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;L2_Cache_Effectiveness" },
+    MetricDef { name: "ll_cache_read_miss_ratio", formula: "LL_CACHE_MISS_RD / LL_CACHE_RD", description: "Fraction of last-level cache reads that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;LL_Cache_Effectiveness" },
+    MetricDef { name: "sve_predicate_percentage", formula: "SVE_PRED_SPEC / INST_SPEC * 100", description: "Predicated SVE operations among the speculatively executed operations", unit: Unit::Percent, group: "SVE_Effectiveness", perf_groups: "SVE_Effectiveness" },
+    MetricDef { name: "sve_predicate_full_percentage", formula: "SVE_PRED_FULL_SPEC / SVE_PRED_SPEC * 100", description: "Share of predicated SVE operations that ran with every lane active", unit: Unit::Percent, group: "SVE_Effectiveness", perf_groups: "SVE_Effectiveness" },
+    MetricDef { name: "sve_predicate_partial_percentage", formula: "SVE_PRED_PARTIAL_SPEC / SVE_PRED_SPEC * 100", description: "Share of predicated SVE operations that ran with some lanes inactive", unit: Unit::Percent, group: "SVE_Effectiveness", perf_groups: "SVE_Effectiveness" },
+    MetricDef { name: "sve_predicate_empty_percentage", formula: "SVE_PRED_EMPTY_SPEC / SVE_PRED_SPEC * 100", description: "Share of predicated SVE operations that ran with no lane active", unit: Unit::Percent, group: "SVE_Effectiveness", perf_groups: "SVE_Effectiveness" },
+    MetricDef { name: "nonsve_fp_ops_per_cycle", formula: "FP_FIXED_OPS_SPEC / CPU_CYCLES", description: "Floating-point operations per cycle from non-SVE instructions, counted per lane (fused multiply-add counts two)", unit: Unit::Number, group: "FP_Arithmetic_Intensity", perf_groups: "FP_Arithmetic_Intensity" },
+    MetricDef { name: "sve_fp_ops_per_cycle", formula: "FP_SCALE_OPS_SPEC / CPU_CYCLES", description: "Floating-point operations per cycle from SVE instructions, counted per lane (fused multiply-add counts two)", unit: Unit::Number, group: "FP_Arithmetic_Intensity", perf_groups: "FP_Arithmetic_Intensity" },
+    MetricDef { name: "fp_ops_per_cycle", formula: "(FP_SCALE_OPS_SPEC + FP_FIXED_OPS_SPEC) / CPU_CYCLES", description: "Floating-point operations per cycle from all instructions, counted per lane (fused multiply-add counts two)", unit: Unit::Number, group: "FP_Arithmetic_Intensity", perf_groups: "FP_Arithmetic_Intensity" },
     MetricDef { name: "fp16_percentage", formula: "FP_HP_SPEC / INST_SPEC * 100", description: "Half-precision floating-point operations among the speculatively executed operations", unit: Unit::Percent, group: "FP_Precision_Mix", perf_groups: "FP_Precision_Mix" },
     MetricDef { name: "fp32_percentage", formula: "FP_SP_SPEC / INST_SPEC * 100", description: "Single-precision floating-point operations among the speculatively executed operations", unit: Unit::Percent, group: "FP_Precision_Mix", perf_groups: "FP_Precision_Mix" },
     MetricDef { name: "fp64_percentage", formula: "FP_DP_SPEC / INST_SPEC * 100", description: "Double-precision floating-point operations among the speculatively executed operations", unit: Unit::Percent, group: "FP_Precision_Mix", perf_groups: "FP_Precision_Mix" },
-    MetricDef { name: "fp_ops_per_cycle", formula: "(FP_SCALE_OPS_SPEC + FP_FIXED_OPS_SPEC) / CPU_CYCLES", description: "Floating-point operations per cycle from all instructions, counted per lane (fused multiply-add counts two)", unit: Unit::Number, group: "FP_Arithmetic_Intensity", perf_groups: "FP_Arithmetic_Intensity" },
-    MetricDef { name: "frontend_stalled_cycles", formula: "STALL_FRONTEND / CPU_CYCLES * 100", description: "Cycles in which the frontend sent nothing to rename", unit: Unit::Percent, group: "Cycle_Accounting", perf_groups: "Cycle_Accounting" },
-    MetricDef { name: "integer_dp_percentage", formula: "DP_SPEC / INST_SPEC * 100", description: "Scalar integer data-processing operations among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
-    MetricDef { name: "ipc", formula: "INST_RETIRED / CPU_CYCLES", description: "Instructions retired per CPU cycle", unit: Unit::Number, group: "General", perf_groups: "General" },
-    MetricDef { name: "itlb_mpki", formula: "ITLB_WALK / INST_RETIRED * 1000", description: "Instruction-side translation table walks per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;ITLB_Effectiveness" },
-    MetricDef { name: "itlb_walk_ratio", formula: "ITLB_WALK / L1I_TLB", description: "Fraction of L1 instruction TLB lookups that needed a table walk", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;ITLB_Effectiveness" },
-    MetricDef { name: "l1d_cache_miss_ratio", formula: "L1D_CACHE_REFILL / L1D_CACHE", description: "Fraction of L1 data cache lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;L1D_Cache_Effectiveness" },
-    MetricDef { name: "l1d_cache_mpki", formula: "L1D_CACHE_REFILL / INST_RETIRED * 1000", description: "L1 data cache refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;L1D_Cache_Effectiveness" },
-    MetricDef { name: "l1d_tlb_miss_ratio", formula: "L1D_TLB_REFILL / L1D_TLB", description: "Fraction of L1 data TLB lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;DTLB_Effectiveness" },
-    MetricDef { name: "l1d_tlb_mpki", formula: "L1D_TLB_REFILL / INST_RETIRED * 1000", description: "L1 data TLB refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;DTLB_Effectiveness" },
-    MetricDef { name: "l1i_cache_miss_ratio", formula: "L1I_CACHE_REFILL / L1I_CACHE", description: "Fraction of L1 instruction cache lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;L1I_Cache_Effectiveness" },
-    MetricDef { name: "l1i_cache_mpki", formula: "L1I_CACHE_REFILL / INST_RETIRED * 1000", description: "L1 instruction cache refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;L1I_Cache_Effectiveness" },
-    MetricDef { name: "l1i_tlb_miss_ratio", formula: "L1I_TLB_REFILL / L1I_TLB", description: "Fraction of L1 instruction TLB lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;ITLB_Effectiveness" },
-    MetricDef { name: "l1i_tlb_mpki", formula: "L1I_TLB_REFILL / INST_RETIRED * 1000", description: "L1 instruction TLB refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;ITLB_Effectiveness" },
-    MetricDef { name: "l2_cache_miss_ratio", formula: "L2D_CACHE_REFILL / L2D_CACHE", description: "Fraction of L2 cache lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;L2_Cache_Effectiveness" },
-    MetricDef { name: "l2_cache_mpki", formula: "L2D_CACHE_REFILL / INST_RETIRED * 1000", description: "L2 cache refills (instruction and data) per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;L2_Cache_Effectiveness" },
-    MetricDef { name: "l2_tlb_miss_ratio", formula: "L2D_TLB_REFILL / L2D_TLB", description: "Fraction of L2 TLB lookups that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;ITLB_Effectiveness;DTLB_Effectiveness" },
-    MetricDef { name: "l2_tlb_mpki", formula: "L2D_TLB_REFILL / INST_RETIRED * 1000", description: "L2 (unified) TLB refills per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;ITLB_Effectiveness;DTLB_Effectiveness" },
+    MetricDef { name: "branch_direct_ratio", formula: "BR_IMMED_RETIRED / BR_RETIRED", description: "Fraction of retired branches that were direct (immediate target)", unit: Unit::Number, group: "Branch_Effectiveness", perf_groups: "Branch_Effectiveness" },
+    MetricDef { name: "branch_indirect_ratio", formula: "BR_IND_RETIRED / BR_RETIRED", description: "Fraction of retired branches that were indirect (register target)", unit: Unit::Number, group: "Branch_Effectiveness", perf_groups: "Branch_Effectiveness" },
+    MetricDef { name: "branch_return_ratio", formula: "BR_RETURN_RETIRED / BR_RETIRED", description: "Fraction of retired branches that were procedure returns", unit: Unit::Number, group: "Branch_Effectiveness", perf_groups: "Branch_Effectiveness" },
     MetricDef { name: "ll_cache_read_hit_ratio", formula: "(LL_CACHE_RD - LL_CACHE_MISS_RD) / LL_CACHE_RD", description: "Fraction of last-level cache reads that hit", unit: Unit::Number, group: "LL_Cache_Effectiveness", perf_groups: "LL_Cache_Effectiveness" },
-    MetricDef { name: "ll_cache_read_miss_ratio", formula: "LL_CACHE_MISS_RD / LL_CACHE_RD", description: "Fraction of last-level cache reads that missed", unit: Unit::Number, group: "Miss_Ratio", perf_groups: "Miss_Ratio;LL_Cache_Effectiveness" },
-    MetricDef { name: "ll_cache_read_mpki", formula: "LL_CACHE_MISS_RD / INST_RETIRED * 1000", description: "Last-level cache read misses per thousand retired instructions", unit: Unit::Number, group: "MPKI", perf_groups: "MPKI;LL_Cache_Effectiveness" },
     MetricDef { name: "load_percentage", formula: "LD_SPEC / INST_SPEC * 100", description: "Loads among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
-    MetricDef { name: "nonsve_fp_ops_per_cycle", formula: "FP_FIXED_OPS_SPEC / CPU_CYCLES", description: "Floating-point operations per cycle from non-SVE instructions, counted per lane (fused multiply-add counts two)", unit: Unit::Number, group: "FP_Arithmetic_Intensity", perf_groups: "FP_Arithmetic_Intensity" },
-    MetricDef { name: "scalar_fp_percentage", formula: "VFP_SPEC / INST_SPEC * 100", description: "Scalar floating-point operations among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
-    MetricDef { name: "simd_percentage", formula: "ASE_SPEC / INST_SPEC * 100", description: "Advanced SIMD (Neon) operations among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
     MetricDef { name: "store_percentage", formula: "ST_SPEC / INST_SPEC * 100", description: "Stores among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
+    MetricDef { name: "integer_dp_percentage", formula: "DP_SPEC / INST_SPEC * 100", description: "Scalar integer data-processing operations among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
+    MetricDef { name: "simd_percentage", formula: "ASE_SPEC / INST_SPEC * 100", description: "Advanced SIMD (Neon) operations among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
+    MetricDef { name: "scalar_fp_percentage", formula: "VFP_SPEC / INST_SPEC * 100", description: "Scalar floating-point operations among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
+    MetricDef { name: "barrier_percentage", formula: "(ISB_SPEC + DSB_SPEC + DMB_SPEC) / INST_SPEC * 100", description: "Barrier instructions (ISB, DSB, DMB) among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
+    MetricDef { name: "branch_percentage", formula: "(BR_IMMED_SPEC + BR_INDIRECT_SPEC) / INST_SPEC * 100", description: "Branches among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
+    MetricDef { name: "crypto_percentage", formula: "CRYPTO_SPEC / INST_SPEC * 100", description: "Cryptographic-extension operations among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
     MetricDef { name: "sve_all_percentage", formula: "SVE_INST_SPEC / INST_SPEC * 100", description: "SVE operations, loads and stores included, among the speculatively executed operations", unit: Unit::Percent, group: "Operation_Mix", perf_groups: "Operation_Mix" },
-    MetricDef { name: "sve_fp_ops_per_cycle", formula: "FP_SCALE_OPS_SPEC / CPU_CYCLES", description: "Floating-point operations per cycle from SVE instructions, counted per lane (fused multiply-add counts two)", unit: Unit::Number, group: "FP_Arithmetic_Intensity", perf_groups: "FP_Arithmetic_Intensity" },
-    MetricDef { name: "sve_predicate_empty_percentage", formula: "SVE_PRED_EMPTY_SPEC / SVE_PRED_SPEC * 100", description: "Share of predicated SVE operations that ran with no lane active", unit: Unit::Percent, group: "SVE_Effectiveness", perf_groups: "SVE_Effectiveness" },
-    MetricDef { name: "sve_predicate_full_percentage", formula: "SVE_PRED_FULL_SPEC / SVE_PRED_SPEC * 100", description: "Share of predicated SVE operations that ran with every lane active", unit: Unit::Percent, group: "SVE_Effectiveness", perf_groups: "SVE_Effectiveness" },
-    MetricDef { name: "sve_predicate_partial_percentage", formula: "SVE_PRED_PARTIAL_SPEC / SVE_PRED_SPEC * 100", description: "Share of predicated SVE operations that ran with some lanes inactive", unit: Unit::Percent, group: "SVE_Effectiveness", perf_groups: "SVE_Effectiveness" },
-    MetricDef { name: "sve_predicate_percentage", formula: "SVE_PRED_SPEC / INST_SPEC * 100", description: "Predicated SVE operations among the speculatively executed operations", unit: Unit::Percent, group: "SVE_Effectiveness", perf_groups: "SVE_Effectiveness" },
 ];
 
 static RETIRE_LATENCIES: &[(&str, f64)] = &[

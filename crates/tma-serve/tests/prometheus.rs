@@ -97,8 +97,11 @@ fn free_port() -> SocketAddr {
         .unwrap()
 }
 
-/// What `tma stat --import` makes of each interval of `rel`: (slots, level-1 shares).
-struct Stat(Vec<(f64, Vec<(String, f64)>)>);
+/// One interval as `tma stat --import` evaluates it: (slots, level-1 shares).
+type Evaluated = (f64, Vec<(String, f64)>);
+
+/// What `tma stat --import` makes of each interval of `rel`.
+struct Stat(Vec<Evaluated>);
 
 impl IntervalSink for Stat {
     fn start(&mut self, _: Start<'_>) -> Result<(), tma_stat::StatError> {
@@ -124,14 +127,14 @@ impl IntervalSink for Stat {
     }
 }
 
-fn stat(rel: &str) -> Vec<(f64, Vec<(String, f64)>)> {
+fn stat(rel: &str) -> Vec<Evaluated> {
     let mut s = Stat(Vec::new());
     tma_stat::run(&import_config(rel), &mut s, &mut std::io::sink()).unwrap();
     s.0
 }
 
 /// The slot-weighted share of each level-1 node over the published steps of `hosts`.
-fn expected(hosts: &[&Vec<(f64, Vec<(String, f64)>)>]) -> Vec<(String, f64)> {
+fn expected(hosts: &[&Vec<Evaluated>]) -> Vec<(String, f64)> {
     let names: Vec<String> = hosts[0][0].1.iter().map(|(n, _)| n.clone()).collect();
     names
         .iter()

@@ -1,20 +1,41 @@
 //! The in-process counters of one thread: the groups tma names in
 //! [`crate::protocol::ENV_EVENTS`], opened on the calling thread (any CPU) through tma-perf and
-//! read with one `read(2)` per group.
+//! read with `rdpmc` where the kernel allows it for a group of hardware counters
+//! ([`crate::rdpmc`]), else with one `read(2)` per group.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use tma_perf::attr::{Attr, READ_FORMAT};
+use tma_perf::attr::{Attr, READ_FORMAT, TYPE_SOFTWARE, TYPE_TRACEPOINT};
 use tma_perf::sys;
 
 use crate::protocol::{EventAttr, GroupCount};
+use crate::rdpmc::Page;
 
 /// One group: the leader, its members (kept open), and how many counters it holds.
 struct Group {
     leader: OwnedFd,
     _members: Vec<OwnedFd>,
     n: usize,
+    /// Every counter's mapped page (leader first), when the group is read with `rdpmc`.
+    pages: Vec<Page>,
+}
+
+/// The pages of a group of hardware counters the kernel lets this thread read with `rdpmc`
+/// (empty otherwise: software counters, no PMU, rdpmc disabled).
+fn user_pages(events: &[EventAttr], fds: &[&OwnedFd]) -> Vec<Page> {
+    if events
+        .iter()
+        .any(|e| e.type_ == TYPE_SOFTWARE || e.type_ == TYPE_TRACEPOINT)
+    {
+        return Vec::new();
+    }
+    let pages: Vec<Page> = fds.iter().filter_map(|fd| Page::map(fd).ok()).collect();
+    if pages.len() == fds.len() && pages.iter().all(Page::user_readable) {
+        pages
+    } else {
+        Vec::new()
+    }
 }
 
 /// The counter groups of the calling thread, counting from the moment they are opened.
@@ -38,7 +59,29 @@ fn attr(e: &EventAttr) -> Attr {
     }
 }
 
+/// A group read with `rdpmc`, when it has pages and every counter is on the PMU now.
+fn read_user(pages: &[Page]) -> Option<GroupCount> {
+    let (first, rest) = pages.split_first()?;
+    let (v, enabled, running) = first.read()?;
+    let mut values = Vec::with_capacity(pages.len());
+    values.push(v);
+    for p in rest {
+        values.push(p.read()?.0);
+    }
+    Some(GroupCount {
+        enabled,
+        running,
+        values,
+    })
+}
+
 impl ThreadGroups {
+    /// Whether any group is read with `rdpmc`.
+    #[cfg(test)]
+    pub(crate) fn uses_rdpmc(&self) -> bool {
+        self.groups.iter().any(|g| !g.pages.is_empty())
+    }
+
     /// Open every group on this thread, enabled.
     pub(crate) fn open(events: &[Vec<EventAttr>]) -> io::Result<ThreadGroups> {
         let mut groups = Vec::with_capacity(events.len());
@@ -51,10 +94,13 @@ impl ThreadGroups {
             for e in rest {
                 members.push(sys::perf_open(&attr(e), 0, -1, Some(leader.as_raw_fd()))?);
             }
+            let fds: Vec<&OwnedFd> = std::iter::once(&leader).chain(&members).collect();
+            let pages = user_pages(g, &fds);
             groups.push(Group {
                 leader,
                 _members: members,
                 n: g.len(),
+                pages,
             });
         }
         Ok(ThreadGroups { groups })
@@ -65,6 +111,9 @@ impl ThreadGroups {
         self.groups
             .iter()
             .map(|g| {
+                if let Some(c) = read_user(&g.pages) {
+                    return Ok(c);
+                }
                 let r = sys::read_group(&g.leader, g.n)?;
                 Ok(GroupCount {
                     enabled: r.time_enabled,
@@ -73,5 +122,47 @@ impl ThreadGroups {
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The in-process read of a hardware counter with `rdpmc` agrees with the kernel's read;
+    /// needs a PMU that allows user-space reads.
+    #[test]
+    fn rdpmc_agrees_with_the_kernel() {
+        let cycles = EventAttr {
+            type_: tma_perf::attr::TYPE_HARDWARE,
+            config: 0,
+            config1: 0,
+            config2: 0,
+            user_only: true,
+        };
+        let g = match ThreadGroups::open(&[vec![cycles]]) {
+            Ok(g) => g,
+            Err(e) => {
+                println!("skipped: no hardware cycles counter on this thread ({e})");
+                return;
+            }
+        };
+        if !g.uses_rdpmc() {
+            println!("skipped: the kernel does not allow rdpmc here (cap_user_rdpmc unset)");
+            return;
+        }
+        let a = g.read().unwrap().remove(0);
+        let mut x = 0u64;
+        for i in 0..1_000_000u64 {
+            x = x.wrapping_add(std::hint::black_box(i));
+        }
+        std::hint::black_box(x);
+        let b = g.read().unwrap().remove(0);
+        let r = sys::read_group(&g.groups[0].leader, 1).unwrap();
+        assert!(b.values[0] > a.values[0] + 1_000_000, "{a:?} {b:?}");
+        // The kernel's read, taken after, is at least the user-space one and close to it.
+        assert!(r.values[0].0 >= b.values[0]);
+        assert!(r.values[0].0 - b.values[0] < 1_000_000, "{r:?} {b:?}");
+        assert!(b.enabled >= b.running && b.running > a.running);
     }
 }

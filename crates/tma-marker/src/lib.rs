@@ -22,6 +22,7 @@
 mod counters;
 mod ffi;
 pub mod protocol;
+mod rdpmc;
 
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};

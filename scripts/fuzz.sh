@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# scripts/fuzz.sh SECONDS [TARGET...]: fuzz tma's parsers with afl (cargo-afl, stable
+# toolchain), SECONDS per target, one target after the other (all of them when none is named).
+#
+# * installs cargo-afl (`cargo install --locked cargo-afl`, which builds its AFL++ runtime)
+#   when `cargo afl` is missing; with FUZZ_SKIP_OK=1 a failed install prints
+#   "skipped: <reason>" and exits 0 (how scripts/test.sh runs it);
+# * builds the targets of fuzz/ (its own workspace, target dir fuzz/target);
+# * gathers each target's seeds into fuzz/out/seeds/<target>: the test fixtures listed in
+#   seed_files below, fuzz/seeds/<target>/ and what fuzz/src/bin/mkseeds.rs writes;
+# * runs `cargo afl fuzz -V SECONDS -t 1000` per target (output in fuzz/out/<target>) and
+#   prints executions, executions per second and coverage (afl's bitmap_cvg and
+#   edges_found of total_edges, from fuzzer_stats);
+# * fails when a target saved a crash, or a hang that reproduces (a run over 1 s outside
+#   afl too; the harness aborts such a run), and prints the command that reproduces it.
+#   A timeout afl saw that does not reproduce alone is reported, not failed (the machine is
+#   shared). The targets, and the bounds each input is held to, are in fuzz/README.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+ALL=(perf_stat perf_data docs http tracefs proc sysfs pprof expr)
+if [ $# -lt 1 ] || ! [[ $1 =~ ^[0-9]+$ ]]; then
+  echo "usage: scripts/fuzz.sh SECONDS [TARGET...]  (targets: ${ALL[*]})" >&2
+  exit 2
+fi
+secs=$1
+shift
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=("${ALL[@]}")
+for t in "${targets[@]}"; do
+  [[ " ${ALL[*]} " == *" $t "* ]] || { echo "unknown target $t (targets: ${ALL[*]})" >&2; exit 2; }
+done
+
+skip_or_fail() {
+  if [ "${FUZZ_SKIP_OK:-}" = 1 ]; then
+    echo "skipped: $1"
+    exit 0
+  fi
+  echo "fuzz.sh: $1" >&2
+  exit 1
+}
+
+# afl on these machines: no CPU frequency governor to check, and the kernel's core_pattern
+# may pipe core dumps to a helper; no curses UI; no pinning (the cores are shared).
+export AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_UI=1 AFL_NO_AFFINITY=1
+
+if ! cargo afl --version >/dev/null 2>&1; then
+  echo "installing cargo-afl (builds the AFL++ runtime; a few minutes)"
+  cargo install --locked cargo-afl >/tmp/tma-fuzz-install.log 2>&1 ||
+    skip_or_fail "cargo-afl could not be installed (cargo install --locked cargo-afl failed; log in /tmp/tma-fuzz-install.log)"
+fi
+cargo afl --version >/dev/null 2>&1 || skip_or_fail "cargo afl does not run after installing cargo-afl"
+
+echo "building the fuzz targets (fuzz/, cargo afl build)"
+(cd fuzz && cargo afl build --quiet) || {
+  echo "fuzz.sh: the fuzz targets do not build" >&2
+  exit 1
+}
+bin=$root/fuzz/target/debug
+
+# The fixture files each target starts from (paths relative to the repository root).
+seed_files() {
+  local f=tests/fixtures
+  case $1 in
+    perf_stat)
+      ls $f/import/*.csv $f/import/perf-json-*.json $f/import/real/*/perf-stat.csv \
+        $f/import/real/*/perf-stat.json $f/import/real/*/perf-output.txt \
+        $f/import/zen5-pipeline-synthetic/perf-output.txt $f/serve/*.csv ;;
+    perf_data) ls $f/locate/two-events.perf.data $f/locate/chase.perf.data ;;
+    docs) grep -l '"schema"' $f/diff/*.json $f/report/*.json $f/import/golden/*.json \
+      $f/doctor/verify/*.json ;;
+    tracefs) ls $f/kvm/format-*/* ;;
+    proc)
+      find $f/doctor $f/roots $f/live -type f \( -path '*/proc/*' -o -name online -o -name possible \
+        -o -name enabled -o -name defrag \) ! -name README.md
+      ls $f/import/cpuinfo-*.txt $f/locate/syswide.kallsyms ;;
+    *) ;;
+  esac
+}
+
+# One sysfs seed per fixture PMU: its format files as "<field> <content>" lines, a blank
+# line, then its event aliases' terms (the layout fuzz/src/bin/sysfs.rs reads).
+sysfs_seeds() {
+  local out=$1 pmu name
+  for pmu in tests/fixtures/sysfs/*/bus/event_source/devices/* \
+    tests/fixtures/doctor/*/sys/bus/event_source/devices/*; do
+    [ -d "$pmu/format" ] || continue
+    name=$(echo "${pmu#tests/fixtures/}" | tr '/' '_')
+    {
+      for fmt in "$pmu"/format/*; do printf '%s %s\n' "$(basename "$fmt")" "$(cat "$fmt")"; done
+      echo
+      if [ -d "$pmu/events" ]; then
+        for ev in "$pmu"/events/*; do [[ $ev == *.* ]] || cat "$ev"; done
+      fi
+    } >"$out/$name"
+  done
+}
+
+seeds=$root/fuzz/out/seeds
+rm -rf "$seeds"
+mkdir -p "$seeds"
+"$bin/mkseeds" "$seeds" >/dev/null
+for t in "${targets[@]}"; do
+  mkdir -p "$seeds/$t"
+  if [ -d "fuzz/seeds/$t" ]; then cp -r "fuzz/seeds/$t/." "$seeds/$t/"; fi
+  while read -r file; do
+    [ -n "$file" ] && cp "$file" "$seeds/$t/$(echo "${file#tests/fixtures/}" | tr '/' '_')"
+  done < <(seed_files "$t")
+  [ "$t" = sysfs ] && sysfs_seeds "$seeds/$t"
+done
+
+failed=0
+summary=()
+for t in "${targets[@]}"; do
+  out=$root/fuzz/out/$t
+  rm -rf "$out"
+  dict=()
+  [ -f "fuzz/dict/$t.dict" ] && dict=(-x "fuzz/dict/$t.dict")
+  echo "== $t: fuzzing for ${secs}s (output in fuzz/out/$t)"
+  log=$root/fuzz/out/$t.log
+  if ! cargo afl fuzz -i "$seeds/$t" -o "$out" -V "$secs" -t 1000 "${dict[@]}" -- "$bin/$t" \
+    >"$log" 2>&1; then
+    tail -n 30 "$log"
+    echo "fuzz.sh: afl stopped with an error on $t (log: fuzz/out/$t.log)" >&2
+    failed=1
+    summary+=("$t: afl failed")
+    continue
+  fi
+  stats=$out/default/fuzzer_stats
+  stat() { awk -F' *: *' -v k="$1" '$1 == k {print $2}' "$stats"; }
+  crashes=$(find "$out/default/crashes" -type f -name 'id:*' 2>/dev/null | wc -l)
+  hangs=$(find "$out/default/hangs" -type f -name 'id:*' 2>/dev/null | wc -l)
+  line=$(printf '%-9s %12s execs %8s execs/s  coverage %s (%s of %s edges)  corpus %s  crashes %s  hangs %s' \
+    "$t" "$(stat execs_done)" "$(stat execs_per_sec)" "$(stat bitmap_cvg)" "$(stat edges_found)" \
+    "$(stat total_edges)" "$(stat corpus_count)" "$crashes" "$hangs")
+  echo "$line"
+  summary+=("$line")
+  for c in "$out"/default/crashes/id:*; do
+    [ -f "$c" ] || continue
+    echo "CRASH in $t: $c"
+    echo "  reproduce: fuzz/target/debug/$t < '$c'"
+    failed=1
+  done
+  for h in "$out"/default/hangs/id:*; do
+    [ -f "$h" ] || continue
+    # The harness aborts a run over 1 s: a hang that reproduces alone fails like a crash.
+    if ! timeout 10 "$bin/$t" <"$h" >/dev/null 2>&1; then
+      echo "HANG in $t (over 1 s when run alone too): $h"
+      echo "  reproduce: fuzz/target/debug/$t < '$h'"
+      failed=1
+    else
+      echo "note: afl timed out on $h, but it runs in under 1 s alone (a busy machine)"
+    fi
+  done
+done
+
+echo
+echo "fuzz summary (${secs}s per target):"
+printf '  %s\n' "${summary[@]}"
+exit $failed

@@ -238,6 +238,9 @@ fn import_one(
         Breakdown::PerCpu => ", per-CPU rows summed".to_string(),
         Breakdown::PerThread => ", per-thread rows summed".to_string(),
     };
+    if reader.has_cgroups() {
+        what += ", per-cgroup rows (perf stat -G) summed";
+    }
     if let Some(c) = core {
         what += &format!("; {} tree: the {} events", c.label(), c.pmu);
     }

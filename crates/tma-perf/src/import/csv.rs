@@ -308,6 +308,27 @@ fn parse_fields(
         return Err(truncated());
     }
     let mut rest = k + 3;
+    // `-G` / `--for-each-cgroup`: the cgroup's name follows the event (perf prints it
+    // before the variance and counter-running columns). It is told by its place: a word
+    // where a number (or nothing) stands otherwise, or an empty column followed by the two
+    // counter-running numbers.
+    let mut cgroup = None;
+    if !short {
+        let col = f.get(rest).copied();
+        let numbers_after = f.get(rest + 1).is_some_and(|v| number(v).is_some())
+            && f.get(rest + 2).is_some_and(|v| number(v).is_some());
+        match col {
+            Some(c) if !c.is_empty() && number(c).is_none() && !c.ends_with('%') => {
+                cgroup = Some(c.to_string());
+                rest += 1;
+            }
+            Some("") if numbers_after => {
+                cgroup = Some(String::new());
+                rest += 1;
+            }
+            _ => {}
+        }
+    }
     // `-r N` adds a variance column such as `7.46%`.
     if f.get(rest).is_some_and(|v| v.ends_with('%')) {
         rest += 1;
@@ -346,6 +367,7 @@ fn parse_fields(
         summary,
         cpu,
         tid,
+        cgroup,
         event: event.to_string(),
         value,
         unit: unit.to_string(),

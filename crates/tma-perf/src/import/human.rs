@@ -172,6 +172,8 @@ impl Text {
                 tokens.next();
             }
         }
+        // `-G` / `--for-each-cgroup`: the cgroup's name follows the event.
+        let cgroup = tokens.next().map(str::to_string);
         if tokens.next().is_some() {
             // More words than a row has: not a counter line.
             return None;
@@ -182,6 +184,7 @@ impl Text {
             summary: false,
             cpu,
             tid,
+            cgroup,
             event: event.to_string(),
             value,
             unit: unit.to_string(),

@@ -197,12 +197,23 @@ fn parse_object(obj: &Map<String, Value>, line: usize) -> Result<Option<Parsed>,
         .and_then(|u| u.as_str())
         .unwrap_or("")
         .to_string();
+    let cgroup = match obj.get("cgroup") {
+        None => None,
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            return Err(ImportError::JsonField {
+                line,
+                field: "cgroup",
+            })
+        }
+    };
     Ok(Some(Parsed::Row(Row {
         line,
         timestamp,
         summary: false,
         cpu,
         tid,
+        cgroup,
         event,
         value,
         unit,

@@ -208,6 +208,9 @@ pub(crate) struct Row {
     pub summary: bool,
     pub cpu: Option<u32>,
     pub tid: Option<u32>,
+    /// The cgroup column of `perf stat -G` / `--for-each-cgroup` (`""` for an event perf
+    /// counted outside any cgroup).
+    pub cgroup: Option<String>,
     pub event: String,
     pub value: RowValue,
     pub unit: String,

@@ -222,6 +222,18 @@ impl<R: BufRead> IntervalReader<R> {
         self.asm.breakdown
     }
 
+    /// The cgroups of a `perf stat -G` / `--for-each-cgroup` recording, seen so far (all of
+    /// them once the first interval is read; `""` for events counted outside any cgroup).
+    /// Their rows are summed: each interval holds the tree of the cgroups together.
+    pub fn cgroups(&self) -> &[String] {
+        &self.asm.cgroups
+    }
+
+    /// Whether the recording has perf's cgroup column (known from its first row).
+    pub fn has_cgroups(&self) -> bool {
+        !self.asm.cgroups.is_empty() || self.first.as_ref().is_some_and(|r| r.cgroup.is_some())
+    }
+
     /// CPU named by a `# cpu: KEY` comment before the first counter line, if any.
     pub fn cpu_hint(&self) -> Option<&str> {
         self.cpu_hint.as_deref()
@@ -260,7 +272,7 @@ impl<R: BufRead> IntervalReader<R> {
                     let current = self.asm.current_ts.filter(|_| self.asm.interval_mode);
                     if current.is_some() && cut.interval_end_s.is_some_and(|t| Some(t) != current) {
                         // The cut line opened the next interval: the current one is whole.
-                        return Ok(self.asm.finish());
+                        return self.asm.finish();
                     }
                     cut.interval_end_s = current;
                     // No interval before the cut one (or a whole-run recording): nothing to use.
@@ -269,7 +281,7 @@ impl<R: BufRead> IntervalReader<R> {
                     }
                     return Ok(None);
                 }
-                return Ok(self.asm.finish());
+                return self.asm.finish();
             };
             if let Some(iv) = self.asm.push(row)? {
                 return Ok(Some(iv));
@@ -422,10 +434,16 @@ struct Assembler {
     repeats: bool,
     /// The elapsed time perf printed after a whole run (human-readable output).
     elapsed_s: Option<f64>,
+    /// `perf stat -G` / `--for-each-cgroup`: the cgroups named, in order of appearance;
+    /// the cgroup of each reading of the current interval; and whether the cgroups of the
+    /// events were checked (on the first interval).
+    cgroups: Vec<String>,
+    reading_cgroups: Vec<Option<u32>>,
+    cgroups_checked: bool,
 }
 
-/// (event index, cpu, tid): what must be unique within an interval.
-type Key = (usize, Option<u32>, Option<u32>);
+/// (event index, cpu, tid, cgroup index): what must be unique within an interval.
+type Key = (usize, Option<u32>, Option<u32>, Option<u32>);
 
 impl Assembler {
     /// The first row decides between interval and whole-run data and the breakdown.
@@ -487,6 +505,7 @@ impl Assembler {
                 if self.repeats {
                     assign_groups(iv, &self.rows);
                 }
+                self.sum_cgroups(iv, row.line)?;
             }
             self.repeats = false;
             self.prev_end = end;
@@ -494,10 +513,12 @@ impl Assembler {
             self.seen.clear();
             std::mem::swap(&mut self.rows, &mut self.previous_rows);
             self.rows.clear();
+            self.reading_cgroups.clear();
             self.repeating = true;
         }
         let key = self.key_of(&row)?;
         self.rows.push((key, row.line));
+        self.reading_cgroups.push(key.3);
         let (line, event) = (row.line, row.event.clone());
         let metric = row.metric.clone();
         let reading = reading_of(row);
@@ -518,10 +539,21 @@ impl Assembler {
     /// The row's key, checked to be new in this interval.
     fn key_of(&mut self, row: &Row) -> Result<Key, ImportError> {
         let pos = self.rows.len();
+        let cgroup =
+            row.cgroup
+                .as_deref()
+                .map(|name| match self.cgroups.iter().position(|c| c == name) {
+                    Some(i) => i as u32,
+                    None => {
+                        self.cgroups.push(name.to_string());
+                        self.cgroups.len() as u32 - 1
+                    }
+                });
         if self.repeating {
-            if let Some(&((idx, cpu, tid), _)) = self.previous_rows.get(pos) {
-                if cpu == row.cpu && tid == row.tid && self.events[idx] == row.event {
-                    return Ok((idx, cpu, tid));
+            if let Some(&((idx, cpu, tid, cg), _)) = self.previous_rows.get(pos) {
+                if cpu == row.cpu && tid == row.tid && cg == cgroup && self.events[idx] == row.event
+                {
+                    return Ok((idx, cpu, tid, cg));
                 }
             }
             // The rows so far were distinct (they repeat the previous interval's).
@@ -537,7 +569,7 @@ impl Assembler {
                 self.events.len() - 1
             }
         };
-        let key = (idx, row.cpu, row.tid);
+        let key = (idx, row.cpu, row.tid, cgroup);
         match self.seen.entry(key) {
             // Counted again, in another group.
             std::collections::hash_map::Entry::Occupied(_) => self.repeats = true,
@@ -578,17 +610,112 @@ impl Assembler {
         })
     }
 
-    fn finish(&mut self) -> Option<Interval> {
-        let mut iv = self.current.take()?;
+    fn finish(&mut self) -> Result<Option<Interval>, ImportError> {
+        let Some(mut iv) = self.current.take() else {
+            return Ok(None);
+        };
         if self.repeats {
             assign_groups(&mut iv, &self.rows);
         }
+        let line = self.rows.last().map_or(0, |&(_, line)| line);
+        self.sum_cgroups(&mut iv, line)?;
         if !self.interval_mode {
             if let Some(s) = self.duration_ns.map(|ns| ns / 1e9).or(self.elapsed_s) {
                 iv.end_s = s;
             }
         }
-        Some(iv)
+        Ok(Some(iv))
+    }
+
+    /// `perf stat -G` / `--for-each-cgroup` rows: each event's rows of the cgroups are
+    /// summed into one reading (the tree of the cgroups together), as per-CPU rows are. The
+    /// first interval is checked to count every event in the same cgroups: otherwise the
+    /// sums would mix events of different cgroups into one tree. perf's printed metrics are
+    /// per cgroup, so they are dropped from the sums.
+    fn sum_cgroups(&mut self, iv: &mut Interval, line: usize) -> Result<(), ImportError> {
+        if self.cgroups.is_empty() {
+            return Ok(());
+        }
+        let cg = std::mem::take(&mut self.reading_cgroups);
+        if !self.cgroups_checked {
+            self.cgroups_checked = true;
+            let mut sets: Vec<(&str, Vec<u32>)> = Vec::new();
+            for (r, c) in iv.readings.iter().zip(&cg) {
+                let Some(c) = *c else { continue };
+                match sets.iter_mut().find(|(e, _)| *e == r.event) {
+                    Some((_, v)) if !v.contains(&c) => v.push(c),
+                    Some(_) => {}
+                    None => sets.push((&r.event, vec![c])),
+                }
+            }
+            let names = |v: &[u32]| {
+                v.iter()
+                    .map(|&i| match self.cgroups[i as usize].as_str() {
+                        "" => "no cgroup".to_string(),
+                        n => n.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            if let Some((first, first_set)) = sets.first() {
+                let mut a = first_set.clone();
+                a.sort_unstable();
+                for (other, set) in &sets[1..] {
+                    let mut b = set.clone();
+                    b.sort_unstable();
+                    if a != b {
+                        return Err(ImportError::MixedCgroups {
+                            line,
+                            first: first.to_string(),
+                            first_cgroups: names(first_set),
+                            other: other.to_string(),
+                            other_cgroups: names(set),
+                        });
+                    }
+                }
+            }
+        }
+        if cg.iter().all(Option::is_none) {
+            return Ok(());
+        }
+        // Sum in order of first appearance, per (event, cpu, tid, group).
+        let mut out: Vec<Reading> = Vec::with_capacity(iv.readings.len());
+        let mut parts: Vec<usize> = Vec::with_capacity(iv.readings.len());
+        for (r, c) in std::mem::take(&mut iv.readings).into_iter().zip(cg) {
+            let same = |o: &Reading| {
+                o.event == r.event && o.cpu == r.cpu && o.tid == r.tid && o.group == r.group
+            };
+            match (c, out.iter().position(same)) {
+                (Some(_), Some(i)) => {
+                    let o = &mut out[i];
+                    // Counted share: the mean over the cgroups' rows (an uncounted one adds 0).
+                    let n = parts[i] as f64;
+                    o.counted_share = Some(
+                        (o.counted_share.unwrap_or(0.0) * n + r.counted_share.unwrap_or(0.0))
+                            / (n + 1.0),
+                    );
+                    o.value = match (o.value, r.value) {
+                        (Some(a), Some(b)) => Some(a + b),
+                        (a, b) => a.or(b),
+                    };
+                    if r.value.is_some() {
+                        o.status = crate::readings::ReadingStatus::Counted;
+                    }
+                    o.time_running_ns = match (o.time_running_ns, r.time_running_ns) {
+                        (Some(a), Some(b)) => Some(a + b),
+                        (a, b) => a.or(b),
+                    };
+                    parts[i] += 1;
+                }
+                _ => {
+                    out.push(r);
+                    parts.push(1);
+                }
+            }
+        }
+        iv.readings = out;
+        iv.printed.clear();
+        Ok(())
     }
 }
 
@@ -627,7 +754,7 @@ fn assign_groups(iv: &mut Interval, rows: &[(Key, usize)]) {
     // The rows of each (CPU, thread) stream.
     type Stream = ((Option<u32>, Option<u32>), Vec<usize>);
     let mut streams: Vec<Stream> = Vec::new();
-    for (i, &((_, cpu, tid), _)) in rows.iter().enumerate().take(iv.readings.len()) {
+    for (i, &((_, cpu, tid, _), _)) in rows.iter().enumerate().take(iv.readings.len()) {
         match streams.iter_mut().find(|(k, _)| *k == (cpu, tid)) {
             Some((_, v)) => v.push(i),
             None => streams.push(((cpu, tid), vec![i])),

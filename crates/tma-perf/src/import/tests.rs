@@ -717,3 +717,93 @@ fn any_text_reads_or_is_refused_never_panics() {
     });
     assert!(result.is_ok(), "{result:?}");
 }
+
+/// `perf stat --for-each-cgroup ga,gb` recorded here (tests/fixtures/import/cgroup/README.md)
+/// in its three forms: the cgroup column is read, and each interval holds the sum of the two
+/// cgroups' rows of each event, checked against the sums of the file's own numbers.
+#[test]
+fn recorded_cgroup_rows_are_summed_in_every_form() {
+    // The expected sums, from the CSV's fields: (interval, event) -> sum of the counts.
+    fn expected_csv(text: &str) -> Vec<(String, String, f64)> {
+        let mut out: Vec<(String, String, f64)> = Vec::new();
+        for l in text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        {
+            let f: Vec<&str> = l.split(',').collect();
+            let (t, v, unit, ev) = (f[0].trim().to_string(), f[1], f[2], f[3].to_string());
+            let v: f64 = v.parse::<f64>().unwrap() * if unit == "msec" { 1e6 } else { 1.0 };
+            match out.iter_mut().find(|(a, b, _)| *a == t && *b == ev) {
+                Some(e) => e.2 += v,
+                None => out.push((t, ev, v)),
+            }
+        }
+        out
+    }
+    let csv = read_fixture("cgroup/each-cgroup.csv");
+    let want = expected_csv(std::str::from_utf8(&csv).unwrap());
+    let mut reader = IntervalReader::new(&csv[..]).unwrap();
+    assert!(reader.has_cgroups());
+    let mut n = 0;
+    while let Some(iv) = reader.next_interval().unwrap() {
+        for ev in ["task-clock", "context-switches", "page-faults"] {
+            let w = want
+                .iter()
+                .filter(|(_, e, _)| e == ev)
+                .nth(n)
+                .map(|x| x.2)
+                .unwrap();
+            let got = value(&iv, ev).unwrap();
+            assert!(
+                (got - w).abs() <= 1e-6 * w.max(1.0),
+                "{ev} #{n}: {got} vs {w}"
+            );
+            assert_eq!(iv.readings.iter().filter(|r| r.event == ev).count(), 1);
+        }
+        assert!(
+            iv.printed.is_empty(),
+            "perf's per-cgroup metrics are not the sums'"
+        );
+        n += 1;
+    }
+    assert_eq!(n, 4);
+    assert_eq!(reader.cgroups(), ["ga", "gb"]);
+
+    // JSON and text: the same shape (two cgroups, summed).
+    for (name, intervals) in [
+        ("cgroup/each-cgroup.json", 4),
+        ("cgroup/each-cgroup.txt", 1),
+    ] {
+        let bytes = read_fixture(name);
+        let rec = parse(&bytes).unwrap();
+        assert_eq!(rec.intervals.len(), intervals, "{name}");
+        let iv = &rec.intervals[0];
+        assert_eq!(
+            iv.readings
+                .iter()
+                .filter(|r| r.event == "page-faults")
+                .count(),
+            1,
+            "{name}"
+        );
+    }
+    // The text form's numbers: 397.14 + 101.84 msec, 144 + 304 switches, 8 + 4162 faults.
+    let rec = parse(&read_fixture("cgroup/each-cgroup.txt")).unwrap();
+    let iv = &rec.intervals[0];
+    assert!((value(iv, "task-clock").unwrap() - 498.98e6).abs() < 1.0);
+    assert_eq!(value(iv, "context-switches"), Some(448.0));
+    assert_eq!(value(iv, "page-faults"), Some(4170.0));
+}
+
+/// `-G ga,gb` with two events puts each event in its own cgroup: no tree can sum them.
+#[test]
+fn events_in_different_cgroups_are_refused_with_the_fix() {
+    let e = parse(&read_fixture("cgroup/mixed-cgroups.csv")).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, ImportError::MixedCgroups { .. }), "{msg}");
+    assert!(
+        msg.contains("task-clock in ga; context-switches in gb"),
+        "{msg}"
+    );
+    assert!(msg.contains("--for-each-cgroup"), "{msg}");
+}

@@ -175,6 +175,27 @@ fn a_recorded_run_of_every_core_type_replays_the_same() {
         assert_eq!(values(x.2, 0), values(y.2, 0), "{}", x.0);
         assert_eq!(x.2["intervals"][0]["nodes"], y.2["intervals"][0]["nodes"]);
     }
+    // diff (and report) compare one tree: the core type of the table --cpu names.
+    for (cpu, tree) in [("adl", "P-core"), ("adl-e", "E-core")] {
+        let o = TMA.run(&[
+            "diff",
+            snap.to_str().unwrap(),
+            snap.to_str().unwrap(),
+            "--cpu",
+            cpu,
+        ]);
+        assert!(o.status.success(), "{cpu}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("this reads the {tree} tree")),
+            "{}",
+            stderr(&o)
+        );
+        assert!(
+            stdout(&o).contains(&format!("({cpu}): before")),
+            "{}",
+            stdout(&o)
+        );
+    }
     // Level 2: nodes of one core type's tree only are marked in the merged view.
     let merged = by_type(&a)[2].2;
     let only: Vec<(String, String)> = merged["intervals"][0]["nodes"]

@@ -284,11 +284,7 @@ pub(super) fn hybrid(
     let mut totals: Vec<f64> = Vec::new();
     for (t, request) in tables.iter().zip(requests) {
         let view = plan.core_view(&t.pmu, &core_pmus);
-        let cpus = Pmus::discover(&s.cfg.host.sys)
-            .ok()
-            .and_then(|p| p.get(&t.pmu).map(|p| p.cpu_list()))
-            .unwrap_or_default();
-        let mine = only_type(&view, &t.pmu, &runs, &cpus);
+        let mine = only_type(&view, &t.pmu, &runs);
         let intervals = intervals_of(
             &view,
             &mine,
@@ -343,7 +339,7 @@ pub(super) fn hybrid(
         trees.push((t.clone(), run));
     }
     let all: f64 = totals.iter().sum();
-    if all > 0.0 {
+    if all > 0.0 && tables.len() > 1 {
         let shares = tables
             .iter()
             .zip(&totals)
@@ -352,7 +348,7 @@ pub(super) fn hybrid(
             .join(", ");
         writeln!(notes, "tma: cycles by core type: {shares}")?;
     }
-    if s.settings.per_thread {
+    if s.settings.per_thread && tables.len() > 1 {
         thread_shares(s, tables, &plan, &core_pmus, &runs, notes)?;
     }
     let mut bottleneck = trees.first().and_then(|(_, r)| r.bottleneck().cloned());
@@ -370,10 +366,11 @@ pub(super) fn hybrid(
 }
 
 /// The readings of one core type (`pmu`): its view's groups only; with per-CPU counting only
-/// the CPUs of that type, with per-thread counting only the threads that ran on it (their
-/// software counts too).
-fn only_type(view: &Plan, pmu: &str, runs: &[Measurement], cpus: &[u32]) -> Vec<Measurement> {
+/// the CPUs of that type (those its groups were opened on), with per-thread counting only
+/// the threads that ran on it (their software counts too).
+fn only_type(view: &Plan, pmu: &str, runs: &[Measurement]) -> Vec<Measurement> {
     let mut ran: Vec<u32> = Vec::new();
+    let mut cpus: Vec<u32> = Vec::new();
     for g in runs
         .iter()
         .flat_map(|m| &m.intervals)
@@ -385,6 +382,9 @@ fn only_type(view: &Plan, pmu: &str, runs: &[Measurement], cpus: &[u32]) -> Vec<
             .filter(|t| on_type && g.time_running_ns > 0 && !ran.contains(t))
         {
             ran.push(t);
+        }
+        if let Some(c) = g.cpu.filter(|c| on_type && !cpus.contains(c)) {
+            cpus.push(c);
         }
     }
     runs.iter()

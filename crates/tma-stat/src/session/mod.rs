@@ -310,7 +310,19 @@ fn replay_session(
     };
     if !types.is_empty() {
         let types: Vec<&str> = types.iter().map(String::as_str).collect();
-        let tables = core_tables(model, &types)?;
+        let mut tables = core_tables(model, &types)?;
+        if cfg.one_tree {
+            // diff and report compare one tree: the core type of the table --cpu names.
+            let keep = tables.iter().position(|t| t.model.key == model.key).unwrap_or(0);
+            let this = tables.swap_remove(keep);
+            writeln!(
+                notes,
+                "tma: note: the snapshot holds every core type of a hybrid part; this reads the \
+                 {} tree ({} events, {} table); --cpu names another type's table",
+                this.label, this.pmu, this.model.key
+            )?;
+            tables = vec![this];
+        }
         return hybrid(&mut s, &tables, &extra, notes);
     }
     hardware(&mut s, model, &extra, notes)

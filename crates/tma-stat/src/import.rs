@@ -124,12 +124,9 @@ impl CoreType {
         }
     }
 
+    /// `P-core`, `E-core`: the names live runs give the core types too.
     fn label(&self) -> &'static str {
-        if self.pmu == "cpu_atom" {
-            "E-core"
-        } else {
-            "P-core"
-        }
+        crate::session::hybrid::core_label(self.pmu)
     }
 }
 

@@ -149,6 +149,9 @@ pub struct Located {
     pub exit_status: u8,
     /// With `--tree`: the per-function trees.
     pub tree: Option<crate::tree::TreeProfile>,
+    /// With `--tree` and a tree (a PMU, or `--cpu` for an import): each function's
+    /// dominant level-1 node, the colours of the TMA flame graph.
+    pub dominant: Option<std::collections::BTreeMap<String, crate::tree::Dominant>>,
 }
 
 /// Samples aggregated, before symbolization.
@@ -216,6 +219,7 @@ pub fn run(cfg: &LocateConfig, notes: &mut dyn Write) -> Result<Located, LocateE
             .notes
             .push("--folded without -g: each stack is just the sampled function".into());
     }
+    let mut dominant = None;
     let tree = match (&rec.tree, cfg.tree) {
         (Some((layout, model)), Some(level)) => {
             profile.value_names = layout.read_order();
@@ -230,6 +234,9 @@ pub fn run(cfg: &LocateConfig, notes: &mut dyn Write) -> Result<Located, LocateE
                 cfg.report.top,
                 first,
             )?;
+            if let Some(m) = model {
+                dominant = Some(crate::tree::dominant_nodes(&profile, m, &consts)?);
+            }
             // Kernel samples are charged to their user frame here: the flat report's
             // note on unnamed kernel samples does not apply.
             t.notes.extend(
@@ -248,6 +255,7 @@ pub fn run(cfg: &LocateConfig, notes: &mut dyn Write) -> Result<Located, LocateE
         duration_ns: rec.duration_ns,
         exit_status: rec.exit_status,
         tree,
+        dominant,
     })
 }
 

@@ -26,6 +26,18 @@ pub fn json(w: &mut dyn std::io::Write, p: &Profile) -> Result<(), ReportError> 
 
 /// Folded stacks (`root;caller;leaf count` per line), as flamegraph.pl and inferno read.
 pub fn folded(w: &mut dyn std::io::Write, p: &Profile) -> std::io::Result<()> {
+    for (s, n) in folded_lines(p, &|st| st.samples) {
+        writeln!(w, "{s} {n}")?;
+    }
+    Ok(())
+}
+
+/// Folded stacks (`root;caller;leaf`, sorted, equal stacks merged) weighted by `weight`
+/// (samples, or a group value such as slots).
+pub fn folded_lines(
+    p: &Profile,
+    weight: &dyn Fn(&crate::report::Stack) -> u64,
+) -> Vec<(String, u64)> {
     let mut lines: Vec<(String, u64)> = Vec::with_capacity(p.stacks.len());
     let mut merged: HashMap<String, u64> = HashMap::new();
     for st in &p.stacks {
@@ -44,14 +56,11 @@ pub fn folded(w: &mut dyn std::io::Write, p: &Profile) -> std::io::Result<()> {
             // `;` separates frames and the last space separates the count: keep both out.
             s.push_str(&f.function.replace([';', '\n'], "_"));
         }
-        *merged.entry(s).or_default() += st.samples;
+        *merged.entry(s).or_default() += weight(st);
     }
     lines.extend(merged);
     lines.sort();
-    for (s, n) in lines {
-        writeln!(w, "{s} {n}")?;
-    }
-    Ok(())
+    lines
 }
 
 /// The terminal report: function table, then the annotation, then notes.

@@ -784,6 +784,142 @@ pub fn csv(w: &mut dyn Write, t: &TreeProfile) -> Result<(), ReportError> {
     Ok(())
 }
 
+/// One sample of a replayed stream ([`replay`]): thread `tid` at address `ip` (a function
+/// of its own, `[unknown] 0xIP`), its group (`group_id`: the first value's id; each CPU's
+/// group has its own) reading the cumulative `values` by event name (absent names read 0).
+#[derive(Debug, Clone, Copy)]
+pub struct ReplaySample<'a> {
+    pub tid: i32,
+    pub ip: u64,
+    pub group_id: u64,
+    pub values: &'a [(&'a str, u64)],
+}
+
+/// The parse info of a group-sampling session's records: IP|TID|TIME|READ|CPU|PERIOD,
+/// read format GROUP|ID|TOTAL_TIME_ENABLED|TOTAL_TIME_RUNNING, sample_id_all.
+pub fn replay_parse_info() -> linux_perf_event_reader::RecordParseInfo {
+    use linux_perf_event_reader::{Endianness, PerfEventAttr, RecordParseInfo};
+    let mut a = vec![0u8; 136];
+    a[0..4].copy_from_slice(&1u32.to_le_bytes());
+    a[4..8].copy_from_slice(&136u32.to_le_bytes());
+    a[16..24].copy_from_slice(&4000u64.to_le_bytes());
+    let st = 0x1u64 | 0x2 | 0x4 | 0x10 | 0x80 | 0x100;
+    a[24..32].copy_from_slice(&st.to_le_bytes());
+    a[32..40].copy_from_slice(&tma_perf::sampling::group::GROUP_READ_FORMAT.to_le_bytes());
+    let flags: u64 = (1 << 8) | (1 << 9) | (1 << 10) | (1 << 18) | (1 << 23);
+    a[40..48].copy_from_slice(&flags.to_le_bytes());
+    match PerfEventAttr::parse::<_, byteorder::LittleEndian>(&a[..]) {
+        Ok((attr, _)) => RecordParseInfo::new(&attr, Endianness::LittleEndian),
+        Err(e) => unreachable!("a fixed, valid attr image: {e}"),
+    }
+}
+
+/// Replay a hardware sample stream: each sample is built as the kernel lays out a
+/// PERF_RECORD_SAMPLE with its read group (`layout`'s read order), handed to the live
+/// path as a ring-buffer record split in two (as one wrapping the ring's end arrives), and
+/// the profile analysed. Returns the profile (with [`Profile::value_names`]) and the
+/// number of first reads. This is how hardware layouts are proved without a PMU.
+pub fn replay(layout: &TreeLayout, samples: &[ReplaySample<'_>]) -> (Profile, u64) {
+    use tma_perf::sampling::group::{build_sample, GroupValue, ReadGroup};
+    let order = layout.read_order();
+    let info = replay_parse_info();
+    let mut agg = crate::aggregate::Aggregator::new();
+    for (t, r) in samples.iter().enumerate() {
+        let g = ReadGroup {
+            time_enabled: Some(1000 * t as u64),
+            time_running: Some(1000 * t as u64),
+            values: order
+                .iter()
+                .enumerate()
+                .map(|(i, n)| GroupValue {
+                    value: r.values.iter().find(|(m, _)| m == n).map_or(0, |v| v.1),
+                    id: Some(r.group_id + i as u64),
+                    lost: None,
+                })
+                .collect(),
+        };
+        let body = build_sample(r.ip, 40, r.tid, 10 + t as u64, 0, 1000, &g, None);
+        let (x, y) = body.split_at(body.len() / 2);
+        crate::live::handle_raw(
+            &mut agg,
+            &tma_perf::sampling::RawRecord {
+                ty: 9,
+                misc: 2,
+                data: &[x, y],
+            },
+            info,
+        );
+    }
+    let mut sym = crate::symbols::Symbolizer::new(Vec::new(), None);
+    let mut p = crate::report::analyze(
+        &agg,
+        &mut sym,
+        &layout.sampler.name,
+        &crate::report::ReportOptions::default(),
+    );
+    p.value_names = order;
+    let first = agg.group().map_or(0, |g| g.first_reads);
+    (p, first)
+}
+
+/// A frame's colour in the TMA flame graph: the level-1 node with the largest share of the
+/// function's slots (counted over every stack the function is on), and that share.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Dominant {
+    pub node: String,
+    /// Percent of the function's slots.
+    pub share: f64,
+}
+
+/// Per function name: its dominant level-1 node, from the values of every stack it is on
+/// (each stack once). Functions whose tree has no level-1 value are left out.
+pub fn dominant_nodes(
+    profile: &Profile,
+    model: &'static Model,
+    consts: &Constants,
+) -> Result<std::collections::BTreeMap<String, Dominant>, TreeError> {
+    let width = profile.value_names.len();
+    let mut per: HashMap<&str, Vec<u64>> = HashMap::new();
+    for st in &profile.stacks {
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        for &f in &st.frames {
+            let name = profile.frames[f].function.as_str();
+            if seen.insert(name) {
+                let e = per.entry(name).or_insert_with(|| vec![0; width]);
+                for (a, v) in e.iter_mut().zip(&st.values) {
+                    *a += v;
+                }
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    for (name, vals) in per {
+        let values: HashMap<String, f64> = profile
+            .value_names
+            .iter()
+            .zip(&vals)
+            .map(|(n, &v)| (n.clone(), v as f64))
+            .collect();
+        let rep = tma_metrics::evaluate(model, &Selection::level(1), &values, consts)?;
+        let best = rep
+            .nodes
+            .iter()
+            .filter(|n| n.level == 1)
+            .filter_map(|n| Some((n.name, n.value?)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((node, share)) = best {
+            out.insert(
+                name.to_string(),
+                Dominant {
+                    node: node.to_string(),
+                    share,
+                },
+            );
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     //! Replayed hardware sample streams: PERF_RECORD_SAMPLE bodies with read groups, built
@@ -792,85 +928,14 @@ mod tests {
     //! (shown next to each figure).
     use std::collections::BTreeMap;
 
-    use linux_perf_event_reader::{Endianness, PerfEventAttr, RecordParseInfo};
-    use tma_perf::sampling::group::{build_sample, GroupValue, ReadGroup, GROUP_READ_FORMAT};
+    use tma_perf::sampling::group::{build_sample, GroupValue, ReadGroup};
     use tma_perf::sampling::RawRecord;
 
     use super::*;
     use crate::aggregate::Aggregator;
-    use crate::report::{self, ReportOptions};
-    use crate::symbols::Symbolizer;
 
     const A: u64 = 0x1000;
     const B: u64 = 0x2000;
-
-    /// The sampling attr with PERF_SAMPLE_READ and the group read format.
-    fn info() -> RecordParseInfo {
-        let mut a = crate::live::tests::attr_image();
-        let st = 0x1u64 | 0x2 | 0x4 | 0x10 | 0x80 | 0x100;
-        a[24..32].copy_from_slice(&st.to_le_bytes());
-        a[32..40].copy_from_slice(&GROUP_READ_FORMAT.to_le_bytes());
-        let (attr, _) = PerfEventAttr::parse::<_, byteorder::LittleEndian>(&a[..]).unwrap();
-        RecordParseInfo::new(&attr, Endianness::LittleEndian)
-    }
-
-    /// One sample of thread `tid` at `ip` whose group reads the cumulative `values`
-    /// (by event name, in the layout's read order; absent names read 0).
-    struct Read<'a> {
-        tid: i32,
-        ip: u64,
-        group_id: u64,
-        values: &'a [(&'a str, u64)],
-    }
-
-    fn replay(layout: &TreeLayout, reads: &[Read<'_>]) -> (Profile, u64) {
-        let order = layout.read_order();
-        for r in reads {
-            for (n, _) in r.values {
-                assert!(order.iter().any(|o| o == n), "{n} is not in the group");
-            }
-        }
-        let info = info();
-        let mut agg = Aggregator::new();
-        for (t, r) in reads.iter().enumerate() {
-            let g = ReadGroup {
-                time_enabled: Some(1000 * t as u64),
-                time_running: Some(1000 * t as u64),
-                values: order
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| GroupValue {
-                        value: r.values.iter().find(|(m, _)| m == n).map_or(0, |v| v.1),
-                        id: Some(r.group_id + i as u64),
-                        lost: None,
-                    })
-                    .collect(),
-            };
-            let body = build_sample(r.ip, 40, r.tid, 10 + t as u64, 0, 1000, &g, None);
-            // Split in two, as a record wrapping around the ring's end arrives.
-            let (x, y) = body.split_at(body.len() / 2);
-            crate::live::handle_raw(
-                &mut agg,
-                &RawRecord {
-                    ty: 9,
-                    misc: 2,
-                    data: &[x, y],
-                },
-                info,
-            );
-        }
-        assert_eq!(agg.counts().bad_records, 0);
-        let mut sym = Symbolizer::new(Vec::new(), None);
-        let mut p = report::analyze(
-            &agg,
-            &mut sym,
-            &layout.sampler.name,
-            &ReportOptions::default(),
-        );
-        p.value_names = order;
-        let first = agg.group().map_or(0, |g| g.first_reads);
-        (p, first)
-    }
 
     fn values(f: &FunctionTree) -> BTreeMap<String, f64> {
         f.nodes
@@ -917,13 +982,13 @@ mod tests {
         const RET: &str = "ex_ret_ops";
         const BE: &str = "de_no_dispatch_per_slot.backend_stalls";
         let reads = [
-            Read {
+            ReplaySample {
                 tid: 101,
                 ip: A,
                 group_id: 10,
                 values: &[(CYC, 400), (FE, 240), (DISP, 600), (RET, 480), (BE, 1560)],
             },
-            Read {
+            ReplaySample {
                 tid: 101,
                 ip: A,
                 group_id: 10,
@@ -935,7 +1000,7 @@ mod tests {
                     (BE, 3900),
                 ],
             },
-            Read {
+            ReplaySample {
                 tid: 101,
                 ip: B,
                 group_id: 10,
@@ -947,7 +1012,7 @@ mod tests {
                     (BE, 5400),
                 ],
             },
-            Read {
+            ReplaySample {
                 tid: 102,
                 ip: B,
                 group_id: 20,
@@ -1062,7 +1127,7 @@ mod tests {
         const DROP: &str = "INT_MISC.UOP_DROPPING";
         const CLEARS: &str = "INT_MISC.CLEARS_COUNT";
         let reads = [
-            Read {
+            ReplaySample {
                 tid: 7,
                 ip: A,
                 group_id: 1,
@@ -1077,7 +1142,7 @@ mod tests {
                     (CLEARS, 100),
                 ],
             },
-            Read {
+            ReplaySample {
                 tid: 7,
                 ip: B,
                 group_id: 1,
@@ -1155,7 +1220,7 @@ mod tests {
                 "UOPS_RETIRED.RETIRE_SLOTS"
             ]
         );
-        let reads = [Read {
+        let reads = [ReplaySample {
             tid: 3,
             ip: A,
             group_id: 1,
@@ -1202,13 +1267,13 @@ mod tests {
         let (p, _) = replay(
             &layout,
             &[
-                Read {
+                ReplaySample {
                     tid: 1,
                     ip: A,
                     group_id: 1,
                     values: &[("page-faults", 10), ("task-clock", 500)],
                 },
-                Read {
+                ReplaySample {
                     tid: 1,
                     ip: A,
                     group_id: 1,
@@ -1235,7 +1300,7 @@ mod tests {
                 misc: 2,
                 data: &[&body[..body.len() - 4]],
             },
-            info(),
+            replay_parse_info(),
         );
         assert_eq!(agg.counts().bad_records, 1);
     }

@@ -106,6 +106,10 @@ pub struct Args {
         requires = "tree"
     )]
     pub tree_level: u8,
+    /// With --tree: write the TMA flame graph to FILE (SVG): width slots (or the sampler's
+    /// count), colour each frame's dominant level-1 node saturated by its share.
+    #[arg(long, value_name = "FILE", requires = "tree")]
+    pub flame: Option<PathBuf>,
     /// With --tree: print CSV (one row per function) instead of text.
     #[arg(long, requires = "tree", conflicts_with = "json")]
     pub csv: bool,
@@ -184,7 +188,7 @@ pub fn config(args: &Args, root: &RootArg) -> anyhow::Result<LocateConfig> {
         },
         call_graph: args.call_graph,
         // Whole stacks only for the outputs that show them.
-        stacks: args.folded || args.pprof.is_some(),
+        stacks: args.folded || args.pprof.is_some() || args.flame.is_some(),
         kernel: args.kernel,
         report: ReportOptions {
             annotate: args.annotate.clone(),
@@ -213,6 +217,7 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
         [
             ("--pprof", args.pprof.as_deref()),
             ("--record", args.record.as_deref()),
+            ("--flame", args.flame.as_deref()),
         ],
     )?;
     let cfg = config(&args, root)?;
@@ -221,6 +226,13 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.pprof {
         tma_render::write_output(path, |w| {
             tma_profile::pprof::encode(profile, located.duration_ns, w)?;
+            Ok(())
+        })?;
+    }
+    if let Some(path) = &args.flame {
+        let svg = tma_report::flame::tma_svg(profile, located.dominant.as_ref())?;
+        tma_render::write_output(path, |w| {
+            w.write_all(svg.as_bytes())?;
             Ok(())
         })?;
     }

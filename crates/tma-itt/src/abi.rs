@@ -172,21 +172,101 @@ unsafe fn domain_name<'a>(d: *const Domain) -> &'a str {
 /// `void __itt_frame_begin_v3(const __itt_domain*, __itt_id*)`.
 unsafe extern "C" fn frame_begin_v3(d: *const Domain, _id: *mut Id) {
     // SAFETY: the API passes one of its domains.
-    tma_marker::begin(&crate::frame_name(unsafe { domain_name(d) }));
+    crate::region_begin(&crate::frame_name(unsafe { domain_name(d) }));
 }
 
 /// `void __itt_frame_end_v3(const __itt_domain*, __itt_id*)`.
 unsafe extern "C" fn frame_end_v3(d: *const Domain, _id: *mut Id) {
     // SAFETY: the API passes one of its domains.
-    tma_marker::end(&crate::frame_name(unsafe { domain_name(d) }));
+    crate::region_end(&crate::frame_name(unsafe { domain_name(d) }));
 }
 
 extern "C" fn pause() {
-    tma_marker::pause();
+    crate::pause();
 }
 
 extern "C" fn resume() {
-    tma_marker::resume();
+    crate::resume();
+}
+
+type NameFn = unsafe extern "C" fn(*const c_char);
+type VoidFn = extern "C" fn();
+
+/// The program's own marker library: `tma_region_begin`, `_end`, `tma_regions_pause`,
+/// `_resume` found in the global scope (a `libtma_marker.so` the program links).
+#[derive(Clone, Copy)]
+pub struct ProgramMarker {
+    begin: NameFn,
+    end: NameFn,
+    pause: VoidFn,
+    resume: VoidFn,
+}
+
+impl ProgramMarker {
+    pub fn begin(&self, name: &str) {
+        if let Ok(c) = CString::new(name) {
+            // SAFETY: the library's `tma_region_begin` takes a NUL-terminated string.
+            unsafe { (self.begin)(c.as_ptr()) }
+        }
+    }
+    pub fn end(&self, name: &str) {
+        if let Ok(c) = CString::new(name) {
+            // SAFETY: the library's `tma_region_end` takes a NUL-terminated string.
+            unsafe { (self.end)(c.as_ptr()) }
+        }
+    }
+    pub fn pause(&self) {
+        (self.pause)()
+    }
+    pub fn resume(&self) {
+        (self.resume)()
+    }
+}
+
+static PROGRAM_MARKER: std::sync::OnceLock<Option<ProgramMarker>> = std::sync::OnceLock::new();
+
+/// The program's marker library, looked up once.
+pub fn program_marker() -> Option<ProgramMarker> {
+    *PROGRAM_MARKER.get_or_init(|| {
+        let find = |name: &std::ffi::CStr| {
+            // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only looks a symbol up.
+            let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+            (!p.is_null()).then_some(p)
+        };
+        let begin = find(c"tma_region_begin")?;
+        // The collector's own copy, should it be in the global scope: no need to go round.
+        if object_of(begin)
+            == object_of(program_marker as fn() -> Option<ProgramMarker> as *mut c_void)
+        {
+            return None;
+        }
+        let (end, pause, resume) = (
+            find(c"tma_region_end")?,
+            find(c"tma_regions_pause")?,
+            find(c"tma_regions_resume")?,
+        );
+        // SAFETY: the symbols of the marker library's C interface, with these signatures
+        // (tma_marker.h).
+        unsafe {
+            Some(ProgramMarker {
+                begin: std::mem::transmute::<*mut c_void, NameFn>(begin),
+                end: std::mem::transmute::<*mut c_void, NameFn>(end),
+                pause: std::mem::transmute::<*mut c_void, VoidFn>(pause),
+                resume: std::mem::transmute::<*mut c_void, VoidFn>(resume),
+            })
+        }
+    })
+}
+
+/// The base address of the loaded object (program or library) that holds `addr`.
+fn object_of(addr: *mut c_void) -> usize {
+    // SAFETY: an all-zero Dl_info is a valid value (pointers); dladdr only fills it.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr reads the loader's tables for `addr` and writes `info`.
+    if unsafe { libc::dladdr(addr.cast_const(), &mut info) } == 0 {
+        return 0;
+    }
+    info.dli_fbase as usize
 }
 
 /// This collector's function for a table entry name.

@@ -10,7 +10,9 @@
 //! * `__itt_pause()` / `__itt_resume()`: regions begun while paused are not recorded;
 //! * `__itt_domain_create`, `__itt_string_handle_create`: the objects the others take.
 //!
-//! Every other entry of the table is left to the static part's own null function.
+//! Every other entry of the table is left to the static part's own null function. When the
+//! program also uses the marker library (`libtma_marker.so`, loaded globally), the collector
+//! calls it instead of its own copy, so ITT tasks nest inside the program's marked regions.
 
 mod abi;
 
@@ -37,14 +39,47 @@ thread_local! {
 /// A task begins on this thread.
 pub fn task_begin(name: &str) {
     let _ = TASKS.try_with(|t| t.borrow_mut().push(name.to_string()));
-    tma_marker::begin(name);
+    region_begin(name);
 }
 
 /// The innermost task of this thread ends.
 pub fn task_end() {
     let name = TASKS.try_with(|t| t.borrow_mut().pop()).ok().flatten();
     if let Some(n) = name {
-        tma_marker::end(&n);
+        region_end(&n);
+    }
+}
+
+/// Begin a region: in the program's own marker library when it has one loaded (so that its
+/// marked regions and its ITT tasks nest in one tree), else in the collector's.
+pub fn region_begin(name: &str) {
+    match abi::program_marker() {
+        Some(m) => m.begin(name),
+        None => tma_marker::begin(name),
+    }
+}
+
+/// End a region (see [`region_begin`]).
+pub fn region_end(name: &str) {
+    match abi::program_marker() {
+        Some(m) => m.end(name),
+        None => tma_marker::end(name),
+    }
+}
+
+/// `__itt_pause`: in the program's marker library too.
+pub fn pause() {
+    tma_marker::pause();
+    if let Some(m) = abi::program_marker() {
+        m.pause();
+    }
+}
+
+/// `__itt_resume`.
+pub fn resume() {
+    tma_marker::resume();
+    if let Some(m) = abi::program_marker() {
+        m.resume();
     }
 }
 

@@ -27,6 +27,10 @@ void tma_region_end(const char *name);
 void tma_region_flush(void);
 /* 1 when the program runs under tma (regions are recorded), else 0. */
 int tma_regions_active(void);
+/* Stop recording regions in every thread (regions begun meanwhile are not recorded)... */
+void tma_regions_pause(void);
+/* ...until this. */
+void tma_regions_resume(void);
 
 #ifdef __cplusplus
 }

@@ -51,3 +51,16 @@ pub extern "C" fn tma_region_flush() {
 pub extern "C" fn tma_regions_active() -> c_int {
     c_int::from(crate::active())
 }
+
+/// Stop recording regions in every thread until `tma_regions_resume` (regions begun meanwhile
+/// are not recorded).
+#[no_mangle]
+pub extern "C" fn tma_regions_pause() {
+    crate::pause();
+}
+
+/// Record regions again after `tma_regions_pause`.
+#[no_mangle]
+pub extern "C" fn tma_regions_resume() {
+    crate::resume();
+}

@@ -20,6 +20,7 @@ use tma_stat::eval::{RunInfo, TreeEval};
 use tma_stat::sink::{IntervalData, IntervalSink, Start};
 use tma_stat::{IntervalReport, StatError};
 
+use crate::anomaly::{AnomalyConfig, Detector, Finding, ScopeValues};
 use crate::expo::{self, Family, Format, Kind};
 use crate::http::Stats;
 use crate::log::Log;
@@ -140,6 +141,8 @@ pub struct Collector {
     warned_hot: bool,
     /// The scopes named in the last exposition (`None` before the first).
     named: Option<std::collections::HashSet<String>>,
+    /// `--anomaly`.
+    anomaly: Option<Detector>,
 }
 
 /// What tells the time of an interval (tests set their own).
@@ -220,6 +223,7 @@ impl Collector {
             warned_budget: false,
             warned_hot: false,
             named: None,
+            anomaly: None,
         };
         c.shared.publish(c.state_families(), false);
         c
@@ -234,6 +238,83 @@ impl Collector {
     /// cgroup target); each interval reads the tree once.
     pub fn set_hot_cgroups(&mut self, hot: crate::hot::HotCgroups) {
         self.hot = Some(hot);
+    }
+
+    /// Mark intervals outside each scope's learnt distribution (`--anomaly`).
+    pub fn set_anomaly(&mut self, cfg: AnomalyConfig) {
+        self.anomaly = Some(Detector::new(cfg));
+    }
+
+    /// What `--anomaly` learns of a scope: its level-1 shares, IPC, the memory-bound share.
+    fn anomaly_values(&self, s: &ScopeIv) -> Option<ScopeValues> {
+        let Mode::Tree { info, .. } = &self.mode else {
+            return None;
+        };
+        let rep = s.report.as_ref()?;
+        let mut values = Vec::new();
+        let mut memory_bound = None;
+        for n in &rep.report.nodes {
+            let Some(v) = n.value.filter(|_| n.status.has_value()) else {
+                continue;
+            };
+            if n.level == 1 && n.unit == Unit::PercentSlots {
+                values.push((node_path(info.model, n.name), v / 100.0));
+            }
+            if MEMORY_BOUND.iter().any(|m| n.name.eq_ignore_ascii_case(m)) {
+                memory_bound = Some(v / 100.0);
+            }
+        }
+        let count = |names: &[&str]| {
+            names
+                .iter()
+                .find_map(|e| s.readings.get(e).and_then(|r| r.value))
+        };
+        if let (Some(i), Some(c)) = (count(INSTRUCTIONS), count(CYCLES)) {
+            if c > 0.0 {
+                values.push(("IPC".to_string(), i / c));
+            }
+        }
+        Some(ScopeValues {
+            scope: s.label.as_ref().map_or(String::new(), |(_, v)| v.clone()),
+            values,
+            memory_bound,
+        })
+    }
+
+    /// `tma_anomaly` of the findings of an interval (logged, too).
+    fn anomaly_family(&self, scopes: &[ScopeIv], findings: &[Finding]) -> Family {
+        let mut f = Family::new(
+            "tma_anomaly",
+            Kind::Gauge,
+            "1 when the last interval's value of a level-1 node (or IPC) fell outside the \
+             distribution --anomaly learnt for that cgroup (or CPU, or host); antagonist: the \
+             co-located cgroup whose memory-bound share rose the most at the same moment.",
+        );
+        let key = scopes
+            .first()
+            .and_then(|s| s.label.as_ref().map(|(k, _)| *k));
+        for x in findings {
+            let mut labels = vec![("node", x.node.clone())];
+            if let Some(k) = key {
+                labels.push((k, x.scope.clone()));
+            }
+            if let Some(a) = &x.antagonist {
+                labels.push(("antagonist", a.clone()));
+            }
+            f.push(labels, 1.0);
+            self.log.info(
+                "anomaly",
+                &[
+                    ("scope", &x.scope),
+                    ("node", &x.node),
+                    ("value", &format!("{:.4}", x.value)),
+                    ("mean", &format!("{:.4}", x.mean)),
+                    ("deviation", &format!("{:.4}", x.deviation)),
+                    ("antagonist", &x.antagonist.as_deref().unwrap_or("none")),
+                ],
+            );
+        }
+        f
     }
 
     /// Tell the time of intervals with `clock` instead of the system clock.
@@ -552,6 +633,17 @@ impl Collector {
         let parts: Vec<(Vec<Part>, f64)> = scopes.iter().map(|s| self.scope_parts(s)).collect();
         let kind = scopes.first().map_or(ScopeKey::Whole, |s| s.key);
         let split = !matches!(kind, ScopeKey::Whole);
+        if self.anomaly.is_some() {
+            let values: Vec<ScopeValues> = scopes
+                .iter()
+                .filter_map(|s| self.anomaly_values(s))
+                .collect();
+            let findings = self
+                .anomaly
+                .as_mut()
+                .map_or_else(Vec::new, |d| d.observe(&values));
+            out.push(self.anomaly_family(&scopes, &findings));
+        }
         // Series outside the scopes: those above, the evaluation time, the left-out count,
         // and what a scrape adds (one per HTTP status, the scrape time).
         let fixed = count(&out) + 1 + usize::from(split) + crate::http::STATUSES.len() + 1;
@@ -889,6 +981,9 @@ const INSTRUCTIONS: &[&str] = &[
     "INST_RETIRED",
     "instructions",
 ];
+
+/// The memory-bound node of the trees (Intel level 2, AMD level 2).
+const MEMORY_BOUND: &[&str] = &["Memory_Bound", "backend_bound_memory"];
 
 /// The model's metric of the slots the level-1 nodes share.
 const SLOTS_METRICS: &[&str] = &["Info_Thread_SLOTS", "total_dispatch_slots"];

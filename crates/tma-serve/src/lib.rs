@@ -12,6 +12,7 @@
 //! `perf stat -I` output) in a loop instead of counting. SIGINT/SIGTERM end [`run`] cleanly:
 //! counters closed, port released.
 
+pub mod anomaly;
 pub mod collect;
 pub mod expo;
 pub mod hot;
@@ -110,6 +111,8 @@ pub struct ServeConfig {
     pub limits: Limits,
     /// `--cgroup-top`, `--series-budget`.
     pub bounds: Bounds,
+    /// `--anomaly`.
+    pub anomaly: Option<crate::anomaly::AnomalyConfig>,
 }
 
 impl Default for ServeConfig {
@@ -130,6 +133,7 @@ impl Default for ServeConfig {
             host: Host::system(),
             limits: Limits::default(),
             bounds: Bounds::default(),
+            anomaly: None,
         }
     }
 }
@@ -328,6 +332,9 @@ pub fn run(cfg: &ServeConfig, log: Arc<Log>) -> Result<(), ServeError> {
         replay,
     );
     collector.set_bounds(cfg.bounds.clone());
+    if let Some(a) = &cfg.anomaly {
+        collector.set_anomaly(a.clone());
+    }
     if let Some(hot) = hot {
         collector.set_hot_cgroups(hot);
     }

@@ -82,6 +82,12 @@ pub struct Args {
     /// are counted in "other", then event counts, counted shares and metrics are left out.
     #[arg(long, value_name = "N", default_value_t = tma_serve::collect::DEFAULT_SERIES_BUDGET)]
     pub series_budget: usize,
+    /// Learn each cgroup's (or the host's) level-1 shares and IPC over the last N intervals
+    /// (default 60) and mark an interval outside them as tma_anomaly{cgroup,node}, naming the
+    /// co-located cgroup whose memory-bound share rose at the same moment (antagonist label).
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "60",
+          value_parser = clap::value_parser!(u32).range(10..=100_000))]
+    pub anomaly: Option<u32>,
     /// Threads serving HTTP connections.
     #[arg(long, value_name = "N", default_value_t = 4, hide = true)]
     pub http_workers: usize,
@@ -130,6 +136,10 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<ServeConfig> {
             cgroup_top: a.cgroup_top,
             series_budget: a.series_budget,
         },
+        anomaly: a.anomaly.map(|w| tma_serve::anomaly::AnomalyConfig {
+            window: w as usize,
+            ..Default::default()
+        }),
     })
 }
 
@@ -170,6 +180,12 @@ mod tests {
         assert_eq!(c2.bounds.cgroup_top, Some(20));
         assert_eq!(c2.bounds.series_budget, 500);
         assert!(T::try_parse_from(["tma", "--cgroup-top", "3", "--replay", "x"]).is_err());
+        assert_eq!(c2.anomaly, None);
+        assert_eq!(cfg(&["--anomaly"]).anomaly.map(|a| a.window), Some(60));
+        assert_eq!(
+            cfg(&["--anomaly", "30"]).anomaly.map(|a| a.window),
+            Some(30)
+        );
         assert_eq!(
             c.source,
             Source::Live {

@@ -251,7 +251,7 @@ fn three_core_types_in_one_run() {
     let err = stderr(&o);
     assert!(err.contains("3 core types"), "{err}");
     assert!(
-        err.contains("cpu_lowpower (adl-e table, which it has none of its own: read as E-cores)"),
+        err.contains("cpu_lowpower (no table of its own: read as E-cores, with the adl-e table)"),
         "{err}"
     );
     assert!(
@@ -328,6 +328,8 @@ fn a_thread_that_migrates_mid_run() {
     ] {
         assert!(err.contains(line), "{line}: {err}");
     }
+    // Each type's groups ran together (no turns within a type): no estimate to note.
+    assert!(!err.contains("took turns"), "{err}");
     let docs = documents(&stdout(&o));
     let d = by_type(&docs);
     let p = d

@@ -241,7 +241,7 @@ pub(super) fn hybrid(
             .map(|t| {
                 if t.borrowed {
                     format!(
-                        "{} ({} table, which it has none of its own: read as E-cores)",
+                        "{} (no table of its own: read as E-cores, with the {} table)",
                         t.pmu, t.model.key
                     )
                 } else {
@@ -268,6 +268,21 @@ pub(super) fn hybrid(
         measure(s, &plan, 0, notes, &mut progress, &mut |_| {})
     })?;
     let core_pmus: Vec<&str> = tables.iter().map(|t| t.pmu.as_str()).collect();
+    // A task's time on a core type is the longest any of that type's groups ran: exact when
+    // they all ran together, short of it when they took turns (multiplexed within the type).
+    for t in tables {
+        if took_turns(&plan, &t.pmu, &runs) {
+            writeln!(
+                notes,
+                "tma: note: the {l} events took turns on the counters; a task's time on the \
+                 {l}s is taken as the longest any of its groups ran, so the {l} counts may be \
+                 low and the merged view weighs that type too little (the {l} tree's shares \
+                 are not affected); fewer nodes or --cputype {} count without turns",
+                t.pmu.strip_prefix("cpu_").unwrap_or(&t.pmu),
+                l = t.label,
+            )?;
+        }
+    }
     let runs: Vec<Measurement> = runs
         .iter()
         .map(|m| {
@@ -402,6 +417,31 @@ fn only_type(view: &Plan, pmu: &str, runs: &[Measurement]) -> Vec<Measurement> {
             m
         })
         .collect()
+}
+
+/// Whether a core type's groups took turns at some task attach point: one ran clearly
+/// shorter than another there (per-CPU readings have the plain multiplexing scale).
+fn took_turns(plan: &Plan, pmu: &str, runs: &[Measurement]) -> bool {
+    runs.iter().flat_map(|m| &m.intervals).any(|iv| {
+        let mut spans: Vec<((Option<u32>, Option<u32>), u64, u64)> = Vec::new();
+        for g in iv
+            .groups
+            .iter()
+            .filter(|g| g.cpu.is_none() && plan.groups.get(g.group).is_some_and(|x| x.pmu == pmu))
+        {
+            let key = (g.tid, g.cgroup);
+            match spans.iter_mut().find(|s| s.0 == key) {
+                Some(s) => {
+                    s.1 = s.1.min(g.time_running_ns);
+                    s.2 = s.2.max(g.time_running_ns);
+                }
+                None => spans.push((key, g.time_running_ns, g.time_running_ns)),
+            }
+        }
+        spans
+            .iter()
+            .any(|(_, lo, hi)| (*lo as f64) < 0.99 * *hi as f64)
+    })
 }
 
 /// `--per-thread`: each thread's share of its cycles on each core type.

@@ -210,16 +210,7 @@ fn perf_group_recording_matches_perf_report_and_go_pprof() {
         .output()
         .unwrap();
     assert!(rep.status.success(), "{}", stderr(&rep));
-    // "   244508169       27046  [.] compute"
-    let mut perf: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for l in stdout(&rep).lines() {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if f.len() == 4 && f[2] == "[.]" {
-            if let (Ok(a), Ok(b)) = (f[0].parse(), f[1].parse()) {
-                perf.insert(f[3].to_string(), (a, b));
-            }
-        }
-    }
+    let perf = perf_group_periods(&stdout(&rep));
     assert!(perf.contains_key("compute"), "{}", stdout(&rep));
     let pb = dir.path().join("t.pb.gz");
     let o = run(&[
@@ -235,13 +226,7 @@ fn perf_group_recording_matches_perf_report_and_go_pprof() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let rows = csv_rows(&stdout(&o));
-    for (sym, (cpu, pf)) in &perf {
-        let row = rows
-            .get(sym)
-            .unwrap_or_else(|| panic!("tma has no row for {sym}: {}", stdout(&o)));
-        assert_eq!(count(row, "cpu-clock"), *cpu, "{sym} cpu-clock");
-        assert_eq!(count(row, "page-faults"), *pf, "{sym} page-faults");
-    }
+    same_as_perf(&rows, &perf, &stdout(&o));
 
     // pprof: samples first, then one type per value; cpu-clock by default.
     let p = tma_profile::pprof::decode(&std::fs::read(&pb).unwrap()).unwrap();
@@ -283,6 +268,76 @@ fn perf_group_recording_matches_perf_report_and_go_pprof() {
             );
         }
     }
+}
+
+/// `perf report --group --stdio --sort sym -F period,sym` rows of user symbols:
+/// "   244508169       27046  [.] compute" -> compute: (244508169, 27046).
+fn perf_group_periods(text: &str) -> BTreeMap<String, (u64, u64)> {
+    let mut perf = BTreeMap::new();
+    for l in text.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() == 4 && f[2] == "[.]" {
+            if let (Ok(a), Ok(b)) = (f[0].parse(), f[1].parse()) {
+                perf.insert(f[3].to_string(), (a, b));
+            }
+        }
+    }
+    perf
+}
+
+/// tma's per-function cpu-clock and page-faults equal perf's per-symbol periods (a symbol
+/// perf names by another alias, `__tunable_get_val` for `__GI___tunable_get_val`, matches
+/// by suffix).
+fn same_as_perf(
+    rows: &BTreeMap<String, BTreeMap<String, String>>,
+    perf: &BTreeMap<String, (u64, u64)>,
+    shown: &str,
+) {
+    for (sym, (cpu, pf)) in perf {
+        let row = rows
+            .get(sym)
+            .or_else(|| {
+                rows.iter()
+                    .find(|(name, _)| name.ends_with(sym.as_str()))
+                    .map(|(_, r)| r)
+            })
+            .unwrap_or_else(|| panic!("tma has no row for {sym}: {shown}"));
+        assert_eq!(count(row, "cpu-clock"), *cpu, "{sym} cpu-clock");
+        assert_eq!(count(row, "page-faults"), *pf, "{sym} page-faults");
+    }
+    let tma_total: u64 = rows
+        .iter()
+        .filter(|(f, _)| f.as_str() != "(all)")
+        .map(|(_, r)| count(r, "page-faults"))
+        .sum();
+    let perf_total: u64 = perf.values().map(|v| v.1).sum();
+    assert_eq!(tma_total, perf_total, "page-faults over all functions");
+}
+
+/// The recorded fixture (perf 6.1, `{cpu-clock,page-faults}:Su`) against the `perf report
+/// --group` output saved with it: no perf needed.
+#[test]
+fn recorded_group_fixture_matches_its_perf_report() {
+    let f = fixture("profile-tree");
+    let o = run(&[
+        "locate",
+        "--import",
+        f.join("group.perf.data").to_str().unwrap(),
+        "--symdir",
+        f.to_str().unwrap(),
+        "--tree",
+        "--csv",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let perf =
+        perf_group_periods(&std::fs::read_to_string(f.join("group.perf-report.txt")).unwrap());
+    assert_eq!(perf.len(), 4);
+    let rows = csv_rows(&stdout(&o));
+    same_as_perf(&rows, &perf, &stdout(&o));
+    // The bleed both tools show: with user-only samples, compute (which takes no fault)
+    // is charged two thirds of the faults; tma marks such samples as mixed.
+    assert_eq!(count(&rows["compute"], "page-faults"), 10941);
+    assert!(count(&rows["touch_pages"], "mixed") > 0);
 }
 
 /// Per leaf function, the sum of value `index` of `go tool pprof -raw` output.

@@ -259,6 +259,23 @@ pub fn run(cfg: &LocateConfig, notes: &mut dyn Write) -> Result<Located, LocateE
     })
 }
 
+/// The caveat of a kernel release (`/proc/sys/kernel/osrelease`) for group sampling of a
+/// launched command: sample-read with `inherit` (following the threads and processes the
+/// command starts) needs Linux 6.12.
+pub fn kernel_caveat(osrelease: Option<&str>) -> Option<String> {
+    let rel = osrelease?.trim();
+    let mut parts = rel.split(|c: char| !c.is_ascii_digit());
+    let major: u32 = parts.next()?.parse().ok()?;
+    let minor: u32 = parts.next()?.parse().ok()?;
+    ((major, minor) < (6, 12)).then(|| {
+        format!(
+            "Linux {rel} is older than 6.12, which is needed for sample-read with inherit: \
+             only the command's first thread is followed (attach with -p to sample every \
+             thread of a running process)"
+        )
+    })
+}
+
 /// The constants of a per-thread tree: SMT as this host has it (`core_wide` only with SMT
 /// off: samples are of one thread).
 fn tree_constants(host: &Host) -> tma_metrics::Constants {
@@ -431,7 +448,12 @@ fn sample(
     let mut tree = None;
     let chosen = match cfg.tree {
         Some(level) => {
-            let (layout, model, event, group) = tree_plan(cfg, level)?;
+            let (mut layout, model, event, group) = tree_plan(cfg, level)?;
+            if let Some(n) =
+                kernel_caveat(cfg.host.proc_text("sys/kernel/osrelease").ok().as_deref())
+            {
+                layout.notes.push(n);
+            }
             tree = Some((layout, model, group));
             Chosen {
                 wanted: event.name().to_string(),
@@ -772,6 +794,18 @@ mod tests {
         let want = outcome.bottleneck.and_then(|b| b.node);
         assert!(want.is_some());
         assert_eq!(node, want);
+    }
+
+    #[test]
+    fn kernels_before_6_12_are_named() {
+        assert!(kernel_caveat(Some("6.11.0-1-amd64\n"))
+            .unwrap()
+            .starts_with("Linux 6.11.0-1-amd64 is older than 6.12"));
+        assert_eq!(kernel_caveat(Some("6.12.9")), None);
+        assert_eq!(kernel_caveat(Some("6.18.44-fc-v657")), None);
+        assert!(kernel_caveat(Some("5.15.0")).is_some());
+        assert_eq!(kernel_caveat(Some("garbage")), None);
+        assert_eq!(kernel_caveat(None), None);
     }
 
     /// The launched command's output belongs to the sampled run: the quick pass sends its

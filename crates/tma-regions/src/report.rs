@@ -12,6 +12,10 @@ use tma_stat::eval::TreeEval;
 use crate::tree::{RegionNode, Regions};
 use crate::{Counting, RegionsError};
 
+/// The JSON document's name (`tma_render::schema`'s convention) and version.
+pub const SCHEMA: &str = "tma.stat.regions";
+pub const SCHEMA_VERSION: u32 = 1;
+
 /// One event's count over a region.
 #[derive(Debug, Clone, Serialize)]
 pub struct Count {
@@ -193,8 +197,8 @@ impl Report {
             eval: counting.tree.as_ref().map(TreeEval::new).transpose()?,
         };
         Ok(Report {
-            schema: "tma.stat.regions",
-            schema_version: 1,
+            schema: SCHEMA,
+            schema_version: SCHEMA_VERSION,
             command: command.to_vec(),
             hardware: counting.tree.is_some(),
             no_tree: counting.no_tree.clone(),

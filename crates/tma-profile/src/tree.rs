@@ -1259,6 +1259,80 @@ mod tests {
             .any(|n| n.contains("per-thread level 1 is meaningless")));
     }
 
+    /// The text, CSV and JSON renderings of the replayed Zen 4 trees.
+    #[test]
+    fn renderings_show_each_functions_tree_and_the_table() {
+        let zen4 = tma_catalog::by_name("zen4").unwrap();
+        let layout = TreeLayout::hardware(zen4, 1, false, false).unwrap();
+        const CYC: &str = "ls_not_halted_cyc";
+        const FE: &str = "de_no_dispatch_per_slot.no_ops_from_frontend";
+        const DISP: &str = "de_src_op_disp.all";
+        const RET: &str = "ex_ret_ops";
+        const BE: &str = "de_no_dispatch_per_slot.backend_stalls";
+        let a: &[(&str, u64)] = &[
+            (CYC, 1000),
+            (FE, 600),
+            (DISP, 1500),
+            (RET, 1200),
+            (BE, 3900),
+        ];
+        let (p, first) = replay(
+            &layout,
+            &[ReplaySample {
+                tid: 1,
+                ip: A,
+                group_id: 1,
+                values: a,
+            }],
+        );
+        let t = build(&p, &layout, Some(zen4), 1, &Constants::default(), 10, first).unwrap();
+        let mut text = Vec::new();
+        super::text(&mut text, &t).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            text.starts_with(
+                "per-function TMA tree, level 1 from the group {ls_not_halted_cyc (samples), "
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("[unknown] 0x1000 [[unknown]]: 1 samples (100.0%), 0.0% mixed"),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l.trim_start().starts_with("backend_bound")
+                    && l.contains("65.0% *  <== bottleneck")),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l.trim_start().starts_with("retiring") && l.contains("20.0%")),
+            "{text}"
+        );
+        let mut csv = Vec::new();
+        super::csv(&mut csv, &t).unwrap();
+        let csv = String::from_utf8(csv).unwrap();
+        let mut lines = csv.lines();
+        assert_eq!(
+            lines.next().unwrap(),
+            "function,module,samples,mixed,mixed_percent,ls_not_halted_cyc,\
+             de_no_dispatch_per_slot.no_ops_from_frontend,de_src_op_disp.all,ex_ret_ops,\
+             de_no_dispatch_per_slot.backend_stalls,de_no_dispatch_per_slot.smt_contention,\
+             frontend_bound,bad_speculation,backend_bound,smt_contention,retiring"
+        );
+        assert_eq!(
+            lines.next().unwrap(),
+            "[unknown] 0x1000,[unknown],1,0,0.00,1000,600,1500,1200,3900,0,10.00,5.00,65.00,0.00,20.00"
+        );
+        let mut json = Vec::new();
+        super::json(&mut json, &t).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(v["schema"], TREE_SCHEMA);
+        assert_eq!(v["functions"][0]["bottleneck"]["node"], "backend_bound");
+        assert_eq!(v["layout"]["kind"], "sampler_leads");
+    }
+
     /// Values that go down between reads are charged 0 and counted; a read of another
     /// width is skipped; a truncated record is a bad record, not a panic.
     #[test]

@@ -404,6 +404,32 @@ fn cputype_counts_one_core_type() {
     let kinds: Vec<(String, String)> = by_type(&docs).into_iter().map(|(t, k, _)| (t, k)).collect();
     assert_eq!(kinds, [("E-core".to_string(), "adl-e".to_string())]);
     assert!(close(value(&docs[0], 0, "Backend_Bound").unwrap(), 40.0));
+    // Recorded, it replays as that type's tree, still marked.
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("atom.json");
+    let o = stat(
+        "two-types",
+        "adl-perf6.16.json",
+        &[
+            "-a",
+            "--duration",
+            "1",
+            "--cputype",
+            "atom",
+            "--json",
+            "--record",
+            snap.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let live = documents(&stdout(&o));
+    let o = TMA.run(&["stat", "--import", snap.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let replayed = documents(&stdout(&o));
+    assert_eq!(replayed.len(), 1);
+    assert_eq!(replayed[0]["core_type"], "E-core");
+    assert_eq!(replayed[0]["cpu"]["key"], "adl-e");
+    assert_eq!(values(&live[0], 0), values(&replayed[0], 0));
     // A type without a table of its own, alone.
     let o = stat(
         "three-types",

@@ -93,6 +93,16 @@ impl<'a> Session<'a> {
         result
     }
 
+    /// A replay's first recorded plan: the PMUs of its hardware groups.
+    fn plans_first_counter_pmus(&self) -> Option<Vec<String>> {
+        match &self.source {
+            Source::Replay { plans, .. } => plans
+                .first()
+                .map(|p| p.counter_pmus().into_iter().map(str::to_string).collect()),
+            Source::Live(_) => None,
+        }
+    }
+
     fn replaying(&self) -> bool {
         matches!(self.source, Source::Replay { .. })
     }
@@ -302,10 +312,7 @@ fn replay_session(
     let extra: Vec<EventSpec> = Vec::new();
     // A run of every core type of a hybrid part: its plan names them.
     let types = match &s.source {
-        Source::Replay { plans, .. } => plans
-            .first()
-            .map(recorded_core_types)
-            .unwrap_or_default(),
+        Source::Replay { plans, .. } => plans.first().map(recorded_core_types).unwrap_or_default(),
         Source::Live(_) => Vec::new(),
     };
     if !types.is_empty() {
@@ -313,7 +320,10 @@ fn replay_session(
         let mut tables = core_tables(model, &types)?;
         if cfg.one_tree {
             // diff and report compare one tree: the core type of the table --cpu names.
-            let keep = tables.iter().position(|t| t.model.key == model.key).unwrap_or(0);
+            let keep = tables
+                .iter()
+                .position(|t| t.model.key == model.key)
+                .unwrap_or(0);
             let this = tables.swap_remove(keep);
             writeln!(
                 notes,
@@ -324,6 +334,12 @@ fn replay_session(
             tables = vec![this];
         }
         return hybrid(&mut s, &tables, &extra, notes);
+    }
+    // A run of one core type of a hybrid part (`--cputype`): its tree is marked.
+    if let Some([pmu]) = s.plans_first_counter_pmus().as_deref() {
+        if pmu.starts_with("cpu_") {
+            s.core_type = Some(hybrid::core_label(pmu));
+        }
     }
     hardware(&mut s, model, &extra, notes)
 }

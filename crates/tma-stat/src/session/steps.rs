@@ -54,7 +54,11 @@ pub(super) fn hardware(
         let info = RunInfo {
             model,
             cpu_source: s.cpu_source.clone(),
-            source: source_text(&s.target, &plan, &s.settings),
+            source: match s.core_type {
+                // `--cputype`: one core type of a hybrid part.
+                Some(t) => format!("{}; {t} tree", source_text(&s.target, &plan, &s.settings)),
+                None => source_text(&s.target, &plan, &s.settings),
+            },
             interval_mode: s.interval_mode(),
             request: request.clone(),
             command: s.command(),

@@ -37,6 +37,9 @@ pub fn open_cycles() -> Result<Cycles, String> {
 /// CPU without `--force`.
 pub fn available(clock: crate::ClockKind) -> Result<(), String> {
     match clock {
+        #[cfg(not(target_arch = "x86_64"))]
+        crate::ClockKind::Msr | crate::ClockKind::Tsc => Err("x86-64 only".into()),
+        #[cfg(target_arch = "x86_64")]
         crate::ClockKind::Msr => {
             let vendor = tma_sys::cpu::vendor();
             let cpu = crate::sys::current_cpu().unwrap_or(0);
@@ -45,6 +48,7 @@ pub fn available(clock: crate::ClockKind) -> Result<(), String> {
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         }
+        #[cfg(target_arch = "x86_64")]
         crate::ClockKind::Tsc => {
             if std::is_x86_feature_detected!("sse2") {
                 Ok(())

@@ -344,6 +344,13 @@ pub fn run(
     // The MSR clock: counter 0 of the measuring CPU is programmed here, in the parent, and
     // restored when `_msr` drops (after the child is reaped, also when it was killed) or on a
     // signal; the child only reads it with rdpmc.
+    #[cfg(not(target_arch = "x86_64"))]
+    let (_msr, msr_error): (Option<()>, Option<String>) = if clocks.contains(&ClockKind::Msr) {
+        (None, Some("the MSR clock is x86-64 only".to_string()))
+    } else {
+        (None, None)
+    };
+    #[cfg(target_arch = "x86_64")]
     let (_msr, msr_error) = if clocks.contains(&ClockKind::Msr) {
         let vendor = tma_sys::cpu::vendor();
         match tma_perf::msr::ProgrammedCounter::program(&method.msr, cpu, &vendor, method.force) {
@@ -444,7 +451,11 @@ impl Counter {
             Counter::Tsc => 0,
             Counter::Perf(c) => c.read().unwrap_or(0),
             Counter::Rdpmc(s) => s.read().unwrap_or(0),
+            #[cfg(target_arch = "x86_64")]
             Counter::Msr => tma_sys::cpu::rdpmc(0),
+            // Never built off x86-64: the MSR clock is refused before (clock::available).
+            #[cfg(not(target_arch = "x86_64"))]
+            Counter::Msr => 0,
         }
     }
 

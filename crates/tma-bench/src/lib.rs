@@ -105,6 +105,9 @@ pub enum BenchError {
     Refused { text: String, reason: String },
     #[error("{0}")]
     Fault(String),
+    /// `tma bench` assembles and runs x86-64 code; this build is for another architecture.
+    #[error("tma bench is x86-64 only: it assembles and runs x86-64 instructions, and this build is for {0}; analysing recordings (tma stat --import, diff, report) works here")]
+    X86Only(&'static str),
     #[error("{0}")]
     BadOption(String),
     #[error("calibration self-check failed on the {clock} clock: imul/add chain ratio {ratio:.3}, expected 3.00 within 1%; the clock is too unstable now (another load?), try again or pass --precise")]

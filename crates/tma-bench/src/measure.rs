@@ -550,6 +550,12 @@ fn check_independent_work(check: &[Figure], t: &mut ThroughputResult) -> Option<
 /// The contention sentinel for the body's throughput: 8 independent chains of `add r64, r64`,
 /// or of `vpaddd xmm` when the body uses vector registers, as one more job, with its expected
 /// cost on this core ([`stats::sentinel_expect`]); None on cores not in the table.
+#[cfg(not(target_arch = "x86_64"))]
+fn plan_sentinel(_planned: &mut Planned, _instrs: &[Instruction]) -> Option<(usize, f64)> {
+    None // x86-64 only: no x86 core to expect a cost of
+}
+
+#[cfg(target_arch = "x86_64")]
 fn plan_sentinel(planned: &mut Planned, instrs: &[Instruction]) -> Option<(usize, f64)> {
     use iced_x86::Code;
     let vector = instrs.iter().any(|i| {
@@ -818,8 +824,13 @@ fn figure(
 pub(crate) fn pipes() -> usize {
     static PIPES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *PIPES.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
         let cpu = tma_sys::cpu::signature();
-        stats::pipe_count(&cpu.vendor, cpu.family, cpu.model)
+        #[cfg(target_arch = "x86_64")]
+        return stats::pipe_count(&cpu.vendor, cpu.family, cpu.model);
+        // No CPUID off x86-64: the table's default for an unknown core.
+        #[cfg(not(target_arch = "x86_64"))]
+        stats::pipe_count("", 0, 0)
     })
 }
 

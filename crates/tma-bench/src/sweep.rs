@@ -179,6 +179,9 @@ pub fn run(
     cfg: &BenchConfig,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<BenchOutcome, BenchError> {
+    if cfg!(not(target_arch = "x86_64")) {
+        return Err(BenchError::X86Only(std::env::consts::ARCH));
+    }
     let opts = cfg.options()?;
     let refs = cfg.compare.as_deref().map(read_references).transpose()?;
     let mut outcome = match &cfg.input {

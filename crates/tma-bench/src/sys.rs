@@ -137,7 +137,15 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut l
             (*info).si_addr() as u64
         };
         let uc = ctx as *const libc::ucontext_t;
+        #[cfg(target_arch = "x86_64")]
         let rip = (*uc).uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+        #[cfg(target_arch = "aarch64")]
+        let rip = (*uc).uc_mcontext.pc;
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        let rip = {
+            let _ = uc;
+            0u64
+        };
         let base = CODE_BASE.load(Ordering::SeqCst);
         let frame: [u64; 6] = [
             TAG_FAULT,

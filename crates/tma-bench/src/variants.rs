@@ -60,8 +60,15 @@ pub fn same_size(like: Register, full: Register) -> Option<Register> {
 /// The CPU's answer for one CPUID feature: Some(true/false), or None when tma cannot tell.
 pub type FeatureProbe<'a> = &'a dyn Fn(CpuidFeature) -> Option<bool>;
 
+/// Feature probe for the running CPU: off x86-64 there is none.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn host_has(_f: CpuidFeature) -> Option<bool> {
+    None // not an x86 CPU: tma cannot tell (and `tma bench` refuses to run)
+}
+
 /// Feature probe for the running CPU (std's runtime detection, which also checks OS support
 /// for the AVX/AVX-512 register state).
+#[cfg(target_arch = "x86_64")]
 pub fn host_has(f: CpuidFeature) -> Option<bool> {
     use CpuidFeature as F;
     macro_rules! d {

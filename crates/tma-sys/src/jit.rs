@@ -9,14 +9,52 @@ use std::io;
 
 /// The entry ABI of every image `tma` generates (the bench harness): `iters` in rdi, a data
 /// pointer in rsi, the result in rax, SysV callee-saved registers preserved.
+#[cfg(target_arch = "x86_64")]
 pub type Entry = extern "sysv64" fn(iters: u64, data: *mut u8) -> u64;
 
 /// Generated code, mapped read+execute (never writable again), unmapped on drop.
+#[cfg(target_arch = "x86_64")]
 pub struct ExecCode {
     map: memmap2::Mmap,
     len: usize,
 }
 
+/// Elsewhere than on x86-64 no image can be mapped (the generated code is x86-64): the
+/// uninhabited field makes a value, and so a call, impossible.
+#[cfg(not(target_arch = "x86_64"))]
+pub struct ExecCode {
+    never: std::convert::Infallible,
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+impl ExecCode {
+    /// Refuses: the generated code is x86-64 only.
+    pub fn new(_bytes: &[u8]) -> io::Result<ExecCode> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "generated code is x86-64 only; this build is for another architecture",
+        ))
+    }
+    pub fn addr(&self) -> u64 {
+        match self.never {}
+    }
+    pub fn len(&self) -> usize {
+        match self.never {}
+    }
+    pub fn is_empty(&self) -> bool {
+        match self.never {}
+    }
+    /// Never called: no `ExecCode` exists off x86-64.
+    ///
+    /// # Safety
+    ///
+    /// As on x86-64 (there is no value to call it on).
+    pub unsafe fn call(&self, _offset: usize, _iters: u64, _data: *mut u8) -> u64 {
+        match self.never {}
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
 impl ExecCode {
     /// Map `bytes` executable: an anonymous read-write mapping (page-aligned, at least one
     /// page), the copy, then `mprotect` to read+execute.

@@ -4,7 +4,8 @@
 //!
 //! * [`cpu`]: CPUID (vendor, family/model, leaf 0xA), `rdtsc` and `rdpmc` (x86-64 only).
 //! * [`jit`]: executable memory for generated code, written while read-write and then made
-//!   read+execute, never both (W^X).
+//!   read+execute, never both (W^X). The images are x86-64 code: on other architectures
+//!   [`jit::ExecCode::new`] refuses ("x86-64 only"), so no image can be called there.
 //! * [`clock`]: the calling thread's CPU time; [`usage`]: its `getrusage` counts.
 //! * [`process`]: kill, waitpid, "is it alive", pidfd.
 //! * [`signal`]: the binary's one SIGINT/SIGTERM handler and the question "interrupted? by

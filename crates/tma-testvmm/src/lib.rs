@@ -6,9 +6,13 @@
 //! for use from the command line. Tests that measure it launch their own test binary with an
 //! environment variable that makes one test run the guest (see `tma-kvm/tests/live.rs`).
 
+// The guest is x86-64 code run under KVM's x86 register interface: x86-64 only.
+#[cfg(target_arch = "x86_64")]
 pub mod runner;
+#[cfg(target_arch = "x86_64")]
 mod sys;
 
+#[cfg(target_arch = "x86_64")]
 pub use runner::{run_guest, run_guest_with, GuestOptions, RunnerCounts, ThpAdvice};
 
 /// The guest could not be run (no /dev/kvm, an ioctl failed, an unexpected exit).

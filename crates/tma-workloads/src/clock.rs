@@ -57,6 +57,7 @@ impl CoreClock {
 }
 
 /// Adds per loop iteration of the calibration chain.
+#[cfg(target_arch = "x86_64")]
 const ADDS_PER_ITER: u64 = 100;
 
 /// Run `iters` iterations of 100 dependent adds; returns a value so the work is observable.

@@ -4,6 +4,13 @@
 
 use std::process::ExitCode;
 
+#[cfg(not(target_arch = "x86_64"))]
+fn main() -> ExitCode {
+    eprintln!("tma-kvm-runner: error: the test guest is x86-64 code; this build is for another architecture");
+    ExitCode::from(2)
+}
+
+#[cfg(target_arch = "x86_64")]
 fn main() -> ExitCode {
     let n = match std::env::args().nth(1).map(|s| s.parse::<u16>()) {
         None => 1000,

@@ -326,9 +326,9 @@ pub const LANE_WIDTHS: [usize; 5] = [8, 6, 4, 3, 2];
 /// [`update_many`] with an explicit maximum number of interleaved streams (one of
 /// [`LANE_WIDTHS`] or 1; other values are rounded down to one of those).
 pub fn update_many_lanes(hashers: &mut [Sha256], inputs: &[&[u8]], max_lanes: usize) {
-    let n = hashers.len().min(inputs.len());
     #[cfg(target_arch = "x86_64")]
     {
+        let n = hashers.len().min(inputs.len());
         let ni = hashers[..n].iter().find_map(|h| match h.backend {
             Backend::Ni(cpu) => Some(cpu),
             Backend::Portable => None,

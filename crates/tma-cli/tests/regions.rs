@@ -12,6 +12,15 @@ use tma_testkit::{fixture, repo_root, stderr, Tma};
 
 const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
+/// `tma`, with the programs it runs finding the marker library by their run path (the copy
+/// cargo built in `deps/`), not through cargo's `LD_LIBRARY_PATH`, which can name an older
+/// copy in the target directory.
+fn bare() -> Command {
+    let mut c = TMA.bare();
+    c.env_remove("LD_LIBRARY_PATH");
+    c
+}
+
 /// Where cargo put the libraries the tests use (`libtma_marker.so`, `libtma_itt.so`).
 fn deps_dir() -> PathBuf {
     Path::new(TMA.bin())
@@ -98,7 +107,7 @@ fn build(way: Way, dir: &Path) -> Result<PathBuf, String> {
 /// Run `tma stat --regions` (or `--itt`) on `exe`: the JSON report and the program's output.
 fn regions(way: Way, exe: &Path, dir: &Path, env: &[(&str, &str)]) -> (Value, String, String) {
     let report = dir.join(format!("{way:?}-{}.json", env.len()));
-    let mut c = TMA.bare();
+    let mut c = bare();
     c.args(["stat", "--json", "-o"]).arg(&report);
     if way == Way::Itt {
         c.arg("--itt")
@@ -217,10 +226,7 @@ fn check_figures(way: Way, r: &Value, program_out: &str) {
     let inner = find(&outer["children"], "inner");
     assert_eq!(inner["calls"], 4);
     let (o, i) = (task_clock_ms(outer), task_clock_ms(inner));
-    assert!(
-        (98.0..=103.0).contains(&i),
-        "{way:?}: inner {i} ms"
-    );
+    assert!((98.0..=103.0).contains(&i), "{way:?}: inner {i} ms");
     assert!(
         (o - i - 20.0).abs() <= 2.0,
         "{way:?}: outer {o:.3} ms is not its own 20 ms plus inner {i:.3} ms"
@@ -236,8 +242,7 @@ fn check_figures(way: Way, r: &Value, program_out: &str) {
 
 /// Whether this machine lets a process count its threads' software events at all.
 fn can_count() -> Result<(), String> {
-    let out = TMA
-        .bare()
+    let out = bare()
         .args(["stat", "--json", "--", "true"])
         .output()
         .map_err(|e| e.to_string())?;
@@ -295,6 +300,7 @@ fn the_program_runs_alone_when_not_under_tma() {
     for way in [Way::Fifo, Way::Marker, Way::Itt] {
         let exe = build(way, dir.path()).unwrap_or_else(|e| panic!("{way:?}: {e}"));
         let out = Command::new(&exe)
+            .env_remove("LD_LIBRARY_PATH")
             .env_remove("TMA_REGIONS_FIFO")
             .env_remove("INTEL_LIBITTNOTIFY64")
             .output()
@@ -314,7 +320,7 @@ fn text_and_csv_show_the_same_regions() {
     let exe = build(Way::Fifo, dir.path()).unwrap();
     let run = |fmt: &str| {
         let o = dir.path().join(format!("out.{fmt}"));
-        let mut c = TMA.bare();
+        let mut c = bare();
         c.args(["stat", "--regions", "-o"]).arg(&o);
         if fmt != "txt" {
             c.arg(format!("--{fmt}"));
@@ -368,8 +374,7 @@ fn bad_lines_and_unbalanced_regions_are_noted() {
     )
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let out = TMA
-        .bare()
+    let out = bare()
         .args(["stat", "--regions", "--json", "--"])
         .arg(&script)
         .output()
@@ -410,8 +415,50 @@ fn regions_refuse_what_they_cannot_do() {
             "does not exist",
         ),
     ] {
-        let out = TMA.bare().args(args).output().unwrap();
+        let out = bare().args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?}");
         assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
     }
+}
+
+#[test]
+fn a_forked_child_starts_its_regions_afresh() {
+    if let Err(why) = can_count() {
+        println!("skipped: cannot count software events here: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("fork_demo");
+    let deps = deps_dir();
+    let out = Command::new("cc")
+        .arg("-o")
+        .arg(&exe)
+        .arg(fixture("regions/fork_demo.c"))
+        .arg("-I")
+        .arg(repo_root().join("crates/tma-marker/include"))
+        .arg(format!("-L{}", deps.display()))
+        .arg(format!("-Wl,-rpath,{}", deps.display()))
+        .arg("-ltma_marker")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = bare()
+        .args(["stat", "--regions", "--json", "--"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let threads = r["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 2, "{r}");
+    let names: Vec<&str> = threads
+        .iter()
+        .map(|t| t["regions"][0]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["parent", "child"]);
+    assert!(threads[0]["regions"][0]["children"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    assert_eq!(find(&r["merged"], "child")["calls"], 1);
 }

@@ -12,6 +12,15 @@ use tma_testkit::{fixture, repo_root, stderr, Tma};
 
 const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
+/// `tma`, with the programs it runs finding the marker library by their run path (the copy
+/// cargo built in `deps/`), not through cargo's `LD_LIBRARY_PATH`, which can name an older
+/// copy in the target directory.
+fn bare() -> Command {
+    let mut c = TMA.bare();
+    c.env_remove("LD_LIBRARY_PATH");
+    c
+}
+
 fn deps_dir() -> PathBuf {
     Path::new(TMA.bin()).parent().unwrap().join("deps")
 }
@@ -43,7 +52,7 @@ fn build(dir: &Path) -> Result<PathBuf, String> {
 
 fn run(exe: &Path, dir: &Path, itt: bool) -> (Value, String) {
     let report = dir.join(if itt { "itt.json" } else { "regions.json" });
-    let mut c = TMA.bare();
+    let mut c = bare();
     c.args(["stat", "--json", "-o"]).arg(&report);
     if itt {
         c.arg("--itt")

@@ -64,3 +64,18 @@ pub extern "C" fn tma_regions_pause() {
 pub extern "C" fn tma_regions_resume() {
     crate::resume();
 }
+
+/// After `fork`, in the child: its threads start their regions afresh.
+extern "C" fn forked() {
+    crate::FORKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Have the child of a `fork` start afresh (its one thread is new to tma, and the counters the
+/// parent's thread opened count the parent).
+pub(crate) fn watch_forks() {
+    // SAFETY: registers a handler that only increments an atomic counter (async-signal-safe,
+    // as a fork handler must be).
+    unsafe {
+        libc::pthread_atfork(None, None, Some(forked));
+    }
+}

@@ -28,7 +28,7 @@ use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,8 @@ struct Shared {
 
 static SHARED: OnceLock<Option<Shared>> = OnceLock::new();
 static PAUSED: AtomicBool = AtomicBool::new(false);
+/// How many times this process was forked from its parent's image (see [`ffi::watch_forks`]).
+static FORKS: AtomicU32 = AtomicU32::new(0);
 
 /// Open a FIFO without waiting for the other end (tma holds both ends open), then make it
 /// blocking.
@@ -87,6 +89,7 @@ fn connect() -> Option<Shared> {
         Some(e) if !forced_fifo => Mode::InProcess(e),
         _ => Mode::Fifo,
     };
+    ffi::watch_forks();
     Some(Shared { fifo, ack, mode })
 }
 
@@ -149,6 +152,8 @@ struct Open {
 /// One thread's state.
 struct ThreadState {
     tid: u32,
+    /// [`FORKS`] when this state was made: a forked child starts afresh.
+    forks: u32,
     /// `None` until the first region; `Some(None)` when the counters could not be opened
     /// (the thread then speaks the acknowledged protocol).
     groups: Option<Option<ThreadGroups>>,
@@ -163,6 +168,7 @@ impl ThreadState {
     fn new() -> Self {
         ThreadState {
             tid: rustix::thread::gettid().as_raw_nonzero().get() as u32,
+            forks: FORKS.load(Ordering::Relaxed),
             groups: None,
             nodes: vec![Node {
                 name: String::new(),
@@ -360,11 +366,25 @@ thread_local! {
     static THREAD: RefCell<ThreadState> = RefCell::new(ThreadState::new());
 }
 
+/// This thread's state, made afresh in the child of a fork (the parent's open regions and
+/// counters are not the child's; what the parent had not sent is the parent's to send).
+fn with_thread(f: impl FnOnce(&mut ThreadState)) {
+    let _ = THREAD.try_with(|t| {
+        let mut t = t.borrow_mut();
+        if t.forks != FORKS.load(Ordering::Relaxed) {
+            let fresh = ThreadState::new();
+            // The old state must not send the parent's totals from here.
+            std::mem::forget(std::mem::replace(&mut *t, fresh));
+        }
+        f(&mut t)
+    });
+}
+
 /// Enter region `name` on this thread (1 to 200 bytes, no control characters; another name
 /// is not recorded).
 pub fn begin(name: &str) {
     if let Some(sh) = shared() {
-        let _ = THREAD.try_with(|t| t.borrow_mut().begin(sh, name));
+        with_thread(|t| t.begin(sh, name));
     }
 }
 
@@ -372,7 +392,7 @@ pub fn begin(name: &str) {
 /// tma as an error and ignored).
 pub fn end(name: &str) {
     if let Some(sh) = shared() {
-        let _ = THREAD.try_with(|t| t.borrow_mut().end(sh, name));
+        with_thread(|t| t.end(sh, name));
     }
 }
 
@@ -380,7 +400,7 @@ pub fn end(name: &str) {
 /// at most as outermost regions end).
 pub fn flush() {
     if let Some(sh) = shared() {
-        let _ = THREAD.try_with(|t| t.borrow_mut().flush(sh));
+        with_thread(|t| t.flush(sh));
     }
 }
 

@@ -152,6 +152,7 @@ pub fn import_bytes_event(
 ) -> Result<ImportInfo, ImportError> {
     check_header(bytes)?;
     let is_pipe = u64_at(bytes, 8) == Some(16);
+    check_lengths(bytes, is_pipe)?;
     // linux-perf-data asserts on some malformed inputs; keep a panic there from taking the
     // whole program down and report it as a parse error.
     // The default hook would print the panic message of a caught parser panic; silence it
@@ -183,6 +184,131 @@ pub fn import_bytes_event(
             "the record parser rejected malformed data".into(),
         )),
     }
+}
+
+/// The counts and lengths that linux-perf-data allocates by before it reads what they count
+/// (found by fuzzing, issue 30): each must fit in the bytes that hold it, or a few bytes of
+/// input ask for gigabytes. The `EVENT_DESC` and `CMDLINE` features (file sections or, in pipe
+/// mode, `HEADER_FEATURE` records), the event types' id sections, and the data that follows
+/// an `AUXTRACE` record.
+fn check_lengths(bytes: &[u8], is_pipe: bool) -> Result<(), ImportError> {
+    let be = bytes.starts_with(b"2ELIFREP");
+    let rd = |off: u64, n: usize| -> Option<u64> {
+        let o = usize::try_from(off).ok()?;
+        let b = bytes.get(o..o.checked_add(n)?)?;
+        let mut v = [0u8; 8];
+        if be {
+            v[8 - n..].copy_from_slice(b);
+            Some(u64::from_be_bytes(v))
+        } else {
+            v[..n].copy_from_slice(b);
+            Some(u64::from_le_bytes(v))
+        }
+    };
+    let bad =
+        |what: &str| ImportError::BadHeader(format!("{what} runs past the bytes that hold it"));
+    // A feature's data in [start, end): 11 is CMDLINE (a u32 count of strings, each a u32
+    // length and bytes), 12 is EVENT_DESC (u32 nr, u32 attr_size, then per event the attr,
+    // a u32 id count, a string and the ids).
+    let feature = |id: u32, start: u64, end: u64| -> Result<(), ImportError> {
+        let string_list = |mut at: u64, count: u64| -> Option<u64> {
+            for _ in 0..count {
+                at = at.checked_add(4 + rd(at, 4)?)?;
+                if at > end {
+                    return None;
+                }
+            }
+            Some(at)
+        };
+        let ok = match id {
+            11 => rd(start, 4)
+                .and_then(|n| string_list(start + 4, n))
+                .is_some(),
+            12 => (|| {
+                let (nr, attr_size) = (rd(start, 4)?, rd(start + 4, 4)?);
+                let mut at = start + 8;
+                for _ in 0..nr {
+                    at = at.checked_add(attr_size)?;
+                    let ids = rd(at, 4)?;
+                    at = string_list(at + 4, 1)?.checked_add(ids.checked_mul(8)?)?;
+                    if at > end {
+                        return None;
+                    }
+                }
+                Some(())
+            })()
+            .is_some(),
+            _ => true,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(bad(if id == 11 {
+                "the cmdline feature"
+            } else {
+                "the event_desc feature"
+            }))
+        }
+    };
+    let len = bytes.len() as u64;
+    let (mut at, end) = if is_pipe {
+        (16, len)
+    } else {
+        let (doff, dsize) = (rd(40, 8).unwrap_or(0), rd(48, 8).unwrap_or(0));
+        // Feature sections: one (offset, size) per set bit of the bitmap, after the data.
+        let mut k = 0;
+        for bit in 0..256u32 {
+            if rd(72 + 8 * u64::from(bit / 64), 8).unwrap_or(0) & (1 << (bit % 64)) == 0 {
+                continue;
+            }
+            let desc = doff.saturating_add(dsize).saturating_add(16 * k);
+            k += 1;
+            let (o, sz) = (
+                rd(desc, 8).unwrap_or(0),
+                rd(desc.saturating_add(8), 8).unwrap_or(0),
+            );
+            feature(bit, o, o.saturating_add(sz).min(len))?;
+        }
+        // Event types: entries of attr_size bytes and an (offset, size) of their ids.
+        let attr_size = rd(16, 8).unwrap_or(0);
+        let (toff, tsize) = (rd(56, 8).unwrap_or(0), rd(64, 8).unwrap_or(0));
+        if let Some(step) = attr_size.checked_add(16) {
+            for i in 0..tsize / step {
+                let e = toff.saturating_add(i * step).saturating_add(attr_size);
+                let (o, sz) = (
+                    rd(e, 8).unwrap_or(0),
+                    rd(e.saturating_add(8), 8).unwrap_or(0),
+                );
+                if o.checked_add(sz).is_none_or(|x| x > len) {
+                    return Err(bad("an event type's id section"));
+                }
+            }
+        }
+        (doff, doff.saturating_add(dsize).min(len))
+    };
+    // Records: u32 type, u16 misc, u16 size. AUXTRACE (71) data follows its record (size at
+    // byte 8); HEADER_FEATURE (80) holds a u64 feature id and the feature's data.
+    while at + 8 <= end {
+        let (ty, size) = (rd(at, 4).unwrap_or(0), rd(at + 6, 2).unwrap_or(0));
+        if size < 8 {
+            break; // the parser's own error
+        }
+        let next = at + size;
+        match ty {
+            71 => {
+                let aux = rd(at + 8, 8).unwrap_or(0);
+                if next.checked_add(aux).is_none_or(|x| x > end) {
+                    return Err(bad("an AUXTRACE record's data"));
+                }
+                at = next + aux;
+                continue;
+            }
+            80 => feature(rd(at + 8, 8).unwrap_or(0) as u32, at + 16, next.min(end))?,
+            _ => {}
+        }
+        at = next;
+    }
+    Ok(())
 }
 
 /// Each attribute's `read_format` as the file holds it (linux-perf-event-reader drops the

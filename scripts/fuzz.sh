@@ -67,7 +67,7 @@ seed_files() {
       ls $f/import/*.csv $f/import/perf-json-*.json $f/import/real/*/perf-stat.csv \
         $f/import/real/*/perf-stat.json $f/import/real/*/perf-output.txt \
         $f/import/zen5-pipeline-synthetic/perf-output.txt $f/serve/*.csv ;;
-    perf_data) ls $f/locate/two-events.perf.data $f/locate/chase.perf.data ;;
+    perf_data) ls $f/locate/two-events.perf.data ;;
     docs) grep -l '"schema"' $f/diff/*.json $f/report/*.json $f/import/golden/*.json \
       $f/doctor/verify/*.json ;;
     tracefs) ls $f/kvm/format-*/* ;;

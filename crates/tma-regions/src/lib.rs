@@ -75,9 +75,15 @@ pub enum RegionsError {
     #[error("cannot count regions: {0}")]
     Counters(String),
     #[error(transparent)]
-    Stat(#[from] tma_stat::StatError),
+    Stat(Box<tma_stat::StatError>),
     #[error("writing the output failed: {0}")]
     Write(#[from] std::io::Error),
+}
+
+impl From<tma_stat::StatError> for RegionsError {
+    fn from(e: tma_stat::StatError) -> Self {
+        RegionsError::Stat(Box::new(e))
+    }
 }
 
 fn usage(s: impl Into<String>) -> RegionsError {

@@ -12,6 +12,12 @@
 //!   event encodings. perfmon itself has no E-core TMA metrics.
 //! * AMD Zen 4 / Zen 5 pipeline-utilization tables are hand-written in `src/amd.rs` from the
 //!   facts (encodings and formulas) listed in `shared/pmu-data/README.md`, section 5.
+//! * Arm Neoverse N1, V1, N2, V2, N3, V3 tables (`src/generated/arm/`, [`Vendor::Arm`]) are
+//!   generated from Arm's telemetry specifications (Apache-2.0, notice in
+//!   `src/generated/arm/LICENSE-arm-telemetry`) by `xtask/src/gen/arm.rs`: PMUv3 event numbers
+//!   (`config` = the number), Arm's decision tree as the tree, its stage-2 groups as drill-down
+//!   nodes `PARENT__metric`, the other metrics as helper metrics. [`parse_cpuinfo`] reads the
+//!   arm64 `CPU implementer` / `CPU part` lines and [`identify`] picks the core by part.
 //!
 //! # Formula language (the contract with `tma-metrics`)
 //! Every `formula` and `threshold` string in this crate uses one syntax, the perf

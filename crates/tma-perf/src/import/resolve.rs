@@ -489,3 +489,50 @@ pub fn aggregate(iv: &Interval) -> Interval {
     }
     out
 }
+
+#[cfg(test)]
+mod arm_tests {
+    use super::*;
+
+    /// perf's spellings of Arm core events, with a common `:u`/`/u` scope, resolve through the
+    /// Neoverse table to its event ids, and the scope is read off every one of them.
+    #[test]
+    fn arm_spellings_with_a_common_scope() {
+        let v2 = tma_catalog::by_name("neoverse-v2").unwrap();
+        let mut r = Resolver::new(
+            v2.key,
+            |s: &str| v2.resolve_perf_event_all(s).unwrap_or_default(),
+            |_: &[String], _: &[String]| None,
+        );
+        let specs = [
+            "armv8_pmuv3_0/stall_slot_frontend/u",
+            "r3d:u",
+            "r0x003f:u",
+            "armv9_neoverse_v2/event=0x11/u",
+            "OP_SPEC:u",
+            "instructions:u",
+        ];
+        r.learn(specs).unwrap();
+        assert_eq!(r.scope().map(|s| s.letters.as_str()), Some("u"));
+        let ids: Vec<String> = r.mapping().into_iter().map(|(_, id)| id).collect();
+        assert_eq!(
+            ids,
+            [
+                "STALL_SLOT_FRONTEND",
+                "STALL_SLOT_BACKEND",
+                "STALL_SLOT",
+                "CPU_CYCLES",
+                "OP_SPEC",
+                "INST_RETIRED"
+            ]
+        );
+        assert!(r.rescoped().is_empty() && r.ignored().is_empty());
+        // An x86 spelling is unknown to the Arm table.
+        let mut r = Resolver::new(
+            v2.key,
+            |s: &str| v2.resolve_perf_event_all(s).unwrap_or_default(),
+            |_: &[String], _: &[String]| None,
+        );
+        assert!(r.learn(["cpu/event=0x3c,umask=0x0/"]).is_err());
+    }
+}

@@ -656,8 +656,11 @@ fn interval_counts_without_a_pmu_are_json_and_csv_in_one_unit() {
     assert_eq!(clock.unit, "msec");
     // The whole run's document reads into its type too.
     let o = run(TMA.bare().args(["stat", "--json", "--", "true"]));
-    let doc: tma_stat::render::doc::SoftwareDoc =
-        tma_testkit::round_trip(&o.stdout, tma_stat::render::counts::SOFTWARE_SCHEMA, 1);
+    let doc: tma_stat::render::doc::SoftwareDoc = tma_testkit::round_trip(
+        &o.stdout,
+        tma_stat::render::counts::SOFTWARE_SCHEMA,
+        tma_stat::render::counts::SOFTWARE_SCHEMA_VERSION,
+    );
     assert_eq!(doc.events[0].unit, "msec");
     // CSV per interval: task-clock in msec, as in the whole run's CSV.
     let o = run(TMA

@@ -45,17 +45,14 @@ pub enum ImportError {
     #[error("line {line}: interval and non-interval lines are mixed; import the output of one `perf stat` run")]
     MixedIntervals { line: usize },
     #[error(
-        "line {line}: the events were counted in different cgroups ({first} in {first_cgroups}; \
-         {other} in {other_cgroups}), so no tree can be formed from them together; record every \
-         event in the same cgroups: `perf stat --for-each-cgroup CG1,CG2 ...` (or -G with the \
-         same cgroup for every event)"
+        "line {line}: the events were counted in different cgroups ({counted}), so no tree \
+         can be formed from them together; record every event in the same cgroups: `perf stat \
+         --for-each-cgroup CG1,CG2 ...` (or -G with the same cgroup for every event)"
     )]
     MixedCgroups {
         line: usize,
-        first: String,
-        first_cgroups: String,
-        other: String,
-        other_cgroups: String,
+        /// Two events and their cgroups: `task-clock in ga; context-switches in gb`.
+        counted: String,
     },
     #[error("line {line}: interval time {time} s goes backwards (previous {previous} s); import the output of one `perf stat -I` run")]
     IntervalOrder {

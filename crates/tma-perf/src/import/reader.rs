@@ -666,10 +666,11 @@ impl Assembler {
                     if a != b {
                         return Err(ImportError::MixedCgroups {
                             line,
-                            first: first.to_string(),
-                            first_cgroups: names(first_set),
-                            other: other.to_string(),
-                            other_cgroups: names(set),
+                            counted: format!(
+                                "{first} in {}; {other} in {}",
+                                names(first_set),
+                                names(set)
+                            ),
                         });
                     }
                 }

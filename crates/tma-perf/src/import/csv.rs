@@ -179,6 +179,9 @@ fn metric(value: &str, text: &str, line: usize) -> Option<Metric> {
     })
 }
 
+// One line's result, on the stack for one line at a time: boxing the common variant (a row)
+// would allocate for every row of a long recording to save bytes no one keeps.
+#[allow(clippy::large_enum_variant)]
 enum Fielded {
     Row(Row),
     /// A metric-only line: its value and unit-and-name columns.

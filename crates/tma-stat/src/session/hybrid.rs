@@ -419,11 +419,15 @@ fn only_type(view: &Plan, pmu: &str, runs: &[Measurement]) -> Vec<Measurement> {
         .collect()
 }
 
+/// A task attach point (thread, cgroup) with the shortest and longest running time of a
+/// core type's groups there.
+type Spans = Vec<((Option<u32>, Option<u32>), u64, u64)>;
+
 /// Whether a core type's groups took turns at some task attach point: one ran clearly
 /// shorter than another there (per-CPU readings have the plain multiplexing scale).
 fn took_turns(plan: &Plan, pmu: &str, runs: &[Measurement]) -> bool {
     runs.iter().flat_map(|m| &m.intervals).any(|iv| {
-        let mut spans: Vec<((Option<u32>, Option<u32>), u64, u64)> = Vec::new();
+        let mut spans: Spans = Vec::new();
         for g in iv
             .groups
             .iter()

@@ -728,11 +728,11 @@ fn open_sampler(
     Ok((sampler, attr, extra))
 }
 
+/// Samplers, the attr they were opened with, and the group counters kept open with them.
+type Opened = (Vec<Sampler>, Vec<u8>, Vec<Counter>);
+
 /// One every-task event per CPU.
-fn open_per_cpu(
-    cfg: &SamplingConfig,
-    cpus: &[u32],
-) -> Result<(Vec<Sampler>, Vec<u8>, Vec<Counter>), SamplingError> {
+fn open_per_cpu(cfg: &SamplingConfig, cpus: &[u32]) -> Result<Opened, SamplingError> {
     let mut samplers = Vec::with_capacity(cpus.len());
     let mut attr = Vec::new();
     let mut counters = Vec::new();

@@ -468,6 +468,11 @@ pub struct TreeProfile {
     pub notes: Vec<String>,
 }
 
+/// (function, module).
+type FuncKey = (String, String);
+/// (samples, mixed samples, summed group values).
+type Acc = (u64, u64, Vec<u64>);
+
 /// Per-function counts of a profile with group values, each function's tree evaluated with
 /// `model` at `level` (no model: counts only), the top `top` functions kept.
 pub fn build(
@@ -486,7 +491,7 @@ pub fn build(
         let f = &profile.frames[frame];
         (f.function.clone(), f.module.clone())
     };
-    let mut per: HashMap<(String, String), (u64, u64, Vec<u64>)> = HashMap::new();
+    let mut per: HashMap<FuncKey, Acc> = HashMap::new();
     let mut total = (0u64, 0u64, vec![0u64; width]);
     for st in &profile.stacks {
         // The first user frame (kernel work is charged to the user code that caused it).
@@ -519,50 +524,49 @@ pub fn build(
         .rank
         .as_ref()
         .and_then(|r| names.iter().position(|n| n == r));
-    let mut rows: Vec<((String, String), (u64, u64, Vec<u64>))> = per.into_iter().collect();
+    let mut rows: Vec<(FuncKey, Acc)> = per.into_iter().collect();
     rows.sort_by(|a, b| {
-        let key = |r: &(u64, u64, Vec<u64>)| rank.map_or(r.0, |i| r.2[i]);
+        let key = |r: &Acc| rank.map_or(r.0, |i| r.2[i]);
         key(&b.1)
             .cmp(&key(&a.1))
             .then(b.1 .0.cmp(&a.1 .0))
             .then(a.0.cmp(&b.0))
     });
     let tree_level = if model.is_some() { level } else { 0 };
-    let make =
-        |func: &str, module: &str, r: &(u64, u64, Vec<u64>)| -> Result<FunctionTree, TreeError> {
-            let counts = names
-                .iter()
-                .enumerate()
-                .map(|(i, n)| EventCount {
-                    event: n.clone(),
-                    count: r.2[i],
-                    percent: pct(r.2[i], total.2[i]),
-                })
-                .collect();
-            let (nodes, bottleneck) = match model {
-                Some(m) => {
-                    let values: HashMap<String, f64> = names
-                        .iter()
-                        .enumerate()
-                        .map(|(i, n)| (n.clone(), r.2[i] as f64))
-                        .collect();
-                    let rep = tma_metrics::evaluate(m, &Selection::level(level), &values, consts)?;
-                    (tree_nodes(&rep), Some(rep.bottleneck))
-                }
-                None => (Vec::new(), None),
-            };
-            Ok(FunctionTree {
-                function: func.to_string(),
-                module: module.to_string(),
-                samples: r.0,
-                percent: pct(r.0, total.0),
-                mixed: r.1,
-                mixed_percent: pct(r.1, r.0),
-                counts,
-                nodes,
-                bottleneck,
+    let make = |func: &str, module: &str, r: &Acc| -> Result<FunctionTree, TreeError> {
+        let counts = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| EventCount {
+                event: n.clone(),
+                count: r.2[i],
+                percent: pct(r.2[i], total.2[i]),
             })
+            .collect();
+        let (nodes, bottleneck) = match model {
+            Some(m) => {
+                let values: HashMap<String, f64> = names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (n.clone(), r.2[i] as f64))
+                    .collect();
+                let rep = tma_metrics::evaluate(m, &Selection::level(level), &values, consts)?;
+                (tree_nodes(&rep), Some(rep.bottleneck))
+            }
+            None => (Vec::new(), None),
         };
+        Ok(FunctionTree {
+            function: func.to_string(),
+            module: module.to_string(),
+            samples: r.0,
+            percent: pct(r.0, total.0),
+            mixed: r.1,
+            mixed_percent: pct(r.1, r.0),
+            counts,
+            nodes,
+            bottleneck,
+        })
+    };
     let mut functions = Vec::new();
     for ((f, m), r) in rows.iter().take(top) {
         functions.push(make(f, m, r)?);
@@ -799,7 +803,7 @@ pub struct ReplaySample<'a> {
 /// read format GROUP|ID|TOTAL_TIME_ENABLED|TOTAL_TIME_RUNNING, sample_id_all.
 pub fn replay_parse_info() -> linux_perf_event_reader::RecordParseInfo {
     use linux_perf_event_reader::{Endianness, PerfEventAttr, RecordParseInfo};
-    let mut a = vec![0u8; 136];
+    let mut a = [0u8; 136];
     a[0..4].copy_from_slice(&1u32.to_le_bytes());
     a[4..8].copy_from_slice(&136u32.to_le_bytes());
     a[16..24].copy_from_slice(&4000u64.to_le_bytes());
@@ -960,7 +964,7 @@ mod tests {
         );
     }
 
-    fn by_name<'a>(t: &'a TreeProfile, addr: u64) -> &'a FunctionTree {
+    fn by_name(t: &TreeProfile, addr: u64) -> &FunctionTree {
         let name = format!("[unknown] {addr:#x}");
         t.functions.iter().find(|f| f.function == name).unwrap()
     }

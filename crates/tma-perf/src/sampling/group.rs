@@ -360,9 +360,7 @@ mod tests {
     #[test]
     fn sample_with_group_read_parses_per_the_abi() {
         let mut b = Vec::new();
-        for v in [0x40_1000u64] {
-            b.extend_from_slice(&v.to_le_bytes()); // ip
-        }
+        b.extend_from_slice(&0x40_1000u64.to_le_bytes()); // ip
         b.extend_from_slice(&7i32.to_le_bytes()); // pid
         b.extend_from_slice(&9i32.to_le_bytes()); // tid
         b.extend_from_slice(&55u64.to_le_bytes()); // time

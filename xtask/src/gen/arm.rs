@@ -594,3 +594,87 @@ pub fn gen_all(arm: &Path) -> Result<Vec<(PathBuf, String)>> {
     files.push((PathBuf::from(OUT_DIR).join("LICENSE-arm-telemetry"), notice));
     Ok(files)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(file: &str) -> Option<Value> {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/pmu-data/arm")
+            .join(file);
+        if !p.is_file() {
+            eprintln!("skipped: no Arm data at {}", p.display());
+            return None;
+        }
+        Some(read_json(&p).unwrap())
+    }
+
+    #[test]
+    fn share_denominators() {
+        assert_eq!(
+            share_denominator("STALL_BACKEND_BUSY / STALL_BACKEND * 100"),
+            Some("STALL_BACKEND")
+        );
+        assert_eq!(
+            share_denominator("(A + B) / STALL_FRONTEND_MEMBOUND * 100"),
+            Some("STALL_FRONTEND_MEMBOUND")
+        );
+        assert_eq!(share_denominator("A / (B + C) * 100"), None);
+        assert_eq!(share_denominator("A / B"), None);
+    }
+
+    #[test]
+    fn the_converter_refuses_what_it_cannot_place() {
+        let Some(json) = data("neoverse-n3.json") else {
+            return;
+        };
+        assert!(gen_model(&json, "neoverse-n3", "neoverse-n3.json").is_ok());
+        // A metric without our description.
+        let mut j = json.clone();
+        let m = j["metrics"]["ipc"].clone();
+        j["metrics"]["new_metric"] = m;
+        let e = gen_model(&j, "neoverse-n3", "x.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("new_metric") && e.contains("DESCRIPTIONS"),
+            "{e}"
+        );
+        // A formula naming an event the file does not define.
+        let mut j = json.clone();
+        j["metrics"]["ipc"]["formula"] = "INST_RETIRED / NO_SUCH_EVENT".into();
+        let e = gen_model(&j, "neoverse-n3", "x.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("NO_SUCH_EVENT"), "{e}");
+        // An orphan whose denominator no placed node shares.
+        let mut j = json.clone();
+        j["metrics"]["backend_busy_bound"]["formula"] =
+            "STALL_BACKEND_BUSY / CPU_CYCLES * 100".into();
+        let e = gen_model(&j, "neoverse-n3", "x.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("backend_busy_bound") && e.contains("CPU_CYCLES"),
+            "{e}"
+        );
+        // A node two decision-tree nodes name as their next item.
+        let mut j = json;
+        let tree = j["methodologies"]["topdown_methodology"]["decision_tree"]["metrics"]
+            .as_array_mut()
+            .unwrap();
+        let fe = tree
+            .iter_mut()
+            .find(|t| t["name"] == "frontend_bound")
+            .unwrap();
+        fe["next_items"]
+            .as_array_mut()
+            .unwrap()
+            .push("backend_core_bound".into());
+        let e = gen_model(&j, "neoverse-n3", "x.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("backend_core_bound"), "{e}");
+    }
+}

@@ -149,7 +149,8 @@ pub struct GroupCounts {
     /// (previous sample's, this sample's) [`attribution_frame`] of the same thread, where
     /// they differ:
     /// samples whose increase covers time spent at another place ("mixed").
-    pub transitions: HashMap<(Frame, Frame), u64>,
+    /// Per pair: the samples, and the increases they were charged.
+    pub transitions: HashMap<(Frame, Frame), (u64, Vec<u64>)>,
     /// Samples that were the first of their thread (no previous read).
     pub first_reads: u64,
     /// Values that went down between two reads of one thread (charged 0).
@@ -181,11 +182,9 @@ impl GroupCounts {
                 return;
             }
             Some((prev, prev_leaf)) => {
-                if *prev_leaf != leaf {
-                    *self.transitions.entry((*prev_leaf, leaf)).or_default() += 1;
-                }
+                let moved = (*prev_leaf != leaf).then_some(*prev_leaf);
                 let mut back = 0;
-                let d = vals
+                let d: Vec<u64> = vals
                     .iter()
                     .zip(prev)
                     .map(|(v, p)| {
@@ -196,6 +195,19 @@ impl GroupCounts {
                     })
                     .collect();
                 self.backwards += back;
+                if let Some(prev_leaf) = moved {
+                    let t = self
+                        .transitions
+                        .entry((prev_leaf, leaf))
+                        .or_insert_with(|| (0, vec![0; d.len()]));
+                    t.0 += 1;
+                    if t.1.len() < d.len() {
+                        t.1.resize(d.len(), 0);
+                    }
+                    for (a, x) in t.1.iter_mut().zip(&d) {
+                        *a += x;
+                    }
+                }
                 d
             }
             None => {

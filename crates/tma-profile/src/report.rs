@@ -172,6 +172,18 @@ pub struct Annotation {
     pub instructions: Vec<InsnRow>,
 }
 
+/// Samples of one thread whose previous sample was charged to another frame.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Transition {
+    /// The previous sample's frame (index into [`Profile::frames`]).
+    pub from: usize,
+    /// This sample's frame.
+    pub to: usize,
+    pub samples: u64,
+    /// The increases these samples were charged (as [`Stack::values`]).
+    pub values: Vec<u64>,
+}
+
 /// The analysed profile: the `tma.locate` document (v1, less its envelope), written by
 /// [`crate::render::json`] and read back by `tma diff` and `tma report`; the parts after
 /// `notes` are not in the document (empty when read).
@@ -201,10 +213,9 @@ pub struct Profile {
     /// With group sampling: the names of [`Stack::values`], in read-group order.
     #[serde(skip)]
     pub value_names: Vec<String>,
-    /// With group sampling: (previous leaf frame, leaf frame, samples) of consecutive samples
-    /// of one thread whose leaves differ (indices into [`Profile::frames`]).
+    /// With group sampling: consecutive samples of one thread whose charged frames differ.
     #[serde(skip)]
-    pub transitions: Vec<(usize, usize, u64)>,
+    pub transitions: Vec<Transition>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -418,12 +429,19 @@ pub fn analyze(
         notes.push("no samples: the command ran too briefly, or the event never fired".into());
     }
 
-    let mut transitions: Vec<(usize, usize, u64)> = agg
+    let mut transitions: Vec<Transition> = agg
         .group()
         .map(|g| {
             g.transitions
                 .iter()
-                .filter_map(|((a, b), &n)| Some((*frame_index.get(a)?, *frame_index.get(b)?, n)))
+                .filter_map(|((a, b), (n, v))| {
+                    Some(Transition {
+                        from: *frame_index.get(a)?,
+                        to: *frame_index.get(b)?,
+                        samples: *n,
+                        values: v.clone(),
+                    })
+                })
                 .collect()
         })
         .unwrap_or_default();

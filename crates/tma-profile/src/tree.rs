@@ -379,6 +379,9 @@ pub struct EventCount {
     pub count: u64,
     /// Share of the event's total over all functions, in percent.
     pub percent: f64,
+    /// Share of `count` that mixed samples carried (their increase began in another
+    /// function), in percent.
+    pub mixed_percent: f64,
 }
 
 /// One evaluated node of a function's tree.
@@ -470,8 +473,8 @@ pub struct TreeProfile {
 
 /// (function, module).
 type FuncKey = (String, String);
-/// (samples, mixed samples, summed group values).
-type Acc = (u64, u64, Vec<u64>);
+/// (samples, mixed samples, summed group values, the part of them mixed samples carried).
+type Acc = (u64, u64, Vec<u64>, Vec<u64>);
 
 /// Per-function counts of a profile with group values, each function's tree evaluated with
 /// `model` at `level` (no model: counts only), the top `top` functions kept.
@@ -492,7 +495,7 @@ pub fn build(
         (f.function.clone(), f.module.clone())
     };
     let mut per: HashMap<FuncKey, Acc> = HashMap::new();
-    let mut total = (0u64, 0u64, vec![0u64; width]);
+    let mut total: Acc = (0, 0, vec![0; width], vec![0; width]);
     for st in &profile.stacks {
         // The first user frame (kernel work is charged to the user code that caused it).
         let leaf = st
@@ -503,7 +506,7 @@ pub fn build(
         let Some(&leaf) = leaf else { continue };
         let e = per
             .entry(func_of(leaf))
-            .or_insert_with(|| (0, 0, vec![0; width]));
+            .or_insert_with(|| (0, 0, vec![0; width], vec![0; width]));
         e.0 += st.samples;
         total.0 += st.samples;
         for (i, v) in st.values.iter().enumerate().take(width) {
@@ -511,12 +514,16 @@ pub fn build(
             total.2[i] += v;
         }
     }
-    for &(prev, cur, n) in &profile.transitions {
-        let (p, c) = (func_of(prev), func_of(cur));
+    for t in &profile.transitions {
+        let (p, c) = (func_of(t.from), func_of(t.to));
         if p != c {
             if let Some(e) = per.get_mut(&c) {
-                e.1 += n;
-                total.1 += n;
+                e.1 += t.samples;
+                total.1 += t.samples;
+                for (i, v) in t.values.iter().enumerate().take(width) {
+                    e.3[i] += v;
+                    total.3[i] += v;
+                }
             }
         }
     }
@@ -541,6 +548,7 @@ pub fn build(
                 event: n.clone(),
                 count: r.2[i],
                 percent: pct(r.2[i], total.2[i]),
+                mixed_percent: pct(r.3[i], r.2[i]),
             })
             .collect();
         let (nodes, bottleneck) = match model {
@@ -582,6 +590,17 @@ pub fn build(
          increase belongs there)"
             .into(),
     );
+    for f in &functions {
+        for c in &f.counts {
+            if c.count > 0 && c.mixed_percent >= 25.0 && c.event != layout.sampler.name {
+                notes.push(format!(
+                    "{}: {:.0}% of its {} came with mixed samples: much of it may belong to \
+                     the function that ran before",
+                    f.function, c.mixed_percent, c.event
+                ));
+            }
+        }
+    }
     Ok(TreeProfile {
         layout: LayoutDoc {
             kind: layout.kind,
@@ -1053,6 +1072,10 @@ mod tests {
         let b = by_name(&t, B);
         assert_eq!((b.samples, b.mixed), (2, 1));
         assert!((b.mixed_percent - 50.0).abs() < 1e-9);
+        // Thread 101's increase at B began at A: 5000 of B's 6000 frontend slots.
+        let fe = b.counts.iter().find(|c| c.event == FE).unwrap();
+        assert!((fe.mixed_percent - 500.0 / 6.0).abs() < 1e-9, "{fe:?}");
+        assert!(t.notes.iter().any(|n| n.starts_with("[unknown] 0x2000: 83% of its de_no_dispatch_per_slot.no_ops_from_frontend came with mixed samples")), "{:?}", t.notes);
         assert_tree(
             b,
             &[

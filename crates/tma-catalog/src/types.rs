@@ -241,6 +241,16 @@ pub struct NodeDef {
     pub count_domain: &'static str,
 }
 
+impl NodeDef {
+    /// A drill-down figure: a number shown under its parent to explain it (Arm's stage-2
+    /// metrics: MPKI, miss ratios, the operation mix), not a share of the slots. The tables
+    /// mark one with the constant threshold `0`: never over it, so never a bottleneck
+    /// candidate, and the tree shows it under a parent on the bottleneck's path, unmarked.
+    pub fn is_figure(&self) -> bool {
+        self.threshold == "0"
+    }
+}
+
 /// A helper / info metric referenced by node formulas (e.g. slots, core clocks, IPC).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct MetricDef {

@@ -236,11 +236,12 @@ fn stat_level_2_prints_the_tree_drill_down_and_metrics_for_every_core() {
             assert!(out.contains(line), "{key}: no `{line}`\n{out}");
         }
         assert!(out.contains("  ipc "), "{key}: the default metrics\n{out}");
-        // Without -v the drill-down figures (threshold 0) are counted as hidden, and the
+        // Without -v: the drill-down figures (threshold 0) of the nodes on the bottleneck's
+        // path are shown under them, unmarked; the others are counted as hidden. The
         // bottleneck is a slot or stall node, never a drill-down figure.
         let short = ok(&TMA.command().args(args(&[])).output().unwrap());
         assert!(
-            short.contains("under threshold hidden; -v shows them"),
+            short.contains("drill-down figures of nodes off the bottleneck's path hidden"),
             "{short}"
         );
         let b = short
@@ -248,6 +249,25 @@ fn stat_level_2_prints_the_tree_drill_down_and_metrics_for_every_core() {
             .find(|l| l.starts_with("Bottleneck: "))
             .unwrap();
         assert!(!b.contains("__"), "{key}: {b}");
+        let node = b["Bottleneck: ".len()..].split(' ').next().unwrap();
+        let path_parent = model
+            .node(node)
+            .map(|d| std::iter::successors(Some(d), |d| d.parent.and_then(|p| model.node(p))))
+            .into_iter()
+            .flatten()
+            .find(|d| model.children(Some(d.name)).any(|k| k.is_figure()))
+            .map(|d| d.name);
+        if let Some(p) = path_parent {
+            let fig = model.children(Some(p)).find(|k| k.is_figure()).unwrap();
+            let line = short
+                .lines()
+                .find(|l| l.trim_start().starts_with(&format!("{} ", fig.name)))
+                .unwrap_or_else(|| panic!("{key}: {} under {p}\n{short}", fig.name));
+            assert!(
+                !line.contains("below"),
+                "{key}: a figure is unmarked: {line}"
+            );
+        }
     }
     // `-m` takes Arm's stage-2 groups.
     let out = ok(&TMA.run(&[

@@ -146,9 +146,20 @@ pub(super) fn visible(
                 .find(|(m, _)| m.name.eq_ignore_ascii_case(p))
                 .is_none_or(|(_, s)| *s),
         };
+        // A drill-down figure explains its parent: shown where the parent is on the path.
+        let figure = model.node(n.name).is_some_and(|d| d.is_figure());
+        let explains_path = figure
+            && n.parent.as_deref().is_some_and(|p| {
+                report
+                    .bottleneck
+                    .path
+                    .iter()
+                    .any(|b| b.eq_ignore_ascii_case(p))
+            });
         let interesting = n.level == 1
             || verbose > 0
-            || n.above_threshold != Some(false)
+            || explains_path
+            || (n.above_threshold != Some(false) && !figure)
             || n.value.is_none()
             || forced.iter().any(|f| f.eq_ignore_ascii_case(n.name))
             || report.bottleneck.path.iter().any(|b| b == n.name);

@@ -46,10 +46,16 @@ pub(super) fn render_tree(
         .unwrap_or(10)
         + 2;
     let mut hidden = 0usize;
+    let mut hidden_figures = 0usize;
     let mut unknown_threshold = 0usize;
     for (n, show) in r.nodes.iter().zip(&shown) {
+        let figure = info.model.node(n.name).is_some_and(|d| d.is_figure());
         if !show {
-            hidden += 1;
+            if figure {
+                hidden_figures += 1;
+            } else {
+                hidden += 1;
+            }
             continue;
         }
         let name = format!("{}{}", "  ".repeat(n.level as usize - 1), n.name);
@@ -59,6 +65,9 @@ pub(super) fn render_tree(
         };
         let marker = if r.bottleneck.node.as_deref() == Some(n.name) {
             "<=="
+        } else if figure {
+            // A figure that explains its parent has no threshold of its own.
+            ""
         } else if n.above_threshold == Some(false) {
             "below"
         } else if n.above_threshold.is_none() && n.value.is_some() {
@@ -102,13 +111,27 @@ pub(super) fn render_tree(
             "`?` = threshold unknown: it could not be evaluated (it needs values that are missing), so the node is not known to be over or under it."
         )?;
     }
-    if hidden > 0 {
-        writeln!(
+    match (hidden, hidden_figures) {
+        (0, 0) => {}
+        (h, 0) => writeln!(
             w,
-            "{hidden} node{} under threshold hidden; -v shows {}.",
-            if hidden == 1 { "" } else { "s" },
-            if hidden == 1 { "it" } else { "them" }
-        )?;
+            "{h} node{} under threshold hidden; -v shows {}.",
+            if h == 1 { "" } else { "s" },
+            if h == 1 { "it" } else { "them" }
+        )?,
+        (0, f) => writeln!(
+            w,
+            "{f} drill-down figure{} of nodes off the bottleneck's path hidden; -v shows {}.",
+            if f == 1 { "" } else { "s" },
+            if f == 1 { "it" } else { "them" }
+        )?,
+        (h, f) => writeln!(
+            w,
+            "{h} node{} under threshold and {f} drill-down figure{} of nodes off the \
+             bottleneck's path hidden; -v shows them.",
+            if h == 1 { "" } else { "s" },
+            if f == 1 { "" } else { "s" },
+        )?,
     }
     let min_share = r
         .nodes

@@ -226,7 +226,7 @@ fn perf_group_recording_matches_perf_report_and_go_pprof() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let rows = csv_rows(&stdout(&o));
-    same_as_perf(&rows, &perf, &stdout(&o));
+    same_as_perf(&rows, &perf, &stdout(&o), Some(&["compute", "touch_pages"]));
 
     // pprof: samples first, then one type per value; cpu-clock by default.
     let p = tma_profile::pprof::decode(&std::fs::read(&pb).unwrap()).unwrap();
@@ -256,7 +256,8 @@ fn perf_group_recording_matches_perf_report_and_go_pprof() {
                 return;
             }
         };
-        let sums = raw_leaf_sums(&stdout(&out), index);
+        let known: Vec<String> = rows.keys().cloned().collect();
+        let sums = raw_leaf_sums(&stdout(&out), index, &known);
         for (func, row) in &rows {
             if func == "(all)" {
                 continue;
@@ -287,13 +288,18 @@ fn perf_group_periods(text: &str) -> BTreeMap<String, (u64, u64)> {
 
 /// tma's per-function cpu-clock and page-faults equal perf's per-symbol periods (a symbol
 /// perf names by another alias, `__tunable_get_val` for `__GI___tunable_get_val`, matches
-/// by suffix).
+/// by suffix), for the symbols `only` names (all when `None`: perf and tma may name a
+/// libc or vDSO symbol by different aliases), and the totals over all symbols.
 fn same_as_perf(
     rows: &BTreeMap<String, BTreeMap<String, String>>,
     perf: &BTreeMap<String, (u64, u64)>,
     shown: &str,
+    only: Option<&[&str]>,
 ) {
     for (sym, (cpu, pf)) in perf {
+        if only.is_some_and(|o| !o.contains(&sym.as_str())) {
+            continue;
+        }
         let row = rows
             .get(sym)
             .or_else(|| {
@@ -312,6 +318,13 @@ fn same_as_perf(
         .sum();
     let perf_total: u64 = perf.values().map(|v| v.1).sum();
     assert_eq!(tma_total, perf_total, "page-faults over all functions");
+    let tma_cpu: u64 = rows
+        .iter()
+        .filter(|(f, _)| f.as_str() != "(all)")
+        .map(|(_, r)| count(r, "cpu-clock"))
+        .sum();
+    let perf_cpu: u64 = perf.values().map(|v| v.0).sum();
+    assert_eq!(tma_cpu, perf_cpu, "cpu-clock over all functions");
 }
 
 /// The recorded fixture (perf 6.1, `{cpu-clock,page-faults}:Su`) against the `perf report
@@ -333,7 +346,7 @@ fn recorded_group_fixture_matches_its_perf_report() {
         perf_group_periods(&std::fs::read_to_string(f.join("group.perf-report.txt")).unwrap());
     assert_eq!(perf.len(), 4);
     let rows = csv_rows(&stdout(&o));
-    same_as_perf(&rows, &perf, &stdout(&o));
+    same_as_perf(&rows, &perf, &stdout(&o), None);
     // The bleed both tools show: with user-only samples, compute (which takes no fault)
     // is charged two thirds of the faults; tma marks such samples as mixed.
     assert_eq!(count(&rows["compute"], "page-faults"), 10941);
@@ -341,7 +354,7 @@ fn recorded_group_fixture_matches_its_perf_report() {
 }
 
 /// Per leaf function, the sum of value `index` of `go tool pprof -raw` output.
-fn raw_leaf_sums(text: &str, index: usize) -> BTreeMap<String, u64> {
+fn raw_leaf_sums(text: &str, index: usize, known: &[String]) -> BTreeMap<String, u64> {
     let mut samples: Vec<(u64, u64)> = Vec::new(); // (value, leaf location)
     let mut names: BTreeMap<u64, String> = BTreeMap::new();
     let mut section = "";
@@ -368,11 +381,18 @@ fn raw_leaf_sums(text: &str, index: usize) -> BTreeMap<String, u64> {
                 samples.push((val, leaf));
             }
             "Locations" => {
-                // "     3: 0x157b M=1 compute /path/workload.c:40:0 s=0"
+                // "     3: 0x157b M=1 compute /path/workload.c:40:0 s=0": the function (which
+                // may hold spaces, "[unknown] 0xaf1", and be followed by no file) starts
+                // after "M=N"; it is the longest of the names tma gave that starts there.
                 let f: Vec<&str> = l.split_whitespace().collect();
-                if f.len() >= 4 && f[0].ends_with(':') {
-                    if let Ok(id) = f[0].trim_end_matches(':').parse() {
-                        names.insert(id, f[3].to_string());
+                if f.len() >= 4 && f[0].ends_with(':') && f[2].starts_with("M=") {
+                    let rest = l.split_once(f[2]).map_or("", |x| x.1).trim_start();
+                    let name = known
+                        .iter()
+                        .filter(|k| rest == k.as_str() || rest.starts_with(&format!("{k} ")))
+                        .max_by_key(|k| k.len());
+                    if let (Ok(id), Some(name)) = (f[0].trim_end_matches(':').parse(), name) {
+                        names.insert(id, name.clone());
                     }
                 }
             }

@@ -153,7 +153,7 @@ fn json_and_csv_carry_the_p_values() {
     tma_diff::render::json(&mut j, &d).unwrap();
     let v: serde_json::Value = serde_json::from_slice(&j).unwrap();
     assert_eq!(v["schema"], "tma.diff");
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], tma_diff::render::SCHEMA_VERSION);
     assert_eq!(v["before"]["samples"], 2);
     let mem = v["nodes"]
         .as_array()

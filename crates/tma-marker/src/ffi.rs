@@ -22,6 +22,9 @@ unsafe fn name_of<'a>(name: *const c_char) -> Option<&'a str> {
 /// `name` is NULL (ignored) or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn tma_region_begin(name: *const c_char) {
+    if crate::off() {
+        return;
+    }
     // SAFETY: forwarded from the caller's promise.
     if let Some(n) = unsafe { name_of(name) } {
         crate::begin(n);
@@ -34,6 +37,9 @@ pub unsafe extern "C" fn tma_region_begin(name: *const c_char) {
 /// `name` is NULL (ignored) or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn tma_region_end(name: *const c_char) {
+    if crate::off() {
+        return;
+    }
     // SAFETY: forwarded from the caller's promise.
     if let Some(n) = unsafe { name_of(name) } {
         crate::end(n);

@@ -93,8 +93,24 @@ fn connect() -> Option<Shared> {
     Some(Shared { fifo, ack, mode })
 }
 
+/// Set once the connection is known to be absent: the calls of a program not run under tma
+/// cost one relaxed load.
+static OFF: AtomicBool = AtomicBool::new(false);
+
 fn shared() -> Option<&'static Shared> {
-    SHARED.get_or_init(connect).as_ref()
+    if OFF.load(Ordering::Relaxed) {
+        return None;
+    }
+    let s = SHARED.get_or_init(connect).as_ref();
+    if s.is_none() {
+        OFF.store(true, Ordering::Relaxed);
+    }
+    s
+}
+
+/// Whether the calls are no-ops (known not to run under tma).
+pub(crate) fn off() -> bool {
+    OFF.load(Ordering::Relaxed)
 }
 
 /// Whether this process runs under `tma stat --regions` (or `--itt`).

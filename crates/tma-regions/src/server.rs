@@ -139,10 +139,11 @@ pub(crate) fn serve(
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 1 << 16];
     let mut bad = 0usize;
+    // Read what the FIFO holds and handle it; `known` when poll has just said it is readable
+    // (one system call less per line on the acknowledged path).
     let mut read_ready =
-        |buf: &mut Vec<u8>, collector: &mut Collector| -> Result<bool, RegionsError> {
-            let ready = poll_readable(&[&ch.ctl], 0).map_err(RegionsError::Channel)?;
-            if !ready[0] {
+        |buf: &mut Vec<u8>, collector: &mut Collector, known: bool| -> Result<bool, RegionsError> {
+            if !known && !poll_readable(&[&ch.ctl], 0).map_err(RegionsError::Channel)?[0] {
                 return Ok(false);
             }
             let n = (&ch.ctl).read(&mut chunk).map_err(RegionsError::Channel)?;
@@ -162,11 +163,11 @@ pub(crate) fn serve(
             Err(e) => return Err(RegionsError::Channel(e)),
         };
         if ready[0] {
-            read_ready(&mut buf, collector)?;
+            read_ready(&mut buf, collector, true)?;
         }
         if ready[1] {
             // The program has exited: what it wrote before is in the FIFO.
-            while read_ready(&mut buf, collector)? {}
+            while read_ready(&mut buf, collector, false)? {}
             let status = child.wait().map_err(RegionsError::Channel)?;
             break match (status.code(), status.signal()) {
                 (Some(c), _) => Ending::Exited(c),

@@ -179,3 +179,39 @@ fn software_counts_of_runs_without_a_pmu_compare() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("software counts"), "{}", stderr(&o));
 }
+
+/// `--flame`: a differential flame graph of two perf.data files, frames of one side kept and
+/// labelled; refused for trees and for `tma locate --json` documents (no call chains).
+#[test]
+fn two_perf_data_profiles_draw_a_differential_flame_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("diff.svg");
+    let (code, out, err) = tma(&[
+        "diff",
+        "../locate/chase.perf.data",
+        "../profile-tree/group.perf.data",
+        "--symdir",
+        "../locate",
+        "--flame",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("compute (workload)"), "{out}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.starts_with("<?xml") || text.starts_with("<svg"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[only before]") && text.contains("[only after]"),
+        "{text}"
+    );
+    assert!(text.contains("chase") && text.contains("compute"));
+
+    let (code, _, err) = tma(&["diff", PB, PA, "--flame", svg.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("call chains"), "{err}");
+    let (code, _, err) = tma(&["diff", B, A, "--flame", svg.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--flame draws two profiles"), "{err}");
+}

@@ -87,6 +87,9 @@ pub struct ProfileSide {
     pub functions: Vec<Share>,
     /// Notes of the import (several events, a truncated function table).
     pub notes: Vec<String>,
+    /// The whole profile, call chains included, when the input holds them (a perf.data
+    /// file): for a differential flame graph.
+    pub stacks: Option<Box<Profile>>,
 }
 
 /// One function, before and after.
@@ -176,6 +179,7 @@ fn from_perf_data(
     let located = tma_profile::locate::run(&lc, &mut std::io::sink())
         .map_err(|e| DiffError::Locate(Box::new(e)))?;
     let p = located.profile;
+    let stacks = Some(Box::new(p.clone()));
     Ok(ProfileSide {
         file,
         kind: "perf.data",
@@ -183,6 +187,7 @@ fn from_perf_data(
         samples: p.counts.samples,
         functions: shares(p.functions),
         notes: p.notes,
+        stacks,
     })
 }
 
@@ -228,6 +233,7 @@ fn from_locate_json(bytes: &[u8], file: String) -> Result<ProfileSide, DiffError
         samples: doc.counts.samples,
         functions: shares(doc.functions),
         notes,
+        stacks: None,
     })
 }
 

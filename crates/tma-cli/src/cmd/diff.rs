@@ -56,7 +56,7 @@ pub struct Args {
     /// Profiles: kernel symbols for perf.data files (a copy of that machine's /proc/kallsyms).
     #[arg(long, value_name = "FILE")]
     pub kallsyms: Option<PathBuf>,
-    /// Print JSON (schema `tma.diff`, or `tma.diff-profile` for profiles; version 1).
+    /// Print JSON (schema `tma.diff`, or `tma.diff.profile` for profiles; version 2).
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
     /// Print CSV: one row per node and metric (per function for profiles).
@@ -65,16 +65,24 @@ pub struct Args {
     /// Write the output to FILE instead of standard output (`-`: standard output); a file is replaced only when the command succeeds.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Profiles: also draw a differential flame graph of the two perf.data files (recorded
+    /// with -g) into FILE.svg: each frame's width is its share after, its colour the change of
+    /// its share (red: grew, blue: shrank); frames of one side only are kept and labelled.
+    #[arg(long, value_name = "FILE.svg")]
+    pub flame: Option<PathBuf>,
 }
 
 pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     if !args.metric.metric_groups.is_empty() || args.metric.bottlenecks {
         anyhow::bail!("tma diff takes -m LIST for metrics; -M and -B are for tma stat");
     }
-    crate::output::check(args.output.as_deref(), [])?;
+    crate::output::check(args.output.as_deref(), [("--flame", args.flame.as_deref())])?;
     tma_render::files::check_one_stdin([args.before.as_path(), args.after.as_path()])?;
     if tma_diff::inputs(&args.before, &args.after)? {
         return profiles(args);
+    }
+    if args.flame.is_some() {
+        anyhow::bail!("--flame draws two profiles (perf.data files recorded with -g)");
     }
     if args.event.is_some() || !args.symdir.is_empty() || args.kallsyms.is_some() {
         anyhow::bail!("-e, --symdir and --kallsyms are for profiles (perf.data files)");
@@ -134,6 +142,16 @@ fn profiles(args: Args) -> anyhow::Result<ExitCode> {
         kallsyms: args.kallsyms,
     };
     let d = tma_diff::profile::run(&cfg)?;
+    if let Some(path) = args.flame.as_deref() {
+        let (Some(b), Some(a)) = (d.before.stacks.as_deref(), d.after.stacks.as_deref()) else {
+            anyhow::bail!(
+                "--flame needs the call chains of perf.data files; a tma locate --json \
+                 document keeps none: give the perf.data files"
+            );
+        };
+        let svg = tma_report::flame::differential_svg(b, a)?;
+        tma_render::write_output(path, |w| Ok(w.write_all(svg.as_bytes())?))?;
+    }
     crate::output::emit(args.output.as_deref(), |w| {
         if args.json {
             tma_diff::render::profile_json(w, &d)

@@ -149,7 +149,7 @@ pub(super) fn visible(
         // A drill-down figure explains its parent: shown where the parent is on the path.
         let figure = model.node(n.name).is_some_and(|d| d.is_figure());
         let explains_path = figure
-            && n.parent.as_deref().is_some_and(|p| {
+            && n.parent.is_some_and(|p| {
                 report
                     .bottleneck
                     .path

@@ -309,6 +309,7 @@ mod tests {
             samples: functions.iter().map(|f| f.samples).sum(),
             functions,
             notes: Vec::new(),
+            stacks: None,
         }
     }
 

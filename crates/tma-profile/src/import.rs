@@ -207,6 +207,24 @@ fn check_lengths(bytes: &[u8], is_pipe: bool) -> Result<(), ImportError> {
     };
     let bad =
         |what: &str| ImportError::BadHeader(format!("{what} runs past the bytes that hold it"));
+    // Where linux-perf-event-reader leaves off after a perf_event_attr at `at` in a slot of
+    // `attr_size` bytes: it reads the fields of the largest attr version not above the attr's
+    // own `size` (all of it past version 7, 128 bytes), then skips to the slot's end; `None`
+    // where it refuses the attr.
+    let attr_end = |at: u64, attr_size: u64| -> Option<u64> {
+        let size = rd(at.checked_add(4)?, 4)?;
+        if !(64..=attr_size).contains(&size) {
+            return None;
+        }
+        let read = if size > 128 {
+            size
+        } else {
+            [128, 120, 112, 104, 96, 80, 72, 64]
+                .into_iter()
+                .find(|&v| v <= size)?
+        };
+        at.checked_add(read)?.checked_add(attr_size - size)
+    };
     // A feature's data in [start, end): 11 is CMDLINE (a u32 count of strings, each a u32
     // length and bytes), 12 is EVENT_DESC (u32 nr, u32 attr_size, then per event the attr,
     // a u32 id count, a string and the ids).
@@ -228,7 +246,7 @@ fn check_lengths(bytes: &[u8], is_pipe: bool) -> Result<(), ImportError> {
                 let (nr, attr_size) = (rd(start, 4)?, rd(start + 4, 4)?);
                 let mut at = start + 8;
                 for _ in 0..nr {
-                    at = at.checked_add(attr_size)?;
+                    at = attr_end(at, attr_size)?;
                     let ids = rd(at, 4)?;
                     at = string_list(at + 4, 1)?.checked_add(ids.checked_mul(8)?)?;
                     if at > end {
@@ -273,8 +291,11 @@ fn check_lengths(bytes: &[u8], is_pipe: bool) -> Result<(), ImportError> {
         let attr_size = rd(16, 8).unwrap_or(0);
         let (toff, tsize) = (rd(56, 8).unwrap_or(0), rd(64, 8).unwrap_or(0));
         if let Some(step) = attr_size.checked_add(16) {
-            for i in 0..tsize / step {
-                let e = toff.saturating_add(i * step).saturating_add(attr_size);
+            let mut pos = toff;
+            for _ in 0..tsize / step {
+                let Some(e) = attr_end(pos, attr_size) else {
+                    break; // the parser's own error
+                };
                 let (o, sz) = (
                     rd(e, 8).unwrap_or(0),
                     rd(e.saturating_add(8), 8).unwrap_or(0),
@@ -282,6 +303,7 @@ fn check_lengths(bytes: &[u8], is_pipe: bool) -> Result<(), ImportError> {
                 if o.checked_add(sz).is_none_or(|x| x > len) {
                     return Err(bad("an event type's id section"));
                 }
+                pos = e.saturating_add(16);
             }
         }
         (doff, doff.saturating_add(dsize).min(len))

@@ -54,8 +54,10 @@ mod tests {
 
     #[test]
     fn old_names_map_to_conforming_new_ones() {
+        // (Some old names are well-formed words, `tma.diff-profile`, but named the document
+        // as a word of the command's name instead of as its own part.)
         for (old, new) in RENAMED {
-            assert!(!follows_convention(old), "{old} broke the convention");
+            assert_ne!(old, new);
             assert!(follows_convention(new), "{new}");
             assert_eq!(canonical(old), *new);
             assert_eq!(canonical(new), *new);

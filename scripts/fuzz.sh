@@ -114,12 +114,14 @@ failed=0
 summary=()
 for t in "${targets[@]}"; do
   out=$root/fuzz/out/$t
-  rm -rf "$out"
+  # The targets' scratch files (fuzz/src/lib.rs scratch_file) go under fuzz/out too.
+  rm -rf "$out" "$out.tmp"
+  mkdir -p "$out.tmp"
   dict=()
   [ -f "fuzz/dict/$t.dict" ] && dict=(-x "fuzz/dict/$t.dict")
   echo "== $t: fuzzing for ${secs}s (output in fuzz/out/$t)"
   log=$root/fuzz/out/$t.log
-  if ! cargo afl fuzz -i "$seeds/$t" -o "$out" -V "$secs" -t 1000 "${dict[@]}" -- "$bin/$t" \
+  if ! TMPDIR=$out.tmp cargo afl fuzz -i "$seeds/$t" -o "$out" -V "$secs" -t 1000 "${dict[@]}" -- "$bin/$t" \
     >"$log" 2>&1; then
     tail -n 30 "$log"
     echo "fuzz.sh: afl stopped with an error on $t (log: fuzz/out/$t.log)" >&2

@@ -97,8 +97,15 @@ mod unit_tests {
             assert_eq!(serde_json::from_str::<Unit>(&json).unwrap(), u);
             assert_eq!(Unit::parse(u.name()), Some(u));
         }
-        for (old, u) in [("PercentSlots", Unit::PercentSlots), ("Percent", Unit::Percent), ("Number", Unit::Number)] {
-            assert_eq!(serde_json::from_str::<Unit>(&format!("\"{old}\"")).unwrap(), u);
+        for (old, u) in [
+            ("PercentSlots", Unit::PercentSlots),
+            ("Percent", Unit::Percent),
+            ("Number", Unit::Number),
+        ] {
+            assert_eq!(
+                serde_json::from_str::<Unit>(&format!("\"{old}\"")).unwrap(),
+                u
+            );
             assert_eq!(Unit::parse(old), Some(u));
         }
         assert!(Unit::names_percent("percent_slots") && Unit::names_percent("Percent"));

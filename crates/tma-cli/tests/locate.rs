@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use tma_testkit::{fixture, stderr, stdout, Tma};
+use tma_testkit::{can_sample, fixture, stderr, stdout, Tma};
 
 const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
@@ -17,31 +17,9 @@ fn run(args: &[&str]) -> Output {
     TMA.bare().args(args).output().expect("run tma")
 }
 
-/// Build tests/fixtures/locate/chase.c with the system C compiler, or skip.
+/// locate/chase.c built with the system C compiler, or skip.
 fn build_chase(dir: &Path) -> Option<PathBuf> {
-    let exe = dir.join("chase");
-    let st = Command::new("cc")
-        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
-        .arg(&exe)
-        .arg(fixture("locate").join("chase.c"))
-        .status();
-    match st {
-        Ok(s) if s.success() => Some(exe),
-        _ => {
-            eprintln!("skipped: no working C compiler (cc)");
-            None
-        }
-    }
-}
-
-/// Whether this process may open a cpu-clock sampling event on another task.
-fn can_sample(o: &Output) -> bool {
-    let e = stderr(o);
-    if e.contains("perf_event_paranoid") || e.contains("cannot open the sampling event") {
-        eprintln!("skipped: perf_event_open not permitted here: {e}");
-        return false;
-    }
-    true
+    tma_testkit::build_c(&fixture("locate/chase.c"), dir, "-O1")
 }
 
 fn json(o: &Output) -> serde_json::Value {

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use tma_testkit::{fixture, stderr, stdout, Tma};
+use tma_testkit::{can_sample, fixture, stderr, stdout, Tma};
 
 const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 
@@ -19,30 +19,9 @@ fn run(args: &[&str]) -> Output {
     TMA.bare().args(args).output().expect("run tma")
 }
 
-/// Build the workload with the system C compiler, or skip.
+/// profile-tree/workload.c built with the system C compiler, or skip.
 fn build_workload(dir: &Path) -> Option<PathBuf> {
-    let exe = dir.join("workload");
-    let st = Command::new("cc")
-        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-o"])
-        .arg(&exe)
-        .arg(fixture("profile-tree").join("workload.c"))
-        .status();
-    match st {
-        Ok(s) if s.success() => Some(exe),
-        _ => {
-            eprintln!("skipped: no working C compiler (cc)");
-            None
-        }
-    }
-}
-
-fn can_sample(o: &Output) -> bool {
-    let e = stderr(o);
-    if e.contains("perf_event_paranoid") || e.contains("cannot open the sampling event") {
-        eprintln!("skipped: perf_event_open not permitted here: {e}");
-        return false;
-    }
-    true
+    tma_testkit::build_c(&fixture("profile-tree/workload.c"), dir, "-O2")
 }
 
 /// The workload's own measurement: name -> (minor faults, thread CPU ns).

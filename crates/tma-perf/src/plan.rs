@@ -811,7 +811,13 @@ mod tests {
         let pmus: Vec<&str> = all.groups.iter().map(|g| g.pmu.as_str()).collect();
         assert_eq!(
             pmus,
-            ["software", "cpu_core", "cpu_core", "cpu_atom", "cpu_lowpower"]
+            [
+                "software",
+                "cpu_core",
+                "cpu_core",
+                "cpu_atom",
+                "cpu_lowpower"
+            ]
         );
         assert_eq!(all.counter_pmus(), ["cpu_core", "cpu_atom", "cpu_lowpower"]);
         let types = ["cpu_core", "cpu_atom", "cpu_lowpower"];

@@ -112,6 +112,36 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Build the C program `src` into `dir` (named after its stem) with the system C compiler,
+/// at optimisation `opt` (`-O1`, `-O2`) with frame pointers and debug info, for the sampling
+/// tests; `None`, after printing a `skipped:` line, when there is no working compiler.
+pub fn build_c(src: &Path, dir: &Path, opt: &str) -> Option<PathBuf> {
+    let exe = dir.join(src.file_stem().expect("a C source file name"));
+    let st = Command::new("cc")
+        .args([opt, "-g", "-fno-omit-frame-pointer", "-o"])
+        .arg(&exe)
+        .arg(src)
+        .status();
+    match st {
+        Ok(s) if s.success() => Some(exe),
+        _ => {
+            eprintln!("skipped: no working C compiler (cc)");
+            None
+        }
+    }
+}
+
+/// Whether a `tma locate` run could open its sampling event on another task; prints a
+/// `skipped:` line with perf's reason when it could not (perf_event_paranoid, no event).
+pub fn can_sample(o: &Output) -> bool {
+    let e = stderr(o);
+    if e.contains("perf_event_paranoid") || e.contains("cannot open the sampling event") {
+        eprintln!("skipped: perf_event_open not permitted here: {e}");
+        return false;
+    }
+    true
+}
+
 /// Compares `actual` with the golden file at `path`, byte for byte. With `UPDATE_GOLDEN` set
 /// in the environment it writes `actual` there instead (creating the directory); review the
 /// change with `git diff` before committing it.

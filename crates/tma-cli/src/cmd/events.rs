@@ -38,22 +38,25 @@ pub struct Args {
 
 pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     crate::output::check(args.out.output.as_deref(), [])?;
-    let (mut model, source) =
-        tma_stat::select_model(args.cpu.cpu.as_deref(), None, &root.host())?;
+    let (mut model, source) = tma_stat::select_model(args.cpu.cpu.as_deref(), None, &root.host())?;
     let family = tma_stat::core_family(model);
     if let Some(t) = &args.cputype {
         let pmu = format!("cpu_{}", t.strip_prefix("cpu_").unwrap_or(t));
-        model = family.iter().copied().find(|m| m.pmu == pmu).ok_or_else(|| {
-            anyhow::anyhow!(
-                "--cputype {t}: the {} tables are for the core types {}",
-                model.key,
-                if family.is_empty() {
-                    "of a part with one (no --cputype)".to_string()
-                } else {
-                    family.iter().map(|m| m.pmu).collect::<Vec<_>>().join(", ")
-                }
-            )
-        })?;
+        model = family
+            .iter()
+            .copied()
+            .find(|m| m.pmu == pmu)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--cputype {t}: the {} tables are for the core types {}",
+                    model.key,
+                    if family.is_empty() {
+                        "of a part with one (no --cputype)".to_string()
+                    } else {
+                        family.iter().map(|m| m.pmu).collect::<Vec<_>>().join(", ")
+                    }
+                )
+            })?;
     } else if args.perf_cmd && !args.out.json && family.len() > 1 {
         let cmd = if args.command.is_empty() {
             "CMD".to_string()

@@ -207,3 +207,22 @@ fn a_file_that_is_no_input_is_named_as_such_and_writes_nothing() {
     );
     assert_eq!(entries(dir.path()), ["notes.txt"]);
 }
+
+/// A group recording (`perf record -e '{cpu-clock,page-faults}:S'`) with --cpu is read with
+/// its read groups (as `tma locate --import --tree` reads it) and still draws its profile;
+/// the one group's two events are read together (no "pick one with -e" note).
+#[test]
+fn a_group_recording_with_cpu_draws_its_profile() {
+    let with_cpu = tma(args![
+        "report",
+        fixture("profile-tree/group.perf.data"),
+        "--cpu",
+        "zen4"
+    ]);
+    assert_eq!(with_cpu.status.code(), Some(0), "{}", stderr(&with_cpu));
+    let page = stdout(&with_cpu);
+    assert!(page.contains("compute") && page.contains("touch_pages"));
+    assert!(!page.contains("pick one with -e"));
+    let plain = tma(args!["report", fixture("profile-tree/group.perf.data")]);
+    assert!(stdout(&plain).contains("pick one with -e"));
+}

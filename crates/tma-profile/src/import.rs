@@ -333,6 +333,28 @@ fn check_lengths(bytes: &[u8], is_pipe: bool) -> Result<(), ImportError> {
     Ok(())
 }
 
+/// Whether some event of a perf.data file samples with a read group (`sample_type` has
+/// `PERF_SAMPLE_READ` and `read_format` has `PERF_FORMAT_GROUP`, as `perf record -e
+/// '{a,b}:S'` writes it): what `tma locate --import --tree` needs.
+pub fn has_read_groups(bytes: &[u8]) -> bool {
+    const SAMPLE_READ: u64 = 1 << 4;
+    const FORMAT_GROUP: u64 = 1 << 3;
+    let (Some(attr_size), Some(off), Some(size)) =
+        (u64_at(bytes, 16), u64_at(bytes, 24), u64_at(bytes, 32))
+    else {
+        return false;
+    };
+    if attr_size < 40 + 16 {
+        return false;
+    }
+    (0..size / attr_size).any(|i| {
+        let at = off.saturating_add(i.saturating_mul(attr_size)) as usize;
+        let sample_type = u64_at(bytes, at.saturating_add(24)).unwrap_or(0);
+        let read_format = u64_at(bytes, at.saturating_add(32)).unwrap_or(0);
+        sample_type & SAMPLE_READ != 0 && read_format & FORMAT_GROUP != 0
+    })
+}
+
 /// Each attribute's `read_format` as the file holds it (linux-perf-event-reader drops the
 /// bits it does not know, such as `PERF_FORMAT_LOST`, which changes the read group's
 /// layout). The attribute section: entries of `attr_size` bytes (header offset 16), each a

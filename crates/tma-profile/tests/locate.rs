@@ -105,3 +105,17 @@ fn settings_that_do_not_go_together_are_refused() {
     });
     assert!(matches!(e, LocateError::Import { .. }), "{e}");
 }
+
+/// A `perf record -e '{…}:S'` file samples with a read group; a plain recording does not
+/// (what `tma report` asks before drawing the TMA flame graph).
+#[test]
+fn group_recordings_are_told_from_plain_ones() {
+    let group = std::fs::read(tma_testkit::fixture("profile-tree/group.perf.data")).unwrap();
+    assert!(tma_profile::import::has_read_groups(&group));
+    for plain in ["locate/chase.perf.data", "locate/two-events.perf.data"] {
+        let b = std::fs::read(tma_testkit::fixture(plain)).unwrap();
+        assert!(!tma_profile::import::has_read_groups(&b), "{plain}");
+    }
+    assert!(!tma_profile::import::has_read_groups(b"PERFILE2"));
+    assert!(!tma_profile::import::has_read_groups(b""));
+}

@@ -289,26 +289,42 @@ impl tma_stat::IntervalSink for ViewSink<'_> {
 /// A perf.data file, read as `tma locate --import` reads it; a flame graph when its samples
 /// carry call chains.
 fn perf_data(cfg: &ReportConfig, path: &Path, file: String) -> Result<Section, HtmlError> {
+    // A group recording (`perf record -e '{…}:S'`) with --cpu: the per-function trees, whose
+    // dominant level-1 nodes colour the flame graph (the TMA flame graph).
+    let groups = cfg.cpu.is_some()
+        && tma_render::files::read_input(path)
+            .is_ok_and(|b| tma_profile::import::has_read_groups(&b));
     let lc = LocateConfig {
         import: Some(path.to_path_buf()),
         event: cfg.event.clone(),
         symdir: cfg.symdir.clone(),
         kallsyms: cfg.kallsyms.clone(),
         report: ReportOptions::default(),
+        cpu: cfg.cpu.clone(),
+        tree: groups.then_some(cfg.level.unwrap_or(1).clamp(1, 2)),
         ..LocateConfig::default()
     };
-    let located =
-        tma_profile::locate::run(&lc, &mut std::io::sink()).map_err(|e| HtmlError::Locate {
-            file: file.clone(),
-            source: Box::new(e),
-        })?;
+    let located = match tma_profile::locate::run(&lc, &mut std::io::sink()) {
+        Ok(l) => Ok(l),
+        // The trees could not be formed (events of another CPU's tables): the profile
+        // without them, drawn in plain colours, as for any recording.
+        Err(_) if groups => {
+            tma_profile::locate::run(&LocateConfig { tree: None, ..lc }, &mut std::io::sink())
+        }
+        Err(e) => Err(e),
+    }
+    .map_err(|e| HtmlError::Locate {
+        file: file.clone(),
+        source: Box::new(e),
+    })?;
     let doc = located.profile;
     let chains = doc.stacks.iter().any(|s| s.frames.len() > 1);
     let (flame, no_flame) = if chains {
-        (
-            Some(crate::flame::document(&crate::flame::svg(&doc)?)),
-            None,
-        )
+        let svg = match located.dominant.as_ref() {
+            Some(d) => crate::flame::tma_svg(&doc, Some(d))?,
+            None => crate::flame::svg(&doc)?,
+        };
+        (Some(crate::flame::document(&svg)), None)
     } else {
         (
             None,

@@ -345,3 +345,40 @@ fn loops_run() {
 fn no_pmu() -> Option<String> {
     tma_perf::sysfs::Pmus::why_no_hardware_counting(&tma_perf::host::Host::system())
 }
+
+/// With the loop's wall time recorded, task-clock may exceed the thread's CPU time by the
+/// time the hypervisor took the vCPU (a loaded host), but never the wall time itself, nor
+/// fall under the CPU time.
+#[test]
+fn task_clock_lies_between_the_cpu_time_and_the_wall_time() {
+    let judge_tc = |task: u64, cpu: u64, wall: u64| {
+        let mut rec = good();
+        let s = rec.software.as_mut().unwrap();
+        (s.task_clock_ns, s.thread_cpu_ns, s.wall_ns) = (task, cpu, wall);
+        let r = judge(&rec);
+        verdict(&r, "software.task_clock").clone()
+    };
+    // 5% of steal: between the two, a pass.
+    assert_eq!(
+        judge_tc(105_000_000, 100_000_000, 106_000_000).verdict,
+        Verdict::Pass
+    );
+    // More than the wall time (plus the allowance): counted time it was not running.
+    let over = judge_tc(120_000_000, 100_000_000, 106_000_000);
+    assert_eq!(over.verdict, Verdict::Fail);
+    assert!(
+        over.reason.contains("over the loop's wall time"),
+        "{}",
+        over.reason
+    );
+    // Under the CPU time.
+    let under = judge_tc(90_000_000, 100_000_000, 106_000_000);
+    assert_eq!(under.verdict, Verdict::Fail);
+    assert!(
+        under.reason.contains("under the thread's CPU time"),
+        "{}",
+        under.reason
+    );
+    // A recording without the wall time keeps the CPU-time band.
+    assert_eq!(judge_tc(105_000_000, 100_000_000, 0).verdict, Verdict::Fail);
+}

@@ -346,7 +346,8 @@ fn judge_software(s: &SoftwareCounts, rows: &mut Vec<VerifyRow>) {
                 format!(
                     "task-clock is {} ns over the loop's wall time: it counted time the task \
                      was not running",
-                    s.task_clock_ns.saturating_sub(s.wall_ns.max(s.thread_cpu_ns))
+                    s.task_clock_ns
+                        .saturating_sub(s.wall_ns.max(s.thread_cpu_ns))
                 )
             },
         ));

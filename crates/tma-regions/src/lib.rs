@@ -291,8 +291,8 @@ pub fn run(
             lib.display().to_string(),
         ));
     }
-    let mut collector = tree::Collector::default();
     let t0 = std::time::Instant::now();
+    let mut collector = tree::Collector::new(t0);
     let ending = server::serve(
         &argv,
         &env,

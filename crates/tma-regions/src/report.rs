@@ -1,10 +1,11 @@
 //! A regions run as a document: each region's time, calls, counted share, counts and (with a
 //! PMU) its TMA tree, per thread and merged; written as text, JSON (`tma.stat.regions`
-//! version 1) or CSV (one row per region).
+//! version 1) or CSV (one row per region). The same types read the document back (`tma diff`,
+//! `tma report`); fields added after version 1 are optional, so older documents still read.
 
 use std::io::Write;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tma_perf::backend::{GroupReading, Measurement, RawInterval};
 use tma_perf::plan::Plan;
 use tma_stat::eval::TreeEval;
@@ -17,7 +18,7 @@ pub const SCHEMA: &str = "tma.stat.regions";
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// One event's count over a region.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Count {
     pub event: String,
     /// Scaled for multiplexing; `None` when not counted.
@@ -25,16 +26,17 @@ pub struct Count {
 }
 
 /// One node of a region's TMA tree.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TreeNode {
     pub node: String,
     pub level: u8,
     pub value: Option<f64>,
-    pub unit: &'static str,
+    /// `percent_slots`, `percent` or `number`.
+    pub unit: String,
 }
 
 /// One region, its figures and its nested regions.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Region {
     pub name: String,
     /// From the outermost region in.
@@ -49,22 +51,43 @@ pub struct Region {
     pub counted_share: Option<f64>,
     pub counts: Vec<Count>,
     /// The TMA tree (empty without a PMU).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tree: Vec<TreeNode>,
     pub children: Vec<Region>,
 }
 
 /// One thread's regions.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Thread {
     pub tid: u32,
     pub regions: Vec<Region>,
 }
 
+/// One region's begin and end on a thread (the timeline).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpanDoc {
+    /// From the outermost open region in.
+    pub path: Vec<String>,
+    /// Nanoseconds since the program started.
+    pub begin_ns: u64,
+    pub end_ns: u64,
+}
+
+/// One thread's timeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadTimeline {
+    pub tid: u32,
+    /// The first [`crate::tree::MAX_SPANS`] regions to end, in the order they ended.
+    pub spans: Vec<SpanDoc>,
+    /// Regions that ended after those (not kept).
+    #[serde(default)]
+    pub dropped: u64,
+}
+
 /// The document.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
-    pub schema: &'static str,
+    pub schema: String,
     pub schema_version: u32,
     pub command: Vec<String>,
     /// Whether the regions carry TMA trees (a PMU counted them).
@@ -81,8 +104,13 @@ pub struct Report {
     pub merged: Vec<Region>,
     pub threads: Vec<Thread>,
     /// Threads whose counters could not be opened (their regions carry time and calls only).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub uncounted_threads: Vec<u32>,
+    /// When each region began and ended, per thread: the regions tma saw begin and end on
+    /// the FIFO (regions counted in process arrive as totals, with no times). Absent from
+    /// documents written before it was added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<ThreadTimeline>,
 }
 
 /// A region's counts as the one raw interval every reading is derived from.
@@ -155,7 +183,7 @@ impl Builder<'_> {
                     node: r.name.to_string(),
                     level: r.level,
                     value: r.value,
-                    unit: r.unit.name(),
+                    unit: r.unit.name().to_string(),
                 })
                 .collect(),
             None => Vec::new(),
@@ -197,7 +225,7 @@ impl Report {
             eval: counting.tree.as_ref().map(TreeEval::new).transpose()?,
         };
         Ok(Report {
-            schema: SCHEMA,
+            schema: SCHEMA.to_string(),
             schema_version: SCHEMA_VERSION,
             command: command.to_vec(),
             hardware: counting.tree.is_some(),
@@ -215,6 +243,23 @@ impl Report {
                 })
                 .collect(),
             uncounted_threads: regions.uncounted.clone(),
+            timeline: regions
+                .spans
+                .iter()
+                .map(|(tid, s)| ThreadTimeline {
+                    tid: *tid,
+                    spans: s
+                        .spans
+                        .iter()
+                        .map(|x| SpanDoc {
+                            path: x.path.clone(),
+                            begin_ns: x.begin_ns,
+                            end_ns: x.end_ns,
+                        })
+                        .collect(),
+                    dropped: s.dropped,
+                })
+                .collect(),
         })
     }
 
@@ -379,7 +424,7 @@ impl Report {
                 }
                 writeln!(w)?;
                 for n in &r.tree {
-                    let v = match (n.value, n.unit) {
+                    let v = match (n.value, n.unit.as_str()) {
                         (None, _) => "-".to_string(),
                         (Some(v), "number") => format!("{v:.2}"),
                         (Some(v), _) => format!("{v:.1} %"),
@@ -502,6 +547,7 @@ mod tests {
             merged,
             notes: Vec::new(),
             uncounted: Vec::new(),
+            spans: Vec::new(),
         };
         let r = Report::build(&c, &regions, &["app".into()], 2_000_000).unwrap();
         assert!(r.hardware);
@@ -575,6 +621,7 @@ mod tests {
             merged: root,
             notes: Vec::new(),
             uncounted: Vec::new(),
+            spans: Vec::new(),
         };
         let r = Report::build(&c, &regions, &["app".into()], 20_000_000).unwrap();
         assert_eq!(r.merged[0].cpu_share, Some(0.5));
@@ -593,5 +640,48 @@ mod tests {
         assert_eq!(v["hardware"], false);
         assert_eq!(v["merged"][0]["counts"][3]["event"], "page-faults");
         assert_eq!(v["merged"][0]["counts"][3]["value"], 7.0);
+        // No spans: no timeline field, as documents written before it had none; both read
+        // back through the same type.
+        assert!(v.get("timeline").is_none());
+        let back: Report = serde_json::from_slice(&json).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn the_timeline_is_written_and_read_back() {
+        let plan = Plan::software(&tma_perf::backend::software_events());
+        let c = Counting {
+            plan,
+            tree: None,
+            no_tree: Some("no `cpu` PMU".into()),
+        };
+        let mut root = RegionNode::default();
+        root.at(&["r".to_string()]).calls = 2;
+        let span = |b, e| crate::tree::Span {
+            path: vec!["r".into()],
+            begin_ns: b,
+            end_ns: e,
+        };
+        let regions = Regions {
+            threads: vec![(7, root.clone())],
+            merged: root,
+            spans: vec![(
+                7,
+                crate::tree::ThreadSpans {
+                    spans: vec![span(10, 20), span(30, 45)],
+                    dropped: 3,
+                },
+            )],
+            ..Regions::default()
+        };
+        let r = Report::build(&c, &regions, &["app".into()], 100).unwrap();
+        let mut json = Vec::new();
+        r.json(&mut json).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(v["timeline"][0]["tid"], 7);
+        assert_eq!(v["timeline"][0]["spans"][1]["end_ns"], 45);
+        assert_eq!(v["timeline"][0]["dropped"], 3);
+        let back: Report = serde_json::from_slice(&json).unwrap();
+        assert_eq!(back, r);
     }
 }

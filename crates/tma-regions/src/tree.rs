@@ -96,11 +96,34 @@ pub enum Answer {
     Error(String),
 }
 
+/// Spans kept per thread for the timeline (the first ones; the rest are counted).
+pub const MAX_SPANS: usize = 2000;
+
+/// One region's begin and end on a thread, in nanoseconds since the collector's origin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Span {
+    /// From the outermost open region in.
+    pub path: Vec<String>,
+    pub begin_ns: u64,
+    pub end_ns: u64,
+}
+
+/// A thread's spans, and how many more there were.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThreadSpans {
+    pub spans: Vec<Span>,
+    pub dropped: u64,
+}
+
 /// Every thread's regions so far.
 #[derive(Debug, Default)]
 pub struct Collector {
     /// Per thread: its tree (root without a name) and its open regions.
     threads: BTreeMap<u32, (RegionNode, Vec<Open>)>,
+    /// Per thread: the regions seen begin and end (the timeline).
+    spans: BTreeMap<u32, ThreadSpans>,
+    /// What span times count from (the program's start; else the first line).
+    origin: Option<Instant>,
     /// Threads whose counters could not be opened, and why (time and calls still count).
     uncounted: BTreeMap<u32, String>,
     /// Problems to show as notes.
@@ -108,6 +131,14 @@ pub struct Collector {
 }
 
 impl Collector {
+    /// A collector whose timeline counts from `origin` (the program's start).
+    pub fn new(origin: Instant) -> Collector {
+        Collector {
+            origin: Some(origin),
+            ..Collector::default()
+        }
+    }
+
     /// Handle one message, with the time it arrived.
     pub fn handle(
         &mut self,
@@ -115,6 +146,7 @@ impl Collector {
         now: Instant,
         counters: &mut dyn ThreadCounters,
     ) -> Answer {
+        let origin = *self.origin.get_or_insert(now);
         match m {
             Message::Begin { tid, name, ack } => {
                 let start = self.read(tid, counters);
@@ -131,7 +163,7 @@ impl Collector {
                 }
             }
             Message::End { tid, name, ack } => {
-                let err = self.end(tid, &name, now, counters).err();
+                let err = self.end(tid, &name, now, origin, counters).err();
                 match (ack, err) {
                     (false, Some(e)) => {
                         self.notes.push(e);
@@ -196,6 +228,7 @@ impl Collector {
         tid: u32,
         name: &str,
         now: Instant,
+        origin: Instant,
         counters: &mut dyn ThreadCounters,
     ) -> Result<(), String> {
         let top = self
@@ -231,6 +264,17 @@ impl Collector {
                 .collect();
             add_groups(&mut node.counts, &delta);
         }
+        let spans = self.spans.entry(tid).or_default();
+        if spans.spans.len() < MAX_SPANS {
+            let ns = |t: Instant| t.saturating_duration_since(origin).as_nanos() as u64;
+            spans.spans.push(Span {
+                path,
+                begin_ns: ns(open.t0),
+                end_ns: ns(now),
+            });
+        } else {
+            spans.dropped += 1;
+        }
         Ok(())
     }
 
@@ -257,6 +301,7 @@ impl Collector {
             merged,
             notes: self.notes,
             uncounted: self.uncounted.into_keys().collect(),
+            spans: self.spans.into_iter().collect(),
         }
     }
 }
@@ -271,6 +316,9 @@ pub struct Regions {
     pub notes: Vec<String>,
     /// Threads whose counters could not be opened.
     pub uncounted: Vec<u32>,
+    /// Per thread, the regions tma saw begin and end (lines on the FIFO; totals counted in
+    /// process carry no times).
+    pub spans: Vec<(u32, ThreadSpans)>,
 }
 
 #[cfg(test)]
@@ -347,6 +395,19 @@ mod tests {
         assert_eq!(r.merged.children[0].counts[0].values, [1200, 4]);
         assert_eq!(r.merged.children[0].calls, 2);
         assert_eq!(r.merged.children[0].children[0].calls, 1);
+        // The timeline, from the first line: each region's begin and end, in the order they
+        // ended, with its path.
+        let span = |tid: u32, i: usize| {
+            let s = &r.spans.iter().find(|(t, _)| *t == tid).unwrap().1.spans[i];
+            (
+                s.path.join("/"),
+                s.begin_ns / 1_000_000,
+                s.end_ns / 1_000_000,
+            )
+        };
+        assert_eq!(span(1, 0), ("outer/inner".to_string(), 1, 3));
+        assert_eq!(span(1, 1), ("outer".to_string(), 0, 10));
+        assert_eq!(span(3, 0), ("outer".to_string(), 1, 4));
     }
 
     #[test]

@@ -380,7 +380,7 @@ pub fn software_events() -> Vec<EventSpec> {
 pub struct Live;
 
 /// Groups the kernel refused: (group index, reason).
-type FailedGroups = Vec<(usize, String)>;
+pub(crate) type FailedGroups = Vec<(usize, String)>;
 
 /// Where one set of counter groups attaches: the `pid`, `cpu` and `flags` arguments of
 /// perf_event_open, and the labels the readings carry.
@@ -465,12 +465,12 @@ pub type Opener<'a> =
     dyn FnMut(&crate::attr::Attr, i32, i32, Option<i32>, u64) -> std::io::Result<OwnedFd> + 'a;
 
 /// One opened group at one attach point.
-struct OpenGroup {
+pub(crate) struct OpenGroup {
     group: usize,
     cpu: Option<u32>,
     tid: Option<u32>,
     cgroup: Option<u32>,
-    leader: OwnedFd,
+    pub(crate) leader: OwnedFd,
     _members: Vec<OwnedFd>,
     n: usize,
     /// Last cumulative (enabled, running, values).
@@ -533,7 +533,7 @@ fn map_open_error(ev: &EventSpec, e: std::io::Error, host: &Host, pid: i32, op: 
 /// concerns only that group (EINVAL, EOPNOTSUPP on one event...) is left out and reported in
 /// the second list (its events then read as not supported); no PMU at all, no permission or
 /// a vanished process stop everything, as does every hardware group failing.
-fn open_groups(
+pub(crate) fn open_groups(
     plan: &Plan,
     pmus: &Pmus,
     points: &[AttachPoint],
@@ -666,7 +666,7 @@ pub fn on_core_type_time(plan: &Plan, raw: &RawInterval, core_pmus: &[&str]) -> 
     out
 }
 
-fn read_deltas(
+pub(crate) fn read_deltas(
     groups: &mut [OpenGroup],
     start_s: f64,
     end_s: f64,

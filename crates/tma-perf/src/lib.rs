@@ -17,6 +17,7 @@
 
 pub mod attr;
 pub mod backend;
+pub mod cgroup_counters;
 pub mod cgroupfs;
 pub mod cycles;
 pub mod event;

@@ -86,7 +86,7 @@ fn json_has_the_schema_and_every_check() {
     assert_eq!(v["schema"], "tma.doctor");
     assert_eq!(v["schema_version"], 1);
     let checks = v["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 14);
+    assert_eq!(checks.len(), 17);
     let pmu = checks.iter().find(|c| c["id"] == "pmu").unwrap();
     assert_eq!(pmu["status"], "problem");
     assert!(pmu["summary"].as_str().unwrap().contains("no hardware PMU"));
@@ -280,4 +280,42 @@ fn verify_replay_good_and_corrupted() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read it"));
+}
+
+/// The caveats of group sampling (`tma locate --tree`) on the fake roots of
+/// tests/fixtures/roots: a Skylake-SP on Linux 5.15 with SMT on (they apply) and an Ice
+/// Lake-SP on Linux 6.12 (they do not).
+#[test]
+fn group_sampling_caveats_on_fake_roots() {
+    let out = TMA
+        .bare()
+        .args(["doctor", "--root"])
+        .arg(fixture("roots/skx-smt-5.15"))
+        .output()
+        .unwrap();
+    assert_gate(&out);
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        s.contains("[warning] sample_read  Linux 5.15.0-91-generic is older than 6.12"),
+        "{s}"
+    );
+    assert!(
+        s.contains("[warning] smt_level1   Skylake-SP (skx) with SMT on: per-thread level 1 is meaningless"),
+        "{s}"
+    );
+    assert!(s.contains("[warning] nmi_watchdog"), "{s}");
+    let out = TMA
+        .bare()
+        .args(["doctor", "--json", "--root"])
+        .arg(fixture("roots/icx-6.12"))
+        .output()
+        .unwrap();
+    assert_gate(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let checks = v["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 17);
+    for id in ["sample_read", "topdown_group", "smt_level1", "nmi_watchdog"] {
+        let c = checks.iter().find(|c| c["id"] == id).unwrap();
+        assert_eq!(c["status"], "ok", "{c}");
+    }
 }

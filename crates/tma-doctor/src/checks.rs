@@ -1,5 +1,6 @@
 //! The individual checks.
 
+use tma_catalog::{CoreKind, Model, Topdown, Vendor};
 use tma_perf::host::CpuInfo;
 use tma_sys::advice::{self, Op};
 
@@ -51,6 +52,8 @@ struct Facts<'a> {
     pmus: Vec<String>,
     /// Online CPUs (CPU 0 when unknown).
     cpus: Vec<u32>,
+    /// The catalog's model of this CPU (the P-core's on hybrid parts), when it knows it.
+    model: Option<&'static Model>,
 }
 
 impl Facts<'_> {
@@ -70,8 +73,9 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
         info,
         pmus: cpu_pmus(roots),
         cpus: roots.online_cpus_or_cpu0(),
+        model: cpu_model(roots),
     };
-    let checks: [fn(&Facts) -> Check; 14] = [
+    let checks: [fn(&Facts) -> Check; 17] = [
         pmu_check,
         paranoid_check,
         rdpmc_check,
@@ -86,9 +90,197 @@ pub fn run_checks(roots: &Roots, cpuid: &CpuidFacts) -> DoctorReport {
         isolation_check,
         hypervisor_check,
         tsc_check,
+        sample_read_check,
+        topdown_group_check,
+        smt_level1_check,
     ];
     DoctorReport {
         checks: checks.iter().map(|c| c(&f)).collect(),
+    }
+}
+
+/// The catalog model of the CPU `<proc>/cpuinfo` names (the performance core's on a hybrid
+/// part), `None` when the catalog does not know it.
+pub fn cpu_model(roots: &Roots) -> Option<&'static Model> {
+    let info = roots.cpuinfo_bytes().ok()?;
+    let (vendor, family, model, stepping) = tma_catalog::parse_cpuinfo(&info).ok()?;
+    let models = tma_catalog::identify(&vendor, family, model, stepping).ok()?;
+    models
+        .iter()
+        .find(|m| m.core_kind != CoreKind::Efficiency)
+        .or(models.first())
+        .copied()
+}
+
+/// The kernel caveats of group sampling (`tma locate --tree`) that apply on this host with
+/// `model` (the model the run uses: `--cpu`, else this CPU's): the `sample_read`,
+/// `topdown_group`, `nmi_watchdog` and `smt_level1` checks that are not ok.
+pub fn tree_caveats(roots: &Roots, model: Option<&'static Model>) -> Vec<Check> {
+    let cpuid = CpuidFacts::default();
+    let info = roots.cpuinfo().unwrap_or_default();
+    let f = Facts {
+        roots,
+        cpuid: &cpuid,
+        vendor: info.vendor.clone(),
+        info,
+        pmus: cpu_pmus(roots),
+        cpus: roots.online_cpus_or_cpu0(),
+        model,
+    };
+    [
+        sample_read_check(&f),
+        topdown_group_check(&f),
+        nmi_watchdog_check(&f),
+        smt_level1_check(&f),
+    ]
+    .into_iter()
+    .filter(|c| c.status != Status::Ok)
+    .collect()
+}
+
+/// `major.minor` of a kernel release string (`6.11.0-1-amd64` -> (6, 11)).
+pub fn kernel_version(osrelease: &str) -> Option<(u32, u32)> {
+    let mut parts = osrelease.trim().split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// Does sample-read follow a launched command's threads? The kernel takes `inherit` with
+/// `PERF_SAMPLE_READ` from Linux 6.12 (<proc>/sys/kernel/osrelease).
+fn sample_read_check(f: &Facts) -> Check {
+    let release = f.roots.proc_text("sys/kernel/osrelease").ok();
+    let release = release.as_deref().map(str::trim);
+    let what = "`tma locate --tree` reads a group with every sample (PERF_SAMPLE_READ). To follow the threads and processes a launched command starts, each event is opened with `inherit`, which the kernel takes together with PERF_SAMPLE_READ only from Linux 6.12. On an older kernel tma opens the group per CPU on the command's first thread, without inherit, and says so: the threads it starts are not sampled. `-p PID` (one group per thread that exists when sampling starts) and `-a` (one per CPU, every task) work on any kernel.";
+    match release.map(|r| (r, kernel_version(r))) {
+        Some((r, Some(v))) if v < (6, 12) => check(
+            "sample_read",
+            Status::Warning,
+            format!("Linux {r} is older than 6.12: group sampling of a launched command follows only its first thread"),
+            what,
+            None,
+        ),
+        Some((r, Some(_))) => check(
+            "sample_read",
+            Status::Ok,
+            format!("Linux {r}: sample-read follows child threads (inherit with PERF_SAMPLE_READ, 6.12 and later)"),
+            what,
+            None,
+        ),
+        Some((r, None)) => check(
+            "sample_read",
+            Status::Warning,
+            format!("kernel release {r:?} has no version number: whether sample-read follows child threads (Linux 6.12) is unknown"),
+            what,
+            None,
+        ),
+        None => check(
+            "sample_read",
+            Status::Warning,
+            "kernel release unknown (no /proc/sys/kernel/osrelease): whether sample-read follows child threads (Linux 6.12) is unknown",
+            what,
+            None,
+        ),
+    }
+}
+
+/// The topdown metric events (Ice Lake and later P-cores) read zero outside a group led by
+/// `slots`: are `slots` and `topdown-*` exposed by the kernel on this CPU's core PMU?
+fn topdown_group_check(f: &Facts) -> Check {
+    let name = |m: &Model| format!("{} ({})", m.name, m.key);
+    let Some(m) = f.model.filter(|m| m.topdown != Topdown::Generic) else {
+        return check(
+            "topdown_group",
+            Status::Ok,
+            match f.model {
+                Some(m) => format!("{}: no topdown metric events (level 1 from general-purpose counters)", name(m)),
+                None => "CPU model unknown to the catalog: no topdown metric events known".into(),
+            },
+            "The topdown metric events (slots plus PERF_METRICS) exist on Intel P-cores from Ice Lake on.",
+            None,
+        );
+    };
+    let explanation = "From Ice Lake on, level 1 comes from the `slots` fixed counter and the PERF_METRICS fractions (topdown-retiring, topdown-bad-spec, topdown-fe-bound, topdown-be-bound; eight on Sapphire Rapids and later). These metric events take no counter of their own and read zero unless they are in a group led by slots: tma always puts slots first (with perf: `-e '{slots,topdown-retiring,...}'`). In a sampled group slots leads but cannot sample, so the next event samples.";
+    if !f.pmus.iter().any(|p| p == m.pmu) {
+        return check(
+            "topdown_group",
+            Status::Ok,
+            format!(
+                "{}: no `{}` PMU here, so no topdown metric events to read",
+                name(m),
+                m.pmu
+            ),
+            explanation,
+            None,
+        );
+    }
+    let events = format!("bus/event_source/devices/{}/events", m.pmu);
+    let wanted = [
+        "slots",
+        "topdown-retiring",
+        "topdown-bad-spec",
+        "topdown-fe-bound",
+        "topdown-be-bound",
+    ];
+    let missing: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|e| !f.roots.sys_exists(&format!("{events}/{e}")))
+        .collect();
+    if missing.is_empty() {
+        check(
+            "topdown_group",
+            Status::Ok,
+            format!("{}: slots and the topdown metric events are exposed; they read zero outside a slots-led group (tma groups them so)", name(m)),
+            explanation,
+            None,
+        )
+    } else {
+        check(
+            "topdown_group",
+            Status::Warning,
+            format!("{}: the kernel exposes no {} on `{}`: the topdown metric events cannot be read", name(m), missing.join(", "), m.pmu),
+            format!("{explanation} The kernel adds them from Linux 5.9 (5.18 for the eight of Sapphire Rapids); a hypervisor may not pass PERF_METRICS to a guest. Without them the tree falls back to the events level 1 had before Ice Lake, where the catalog has them."),
+            None,
+        )
+    }
+}
+
+/// Before Ice Lake (Intel without PERF_METRICS), with SMT on, the two threads of a core
+/// share the pipeline and the level-1 formulas need whole-core (AnyThread) counts: a
+/// per-thread (per-process, per-function) level 1 is meaningless.
+fn smt_level1_check(f: &Facts) -> Check {
+    let smt_on = f.sys("devices/system/cpu/smt/active").as_deref() == Some("1");
+    let explanation = "Before Ice Lake the level-1 events count per core with SMT on only through AnyThread (or are estimated from CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE / REF_XCLK): the two hardware threads share issue slots, so a per-thread count (a process, a function in `tma locate --tree`) cannot be split into the four level-1 shares. Count whole cores (`tma stat -a`), or turn SMT off for per-thread trees. Ice Lake and later count slots per thread; AMD Zen has a smt_contention node.";
+    match f.model {
+        Some(m) if m.vendor == Vendor::Intel && m.topdown == Topdown::Generic && m.core_kind != CoreKind::Efficiency && smt_on => check(
+            "smt_level1",
+            Status::Warning,
+            format!("{} ({}) with SMT on: per-thread level 1 is meaningless", m.name, m.key),
+            explanation,
+            Some("echo off > /sys/devices/system/cpu/smt/control".into()),
+        ),
+        Some(m) if m.vendor == Vendor::Intel && m.topdown == Topdown::Generic && m.core_kind != CoreKind::Efficiency => check(
+            "smt_level1",
+            Status::Ok,
+            format!("{} ({}) with SMT {}: per-thread level 1 holds", m.name, m.key, if smt_on { "on" } else { "off or unknown" }),
+            explanation,
+            None,
+        ),
+        Some(m) => check(
+            "smt_level1",
+            Status::Ok,
+            format!("{} ({}): level 1 is counted per thread, with or without SMT", m.name, m.key),
+            explanation,
+            None,
+        ),
+        None => check(
+            "smt_level1",
+            Status::Ok,
+            "CPU model unknown to the catalog: the SMT caveat of pre-Ice Lake Intel cannot be judged",
+            explanation,
+            None,
+        ),
     }
 }
 
@@ -260,7 +452,7 @@ fn nmi_watchdog_check(f: &Facts) -> Check {
             "nmi_watchdog",
             Status::Warning,
             format!("NMI watchdog on ({v}): it takes one general-purpose counter"),
-            "The hard-lockup detector keeps a cycles event on one counter of every CPU, so TMA groups get one counter less and multiplex more.",
+            "The hard-lockup detector keeps a cycles event on one counter of every CPU, so TMA groups get one counter less and multiplex more; the group `tma locate --tree` reads with every sample leaves out what no longer fits.",
             Some(advice::NMI_WATCHDOG_OFF.to_string()),
         ),
         Err(_) => check(

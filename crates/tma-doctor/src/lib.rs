@@ -15,7 +15,7 @@ mod fix;
 pub mod verify;
 mod verify_sys;
 
-pub use checks::run_checks;
+pub use checks::{cpu_model, kernel_version, run_checks, tree_caveats};
 pub use fix::{
     apply_fixes, planned_fixes, preview_fixes, restore, FixAction, FixState, FixedValue, RootKind,
 };
@@ -47,7 +47,8 @@ impl Status {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {
     /// Stable id (`pmu`, `paranoid`, `rdpmc`, `nmi_watchdog`, `counters`, `hybrid`, `smt`,
-    /// `governor`, `boost`, `cstate`, `thp`, `isolation`, `hypervisor`, `tsc`; `vm_memory`
+    /// `governor`, `boost`, `cstate`, `thp`, `isolation`, `hypervisor`, `tsc`, `sample_read`,
+    /// `topdown_group`, `smt_level1`; `vm_memory`
     /// once per VM found, see [`Check::vm_memory`]).
     pub id: &'static str,
     pub status: Status,

@@ -47,7 +47,7 @@ fn intel_baremetal_all_ok() {
         .summary
         .contains("8 general-purpose + 4 fixed"));
     assert!(r.get("tsc").unwrap().summary.contains("nominal 2000 MHz"));
-    assert_eq!(r.checks.len(), 14);
+    assert_eq!(r.checks.len(), 17);
 }
 
 #[test]
@@ -238,4 +238,113 @@ fn sev_guest_detected_from_cpuinfo_flags() {
         .unwrap()
         .summary
         .contains("TSC measured 2596 MHz"));
+}
+
+fn root(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/roots")
+        .join(name)
+}
+
+/// The kernel caveats of group sampling, on fake roots where each applies and where it does
+/// not: a Skylake-SP on Linux 5.15 with SMT on and the NMI watchdog on (all apply), an Ice
+/// Lake-SP on Linux 6.12 with the topdown events exposed (none apply), and a copy of it whose
+/// kernel exposes no topdown events.
+#[test]
+fn group_sampling_caveats_apply_where_they_should() {
+    let skx = tma_doctor::run_checks(&Roots::under(&root("skx-smt-5.15")), &CpuidFacts::default());
+    let c = skx.get("sample_read").unwrap();
+    assert_eq!(c.status, Status::Warning, "{}", c.summary);
+    assert!(
+        c.summary
+            .starts_with("Linux 5.15.0-91-generic is older than 6.12"),
+        "{}",
+        c.summary
+    );
+    assert!(c.explanation.contains("first thread"), "{}", c.explanation);
+    let c = skx.get("smt_level1").unwrap();
+    assert_eq!(c.status, Status::Warning, "{}", c.summary);
+    assert_eq!(
+        c.summary,
+        "Skylake-SP (skx) with SMT on: per-thread level 1 is meaningless"
+    );
+    assert_eq!(
+        c.fix.as_deref(),
+        Some("echo off > /sys/devices/system/cpu/smt/control")
+    );
+    assert_eq!(status(&skx, "nmi_watchdog"), Status::Warning);
+    let c = skx.get("topdown_group").unwrap();
+    assert_eq!(c.status, Status::Ok, "{}", c.summary);
+    assert!(
+        c.summary.contains("no topdown metric events"),
+        "{}",
+        c.summary
+    );
+
+    let icx = tma_doctor::run_checks(&Roots::under(&root("icx-6.12")), &CpuidFacts::default());
+    for id in ["sample_read", "smt_level1", "nmi_watchdog", "topdown_group"] {
+        let c = icx.get(id).unwrap();
+        assert_eq!(c.status, Status::Ok, "{id}: {}", c.summary);
+    }
+    assert!(icx
+        .get("topdown_group")
+        .unwrap()
+        .summary
+        .contains("read zero outside a slots-led group"));
+    assert!(icx
+        .get("smt_level1")
+        .unwrap()
+        .summary
+        .contains("counted per thread"));
+
+    // The same Ice Lake whose kernel (or hypervisor) exposes no topdown metric events.
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("icx");
+    copy_dir(&root("icx-6.12"), &base);
+    let ev = base.join("sys/bus/event_source/devices/cpu/events");
+    std::fs::remove_file(ev.join("topdown-be-bound")).unwrap();
+    std::fs::remove_file(ev.join("slots")).unwrap();
+    let r = tma_doctor::run_checks(&Roots::under(&base), &CpuidFacts::default());
+    let c = r.get("topdown_group").unwrap();
+    assert_eq!(c.status, Status::Warning, "{}", c.summary);
+    assert!(
+        c.summary
+            .contains("exposes no slots, topdown-be-bound on `cpu`"),
+        "{}",
+        c.summary
+    );
+    // And a kernel release that names no version is said to be unknown.
+    std::fs::write(base.join("proc/sys/kernel/osrelease"), "custom\n").unwrap();
+    let r = tma_doctor::run_checks(&Roots::under(&base), &CpuidFacts::default());
+    assert_eq!(status(&r, "sample_read"), Status::Warning);
+    assert!(r.get("sample_read").unwrap().summary.contains("unknown"));
+}
+
+/// `tma locate --tree` says the caveats that are not ok for the model it uses.
+#[test]
+fn tree_caveats_are_the_failing_ones() {
+    let skx_root = Roots::under(&root("skx-smt-5.15"));
+    let model = tma_doctor::cpu_model(&skx_root);
+    assert_eq!(model.map(|m| m.key), Some("skx"));
+    let ids: Vec<&str> = tma_doctor::tree_caveats(&skx_root, model)
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(ids, ["sample_read", "nmi_watchdog", "smt_level1"]);
+    let icx_root = Roots::under(&root("icx-6.12"));
+    let model = tma_doctor::cpu_model(&icx_root);
+    assert_eq!(model.map(|m| m.key), Some("icx"));
+    assert!(tma_doctor::tree_caveats(&icx_root, model).is_empty());
+    // The model the run uses decides: Skylake tables on the Ice Lake root's SMT.
+    let skl = tma_catalog::by_name("skl").ok();
+    let ids: Vec<&str> = tma_doctor::tree_caveats(&icx_root, skl)
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(ids, ["smt_level1"]);
+    assert_eq!(
+        tma_doctor::kernel_version("6.11.0-1-amd64\n"),
+        Some((6, 11))
+    );
+    assert_eq!(tma_doctor::kernel_version("garbage"), None);
 }

@@ -153,6 +153,9 @@ pub struct SamplingConfig {
     /// takes `inherit` with sample-read (Linux 6.12); elsewhere the command's first thread
     /// alone is sampled and [`SessionSummary::inherit_refused`] says so.
     pub group: Option<group::GroupSpec>,
+    /// A launched command's stdout: inherited, or `/dev/null` for a second pass whose
+    /// output was already shown (`tma locate --tree`'s direct pass).
+    pub command_stdout: crate::process::CommandStdout,
 }
 
 impl SamplingConfig {
@@ -168,6 +171,7 @@ impl SamplingConfig {
             mmap_pages: 128,
             host: Host::system(),
             group: None,
+            command_stdout: crate::process::CommandStdout::Inherit,
         }
     }
 }
@@ -406,7 +410,7 @@ impl Session {
                 // The kernel refuses to mmap an inherited per-task event on "any CPU", so
                 // (as perf record does) open one inherited event per CPU for the task.
                 let cpus = cfg.host.online_cpus_or_cpu0();
-                let child = spawn_held(argv)?;
+                let child = spawn_held(argv, cfg.command_stdout)?;
                 let pid = child.pid();
                 let mut samplers = Vec::new();
                 let mut attr = Vec::new();
@@ -804,9 +808,20 @@ fn list_threads(host: &Host, pid: i32) -> Result<Vec<i32>, SamplingError> {
 }
 
 /// Start `argv` held between fork and exec until the events are attached.
-fn spawn_held(argv: &[String]) -> Result<HeldChild, SamplingError> {
+fn spawn_held(
+    argv: &[String],
+    stdout: crate::process::CommandStdout,
+) -> Result<HeldChild, SamplingError> {
     let program = argv.first().ok_or(SamplingError::NoCommand)?;
-    HeldChild::spawn(argv).map_err(|err| SamplingError::Spawn {
+    let spawn = || -> io::Result<HeldChild> {
+        let cargs = argv
+            .iter()
+            .map(|a| std::ffi::CString::new(a.as_bytes()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains NUL"))?;
+        HeldChild::spawn_program(&cargs[0], &cargs, stdout)
+    };
+    spawn().map_err(|err| SamplingError::Spawn {
         program: program.clone(),
         err,
     })

@@ -14,6 +14,8 @@
 pub mod clock;
 pub mod dram;
 pub mod matmul;
+pub mod onednn;
+pub mod onednn_ffi;
 pub mod rng;
 pub mod sha256;
 pub mod sha256sum;

@@ -200,7 +200,7 @@ fn fill(buf: &mut [f32], rng: &mut SplitMix64) {
 
 /// Compare a few elements of `c` (the corners and some chosen by `seed`) with an f64 dot
 /// product; errors on the first that is off by more than the worst-case f32 summation error.
-fn check(
+pub(crate) fn check(
     a: &[f32],
     b: &[f32],
     c: &[f32],
@@ -240,7 +240,7 @@ fn check(
     })
 }
 
-fn error_text(e: &HostError) -> String {
+pub(crate) fn error_text(e: &HostError) -> String {
     if e.is_missing() {
         format!("{} does not exist", e.path().display())
     } else {
@@ -331,7 +331,7 @@ pub fn run(cfg: &MatmulConfig) -> Result<MatmulResult, MatmulError> {
     })
 }
 
-fn backing(s: &HugePageShare) -> HugePages {
+pub(crate) fn backing(s: &HugePageShare) -> HugePages {
     HugePages {
         bytes: s.bytes,
         huge_bytes: s.huge_bytes,
@@ -341,7 +341,11 @@ fn backing(s: &HugePageShare) -> HugePages {
 }
 
 /// Say plainly when the advice did not get what it asked for.
-fn note(thp: ThpAdvice, mode: Option<ThpMode>, pages: Option<&HugePages>) -> Option<String> {
+pub(crate) fn note(
+    thp: ThpAdvice,
+    mode: Option<ThpMode>,
+    pages: Option<&HugePages>,
+) -> Option<String> {
     let share = pages.map(|p| p.share)?;
     match thp {
         ThpAdvice::On if share < 0.5 => Some(match mode {
@@ -372,7 +376,7 @@ fn note(thp: ThpAdvice, mode: Option<ThpMode>, pages: Option<&HugePages>) -> Opt
 }
 
 /// The only `unsafe` of this module: the 2 MiB-aligned anonymous mappings and their advice.
-mod sys {
+pub(crate) mod sys {
     // unsafe allowed: mmap(2), munmap(2), madvise(2) and the slices over the mapping.
     #![allow(unsafe_code)]
 

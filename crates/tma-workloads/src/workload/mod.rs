@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::{self, CoreClock};
 use crate::dram::{self, DramConfig, DramError};
 use crate::matmul::{self, MatmulConfig, MatmulError};
+use crate::onednn::{self, OnednnConfig, OnednnError};
 use crate::sha256::run::{self as sha_run, Sha256Workload};
 use crate::sha256::{Sha256Error, Sha256Impl};
 
@@ -30,6 +31,8 @@ pub enum WorkloadKind {
     Dram(DramConfig),
     /// A reference matmul reading its weights column-wise, with or without huge pages.
     Matmul(MatmulConfig),
+    /// A oneDNN matmul primitive (the library loaded at run time) on tma's buffers.
+    Onednn(OnednnConfig),
 }
 
 /// Parameters of the SHA-256 workload as given by the user.
@@ -72,6 +75,8 @@ pub enum WorkloadError {
     Dram(#[from] DramError),
     #[error(transparent)]
     Matmul(#[from] MatmulError),
+    #[error(transparent)]
+    Onednn(#[from] OnednnError),
 }
 
 /// Parse a byte count with an optional binary suffix: `4096`, `64K`, `512M`, `1G`, `2GiB`.
@@ -125,11 +130,11 @@ fn clock_report(before: Option<CoreClock>, after: Option<CoreClock>) -> Option<C
 /// `wall_seconds` (written once, at the top) are 0 until [`WorkloadReport::read`] fills them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadReport {
-    /// `sha256`, `dram` or `matmul`.
+    /// `sha256`, `dram`, `matmul` or `onednn`.
     #[serde(deserialize_with = "workload_name")]
     pub name: Name,
     /// Implementation (`portable`/`ni`) for sha256; `prefetch`/`no-prefetch` for dram;
-    /// `thp-on`/`thp-off` for matmul.
+    /// `thp-on`/`thp-off` for matmul and onednn.
     #[serde(rename = "impl")]
     pub imp: String,
     /// CPU seconds of the timed region (the thread's CPU time: not inflated when the machine
@@ -145,6 +150,8 @@ pub struct WorkloadReport {
     pub dram: Option<DramReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub matmul: Option<MatmulReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onednn: Option<OnednnReport>,
 }
 
 /// The sha256 part of a [`WorkloadReport`].
@@ -191,12 +198,20 @@ pub struct MatmulReport {
     pub cycles_per_fma: Option<f64>,
 }
 
+/// The onednn part of a [`WorkloadReport`]: the run's result (its times are the document's
+/// `seconds`, the process's CPU time over all threads, and `wall_seconds`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OnednnReport {
+    #[serde(flatten)]
+    pub run: crate::onednn::OnednnResult,
+}
+
 /// A workload's name, one of [`NAMES`]. (Named so that serde does not take the field for a
 /// string borrowed from the input: it is read by [`workload_name`] into the constant.)
 pub type Name = &'static str;
 
 /// The workloads by the names their documents give.
-const NAMES: [&str; 3] = ["sha256", "dram", "matmul"];
+const NAMES: [&str; 4] = ["sha256", "dram", "matmul", "onednn"];
 
 fn workload_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
     let s = String::deserialize(d)?;
@@ -215,6 +230,10 @@ impl WorkloadReport {
             m.run.seconds = r.seconds;
             m.run.wall_seconds = r.wall_seconds;
         }
+        if let Some(o) = r.onednn.as_mut() {
+            o.run.seconds = r.seconds;
+            o.run.wall_seconds = r.wall_seconds;
+        }
         Ok(r)
     }
 }
@@ -226,6 +245,7 @@ pub fn run(cfg: &WorkloadConfig) -> Result<WorkloadReport, WorkloadError> {
         WorkloadKind::Sha256(o) => run_sha(o, cfg.calibrate),
         WorkloadKind::Dram(d) => run_dram(d, cfg.calibrate),
         WorkloadKind::Matmul(m) => run_matmul(m, cfg.calibrate),
+        WorkloadKind::Onednn(o) => run_onednn(o),
     }
 }
 
@@ -288,6 +308,7 @@ fn run_sha(o: &ShaOptions, cal: bool) -> Result<WorkloadReport, WorkloadError> {
         }),
         dram: None,
         matmul: None,
+        onednn: None,
     })
 }
 
@@ -329,6 +350,7 @@ fn run_dram(cfg: &DramConfig, cal: bool) -> Result<WorkloadReport, WorkloadError
             checksum: r.checksum,
         }),
         matmul: None,
+        onednn: None,
     })
 }
 
@@ -353,6 +375,24 @@ fn run_matmul(cfg: &MatmulConfig, cal: bool) -> Result<WorkloadReport, WorkloadE
             run: r,
             cycles_per_fma,
         }),
+        onednn: None,
+    })
+}
+
+/// The oneDNN matmul: no core-clock calibration (the library runs on several threads, whose
+/// cycles one thread's calibration does not give).
+fn run_onednn(cfg: &OnednnConfig) -> Result<WorkloadReport, WorkloadError> {
+    let r = onednn::run(cfg)?;
+    Ok(WorkloadReport {
+        name: "onednn",
+        imp: format!("thp-{}", r.thp.name()),
+        seconds: r.seconds,
+        wall_seconds: r.wall_seconds,
+        clock: None,
+        sha256: None,
+        dram: None,
+        matmul: None,
+        onednn: Some(OnednnReport { run: r }),
     })
 }
 
@@ -449,12 +489,25 @@ mod tests {
                 ..MatmulConfig::default()
             }),
         ];
-        for kind in kinds {
-            let r = run(&WorkloadConfig {
+        let onednn = WorkloadKind::Onednn(OnednnConfig {
+            m: 4,
+            k: 8,
+            n: 8,
+            reps: 2,
+            host: tma_perf::host::Host::new("/nonexistent/sys", "/nonexistent"),
+            ..OnednnConfig::default()
+        });
+        for kind in kinds.into_iter().chain([onednn]) {
+            let r = match run(&WorkloadConfig {
                 kind,
                 calibrate: true,
-            })
-            .unwrap();
+            }) {
+                Err(WorkloadError::Onednn(OnednnError::NotFound { .. })) => {
+                    println!("skipped: the onednn document (no oneDNN installed)");
+                    continue;
+                }
+                r => r.unwrap(),
+            };
             let mut bytes = Vec::new();
             render::json(&mut bytes, &r).unwrap();
             let found = tma_render::recognize(&bytes);

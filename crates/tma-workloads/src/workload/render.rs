@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use super::{ClockReport, MatmulReport, WorkloadReport};
+use super::{ClockReport, MatmulReport, OnednnReport, WorkloadReport};
 
 /// JSON schema name of the `--json` / `--report` document.
 pub const SCHEMA: &str = "tma.workload";
@@ -83,6 +83,95 @@ pub fn text(w: &mut dyn Write, report: &WorkloadReport) -> io::Result<()> {
     }
     if let Some(m) = &report.matmul {
         write_matmul(w, report, m)?;
+    }
+    if let Some(o) = &report.onednn {
+        write_onednn(w, report, o)?;
+    }
+    Ok(())
+}
+
+fn write_onednn(w: &mut dyn Write, report: &WorkloadReport, o: &OnednnReport) -> io::Result<()> {
+    let r = &o.run;
+    writeln!(
+        w,
+        "onednn workload: oneDNN matmul primitive, f32 {}x{} by {}x{} (row-major), {} execute{}, --thp {}",
+        r.m,
+        r.k,
+        r.k,
+        r.n,
+        r.reps,
+        plural(r.reps as u64),
+        r.thp.name()
+    )?;
+    writeln!(
+        w,
+        "  library      {} (oneDNN {}, {} API, {} CPU runtime{})",
+        r.library.path,
+        r.library.version,
+        r.library.api,
+        r.library.cpu_runtime,
+        if r.library.hash.is_empty() || r.library.hash == "N/A" {
+            String::new()
+        } else {
+            format!(", git {}", r.library.hash)
+        }
+    )?;
+    writeln!(
+        w,
+        "  primitive    {}",
+        r.implementation
+            .as_deref()
+            .unwrap_or("(implementation not reported)")
+    )?;
+    writeln!(
+        w,
+        "  setup        {:.3} s mapping and filling the buffers, {:.3} s creating the primitive (not timed)",
+        r.setup_seconds, r.create_seconds
+    )?;
+    writeln!(
+        w,
+        "  runtime      {:.6} s CPU time, all threads ({:.6} s wall clock)",
+        report.seconds, report.wall_seconds
+    )?;
+    writeln!(
+        w,
+        "  throughput   {:.3} GFLOP/s over the wall clock ({} flops); fastest execute {:.3} GFLOP/s",
+        r.gflops, r.flops, r.best_gflops
+    )?;
+    match &r.huge_pages {
+        Some(h) => writeln!(
+            w,
+            "  huge pages   {:.1}% of the buffers ({} of {} bytes, AnonHugePages in /proc/self/smaps{}); oneDNN's own scratch memory is not counted",
+            h.share * 100.0,
+            h.huge_bytes,
+            h.bytes,
+            if h.exact { "" } else { "; an upper bound, the mappings extend beyond the buffers" }
+        )?,
+        None => writeln!(
+            w,
+            "  huge pages   unknown: {}",
+            r.huge_pages_error.as_deref().unwrap_or("smaps not read")
+        )?,
+    }
+    match (&r.thp_mode, &r.thp_mode_error) {
+        (Some(mode), _) => writeln!(
+            w,
+            "  THP mode     {mode} (system, transparent_hugepage/enabled)"
+        )?,
+        (None, why) => writeln!(
+            w,
+            "  THP mode     unknown: {}",
+            why.as_deref().unwrap_or("not read")
+        )?,
+    }
+    writeln!(
+        w,
+        "  check        {} elements match an f64 dot product (worst error {:.1e} of the tolerance)",
+        r.check.elements, r.check.worst_error_ratio
+    )?;
+    writeln!(w, "  checksum     {:.6e}", r.checksum)?;
+    if let Some(note) = &r.note {
+        writeln!(w, "  note: {note}")?;
     }
     Ok(())
 }

@@ -20,7 +20,7 @@ use tma_perf::Interval;
 use crate::error::usage;
 use crate::eval::{IntervalReport, RunInfo, StatRun};
 use crate::render::counts;
-use crate::render::tree::{Format, RenderOptions, TreeWriter};
+use crate::render::tree::{Format, RenderOptions, TreeWriter, TreesWriter};
 use crate::{RunStart, StatError};
 
 /// What is known before a step's first interval.
@@ -91,6 +91,25 @@ pub struct WholeStep<'a> {
 }
 
 /// Receives a stat run, step by step (one step unless `--drilldown`).
+///
+/// # Several trees at once (hybrid parts)
+///
+/// A run on every core type of a hybrid part gives a tree per core type and their merged
+/// view (each tree's [`RunInfo::core_type`] names it: `P-core`, `E-core`, `cpu_lowpower`,
+/// `merged`). In interval mode (`-I`) they come interleaved, each interval as soon as it
+/// is read: [`start_trees`](Self::start_trees) once with every tree's [`Start`], then for
+/// each interval every tree's [`tree_interval`](Self::tree_interval) (tree 0, 1, ..., the
+/// merged view last; all trees of interval k before any of interval k+1), then
+/// [`finish_trees`](Self::finish_trees) once with every tree's [`Finish`] (per-thread
+/// trees of each type in its [`WholeStep`]). A whole run (one sample per tree) hands its
+/// trees on one after the other as plain steps (`start`, `interval`, `finish`), which is
+/// the same order. A run of one tree never uses the three methods.
+///
+/// Their defaults fit a sink that takes each interval on its own under the latest start
+/// (a collector that publishes each interval with its tree's labels): `tree_interval`
+/// calls `start` with that tree's [`Start`] and then `interval`, and `finish_trees` calls
+/// `finish` for each tree. A sink that takes one tree per step (a printer, a collection)
+/// overrides them, as [`TreeOutput`] does.
 pub trait IntervalSink {
     /// Before each run of the counted target (live counting only), for a progress display.
     fn run_start(&mut self, _run: RunStart) {}
@@ -100,6 +119,35 @@ pub trait IntervalSink {
     fn interval(&mut self, iv: IntervalData<'_>) -> Result<(), StatError>;
     /// Once per step, after its last interval.
     fn finish(&mut self, _end: Finish<'_>) -> Result<(), StatError> {
+        Ok(())
+    }
+    /// A run of several trees handed on interval by interval (see the trait's notes):
+    /// every tree's start ([`Start::Tree`]), in the order each interval's trees come, once
+    /// before the first interval. The default does nothing (each tree's start comes with
+    /// each of its intervals through [`tree_interval`](Self::tree_interval)).
+    fn start_trees(&mut self, _trees: &[Start<'_>]) -> Result<(), StatError> {
+        Ok(())
+    }
+    /// One interval of tree `tree` (an index into what
+    /// [`start_trees`](Self::start_trees) announced; `start` is that tree's entry). The
+    /// default hands it on as a step of one interval: [`start`](Self::start) with `start`,
+    /// then [`interval`](Self::interval).
+    fn tree_interval(
+        &mut self,
+        _tree: usize,
+        start: Start<'_>,
+        iv: IntervalData<'_>,
+    ) -> Result<(), StatError> {
+        self.start(start)?;
+        self.interval(iv)
+    }
+    /// The end of a run of several trees: every tree's end, in the order of
+    /// [`start_trees`](Self::start_trees). The default calls [`finish`](Self::finish) for
+    /// each.
+    fn finish_trees(&mut self, ends: &[Finish<'_>]) -> Result<(), StatError> {
+        for end in ends {
+            self.finish(*end)?;
+        }
         Ok(())
     }
 }
@@ -138,6 +186,23 @@ impl IntervalSink for Both<'_> {
         self.0.finish(end)?;
         self.1.finish(end)
     }
+    fn start_trees(&mut self, trees: &[Start<'_>]) -> Result<(), StatError> {
+        self.0.start_trees(trees)?;
+        self.1.start_trees(trees)
+    }
+    fn tree_interval(
+        &mut self,
+        tree: usize,
+        start: Start<'_>,
+        iv: IntervalData<'_>,
+    ) -> Result<(), StatError> {
+        self.0.tree_interval(tree, start, iv)?;
+        self.1.tree_interval(tree, start, iv)
+    }
+    fn finish_trees(&mut self, ends: &[Finish<'_>]) -> Result<(), StatError> {
+        self.0.finish_trees(ends)?;
+        self.1.finish_trees(ends)
+    }
 }
 
 /// `tma stat`'s printed output: the tree, `--compact` lines, CSV or JSON (and `--plot`),
@@ -149,6 +214,11 @@ pub struct TreeOutput<'w> {
     info: Option<RunInfo>,
     software: Option<SoftwareStep>,
     progress: Option<&'w mut dyn FnMut(RunStart)>,
+    /// A run of several trees handed on interval by interval: their infos and writer.
+    trees: Option<(Vec<RunInfo>, TreesWriter)>,
+    /// CSV: the header of core-typed trees was written (the trees of a hybrid part share
+    /// one header; each row names its core type).
+    core_csv_header: bool,
 }
 
 /// The software counts of a step.
@@ -170,7 +240,20 @@ impl<'w> TreeOutput<'w> {
             info: None,
             software: None,
             progress: None,
+            trees: None,
+            core_csv_header: false,
         }
+    }
+
+    /// Begin the current tree's output: its header, unless it is one more core type's tree
+    /// of a hybrid part in CSV, whose rows go under the first one's header.
+    fn begin_tree(&mut self, info: &RunInfo) -> Result<(), StatError> {
+        let shared = self.opts.format == Format::Csv && info.core_type.is_some();
+        if !(shared && self.core_csv_header) {
+            self.writer.begin(self.out, info)?;
+        }
+        self.core_csv_header |= shared;
+        Ok(())
     }
 
     /// Also tell `progress` before each run of the counted target.
@@ -215,17 +298,21 @@ impl IntervalSink for TreeOutput<'_> {
     }
 
     fn interval(&mut self, iv: IntervalData<'_>) -> Result<(), StatError> {
-        if let (Some(ir), Some(info)) = (iv.report, self.info.as_ref()) {
-            if self.writer.count() == 0 {
-                self.writer.begin(self.out, info)?;
-            }
-            self.writer
-                .interval_with_counts(self.out, info, ir, Some(iv.readings))?;
-            if iv.raw.is_some() {
-                // Counted live: show each interval as it comes.
-                self.out.flush()?;
-            }
-            return Ok(());
+        if let (Some(ir), Some(info)) = (iv.report, self.info.take()) {
+            let r = (|| -> Result<(), StatError> {
+                if self.writer.count() == 0 {
+                    self.begin_tree(&info)?;
+                }
+                self.writer
+                    .interval_with_counts(self.out, &info, ir, Some(iv.readings))?;
+                if iv.raw.is_some() {
+                    // Counted live: show each interval as it comes.
+                    self.out.flush()?;
+                }
+                Ok(())
+            })();
+            self.info = Some(info);
+            return r;
         }
         if let (Some(sw), Some(raw)) = (self.software.as_mut(), iv.raw) {
             if !sw.streamed {
@@ -254,18 +341,10 @@ impl IntervalSink for TreeOutput<'_> {
         match end {
             Finish::Tree { info, whole } => {
                 if self.writer.count() == 0 {
-                    self.writer.begin(self.out, info)?;
+                    self.begin_tree(info)?;
                 }
                 self.writer.end(self.out, info)?;
-                let Some(w) = whole else { return Ok(()) };
-                if prints_totals(&self.opts, info) {
-                    counts::extra_events(self.out, w.events, w.total)?;
-                }
-                for part in w.parts {
-                    self.out.write_all(b"\n")?;
-                    crate::render::tree::render(self.out, part, &self.opts)?;
-                }
-                Ok(())
+                self.whole_step(info, whole)
             }
             Finish::Software {
                 plan,
@@ -288,6 +367,72 @@ impl IntervalSink for TreeOutput<'_> {
                 Ok(())
             }
         }
+    }
+
+    fn start_trees(&mut self, trees: &[Start<'_>]) -> Result<(), StatError> {
+        self.info = None;
+        self.software = None;
+        let infos: Vec<RunInfo> = trees
+            .iter()
+            .filter_map(|t| match t {
+                Start::Tree { info, .. } => Some((*info).clone()),
+                Start::Software { .. } => None,
+            })
+            .collect();
+        let mut writer = TreesWriter::new(self.opts.clone());
+        writer.begin(self.out, &infos)?;
+        self.trees = Some((infos, writer));
+        Ok(())
+    }
+
+    fn tree_interval(
+        &mut self,
+        tree: usize,
+        _start: Start<'_>,
+        iv: IntervalData<'_>,
+    ) -> Result<(), StatError> {
+        let (Some((infos, writer)), Some(ir)) = (self.trees.as_mut(), iv.report) else {
+            return Ok(());
+        };
+        let Some(info) = infos.get(tree) else {
+            return Ok(());
+        };
+        writer.interval(self.out, tree, info, ir, Some(iv.readings))?;
+        // Show each interval's trees as they come.
+        self.out.flush()?;
+        Ok(())
+    }
+
+    fn finish_trees(&mut self, ends: &[Finish<'_>]) -> Result<(), StatError> {
+        if let Some((infos, mut writer)) = self.trees.take() {
+            writer.end(self.out, &infos)?;
+        }
+        for end in ends {
+            if let Finish::Tree { info, whole } = end {
+                self.whole_step(info, *whole)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl TreeOutput<'_> {
+    /// What a whole step adds after its tree: the `-e` totals, the per-core or per-thread
+    /// trees.
+    fn whole_step(
+        &mut self,
+        info: &RunInfo,
+        whole: Option<WholeStep<'_>>,
+    ) -> Result<(), StatError> {
+        let Some(w) = whole else { return Ok(()) };
+        if prints_totals(&self.opts, info) {
+            counts::extra_events(self.out, w.events, w.total)?;
+        }
+        for part in w.parts {
+            self.out.write_all(b"\n")?;
+            crate::render::tree::render(self.out, part, &self.opts)?;
+        }
+        Ok(())
     }
 }
 
@@ -336,6 +481,13 @@ impl IntervalSink for Collect {
             run.intervals.push(ir.clone());
         }
         Ok(())
+    }
+
+    fn start_trees(&mut self, _trees: &[Start<'_>]) -> Result<(), StatError> {
+        Err(usage(
+            "the recording holds a tree per core type of a hybrid part: pass --cpu with one \
+             type's table (adl, adl-e) to compare that type's tree",
+        ))
     }
 
     fn finish(&mut self, end: Finish<'_>) -> Result<(), StatError> {

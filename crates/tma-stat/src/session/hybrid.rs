@@ -263,6 +263,12 @@ pub(super) fn hybrid(
     for (e, why) in &plan.unschedulable {
         writeln!(notes, "tma: warning: {e} cannot be counted here: {why}")?;
     }
+    // With -I every interval's trees go on as soon as it is read, unless the intervals are
+    // to be averaged (--repeat) or combined (one run per group, --no-multiplex).
+    let one_run = !(s.settings.no_multiplex && hw_groups(&plan).len() > 1);
+    if s.interval_mode() && s.repeat() == 1 && one_run {
+        return streamed(s, tables, requests, &plan, notes);
+    }
     let runs = s.lend_sink(|s, sink| {
         let mut progress = |r: RunStart| sink.borrow_mut().run_start(r);
         measure(s, &plan, 0, notes, &mut progress, &mut |_| {})
@@ -272,15 +278,7 @@ pub(super) fn hybrid(
     // they all ran together, short of it when they took turns (multiplexed within the type).
     for t in tables {
         if took_turns(&plan, &t.pmu, &runs) {
-            writeln!(
-                notes,
-                "tma: note: the {l} events took turns on the counters; a task's time on the \
-                 {l}s is taken as the longest any of its groups ran, so the {l} counts may be \
-                 low and the merged view weighs that type too little (the {l} tree's shares \
-                 are not affected); fewer nodes or --cputype {} count without turns",
-                t.pmu.strip_prefix("cpu_").unwrap_or(&t.pmu),
-                l = t.label,
-            )?;
+            took_turns_note(notes, t)?;
         }
     }
     let runs: Vec<Measurement> = runs
@@ -321,12 +319,7 @@ pub(super) fn hybrid(
         let info = RunInfo {
             model: t.model,
             cpu_source: s.cpu_source.clone(),
-            source: format!(
-                "{}; {} tree: the {} events",
-                source_text(&s.target, &view, &s.settings),
-                t.label,
-                t.pmu
-            ),
+            source: type_source(s, t, &view),
             interval_mode: s.interval_mode(),
             request,
             command: s.command(),
@@ -353,16 +346,7 @@ pub(super) fn hybrid(
         step_end(s, &view, &info, &mine, notes)?;
         trees.push((t.clone(), run));
     }
-    let all: f64 = totals.iter().sum();
-    if all > 0.0 && tables.len() > 1 {
-        let shares = tables
-            .iter()
-            .zip(&totals)
-            .map(|(t, c)| format!("{} {:.1}%", t.label, 100.0 * c / all))
-            .collect::<Vec<_>>()
-            .join(", ");
-        writeln!(notes, "tma: cycles by core type: {shares}")?;
-    }
+    cycles_note(notes, tables, &totals)?;
     if s.settings.per_thread && tables.len() > 1 {
         thread_shares(s, tables, &plan, &core_pmus, &runs, notes)?;
     }
@@ -378,6 +362,323 @@ pub(super) fn hybrid(
         ending: (!s.replaying()).then_some(ending),
         bottleneck,
     })
+}
+
+/// The source text of one core type's tree.
+fn type_source(s: &Session, t: &CoreTable, view: &Plan) -> String {
+    format!(
+        "{}; {} tree: the {} events",
+        source_text(&s.target, view, &s.settings),
+        t.label,
+        t.pmu
+    )
+}
+
+/// A core type's cycles in one interval's readings (0 where not counted).
+fn cycles_in(cycles: Option<&str>, iv: &Interval) -> f64 {
+    cycles
+        .and_then(|c| iv.get(c))
+        .and_then(|r| r.value)
+        .unwrap_or(0.0)
+}
+
+/// What one interval gives on a hybrid part: each core type's readings and tree, with its
+/// cycles (the merged view's weights).
+struct TypeInterval {
+    raw: RawInterval,
+    readings: Interval,
+    report: IntervalReport,
+    cycles: f64,
+}
+
+/// `-I` on a hybrid part: each interval, as soon as it is read, gives every core type's
+/// tree and the merged view ([`IntervalSink::start_trees`], `tree_interval`,
+/// `finish_trees`; plain steps where there is one type only). What needs the whole run
+/// (the cycles by core type, the per-thread shares and trees) comes at its end.
+fn streamed(
+    s: &mut Session,
+    tables: &[CoreTable],
+    requests: Vec<Request>,
+    plan: &Plan,
+    notes: &mut dyn Write,
+) -> Result<Outcome, StatError> {
+    let core_pmus: Vec<&str> = tables.iter().map(|t| t.pmu.as_str()).collect();
+    let views: Vec<Plan> = tables
+        .iter()
+        .map(|t| plan.core_view(&t.pmu, &core_pmus))
+        .collect();
+    let mut infos: Vec<RunInfo> = Vec::new();
+    for ((t, request), view) in tables.iter().zip(requests).zip(&views) {
+        infos.push(RunInfo {
+            model: t.model,
+            cpu_source: s.cpu_source.clone(),
+            source: type_source(s, t, view),
+            interval_mode: true,
+            request,
+            command: s.command(),
+            event_map: Vec::new(),
+            scope: None,
+            core_type: Some(t.label),
+        });
+    }
+    let target = s.target.clone();
+    let merged_info = (tables.len() > 1).then(|| RunInfo {
+        source: format!(
+            "counted live on {}; merged view: the core types' trees weighted by their cycles \
+             in each interval",
+            counts::describe_target(&target)
+        ),
+        core_type: Some("merged"),
+        ..infos[0].clone()
+    });
+    let evals = infos
+        .iter()
+        .map(TreeEval::new)
+        .collect::<Result<Vec<_>, _>>()?;
+    let cycles: Vec<Option<String>> = tables
+        .iter()
+        .map(|t| cycles_event(t.model).map(|e| e.name))
+        .collect();
+    // The per-thread trees and shares need every interval; else the backend keeps their
+    // sum only (and this loop the sum on each type's time, for the whole-run notes).
+    let keep = s.breakdown() || s.cfg.live().is_some_and(|l| l.record.is_some());
+    s.opts.stream_only = !keep;
+    let mut starts: Vec<Start> = infos
+        .iter()
+        .zip(&views)
+        .map(|(info, view)| Start::Tree {
+            info,
+            plan: Some(view),
+            target: Some(&target),
+        })
+        .collect();
+    if let Some(info) = &merged_info {
+        starts.push(Start::Tree {
+            info,
+            plan: None,
+            target: Some(&target),
+        });
+    }
+    let several = starts.len() > 1;
+    let mut started = false;
+    let mut failed: Option<StatError> = None;
+    let mut last: Option<Bottleneck> = None;
+    let mut turns = vec![false; tables.len()];
+    let mut sum: Option<RawInterval> = None;
+    let runs = s.lend_sink(|s, sink| {
+        let mut on_interval = |raw: &RawInterval| {
+            if failed.is_some() {
+                return;
+            }
+            for (t, turned) in tables.iter().zip(turns.iter_mut()) {
+                *turned |= took_turns_in(plan, &t.pmu, raw);
+            }
+            let on_type = backend::on_core_type_time(plan, raw, &core_pmus);
+            match sum.as_mut() {
+                Some(x) => x.add(&on_type),
+                None => sum = Some(on_type.clone()),
+            }
+            let r = (|| -> Result<Bottleneck, StatError> {
+                let mut parts: Vec<TypeInterval> = Vec::with_capacity(tables.len());
+                for (i, t) in tables.iter().enumerate() {
+                    let mine = type_interval(&views[i], &t.pmu, &on_type);
+                    let readings = Measurement::interval_readings(&views[i], &mine, false);
+                    if !started {
+                        evals[i].check_present(std::iter::once(&readings))?;
+                    }
+                    let report = evals[i].eval(&readings);
+                    parts.push(TypeInterval {
+                        cycles: cycles_in(cycles[i].as_deref(), &readings),
+                        raw: mine,
+                        readings,
+                        report,
+                    });
+                }
+                let merged = several.then(|| {
+                    let weighed: Vec<(&CoreTable, &IntervalReport, f64)> = tables
+                        .iter()
+                        .zip(&parts)
+                        .map(|(t, p)| (t, &p.report, p.cycles))
+                        .collect();
+                    merge_interval(&weighed)
+                });
+                let mut sink = sink.borrow_mut();
+                if !started {
+                    if several {
+                        sink.start_trees(&starts)?;
+                    } else {
+                        sink.start(starts[0])?;
+                    }
+                    started = true;
+                }
+                for (i, p) in parts.iter().enumerate() {
+                    let iv = IntervalData {
+                        raw: Some(&p.raw),
+                        readings: &p.readings,
+                        report: Some(&p.report),
+                    };
+                    if several {
+                        sink.tree_interval(i, starts[i], iv)?;
+                    } else {
+                        sink.interval(iv)?;
+                    }
+                }
+                if let Some(ir) = &merged {
+                    let readings = Interval {
+                        start_s: ir.start_s,
+                        end_s: ir.end_s,
+                        readings: Vec::new(),
+                        printed: Vec::new(),
+                    };
+                    sink.tree_interval(
+                        parts.len(),
+                        starts[parts.len()],
+                        IntervalData {
+                            raw: None,
+                            readings: &readings,
+                            report: Some(ir),
+                        },
+                    )?;
+                }
+                Ok(merged
+                    .map(|m| m.report.bottleneck)
+                    .unwrap_or_else(|| parts[0].report.report.bottleneck.clone()))
+            })();
+            match r {
+                Ok(b) => last = Some(b),
+                Err(e) => failed = Some(e),
+            }
+        };
+        let mut progress = |r: RunStart| sink.borrow_mut().run_start(r);
+        measure(s, plan, 0, notes, &mut progress, &mut on_interval)
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    // The runs on each type's time: every interval where they were kept, else their sum.
+    let runs: Vec<Measurement> = runs
+        .iter()
+        .map(|m| {
+            let mut m = m.clone();
+            if keep {
+                for iv in m.intervals.iter_mut() {
+                    *iv = backend::on_core_type_time(plan, iv, &core_pmus);
+                }
+            } else {
+                m.intervals = sum.iter().cloned().collect();
+            }
+            m
+        })
+        .collect();
+    for (t, turned) in tables.iter().zip(&turns) {
+        if *turned {
+            took_turns_note(notes, t)?;
+        }
+    }
+    let mut totals = Vec::new();
+    for (t, view) in tables.iter().zip(&views) {
+        let mine = only_type(view, &t.pmu, &runs);
+        let whole = intervals_of(view, &mine, s.settings.no_multiplex, 1, false);
+        let c = cycles_event(t.model).map(|e| e.name);
+        totals.push(whole.last().map_or(0.0, |iv| cycles_in(c.as_deref(), iv)));
+    }
+    cycles_note(notes, tables, &totals)?;
+    if s.settings.per_thread && tables.len() > 1 {
+        thread_shares(s, tables, plan, &core_pmus, &runs, notes)?;
+    }
+    // Each type's end: its per-core or per-thread trees.
+    let mut parts: Vec<Vec<StatRun>> = Vec::new();
+    for ((t, view), info) in tables.iter().zip(&views).zip(&infos) {
+        parts.push(if s.breakdown() {
+            breakdown_parts(s, info, view, &only_type(view, &t.pmu, &runs))?
+        } else {
+            Vec::new()
+        });
+    }
+    let events = s.settings.events.clone();
+    let mut ends: Vec<Finish> = infos
+        .iter()
+        .zip(&parts)
+        .map(|(info, parts)| Finish::Tree {
+            info,
+            whole: Some(WholeStep {
+                events: &events,
+                total: None,
+                parts,
+                repeats: None,
+            }),
+        })
+        .collect();
+    if let Some(info) = &merged_info {
+        ends.push(Finish::Tree { info, whole: None });
+    }
+    {
+        let sink = s.sink.as_deref_mut().expect("a session has a sink");
+        if !started {
+            if several {
+                sink.start_trees(&starts)?;
+            } else {
+                sink.start(starts[0])?;
+            }
+        }
+        if several {
+            sink.finish_trees(&ends)?;
+        } else {
+            sink.finish(ends[0])?;
+        }
+    }
+    let ending = runs.last().map_or(Ending::Exited(0), |m| m.ending);
+    if !s.replaying() {
+        ending_note(notes, ending, &s.target)?;
+    }
+    Ok(Outcome {
+        ending: (!s.replaying()).then_some(ending),
+        bottleneck: last,
+    })
+}
+
+/// The note on a core type whose groups took turns on its counters.
+fn took_turns_note(notes: &mut dyn Write, t: &CoreTable) -> std::io::Result<()> {
+    writeln!(
+        notes,
+        "tma: note: the {l} events took turns on the counters; a task's time on the \
+         {l}s is taken as the longest any of its groups ran, so the {l} counts may be \
+         low and the merged view weighs that type too little (the {l} tree's shares \
+         are not affected); fewer nodes or --cputype {} count without turns",
+        t.pmu.strip_prefix("cpu_").unwrap_or(&t.pmu),
+        l = t.label,
+    )
+}
+
+/// The note on each core type's share of the run's cycles.
+fn cycles_note(notes: &mut dyn Write, tables: &[CoreTable], totals: &[f64]) -> std::io::Result<()> {
+    let all: f64 = totals.iter().sum();
+    if all > 0.0 && tables.len() > 1 {
+        let shares = tables
+            .iter()
+            .zip(totals)
+            .map(|(t, c)| format!("{} {:.1}%", t.label, 100.0 * c / all))
+            .collect::<Vec<_>>()
+            .join(", ");
+        writeln!(notes, "tma: cycles by core type: {shares}")?;
+    }
+    Ok(())
+}
+
+/// One interval's readings of one core type (`pmu`): as [`only_type`], with the threads
+/// that ran on that type in this interval.
+fn type_interval(view: &Plan, pmu: &str, raw: &RawInterval) -> RawInterval {
+    let one = [Measurement {
+        start_unix_s: 0.0,
+        wall_ns: 0,
+        intervals: vec![raw.clone()],
+        ending: Ending::Exited(0),
+        failed_groups: Vec::new(),
+    }];
+    only_type(view, pmu, &one)
+        .pop()
+        .and_then(|mut m| m.intervals.pop())
+        .unwrap_or_else(|| raw.clone())
 }
 
 /// The readings of one core type (`pmu`): its view's groups only; with per-CPU counting only
@@ -426,7 +727,14 @@ type Spans = Vec<((Option<u32>, Option<u32>), u64, u64)>;
 /// Whether a core type's groups took turns at some task attach point: one ran clearly
 /// shorter than another there (per-CPU readings have the plain multiplexing scale).
 fn took_turns(plan: &Plan, pmu: &str, runs: &[Measurement]) -> bool {
-    runs.iter().flat_map(|m| &m.intervals).any(|iv| {
+    runs.iter()
+        .flat_map(|m| &m.intervals)
+        .any(|iv| took_turns_in(plan, pmu, iv))
+}
+
+/// [`took_turns`] in one interval.
+fn took_turns_in(plan: &Plan, pmu: &str, iv: &RawInterval) -> bool {
+    {
         let mut spans: Spans = Vec::new();
         for g in iv
             .groups
@@ -445,7 +753,7 @@ fn took_turns(plan: &Plan, pmu: &str, runs: &[Measurement]) -> bool {
         spans
             .iter()
             .any(|(_, lo, hi)| (*lo as f64) < 0.99 * *hi as f64)
-    })
+    }
 }
 
 /// `--per-thread`: each thread's share of its cycles on each core type.

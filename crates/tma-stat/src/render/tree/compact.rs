@@ -32,13 +32,18 @@ pub(super) fn compact_columns(first: &IntervalReport) -> Vec<CompactColumn> {
 
 pub(super) fn compact_header(w: &mut dyn Write, cols: &[CompactColumn]) -> Result<(), ReportError> {
     writeln!(w)?;
+    writeln!(w, "{}", compact_head(cols))?;
+    Ok(())
+}
+
+/// The header row of `--compact`: `end (s)` in its first 10 characters, then the columns.
+pub(super) fn compact_head(cols: &[CompactColumn]) -> String {
     let mut head = format!("{:>10}", "end (s)");
     for c in cols {
         head.push_str(&format!("  {:>wd$}", c.head, wd = c.width));
     }
     head.push_str("  bottleneck");
-    writeln!(w, "{head}")?;
-    Ok(())
+    head
 }
 
 /// One line per interval: level-1 values, metric values and the bottleneck. A value that
@@ -49,6 +54,13 @@ pub(super) fn compact_line(
     cols: &[CompactColumn],
     ir: &IntervalReport,
 ) -> Result<(), ReportError> {
+    writeln!(w, "{}", compact_text(cols, ir))?;
+    Ok(())
+}
+
+/// One `--compact` line: the interval's end in its first 10 characters, then the values
+/// and the bottleneck.
+pub(super) fn compact_text(cols: &[CompactColumn], ir: &IntervalReport) -> String {
     use std::fmt::Write as _;
     let shown = |v: Option<f64>, unit: Unit, status: &Status| {
         v.map(|v| {
@@ -75,6 +87,5 @@ pub(super) fn compact_line(
     line.push_str("  ");
     // The verdict in one cell, worded as every output words it.
     line.push_str(&ir.report.bottleneck.label());
-    writeln!(w, "{}", line.trim_end())?;
-    Ok(())
+    line.trim_end().to_string()
 }

@@ -8,12 +8,14 @@ mod facts;
 mod json;
 mod summary;
 mod text;
+mod trees;
 
 use compact::*;
 use csv::*;
 use json::*;
 use summary::RunSummary;
 use text::*;
+pub use trees::{tree_name, TreesWriter};
 
 use facts::*;
 pub use facts::{bars, metric_status_text, status_text, tree_title};
@@ -172,9 +174,13 @@ impl TreeWriter {
             Format::Text => {
                 writeln!(w)?;
                 if info.interval_mode {
+                    // One core type's tree of a hybrid part says which.
+                    let of = tree_name(info)
+                        .map(|n| format!(", {n}"))
+                        .unwrap_or_default();
                     writeln!(
                         w,
-                        "--- interval {:.3} s .. {:.3} s ---",
+                        "--- interval {:.3} s .. {:.3} s{of} ---",
                         ir.start_s, ir.end_s
                     )?;
                 }

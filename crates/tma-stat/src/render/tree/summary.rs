@@ -127,9 +127,13 @@ impl RunSummary {
             format!("{} intervals", self.samples)
         };
         writeln!(w)?;
+        // One tree of several (a hybrid part's core types and merged view) says which.
+        let of = super::trees::tree_name(info)
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default();
         writeln!(
             w,
-            "--- the whole run: {intervals}, {:.3} s .. {:.3} s, verdict on the means ---",
+            "--- the whole run{of}: {intervals}, {:.3} s .. {:.3} s, verdict on the means ---",
             self.first_s, self.last_s
         )?;
         let b = self.verdict();

@@ -3,6 +3,12 @@
 use super::*;
 
 pub(super) fn text_header(w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
+    text_header_line(w, info)?;
+    text_levels_line(w, info)
+}
+
+/// The header's first line: the CPU, its table and where the data came from.
+pub(super) fn text_header_line(w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
     let m = info.model;
     let version = m
         .tma_version
@@ -13,6 +19,11 @@ pub(super) fn text_header(w: &mut dyn Write, info: &RunInfo) -> Result<(), Repor
         "{} ({}, {}){version}, {}",
         m.name, m.key, info.cpu_source, info.source
     )?;
+    Ok(())
+}
+
+/// The header's second line: the levels shown and how to read the values.
+pub(super) fn text_levels_line(w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
     let levels = if info.request.level == 1 {
         "level 1".to_string()
     } else {

@@ -107,6 +107,10 @@ pub struct LocateConfig {
     /// `--tree`: sample a group read with every sample and give a TMA tree of this level
     /// per function ([`crate::tree`]).
     pub tree: Option<u8>,
+    /// With `tree`, live: a second pass samples the bottleneck node's locate-with event
+    /// (cpu-clock without a PMU), and the two estimators are compared
+    /// ([`crate::estimate`]).
+    pub direct: bool,
 }
 
 impl Default for LocateConfig {
@@ -135,6 +139,7 @@ impl Default for LocateConfig {
             host: Host::system(),
             stat_backend: tma_stat::BackendChoice::Live,
             tree: None,
+            direct: false,
         }
     }
 }
@@ -164,6 +169,18 @@ struct Recorded {
     exit_status: u8,
     /// With `--tree`: the group's layout and the model its tree is evaluated with.
     tree: Option<(TreeLayout, Option<&'static Model>)>,
+    /// A live session: what a second (direct) pass needs.
+    live: Option<LivePass>,
+}
+
+/// How the live session went, for a second pass of the same target.
+#[derive(Debug, Clone)]
+struct LivePass {
+    target: Target,
+    /// Kernel samples were taken (the second pass takes them too).
+    include_kernel: bool,
+    /// The session was interrupted, or its attached process went away.
+    ended_early: bool,
 }
 
 /// Run `tma locate` up to the profile; notes (and the quick stat pass's) go to `notes`.
@@ -246,6 +263,23 @@ pub fn run(cfg: &LocateConfig, notes: &mut dyn Write) -> Result<Located, LocateE
                     .filter(|n| !n.contains("kernel samples shown as [kernel]"))
                     .cloned(),
             );
+            if let Some(live) = &rec.live {
+                // The kernel caveats `tma doctor` checks that apply to this run.
+                let host_model = match &cfg.cpu {
+                    Some(k) => Some(tma_catalog::by_name(k)?),
+                    None => cfg.this_cpu,
+                };
+                for c in tma_doctor::tree_caveats(&cfg.host, host_model) {
+                    let n = format!("{} (tma doctor: {})", c.summary, c.id);
+                    if cfg.echo_notes {
+                        writeln!(notes, "tma: note: {n}")?;
+                    }
+                    t.notes.push(n);
+                }
+                if cfg.direct {
+                    direct_pass(cfg, live, &mut t, &profile, *model, &consts, notes)?;
+                }
+            }
             Some(t)
         }
         _ => None,
@@ -256,23 +290,6 @@ pub fn run(cfg: &LocateConfig, notes: &mut dyn Write) -> Result<Located, LocateE
         exit_status: rec.exit_status,
         tree,
         dominant,
-    })
-}
-
-/// The caveat of a kernel release (`/proc/sys/kernel/osrelease`) for group sampling of a
-/// launched command: sample-read with `inherit` (following the threads and processes the
-/// command starts) needs Linux 6.12.
-pub fn kernel_caveat(osrelease: Option<&str>) -> Option<String> {
-    let rel = osrelease?.trim();
-    let mut parts = rel.split(|c: char| !c.is_ascii_digit());
-    let major: u32 = parts.next()?.parse().ok()?;
-    let minor: u32 = parts.next()?.parse().ok()?;
-    ((major, minor) < (6, 12)).then(|| {
-        format!(
-            "Linux {rel} is older than 6.12, which is needed for sample-read with inherit: \
-             only the command's first thread is followed (attach with -p to sample every \
-             thread of a running process)"
-        )
     })
 }
 
@@ -404,6 +421,7 @@ fn import(cfg: &LocateConfig, path: &Path) -> Result<Recorded, LocateError> {
         duration_ns: 0,
         exit_status: 0,
         tree,
+        live: None,
     })
 }
 
@@ -448,12 +466,7 @@ fn sample(
     let mut tree = None;
     let chosen = match cfg.tree {
         Some(level) => {
-            let (mut layout, model, event, group) = tree_plan(cfg, level)?;
-            if let Some(n) =
-                kernel_caveat(cfg.host.proc_text("sys/kernel/osrelease").ok().as_deref())
-            {
-                layout.notes.push(n);
-            }
+            let (layout, model, event, group) = tree_plan(cfg, level)?;
             tree = Some((layout, model, group));
             Chosen {
                 wanted: event.name().to_string(),
@@ -500,6 +513,7 @@ fn sample(
             duration_ns: 0,
             exit_status: 0,
             tree,
+            live: None,
         });
     }
     let retry = (tree.is_some() && !cfg.kernel).then(|| {
@@ -507,6 +521,7 @@ fn sample(
         user.include_kernel = false;
         user
     });
+    let mut include_kernel = scfg.include_kernel;
     let (outcome, records) = match record(cfg, scfg, target, &mut agg) {
         // Kernel samples refused (perf_event_paranoid): user code only, and say so.
         Err(LocateError::Live(LiveError::Sampling(SamplingError::Open { err, .. })))
@@ -522,6 +537,7 @@ fn sample(
             ));
             agg = new_aggregator(cfg);
             agg.keep_callchains = true;
+            include_kernel = false;
             record(cfg, user, target, &mut agg)?
         }
         r => r?,
@@ -547,7 +563,154 @@ fn sample(
         duration_ns: outcome.summary.elapsed.as_nanos().min(i64::MAX as u128) as i64,
         exit_status,
         tree,
+        live: Some(LivePass {
+            target: target.clone(),
+            include_kernel: include_kernel && outcome.summary.kernel_refused.is_none(),
+            ended_early: outcome.summary.interrupted || outcome.summary.target_vanished,
+        }),
     })
+}
+
+/// `--tree`'s second pass: sample the whole run's bottleneck node's locate-with event (the
+/// nearest parent's where it has none; cpu-clock without a PMU) on the same target, and put
+/// the two estimators side by side in the tree ([`crate::estimate`]). A pass that cannot be
+/// made, or fails, is a note: the tree stands.
+/// Why there is no direct estimate: a note in the tree (and on stderr with `echo_notes`).
+fn skip_direct(
+    cfg: &LocateConfig,
+    notes: &mut dyn Write,
+    t: &mut crate::tree::TreeProfile,
+    why: String,
+) -> Result<(), LocateError> {
+    let n = format!("no direct estimate of the bottleneck: {why}");
+    if cfg.echo_notes {
+        writeln!(notes, "tma: note: {n}")?;
+    }
+    t.notes.push(n);
+    Ok(())
+}
+
+fn direct_pass(
+    cfg: &LocateConfig,
+    live: &LivePass,
+    t: &mut crate::tree::TreeProfile,
+    profile: &Profile,
+    model: Option<&'static Model>,
+    consts: &tma_metrics::Constants,
+    notes: &mut dyn Write,
+) -> Result<(), LocateError> {
+    use crate::estimate;
+    if live.ended_early {
+        return skip_direct(
+            cfg,
+            notes,
+            t,
+            "the session was interrupted or its process went away".into(),
+        );
+    }
+    if !matches!(live.target, Target::Launch(_)) && cfg.duration_s.is_none() {
+        return skip_direct(
+            cfg,
+            notes,
+            t,
+            "a second pass of -p or -a needs --duration (the first ran until the end)".into(),
+        );
+    }
+    let node = t.total.bottleneck.as_ref().and_then(|b| b.node.clone());
+    let (what, chosen) = match (model, t.level) {
+        (Some(m), 1..) => {
+            let Some(node) = node else {
+                return skip_direct(cfg, notes, t, "the whole run has no bottleneck node".into());
+            };
+            let Some((with, _)) = estimate::locate_with(m, &node) else {
+                return skip_direct(
+                    cfg,
+                    notes,
+                    t,
+                    format!(
+                        "the {} tables name no locate-with event for {node} or its parents",
+                        m.key
+                    ),
+                );
+            };
+            let pmu = choose::core_pmu(&cfg.host.sys);
+            let chosen = choose::choose_on(
+                &Request::Node(with.to_string()),
+                Some(m),
+                pmu.as_ref(),
+                &cfg.host,
+            )?;
+            let what = estimate::Compared {
+                group_basis: estimate::group_basis(profile, Some(&node)),
+                node: Some(node),
+                direct_event: chosen.event.name().to_string(),
+                direct_node: Some(with.to_string()),
+            };
+            (what, chosen)
+        }
+        _ => (
+            estimate::Compared {
+                node: None,
+                group_basis: estimate::group_basis(profile, None),
+                direct_event: "cpu-clock".into(),
+                direct_node: None,
+            },
+            Chosen {
+                event: SampleEvent::CpuClock,
+                precise: 0,
+                wanted: "cpu-clock".into(),
+                notes: Vec::new(),
+            },
+        ),
+    };
+    let mut scfg = sampling_config(cfg, &chosen)?;
+    scfg.callchain = true;
+    scfg.include_kernel = live.include_kernel;
+    scfg.command_stdout = tma_perf::process::CommandStdout::Null;
+    // Samples proportional to events: a hardware event at the catalog's fixed period.
+    if cfg.rate.is_none() {
+        if let (SampleEvent::Raw { name, .. }, Some(m)) = (&chosen.event, model) {
+            let base = tma_catalog::EventId::parse(name).base;
+            if let Some(e) = m.event(base).filter(|e| e.sample_after > 0) {
+                scfg.rate = Rate::Period(e.sample_after);
+            }
+        }
+    }
+    writeln!(
+        notes,
+        "tma: second pass for the direct estimate: sampling {}{}",
+        what.direct_event,
+        match &what.direct_node {
+            Some(n) => format!(" (the locate-with event of {n})"),
+            None => String::new(),
+        }
+    )?;
+    let mut agg = Aggregator::new();
+    agg.keep_callchains = true;
+    if let Err(e) = crate::live::sample(scfg, &live.target, &mut agg, None) {
+        return skip_direct(cfg, notes, t, format!("the second pass failed: {e}"));
+    }
+    let mut sym = Symbolizer::new(cfg.symdir.clone(), None);
+    let opts = ReportOptions {
+        annotate: None,
+        top: 1,
+        no_frame_lines: true,
+        ..ReportOptions::default()
+    };
+    let direct = report::analyze(&agg, &mut sym, &what.direct_event, &opts);
+    let group = estimate::group_amounts(profile, model, what.node.as_deref(), consts)?;
+    let shown: Vec<estimate::FuncKey> = t
+        .functions
+        .iter()
+        .map(|f| (f.function.clone(), f.module.clone()))
+        .collect();
+    let e = estimate::compare(what, &group, &estimate::direct_amounts(&direct), &shown);
+    // The text report shows the verdict under the table; elsewhere say it on stderr.
+    if cfg.echo_notes {
+        writeln!(notes, "tma: note: {}", e.verdict())?;
+    }
+    t.estimators = Some(e);
+    Ok(())
 }
 
 /// The event to sample: `--node`, `-e`, or the bottleneck of a quick stat pass (on a machine
@@ -794,18 +957,6 @@ mod tests {
         let want = outcome.bottleneck.and_then(|b| b.node);
         assert!(want.is_some());
         assert_eq!(node, want);
-    }
-
-    #[test]
-    fn kernels_before_6_12_are_named() {
-        assert!(kernel_caveat(Some("6.11.0-1-amd64\n"))
-            .unwrap()
-            .starts_with("Linux 6.11.0-1-amd64 is older than 6.12"));
-        assert_eq!(kernel_caveat(Some("6.12.9")), None);
-        assert_eq!(kernel_caveat(Some("6.18.44-fc-v657")), None);
-        assert!(kernel_caveat(Some("5.15.0")).is_some());
-        assert_eq!(kernel_caveat(Some("garbage")), None);
-        assert_eq!(kernel_caveat(None), None);
     }
 
     /// The launched command's output belongs to the sampled run: the quick pass sends its

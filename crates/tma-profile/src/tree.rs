@@ -468,6 +468,10 @@ pub struct TreeProfile {
     /// Samples that were the first of their thread (their increase counts from the
     /// thread's start).
     pub first_reads: u64,
+    /// The bottleneck's two estimators side by side ([`crate::estimate`]), when a direct
+    /// pass was made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimators: Option<crate::estimate::Estimators>,
     pub notes: Vec<String>,
 }
 
@@ -616,6 +620,7 @@ pub fn build(
         total,
         functions,
         first_reads,
+        estimators: None,
         notes,
     })
 }
@@ -749,12 +754,55 @@ pub fn text(w: &mut dyn Write, t: &TreeProfile) -> Result<(), ReportError> {
     let right: Vec<usize> = (1..header.len()).collect();
     tma_render::align_right(&mut table, &right);
     writeln!(w, "{table}")?;
+    if let Some(e) = &t.estimators {
+        writeln!(w)?;
+        estimators_text(w, e)?;
+    }
     if !t.notes.is_empty() {
         writeln!(w)?;
         for n in &t.notes {
             writeln!(w, "note: {n}")?;
         }
     }
+    Ok(())
+}
+
+/// The two estimators' table and verdict.
+fn estimators_text(w: &mut dyn Write, e: &crate::estimate::Estimators) -> Result<(), ReportError> {
+    let via = match (&e.node, &e.direct_node) {
+        (Some(n), Some(d)) if n != d => format!(", the locate-with event of {d}"),
+        (Some(_), _) => ", its locate-with event".to_string(),
+        _ => String::new(),
+    };
+    let basis = &e.group_basis;
+    writeln!(
+        w,
+        "{}: each function's share by two estimators: group reads (its {basis} / all {basis}) \
+         and direct samples (its share of {} samples of {}{via}, a second pass)",
+        match &e.node {
+            Some(n) => format!("bottleneck {n}"),
+            None => "where the time goes".to_string(),
+        },
+        e.direct_samples,
+        e.direct_event,
+    )?;
+    let mut table = tma_render::table(&["function", "group reads", "direct samples", "disagree"]);
+    for r in &e.functions {
+        table.add_row(vec![
+            if r.module.is_empty() {
+                r.function.clone()
+            } else {
+                format!("{} [{}]", r.function, r.module)
+            },
+            format!("{:.1}%", r.group_percent),
+            format!("{:.1}%", r.direct_percent),
+            if r.disagree { "yes".into() } else { String::new() },
+        ]);
+    }
+    tma_render::align_right(&mut table, &[1, 2]);
+    writeln!(w, "{table}")?;
+    writeln!(w, "{}", e.verdict())?;
+    writeln!(w, "rule: {}", e.rule)?;
     Ok(())
 }
 
@@ -786,6 +834,14 @@ pub fn csv(w: &mut dyn Write, t: &TreeProfile) -> Result<(), ReportError> {
     ];
     header.extend(t.events.iter().cloned());
     header.extend(cols.iter().cloned());
+    let est = t.estimators.as_ref();
+    if est.is_some() {
+        header.extend([
+            "group_share".into(),
+            "direct_share".into(),
+            "disagree".into(),
+        ]);
+    }
     tma_render::csv_row(w, &header)?;
     for f in t.functions.iter().chain(std::iter::once(&t.total)) {
         let mut row = vec![
@@ -802,6 +858,18 @@ pub fn csv(w: &mut dyn Write, t: &TreeProfile) -> Result<(), ReportError> {
                 .map(|v| format!("{v:.2}"))
                 .unwrap_or_default()
         }));
+        if let Some(e) = est {
+            // The `(all)` row: 100% each, and whether the estimators disagree at all.
+            let (g, d, x) = match e.row(&f.function, &f.module) {
+                Some(r) => (r.group_percent, r.direct_percent, r.disagree),
+                None => (100.0, 100.0, !e.agree),
+            };
+            row.extend([
+                format!("{g:.2}"),
+                format!("{d:.2}"),
+                if x { "yes" } else { "no" }.to_string(),
+            ]);
+        }
         tma_render::csv_row(w, &row)?;
     }
     Ok(())

@@ -110,6 +110,12 @@ pub struct Args {
     /// count), colour each frame's dominant level-1 node saturated by its share.
     #[arg(long, value_name = "FILE", requires = "tree")]
     pub flame: Option<PathBuf>,
+    /// With --tree: skip the second pass. By default --tree runs the command again (or samples
+    /// -p/-a for another --duration) sampling the bottleneck node's locate-with event (cpu-clock
+    /// without a PMU), and shows each function's share of the bottleneck by the group reads next
+    /// to its share of those samples, with where they disagree.
+    #[arg(long, requires = "tree", conflicts_with = "import")]
+    pub no_direct: bool,
     /// With --tree: print CSV (one row per function) instead of text.
     #[arg(long, requires = "tree", conflicts_with = "json")]
     pub csv: bool,
@@ -207,6 +213,7 @@ pub fn config(args: &Args, root: &RootArg) -> anyhow::Result<LocateConfig> {
         kallsyms: args.kallsyms.clone(),
         host,
         tree: args.tree.then_some(args.tree_level),
+        direct: args.tree && !args.no_direct,
         ..LocateConfig::default()
     })
 }

@@ -309,7 +309,9 @@ fn check_lengths(bytes: &[u8], is_pipe: bool) -> Result<(), ImportError> {
         (doff, doff.saturating_add(dsize).min(len))
     };
     // Records: u32 type, u16 misc, u16 size. AUXTRACE (71) data follows its record (size at
-    // byte 8); HEADER_FEATURE (80) holds a u64 feature id and the feature's data.
+    // byte 8); HEADER_FEATURE (80) holds a u64 feature id and the feature's data; the
+    // compressed records (81, 83) are inflated by `compressed::check`, within its bound.
+    let mut compressed = Vec::new();
     while at + 8 <= end {
         let (ty, size) = (rd(at, 4).unwrap_or(0), rd(at + 6, 2).unwrap_or(0));
         if size < 8 {
@@ -326,10 +328,20 @@ fn check_lengths(bytes: &[u8], is_pipe: bool) -> Result<(), ImportError> {
                 continue;
             }
             80 => feature(rd(at + 8, 8).unwrap_or(0) as u32, at + 16, next.min(end))?,
+            81 | 83 => {
+                let body = usize::try_from(at + 8)
+                    .ok()
+                    .zip(usize::try_from(next.min(end)).ok())
+                    .and_then(|(s, e)| bytes.get(s..e));
+                if let Some(p) = body.and_then(|b| crate::compressed::payload(ty, b, be)) {
+                    compressed.push(p);
+                }
+            }
             _ => {}
         }
         at = next;
     }
+    crate::compressed::check(&compressed)?;
     Ok(())
 }
 

@@ -13,6 +13,7 @@
 
 pub mod aggregate;
 pub mod choose;
+pub mod compressed;
 pub mod estimate;
 pub mod import;
 pub mod live;

@@ -29,7 +29,7 @@ use tma_perf::host::ThpMode;
 
 use crate::clock::Stamp;
 use crate::matmul::{self, sys::Buffer, Check, HugePages, MatmulError, ThpAdvice};
-use crate::onednn_ffi::{process_cpu_seconds, CallError, Dnnl, LoadError};
+use crate::onednn_ffi::{minor_faults, process_cpu_seconds, CallError, Dnnl, LoadError};
 use crate::rng::SplitMix64;
 
 /// The names searched, in order, when no `--dnnl` is given.
@@ -148,6 +148,11 @@ pub struct OnednnResult {
     pub setup_seconds: f64,
     /// Seconds spent creating the engine, the primitive and the memory objects (not timed).
     pub create_seconds: f64,
+    /// Minor page faults while the buffers were first touched: about one per 4 KiB page
+    /// without huge pages, one per 2 MiB page with them.
+    pub setup_page_faults: u64,
+    /// Minor page faults during the timed executes (oneDNN's own scratch and packing memory).
+    pub timed_page_faults: u64,
     /// CPU seconds of the process over the timed executes, all threads (at the top of
     /// `tma.workload`, so not serialized here).
     #[serde(skip)]
@@ -348,6 +353,7 @@ pub fn run(cfg: &OnednnConfig) -> Result<OnednnResult, OnednnError> {
     };
 
     let t0 = Instant::now();
+    let faults0 = minor_faults();
     let mut a = Buffer::new(la, cfg.thp)?;
     let mut b = Buffer::new(lb, cfg.thp)?;
     let mut c = Buffer::new(lc, cfg.thp)?;
@@ -356,6 +362,7 @@ pub fn run(cfg: &OnednnConfig) -> Result<OnednnResult, OnednnError> {
     fill(b.as_mut_slice(), &mut rng);
     c.as_mut_slice().fill(0.0);
     let setup_seconds = t0.elapsed().as_secs_f64();
+    let setup_page_faults = minor_faults().saturating_sub(faults0);
 
     let t1 = Instant::now();
     let engine = dnnl.engine().map_err(|e| call_error(e, &dnnl))?;
@@ -371,6 +378,7 @@ pub fn run(cfg: &OnednnConfig) -> Result<OnednnResult, OnednnError> {
     let create_seconds = t1.elapsed().as_secs_f64();
 
     let mut rep_wall_seconds = Vec::with_capacity(cfg.reps);
+    let faults1 = minor_faults();
     let cpu0 = process_cpu_seconds();
     let t = Stamp::now();
     for _ in 0..cfg.reps {
@@ -380,6 +388,7 @@ pub fn run(cfg: &OnednnConfig) -> Result<OnednnResult, OnednnError> {
     }
     let wall_seconds = t.wall_seconds();
     let seconds = (process_cpu_seconds() - cpu0).max(0.0);
+    let timed_page_faults = minor_faults().saturating_sub(faults1);
     drop(mm);
     drop(engine);
 
@@ -419,6 +428,8 @@ pub fn run(cfg: &OnednnConfig) -> Result<OnednnResult, OnednnError> {
         huge_pages_error,
         setup_seconds,
         create_seconds,
+        setup_page_faults,
+        timed_page_faults,
         seconds,
         wall_seconds,
         rep_wall_seconds,

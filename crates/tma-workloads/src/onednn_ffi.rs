@@ -529,3 +529,15 @@ pub fn process_cpu_seconds() -> f64 {
     }
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
+
+/// Minor page faults of the process so far (`getrusage(RUSAGE_SELF)`, all threads): one per
+/// 4 KiB page first touched, or one per 2 MiB huge page.
+pub fn minor_faults() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value (integers); getrusage only writes it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes the rusage it is given.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0;
+    }
+    ru.ru_minflt.max(0) as u64
+}

@@ -1,4 +1,4 @@
-//! `tma demo [sha256|dram|thp]`: the method, walked through on this machine with a bundled case
+//! `tma demo [sha256|dram|thp|onednn]`: the method, walked through on this machine with a bundled case
 //! (`tma_demo`). Every step runs this same executable as a child process.
 
 use std::path::PathBuf;
@@ -15,6 +15,9 @@ pub enum CaseArg {
     Dram,
     /// Reference matmul reading its weights column-wise, without and with huge pages.
     Thp,
+    /// oneDNN's matmul primitive and the reference matmul, each without and with huge pages;
+    /// oneDNN's primitive executions as ITT regions (`tma stat --itt`).
+    Onednn,
 }
 
 #[derive(Debug, clap::Args)]
@@ -34,6 +37,9 @@ pub struct Args {
     /// Skip the `tma bench --preset sha` step.
     #[arg(long)]
     pub no_bench: bool,
+    /// The oneDNN library for the onednn case (as `tma workload onednn --dnnl`).
+    #[arg(long, value_name = "PATH")]
+    pub dnnl: Option<PathBuf>,
     /// Print derivations too: the SHA-256 instruction-level bound behind the "of limit" column.
     #[arg(short, long)]
     pub verbose: bool,
@@ -52,6 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(CaseArg::Sha256) => vec![Case::Sha256],
         Some(CaseArg::Dram) => vec![Case::Dram],
         Some(CaseArg::Thp) => vec![Case::Thp],
+        Some(CaseArg::Onednn) => vec![Case::Onednn],
         None => vec![Case::Sha256, Case::Dram],
     };
     let cfg = DemoConfig {
@@ -65,6 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         debug_build: cfg!(debug_assertions),
         verbose: args.verbose,
         host: tma_perf::host::Host::system(),
+        dnnl: args.dnnl,
     };
     let progress = crate::progress::Lines::new("tma demo", true);
     let mut shown = |p: tma_demo::StepStart<'_>| progress.line(p.step, p.steps, p.title);

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use tma_workloads::dram::DramConfig;
 use tma_workloads::matmul::{MatmulConfig, ThpAdvice};
+use tma_workloads::onednn::OnednnConfig;
 use tma_workloads::workload::{self, parse_size, render, ShaOptions, WorkloadConfig, WorkloadKind};
 
 #[derive(Debug, clap::Args)]
@@ -26,6 +27,9 @@ pub enum Workload {
     /// Reference f32 matmul reading its weights column-wise (a new page per load), its buffers
     /// advised for or against transparent huge pages.
     Matmul(MatmulArgs),
+    /// oneDNN's f32 matmul primitive (libdnnl loaded at run time: --dnnl, else libdnnl.so.3 or
+    /// .so.2) on buffers tma allocates and advises for or against transparent huge pages.
+    Onednn(OnednnArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -116,7 +120,76 @@ pub struct MatmulArgs {
     pub common: Common,
 }
 
+#[derive(Debug, clap::Args)]
+pub struct OnednnArgs {
+    /// Rows of A and C.
+    #[arg(long, value_name = "M", default_value_t = 1024)]
+    pub m: usize,
+    /// Columns of A, rows of the weight matrix B.
+    #[arg(long, value_name = "K", default_value_t = 4096)]
+    pub k: usize,
+    /// Columns of B and C.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub n: usize,
+    /// Executions of the primitive timed (it is created once).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub reps: usize,
+    /// Advise the buffers for (on) or against (off) transparent huge pages.
+    #[arg(long, value_enum, default_value = "on")]
+    pub thp: ThpArg,
+    /// The oneDNN library: libdnnl.so.2 (oneDNN 2.x, e.g. Debian's libdnnl2) or libdnnl.so.3
+    /// (3.x, e.g. the PyPI onednn wheel's lib/libdnnl.so.3). Default: the first of
+    /// libdnnl.so.3 and libdnnl.so.2 the loader finds. A library outside the system
+    /// directories gets its directory in LD_LIBRARY_PATH, and a SYCL build (the wheel) its
+    /// OCL_ICD_FILENAMES: tma runs itself again with them.
+    #[arg(long, value_name = "PATH")]
+    pub dnnl: Option<PathBuf>,
+    /// Seed of the matrix contents.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// Set when tma has run itself again with the environment a oneDNN needs: it is not done
+/// twice.
+const ONEDNN_REEXEC: &str = "TMA_ONEDNN_ENV_SET";
+
+/// For `--dnnl PATH` outside the system directories, or a SYCL build beside its OpenCL
+/// runtime: run this same command again with the variables the library needs (the loader
+/// reads LD_LIBRARY_PATH only at start; OCL_ICD_FILENAMES must be set before the runtime
+/// loads). Returns only when nothing is missing, or when exec fails.
+fn onednn_environment(lib: &std::path::Path) -> anyhow::Result<()> {
+    if std::env::var_os(ONEDNN_REEXEC).is_some() {
+        return Ok(());
+    }
+    let env = tma_workloads::onednn::environment(
+        lib,
+        std::env::var_os("LD_LIBRARY_PATH").as_deref(),
+        std::env::var_os("OCL_ICD_FILENAMES").as_deref(),
+    );
+    if env.is_empty() {
+        return Ok(());
+    }
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().context("cannot find the tma executable to run again")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(std::env::args_os().skip(1))
+        .env(ONEDNN_REEXEC, "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let err = cmd.exec();
+    Err(anyhow::Error::new(err).context("cannot run tma again with the environment oneDNN needs"))
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Workload::Onednn(OnednnArgs {
+        dnnl: Some(lib), ..
+    }) = &args.workload
+    {
+        onednn_environment(lib)?;
+    }
     let (kind, common) = split(args.workload);
     crate::output::check(None, [("--report", common.report.as_deref())])?;
     let cfg = WorkloadConfig {
@@ -203,6 +276,22 @@ fn split(w: Workload) -> (WorkloadKind, Common) {
                     ThpArg::Off => ThpAdvice::Off,
                 },
                 seed: a.seed,
+                host: tma_perf::host::Host::system(),
+            }),
+            a.common,
+        ),
+        Workload::Onednn(a) => (
+            WorkloadKind::Onednn(OnednnConfig {
+                m: a.m,
+                k: a.k,
+                n: a.n,
+                reps: a.reps,
+                thp: match a.thp {
+                    ThpArg::On => ThpAdvice::On,
+                    ThpArg::Off => ThpAdvice::Off,
+                },
+                seed: a.seed,
+                library: a.dnnl,
                 host: tma_perf::host::Host::system(),
             }),
             a.common,

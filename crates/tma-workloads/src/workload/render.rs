@@ -153,6 +153,11 @@ fn write_onednn(w: &mut dyn Write, report: &WorkloadReport, o: &OnednnReport) ->
             r.huge_pages_error.as_deref().unwrap_or("smaps not read")
         )?,
     }
+    writeln!(
+        w,
+        "  page faults  {} while first touching the buffers, {} during the timed executes (minor faults, getrusage)",
+        r.setup_page_faults, r.timed_page_faults
+    )?;
     match (&r.thp_mode, &r.thp_mode_error) {
         (Some(mode), _) => writeln!(
             w,

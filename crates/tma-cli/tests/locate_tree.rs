@@ -404,3 +404,174 @@ fn tree_refuses_what_does_not_go_with_it() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--tree"), "{}", stderr(&o));
 }
+
+/// Live, software group: the two estimators of where the time goes, the group's task-clock
+/// (first pass) next to a second pass's cpu-clock samples, both against what the workload
+/// measured itself (its report is of the second run); `--no-direct` makes one pass.
+#[test]
+fn two_estimators_live_match_the_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build_workload(dir.path()) else {
+        return;
+    };
+    let report = dir.path().join("did.txt");
+    let out = dir.path().join("tree.json");
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["locate", "--tree", "--json", "-o", out.to_str().unwrap()]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v.extend(
+            [
+                "--",
+                exe.to_str().unwrap(),
+                "40",
+                "2048",
+                "3000000",
+                report.to_str().unwrap(),
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        v
+    };
+    let a = args(&[]);
+    let o = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    if !can_sample(&o) {
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("tma: second pass for the direct estimate: sampling cpu-clock"),
+        "{}",
+        stderr(&o)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    if doc["layout"]["kind"] != "software" {
+        eprintln!(
+            "skipped: this machine has a PMU; the software estimators are for machines without one"
+        );
+        return;
+    }
+    let e = &doc["estimators"];
+    assert_eq!(e["group_basis"], "task-clock");
+    assert_eq!(e["direct_event"], "cpu-clock");
+    assert!(e["direct_samples"].as_u64().unwrap() > 100, "{e}");
+    assert!(e["rule"]
+        .as_str()
+        .unwrap()
+        .contains("more than 10 percentage points"));
+    let rows = e["functions"].as_array().unwrap();
+    let share = |name: &str, col: &str| -> f64 {
+        rows.iter()
+            .filter(|r| r["function"].as_str().unwrap() == name)
+            .map(|r| r[col].as_f64().unwrap())
+            .sum()
+    };
+    // Each row's flag follows the rule, and the verdict follows the flags.
+    let mut any = false;
+    for r in rows {
+        let d =
+            (r["group_percent"].as_f64().unwrap() - r["direct_percent"].as_f64().unwrap()).abs();
+        assert_eq!(r["disagree"].as_bool().unwrap(), d > 10.0, "{r}");
+        any |= d > 10.0;
+    }
+    assert_eq!(
+        e["agree"].as_bool().unwrap(),
+        !any && e["top_group"] == e["top_direct"],
+        "{e}"
+    );
+    // compute's part of the two functions' time: by each estimator and by the workload.
+    let did = workload_report(&report);
+    let did_share = did["compute"].1 / (did["compute"].1 + did["touch_pages"].1);
+    for col in ["group_percent", "direct_percent"] {
+        let (c, t) = (share("compute", col), share("touch_pages", col));
+        let s = c / (c + t);
+        assert!(
+            (s - did_share).abs() < 0.1,
+            "compute's share by {col}: {s:.3}, the workload {did_share:.3}"
+        );
+    }
+    // One pass.
+    let a = args(&["--no-direct"]);
+    let o = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("second pass"), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(doc.get("estimators").is_none());
+}
+
+/// The kernel caveats `tma doctor` checks are said as notes of the run: on a copy of
+/// tests/fixtures/roots/skx-smt-5.15 without its PMU (a Skylake-SP guest with no vPMU on
+/// Linux 5.15, SMT on), sample-read before 6.12 and SMT before Ice Lake; the CSV carries the
+/// two estimators' columns.
+#[test]
+fn kernel_caveats_are_said_as_notes() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build_workload(dir.path()) else {
+        return;
+    };
+    let root = dir.path().join("root");
+    copy_dir(&fixture("roots/skx-smt-5.15"), &root);
+    std::fs::remove_dir_all(root.join("sys/bus")).unwrap();
+    let csv = dir.path().join("tree.csv");
+    let o = TMA
+        .bare()
+        .arg("--root")
+        .arg(&root)
+        .args(["locate", "--tree", "--csv", "-o"])
+        .arg(&csv)
+        .arg("--")
+        .arg(&exe)
+        .args(["4", "256", "300000"])
+        .arg(dir.path().join("did.txt"))
+        .output()
+        .unwrap();
+    if !can_sample(&o) {
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(
+            "tma: note: Linux 5.15.0-91-generic is older than 6.12: group sampling of a \
+             launched command follows only its first thread (tma doctor: sample_read)"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "tma: note: Skylake-SP (skx) with SMT on: per-thread level 1 is meaningless \
+             (tma doctor: smt_level1)"
+        ),
+        "{err}"
+    );
+    assert!(
+        !err.contains("nmi_watchdog"),
+        "no PMU, no counter taken: {err}"
+    );
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(
+        text.lines()
+            .next()
+            .unwrap()
+            .ends_with(",task-clock,group_share,direct_share,disagree"),
+        "{text}"
+    );
+    let rows = csv_rows(&text);
+    assert_eq!(rows["(all)"]["group_share"], "100.00");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let t = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &t);
+        } else {
+            std::fs::copy(e.path(), &t).unwrap();
+        }
+    }
+}

@@ -19,6 +19,8 @@ fn every_schema_constant_follows_the_convention() {
         tma_kvm::render::MEMORY_SCHEMA,
         tma_diff::render::SCHEMA,
         tma_diff::render::PROFILE_SCHEMA,
+        tma_diff::regions::SCHEMA,
+        tma_regions::report::SCHEMA,
         tma_doctor::SCHEMA,
         tma_doctor::STATE_SCHEMA,
         tma_doctor::verify::RECORDED_SCHEMA,

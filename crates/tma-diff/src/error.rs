@@ -42,6 +42,14 @@ pub enum DiffError {
          compares two trees or two profiles"
     )]
     Mixed { profile: String, tree: String },
+    /// One input is a region document and the other is not.
+    #[error(
+        "{regions} holds regions (tma stat --regions --json) but {other} does not: tma diff \
+         compares two region documents region by region"
+    )]
+    MixedRegions { regions: String, other: String },
+    #[error("{file}: not a tma.stat.regions document: {detail}")]
+    RegionsJson { file: String, detail: String },
     #[error("{file}: not a profile (perf.data or tma locate --json)")]
     NotProfile { file: String },
     #[error("{file}: not a tma.locate document: {detail}")]

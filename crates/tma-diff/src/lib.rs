@@ -11,6 +11,7 @@
 //! * [`profile`]: two profiles (perf.data files or `tma locate --json` documents) instead
 //!   of two trees: each hot function's share before and after, as `perf diff` does;
 //!   [`inputs`] tells which comparison two files call for.
+//! * [`regions`]: two `tma stat --regions` documents compared region by region.
 //! * [`diff`]: the two sides -> [`Diff`] (one [`Row`] per node and metric, the
 //!   [`BottleneckMove`]); [`stats`]: means and Welch's t-test; [`gate`]: `--fail-if`.
 
@@ -19,6 +20,7 @@ mod error;
 pub mod gate;
 pub mod input;
 pub mod profile;
+pub mod regions;
 pub mod render;
 pub mod stats;
 

@@ -53,7 +53,12 @@ fn value_text(r: &Row, s: Option<crate::Summary>) -> String {
     s.map_or("-".into(), |s| r.format_value(s.mean))
 }
 
-fn table(w: &mut dyn Write, rows: &[Row], title: &str, indent: bool) -> std::io::Result<()> {
+pub(crate) fn table(
+    w: &mut dyn Write,
+    rows: &[Row],
+    title: &str,
+    indent: bool,
+) -> std::io::Result<()> {
     let name = |r: &Row| {
         let pad = if indent {
             "  ".repeat(r.level.saturating_sub(1) as usize)

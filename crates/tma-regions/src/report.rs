@@ -599,6 +599,117 @@ mod tests {
         assert_eq!(csv.lines().count(), 4);
     }
 
+    /// The region documents of `tests/fixtures/regions/zen4-regions-{before,after}.json`:
+    /// a Zen 4 level-1 run of chosen counts (two threads; `solve` with `inner` nested, and
+    /// `load`; the after run's `solve` is faster with less of it back-end bound, and names
+    /// `save` instead of `load`), with a timeline. `UPDATE_GOLDEN=1` rewrites them.
+    fn fixture_report(after: bool) -> Report {
+        let c = zen4();
+        // (cycles in millions, back-end share scaled in by `share` of the plan's slots)
+        let region = |root: &mut RegionNode, path: &[&str], calls, ms: u64, mcycles: u64| {
+            let path: Vec<String> = path.iter().map(|s| s.to_string()).collect();
+            let n = root.at(&path);
+            n.calls = calls;
+            n.wall_ns = ms * 1_000_000;
+            n.counts = fixture_counts(&c.plan, mcycles * 1_000_000, after);
+        };
+        let mut t1 = RegionNode::default();
+        let mut t2 = RegionNode::default();
+        let (solve, inner) = if after { (60, 40) } else { (90, 70) };
+        region(&mut t1, &["solve"], 3, solve, solve * 3);
+        region(&mut t1, &["solve", "inner"], 12, inner, inner * 3);
+        region(&mut t2, &["solve"], 1, solve / 2, solve * 3 / 2);
+        if after {
+            region(&mut t1, &["save"], 1, 5, 2);
+        } else {
+            region(&mut t1, &["load"], 1, 8, 3);
+        }
+        let mut merged = t1.clone();
+        merged.merge(&t2);
+        let ms = |v: u64| v * 1_000_000;
+        let span = |path: &[&str], b: u64, e: u64| crate::tree::Span {
+            path: path.iter().map(|s| s.to_string()).collect(),
+            begin_ns: ms(b),
+            end_ns: ms(e),
+        };
+        let mut s1 = Vec::new();
+        let first = if after { "save" } else { "load" };
+        let first_ms = if after { 5 } else { 8 };
+        s1.push(span(&[first], 1, 1 + first_ms));
+        let mut t = 2 + first_ms;
+        for _ in 0..3 {
+            let (len, il) = (solve / 3, inner / 3);
+            for k in 0..4 {
+                let b = t + 1 + k * il / 4;
+                s1.push(span(&["solve", "inner"], b, b + il / 4));
+            }
+            s1.push(span(&["solve"], t, t + len));
+            t += len + 1;
+        }
+        let regions = Regions {
+            threads: vec![(4101, t1), (4102, t2)],
+            merged,
+            notes: Vec::new(),
+            uncounted: Vec::new(),
+            spans: vec![
+                (
+                    4101,
+                    crate::tree::ThreadSpans {
+                        spans: s1,
+                        dropped: 0,
+                    },
+                ),
+                (
+                    4102,
+                    crate::tree::ThreadSpans {
+                        spans: vec![span(&["solve"], 2 + first_ms, 2 + first_ms + solve / 2)],
+                        dropped: 0,
+                    },
+                ),
+            ],
+        };
+        Report::build(&c, &regions, &["./solver".into()], ms(t + 2)).unwrap()
+    }
+
+    /// Counts of `plan` for `cycles` cycles at 3 GHz (task-clock: cycles / 3 ns): 20 % of
+    /// the slots lost to the front end; back end 40 % before, 25 % after; retiring 30 %
+    /// before, 45 % after; the rest bad speculation.
+    fn fixture_counts(plan: &Plan, cycles: u64, after: bool) -> Vec<GroupCount> {
+        let slots = 6 * cycles;
+        let (be, ret) = if after { (25, 45) } else { (40, 30) };
+        let real = |e: &str| -> u64 {
+            match e {
+                "ls_not_halted_cyc" => cycles,
+                "de_no_dispatch_per_slot.no_ops_from_frontend" => slots / 5,
+                "de_no_dispatch_per_slot.backend_stalls" => slots * be / 100,
+                "ex_ret_ops" => slots * ret / 100,
+                "de_src_op_disp.all" => slots * (80 - be) / 100,
+                "task-clock" => cycles / 3,
+                _ => 0,
+            }
+        };
+        plan.groups
+            .iter()
+            .map(|g| GroupCount {
+                enabled: 1_000_000,
+                running: 1_000_000,
+                values: g.events.iter().map(|e| real(&e.name)).collect(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_region_fixtures_are_what_the_builder_writes() {
+        for (after, name) in [(false, "before"), (true, "after")] {
+            let r = fixture_report(after);
+            let mut json = Vec::new();
+            r.json(&mut json).unwrap();
+            let path = tma_testkit::repo_root()
+                .join(format!("tests/fixtures/regions/zen4-regions-{name}.json"));
+            tma_testkit::check_golden(&path, &String::from_utf8(json).unwrap());
+        }
+    }
+
     #[test]
     fn without_a_pmu_the_report_says_the_tree_needs_one() {
         let plan = Plan::software(&tma_perf::backend::software_events());

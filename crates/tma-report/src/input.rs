@@ -26,6 +26,8 @@ pub enum Kind {
     ProfileDiff,
     Locate,
     Bench,
+    /// `tma stat --regions --json`.
+    Regions,
     /// A perf.data file (magic `PERFILE2`).
     PerfData,
     /// A `tma stat --record` snapshot or `perf stat` output: evaluated as `tma stat --import`.
@@ -54,6 +56,7 @@ pub fn kind_of(file: &str, bytes: &[u8]) -> Result<Kind, HtmlError> {
         s if s == tma_diff::render::PROFILE_SCHEMA => Kind::ProfileDiff,
         s if s == tma_profile::render::JSON_SCHEMA => Kind::Locate,
         s if s == tma_bench::render::JSON_SCHEMA => Kind::Bench,
+        s if s == tma_regions::report::SCHEMA => Kind::Regions,
         _ => {
             return Err(HtmlError::Unsupported {
                 file: file.to_string(),
@@ -133,7 +136,43 @@ pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Se
             })))
         }
         Kind::PerfData => perf_data(cfg, path, file),
+        Kind::Regions => regions(&file, &bytes, notes),
     }
+}
+
+/// A `tma.stat.regions` document; a file of several (runs written one after the other, as
+/// `tma diff` reads them) draws the first.
+fn regions(file: &str, bytes: &[u8], notes: &mut dyn Write) -> Result<Section, HtmlError> {
+    let schema = tma_regions::report::SCHEMA;
+    let mut docs = serde_json::Deserializer::from_slice(bytes).into_iter::<serde_json::Value>();
+    let first = docs
+        .next()
+        .transpose()
+        .map_err(|e| HtmlError::Document {
+            file: file.to_string(),
+            schema,
+            detail: e.to_string(),
+        })?
+        .unwrap_or_default();
+    let first = serde_json::to_vec(&first).map_err(|e| HtmlError::Template(e.to_string()))?;
+    let doc: tma_regions::report::Report = document(
+        file,
+        &first,
+        schema,
+        tma_regions::report::SCHEMA_VERSION,
+    )?;
+    let more = docs.count();
+    if more > 0 {
+        writeln!(
+            notes,
+            "tma: {file} holds {} region documents (runs): the page draws the first",
+            more + 1
+        )?;
+    }
+    Ok(Section::Regions(Box::new(Document {
+        file: file.to_string(),
+        doc,
+    })))
 }
 
 /// A JSON document of a known schema and version.

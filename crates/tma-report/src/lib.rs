@@ -12,6 +12,7 @@
 //! * [`model`]: what each section shows (tree rows with means over intervals, the
 //!   [`tma_stat::render::plot::Timeline`], profile tables; the diff and bench documents as
 //!   read through the writers' types, [`tma_diff::doc`] and [`tma_bench::doc`]).
+//! * [`regions`]: a `tma stat --regions` document: its regions as a table and a timeline.
 //! * [`flame`]: folded call chains -> a flame graph SVG (`inferno`).
 //! * [`render`]: the page (an `askama` template, every text escaped) and `--svg` (plotters).
 
@@ -19,6 +20,7 @@ mod error;
 pub mod flame;
 pub mod input;
 pub mod model;
+pub mod regions;
 pub mod render;
 
 use std::io::Write;

@@ -24,6 +24,8 @@ pub enum Section {
     ProfileDiff(Box<Document<ProfileDiffDoc>>),
     Locate(Box<LocateView>),
     Bench(Box<Document<BenchDoc>>),
+    /// A `tma stat --regions` document.
+    Regions(Box<Document<tma_regions::report::Report>>),
 }
 
 impl Section {
@@ -36,6 +38,7 @@ impl Section {
             Section::ProfileDiff(_) => "profile diff",
             Section::Locate(_) => "profile",
             Section::Bench(_) => "bench",
+            Section::Regions(_) => "regions",
         }
     }
 }

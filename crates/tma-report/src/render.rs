@@ -70,6 +70,7 @@ pub fn html(w: &mut dyn Write, r: &Report) -> Result<(), HtmlError> {
             Section::ProfileDiff(d) => profile_diff(&id, d)?,
             Section::Locate(l) => locate(&id, l)?,
             Section::Bench(b) => bench(&id, b)?,
+            Section::Regions(r) => crate::regions::section(&id, r)?,
         };
         toc.push((id, heading));
         sections.push(body);

@@ -1,5 +1,5 @@
 //! The pages in a real browser: headless Chromium (Debian package `chromium`) loads the stat,
-//! intervals, diff and locate (flame graph) pages made from fixtures, and for each the test
+//! intervals, diff, locate (flame graph) and regions pages made from fixtures, and for each the test
 //! checks that it loads with no console message at all (errors, warnings, logs: the page's
 //! script writes none), that the DOM after its scripts ran holds the expected node names and
 //! values, and that a screenshot is not blank (many distinct colours); and that hovering over
@@ -137,6 +137,16 @@ fn pages() -> Vec<Page> {
                 "<iframe class=\"flame\"",
                 "data-function=\"chase\"",
                 "91.5%",
+            ],
+        },
+        Page {
+            name: "regions",
+            cfg: regions_cfg(),
+            expect: vec![
+                "<tr data-region=\"solve &gt; inner\">",
+                "<th class=\"num\">backend_bound</th>",
+                "<g class=\"span\">",
+                "thread 4102",
             ],
         },
     ]

@@ -14,7 +14,9 @@ use crate::cmd::args::{CpuArg, MetricArgs, RootArg};
 /// Inputs: `tma stat --json` outputs, `tma stat --record` snapshots, or `perf stat -x,` /
 /// `-j` recordings (with --cpu). Or two profiles, perf.data files or `tma locate --json`
 /// outputs: each hot function's share of the samples before and after, and the delta, as
-/// `perf diff` does.
+/// `perf diff` does. Or two `tma stat --regions --json` outputs, region by region (a file
+/// holding several runs one after the other gives each region's test over the runs;
+/// `--fail-if 'REGION.time_ms > +10%'`).
 ///
 /// Examples:
 ///   tma diff before.json after.json
@@ -56,10 +58,12 @@ pub struct Args {
     /// Profiles: kernel symbols for perf.data files (a copy of that machine's /proc/kallsyms).
     #[arg(long, value_name = "FILE")]
     pub kallsyms: Option<PathBuf>,
-    /// Print JSON (schema `tma.diff`, or `tma.diff.profile` for profiles; version 2).
+    /// Print JSON (schema `tma.diff`, or `tma.diff.profile` for profiles; version 2;
+    /// `tma.diff.regions` version 1 for regions).
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
-    /// Print CSV: one row per node and metric (per function for profiles).
+    /// Print CSV: one row per node and metric (per function for profiles, per region and
+    /// figure or node for regions).
     #[arg(long)]
     pub csv: bool,
     /// Write the output to FILE instead of standard output (`-`: standard output); a file is replaced only when the command succeeds.
@@ -78,6 +82,9 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     }
     crate::output::check(args.output.as_deref(), [("--flame", args.flame.as_deref())])?;
     tma_render::files::check_one_stdin([args.before.as_path(), args.after.as_path()])?;
+    if tma_diff::regions::inputs(&args.before, &args.after)? {
+        return regions(args);
+    }
     if tma_diff::inputs(&args.before, &args.after)? {
         return profiles(args);
     }
@@ -110,6 +117,45 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     })?;
     let mut tripped = false;
     for g in d.tripped() {
+        eprintln!("tma: gate tripped: {}", g.reason);
+        tripped = true;
+    }
+    Ok(if tripped {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Two region documents: region by region.
+fn regions(args: Args) -> anyhow::Result<ExitCode> {
+    if args.cpu.cpu.is_some()
+        || args.level.is_some()
+        || !args.nodes.is_empty()
+        || args.metric.metric_words().is_some()
+        || args.smt.is_some()
+        || args.event.is_some()
+        || !args.symdir.is_empty()
+        || args.kallsyms.is_some()
+        || args.flame.is_some()
+    {
+        anyhow::bail!(
+            "region documents are compared as they were counted: --cpu, -l, --nodes, -m, \
+             --smt, -e, --symdir, --kallsyms and --flame are for other inputs"
+        );
+    }
+    let d = tma_diff::regions::run(&args.before, &args.after, &args.fail_if)?;
+    crate::output::emit(args.output.as_deref(), |w| {
+        if args.json {
+            tma_diff::regions::json(w, &d)
+        } else if args.csv {
+            tma_diff::regions::csv(w, &d)
+        } else {
+            tma_diff::regions::text(w, &d, false)
+        }
+    })?;
+    let mut tripped = false;
+    for g in d.gates.iter().filter(|g| g.tripped) {
         eprintln!("tma: gate tripped: {}", g.reason);
         tripped = true;
     }

@@ -52,6 +52,14 @@ pub fn locate_cfg() -> ReportConfig {
     }
 }
 
+/// A `tma stat --regions` document (Zen 4 trees, two threads, a timeline).
+pub fn regions_cfg() -> ReportConfig {
+    ReportConfig {
+        inputs: vec![fixture("regions/zen4-regions-before.json")],
+        ..ReportConfig::default()
+    }
+}
+
 /// The page of `cfg` as a string.
 pub fn page(cfg: &ReportConfig) -> String {
     let mut notes = Vec::new();

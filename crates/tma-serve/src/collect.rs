@@ -22,6 +22,7 @@ use tma_stat::{IntervalReport, StatError};
 
 use crate::anomaly::{AnomalyConfig, Detector, Finding, ScopeValues};
 use crate::expo::{self, Family, Format, Kind};
+use crate::hot::Naming;
 use crate::http::Stats;
 use crate::log::Log;
 
@@ -143,6 +144,11 @@ pub struct Collector {
     named: Option<std::collections::HashSet<String>>,
     /// `--anomaly`.
     anomaly: Option<Detector>,
+    /// `--cgroup-top` with a PMU: the cgroups counted in the interval being published (id
+    /// in the raw readings, path relative to the cgroup root); `None` otherwise.
+    hot_followed: Option<Vec<(u32, String)>>,
+    /// The cgroups to count next, chosen by the last interval.
+    hot_next: Vec<String>,
 }
 
 /// What tells the time of an interval (tests set their own).
@@ -224,6 +230,8 @@ impl Collector {
             warned_hot: false,
             named: None,
             anomaly: None,
+            hot_followed: None,
+            hot_next: Vec::new(),
         };
         c.shared.publish(c.state_families(), false);
         c
@@ -238,6 +246,42 @@ impl Collector {
     /// cgroup target); each interval reads the tree once.
     pub fn set_hot_cgroups(&mut self, hot: crate::hot::HotCgroups) {
         self.hot = Some(hot);
+    }
+
+    /// Publish one interval of `--cgroup-top` counted with a PMU ([`crate::hot_tree`]):
+    /// `raw` holds the system-wide readings (no cgroup label) and those of each cgroup of
+    /// `followed` (its id, its path relative to the cgroup root). Each followed cgroup gets
+    /// its tree (its counts less those of the followed cgroups below it: perf_event's
+    /// cgroup mode counts descendants), `other` the rest of the system. The cgroups to
+    /// count next: the `--cgroup-top` with the most slots (cycles on AMD) in this interval,
+    /// measured for the followed ones, estimated from CPU time for the others (cgroupfs),
+    /// as many as the series budget leaves room for.
+    pub fn hot_interval(
+        &mut self,
+        raw: &RawInterval,
+        followed: &[(u32, String)],
+    ) -> Result<Vec<String>, StatError> {
+        let Some(plan) = self.plan() else {
+            return Ok(Vec::new());
+        };
+        let system = RawInterval {
+            start_s: raw.start_s,
+            end_s: raw.end_s,
+            groups: raw
+                .groups
+                .iter()
+                .filter(|g| g.cgroup.is_none())
+                .cloned()
+                .collect(),
+        };
+        let readings = Measurement::interval_readings(plan, &system, false);
+        self.hot_followed = Some(followed.to_vec());
+        self.interval(IntervalData {
+            raw: Some(raw),
+            readings: &readings,
+            report: None,
+        })?;
+        Ok(std::mem::take(&mut self.hot_next))
     }
 
     /// Mark intervals outside each scope's learnt distribution (`--anomaly`).
@@ -394,6 +438,9 @@ impl Collector {
     /// The scopes of an interval, each with where its counts come from.
     fn scopes(&self, iv: &IntervalData<'_>) -> Vec<ScopeIv> {
         let plan = self.plan();
+        if let (Some(raw), Some(plan), Some(followed)) = (iv.raw, plan, &self.hot_followed) {
+            return self.hot_scopes(raw, plan, followed);
+        }
         if let (Some(raw), Some(plan)) = (iv.raw, plan) {
             if let Some(Target::Cgroups(dirs)) = &self.target {
                 return (0..dirs.len() as u32)
@@ -411,6 +458,7 @@ impl Collector {
                             key,
                             readings: r,
                             report,
+                            rest: false,
                         }
                     })
                     .collect();
@@ -431,6 +479,7 @@ impl Collector {
                                 key,
                                 readings: r,
                                 report,
+                                rest: false,
                             }
                         })
                         .collect();
@@ -442,7 +491,78 @@ impl Collector {
             key: ScopeKey::Whole,
             readings: iv.readings.clone(),
             report: iv.report.cloned(),
+            rest: false,
         }]
+    }
+
+    /// The scopes of a `--cgroup-top` interval counted with a PMU: each followed cgroup
+    /// without the followed cgroups below it, and the rest of the system (never named).
+    fn hot_scopes(
+        &self,
+        raw: &RawInterval,
+        plan: &Plan,
+        followed: &[(u32, String)],
+    ) -> Vec<ScopeIv> {
+        let whole: Vec<Interval> = followed
+            .iter()
+            .map(|(id, _)| part(&|g| g.cgroup == Some(*id), raw, plan))
+            .collect();
+        let below = |a: &str, b: &str| {
+            a.is_empty() || b.strip_prefix(a).is_some_and(|r| r.starts_with('/'))
+        };
+        // The followed cgroups right below each one (no followed cgroup in between).
+        let children = |i: usize| -> Vec<usize> {
+            let a = &followed[i].1;
+            (0..followed.len())
+                .filter(|&j| j != i && below(a, &followed[j].1))
+                .filter(|&j| {
+                    !(0..followed.len()).any(|k| {
+                        k != i
+                            && k != j
+                            && below(a, &followed[k].1)
+                            && below(&followed[k].1, &followed[j].1)
+                    })
+                })
+                .collect()
+        };
+        let mut out = Vec::with_capacity(followed.len() + 1);
+        for (i, (id, path)) in followed.iter().enumerate() {
+            let subs: Vec<&Interval> = children(i).into_iter().map(|j| &whole[j]).collect();
+            let r = minus(&whole[i], &subs);
+            let report = self.eval(&r);
+            out.push(ScopeIv {
+                label: Some((
+                    "cgroup",
+                    if path.is_empty() {
+                        crate::hot::ROOT_LABEL.to_string()
+                    } else {
+                        path.clone()
+                    },
+                )),
+                key: ScopeKey::Cgroup(*id),
+                readings: r,
+                report,
+                rest: false,
+            });
+        }
+        // The rest: the system less the followed cgroups that have no followed ancestor.
+        let tops: Vec<&Interval> = (0..followed.len())
+            .filter(|&j| {
+                !(0..followed.len()).any(|k| k != j && below(&followed[k].1, &followed[j].1))
+            })
+            .map(|j| &whole[j])
+            .collect();
+        let system = part(&|g| g.cgroup.is_none(), raw, plan);
+        let r = minus(&system, &tops);
+        let report = self.eval(&r);
+        out.push(ScopeIv {
+            label: None,
+            key: ScopeKey::Whole,
+            readings: r,
+            report,
+            rest: true,
+        });
+        out
     }
 
     fn plan(&self) -> Option<&Plan> {
@@ -631,11 +751,17 @@ impl Collector {
 
         let scopes = self.scopes(iv);
         let parts: Vec<(Vec<Part>, f64)> = scopes.iter().map(|s| self.scope_parts(s)).collect();
-        let kind = scopes.first().map_or(ScopeKey::Whole, |s| s.key);
+        let hot_pmu = self.hot_followed.is_some();
+        let kind = if hot_pmu {
+            ScopeKey::Cgroup(0)
+        } else {
+            scopes.first().map_or(ScopeKey::Whole, |s| s.key)
+        };
         let split = !matches!(kind, ScopeKey::Whole);
         if self.anomaly.is_some() {
             let values: Vec<ScopeValues> = scopes
                 .iter()
+                .filter(|s| !s.rest)
                 .filter_map(|s| self.anomaly_values(s))
                 .collect();
             let findings = self
@@ -652,26 +778,60 @@ impl Collector {
         // gauges and the `other` bucket).
         let hot_min = if self.hot.is_some() { 3 } else { 0 };
         let avail = budget.saturating_sub(fixed + hot_min);
-        let n = scopes.len();
-        let mut order: Vec<usize> = (0..n).collect();
+        // The cgroup tree's CPU time (read before naming: with a PMU, a followed cgroup
+        // that has left the tree is not named, its last counts go to `other`).
+        let mut charged = Vec::new();
+        if let Some(hot) = self.hot.as_mut() {
+            match hot.scan() {
+                Ok(c) => charged = c,
+                Err(e) => {
+                    if !self.warned_hot {
+                        self.warned_hot = true;
+                        self.log.warn("cgroup_tree_unreadable", &[("error", &e)]);
+                    }
+                }
+            }
+        }
+        let scanned = self.hot.is_some() && !charged.is_empty();
+        let live: std::collections::HashSet<&str> =
+            charged.iter().map(|(p, _)| p.as_str()).collect();
+        let in_tree = |s: &ScopeIv| {
+            s.label
+                .as_ref()
+                .is_some_and(|(_, l)| live.contains(l.as_str()))
+        };
+        let nameable = |s: &ScopeIv| !s.rest && (!hot_pmu || !scanned || in_tree(s));
+        // The scopes that may be named (never the rest of a `--cgroup-top` counted with a
+        // PMU), busiest first; the others after them.
+        let mut order: Vec<usize> = (0..scopes.len())
+            .filter(|&i| nameable(&scopes[i]))
+            .collect();
+        let n = order.len();
         order.sort_by(|&a, &b| parts[b].1.total_cmp(&parts[a].1).then(a.cmp(&b)));
+        order.extend((0..scopes.len()).filter(|&i| !nameable(&scopes[i])));
         let cap = match kind {
             ScopeKey::Cgroup(_) => self.bounds.cgroup_top.unwrap_or(n).min(n),
             _ => n,
         };
         let biggest = parts.iter().map(|p| p.0.len()).max().unwrap_or(0);
+        // With a PMU and the cgroup tree, each named cgroup has its CPU time series too.
+        let per = usize::from(hot_pmu && self.hot.is_some());
+        let weights: Vec<f64> = parts.iter().map(|p| p.1).collect();
         let mut keep = if split { cap } else { n };
         while split && keep > 0 {
             let need: usize = order[..keep]
                 .iter()
-                .map(|&i| parts[i].0.len())
+                .map(|&i| parts[i].0.len() + per)
                 .sum::<usize>()
-                + if keep < n { biggest } else { 0 };
+                + if keep < n || hot_pmu { biggest } else { 0 };
             if need <= avail {
                 break;
             }
             keep -= 1;
         }
+        // How many cgroups the budget would leave room for (the next choice of a
+        // `--cgroup-top` counted with a PMU).
+        let room_for = avail.saturating_sub(biggest) / (biggest + per).max(1);
         let mut fams = scope_families();
         // The growth `other` takes: that of the folded scopes, and that of the scopes named
         // now but not in the last exposition (their series start here, and a series' first
@@ -714,12 +874,16 @@ impl Collector {
                 self.push_parts(&mut fams, label, p, at_ms);
                 continue;
             }
+            if scopes[i].rest {
+                continue;
+            }
             for c in p.into_iter().filter(|c| c.counter) {
                 let key = total_key(&c.labels);
                 let base = fams[c.family].base;
                 self.add_total(base, label, &key, c.value);
             }
         }
+        let shown_names = named.clone();
         if split {
             self.named = Some(named);
         }
@@ -732,7 +896,23 @@ impl Collector {
             // The gauges of `other` from the summed counts of the folded scopes.
             let folded: Vec<ScopeKey> = order[keep..].iter().map(|&i| scopes[i].key).collect();
             let mut gauges = Vec::new();
-            if let (Some(raw), Some(plan), false) = (iv.raw, self.plan(), folded.is_empty()) {
+            if hot_pmu {
+                let rs: Vec<&Interval> =
+                    order[keep..].iter().map(|&i| &scopes[i].readings).collect();
+                if let Some(r) = plus(&rs) {
+                    let report = self.eval(&r);
+                    let other = ScopeIv {
+                        label: label.clone(),
+                        key: ScopeKey::Whole,
+                        readings: r,
+                        report,
+                        rest: false,
+                    };
+                    gauges = self.scope_parts(&other).0;
+                    gauges.retain(|p| !p.counter);
+                }
+            } else if let (Some(raw), Some(plan), false) = (iv.raw, self.plan(), folded.is_empty())
+            {
                 let r = part(&|g| folded.iter().any(|k| k.holds(g)), raw, plan);
                 let report = self.eval(&r);
                 let other = ScopeIv {
@@ -740,6 +920,7 @@ impl Collector {
                     key: ScopeKey::Whole,
                     readings: r,
                     report,
+                    rest: false,
                 };
                 gauges = self.scope_parts(&other).0;
                 gauges.retain(|p| !p.counter);
@@ -747,7 +928,8 @@ impl Collector {
             gauges.extend(other_incs);
             self.push_parts(&mut fams, &label, gauges, at_ms);
         }
-        if split {
+        // With the cgroup tree, its refresh says how many cgroups are left out.
+        if split && !(hot_pmu && self.hot.is_some()) {
             let (base, help) = match kind {
                 ScopeKey::Cpu(_) => (
                     "tma_cpus_left_out",
@@ -792,17 +974,40 @@ impl Collector {
                 ],
             );
         }
-        if let Some(hot) = self.hot.as_mut() {
+        if let (Some(hot), true) = (self.hot.as_mut(), scanned) {
             let room = budget.saturating_sub(count(&out) + 1 + crate::http::STATUSES.len() + 1 + 2);
-            match hot.refresh(self.bounds.cgroup_top.unwrap_or(usize::MAX), room) {
-                Ok(f) => out.extend(f),
-                Err(e) => {
-                    if !self.warned_hot {
-                        self.warned_hot = true;
-                        self.log.warn("cgroup_tree_unreadable", &[("error", &e)]);
-                    }
-                }
-            }
+            let top = self.bounds.cgroup_top.unwrap_or(usize::MAX);
+            let naming = if hot_pmu {
+                Naming::These(&shown_names)
+            } else {
+                Naming::Top(top)
+            };
+            out.extend(hot.families(&charged, naming, room));
+        }
+        if hot_pmu {
+            let measured: Vec<(String, f64)> = scopes
+                .iter()
+                .zip(&weights)
+                .filter(|(s, _)| !s.rest)
+                .filter_map(|(s, w)| Some((s.label.as_ref()?.1.clone(), *w)))
+                .collect();
+            let top = self.bounds.cgroup_top.unwrap_or(usize::MAX).min(room_for);
+            let rest: f64 = scopes
+                .iter()
+                .zip(&weights)
+                .filter(|(s, _)| s.rest)
+                .map(|(_, w)| w)
+                .sum();
+            self.hot_next = choose_hot(&measured, &charged, rest, top);
+            // The running totals of cgroups that left the tree go with them.
+            let live: std::collections::HashSet<&str> = match &self.hot {
+                Some(_) => charged.iter().map(|(p, _)| p.as_str()).collect(),
+                None => measured.iter().map(|(p, _)| p.as_str()).collect(),
+            };
+            self.totals.retain(|(_, scope, _), _| {
+                scope.is_empty() || scope == "other" || live.contains(scope.as_str())
+            });
+            self.hot_followed = None;
         }
         let mut eval = Family::new(
             "tma_evaluation_duration_seconds",
@@ -813,6 +1018,71 @@ impl Collector {
         out.push(eval);
         out
     }
+}
+
+/// The `top` cgroups to count next: by their slots (cycles on AMD; task-clock without a
+/// tree) in the last interval: measured for the followed cgroups (`measured`), estimated
+/// for the others from their CPU time (`charged`, microseconds, from cgroupfs) at the rate
+/// of slots per CPU microsecond of all of them together (`rest`: the system's slots less
+/// the followed cgroups'), else of the followed ones. The root (its own tasks) and cgroups
+/// that used no CPU time are not chosen.
+fn choose_hot(
+    measured: &[(String, f64)],
+    charged: &[(String, u64)],
+    rest: f64,
+    top: usize,
+) -> Vec<String> {
+    let cpu: std::collections::HashMap<&str, u64> =
+        charged.iter().map(|(p, u)| (p.as_str(), *u)).collect();
+    let followed = |p: &str| measured.iter().any(|(q, _)| q == p);
+    let rate = |w: f64, t: f64| (w > 0.0 && t > 0.0).then(|| w / t);
+    let rest_time: u64 = charged
+        .iter()
+        .filter(|(p, _)| !followed(p))
+        .map(|(_, u)| u)
+        .sum();
+    let (mut w, mut t) = (0.0, 0.0);
+    for (p, weight) in measured {
+        if let Some(&u) = cpu.get(p.as_str()) {
+            w += weight;
+            t += u as f64;
+        }
+    }
+    let rate = rate(rest, rest_time as f64).or(rate(w, t));
+    let mut scored: Vec<(f64, String)> = Vec::new();
+    let mut add = |p: &str, score: f64| {
+        if !p.is_empty() && score > 0.0 && !scored.iter().any(|(_, q)| q == p) {
+            scored.push((score, p.to_string()));
+        }
+    };
+    match rate {
+        Some(rate) => {
+            for (p, weight) in measured {
+                // Still in the tree (or no tree to tell).
+                if charged.is_empty() || cpu.contains_key(p.as_str()) {
+                    add(p, *weight);
+                }
+            }
+            for (p, u) in charged {
+                if !followed(p) {
+                    add(p, *u as f64 * rate);
+                }
+            }
+        }
+        // Nothing measured yet to convert by: CPU time alone.
+        None => {
+            for (p, u) in charged {
+                add(p, *u as f64);
+            }
+            if charged.is_empty() {
+                for (p, weight) in measured {
+                    add(p, *weight);
+                }
+            }
+        }
+    }
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    scored.into_iter().take(top).map(|(_, p)| p).collect()
 }
 
 /// Where a scope's counts come from in the raw interval.
@@ -839,6 +1109,69 @@ struct ScopeIv {
     key: ScopeKey,
     readings: Interval,
     report: Option<IntervalReport>,
+    /// `--cgroup-top` with a PMU: the counts of no followed cgroup (always in `other`).
+    rest: bool,
+}
+
+/// `a`'s readings less the sum of `subs`' (readings of one plan, in the same order), each
+/// value at least 0: a counted cgroup less the counted cgroups below it, the system less
+/// the counted cgroups. Counted as the least counted of them.
+fn minus(a: &Interval, subs: &[&Interval]) -> Interval {
+    let mut out = a.clone();
+    for (k, r) in out.readings.iter_mut().enumerate() {
+        for b in subs {
+            let Some(x) = b.readings.get(k).filter(|x| x.event == r.event) else {
+                continue;
+            };
+            if let (Some(v), Some(w)) = (r.value, x.value) {
+                r.value = Some((v - w).max(0.0));
+            }
+            if let (Some(v), Some(w)) = (r.raw, x.raw) {
+                r.raw = Some(v.saturating_sub(w));
+            }
+            if let (Some(s), Some(t)) = (r.counted_share, x.counted_share) {
+                r.counted_share = Some(s.min(t));
+            }
+        }
+    }
+    out
+}
+
+/// The sum of `parts`' readings (one plan, same order): the scopes folded into `other`.
+fn plus(parts: &[&Interval]) -> Option<Interval> {
+    let (first, rest) = parts.split_first()?;
+    let mut out = (*first).clone();
+    for (k, r) in out.readings.iter_mut().enumerate() {
+        for b in rest {
+            let Some(x) = b.readings.get(k).filter(|x| x.event == r.event) else {
+                continue;
+            };
+            r.value = match (r.value, x.value) {
+                (Some(v), Some(w)) => Some(v + w),
+                (v, w) => v.or(w),
+            };
+            if let (Some(v), Some(w)) = (r.raw, x.raw) {
+                r.raw = Some(v.saturating_add(w));
+            }
+            if let (Some(e), Some(f)) = (r.time_enabled_ns, x.time_enabled_ns) {
+                r.time_enabled_ns = Some(e.saturating_add(f));
+            }
+            if let (Some(e), Some(f)) = (r.time_running_ns, x.time_running_ns) {
+                r.time_running_ns = Some(e.saturating_add(f));
+            }
+            if let (Some(e), Some(f)) = (r.time_enabled_ns, r.time_running_ns) {
+                r.counted_share = Some(if e == 0 {
+                    1.0
+                } else {
+                    (f as f64 / e as f64).min(1.0)
+                });
+            }
+            if r.value.is_some() {
+                r.status = tma_perf::ReadingStatus::Counted;
+            }
+        }
+    }
+    Some(out)
 }
 
 /// The readings of the groups of `raw` that `keep` keeps.

@@ -19,6 +19,15 @@ use crate::expo::{Family, Kind};
 /// The label of the root cgroup (its own tasks, and the last moments of removed cgroups).
 pub const ROOT_LABEL: &str = "/";
 
+/// Which cgroups a refresh names.
+#[derive(Debug, Clone, Copy)]
+pub enum Naming<'a> {
+    /// The `N` that used the most CPU time since the last refresh.
+    Top(usize),
+    /// These (paths relative to the root): the cgroups whose TMA tree is counted.
+    These(&'a HashSet<String>),
+}
+
 /// The cgroups of a tree followed by CPU time.
 #[derive(Debug)]
 pub struct HotCgroups {
@@ -52,6 +61,13 @@ impl HotCgroups {
     /// `top` busiest cgroups and `other` (at most `room - 2` series in all, `other`
     /// included), the number left out, the number seen.
     pub fn refresh(&mut self, top: usize, room: usize) -> Result<Vec<Family>, CgroupFsError> {
+        let charged = self.scan()?;
+        Ok(self.families(&charged, Naming::Top(top), room))
+    }
+
+    /// Read the tree and charge the time since the last scan: (cgroup, microseconds) of
+    /// every cgroup of the tree, the root (`""`) included.
+    pub fn scan(&mut self) -> Result<Vec<(String, u64)>, CgroupFsError> {
         let scan = self.fs.scan()?;
         let charges = self.accounting.charge(&scan);
         // Live cgroups only: a removed cgroup's total goes with it.
@@ -62,11 +78,37 @@ impl HotCgroups {
         }
         self.totals = totals;
         self.all += charges.total as f64 / 1e6;
-        let mut ranked: Vec<&(String, u64)> = charges.charged.iter().collect();
+        Ok(charges.charged)
+    }
+
+    /// Whether `path` (relative to the root, `""` for the root) was in the tree at the last
+    /// scan.
+    pub fn is_live(&self, path: &str) -> bool {
+        self.totals.contains_key(path)
+    }
+
+    /// The families of the charges of one scan (see [`HotCgroups::refresh`]); with
+    /// [`Naming::These`], the cgroups named are those (the ones whose TMA tree is
+    /// exported), in the room there is.
+    pub fn families(
+        &mut self,
+        charged: &[(String, u64)],
+        naming: Naming<'_>,
+        room: usize,
+    ) -> Vec<Family> {
+        let mut ranked: Vec<&(String, u64)> = charged.iter().collect();
         ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        if let Naming::These(names) = naming {
+            // The chosen ones first (in rank order), then the others.
+            ranked.sort_by_key(|(p, _)| !names.contains(p));
+        }
         let n = ranked.len();
         // `other` always has its series, so that the sum is the same set of series.
-        let named = top.min(n).min(room.saturating_sub(3));
+        let wanted = match naming {
+            Naming::Top(top) => top,
+            Naming::These(names) => ranked.iter().filter(|(p, _)| names.contains(p)).count(),
+        };
+        let named = wanted.min(n).min(room.saturating_sub(3));
         let mut cpu = Family::new(
             "tma_cgroup_cpu_seconds",
             Kind::Counter,
@@ -105,7 +147,7 @@ impl HotCgroups {
             "Cgroups in the cgroup tree at the last refresh (the root included).",
         );
         seen.push(Vec::new(), n as f64);
-        Ok(vec![cpu, left, seen])
+        vec![cpu, left, seen]
     }
 
     /// The CPU time of the whole tree since the first refresh, seconds (what the series of

@@ -16,6 +16,7 @@ pub mod anomaly;
 pub mod collect;
 pub mod expo;
 pub mod hot;
+pub mod hot_tree;
 pub mod http;
 pub mod log;
 
@@ -24,7 +25,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tma_perf::backend::{RawInterval, Target};
+use tma_perf::backend::{RawInterval, RunError, Target};
+use tma_perf::cgroup_counters::CgroupCounters;
 use tma_perf::host::Host;
 use tma_perf::plan::Plan;
 use tma_perf::Interval;
@@ -340,6 +342,17 @@ pub fn run(cfg: &ServeConfig, log: Arc<Log>) -> Result<(), ServeError> {
     }
     let result = if let Some(rec) = recording {
         serve_replay(rec, cfg.interval, &mut collector, &log)
+    } else if let Some((mut tree, info, plan)) = hot_tree_setup(cfg, &stat, &log)? {
+        // `--cgroup-top` with a PMU: the trees of the hottest cgroups, re-chosen each
+        // interval.
+        collector
+            .start(stat_sink::Start::Tree {
+                info: &info,
+                plan: Some(&plan),
+                target: None,
+            })
+            .and_then(|()| hot_tree::run(&mut tree, cfg.interval, &mut collector, &log))
+            .map_err(ServeError::from)
     } else {
         let mut notes = Notes::new(&log);
         check_streamable(&stat)
@@ -367,6 +380,90 @@ pub fn run(cfg: &ServeConfig, log: Arc<Log>) -> Result<(), ServeError> {
         ],
     );
     result
+}
+
+/// `--cgroup-top` (without `--cgroup`) on a machine with a PMU of one core type: the tree's
+/// plan opened system-wide, ready to follow the hottest cgroups ([`hot_tree`]). `None`
+/// where the cgroups are ranked by CPU time only: no PMU (or the kernel refuses hardware
+/// counters), a hybrid part, `-C`.
+fn hot_tree_setup(
+    cfg: &ServeConfig,
+    stat: &StatConfig,
+    log: &Log,
+) -> Result<Option<(hot_tree::HotTree<CgroupCounters>, RunInfo, Plan)>, ServeError> {
+    let (Source::Live { cpu_list, cgroups }, Some(_)) = (&cfg.source, cfg.bounds.cgroup_top) else {
+        return Ok(None);
+    };
+    if !cgroups.is_empty() {
+        return Ok(None);
+    }
+    let pmus = tma_perf::sysfs::Pmus::discover(&cfg.host.sys).unwrap_or_default();
+    if !pmus.has_core_pmu() {
+        return Ok(None);
+    }
+    let why = if pmus.core_types().len() > 1 {
+        Some("a hybrid part (one tree per core type per cgroup is not counted)")
+    } else if cpu_list.is_some() {
+        Some("-C (the cgroups are counted on every CPU)")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        log.warn(
+            "cgroup_top_by_cpu_time",
+            &[
+                ("reason", &why),
+                ("exported", &"the CPU time of the cgroups, one tree"),
+            ],
+        );
+        return Ok(None);
+    }
+    let (model, source) = tma_stat::select_model(cfg.cpu.as_deref(), None, &cfg.host)?;
+    let choice = tma_stat::MetricChoice::resolve(stat, model)?;
+    let request = tma_stat::Request {
+        level: stat.level.max(choice.level),
+        nodes: stat.nodes.clone(),
+        topology: Some(tma_perf::snapshot::Topology::discover(&cfg.host)),
+        metrics: choice.metrics,
+        bottlenecks: choice.bottlenecks,
+    };
+    let plan = tma_stat::groups::counting_plan(
+        model,
+        &request.selection(),
+        &[],
+        cfg.host.nmi_watchdog_on(),
+    )?;
+    let counters = match CgroupCounters::open(&plan, &cfg.host) {
+        Ok(c) => c,
+        // The engine says why when it falls back to software counts.
+        Err(RunError::NoHardware { .. }) => return Ok(None),
+        Err(e) => return Err(ServeError::Stat(StatError::Run(e))),
+    };
+    for (e, why) in &plan.unschedulable {
+        log.warn("event_unschedulable", &[("event", e), ("reason", why)]);
+    }
+    let root = tma_perf::cgroupfs::CgroupFs::of_host(&cfg.host);
+    let info = RunInfo {
+        model,
+        cpu_source: source.describe().to_string(),
+        source: format!(
+            "counted live on every CPU and, in perf_event's cgroup mode, the {} hottest \
+             cgroups of {}",
+            cfg.bounds.cgroup_top.unwrap_or(0),
+            root.root().display()
+        ),
+        interval_mode: true,
+        request,
+        command: None,
+        event_map: Vec::new(),
+        scope: None,
+        core_type: None,
+    };
+    Ok(Some((
+        hot_tree::HotTree::new(counters, root.root()),
+        info,
+        plan,
+    )))
 }
 
 /// The start of a recorded run, owned.

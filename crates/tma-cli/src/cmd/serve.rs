@@ -74,8 +74,10 @@ pub struct Args {
     /// Follow only the N busiest cgroups, re-chosen every interval, and count the rest as
     /// cgroup="other" so that totals add up (tma_cgroups_left_out says how many). With
     /// --cgroup: the N of those with the most slots (CPU time without a PMU), each with its
-    /// tree. Without: every cgroup of the host's cgroup tree ranked by CPU time (cpu.stat),
-    /// exported as tma_cgroup_cpu_seconds_total beside the host's tree.
+    /// tree. Without: every cgroup of the host's cgroup tree by CPU time (cpu.stat), exported
+    /// as tma_cgroup_cpu_seconds_total; with a PMU, also the tree of each of the N with the
+    /// most slots, counted in perf_event's cgroup mode (only the cgroups that enter or leave
+    /// the N are re-opened), else the host's one tree.
     #[arg(long, value_name = "N", conflicts_with = "replay")]
     pub cgroup_top: Option<usize>,
     /// The most series one scrape returns, all families together; cgroups or CPUs beyond it

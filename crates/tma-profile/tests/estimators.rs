@@ -134,7 +134,7 @@ fn renderings(t: &TreeProfile, case: &str) {
     );
 }
 
-fn row<'a>(e: &'a Estimators, a: u64) -> &'a estimate::EstimateRow {
+fn row(e: &Estimators, a: u64) -> &estimate::EstimateRow {
     e.row(&name(a), "[unknown]").unwrap()
 }
 

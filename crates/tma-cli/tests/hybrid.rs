@@ -30,6 +30,23 @@ fn documents(text: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The documents of an interval run of every core type (one per tree and interval, each
+/// interval's trees together) joined into one per tree: its intervals in order.
+fn joined(docs: Vec<Value>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for d in docs {
+        let same = |o: &Value| o["core_type"] == d["core_type"] && o["source"] == d["source"];
+        match out.iter_mut().find(|o| same(o)) {
+            Some(o) => {
+                let more = d["intervals"].as_array().cloned().unwrap_or_default();
+                o["intervals"].as_array_mut().unwrap().extend(more);
+            }
+            None => out.push(d),
+        }
+    }
+    out
+}
+
 /// The documents of a run by core type: (core type, table key, document).
 fn by_type(docs: &[Value]) -> Vec<(String, String, &Value)> {
     docs.iter()
@@ -330,7 +347,7 @@ fn a_thread_that_migrates_mid_run() {
     }
     // Each type's groups ran together (no turns within a type): no estimate to note.
     assert!(!err.contains("took turns"), "{err}");
-    let docs = documents(&stdout(&o));
+    let docs = joined(documents(&stdout(&o)));
     let d = by_type(&docs);
     let p = d
         .iter()

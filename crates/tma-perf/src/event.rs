@@ -168,13 +168,16 @@ impl EventSpec {
         !matches!(self.kind, SpecKind::Software(_) | SpecKind::Tracepoint(_))
     }
 
-    /// Does this event need a core PMU (`cpu`, `cpu_core`, `cpu_atom`, or a generic hardware
-    /// event)? An ENOENT/EOPNOTSUPP for such an event means "no hardware counters".
+    /// Does this event need a core PMU (`cpu`, `cpu_core`, `cpu_atom`, any further core type
+    /// `cpu_…` of a hybrid part, or a generic hardware event)? An ENOENT/EOPNOTSUPP for such
+    /// an event means "no hardware counters".
     pub fn needs_core_pmu(&self) -> bool {
         match self.kind {
             SpecKind::Hardware(_) | SpecKind::Slots | SpecKind::PerfMetrics(_) => true,
             SpecKind::Core => {
-                self.pmu.is_empty() || crate::sysfs::CORE_PMU_NAMES.contains(&self.pmu.as_str())
+                self.pmu.is_empty()
+                    || crate::sysfs::CORE_PMU_NAMES.contains(&self.pmu.as_str())
+                    || self.pmu.starts_with("cpu_")
             }
             SpecKind::Tsc | SpecKind::Software(_) | SpecKind::Tracepoint(_) => false,
         }

@@ -382,18 +382,56 @@ impl Pmus {
 }
 
 /// The core-event PMUs under `<sys_root>/bus/event_source/devices` and their
-/// `perf_event_attr.type`, in [`CORE_PMU_NAMES`] order, from their `type` files alone: cheaper
-/// than [`Pmus::discover`] and never an error (a PMU without a numeric `type` is absent, as on
-/// a VM without a virtual PMU).
+/// `perf_event_attr.type`: those of [`CORE_PMU_NAMES`] in that order, then any further core
+/// type of a hybrid part by name (a `cpu_…` PMU with a `cpus` file, as `cpu_lowpower`, the
+/// kernel's name for the low-power E-cores of Arrow Lake-H and later). From the `type` and
+/// `cpus` files alone: cheaper than [`Pmus::discover`] and never an error (a PMU without a
+/// numeric `type` is absent, as on a VM without a virtual PMU).
 pub fn core_pmu_types(sys_root: &Path) -> Vec<(&'static str, u32)> {
     let dir = sys_root.join("bus/event_source/devices");
-    CORE_PMU_NAMES
+    let type_of = |name: &str| read_trim(&dir.join(name).join("type"))?.parse().ok();
+    let mut out: Vec<(&'static str, u32)> = CORE_PMU_NAMES
         .iter()
-        .filter_map(|&name| {
-            let t = read_trim(&dir.join(name).join("type"))?.parse().ok()?;
-            Some((name, t))
+        .filter_map(|&name| Some((name, type_of(name)?)))
+        .collect();
+    let mut more: Vec<String> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            n.starts_with("cpu_")
+                && !CORE_PMU_NAMES.contains(&n.as_str())
+                && dir.join(n).join("cpus").is_file()
         })
-        .collect()
+        .collect();
+    more.sort();
+    for name in more {
+        if let Some(t) = type_of(&name) {
+            out.push((core_pmu_name(&name), t));
+        }
+    }
+    out
+}
+
+/// A core PMU's name for the life of the process: one of [`CORE_PMU_NAMES`], else kept once
+/// per name (a part has a handful of core types).
+pub fn core_pmu_name(name: &str) -> &'static str {
+    use std::sync::{Mutex, OnceLock};
+    if let Some(n) = CORE_PMU_NAMES.iter().find(|n| **n == name) {
+        return n;
+    }
+    static NAMES: OnceLock<Mutex<Vec<&'static str>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = names.iter().find(|n| **n == name) {
+        return n;
+    }
+    let n: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.push(n);
+    n
 }
 
 fn read_trim(p: &Path) -> Option<String> {
@@ -554,6 +592,17 @@ mod tests {
     fn missing_root_is_an_error() {
         assert!(Pmus::discover(Path::new("/nonexistent/sys")).is_err());
         assert!(core_pmu_types(Path::new("/nonexistent/sys")).is_empty());
+        // Any further core type (a `cpu_…` PMU with a `cpus` file), after the known ones;
+        // an uncore PMU (a `cpumask` file) is not one.
+        let three = hybrid_fixture("three-types");
+        assert_eq!(
+            core_pmu_types(&three),
+            [("cpu_core", 4), ("cpu_atom", 10), ("cpu_lowpower", 12)]
+        );
+        assert!(std::ptr::eq(
+            core_pmu_name("cpu_lowpower"),
+            core_pmu_name("cpu_lowpower")
+        ));
         assert!(core_pmu_types(&fixture("this-vm")).is_empty());
     }
 }

@@ -108,38 +108,92 @@ where
 /// One core type of a hybrid recording: the events of its PMU, read with its table.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CoreType {
-    /// `cpu_core` or `cpu_atom`.
+    /// `cpu_core`, `cpu_atom`, `cpu_lowpower`...
     pub pmu: &'static str,
     pub model: &'static tma_catalog::Model,
 }
 
 impl CoreType {
     /// Whether a perf event spec belongs to this core type's tree: its PMU's events, and
-    /// events of no core PMU (software and tool events) for both.
+    /// events of no core PMU (software and tool events) for every type.
     fn keeps(&self, spec: &str) -> bool {
         match spec.split_once('/') {
-            Some((pmu, _)) if pmu == "cpu_core" || pmu == "cpu_atom" => pmu == self.pmu,
+            Some((pmu, _)) if is_core_type_pmu(pmu) => pmu == self.pmu,
             // Vendor names without a PMU are read by the P-core table.
             _ => import::is_generic_event(spec) || self.pmu == "cpu_core",
         }
     }
 
-    /// `P-core`, `E-core`: the names live runs give the core types too.
+    /// `P-core`, `E-core`, else the PMU's name: the names live runs give the core types too.
     fn label(&self) -> &'static str {
         crate::session::hybrid::core_label(self.pmu)
     }
+
+    /// The spec as the type's table reads it: a type without a table of its own is read
+    /// with the E-core table, so its PMU (`cpu_lowpower/…/`) is that table's (`cpu_atom`).
+    fn retarget(&self, spec: &str) -> String {
+        match spec.split_once('/') {
+            Some((pmu, rest)) if pmu == self.pmu && pmu != self.model.pmu => {
+                format!("{}/{rest}", self.model.pmu)
+            }
+            _ => spec.to_string(),
+        }
+    }
 }
 
-/// Whether the first bytes of a recording hold events of both core PMUs of a hybrid part.
+/// A core type's PMU of a hybrid part: `cpu_core`, `cpu_atom`, or any further `cpu_…` type.
+fn is_core_type_pmu(pmu: &str) -> bool {
+    pmu.len() > "cpu_".len()
+        && pmu.starts_with("cpu_")
+        && pmu
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// The core-type PMUs whose events `bytes` name (`cpu_core/…/`, `cpu_atom/…/`,
+/// `cpu_lowpower/…/`): `cpu_core` and `cpu_atom` first, then the others by name.
+pub(crate) fn core_pmus_in(bytes: &[u8]) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'.';
+    let mut at = 0;
+    while let Some(i) = bytes[at..].windows(4).position(|w| w == b"cpu_") {
+        let start = at + i;
+        at = start + 4;
+        if start > 0 && word(bytes[start - 1]) {
+            continue;
+        }
+        let len = bytes[start..]
+            .iter()
+            .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
+            .unwrap_or(bytes.len() - start);
+        if bytes.get(start + len) != Some(&b'/') {
+            continue;
+        }
+        let name = String::from_utf8_lossy(&bytes[start..start + len]).into_owned();
+        if is_core_type_pmu(&name) && !found.contains(&name) {
+            found.push(name);
+        }
+    }
+    let rank = |n: &str| match n {
+        "cpu_core" => 0,
+        "cpu_atom" => 1,
+        _ => 2,
+    };
+    found.sort_by(|a, b| rank(a).cmp(&rank(b)).then(a.cmp(b)));
+    found
+}
+
+/// Whether the first bytes of a recording hold events of several core-type PMUs of a
+/// hybrid part.
 pub(crate) fn is_hybrid(prefix: &[u8]) -> bool {
-    let has = |needle: &[u8]| prefix.windows(needle.len()).any(|w| w == needle);
-    has(b"cpu_core/") && has(b"cpu_atom/")
+    core_pmus_in(prefix).len() > 1
 }
 
-/// A recording of a hybrid part (`cpu_core/…/` and `cpu_atom/…/` events in one file): one
-/// tree per core type, each read with its own table and marked with its type. `--cpu`
-/// names the machine (either core type's table); the core type of each event comes from
-/// its PMU prefix.
+/// A recording of a hybrid part (`cpu_core/…/`, `cpu_atom/…/` and any further core type's
+/// events in one file): one tree per core type, each read with its own table (a type
+/// without one, as `cpu_lowpower`, with the E-core table) and marked with its type. `--cpu`
+/// names the machine (any core type's table); the core type of each event comes from its
+/// PMU prefix.
 pub(crate) fn run_hybrid(
     cfg: &StatConfig,
     bytes: &[u8],
@@ -151,43 +205,63 @@ pub(crate) fn run_hybrid(
         .ok()
         .and_then(|r| r.cpu_hint().map(str::to_string));
     let (model, _) = crate::model::select_model(cfg.cpu.as_deref(), hint.as_deref(), &cfg.host)?;
-    let base = model.key.strip_suffix("-e").unwrap_or(model.key);
-    let pair = [base.to_string(), format!("{base}-e")]
-        .map(|k| tma_catalog::by_name(&k).ok().filter(|m| m.pmu != "cpu"));
-    let [Some(p), Some(e)] = pair else {
+    if crate::session::hybrid::core_family(model).is_empty() {
         // Not a hybrid table: read as one tree, which says what does not fit.
         return run_perf_stat(cfg, bytes, file, sink, notes);
-    };
-    let cores: Vec<&'static tma_catalog::Model> = if cfg.one_tree {
-        let (this, other) = if model.key == e.key { (e, p) } else { (p, e) };
+    }
+    let pmus = core_pmus_in(bytes);
+    let names: Vec<&str> = pmus.iter().map(String::as_str).collect();
+    let mut tables = crate::session::hybrid::core_tables(model, &names)?;
+    if cfg.one_tree {
+        let keep = tables
+            .iter()
+            .position(|t| t.model.key == model.key && !t.borrowed)
+            .unwrap_or(0);
+        let this = tables.swap_remove(keep);
+        let others = tables
+            .iter()
+            .filter(|t| !t.borrowed)
+            .map(|t| t.model.key)
+            .collect::<Vec<_>>()
+            .join(", ");
         writeln!(
             notes,
-            "tma: note: {file} holds both core types of a hybrid part; this reads the {} \
-             tree ({} events, {} table); --cpu {} gives the other",
-            CoreType {
-                pmu: this.pmu,
-                model: this
-            }
-            .label(),
+            "tma: note: {file} holds {} core types of a hybrid part; this reads the {} \
+             tree ({} events, {} table); --cpu {others} gives another",
+            names.len(),
+            this.label,
             this.pmu,
-            this.key,
-            other.key
+            this.model.key,
         )?;
-        vec![this]
+        tables = vec![this];
     } else {
+        let list = tables
+            .iter()
+            .map(|t| {
+                if t.borrowed {
+                    format!(
+                        "{} ({} events; no table of its own: read as E-cores, with the {} \
+                         table)",
+                        t.label, t.pmu, t.model.key
+                    )
+                } else {
+                    format!("{} ({} events, {} table)", t.label, t.pmu, t.model.key)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
         writeln!(
             notes,
-            "tma: note: {file} holds both core types of a hybrid part: one tree for the P-cores \
-             (cpu_core events, {} table) and one for the E-cores (cpu_atom events, {} table)",
-            p.key, e.key
+            "tma: note: {file} holds {} core types of a hybrid part, one tree each: {list}",
+            names.len()
         )?;
-        vec![p, e]
-    };
+    }
     let mut outcome = None;
-    for core in cores.into_iter().map(|m| CoreType {
-        pmu: m.pmu,
-        model: m,
-    }) {
+    for t in &tables {
+        let core = CoreType {
+            pmu: tma_perf::sysfs::core_pmu_name(&t.pmu),
+            model: t.model,
+        };
         let o = import_one(cfg, bytes, file, Some(core), sink, notes)?;
         outcome.get_or_insert(o);
     }
@@ -274,7 +348,10 @@ fn import_one(
     let level = cfg.level;
     let mut resolver = Resolver::new(
         model.key,
-        |spec: &str| model.resolve_perf_event_all(spec).unwrap_or_default(),
+        move |spec: &str| {
+            let spec = core.map_or_else(|| spec.to_string(), |c| c.retarget(spec));
+            model.resolve_perf_event_all(&spec).unwrap_or_default()
+        },
         move |unknown: &[String], specs: &[String]| {
             crate::model::guess_other_cpu(unknown, specs, model, level)
         },
@@ -475,4 +552,33 @@ fn note_ignored(
         if more { " more" } else { "" },
         if n == 1 { "event" } else { "events" },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_core_types_of_a_recording_are_its_cpu_pmus() {
+        let csv = b"1,,cpu_lowpower/TOPDOWN_RETIRING.ALL/,1,100.00,,\n\
+                    2,,cpu_atom/CPU_CLK_UNHALTED.CORE/,1,100.00,,\n\
+                    3,,cpu_clk_unhalted.thread,1,100.00,,\n\
+                    4,,cpu/cycles/,1,100.00,,\n\
+                    5,,msr_cpu_x/tsc/,1,100.00,,\n\
+                    6,,cpu_core/TOPDOWN.SLOTS/,1,100.00,,\n";
+        assert_eq!(core_pmus_in(csv), ["cpu_core", "cpu_atom", "cpu_lowpower"]);
+        assert!(is_hybrid(csv));
+        assert!(!is_hybrid(b"1,,cpu_core/TOPDOWN.SLOTS/,1,100.00,,\n"));
+        let lp = CoreType {
+            pmu: "cpu_lowpower",
+            model: tma_catalog::by_name("adl-e").unwrap(),
+        };
+        assert!(lp.keeps("cpu_lowpower/TOPDOWN_RETIRING.ALL/"));
+        assert!(!lp.keeps("cpu_atom/TOPDOWN_RETIRING.ALL/"));
+        assert!(lp.keeps("task-clock"));
+        assert_eq!(
+            lp.retarget("cpu_lowpower/TOPDOWN_RETIRING.ALL/"),
+            "cpu_atom/TOPDOWN_RETIRING.ALL/"
+        );
+    }
 }

@@ -575,6 +575,76 @@ fn sample(
 /// nearest parent's where it has none; cpu-clock without a PMU) on the same target, and put
 /// the two estimators side by side in the tree ([`crate::estimate`]). A pass that cannot be
 /// made, or fails, is a note: the tree stands.
+/// What the second pass samples, and how: the whole run's bottleneck node's locate-with
+/// event (the nearest parent's where it has none; cpu-clock without a tree), at the catalog's
+/// fixed period for a hardware event unless `--period`/`--freq` was given, with call chains,
+/// the command's stdout to /dev/null. `Ok(Err(why))`: no second pass, and why.
+fn direct_plan(
+    cfg: &LocateConfig,
+    t: &crate::tree::TreeProfile,
+    profile: &Profile,
+    model: Option<&'static Model>,
+    include_kernel: bool,
+) -> Result<Result<(crate::estimate::Compared, SamplingConfig), String>, LocateError> {
+    use crate::estimate;
+    let node = t.total.bottleneck.as_ref().and_then(|b| b.node.clone());
+    let (what, chosen) = match (model, t.level) {
+        (Some(m), 1..) => {
+            let Some(node) = node else {
+                return Ok(Err("the whole run has no bottleneck node".into()));
+            };
+            let Some((with, _)) = estimate::locate_with(m, &node) else {
+                return Ok(Err(format!(
+                    "the {} tables name no locate-with event for {node} or its parents",
+                    m.key
+                )));
+            };
+            let pmu = choose::core_pmu(&cfg.host.sys);
+            let chosen = choose::choose_on(
+                &Request::Node(with.to_string()),
+                Some(m),
+                pmu.as_ref(),
+                &cfg.host,
+            )?;
+            let what = estimate::Compared {
+                group_basis: estimate::group_basis(profile, Some(&node)),
+                node: Some(node),
+                direct_event: chosen.event.name().to_string(),
+                direct_node: Some(with.to_string()),
+            };
+            (what, chosen)
+        }
+        _ => (
+            estimate::Compared {
+                node: None,
+                group_basis: estimate::group_basis(profile, None),
+                direct_event: "cpu-clock".into(),
+                direct_node: None,
+            },
+            Chosen {
+                event: SampleEvent::CpuClock,
+                precise: 0,
+                wanted: "cpu-clock".into(),
+                notes: Vec::new(),
+            },
+        ),
+    };
+    let mut scfg = sampling_config(cfg, &chosen)?;
+    scfg.callchain = true;
+    scfg.include_kernel = include_kernel;
+    scfg.command_stdout = tma_perf::process::CommandStdout::Null;
+    // Samples proportional to events: a hardware event at the catalog's fixed period.
+    if cfg.rate.is_none() {
+        if let (SampleEvent::Raw { name, .. }, Some(m)) = (&chosen.event, model) {
+            let base = tma_catalog::EventId::parse(name).base;
+            if let Some(e) = m.event(base).filter(|e| e.sample_after > 0) {
+                scfg.rate = Rate::Period(e.sample_after);
+            }
+        }
+    }
+    Ok(Ok((what, scfg)))
+}
+
 /// Why there is no direct estimate: a note in the tree (and on stderr with `echo_notes`).
 fn skip_direct(
     cfg: &LocateConfig,
@@ -616,66 +686,10 @@ fn direct_pass(
             "a second pass of -p or -a needs --duration (the first ran until the end)".into(),
         );
     }
-    let node = t.total.bottleneck.as_ref().and_then(|b| b.node.clone());
-    let (what, chosen) = match (model, t.level) {
-        (Some(m), 1..) => {
-            let Some(node) = node else {
-                return skip_direct(cfg, notes, t, "the whole run has no bottleneck node".into());
-            };
-            let Some((with, _)) = estimate::locate_with(m, &node) else {
-                return skip_direct(
-                    cfg,
-                    notes,
-                    t,
-                    format!(
-                        "the {} tables name no locate-with event for {node} or its parents",
-                        m.key
-                    ),
-                );
-            };
-            let pmu = choose::core_pmu(&cfg.host.sys);
-            let chosen = choose::choose_on(
-                &Request::Node(with.to_string()),
-                Some(m),
-                pmu.as_ref(),
-                &cfg.host,
-            )?;
-            let what = estimate::Compared {
-                group_basis: estimate::group_basis(profile, Some(&node)),
-                node: Some(node),
-                direct_event: chosen.event.name().to_string(),
-                direct_node: Some(with.to_string()),
-            };
-            (what, chosen)
-        }
-        _ => (
-            estimate::Compared {
-                node: None,
-                group_basis: estimate::group_basis(profile, None),
-                direct_event: "cpu-clock".into(),
-                direct_node: None,
-            },
-            Chosen {
-                event: SampleEvent::CpuClock,
-                precise: 0,
-                wanted: "cpu-clock".into(),
-                notes: Vec::new(),
-            },
-        ),
+    let (what, scfg) = match direct_plan(cfg, t, profile, model, live.include_kernel)? {
+        Ok(p) => p,
+        Err(why) => return skip_direct(cfg, notes, t, why),
     };
-    let mut scfg = sampling_config(cfg, &chosen)?;
-    scfg.callchain = true;
-    scfg.include_kernel = live.include_kernel;
-    scfg.command_stdout = tma_perf::process::CommandStdout::Null;
-    // Samples proportional to events: a hardware event at the catalog's fixed period.
-    if cfg.rate.is_none() {
-        if let (SampleEvent::Raw { name, .. }, Some(m)) = (&chosen.event, model) {
-            let base = tma_catalog::EventId::parse(name).base;
-            if let Some(e) = m.event(base).filter(|e| e.sample_after > 0) {
-                scfg.rate = Rate::Period(e.sample_after);
-            }
-        }
-    }
     writeln!(
         notes,
         "tma: second pass for the direct estimate: sampling {}{}",
@@ -957,6 +971,105 @@ mod tests {
         let want = outcome.bottleneck.and_then(|b| b.node);
         assert!(want.is_some());
         assert_eq!(node, want);
+    }
+
+    /// A replayed tree of `model` whose whole-run bottleneck is Backend_Bound (Ice Lake) or
+    /// backend_bound (Zen 4): one sample of thread 1 in one function.
+    fn backend_bound_tree(key: &str) -> (crate::tree::TreeProfile, Profile, &'static Model) {
+        use crate::tree::{build, replay, ReplaySample, TreeLayout};
+        let m = tma_catalog::by_name(key).unwrap();
+        let layout = TreeLayout::hardware(m, 1, false, false).unwrap();
+        let values: &[(&str, u64)] = match key {
+            "icl" => &[
+                ("TOPDOWN.SLOTS:perf_metrics", 10000),
+                ("CPU_CLK_UNHALTED.THREAD", 2000),
+                ("PERF_METRICS.FRONTEND_BOUND", 1000),
+                ("PERF_METRICS.BAD_SPECULATION", 500),
+                ("PERF_METRICS.RETIRING", 2500),
+                ("PERF_METRICS.BACKEND_BOUND", 6000),
+            ],
+            _ => &[
+                ("ls_not_halted_cyc", 1000),
+                ("de_no_dispatch_per_slot.no_ops_from_frontend", 600),
+                ("de_src_op_disp.all", 1500),
+                ("ex_ret_ops", 1200),
+                ("de_no_dispatch_per_slot.backend_stalls", 3900),
+            ],
+        };
+        let (p, first) = replay(
+            &layout,
+            &[ReplaySample {
+                tid: 1,
+                ip: 0x1000,
+                group_id: 1,
+                values,
+            }],
+        );
+        let consts = tma_metrics::Constants::default();
+        let t = build(&p, &layout, Some(m), 1, &consts, 10, first).unwrap();
+        (t, p, m)
+    }
+
+    /// The second pass samples the bottleneck's locate-with event on the host's core PMU
+    /// (tests/fixtures/roots/icx-6.12: `cpu`, type 4) at the catalog's period, unless a rate
+    /// was given; where the tables name no locate-with event (AMD) there is no second pass,
+    /// and without a tree it samples cpu-clock against the group's task-clock.
+    #[test]
+    fn direct_plan_samples_the_locate_with_event() {
+        let root =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/roots/icx-6.12");
+        let mut cfg = LocateConfig {
+            host: Host::under(&root),
+            ..LocateConfig::default()
+        };
+        let (t, p, icl) = backend_bound_tree("icl");
+        let (what, scfg) = direct_plan(&cfg, &t, &p, Some(icl), false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(what.node.as_deref(), Some("Backend_Bound"));
+        assert_eq!(what.direct_node.as_deref(), Some("Backend_Bound"));
+        assert_eq!(what.direct_event, "TOPDOWN.BACKEND_BOUND_SLOTS");
+        assert_eq!(what.group_basis, "Backend_Bound slots");
+        match &scfg.event {
+            SampleEvent::Raw {
+                pmu_type, config, ..
+            } => assert_eq!((*pmu_type, *config & 0xffff), (4, 0x02a4)),
+            e => panic!("{e:?}"),
+        }
+        assert_eq!(scfg.rate, Rate::Period(10000003));
+        assert!(scfg.callchain && !scfg.include_kernel);
+        assert_eq!(scfg.command_stdout, tma_perf::process::CommandStdout::Null);
+        cfg.rate = Some(Rate::Freq(1000));
+        let (_, scfg) = direct_plan(&cfg, &t, &p, Some(icl), true).unwrap().unwrap();
+        assert_eq!(scfg.rate, Rate::Freq(1000));
+        assert!(scfg.include_kernel);
+
+        let (t, p, zen4) = backend_bound_tree("zen4");
+        assert_eq!(
+            t.total.bottleneck.as_ref().and_then(|b| b.node.as_deref()),
+            Some("backend_bound")
+        );
+        assert_eq!(
+            direct_plan(&cfg, &t, &p, Some(zen4), false)
+                .unwrap()
+                .unwrap_err(),
+            "the zen4 tables name no locate-with event for backend_bound or its parents"
+        );
+
+        let mut soft = t.clone();
+        soft.level = 0;
+        let mut sp = p.clone();
+        sp.value_names = vec![
+            "cpu-clock".into(),
+            "page-faults".into(),
+            "context-switches".into(),
+            "task-clock".into(),
+        ];
+        let (what, scfg) = direct_plan(&cfg, &soft, &sp, None, false).unwrap().unwrap();
+        assert_eq!(
+            (what.node, what.group_basis.as_str(), scfg.event),
+            (None, "task-clock", SampleEvent::CpuClock)
+        );
     }
 
     /// The launched command's output belongs to the sampled run: the quick pass sends its

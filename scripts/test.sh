@@ -41,8 +41,30 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
+# ensure oneDNN: crates/tma-cli/tests/onednn.rs and regions_onednn.rs drive Debian's oneDNN 2.6
+# (package libdnnl-dev, with its headers for the C++ fixture) and the PyPI `onednn` wheel
+# (oneDNN 3.x, a SYCL build with ITT tasks; about 2 GB with its runtime, 30 s to install on the
+# 2-core VM with a fast mirror), in a virtual environment in the target directory. The wheel
+# installs in the background while the lints run; the tests skip, saying so, without them.
+onednn_venv="${CARGO_TARGET_DIR:-target}/onednn-venv"
+onednn_pid=
+if [ ! -e /usr/include/dnnl.hpp ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing the Debian package libdnnl-dev (for the oneDNN tests)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libdnnl-dev >/dev/null 2>&1 ||
+    echo "could not install libdnnl-dev; the tests that need it will skip"
+fi
+if [ ! -e "$onednn_venv/lib/libdnnl.so.3" ] && command -v python3 >/dev/null 2>&1; then
+  echo "installing the PyPI onednn wheel into $onednn_venv in the background (log: $onednn_venv.log)"
+  (rm -rf "$onednn_venv" && python3 -m venv "$onednn_venv" &&
+    "$onednn_venv/bin/pip" install --disable-pip-version-check -q onednn) >"$onednn_venv.log" 2>&1 &
+  onednn_pid=$!
+fi
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+if [ -n "$onednn_pid" ]; then
+  wait "$onednn_pid" || echo "could not install the onednn wheel (see $onednn_venv.log); the test that needs it will skip"
+fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e

@@ -219,14 +219,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn run_interruptible(cfg: WorkloadConfig) -> anyhow::Result<workload::WorkloadReport> {
     let (tx, rx) = std::sync::mpsc::channel();
     // Unnamed: the thread keeps the process's name (comm), as profiles show it.
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .spawn(move || {
             let _ = tx.send(workload::run(&cfg));
         })
         .context("cannot start the workload thread")?;
     loop {
         match rx.recv_timeout(std::time::Duration::from_millis(100)) {
-            Ok(r) => return Ok(r?),
+            Ok(r) => {
+                // Let the thread end first: its thread-local destructors send the totals of
+                // the regions it named (tma stat --itt: oneDNN's tasks on this thread),
+                // which the process's exit would otherwise cut short.
+                let _ = thread.join();
+                return Ok(r?);
+            }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                 anyhow::bail!("the workload thread ended without a result")

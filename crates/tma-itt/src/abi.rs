@@ -3,11 +3,22 @@
 //! taken from `ittnotify_config.h` (`__itt_global`, `__itt_api_info`, under `#pragma pack(8)`,
 //! which changes nothing on x86-64 where no member needs more) and `ittnotify.h`
 //! (`__itt_domain`, `__itt_string_handle`, `__itt_id`).
+//!
+//! Checked against the static parts that load it: the `ittapi-sys` 0.5 crate carries
+//! ittnotify 3.26.3, the version the PyPI `onednn` wheel's `libdnnl.so.3` (oneDNN 3.13) and
+//! its `libtbb.so.12` were built with (`ITT-API-Version 3.26.3` in their strings); Debian's
+//! `libdnnl.so.2.6` has 3.22.5. Later versions only appended members after `api_list_ptr`
+//! (`counter_list`, `ipt_collect_events`, `histogram_list`, `counter_metadata_list`), so the
+//! prefix read here is the same in all of them; `__itt_api_init` checks the structure's
+//! `ITT_MAGIC` before reading further.
 // unsafe allowed: C entry points called by the ITT static part with its pointers.
 #![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_int, c_long, c_ulong, c_void, CStr, CString};
 use std::sync::Mutex;
+
+/// `ITT_MAGIC` of `ittnotify_config.h`: the first bytes of every `__itt_global`.
+pub const ITT_MAGIC: [u8; 8] = [0xED, 0xAB, 0xAB, 0xEC, 0x0D, 0xEE, 0xDA, 0x30];
 
 /// `__itt_api_info`: one entry of the static part's function table (ends at a NULL name).
 #[repr(C)]
@@ -301,6 +312,20 @@ pub unsafe extern "C" fn __itt_api_init(global: *mut Global, _groups: c_int) {
     if global.is_null() {
         return;
     }
+    // SAFETY: the static part passes its own global structure, valid for the call; its
+    // first 8 bytes are the magic in every version of the layout.
+    let magic = unsafe { (*global).magic };
+    if magic != ITT_MAGIC {
+        // Not the layout read here: leave the table to the static part's null functions.
+        if tma_marker::active() {
+            eprintln!(
+                "tma-itt: the ITT static part that loaded this collector has an unknown global \
+                 structure (magic {magic:02x?}, expected {ITT_MAGIC:02x?}): its tasks are not \
+                 recorded"
+            );
+        }
+        return;
+    }
     // SAFETY: the static part passes its own global structure, valid for the call.
     let mut entry = unsafe { (*global).api_list_ptr };
     if entry.is_null() {
@@ -371,6 +396,11 @@ mod tests {
         // SAFETY: an all-zero __itt_global prefix is a valid value (integers and pointers).
         let mut g: Global = unsafe { std::mem::zeroed() };
         g.api_list_ptr = table.as_mut_ptr();
+        // A structure without the magic is not read.
+        // SAFETY: `g` and its table are valid and end at a NULL name.
+        unsafe { __itt_api_init(&mut g, 0) };
+        assert!(slots.iter().all(|s| s.is_null()));
+        g.magic = ITT_MAGIC;
         // SAFETY: `g` and its table are valid and end at a NULL name.
         unsafe { __itt_api_init(&mut g, 0) };
         assert_eq!(slots[0], function_for("__itt_task_begin").unwrap());

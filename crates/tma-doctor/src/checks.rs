@@ -57,6 +57,13 @@ struct Facts<'a> {
 }
 
 impl Facts<'_> {
+    /// An AMD (or Hygon) CPU, by CPUID or cpuinfo.
+    fn is_amd(&self) -> bool {
+        matches!(
+            self.vendor.as_deref(),
+            Some("AuthenticAMD") | Some("HygonGenuine")
+        )
+    }
     /// A sysfs file's text, trimmed.
     fn sys(&self, rel: &str) -> Option<String> {
         self.roots.sys_text(rel).ok()
@@ -194,6 +201,9 @@ fn topdown_group_check(f: &Facts) -> Check {
             Status::Ok,
             match f.model {
                 Some(m) => format!("{}: no topdown metric events (level 1 from general-purpose counters)", name(m)),
+                None if f.is_amd() => {
+                    "AMD CPU: no topdown metric events (level 1 from general-purpose counters)".into()
+                }
                 None => "CPU model unknown to the catalog: no topdown metric events known".into(),
             },
             "The topdown metric events (slots plus PERF_METRICS) exist on Intel P-cores from Ice Lake on.",
@@ -271,6 +281,13 @@ fn smt_level1_check(f: &Facts) -> Check {
             "smt_level1",
             Status::Ok,
             format!("{} ({}): level 1 is counted per thread, with or without SMT", m.name, m.key),
+            explanation,
+            None,
+        ),
+        None if f.is_amd() => check(
+            "smt_level1",
+            Status::Ok,
+            "AMD CPU: dispatch slots are counted per thread, with or without SMT",
             explanation,
             None,
         ),

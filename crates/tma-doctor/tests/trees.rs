@@ -68,6 +68,32 @@ fn this_vm_has_no_pmu_because_of_the_hypervisor() {
     assert!(r.get("cstate").unwrap().summary.contains("haltpoll"));
     assert!(r.get("thp").unwrap().summary.contains("madvise"));
     assert!(r.get("tsc").unwrap().summary.contains("constant_tsc=yes"));
+    // An AMD Zen 5: the Intel-only caveats do not apply.
+    assert_eq!(
+        r.get("smt_level1").unwrap().summary,
+        "AMD Zen 5 (zen5): level 1 is counted per thread, with or without SMT"
+    );
+    assert_eq!(status(&r, "topdown_group"), Status::Ok);
+    // Nor on an AMD CPU the catalog does not know (a Zen 3: family 25).
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("zen3");
+    copy_dir(&tree("this-vm"), &base);
+    let p = base.join("proc/cpuinfo");
+    let info = std::fs::read_to_string(&p)
+        .unwrap()
+        .replace("cpu family\t: 26", "cpu family\t: 25")
+        .replace("model\t\t: 2\n", "model\t\t: 1\n");
+    std::fs::write(&p, info).unwrap();
+    let z3 = tma_doctor::run_checks(&Roots::under(&base), &CpuidFacts::default());
+    assert_eq!(
+        z3.get("smt_level1").unwrap().summary,
+        "AMD CPU: dispatch slots are counted per thread, with or without SMT"
+    );
+    assert!(z3
+        .get("topdown_group")
+        .unwrap()
+        .summary
+        .starts_with("AMD CPU: no topdown metric events"));
     assert_eq!(r.worst(), Status::Problem);
 }
 

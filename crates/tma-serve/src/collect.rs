@@ -149,7 +149,16 @@ pub struct Collector {
     hot_followed: Option<Vec<(u32, String)>>,
     /// The cgroups to count next, chosen by the last interval.
     hot_next: Vec<String>,
+    /// A run of several trees (the core types of a hybrid part and their merged view):
+    /// each tree's mode, and the interval's data of each until the last tree's comes.
+    trees: Vec<Mode>,
+    pending: Vec<Option<Kept>>,
+    /// The counters of the last interval of several trees, by scope.
+    tree_counters: Vec<(ScopeLabel, Part)>,
 }
+
+/// One interval, owned: raw counts, readings, tree.
+type Kept = (Option<RawInterval>, Interval, Option<IntervalReport>);
 
 /// What tells the time of an interval (tests set their own).
 pub type Clock = Box<dyn Fn() -> SystemTime + Send>;
@@ -232,6 +241,9 @@ impl Collector {
             anomaly: None,
             hot_followed: None,
             hot_next: Vec::new(),
+            trees: Vec::new(),
+            pending: Vec::new(),
+            tree_counters: Vec::new(),
         };
         c.shared.publish(c.state_families(), false);
         c
@@ -722,6 +734,104 @@ impl Collector {
     }
 
     fn families(&mut self, iv: &IntervalData<'_>, t0: Instant) -> Vec<Family> {
+        let scopes = self.scopes(iv);
+        let parts: Vec<(Vec<Part>, f64)> = scopes.iter().map(|s| self.scope_parts(s)).collect();
+        self.families_of(iv, scopes, parts, false, t0)
+    }
+
+    /// The families of an interval of several trees (the core types of a hybrid part and
+    /// their merged view): each tree's series with its `core_type` label, per scope.
+    fn tree_families(&mut self, t0: Instant) -> Vec<Family> {
+        let pending = std::mem::take(&mut self.pending);
+        let mut merged: Vec<(ScopeIv, Vec<Part>, f64)> = Vec::new();
+        for (k, p) in pending.iter().enumerate() {
+            let Some((raw, readings, report)) = p else {
+                continue;
+            };
+            let iv = IntervalData {
+                raw: raw.as_ref(),
+                readings,
+                report: report.as_ref(),
+            };
+            std::mem::swap(&mut self.mode, &mut self.trees[k]);
+            let label = match &self.mode {
+                Mode::Tree { info, .. } => info.core_type.map(str::to_string),
+                _ => None,
+            }
+            .unwrap_or_else(|| format!("tree{k}"));
+            let scopes = self.scopes(&iv);
+            let parts: Vec<(Vec<Part>, f64)> = scopes.iter().map(|s| self.scope_parts(s)).collect();
+            std::mem::swap(&mut self.mode, &mut self.trees[k]);
+            for (s, (mut p, w)) in scopes.into_iter().zip(parts) {
+                for part in &mut p {
+                    if !part.labels.iter().any(|(k, _)| *k == "core_type") {
+                        part.labels.push(("core_type", label.clone()));
+                    }
+                }
+                match merged.iter_mut().find(|m| m.0.label == s.label) {
+                    Some(m) => {
+                        m.1.extend(p);
+                        m.2 += w;
+                    }
+                    None => merged.push((s, p, w)),
+                }
+            }
+        }
+        // Split per cgroup or CPU: the merged view (no raw counts to split) is left out.
+        if merged.iter().any(|m| m.0.label.is_some()) {
+            merged.retain(|m| m.0.label.is_some());
+        }
+        // A core type that counted nothing in this interval (no task ran on it) keeps its
+        // counters' series, grown by nothing.
+        for (s, p, _) in &mut merged {
+            for (_, prev) in self.tree_counters.iter().filter(|(l, _)| *l == s.label) {
+                if !p
+                    .iter()
+                    .any(|x| x.counter && x.family == prev.family && x.labels == prev.labels)
+                {
+                    p.push(Part {
+                        value: 0.0,
+                        ..prev.clone()
+                    });
+                }
+            }
+        }
+        self.tree_counters = merged
+            .iter()
+            .flat_map(|(s, p, _)| {
+                p.iter()
+                    .filter(|x| x.counter)
+                    .map(|x| (s.label.clone(), x.clone()))
+            })
+            .collect();
+        let empty = Interval {
+            start_s: 0.0,
+            end_s: 0.0,
+            readings: Vec::new(),
+            printed: Vec::new(),
+        };
+        let first = pending.iter().flatten().next().map_or(&empty, |p| &p.1);
+        let iv = IntervalData {
+            raw: None,
+            readings: first,
+            report: None,
+        };
+        let (scopes, parts): (Vec<ScopeIv>, Vec<(Vec<Part>, f64)>) =
+            merged.into_iter().map(|(s, p, w)| (s, (p, w))).unzip();
+        let out = self.families_of(&iv, scopes, parts, true, t0);
+        self.pending = vec![None; pending.len()];
+        out
+    }
+
+    /// The families of an interval's `scopes` and their `parts`; `multi`: several trees.
+    fn families_of(
+        &mut self,
+        iv: &IntervalData<'_>,
+        scopes: Vec<ScopeIv>,
+        parts: Vec<(Vec<Part>, f64)>,
+        multi: bool,
+        t0: Instant,
+    ) -> Vec<Family> {
         let at_ms = (self.clock)()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
@@ -749,8 +859,6 @@ impl Collector {
         at.push(Vec::new(), (at_ms as f64) / 1e3);
         out.extend([len, n, at]);
 
-        let scopes = self.scopes(iv);
-        let parts: Vec<(Vec<Part>, f64)> = scopes.iter().map(|s| self.scope_parts(s)).collect();
         let hot_pmu = self.hot_followed.is_some();
         let kind = if hot_pmu {
             ScopeKey::Cgroup(0)
@@ -758,7 +866,7 @@ impl Collector {
             scopes.first().map_or(ScopeKey::Whole, |s| s.key)
         };
         let split = !matches!(kind, ScopeKey::Whole);
-        if self.anomaly.is_some() {
+        if self.anomaly.is_some() && !multi {
             let values: Vec<ScopeValues> = scopes
                 .iter()
                 .filter(|s| !s.rest)
@@ -1234,7 +1342,9 @@ fn scope_families() -> Vec<Family> {
             Kind::Gauge,
             "Share of the pipeline slots (or cycles) of a TMA node in the last interval, 0..1; \
              node is the path from level 1, dot-separated. For one host; to add up hosts, \
-             cgroups or time, use tma_slots_total.",
+             cgroups or time, use tma_slots_total. On a hybrid part, core_type names each \
+             core type's tree (P-core, E-core...), and core_type=\"merged\" is the core \
+             types' trees weighted by their cycles in the interval (a gauge only).",
         ),
         Family::new(
             "tma_node_counted_ratio",
@@ -1258,7 +1368,8 @@ fn scope_families() -> Vec<Family> {
             "Pipeline slots charged to each TMA node measured in slots (node=\"total\", \
              level 0: all slots), scaled for multiplexing, stamped with the end of the \
              interval. A node's share over any window and aggregation: its rate over the \
-             rate of node=\"total\".",
+             rate of node=\"total\". On a hybrid part, per core type (core_type label; \
+             no merged series: the core types' counters add up).",
         ),
         Family::new(
             "tma_cycles",
@@ -1303,6 +1414,8 @@ fn count(families: &[Family]) -> usize {
 /// The cycles and instructions events, by the names the tables and perf use.
 const CYCLES: &[&str] = &[
     "CPU_CLK_UNHALTED.THREAD",
+    // Intel E-cores (Atom).
+    "CPU_CLK_UNHALTED.CORE",
     "ls_not_halted_cyc",
     "CPU_CYCLES",
     "cycles",
@@ -1430,6 +1543,54 @@ impl IntervalSink for Collector {
         self.intervals += 1;
         let families = self.families(&iv, t0);
         self.shared.publish(families, true);
+        Ok(())
+    }
+
+    /// Several trees (hybrid): one exposition per interval with every tree's series, each
+    /// marked with its `core_type`.
+    fn start_trees(&mut self, trees: &[Start<'_>]) -> Result<(), StatError> {
+        self.trees.clear();
+        for (k, st) in trees.iter().enumerate() {
+            if k == 0 {
+                // The first tree's model names the tables (tma_build), and is logged.
+                self.start(*st)?;
+            }
+            self.trees.push(match st {
+                Start::Tree { info, plan, .. } => Mode::Tree {
+                    info: Box::new((*info).clone()),
+                    eval: Box::new(TreeEval::new(info)?),
+                    plan: plan.cloned(),
+                },
+                Start::Software { plan, reason, .. } => Mode::Software {
+                    plan: (*plan).clone(),
+                    reason: reason.unwrap_or_default().to_string(),
+                },
+            });
+        }
+        self.pending = vec![None; self.trees.len()];
+        Ok(())
+    }
+
+    fn tree_interval(
+        &mut self,
+        tree: usize,
+        start: Start<'_>,
+        iv: IntervalData<'_>,
+    ) -> Result<(), StatError> {
+        if self.trees.is_empty() {
+            self.start(start)?;
+            return self.interval(iv);
+        }
+        let Some(slot) = self.pending.get_mut(tree) else {
+            return Ok(());
+        };
+        *slot = Some((iv.raw.cloned(), iv.readings.clone(), iv.report.cloned()));
+        if tree + 1 == self.trees.len() {
+            let t0 = Instant::now();
+            self.intervals += 1;
+            let families = self.tree_families(t0);
+            self.shared.publish(families, true);
+        }
         Ok(())
     }
 }

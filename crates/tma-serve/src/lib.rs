@@ -481,6 +481,62 @@ enum Start {
     },
 }
 
+impl Start {
+    fn owned(start: stat_sink::Start<'_>) -> Start {
+        match start {
+            stat_sink::Start::Tree { info, plan, target } => Start::Tree {
+                info: Box::new(info.clone()),
+                plan: plan.cloned(),
+                target: target.cloned(),
+            },
+            stat_sink::Start::Software {
+                plan,
+                target,
+                reason,
+                streamed,
+            } => Start::Software {
+                plan: plan.clone(),
+                target: target.cloned(),
+                reason: reason.map(str::to_string),
+                streamed,
+            },
+        }
+    }
+
+    fn as_sink(&self) -> stat_sink::Start<'_> {
+        match self {
+            Start::Tree { info, plan, target } => stat_sink::Start::Tree {
+                info,
+                plan: plan.as_ref(),
+                target: target.as_ref(),
+            },
+            Start::Software {
+                plan,
+                target,
+                reason,
+                streamed,
+            } => stat_sink::Start::Software {
+                plan,
+                target: target.as_ref(),
+                reason: reason.as_deref(),
+                streamed: *streamed,
+            },
+        }
+    }
+
+    fn clone_start(&self) -> Start {
+        Start::owned(self.as_sink())
+    }
+
+    /// The core type of a tree of a hybrid part.
+    fn core_type(&self) -> Option<&'static str> {
+        match self {
+            Start::Tree { info, .. } => info.core_type,
+            Start::Software { .. } => None,
+        }
+    }
+}
+
 /// An exporter streams intervals: live counting needs `-I`, and the settings that need a
 /// whole run are refused before anything is counted.
 fn check_streamable(cfg: &StatConfig) -> Result<(), StatError> {
@@ -521,6 +577,11 @@ type Kept = (Option<RawInterval>, Interval, Option<IntervalReport>);
 pub struct Recording {
     start: Option<Start>,
     intervals: Vec<Kept>,
+    /// A recording of several trees (the core types of a hybrid part, and the merged view
+    /// of a snapshot): each tree's start and intervals. Empty for one tree.
+    trees: Vec<(Start, Vec<Kept>)>,
+    /// The trees came as plain steps, one after the other (a `perf stat` import).
+    stepped: bool,
 }
 
 /// The most intervals a replayed recording may hold (they are kept in memory).
@@ -528,37 +589,71 @@ const MAX_REPLAY_INTERVALS: usize = 100_000;
 
 impl IntervalSink for Recording {
     fn start(&mut self, start: stat_sink::Start<'_>) -> Result<(), StatError> {
-        if self.start.is_some() {
-            return Err(StatError::Usage(
+        let start = Start::owned(start);
+        let Some(first) = &self.start else {
+            self.start = Some(start);
+            return Ok(());
+        };
+        // The core types of a hybrid part, one tree after the other: one tree each.
+        let typed = |s: &Start| s.core_type();
+        let known = |t: &str| {
+            typed(first) == Some(t) || self.trees.iter().any(|(s, _)| typed(s) == Some(t))
+        };
+        match typed(&start) {
+            Some(t) if typed(first).is_some() && !known(t) => {
+                if self.trees.is_empty() {
+                    let first = self.start.take().expect("checked above");
+                    self.trees
+                        .push((first, std::mem::take(&mut self.intervals)));
+                    self.start = Some(self.trees[0].0.clone_start());
+                }
+                self.trees.push((start, Vec::new()));
+                self.stepped = true;
+                Ok(())
+            }
+            _ => Err(StatError::Usage(
                 "the snapshot is a --drilldown run: record one run (with -I MS for intervals) \
+                 to serve it"
+                    .into(),
+            )),
+        }
+    }
+    fn interval(&mut self, iv: IntervalData<'_>) -> Result<(), StatError> {
+        let kept = (iv.raw.cloned(), iv.readings.clone(), iv.report.cloned());
+        let list = match self.trees.last_mut() {
+            Some((_, list)) if self.stepped => list,
+            _ => &mut self.intervals,
+        };
+        if list.len() < MAX_REPLAY_INTERVALS {
+            list.push(kept);
+        }
+        Ok(())
+    }
+    fn start_trees(&mut self, trees: &[stat_sink::Start<'_>]) -> Result<(), StatError> {
+        if self.start.is_some() || !self.trees.is_empty() {
+            return Err(StatError::Usage(
+                "the snapshot holds several runs: record one run (with -I MS for intervals) \
                  to serve it"
                     .into(),
             ));
         }
-        self.start = Some(match start {
-            stat_sink::Start::Tree { info, plan, target } => Start::Tree {
-                info: Box::new(info.clone()),
-                plan: plan.cloned(),
-                target: target.cloned(),
-            },
-            stat_sink::Start::Software {
-                plan,
-                target,
-                reason,
-                streamed,
-            } => Start::Software {
-                plan: plan.clone(),
-                target: target.cloned(),
-                reason: reason.map(str::to_string),
-                streamed,
-            },
-        });
+        self.trees = trees
+            .iter()
+            .map(|s| (Start::owned(*s), Vec::new()))
+            .collect();
+        self.start = self.trees.first().map(|(s, _)| s.clone_start());
         Ok(())
     }
-    fn interval(&mut self, iv: IntervalData<'_>) -> Result<(), StatError> {
-        if self.intervals.len() < MAX_REPLAY_INTERVALS {
-            self.intervals
-                .push((iv.raw.cloned(), iv.readings.clone(), iv.report.cloned()));
+    fn tree_interval(
+        &mut self,
+        tree: usize,
+        _start: stat_sink::Start<'_>,
+        iv: IntervalData<'_>,
+    ) -> Result<(), StatError> {
+        if let Some((_, list)) = self.trees.get_mut(tree) {
+            if list.len() < MAX_REPLAY_INTERVALS {
+                list.push((iv.raw.cloned(), iv.readings.clone(), iv.report.cloned()));
+            }
         }
         Ok(())
     }
@@ -598,12 +693,12 @@ fn load_replay(stat: &StatConfig, log: &Log) -> Result<Recording, ServeError> {
         let mut notes = Notes::new(log);
         tma_stat::run(stat, &mut rec, &mut notes)?;
     }
-    if rec.start.is_none() || rec.intervals.is_empty() {
+    if rec.start.is_none() || rec.is_empty() {
         return Err(ServeError::Usage(
             "the recording holds no interval to serve".into(),
         ));
     }
-    if rec.intervals.len() == MAX_REPLAY_INTERVALS {
+    if rec.len() == MAX_REPLAY_INTERVALS {
         log.warn(
             "replay_truncated",
             &[("served_intervals", &MAX_REPLAY_INTERVALS)],
@@ -647,18 +742,36 @@ impl Recording {
         load_replay(stat, log)
     }
 
-    /// The number of intervals.
+    /// The number of intervals (of the tree that has the most).
     pub fn len(&self) -> usize {
-        self.intervals.len()
+        if self.trees.is_empty() {
+            self.intervals.len()
+        } else {
+            self.trees.iter().map(|(_, l)| l.len()).max().unwrap_or(0)
+        }
     }
 
     /// No interval.
     pub fn is_empty(&self) -> bool {
-        self.intervals.is_empty()
+        self.len() == 0
+    }
+
+    /// The core types of the trees of a hybrid recording (`merged` for the merged view of
+    /// a snapshot), in the order they are published; empty for one tree.
+    pub fn core_types(&self) -> Vec<&'static str> {
+        self.trees
+            .iter()
+            .map(|(s, _)| s.core_type().unwrap_or("-"))
+            .collect()
     }
 
     /// Tell `collector` how the recording was counted.
     pub fn start(&self, collector: &mut Collector) -> Result<(), StatError> {
+        if !self.trees.is_empty() {
+            let starts: Vec<stat_sink::Start<'_>> =
+                self.trees.iter().map(|(s, _)| s.as_sink()).collect();
+            return collector.start_trees(&starts);
+        }
         let Some(start) = self.start.as_ref() else {
             return Ok(());
         };
@@ -682,8 +795,27 @@ impl Recording {
         }
     }
 
-    /// Publish interval `i` (modulo the length) through `collector`.
+    /// Publish interval `i` (modulo the length) through `collector`: of every tree, in
+    /// one exposition, for a hybrid recording.
     pub fn publish(&self, i: usize, collector: &mut Collector) -> Result<(), StatError> {
+        if !self.trees.is_empty() {
+            for (k, (start, list)) in self.trees.iter().enumerate() {
+                if list.is_empty() {
+                    continue;
+                }
+                let (raw, readings, report) = &list[i % list.len()];
+                collector.tree_interval(
+                    k,
+                    start.as_sink(),
+                    IntervalData {
+                        raw: raw.as_ref(),
+                        readings,
+                        report: report.as_ref(),
+                    },
+                )?;
+            }
+            return Ok(());
+        }
         let Some((raw, readings, report)) = self.intervals.get(i % self.intervals.len().max(1))
         else {
             return Ok(());

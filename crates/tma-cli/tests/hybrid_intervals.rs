@@ -188,6 +188,22 @@ fn level1(docs: &[Value]) -> Vec<(String, String, Vec<(String, f64)>)> {
         .collect()
 }
 
+/// Each tree of `a` has the values of the tree of `b` in the same place.
+fn same_trees(
+    a: &[(String, String, Vec<(String, f64)>)],
+    b: &[(String, String, Vec<(String, f64)>)],
+) {
+    assert_eq!(a.len(), b.len());
+    for ((t, _, nodes), (u, _, want)) in a.iter().zip(b) {
+        assert_eq!(t, u);
+        assert_eq!(nodes.len(), want.len(), "{t}");
+        for ((n, x), (m, y)) in nodes.iter().zip(want) {
+            assert_eq!(n, m);
+            assert!((x - y).abs() < 1e-9, "{t} {n}: imported {x}, live {y}");
+        }
+    }
+}
+
 #[test]
 fn a_recording_of_three_core_types_imports_as_a_tree_per_type() {
     let rec = fixture("hybrid/three-types-perf-stat.csv");
@@ -214,24 +230,51 @@ fn a_recording_of_three_core_types_imports_as_a_tree_per_type() {
         .iter()
         .map(|(t, k, _)| (t.as_str(), k.as_str()))
         .collect();
+    // Every type's cycles are in the recording: the merged view too, as live.
     assert_eq!(
         kinds,
         [
             ("P-core", "adl"),
             ("E-core", "adl-e"),
-            ("cpu_lowpower", "adl-e")
+            ("cpu_lowpower", "adl-e"),
+            ("merged", "adl")
         ]
     );
     // The same counts counted live (synthetic) give the same trees.
     let live = level1(&documents(&stdout(&three_types(&["--json"]))));
-    for (t, _, nodes) in &imported {
-        let (_, _, want) = live.iter().find(|l| &l.0 == t).unwrap();
-        assert_eq!(nodes.len(), want.len(), "{t}");
-        for ((n, a), (m, b)) in nodes.iter().zip(want) {
-            assert_eq!(n, m);
-            assert!((a - b).abs() < 1e-9, "{t} {n}: imported {a}, live {b}");
-        }
+    same_trees(&imported, &live);
+    // An interval recording: each interval's trees interleaved, as live with -I.
+    let rec_i = fixture("hybrid/three-types-perf-stat-interval.csv");
+    let o = TMA.run(&[
+        "stat",
+        "--import",
+        rec_i.to_str().unwrap(),
+        "--cpu",
+        "adl",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let imported = documents(&stdout(&o));
+    let live = documents(&stdout(&three_types(&["-I", "500", "--json"])));
+    let order = |docs: &[Value]| -> Vec<(f64, String)> {
+        docs.iter()
+            .map(|d| {
+                (
+                    d["intervals"][0]["start_s"].as_f64().unwrap(),
+                    d["core_type"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let seen = order(&imported);
+    assert_eq!(seen.len(), 8, "{seen:?}");
+    for (k, chunk) in seen.chunks(TYPES.len()).enumerate() {
+        let names: Vec<&str> = chunk.iter().map(|s| s.1.as_str()).collect();
+        assert_eq!(names, TYPES, "interval {k}: {seen:?}");
     }
+    let names = |docs: &[Value]| -> Vec<String> { order(docs).into_iter().map(|x| x.1).collect() };
+    assert_eq!(names(&imported), names(&live));
+    same_trees(&level1(&imported), &level1(&live));
     // diff reads one type's tree: the P-cores' with --cpu adl.
     let o = TMA.run(&[
         "diff",

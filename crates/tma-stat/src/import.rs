@@ -7,7 +7,8 @@ use std::io::{BufRead, Write};
 use tma_perf::import::{self, Breakdown, IntervalReader, Resolver};
 use tma_perf::snapshot::Topology;
 
-use crate::eval::{Request, RunInfo, TreeEval};
+use crate::eval::{IntervalReport, Request, RunInfo, TreeEval};
+use crate::session::hybrid::CoreTable;
 use crate::sink::{Finish, IntervalData, IntervalSink, Start};
 use crate::{Outcome, StatConfig, StatError};
 
@@ -256,19 +257,283 @@ pub(crate) fn run_hybrid(
             names.len()
         )?;
     }
-    let mut outcome = None;
-    for t in &tables {
+    if let [t] = tables.as_slice() {
         let core = CoreType {
             pmu: tma_perf::sysfs::core_pmu_name(&t.pmu),
             model: t.model,
         };
-        let o = import_one(cfg, bytes, file, Some(core), sink, notes)?;
-        outcome.get_or_insert(o);
+        return import_one(cfg, bytes, file, Some(core), sink, notes);
     }
-    Ok(outcome.unwrap_or(Outcome {
-        ending: None,
-        bottleneck: None,
-    }))
+    let interval_mode = IntervalReader::new(bytes).is_ok_and(|r| r.interval_mode());
+    several_types(cfg, bytes, file, &tables, interval_mode, sink, notes)
+}
+
+/// What one core type's import hands on, from its thread to the one writing.
+enum Piece {
+    Start(Box<RunInfo>),
+    Interval(Box<(tma_perf::Interval, IntervalReport)>),
+    Finish,
+}
+
+/// The sink of one core type's import in [`interleaved`]: each step goes over a channel.
+struct Relay(std::sync::mpsc::SyncSender<Piece>);
+
+impl Relay {
+    fn send(&self, p: Piece) -> Result<(), StatError> {
+        // The writing side has stopped (an error of its own, which it reports).
+        self.0
+            .send(p)
+            .map_err(|_| crate::error::usage("the import was stopped"))
+    }
+}
+
+impl IntervalSink for Relay {
+    fn start(&mut self, start: Start<'_>) -> Result<(), StatError> {
+        match start {
+            Start::Tree { info, .. } => self.send(Piece::Start(Box::new(info.clone()))),
+            Start::Software { .. } => Ok(()),
+        }
+    }
+    fn interval(&mut self, iv: IntervalData<'_>) -> Result<(), StatError> {
+        match iv.report {
+            Some(ir) => self.send(Piece::Interval(Box::new((iv.readings.clone(), ir.clone())))),
+            None => Ok(()),
+        }
+    }
+    fn finish(&mut self, _end: Finish<'_>) -> Result<(), StatError> {
+        self.send(Piece::Finish)
+    }
+}
+
+/// A recording of several core types: each type imported on a thread of its own, in step
+/// with the others (a few intervals apart at most, so memory stays flat), and handed on as
+/// a live run hands them: with intervals, every type's tree of each interval before the
+/// next interval ([`IntervalSink::start_trees`], `tree_interval`, `finish_trees`); a whole
+/// run, the trees one after the other as plain steps. When every type's cycles were
+/// recorded, the merged view (the trees weighted by those cycles) comes last, as live.
+fn several_types(
+    cfg: &StatConfig,
+    bytes: &[u8],
+    file: &str,
+    tables: &[CoreTable],
+    interval_mode: bool,
+    sink: &mut dyn IntervalSink,
+    notes: &mut dyn Write,
+) -> Result<Outcome, StatError> {
+    let cores: Vec<CoreType> = tables
+        .iter()
+        .map(|t| CoreType {
+            pmu: tma_perf::sysfs::core_pmu_name(&t.pmu),
+            model: t.model,
+        })
+        .collect();
+    std::thread::scope(|scope| -> Result<Outcome, StatError> {
+        let mut rxs = Vec::new();
+        let mut threads = Vec::new();
+        for &core in &cores {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Piece>(PENDING_BATCHES);
+            rxs.push(rx);
+            threads.push(scope.spawn(move || {
+                let mut notes = Vec::new();
+                let r = import_one(cfg, bytes, file, Some(core), &mut Relay(tx), &mut notes);
+                (r, notes)
+            }));
+        }
+        // The end of every thread: its notes, in core-type order, and the first error.
+        let join = |threads: Vec<std::thread::ScopedJoinHandle<'_, _>>,
+                    notes: &mut dyn Write|
+         -> Result<(), StatError> {
+            let mut error = None;
+            for t in threads {
+                let (r, text): (Result<Outcome, StatError>, Vec<u8>) =
+                    t.join().unwrap_or_else(|_| {
+                        (
+                            Err(crate::error::usage("a core type's import failed")),
+                            Vec::new(),
+                        )
+                    });
+                notes.write_all(&text)?;
+                if let Err(e) = r {
+                    error.get_or_insert(e);
+                }
+            }
+            error.map_or(Ok(()), Err)
+        };
+        let mut infos: Vec<RunInfo> = Vec::new();
+        for rx in &rxs {
+            match rx.recv() {
+                Ok(Piece::Start(info)) => infos.push(*info),
+                _ => break,
+            }
+        }
+        if infos.len() < cores.len() {
+            // A type's import ended before its first tree: its error says why.
+            drop(rxs);
+            join(threads, notes)?;
+            return Err(crate::error::usage(format!(
+                "{file}: a core type's tree could not be read"
+            )));
+        }
+        let cycles: Vec<Option<String>> = tables
+            .iter()
+            .map(|t| crate::session::hybrid::cycles_event(t.model).map(|e| e.name))
+            .collect();
+        let merged_info = RunInfo {
+            source: format!(
+                "imported from {file}; merged view: the core types' trees weighted by their \
+                 cycles{}",
+                if interval_mode {
+                    " in each interval"
+                } else {
+                    ""
+                }
+            ),
+            core_type: Some("merged"),
+            event_map: Vec::new(),
+            ..infos[0].clone()
+        };
+        let mut starts: Vec<Start> = infos.iter().map(recording_start).collect();
+        let mut merged: Option<bool> = None;
+        // A whole run: each tree as a plain step, once every type's is read.
+        let mut whole: Vec<Option<(tma_perf::Interval, IntervalReport)>> = Vec::new();
+        let mut bottleneck = None;
+        let mut started = false;
+        let mut open = vec![true; rxs.len()];
+        loop {
+            let mut parts: Vec<Option<(tma_perf::Interval, IntervalReport)>> = Vec::new();
+            for (k, rx) in rxs.iter().enumerate() {
+                let got = if open[k] {
+                    match rx.recv() {
+                        Ok(Piece::Interval(p)) => Some(*p),
+                        Ok(Piece::Start(_) | Piece::Finish) | Err(_) => {
+                            open[k] = false;
+                            None
+                        }
+                    }
+                } else {
+                    None
+                };
+                parts.push(got);
+            }
+            if parts.iter().all(Option::is_none) {
+                break;
+            }
+            let weights: Vec<Option<f64>> = parts
+                .iter()
+                .zip(&cycles)
+                .map(|(p, c)| {
+                    let (iv, _) = p.as_ref()?;
+                    iv.get(c.as_deref()?)?.value
+                })
+                .collect();
+            let with_merged = *merged.get_or_insert_with(|| {
+                let all = weights.iter().all(Option::is_some);
+                if !all {
+                    let missing = tables
+                        .iter()
+                        .zip(&weights)
+                        .zip(&cycles)
+                        .filter(|((_, w), _)| w.is_none())
+                        .map(|((t, _), c)| {
+                            format!("{}/{}/", t.pmu, c.as_deref().unwrap_or("cycles"))
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let _ = writeln!(
+                        notes,
+                        "tma: note: no merged view: {file} holds no cycles of {missing}, \
+                         which weigh each core type's tree; record them too for one"
+                    );
+                }
+                all
+            });
+            if !started {
+                // The first interval: every tree is known.
+                if with_merged {
+                    starts.push(recording_start(&merged_info));
+                }
+                if interval_mode {
+                    sink.start_trees(&starts)?;
+                }
+                started = true;
+            }
+            let merged_ir = (with_merged && parts.iter().all(Option::is_some)).then(|| {
+                let weighed: Vec<(&CoreTable, &IntervalReport, f64)> = tables
+                    .iter()
+                    .zip(&parts)
+                    .zip(&weights)
+                    .filter_map(|((t, p), w)| Some((t, &p.as_ref()?.1, (*w)?)))
+                    .collect();
+                crate::session::hybrid::merge_interval(&weighed)
+            });
+            let last = merged_ir
+                .as_ref()
+                .or(parts.iter().flatten().map(|p| &p.1).next())
+                .map(|ir| ir.report.bottleneck.clone());
+            bottleneck = Some(last);
+            let merged_part = merged_ir.map(|ir| {
+                let readings = tma_perf::Interval {
+                    start_s: ir.start_s,
+                    end_s: ir.end_s,
+                    readings: Vec::new(),
+                    printed: Vec::new(),
+                };
+                (readings, ir)
+            });
+            if !interval_mode {
+                whole = parts.into_iter().chain([merged_part]).collect();
+                continue;
+            }
+            for (k, p) in parts.into_iter().chain([merged_part]).enumerate() {
+                let Some((readings, report)) = p else {
+                    continue;
+                };
+                sink.tree_interval(
+                    k,
+                    starts[k],
+                    IntervalData {
+                        raw: None,
+                        readings: &readings,
+                        report: Some(&report),
+                    },
+                )?;
+            }
+        }
+        drop(rxs);
+        let mut ends: Vec<Finish> = infos
+            .iter()
+            .map(|info| Finish::Tree { info, whole: None })
+            .collect();
+        if starts.len() > infos.len() {
+            ends.push(Finish::Tree {
+                info: &merged_info,
+                whole: None,
+            });
+        }
+        if interval_mode {
+            if !started {
+                sink.start_trees(&starts)?;
+            }
+            sink.finish_trees(&ends)?;
+        } else {
+            for (k, (start, end)) in starts.iter().zip(&ends).enumerate() {
+                sink.start(*start)?;
+                if let Some(Some((readings, report))) = whole.get(k) {
+                    sink.interval(IntervalData {
+                        raw: None,
+                        readings,
+                        report: Some(report),
+                    })?;
+                }
+                sink.finish(*end)?;
+            }
+        }
+        join(threads, notes)?;
+        Ok(Outcome {
+            ending: None,
+            bottleneck: bottleneck.flatten(),
+        })
+    })
 }
 
 /// Import a perf stat recording from `input` (named `file` in messages) into `sink`.

@@ -138,7 +138,7 @@ pub(crate) fn pick_core_type(types: &[&str], want: &str) -> Result<String, StatE
 
 /// The event that counts a core type's unhalted cycles (fixed counter 1): what the merged
 /// view is weighted by.
-fn cycles_event(model: &Model) -> Option<EventSpec> {
+pub(crate) fn cycles_event(model: &Model) -> Option<EventSpec> {
     model.events.iter().find_map(|e| {
         let enc = model.encode(e.name).ok()?;
         let cycles = enc.kind == tma_catalog::EventKind::Core

@@ -832,3 +832,71 @@ impl Recording {
         self.intervals.get(i).map(|(_, r, rep)| (r, rep.as_ref()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::testing::Buf;
+
+    fn hot_config(root: &str, cpu_list: Option<&str>) -> ServeConfig {
+        ServeConfig {
+            source: Source::Live {
+                cpu_list: cpu_list.map(str::to_string),
+                cgroups: Vec::new(),
+            },
+            host: Host::under(&tma_testkit::fixture(root)),
+            bounds: Bounds {
+                cgroup_top: Some(3),
+                ..Bounds::default()
+            },
+            ..ServeConfig::default()
+        }
+    }
+
+    /// `--cgroup-top` counts the trees of the hottest cgroups only with a core PMU of one
+    /// type and on every CPU; elsewhere it ranks by CPU time, and says why where there is a
+    /// PMU.
+    #[test]
+    fn the_hot_trees_need_a_pmu_of_one_core_type_on_every_cpu() {
+        for (root, cpus, why) in [
+            ("hybrid/two-types", None, Some("hybrid")),
+            ("roots/icx-6.12", Some("0"), Some("-C")),
+            ("roots/zen5", None, None),
+        ] {
+            let cfg = hot_config(root, cpus);
+            let buf = Buf::default();
+            let log = Log::new(Box::new(buf.clone()));
+            let got = hot_tree_setup(&cfg, &cfg.stat_config().unwrap(), &log).unwrap();
+            assert!(got.is_none(), "{root}");
+            let text = buf.text();
+            match why {
+                Some(w) => assert!(
+                    text.contains("event=cgroup_top_by_cpu_time") && text.contains(w),
+                    "{root}: {text}"
+                ),
+                // No PMU at all (zen5's root has no /sys): nothing to say here, the
+                // engine says it when it counts software events.
+                None => assert!(text.is_empty(), "{root}: {text}"),
+            }
+        }
+        // A core PMU of one type on every CPU: the tree's plan is opened system-wide, or
+        // the kernel refuses hardware counters (this machine has no PMU) and the cgroups
+        // are ranked by CPU time.
+        let cfg = hot_config("roots/icx-6.12", None);
+        let log = Log::new(Box::new(std::io::sink()));
+        match hot_tree_setup(&cfg, &cfg.stat_config().unwrap(), &log) {
+            Ok(Some((tree, info, plan))) => {
+                assert_eq!(info.model.key, "icx");
+                assert!(tree.followed().is_empty());
+                assert!(!tma_stat::groups::hw_groups(&plan).is_empty());
+            }
+            Ok(None) => {
+                let pmus = tma_perf::sysfs::Pmus::discover(&cfg.host.sys).unwrap();
+                assert!(pmus.has_core_pmu());
+                println!("skipped: the kernel refuses hardware counters (no PMU here)");
+            }
+            // A real PMU of another kind than the fake root's may refuse its encodings.
+            Err(e) => println!("skipped: {e}"),
+        }
+    }
+}

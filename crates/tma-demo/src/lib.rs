@@ -1226,6 +1226,10 @@ fn demo_onednn(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
          buffers were first touched; speed-up: CPU time with 4 KiB pages over this row's):"
     )?;
     writeln!(demo.out, "{t}")?;
+    writeln!(
+        demo.out,
+        "(The reference's page faults: `page-faults` in its `tma stat` counts above, the whole run.)"
+    )?;
     for (name, v) in rows.iter().filter_map(|r| Some((r.name, r.report?))) {
         let note = v
             .onednn

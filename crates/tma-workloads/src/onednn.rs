@@ -216,6 +216,10 @@ pub fn environment(
     let Some(dir) = library.parent().filter(|d| !d.as_os_str().is_empty()) else {
         return env;
     };
+    if !library.is_file() {
+        // Nothing to load there: the load's own error says so.
+        return env;
+    }
     let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let listed = ld_library_path
         .map(|p| std::env::split_paths(p).any(|e| std::fs::canonicalize(&e).unwrap_or(e) == dir))
@@ -488,6 +492,7 @@ mod tests {
         )
         .is_empty());
         assert!(environment(Path::new("libdnnl.so.2"), None, None).is_empty());
+        assert!(environment(&dir.path().join("libdnnl.so.9"), None, None).is_empty());
     }
 
     #[test]

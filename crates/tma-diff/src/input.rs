@@ -161,9 +161,12 @@ fn from_stat_json(cfg: &DiffConfig, file: &str, bytes: &[u8]) -> Result<Side, Di
             ),
         });
     }
-    let doc: StatDoc = serde_json::from_slice(bytes).map_err(|e| DiffError::StatJson {
-        file: file.to_string(),
-        detail: e.to_string(),
+    // A hybrid part's output holds a document per core type (and interval): one type's.
+    let doc: StatDoc = tma_stat::render::doc::one_tree(bytes, cfg.cpu.as_deref()).map_err(|e| {
+        DiffError::StatJson {
+            file: file.to_string(),
+            detail: e.to_string(),
+        }
     })?;
     let level_ok = |l: u8| cfg.level.is_none_or(|max| l <= max);
     let (mut nodes, mut metrics) = (Collect::default(), Collect::default());

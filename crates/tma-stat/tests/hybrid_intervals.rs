@@ -406,3 +406,43 @@ fn a_thread_that_migrates_is_counted_where_it_ran_in_each_interval() {
         ]))
     );
 }
+
+#[test]
+fn the_json_of_an_interleaved_run_reads_back_as_one_core_types_tree() {
+    let cfg = StatConfig {
+        render: tma_stat::RenderOptions {
+            format: tma_stat::Format::Json,
+            ..Default::default()
+        },
+        ..live(
+            "two-types",
+            "migrating-thread.json",
+            LiveTarget::Tids(vec![101, 102]),
+            Some(1000),
+        )
+    };
+    let mut out = Vec::new();
+    tma_stat::run(
+        &cfg,
+        &mut tma_stat::TreeOutput::new(&mut out, &cfg.render),
+        &mut Vec::new(),
+    )
+    .unwrap();
+    let trees = interleaved(&calls(&cfg), &["P-core", "E-core"]);
+    for (cpu, k, name) in [(None, 0, "P-core"), (Some("adl-e"), 1, "E-core")] {
+        let doc = tma_stat::render::doc::one_tree(&out, cpu).unwrap();
+        assert_eq!(doc.head.core_type.as_deref(), Some(name));
+        assert_eq!(doc.intervals.len(), 2);
+        for (iv, per) in doc.intervals.iter().zip(&trees) {
+            let values: Vec<(String, Option<f64>)> = iv
+                .nodes
+                .iter()
+                .map(|n| (n.name.to_string(), n.value))
+                .collect();
+            assert_eq!(values, per[k].nodes, "{name}");
+        }
+    }
+    // One document: itself.
+    let one = br#"{"schema":"tma.stat"}"#;
+    assert!(tma_stat::render::doc::one_tree(one, None).is_err());
+}

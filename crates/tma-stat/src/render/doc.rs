@@ -175,3 +175,41 @@ pub struct SoftwareCount {
     pub value: Option<f64>,
     pub unit: String,
 }
+
+/// The `tma.stat` documents of `tma stat --json` output read back as one tree: the one
+/// document of a run of one tree, or, for a hybrid part (one document per core type, and
+/// with `-I` one per core type and interval, each head's `core_type` naming it), the
+/// documents of one core type joined, its intervals in order: the type whose table is
+/// `cpu` (its key), else the first. Per-thread or per-core trees (another source) are left
+/// out. An error names what does not parse.
+pub fn one_tree(bytes: &[u8], cpu: Option<&str>) -> Result<StatDoc, serde_json::Error> {
+    let mut docs = Vec::new();
+    for d in serde_json::Deserializer::from_slice(bytes).into_iter::<StatDoc>() {
+        docs.push(d?);
+    }
+    if docs.len() <= 1 || docs.iter().any(|d| d.head.core_type.is_none()) {
+        // Not a hybrid run: one document (or the error reading it as one).
+        return serde_json::from_slice(bytes);
+    }
+    let pick = docs
+        .iter()
+        .position(|d| {
+            Some(d.head.cpu.key.as_str()) == cpu && d.head.core_type.as_deref() != Some("merged")
+        })
+        .unwrap_or(0);
+    let (core_type, source) = (
+        docs[pick].head.core_type.clone(),
+        docs[pick].head.source.clone(),
+    );
+    let mut out: Option<StatDoc> = None;
+    for d in docs {
+        if d.head.core_type != core_type || d.head.source != source {
+            continue;
+        }
+        match out.as_mut() {
+            Some(o) => o.intervals.extend(d.intervals),
+            None => out = Some(d),
+        }
+    }
+    Ok(out.expect("the picked document is kept"))
+}

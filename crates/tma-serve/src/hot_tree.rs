@@ -16,7 +16,8 @@
 //!
 //! A cgroup chosen at one refresh is counted from then on and named from the next one; its
 //! first growth is also in `other` (a series' first sample adds nothing to a rate), as
-//! [`crate::hot`] does for CPU time.
+//! [`crate::hot`] does for CPU time. The first refresh only reads the CPU time baseline, so
+//! the first cgroups are chosen at the second and named from the third.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -59,7 +60,7 @@ pub struct Retarget {
     pub opened: Vec<String>,
     /// Cgroups whose counters were closed.
     pub closed: Vec<String>,
-    /// Chosen cgroups that could not be opened (gone since the scan), with why.
+    /// Chosen cgroups that could not be opened (gone since the scan, or refused), with why.
     pub refused: Vec<(String, String)>,
 }
 
@@ -118,9 +119,9 @@ impl<C: HotCounters> HotTree<C> {
                     self.followed.push((id, path.clone()));
                     out.opened.push(path);
                 }
-                // Removed since the scan: chosen again next time if it is back.
-                Err(e @ RunError::BadCgroup { .. }) => out.refused.push((path, e.to_string())),
-                Err(e) => return Err(StatError::Run(e)),
+                // Removed since the scan, or refused (out of file descriptors...): left in
+                // `other`, chosen again next time if it is still among the hottest.
+                Err(e) => out.refused.push((path, e.to_string())),
             }
         }
         Ok(out)
@@ -158,7 +159,7 @@ pub fn run<C: HotCounters>(
             );
         }
         for (path, why) in &r.refused {
-            log.info("cgroup_gone", &[("cgroup", path), ("error", why)]);
+            log.info("cgroup_not_counted", &[("cgroup", path), ("error", why)]);
         }
     }
 }

@@ -270,20 +270,10 @@ impl TreeLayout {
                  period of many thousand cycles"
                     .into(),
             );
-        } else if model.vendor == Vendor::Intel {
-            notes.push(
-                "before Ice Lake, with SMT on, a per-thread level 1 is meaningless (the \
-                 siblings share the pipeline); turn SMT off for per-function trees"
-                    .into(),
-            );
         }
-        if nmi_watchdog {
-            notes.push(
-                "the NMI watchdog holds a general-purpose counter (echo 0 > \
-                 /proc/sys/kernel/nmi_watchdog frees it)"
-                    .into(),
-            );
-        }
+        // The host's caveats (the NMI watchdog's counter, SMT before Ice Lake, the kernel
+        // release) are the `tma doctor` checks `tma locate` says for a live run
+        // (`tma_doctor::tree_caveats`); what they cost the group is in `dropped`.
         // Counters: fixed by index, general-purpose by mask.
         let usable = model.gp_counters.saturating_sub(nmi_watchdog as u32);
         let mut fixed_used: Vec<u8> = Vec::new();
@@ -796,7 +786,11 @@ fn estimators_text(w: &mut dyn Write, e: &crate::estimate::Estimators) -> Result
             },
             format!("{:.1}%", r.group_percent),
             format!("{:.1}%", r.direct_percent),
-            if r.disagree { "yes".into() } else { String::new() },
+            if r.disagree {
+                "yes".into()
+            } else {
+                String::new()
+            },
         ]);
     }
     tma_render::align_right(&mut table, &[1, 2]);
@@ -1213,7 +1207,6 @@ mod tests {
             "{:?}",
             with_nmi.dropped
         );
-        assert!(with_nmi.notes.iter().any(|n| n.contains("NMI watchdog")));
         const SLOTS: &str = "TOPDOWN.SLOTS:perf_metrics";
         const FE: &str = "PERF_METRICS.FRONTEND_BOUND";
         const BS: &str = "PERF_METRICS.BAD_SPECULATION";
@@ -1342,16 +1335,26 @@ mod tests {
             ],
             "Backend_Bound",
         );
-        // With SMT on the estimate's events are kept and the caveat is said.
+        // With SMT on the estimate's events are kept; the caveat is tma doctor's, said for a
+        // host with SMT on (tests/fixtures/roots/skx-smt-5.15) and not for one with it off.
         let smt = TreeLayout::hardware(skl, 1, false, true).unwrap();
         assert!(smt
             .members
             .iter()
             .any(|m| m.name == "CPU_CLK_UNHALTED.REF_XCLK"));
-        assert!(smt
-            .notes
-            .iter()
-            .any(|n| n.contains("per-thread level 1 is meaningless")));
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/roots/skx-smt-5.15");
+        let caveats = tma_doctor::tree_caveats(&tma_perf::host::Host::under(&root), Some(skl));
+        assert!(caveats.iter().any(
+            |c| c.id == "smt_level1" && c.summary.contains("per-thread level 1 is meaningless")
+        ));
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/doctor/this-vm");
+        let caveats = tma_doctor::tree_caveats(&tma_perf::host::Host::under(&root), Some(skl));
+        assert!(
+            !caveats.iter().any(|c| c.id == "smt_level1"),
+            "SMT off: {caveats:?}"
+        );
     }
 
     /// The text, CSV and JSON renderings of the replayed Zen 4 trees.

@@ -95,7 +95,9 @@ pub struct Args {
     /// A TMA tree per function: sample core cycles with the level's events read in the same
     /// group at every sample (Ice Lake and later: slots leads), and show the tree of the
     /// --top functions and a function x node table; without a PMU, the software group
-    /// {cpu-clock, page-faults, context-switches, task-clock} per function.
+    /// {cpu-clock, page-faults, context-switches, task-clock} per function. Live, a second
+    /// pass samples the bottleneck's locate-with event to compare two estimators (see
+    /// --no-direct).
     #[arg(long, conflicts_with_all = ["node", "event", "folded", "record", "annotate"])]
     pub tree: bool,
     /// Tree level for --tree (1 or 2).

@@ -480,19 +480,27 @@ fn the_choice_goes_by_slots_where_they_are_counted() {
 
 #[test]
 fn totals_add_up_and_the_budget_holds_while_cgroups_come_and_go() {
-    let world = Rc::new(RefCell::new(World::new("churn")));
-    const BUDGET: usize = 160;
-    let (shared, mut c, mut tree, calls) = setup(&world, 12, BUDGET);
+    // A small tree over many refreshes; then 1,000 cgroups, the top and the budget set
+    // wide: the budget decides how many are followed.
+    churn("churn", 120, 40, 12, 160);
+    churn("churn1000", 1000, 10, 1000, 300);
+}
+
+/// `scopes` cgroups coming and going over `steps` refreshes, `--cgroup-top top`,
+/// `--series-budget budget`.
+fn churn(tag: &str, scopes: usize, steps: u64, top: usize, budget: usize) {
+    let world = Rc::new(RefCell::new(World::new(tag)));
+    let (shared, mut c, mut tree, calls) = setup(&world, top, budget);
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let mut alive: BTreeSet<String> = BTreeSet::new();
     let mut prev: Option<BTreeMap<String, f64>> = None;
     let mut opened_total = 0;
     let mut closed_total = 0;
     let mut changed_steps = 0;
-    for k in 0..40u64 {
+    for k in 0..steps {
         // Scopes are born and die; a slice's own tasks sometimes run too (a followed slice
         // and a followed scope below it: the slice's tree leaves the scope out).
-        for i in 0..120 {
+        for i in 0..scopes {
             let p = format!("s{}.slice/c{i}.scope", i % 4);
             let roll = rng.below(100);
             if alive.contains(&p) && roll < 8 {
@@ -528,11 +536,11 @@ fn totals_add_up_and_the_budget_holds_while_cgroups_come_and_go() {
         opened_total += r.opened.len();
         closed_total += r.closed.len();
         changed_steps += usize::from(!r.opened.is_empty());
-        assert!(tree.followed().len() <= 12);
+        assert!(tree.followed().len() <= top);
         for format in [Format::Text, Format::OpenMetrics] {
             let text = shared.render(format);
             let n = samples(&text).len() - usize::from(format == Format::OpenMetrics);
-            assert!(n <= BUDGET, "{n} series at step {k}:\n{text}");
+            assert!(n <= budget, "{n} series at step {k}:\n{text}");
         }
         let all = samples(&shared.render(Format::Text));
         let named = by_cgroup(&all, "tma_slots_total{node=\"total\"");
@@ -584,12 +592,18 @@ fn totals_add_up_and_the_budget_holds_while_cgroups_come_and_go() {
         prev = Some(now);
     }
     // The choice changed often, and each change cost only the cgroups that changed.
-    assert!(changed_steps > 10, "{changed_steps}");
+    assert!(changed_steps as u64 > steps / 4, "{tag}: {changed_steps}");
     assert!(
         opened_total > 20 && closed_total > 10,
-        "{opened_total} {closed_total}"
+        "{tag}: {opened_total} {closed_total}"
     );
-    assert!(opened_total - closed_total <= 12);
+    assert_eq!(opened_total - closed_total, tree.followed().len());
+    // With the top set wide, the budget bounds the cgroups followed.
+    let followed = tree.followed().len();
+    assert!(
+        followed > 0 && (top <= 12 || followed < 40),
+        "{tag}: {followed}"
+    );
 }
 
 /// The same code path live, with software events: real cgroups under the cgroup2 mount,

@@ -10,6 +10,8 @@
 //! * [`workload`]: the `tma workload` run (config, `tma.workload` report, [`workload::render`]).
 //! * [`sha256sum`]: the coreutils-compatible `sha256sum` (config, run over given streams).
 //! * [`sha256`], [`dram`], [`matmul`], [`clock`], [`rng`]: the kernels and their timing.
+//! * [`onednn`]: oneDNN's matmul primitive on the reference matmul's buffers, the library
+//!   loaded at run time through [`onednn_ffi`].
 
 pub mod clock;
 pub mod dram;

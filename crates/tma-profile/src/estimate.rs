@@ -5,6 +5,8 @@
 //!   slots, both from the increases charged to it) over the node's slots in all functions.
 //! * **Direct samples**: the function's share of the samples of the node's locate-with event
 //!   (the event `tma locate --node NODE` samples), taken in a second pass of the same target.
+//!   Where the node has none, its nearest parent's is sampled, and the group reads are of
+//!   that parent (`Memory_Bound` is compared as `Backend_Bound`).
 //!   Both put a sample in the kernel on the first user frame of its call chain.
 //!
 //! Without a PMU there is no node: the group-read share is of the group's `task-clock`, and
@@ -67,7 +69,8 @@ pub struct Estimators {
     /// The whole run's bottleneck node (`None` without a PMU: no tree).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
-    /// What the group-read share is of: `Backend_Bound slots`, or `task-clock`.
+    /// What the group-read share is of: `Backend_Bound slots` (the slots of the node whose
+    /// locate-with event is sampled), or `task-clock`.
     pub group_basis: String,
     /// The event sampled directly.
     pub direct_event: String,

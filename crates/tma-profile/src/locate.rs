@@ -607,7 +607,8 @@ fn direct_plan(
                 &cfg.host,
             )?;
             let what = estimate::Compared {
-                group_basis: estimate::group_basis(profile, Some(&node)),
+                // The group reads are compared for the node whose event the direct pass samples.
+                group_basis: estimate::group_basis(profile, Some(with)),
                 node: Some(node),
                 direct_event: chosen.event.name().to_string(),
                 direct_node: Some(with.to_string()),
@@ -712,7 +713,8 @@ fn direct_pass(
         ..ReportOptions::default()
     };
     let direct = report::analyze(&agg, &mut sym, &what.direct_event, &opts);
-    let group = estimate::group_amounts(profile, model, what.node.as_deref(), consts)?;
+    let node = what.direct_node.as_deref().or(what.node.as_deref());
+    let group = estimate::group_amounts(profile, model, node, consts)?;
     let shown: Vec<estimate::FuncKey> = t
         .functions
         .iter()

@@ -5,6 +5,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
 
 use tma_perf::attr::{Attr, READ_FORMAT, TYPE_SOFTWARE, TYPE_TRACEPOINT};
 use tma_perf::sys;
@@ -41,9 +42,11 @@ fn user_pages(events: &[EventAttr], fds: &[&OwnedFd]) -> Vec<Page> {
 /// The counter groups of the calling thread, counting from the moment they are opened.
 pub(crate) struct ThreadGroups {
     groups: Vec<Group>,
+    /// What one reading of every group takes (the least of a few, timed at open).
+    read_cost: Duration,
 }
 
-fn attr(e: &EventAttr) -> Attr {
+fn attr(e: &EventAttr, inherit: bool) -> Attr {
     Attr {
         type_: e.type_,
         config: e.config,
@@ -52,7 +55,7 @@ fn attr(e: &EventAttr) -> Attr {
         read_format: READ_FORMAT,
         sample_period: 0,
         disabled: false,
-        inherit: false,
+        inherit,
         enable_on_exec: false,
         exclude_kernel: e.user_only,
         exclude_user: false,
@@ -82,20 +85,31 @@ impl ThreadGroups {
         self.groups.iter().any(|g| !g.pages.is_empty())
     }
 
-    /// Open every group on this thread, enabled.
-    pub(crate) fn open(events: &[Vec<EventAttr>]) -> io::Result<ThreadGroups> {
+    /// Open every group on this thread, enabled; with `inherit`, following the threads and
+    /// processes it starts from now on (read with `read(2)`, which sums them: `rdpmc` reads
+    /// the thread's own counter only).
+    pub(crate) fn open(events: &[Vec<EventAttr>], inherit: bool) -> io::Result<ThreadGroups> {
         let mut groups = Vec::with_capacity(events.len());
         for g in events {
             let Some((first, rest)) = g.split_first() else {
                 continue;
             };
-            let leader = sys::perf_open(&attr(first), 0, -1, None)?;
+            let leader = sys::perf_open(&attr(first, inherit), 0, -1, None)?;
             let mut members = Vec::with_capacity(rest.len());
             for e in rest {
-                members.push(sys::perf_open(&attr(e), 0, -1, Some(leader.as_raw_fd()))?);
+                members.push(sys::perf_open(
+                    &attr(e, inherit),
+                    0,
+                    -1,
+                    Some(leader.as_raw_fd()),
+                )?);
             }
             let fds: Vec<&OwnedFd> = std::iter::once(&leader).chain(&members).collect();
-            let pages = user_pages(g, &fds);
+            let pages = if inherit {
+                Vec::new()
+            } else {
+                user_pages(g, &fds)
+            };
             groups.push(Group {
                 leader,
                 _members: members,
@@ -103,7 +117,25 @@ impl ThreadGroups {
                 pages,
             });
         }
-        Ok(ThreadGroups { groups })
+        let mut g = ThreadGroups {
+            groups,
+            read_cost: Duration::ZERO,
+        };
+        g.read_cost = (0..3)
+            .map(|_| {
+                let t = Instant::now();
+                let _ = g.read();
+                t.elapsed()
+            })
+            .min()
+            .unwrap_or_default();
+        Ok(g)
+    }
+
+    /// What one reading takes: a reading taken less than this before a boundary is as
+    /// close to it as a new one could be.
+    pub(crate) fn read_cost(&self) -> Duration {
+        self.read_cost
     }
 
     /// The cumulative counts of every group.
@@ -140,7 +172,7 @@ mod tests {
             config2: 0,
             user_only: true,
         };
-        let g = match ThreadGroups::open(&[vec![cycles]]) {
+        let g = match ThreadGroups::open(&[vec![cycles]], false) {
             Ok(g) => g,
             Err(e) => {
                 println!("skipped: no hardware cycles counter on this thread ({e})");

@@ -38,10 +38,14 @@ use protocol::{EventAttr, GroupCount, Message};
 /// How often at most a thread sends its totals while it runs.
 const FLUSH_EVERY: Duration = Duration::from_millis(20);
 
+/// How long a thread looks for tma's answer to an acknowledged line before it sleeps on it.
+const ACK_SPIN: Duration = Duration::from_micros(50);
+
 /// How this process talks to tma.
 enum Mode {
-    /// Count in process with these groups (per thread), send totals.
-    InProcess(Vec<Vec<EventAttr>>),
+    /// Count in process with these groups (per thread; following the threads it starts
+    /// unless `false`), send totals.
+    InProcess(Vec<Vec<EventAttr>>, bool),
     /// Acknowledged begin/end lines.
     Fifo,
 }
@@ -86,7 +90,10 @@ fn connect() -> Option<Shared> {
         .and_then(|e| protocol::parse_events(&e).ok())
         .filter(|e| !e.is_empty());
     let mode = match events {
-        Some(e) if !forced_fifo => Mode::InProcess(e),
+        Some(e) if !forced_fifo => Mode::InProcess(
+            e,
+            !std::env::var(protocol::ENV_OWN_THREAD).is_ok_and(|v| v == "1"),
+        ),
         _ => Mode::Fifo,
     };
     ffi::watch_forks();
@@ -134,6 +141,15 @@ impl Shared {
         };
         let mut ack = ack.lock().unwrap_or_else(|e| e.into_inner());
         self.send(m);
+        // tma answers within microseconds: look for the answer for a while before sleeping
+        // on it (a sleeping reader is woken by an interrupt to another CPU, which costs
+        // tens of microseconds in a virtual machine).
+        let until = Instant::now() + ACK_SPIN;
+        while Instant::now() < until
+            && !tma_perf::sys::poll_readable(&[&*ack], 0).is_ok_and(|r| r[0])
+        {
+            std::hint::spin_loop();
+        }
         let mut buf = [0u8; 64];
         loop {
             match ack.read(&mut buf) {
@@ -178,6 +194,8 @@ struct ThreadState {
     stack: Vec<Open>,
     errors: Vec<String>,
     last_flush: Instant,
+    /// The last reading of the counters (at an `end`) and when it was taken.
+    last: Option<(Instant, Vec<GroupCount>)>,
 }
 
 impl ThreadState {
@@ -196,13 +214,14 @@ impl ThreadState {
             stack: Vec::new(),
             errors: Vec::new(),
             last_flush: Instant::now(),
+            last: None,
         }
     }
 
     fn counters(&mut self, sh: &Shared) -> Option<&ThreadGroups> {
         if self.groups.is_none() {
             self.groups = Some(match &sh.mode {
-                Mode::InProcess(ev) => ThreadGroups::open(ev).ok(),
+                Mode::InProcess(ev, inherit) => ThreadGroups::open(ev, *inherit).ok(),
                 Mode::Fifo => None,
             });
         }
@@ -256,10 +275,18 @@ impl ThreadState {
             }
         };
         let t0 = Instant::now();
-        let start = self
-            .counters(sh)
-            .and_then(|g| g.read().ok())
-            .unwrap_or_default();
+        // A region that begins right after another ended (a loop of regions) starts from
+        // that end's reading when it is less than one reading's time old: a new reading
+        // could not be closer to the boundary than that (what ran in between, less than
+        // the read itself, is charged to this region). One reading per pair instead of two.
+        let cost = self.counters(sh).map_or(Duration::ZERO, |g| g.read_cost());
+        let start = match self.last.take() {
+            Some((at, counts)) if t0.saturating_duration_since(at) < cost => counts,
+            _ => self
+                .counters(sh)
+                .and_then(|g| g.read().ok())
+                .unwrap_or_default(),
+        };
         self.stack.push(Open {
             node,
             name: String::new(),
@@ -306,7 +333,8 @@ impl ThreadState {
         let Some(open) = self.stack.pop() else {
             return;
         };
-        let wall = open.t0.elapsed().as_nanos() as u64;
+        let read_at = Instant::now();
+        let wall = read_at.saturating_duration_since(open.t0).as_nanos() as u64;
         let node = &mut self.nodes[open.node];
         node.calls += 1;
         node.wall_ns += wall;
@@ -320,6 +348,7 @@ impl ThreadState {
             .map(|(a, b)| a.since(b))
             .collect();
         protocol::add_groups(&mut node.counts, &delta);
+        self.last = Some((read_at, now));
         if self.stack.is_empty() && self.last_flush.elapsed() >= FLUSH_EVERY {
             self.flush(sh);
         }

@@ -31,6 +31,11 @@ pub const ENV_EVENTS: &str = "TMA_REGIONS_EVENTS";
 /// `fifo` makes the marker library speak the acknowledged protocol even where it could
 /// count in process (to compare the two ways, and for the overhead benchmark).
 pub const ENV_MODE: &str = "TMA_MARKER_MODE";
+/// `1` makes the marker library count each thread alone: without it a thread's counters
+/// follow the threads and processes it starts (inherited counters, read with `read(2)`,
+/// which sums them); with it they count the thread alone, read with `rdpmc` where the
+/// kernel allows.
+pub const ENV_OWN_THREAD: &str = "TMA_MARKER_OWN_THREAD";
 /// The longest line (`PIPE_BUF`: a write of at most this many bytes to a pipe is atomic).
 pub const MAX_LINE: usize = 4096;
 /// The longest region name, in bytes.

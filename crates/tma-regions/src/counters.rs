@@ -1,6 +1,7 @@
 //! The live [`ThreadCounters`]: the plan's groups opened on each thread that names a region
-//! (that thread only, any CPU, enabled at once), through tma-perf's `perf_event_open`, and read
-//! with one `read(2)` per group.
+//! (any CPU, enabled at once, following the threads and processes it starts from then on),
+//! through tma-perf's `perf_event_open`, and read with one `read(2)` per group (which sums
+//! the thread and those it started).
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -14,10 +15,11 @@ use tma_perf::sysfs::Pmus;
 use crate::tree::ThreadCounters;
 use crate::RegionsError;
 
-/// One thread, its own counters, counting from the moment they are opened.
+/// One thread and the threads and processes it starts (inherited counters), counting from
+/// the moment they are opened.
 const PER_THREAD: AttachMode = AttachMode {
     enable_on_exec: false,
-    inherit: false,
+    inherit: true,
     start_disabled: false,
 };
 

@@ -290,3 +290,26 @@ fn a_recording_of_three_core_types_imports_as_a_tree_per_type() {
         stderr(&o)
     );
 }
+
+#[test]
+fn diff_and_report_read_one_core_types_tree_of_the_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("hybrid.json");
+    let o = three_types(&["-I", "250", "--json", "-o", json.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // diff: the type whose table --cpu names, its four intervals.
+    let j = json.to_str().unwrap();
+    let o = TMA.run(&["diff", j, j, "--cpu", "adl-e"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("(adl-e): before"), "{text}");
+    assert!(text.contains("(4 intervals)"), "{text}");
+    assert!(text.contains("Backend_Bound        40.0%"), "{text}");
+    // report: the first type's (the P-cores').
+    let html = dir.path().join("r.html");
+    let o = TMA.run(&["report", j, "-o", html.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("P-core tree: the cpu_core events"), "report");
+    assert!(!page.contains("E-core tree: the cpu_atom events"), "report");
+}

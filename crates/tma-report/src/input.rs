@@ -155,12 +155,8 @@ fn regions(file: &str, bytes: &[u8], notes: &mut dyn Write) -> Result<Section, H
         })?
         .unwrap_or_default();
     let first = serde_json::to_vec(&first).map_err(|e| HtmlError::Template(e.to_string()))?;
-    let doc: tma_regions::report::Report = document(
-        file,
-        &first,
-        schema,
-        tma_regions::report::SCHEMA_VERSION,
-    )?;
+    let doc: tma_regions::report::Report =
+        document(file, &first, schema, tma_regions::report::SCHEMA_VERSION)?;
     let more = docs.count();
     if more > 0 {
         writeln!(
@@ -421,7 +417,15 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
         },
     )
     .map_err(|e| bad(e.to_string()))?;
-    de.end().map_err(|e| bad(e.to_string()))?;
+    if let Err(e) = de.end() {
+        // A hybrid part's output: a document per core type (and interval): the first type's.
+        let doc = tma_stat::render::doc::one_tree(bytes, None).map_err(|_| bad(e.to_string()))?;
+        let mut b = StatViewBuilder::new(file, doc.head);
+        for iv in &doc.intervals {
+            b.push(iv);
+        }
+        return Ok(b.finish());
+    }
     let builder = match builder {
         Some(b) => b,
         // A document without intervals: its head still names the CPU.

@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# scripts/fuzz.sh SECONDS [TARGET...]: fuzz tma's parsers with afl (cargo-afl, stable
-# toolchain), SECONDS per target, one target after the other (all of them when none is named).
+# scripts/fuzz.sh [--release] SECONDS [TARGET...]: fuzz tma's parsers with afl (cargo-afl,
+# stable toolchain), SECONDS per target, one target after the other (all of them when none is
+# named), each under `nice -n 19` (the machine is shared).
 #
 # * installs cargo-afl (`cargo install --locked cargo-afl`, which builds its AFL++ runtime)
 #   when `cargo afl` is missing; with FUZZ_SKIP_OK=1 a failed install prints
 #   "skipped: <reason>" and exits 0 (how scripts/test.sh runs it);
-# * builds the targets of fuzz/ (its own workspace, target dir fuzz/target);
+# * builds the targets of fuzz/ (its own workspace, target dir fuzz/target): `cargo afl
+#   build` (fuzz/target/debug), or with --release (or FUZZ_RELEASE=1) `cargo afl build
+#   --release` (fuzz/target/release; fuzz/Cargo.toml's release profile keeps overflow checks
+#   and debug assertions), for long runs;
 # * gathers each target's seeds into fuzz/out/seeds/<target>: the test fixtures listed in
-#   seed_files below, fuzz/seeds/<target>/ and what fuzz/src/bin/mkseeds.rs writes;
-# * runs `cargo afl fuzz -V SECONDS -t 1000` per target (output in fuzz/out/<target>) and
-#   prints executions, executions per second and coverage (afl's bitmap_cvg and
-#   edges_found of total_edges, from fuzzer_stats);
+#   seed_files below, fuzz/seeds/<target>/ and what fuzz/src/bin/mkseeds.rs writes; seeds
+#   over 8 KiB (32 KiB for perf.data) are left out: large seeds slow every mutation of them;
+# * runs `cargo afl fuzz -V SECONDS -t 1000` per target (output in fuzz/out/<target>; with
+#   FUZZ_EXECS=N also `-E N`: stop after N executions, whichever comes first) and prints
+#   executions, executions per second, wall time and coverage (afl's bitmap_cvg and
+#   edges_found of total_edges, from fuzzer_stats); the targets' scratch files go to a
+#   directory in /dev/shm (a file rewritten on disk for each input cost milliseconds);
 # * fails when a target saved a crash, or a hang that reproduces (a run over 1 s outside
 #   afl too; the harness aborts such a run), and prints the command that reproduces it.
 #   A timeout afl saw that does not reproduce alone is reported, not failed (the machine is
@@ -19,9 +26,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-ALL=(perf_stat perf_data docs http tracefs proc sysfs pprof expr)
+ALL=(perf_stat perf_data perf_data_z docs http tracefs proc sysfs pprof expr evaluate)
+release=${FUZZ_RELEASE:-0}
+if [ "${1:-}" = --release ]; then
+  release=1
+  shift
+fi
 if [ $# -lt 1 ] || ! [[ $1 =~ ^[0-9]+$ ]]; then
-  echo "usage: scripts/fuzz.sh SECONDS [TARGET...]  (targets: ${ALL[*]})" >&2
+  echo "usage: scripts/fuzz.sh [--release] SECONDS [TARGET...]  (targets: ${ALL[*]})" >&2
   exit 2
 fi
 secs=$1
@@ -52,12 +64,20 @@ if ! cargo afl --version >/dev/null 2>&1; then
 fi
 cargo afl --version >/dev/null 2>&1 || skip_or_fail "cargo afl does not run after installing cargo-afl"
 
-echo "building the fuzz targets (fuzz/, cargo afl build)"
-(cd fuzz && cargo afl build --quiet) || {
+profile=debug
+build=(cargo afl build --quiet)
+if [ "$release" = 1 ]; then
+  profile=release
+  build+=(--release)
+fi
+echo "building the fuzz targets (fuzz/, ${build[*]})"
+build_start=$SECONDS
+(cd fuzz && nice -n 19 "${build[@]}") || {
   echo "fuzz.sh: the fuzz targets do not build" >&2
   exit 1
 }
-bin=$root/fuzz/target/debug
+echo "built in $((SECONDS - build_start)) s"
+bin=$root/fuzz/target/$profile
 
 # The fixture files each target starts from (paths relative to the repository root).
 seed_files() {
@@ -68,6 +88,7 @@ seed_files() {
         $f/import/real/*/perf-stat.json $f/import/real/*/perf-output.txt \
         $f/import/zen5-pipeline-synthetic/perf-output.txt $f/serve/*.csv ;;
     perf_data) ls $f/locate/two-events.perf.data ;;
+    perf_data_z) ls $f/perf-compressed/compressed.perf.data ;;
     docs) grep -l '"schema"' $f/diff/*.json $f/report/*.json $f/import/golden/*.json \
       $f/doctor/verify/*.json ;;
     tracefs) ls $f/kvm/format-*/* ;;
@@ -97,6 +118,20 @@ sysfs_seeds() {
   done
 }
 
+# The parser of the proc target (its first byte, fuzz/src/bin/proc.rs) for a fixture file.
+proc_kind() {
+  case $1 in
+    *cpuinfo*) echo 0 ;;
+    *smaps*) echo 1 ;;
+    *maps*) echo 2 ;;
+    *kallsyms*) echo 3 ;;
+    *mountinfo*) echo 4 ;;
+    */online | */possible | */cpus) echo 5 ;;
+    */enabled | */defrag) echo 7 ;;
+    *) echo 6 ;;
+  esac
+}
+
 seeds=$root/fuzz/out/seeds
 rm -rf "$seeds"
 mkdir -p "$seeds"
@@ -105,9 +140,22 @@ for t in "${targets[@]}"; do
   mkdir -p "$seeds/$t"
   if [ -d "fuzz/seeds/$t" ]; then cp -r "fuzz/seeds/$t/." "$seeds/$t/"; fi
   while read -r file; do
-    [ -n "$file" ] && cp "$file" "$seeds/$t/$(echo "${file#tests/fixtures/}" | tr '/' '_')"
+    [ -n "$file" ] || continue
+    dest=$seeds/$t/$(echo "${file#tests/fixtures/}" | tr '/' '_')
+    if [ "$t" = proc ]; then
+      # The proc target's first byte picks the parser (fuzz/src/bin/proc.rs).
+      kind=$(proc_kind "$file")
+      { printf "\\$(printf %o "$kind")"; cat "$file"; } >"$dest"
+    else
+      cp "$file" "$dest"
+    fi
   done < <(seed_files "$t")
   [ "$t" = sysfs ] && sysfs_seeds "$seeds/$t"
+  # Large seeds slow every mutation of them (afl's advice is under 1 KB): at most 8 KiB, or
+  # 32 KiB for perf.data, whose smallest real files are a few KiB.
+  max=8k
+  [[ $t == perf_data* ]] && max=32k
+  find "$seeds/$t" -type f -size +$max -delete
 done
 
 failed=0
@@ -116,32 +164,38 @@ for t in "${targets[@]}"; do
   out=$root/fuzz/out/$t
   # The targets' scratch files (fuzz/src/lib.rs scratch_file) go under fuzz/out too.
   rm -rf "$out" "$out.tmp"
-  mkdir -p "$out.tmp"
+  scratch=$(mktemp -d /dev/shm/tma-fuzz-XXXXXX 2>/dev/null || { mkdir -p "$out.tmp" && echo "$out.tmp"; })
   dict=()
   [ -f "fuzz/dict/$t.dict" ] && dict=(-x "fuzz/dict/$t.dict")
-  echo "== $t: fuzzing for ${secs}s (output in fuzz/out/$t)"
+  execs=()
+  [ -n "${FUZZ_EXECS:-}" ] && execs=(-E "$FUZZ_EXECS")
+  echo "== $t: fuzzing for ${secs}s${FUZZ_EXECS:+ or $FUZZ_EXECS executions} (output in fuzz/out/$t)"
   log=$root/fuzz/out/$t.log
-  if ! TMPDIR=$out.tmp cargo afl fuzz -i "$seeds/$t" -o "$out" -V "$secs" -t 1000 "${dict[@]}" -- "$bin/$t" \
-    >"$log" 2>&1; then
+  started=$SECONDS
+  if ! TMPDIR=$scratch nice -n 19 cargo afl fuzz -i "$seeds/$t" -o "$out" -V "$secs" "${execs[@]}" -t 1000 \
+    "${dict[@]}" -- "$bin/$t" >"$log" 2>&1; then
+    rm -rf "$scratch"
     tail -n 30 "$log"
     echo "fuzz.sh: afl stopped with an error on $t (log: fuzz/out/$t.log)" >&2
     failed=1
     summary+=("$t: afl failed")
     continue
   fi
+  rm -rf "$scratch"
+  wall=$((SECONDS - started))
   stats=$out/default/fuzzer_stats
   stat() { awk -F' *: *' -v k="$1" '$1 == k {print $2}' "$stats"; }
   crashes=$(find "$out/default/crashes" -type f -name 'id:*' 2>/dev/null | wc -l)
   hangs=$(find "$out/default/hangs" -type f -name 'id:*' 2>/dev/null | wc -l)
-  line=$(printf '%-9s %12s execs %8s execs/s  coverage %s (%s of %s edges)  corpus %s  crashes %s  hangs %s' \
-    "$t" "$(stat execs_done)" "$(stat execs_per_sec)" "$(stat bitmap_cvg)" "$(stat edges_found)" \
+  line=$(printf '%-11s %12s execs %8s execs/s %6s s  coverage %s (%s of %s edges)  corpus %s  crashes %s  hangs %s' \
+    "$t" "$(stat execs_done)" "$(stat execs_per_sec)" "$wall" "$(stat bitmap_cvg)" "$(stat edges_found)" \
     "$(stat total_edges)" "$(stat corpus_count)" "$crashes" "$hangs")
   echo "$line"
   summary+=("$line")
   for c in "$out"/default/crashes/id:*; do
     [ -f "$c" ] || continue
     echo "CRASH in $t: $c"
-    echo "  reproduce: fuzz/target/debug/$t < '$c'"
+    echo "  reproduce: fuzz/target/$profile/$t < '$c'"
     failed=1
   done
   for h in "$out"/default/hangs/id:*; do
@@ -149,7 +203,7 @@ for t in "${targets[@]}"; do
     # The harness aborts a run over 1 s: a hang that reproduces alone fails like a crash.
     if ! timeout 10 "$bin/$t" <"$h" >/dev/null 2>&1; then
       echo "HANG in $t (over 1 s when run alone too): $h"
-      echo "  reproduce: fuzz/target/debug/$t < '$h'"
+      echo "  reproduce: fuzz/target/$profile/$t < '$h'"
       failed=1
     else
       echo "note: afl timed out on $h, but it runs in under 1 s alone (a busy machine)"

@@ -144,6 +144,24 @@ pub fn main_with(name: &'static str, bound_of: impl Fn(&[u8]) -> Bound, f: fn(&[
         let bound = bound_of(&data);
         let start = Instant::now();
         check(name, bound, &data, &f);
+        let first = start.elapsed();
+        // TMA_FUZZ_REPEAT=N: run the input N more times and say the mean time of those (the
+        // steady-state cost of one input, what afl's persistent loop pays), to find slow
+        // targets without afl.
+        let repeat: u32 = std::env::var("TMA_FUZZ_REPEAT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if repeat > 0 {
+            let again = Instant::now();
+            for _ in 0..repeat {
+                check(name, bound, &data, &f);
+            }
+            eprintln!(
+                "tma-fuzz {name}: first run {first:?}, then {:?} per run ({repeat} runs)",
+                again.elapsed() / repeat
+            );
+        }
         eprintln!(
             "tma-fuzz {name}: {} bytes in, {:?}, peak {} bytes allocated (bound {})",
             data.len(),
@@ -191,4 +209,52 @@ pub fn warm_models() {
     for m in tma_catalog::models() {
         let _ = tma_metrics::CompiledModel::get(m);
     }
+}
+
+/// The allocation bound of a perf.data input (targets `perf_data` and `perf_data_z`): 64 bytes
+/// per input byte and 8 MiB. An input that may hold compressed records (the bytes of record
+/// type 81 or 83 somewhere in it) may also inflate them as far as
+/// `tma_profile::compressed` allows (`MAX_RATIO` times the input plus `SLACK`), and the
+/// reader holds what they inflate to about three times over (linux-perf-data's output
+/// buffer, the inflated stream, and the records cut from it): that is added.
+pub fn perf_data_bound(data: &[u8]) -> Bound {
+    use tma_profile::compressed::{MAX_RATIO, SLACK};
+    let plain = Bound {
+        per_byte: 64,
+        fixed: 8 << 20,
+    };
+    let maybe_compressed = data.windows(4).any(|w| {
+        w == [81, 0, 0, 0] || w == [83, 0, 0, 0] || w == [0, 0, 0, 81] || w == [0, 0, 0, 83]
+    });
+    if !maybe_compressed {
+        return plain;
+    }
+    Bound {
+        per_byte: plain.per_byte + 3 * MAX_RATIO as usize,
+        fixed: plain.fixed + 3 * SLACK as usize + (1 << 20),
+    }
+}
+
+/// The request the `evaluate` target evaluates a model's tree for (every level, the
+/// default helper metrics and the `Bottleneck_*` costs where the model has them), with
+/// `topology`; and the events that tree reads, in the order its inputs give their counts.
+pub fn evaluate_request(
+    model: &tma_catalog::Model,
+    topology: Option<tma_perf::snapshot::Topology>,
+) -> (tma_stat::Request, Vec<String>) {
+    let choice = tma_stat::MetricChoice::resolve_with(Some(&[]), &[], true, model)
+        .or_else(|_| tma_stat::MetricChoice::resolve_with(Some(&[]), &[], false, model))
+        .expect("the default metrics of a bundled model");
+    let request = tma_stat::Request {
+        level: 6,
+        nodes: Vec::new(),
+        topology,
+        metrics: choice.metrics,
+        bottlenecks: choice.bottlenecks,
+    };
+    let events = tma_metrics::required_events(model, &request.selection())
+        .expect("a bundled model's events")
+        .into_iter()
+        .collect();
+    (request, events)
 }

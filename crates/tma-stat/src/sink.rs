@@ -462,6 +462,9 @@ impl IntervalSink for Collect {
                 "the recording holds software counts only (no hardware counters where it was \
                  recorded): there is no TMA tree to compare",
             )),
+            Start::Tree { info, .. } if self.run.is_some() && info.core_type.is_some() => {
+                Err(hybrid_refused())
+            }
             Start::Tree { .. } if self.run.is_some() => Err(usage(
                 "the recording is a --drilldown run (one partial tree per step): record with \
                  -l N for one whole tree to compare",
@@ -484,10 +487,7 @@ impl IntervalSink for Collect {
     }
 
     fn start_trees(&mut self, _trees: &[Start<'_>]) -> Result<(), StatError> {
-        Err(usage(
-            "the recording holds a tree per core type of a hybrid part: pass --cpu with one \
-             type's table (adl, adl-e) to compare that type's tree",
-        ))
+        Err(hybrid_refused())
     }
 
     fn finish(&mut self, end: Finish<'_>) -> Result<(), StatError> {
@@ -502,6 +502,14 @@ impl IntervalSink for Collect {
         }
         Ok(())
     }
+}
+
+/// Why [`Collect`] takes no run of several core types' trees.
+fn hybrid_refused() -> StatError {
+    usage(
+        "the recording holds a tree per core type of a hybrid part: read one type's tree \
+         (StatConfig::one_tree, with --cpu naming that type's table: adl, adl-e)",
+    )
 }
 
 /// Whether a format prints the `-e` totals after the tree (text of whole runs).

@@ -155,6 +155,12 @@ fn compact_csv_and_json_say_each_intervals_tree() {
         })
         .collect();
     assert_eq!(interleaved(&seen), 4);
+    // --plot draws the merged view's timeline.
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("t.svg");
+    three_types(&["-I", "250", "--compact", "--plot", svg.to_str().unwrap()]);
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg") || svg.starts_with("<?xml"), "{svg}");
     // Without -I: a tree per type, one after the other, as before.
     let docs = documents(&stdout(&three_types(&["--json"])));
     let types: Vec<&str> = docs

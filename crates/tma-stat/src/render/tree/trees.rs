@@ -20,8 +20,9 @@ pub struct TreesWriter {
     /// `--compact`: the width of the tree column.
     label_width: usize,
     count: usize,
-    /// `--plot`: the timeline of the last tree (the merged view).
+    /// `--plot`: the timeline of one tree: the merged view, else the first.
     timeline: Option<Timeline>,
+    plotted: usize,
 }
 
 /// How an interval's output names its tree: `P-core tree`, `merged view`.
@@ -42,6 +43,7 @@ impl TreesWriter {
             label_width: 0,
             count: 0,
             timeline,
+            plotted: 0,
         }
     }
 
@@ -53,6 +55,10 @@ impl TreesWriter {
     /// The headers: each tree's header line (text), the CSV header row once.
     pub fn begin(&mut self, w: &mut dyn Write, infos: &[RunInfo]) -> Result<(), ReportError> {
         self.summaries = vec![RunSummary::default(); infos.len()];
+        self.plotted = infos
+            .iter()
+            .position(|i| i.core_type == Some("merged"))
+            .unwrap_or(0);
         self.label_width = infos
             .iter()
             .map(|i| i.core_type.map_or(0, str::len))
@@ -123,7 +129,7 @@ impl TreesWriter {
                 j.end(w)?;
             }
         }
-        if tree + 1 == self.summaries.len() {
+        if tree == self.plotted {
             if let Some(t) = self.timeline.as_mut() {
                 t.push_report(ir);
             }
@@ -132,7 +138,8 @@ impl TreesWriter {
         Ok(())
     }
 
-    /// Each tree's closing lines (text), and the `--plot` file (the last tree's timeline).
+    /// Each tree's closing lines (text), and the `--plot` file (the timeline of the merged
+    /// view, else of the first tree).
     pub fn end(&mut self, w: &mut dyn Write, infos: &[RunInfo]) -> Result<(), ReportError> {
         if self.opts.format == Format::Text && !self.opts.compact {
             for (s, info) in self.summaries.iter().zip(infos) {

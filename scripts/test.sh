@@ -78,8 +78,9 @@ echo "Skipped here (the resource is absent), with the reasons the tests gave:"
 awk '/^---- .* stdout ----$/ {name = $2} /skipped:/ {sub(/^[ \t]+/, ""); print "  " name ": " $0}' "$log" |
   sort -u
 grep -E "^test .* \.\.\. ignored" "$log" | sed 's/^test /  ignored: /' | sort -u || true
-# Short fuzz pass (issue 30): every fuzz target of fuzz/ for 8 s under afl (~1.5 min, plus the
-# build of fuzz/ and of cargo-afl the first time), failing on a crash or hang; prints
-# "skipped: <reason>" when cargo-afl cannot be installed. Longer runs: scripts/fuzz.sh SECONDS.
+# Short fuzz pass (issue 30): every fuzz target of fuzz/ (11) for 8 s under afl (~2 min, plus
+# the dev build of fuzz/ and of cargo-afl the first time), failing on a crash or hang; prints
+# "skipped: <reason>" when cargo-afl cannot be installed. Long runs: scripts/fuzz.sh --release
+# SECONDS (fuzz/README.md).
 echo && FUZZ_SKIP_OK=1 scripts/fuzz.sh 8 || status=1
 exit $status

@@ -8,7 +8,10 @@
 #   marker-off      tma-marker not run under tma (its no-op)
 #
 # Usage: scripts/bench-regions.sh [N_FIFO [N_INPROCESS]]     (defaults 20000, 1000000)
-# PROFILE=debug uses the debug build (default: release). Goals (issue 28): FIFO <= 30 us per
+# PROFILE=debug uses the debug build (default: release); TMA_BIN=FILE and MARKER_LIB=DIR (holding
+# libtma_marker.so) time another build instead (a saved copy, for before/after figures).
+# OWN_THREAD=1 adds a row for the marker counting each thread alone (TMA_MARKER_OWN_THREAD=1:
+# no inherited counters, rdpmc where allowed). Goals (issue 28): FIFO <= 30 us per
 # pair; in process <= 2 us with reads through the kernel (<= 100 ns with rdpmc, where the
 # machine has a PMU that allows it).
 set -euo pipefail
@@ -20,8 +23,8 @@ flag=()
 [ "$PROFILE" = release ] && flag=(--release)
 cargo build -q "${flag[@]}" -p tma-cli -p tma-marker
 target=${CARGO_TARGET_DIR:-target}/$PROFILE
-tma=$target/tma
-lib=$target
+tma=${TMA_BIN:-$target/tma}
+lib=${MARKER_LIB:-$target}
 [ -f "$lib/libtma_marker.so" ] || lib=$target/deps
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -59,5 +62,8 @@ line empty "$N_IN" "$empty_in" "$empty_in"
 run fifo "$N_FIFO" fifo; line fifo "$N_FIFO" "$ns" "$empty_fifo"
 run marker-fifo "$N_FIFO" marker TMA_MARKER_MODE=fifo; line marker-fifo "$N_FIFO" "$ns" "$empty_fifo"
 run marker "$N_IN" marker; line marker "$N_IN" "$ns" "$empty_in"
+if [ "${OWN_THREAD:-0}" = 1 ]; then
+    run marker-own "$N_IN" marker TMA_MARKER_OWN_THREAD=1; line marker-own "$N_IN" "$ns" "$empty_in"
+fi
 run marker-off "$N_IN" marker; line marker-off "$N_IN" "$ns" "$empty_in"
 echo "(ratio: the loop with a region per iteration over the same loop without; overhead: the difference per pair)"

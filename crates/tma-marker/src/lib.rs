@@ -165,6 +165,7 @@ impl Shared {
 /// A region of the thread's tree (in-process counting).
 struct Node {
     name: String,
+    parent: usize,
     children: Vec<usize>,
     calls: u64,
     wall_ns: u64,
@@ -196,6 +197,10 @@ struct ThreadState {
     last_flush: Instant,
     /// The last reading of the counters (at an `end`) and when it was taken.
     last: Option<(Instant, Vec<GroupCount>)>,
+    /// Regions ended and not yet reported for the timeline: (node, begin, end).
+    spans: Vec<(usize, Instant, Instant)>,
+    /// Regions kept for the timeline so far (at most [`protocol::MAX_SPANS`]).
+    spans_kept: usize,
 }
 
 impl ThreadState {
@@ -206,6 +211,7 @@ impl ThreadState {
             groups: None,
             nodes: vec![Node {
                 name: String::new(),
+                parent: 0,
                 children: Vec::new(),
                 calls: 0,
                 wall_ns: 0,
@@ -215,6 +221,8 @@ impl ThreadState {
             errors: Vec::new(),
             last_flush: Instant::now(),
             last: None,
+            spans: Vec::new(),
+            spans_kept: 0,
         }
     }
 
@@ -264,6 +272,7 @@ impl ThreadState {
             None => {
                 self.nodes.push(Node {
                     name: name.to_string(),
+                    parent,
                     children: Vec::new(),
                     calls: 0,
                     wall_ns: 0,
@@ -349,6 +358,10 @@ impl ThreadState {
             .collect();
         protocol::add_groups(&mut node.counts, &delta);
         self.last = Some((read_at, now));
+        if self.spans_kept < protocol::MAX_SPANS {
+            self.spans_kept += 1;
+            self.spans.push((open.node, open.t0, read_at));
+        }
         if self.stack.is_empty() && self.last_flush.elapsed() >= FLUSH_EVERY {
             self.flush(sh);
         }
@@ -359,6 +372,24 @@ impl ThreadState {
         self.last_flush = Instant::now();
         let mut path: Vec<String> = Vec::new();
         self.flush_node(sh, 0, &mut path);
+        for (node, b, e) in std::mem::take(&mut self.spans) {
+            let mut path = Vec::new();
+            let mut i = node;
+            while i != 0 {
+                path.push(self.nodes[i].name.clone());
+                i = self.nodes[i].parent;
+            }
+            path.reverse();
+            let m = Message::Span {
+                tid: self.tid,
+                path,
+                begin_ns: protocol::monotonic_ns(b),
+                end_ns: protocol::monotonic_ns(e),
+            };
+            if m.to_string().len() <= protocol::MAX_LINE {
+                sh.send(&m);
+            }
+        }
         for text in self.errors.drain(..) {
             sh.send(&Message::Error {
                 tid: self.tid,

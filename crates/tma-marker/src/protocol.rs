@@ -40,11 +40,27 @@ pub const ENV_OWN_THREAD: &str = "TMA_MARKER_OWN_THREAD";
 pub const MAX_LINE: usize = 4096;
 /// The longest region name, in bytes.
 pub const MAX_NAME: usize = 200;
+/// Regions per thread whose begin and end are kept for the timeline (the first ones).
+pub const MAX_SPANS: usize = 2000;
+
+/// `CLOCK_MONOTONIC` in nanoseconds at `t` (the clock span lines carry: the same in every
+/// process of the machine).
+pub fn monotonic_ns(t: std::time::Instant) -> u64 {
+    let now = std::time::Instant::now();
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let now_ns = (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64);
+    match now.checked_duration_since(t) {
+        Some(back) => now_ns.saturating_sub(back.as_nanos() as u64),
+        None => now_ns.saturating_add(t.duration_since(now).as_nanos() as u64),
+    }
+}
 
 /// Why a line or a name was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProtocolError {
-    #[error("unknown verb {0:?} (expected begin, end, !begin, !end, total or error)")]
+    #[error("unknown verb {0:?} (expected begin, end, !begin, !end, total, span or error)")]
     Verb(String),
     #[error("missing {0}")]
     Missing(&'static str),
@@ -129,6 +145,14 @@ pub enum Message {
         wall_ns: u64,
         counts: Vec<GroupCount>,
     },
+    /// One region's begin and end (`CLOCK_MONOTONIC` ns), counted in process: for the
+    /// timeline.
+    Span {
+        tid: u32,
+        path: Vec<String>,
+        begin_ns: u64,
+        end_ns: u64,
+    },
     Error {
         tid: u32,
         text: String,
@@ -194,6 +218,23 @@ pub fn parse(line: &[u8]) -> Result<Message, ProtocolError> {
                 calls,
                 wall_ns,
                 counts,
+            })
+        }
+        "span" => {
+            let tid = number("thread id", tid_text)? as u32;
+            let mut f = rest.splitn(3, ' ');
+            let begin_ns = number("begin time", f.next())?;
+            let end_ns = number("end time", f.next())?;
+            let path_text = f.next().ok_or(ProtocolError::Missing("region path"))?;
+            let path: Vec<String> = path_text.split('\t').map(str::to_string).collect();
+            for n in &path {
+                check_name(n)?;
+            }
+            Ok(Message::Span {
+                tid,
+                path,
+                begin_ns,
+                end_ns,
             })
         }
         "error" => Ok(Message::Error {
@@ -262,6 +303,12 @@ impl fmt::Display for Message {
                 }
                 writeln!(f, " {}", path.join("\t"))
             }
+            Message::Span {
+                tid,
+                path,
+                begin_ns,
+                end_ns,
+            } => writeln!(f, "span {tid} {begin_ns} {end_ns} {}", path.join("\t")),
             Message::Error { tid, text } => {
                 let text: String = text.chars().filter(|c| !c.is_control()).collect();
                 writeln!(f, "error {tid} {text}")
@@ -386,6 +433,12 @@ mod tests {
             Message::Error {
                 tid: 3,
                 text: "end b while a is open".into(),
+            },
+            Message::Span {
+                tid: 9,
+                path: vec!["outer".into(), "inner x".into()],
+                begin_ns: 100,
+                end_ns: 250,
             },
         ];
         for m in msgs {

@@ -106,9 +106,9 @@ pub struct Report {
     /// Threads whose counters could not be opened (their regions carry time and calls only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub uncounted_threads: Vec<u32>,
-    /// When each region began and ended, per thread: the regions tma saw begin and end on
-    /// the FIFO (regions counted in process arrive as totals, with no times). Absent from
-    /// documents written before it was added.
+    /// When each region began and ended, per thread (the first [`crate::tree::MAX_SPANS`]
+    /// to end): as tma saw them on the FIFO, or as the marker library timed them in process.
+    /// Absent from documents written before it was added.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<ThreadTimeline>,
 }

@@ -97,7 +97,7 @@ pub enum Answer {
 }
 
 /// Spans kept per thread for the timeline (the first ones; the rest are counted).
-pub const MAX_SPANS: usize = 2000;
+pub const MAX_SPANS: usize = tma_marker::protocol::MAX_SPANS;
 
 /// One region's begin and end on a thread, in nanoseconds since the collector's origin.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,8 +122,9 @@ pub struct Collector {
     threads: BTreeMap<u32, (RegionNode, Vec<Open>)>,
     /// Per thread: the regions seen begin and end (the timeline).
     spans: BTreeMap<u32, ThreadSpans>,
-    /// What span times count from (the program's start; else the first line).
-    origin: Option<Instant>,
+    /// What span times count from (the program's start; else the first line), and that
+    /// time on `CLOCK_MONOTONIC` (for spans the program timed itself).
+    origin: Option<(Instant, u64)>,
     /// Threads whose counters could not be opened, and why (time and calls still count).
     uncounted: BTreeMap<u32, String>,
     /// Problems to show as notes.
@@ -134,7 +135,7 @@ impl Collector {
     /// A collector whose timeline counts from `origin` (the program's start).
     pub fn new(origin: Instant) -> Collector {
         Collector {
-            origin: Some(origin),
+            origin: Some((origin, tma_marker::protocol::monotonic_ns(origin))),
             ..Collector::default()
         }
     }
@@ -146,7 +147,9 @@ impl Collector {
         now: Instant,
         counters: &mut dyn ThreadCounters,
     ) -> Answer {
-        let origin = *self.origin.get_or_insert(now);
+        let (origin, origin_ns) = *self
+            .origin
+            .get_or_insert_with(|| (now, tma_marker::protocol::monotonic_ns(now)));
         match m {
             Message::Begin { tid, name, ack } => {
                 let start = self.read(tid, counters);
@@ -189,6 +192,24 @@ impl Collector {
                 node.calls += calls;
                 node.wall_ns += wall_ns;
                 add_groups(&mut node.counts, &counts);
+                Answer::None
+            }
+            Message::Span {
+                tid,
+                path,
+                begin_ns,
+                end_ns,
+            } => {
+                let spans = self.spans.entry(tid).or_default();
+                if spans.spans.len() < MAX_SPANS {
+                    spans.spans.push(Span {
+                        path,
+                        begin_ns: begin_ns.saturating_sub(origin_ns),
+                        end_ns: end_ns.saturating_sub(origin_ns),
+                    });
+                } else {
+                    spans.dropped += 1;
+                }
                 Answer::None
             }
             Message::Error { tid, text } => {
@@ -316,8 +337,8 @@ pub struct Regions {
     pub notes: Vec<String>,
     /// Threads whose counters could not be opened.
     pub uncounted: Vec<u32>,
-    /// Per thread, the regions tma saw begin and end (lines on the FIFO; totals counted in
-    /// process carry no times).
+    /// Per thread, the regions tma saw begin and end on the FIFO, and those the program timed
+    /// itself (`span` lines).
     pub spans: Vec<(u32, ThreadSpans)>,
 }
 

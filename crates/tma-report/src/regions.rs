@@ -277,9 +277,8 @@ pub fn section(id: &str, doc: &Document<Report>) -> Result<(String, String), Htm
         .collect();
     let dropped: u64 = r.timeline.iter().map(|t| t.dropped).sum();
     let timeline_note = if r.timeline.is_empty() {
-        "No timeline: the document holds no region times (regions counted in process, by the \
-         marker library or --itt, arrive as totals; documents written before the timeline was \
-         added have none)."
+        "No timeline: the document holds no region times (documents written before the \
+         timeline was added have none)."
             .to_string()
     } else if dropped > 0 {
         format!(

@@ -250,12 +250,17 @@ pub(super) fn hybrid(
             })
             .collect::<Vec<_>>()
             .join(", ");
-        writeln!(
-            notes,
-            "tma: note: a hybrid part with {} core types, each counted with its own table in \
-             one run: {list}",
-            tables.len()
-        )?;
+        if tables.len() == 1 {
+            // `--cputype` of a type without a table of its own.
+            writeln!(notes, "tma: note: one core type of a hybrid part: {list}")?;
+        } else {
+            writeln!(
+                notes,
+                "tma: note: a hybrid part with {} core types, each counted with its own table \
+                 in one run: {list}",
+                tables.len()
+            )?;
+        }
     }
     if s.cfg.render.verbose > 0 {
         write!(notes, "{plan}")?;

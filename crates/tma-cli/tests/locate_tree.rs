@@ -575,3 +575,79 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A recording with the direct samples beside the group (`perf record -e
+/// '{task-clock,page-faults}:Su' -e cpu-clock:u`, tests/fixtures/profile-tree): the direct
+/// shares are exactly `tma locate -e cpu-clock:u` on the same file, the group-read shares
+/// exactly the tree's task-clock shares; user-only sampling makes them disagree (the
+/// cpu-clock:u samples never see the kernel time of touch_pages' page faults, which the
+/// task-clock reads charge to the next user sample). The CSV is a golden file.
+#[test]
+fn recorded_direct_samples_beside_the_group() {
+    let f = fixture("profile-tree");
+    let data = f.join("group-direct.perf.data");
+    let base = [
+        "locate",
+        "--import",
+        data.to_str().unwrap(),
+        "--symdir",
+        f.to_str().unwrap(),
+    ];
+    let with = |extra: &[&str]| -> Output {
+        let mut a: Vec<&str> = base.to_vec();
+        a.extend(extra);
+        run(&a)
+    };
+    let o = with(&["--tree", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let e = &doc["estimators"];
+    assert_eq!(e["direct_event"], "cpu-clock:u");
+    assert_eq!(e["group_basis"], "task-clock");
+    assert_eq!(e["direct_source"], "the same file");
+    assert_eq!(e["agree"], false);
+    let o = with(&["-e", "cpu-clock:u", "--json", "--top", "0"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let flat: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let flat_pct = |name: &str| -> f64 {
+        flat["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["function"] == name)
+            .map_or(0.0, |r| r["percent"].as_f64().unwrap())
+    };
+    for r in e["functions"].as_array().unwrap() {
+        let name = r["function"].as_str().unwrap();
+        let d = r["direct_percent"].as_f64().unwrap();
+        assert!(
+            (d - flat_pct(name)).abs() < 1e-9,
+            "{name}: {d} != {}",
+            flat_pct(name)
+        );
+        let tree_row = doc["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["function"] == name)
+            .unwrap();
+        let task = tree_row["counts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["event"] == "task-clock")
+            .unwrap();
+        let g = r["group_percent"].as_f64().unwrap();
+        assert!(
+            (g - task["percent"].as_f64().unwrap()).abs() < 1e-9,
+            "{name}: {g}"
+        );
+    }
+    let o = with(&["--tree", "--csv"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    tma_testkit::check_golden(f.join("group-direct.csv"), &stdout(&o));
+    // One estimator only when asked.
+    let o = with(&["--tree", "--json", "--no-direct"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(doc.get("estimators").is_none());
+}

@@ -80,6 +80,8 @@ pub struct Estimators {
     pub direct_node: Option<String>,
     /// Samples of the direct pass.
     pub direct_samples: u64,
+    /// Where they come from: `a second pass`, or `the same file` (`--import`).
+    pub direct_source: String,
     pub rule: String,
     /// The function each estimator puts first.
     pub top_group: Option<String>,
@@ -185,7 +187,7 @@ pub fn group_amounts(
             let i = profile
                 .value_names
                 .iter()
-                .position(|n| n == "task-clock")
+                .position(|n| is_task_clock(n))
                 .unwrap_or(0);
             for (k, (_, vals)) in per {
                 out.insert(k, vals.get(i).copied().unwrap_or(0) as f64);
@@ -199,9 +201,16 @@ pub fn group_amounts(
 pub fn group_basis(profile: &Profile, node: Option<&str>) -> String {
     match node {
         Some(n) => format!("{n} slots"),
-        None if profile.value_names.iter().any(|n| n == "task-clock") => "task-clock".into(),
-        None => profile.value_names.first().cloned().unwrap_or_default(),
+        None => match profile.value_names.iter().find(|n| is_task_clock(n)) {
+            Some(n) => n.clone(),
+            None => profile.value_names.first().cloned().unwrap_or_default(),
+        },
     }
+}
+
+/// `task-clock`, with or without modifiers (`task-clock:u` in a perf.data file).
+fn is_task_clock(name: &str) -> bool {
+    name.split(':').next() == Some("task-clock")
 }
 
 /// Per function, the direct pass's samples (charged as the tree charges them).
@@ -255,6 +264,8 @@ pub struct Compared {
     /// The event sampled directly, and the node whose locate-with event it is.
     pub direct_event: String,
     pub direct_node: Option<String>,
+    /// Where the direct samples come from: `a second pass`, or `the same file`.
+    pub direct_source: String,
 }
 
 /// Compare the two estimators over every function, showing `shown` (the tree's functions).
@@ -313,6 +324,7 @@ pub fn compare(
         direct_event: what.direct_event,
         direct_node: what.direct_node,
         direct_samples: dt as u64,
+        direct_source: what.direct_source,
         rule: rule(),
         top_group,
         top_direct,

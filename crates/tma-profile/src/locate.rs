@@ -171,6 +171,9 @@ struct Recorded {
     tree: Option<(TreeLayout, Option<&'static Model>)>,
     /// A live session: what a second (direct) pass needs.
     live: Option<LivePass>,
+    /// `--import --tree`: the file's events that are not in the sampled group (one may be
+    /// the direct samples of the bottleneck's locate-with event).
+    import_others: Vec<String>,
 }
 
 /// How the live session went, for a second pass of the same target.
@@ -279,6 +282,18 @@ pub fn run(cfg: &LocateConfig, notes: &mut dyn Write) -> Result<Located, LocateE
                 if cfg.direct {
                     direct_pass(cfg, live, &mut t, &profile, *model, &consts, notes)?;
                 }
+            }
+            if let (Some(path), true) = (&cfg.import, cfg.direct) {
+                direct_from_file(
+                    cfg,
+                    path,
+                    &rec.import_others,
+                    &mut t,
+                    &profile,
+                    *model,
+                    &consts,
+                    notes,
+                )?;
             }
             Some(t)
         }
@@ -405,6 +420,25 @@ fn import(cfg: &LocateConfig, path: &Path) -> Result<Recorded, LocateError> {
         Some(_) => Some(imported_tree(cfg, &agg, &info)?),
         None => None,
     };
+    // The events no read group of the sampled event names: sampled on their own.
+    let in_group: Vec<usize> = agg
+        .group()
+        .map(|g| {
+            g.ids
+                .iter()
+                .filter_map(|id| {
+                    id.and_then(|id| info.event_ids.iter().position(|ids| ids.contains(&id)))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let import_others: Vec<String> = info
+        .events
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != info.chosen && !in_group.contains(i))
+        .map(|(_, e)| e.clone())
+        .collect();
     if info.events.len() > 1 && tree.is_none() {
         notes.push(format!(
             "the file has {} events ({}); showing {} (pick one with -e)",
@@ -422,6 +456,7 @@ fn import(cfg: &LocateConfig, path: &Path) -> Result<Recorded, LocateError> {
         exit_status: 0,
         tree,
         live: None,
+        import_others,
     })
 }
 
@@ -514,6 +549,7 @@ fn sample(
             exit_status: 0,
             tree,
             live: None,
+            import_others: Vec::new(),
         });
     }
     let retry = (tree.is_some() && !cfg.kernel).then(|| {
@@ -568,6 +604,7 @@ fn sample(
             include_kernel: include_kernel && outcome.summary.kernel_refused.is_none(),
             ended_early: outcome.summary.interrupted || outcome.summary.target_vanished,
         }),
+        import_others: Vec::new(),
     })
 }
 
@@ -612,6 +649,7 @@ fn direct_plan(
                 node: Some(node),
                 direct_event: chosen.event.name().to_string(),
                 direct_node: Some(with.to_string()),
+                direct_source: "a second pass".into(),
             };
             (what, chosen)
         }
@@ -621,6 +659,7 @@ fn direct_plan(
                 group_basis: estimate::group_basis(profile, None),
                 direct_event: "cpu-clock".into(),
                 direct_node: None,
+                direct_source: "a second pass".into(),
             },
             Chosen {
                 event: SampleEvent::CpuClock,
@@ -644,6 +683,100 @@ fn direct_plan(
         }
     }
     Ok(Ok((what, scfg)))
+}
+
+/// `--import --tree`: the direct estimate from the same file, when it also holds samples of
+/// the event the second pass would sample, recorded on their own (`perf record -e
+/// '{cycles,...}:S' -e EVENT`): the locate-with event of the bottleneck (or of its nearest
+/// parent with one); without a tree, the file's first event outside the group.
+#[allow(clippy::too_many_arguments)]
+fn direct_from_file(
+    cfg: &LocateConfig,
+    path: &Path,
+    others: &[String],
+    t: &mut crate::tree::TreeProfile,
+    profile: &Profile,
+    model: Option<&'static Model>,
+    consts: &tma_metrics::Constants,
+    notes: &mut dyn Write,
+) -> Result<(), LocateError> {
+    use crate::estimate;
+    let base = |e: &str| e.split(':').next().unwrap_or(e).to_ascii_lowercase();
+    let (what, event) = match (model, t.level) {
+        (Some(m), 1..) => {
+            let Some(node) = t.total.bottleneck.as_ref().and_then(|b| b.node.clone()) else {
+                return Ok(());
+            };
+            let Some((with, ev)) = estimate::locate_with(m, &node) else {
+                return Ok(());
+            };
+            let want = base(ev);
+            let Some(found) = others.iter().find(|e| base(e) == want) else {
+                return skip_direct(
+                    cfg,
+                    notes,
+                    t,
+                    format!(
+                        "the file holds no samples of {ev} (the locate-with event of {with}): \
+                         record it beside the group (perf record -e '{{...}}:S' -e {ev})"
+                    ),
+                );
+            };
+            let what = estimate::Compared {
+                group_basis: estimate::group_basis(profile, Some(with)),
+                node: Some(node),
+                direct_event: found.clone(),
+                direct_node: Some(with.to_string()),
+                direct_source: "the same file".into(),
+            };
+            (what, found.clone())
+        }
+        _ => {
+            let Some(found) = others.first() else {
+                return Ok(());
+            };
+            let what = estimate::Compared {
+                node: None,
+                group_basis: estimate::group_basis(profile, None),
+                direct_event: found.clone(),
+                direct_node: None,
+                direct_source: "the same file".into(),
+            };
+            (what, found.clone())
+        }
+    };
+    let mut agg = Aggregator::new();
+    agg.keep_callchains = true;
+    crate::import::import_file(path, &mut agg, Some(&event)).map_err(|source| {
+        LocateError::Import {
+            path: path.display().to_string(),
+            source,
+        }
+    })?;
+    let mut sym = Symbolizer::new(
+        cfg.symdir.clone(),
+        cfg.kallsyms.as_deref().and_then(read_kallsyms),
+    );
+    let opts = ReportOptions {
+        annotate: None,
+        top: 1,
+        no_frame_lines: true,
+        ..ReportOptions::default()
+    };
+    let direct = report::analyze(&agg, &mut sym, &what.direct_event, &opts);
+    let node = what.direct_node.as_deref().or(what.node.as_deref());
+    let group = estimate::group_amounts(profile, model, node, consts)?;
+    let shown: Vec<estimate::FuncKey> = t
+        .functions
+        .iter()
+        .map(|f| (f.function.clone(), f.module.clone()))
+        .collect();
+    let e = estimate::compare(what, &group, &estimate::direct_amounts(&direct), &shown);
+    if cfg.echo_notes {
+        writeln!(notes, "tma: note: {}", e.verdict())?;
+    }
+    t.estimators = Some(e);
+    Ok(())
 }
 
 /// Why there is no direct estimate: a note in the tree (and on stderr with `echo_notes`).

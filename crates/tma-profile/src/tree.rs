@@ -768,13 +768,14 @@ fn estimators_text(w: &mut dyn Write, e: &crate::estimate::Estimators) -> Result
     writeln!(
         w,
         "{}: each function's share by two estimators: group reads (its {basis} / all {basis}) \
-         and direct samples (its share of {} samples of {}{via}, a second pass)",
+         and direct samples (its share of {} samples of {}{via}, {})",
         match &e.node {
             Some(n) => format!("bottleneck {n}"),
             None => "where the time goes".to_string(),
         },
         e.direct_samples,
         e.direct_event,
+        e.direct_source,
     )?;
     let mut table = tma_render::table(&["function", "group reads", "direct samples", "disagree"]);
     for r in &e.functions {

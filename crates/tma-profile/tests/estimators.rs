@@ -105,6 +105,7 @@ fn estimators(
             node,
             direct_event: event.into(),
             direct_node: Some(with.into()),
+            direct_source: "a second pass".into(),
         },
         &group,
         &direct,

@@ -115,8 +115,10 @@ pub struct Args {
     /// With --tree: skip the second pass. By default --tree runs the command again (or samples
     /// -p/-a for another --duration) sampling the bottleneck node's locate-with event (cpu-clock
     /// without a PMU), and shows each function's share of the bottleneck by the group reads next
-    /// to its share of those samples, with where they disagree.
-    #[arg(long, requires = "tree", conflicts_with = "import")]
+    /// to its share of those samples, with where they disagree; with --import, those samples
+    /// come from the file when it holds them (recorded beside the group: `perf record -e
+    /// '{...}:S' -e EVENT`).
+    #[arg(long, requires = "tree")]
     pub no_direct: bool,
     /// With --tree: print CSV (one row per function) instead of text.
     #[arg(long, requires = "tree", conflicts_with = "json")]

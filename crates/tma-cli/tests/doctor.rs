@@ -67,6 +67,9 @@ fn real_run_states_the_pmu_situation() {
         "tsc",
         "hypervisor",
         "smt",
+        "sample_read",
+        "topdown_group",
+        "smt_level1",
     ] {
         assert!(s.contains(&format!(" {id} ")), "{id} missing:\n{s}");
     }

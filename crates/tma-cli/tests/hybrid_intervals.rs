@@ -319,3 +319,35 @@ fn diff_and_report_read_one_core_types_tree_of_the_json() {
     assert!(page.contains("P-core tree: the cpu_core events"), "report");
     assert!(!page.contains("E-core tree: the cpu_atom events"), "report");
 }
+
+#[test]
+fn one_core_types_error_stops_the_import_and_is_said() {
+    // The E-cores' frontend event misspelled in the first interval: --strict refuses it,
+    // tolerant reading names it and goes on.
+    let text = std::fs::read_to_string(fixture("hybrid/three-types-perf-stat-interval.csv"))
+        .unwrap()
+        .replacen("cpu_atom/TOPDOWN_FE_BOUND.ALL/", "cpu_atom/BOGUS.EVENT/", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, text).unwrap();
+    let bad = bad.to_str().unwrap();
+    let o = TMA.run(&["stat", "--import", bad, "--cpu", "adl", "--strict"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cpu_atom/BOGUS.EVENT/"),
+        "{}",
+        stderr(&o)
+    );
+    let o = TMA.run(&["stat", "--import", bad, "--cpu", "adl", "--compact"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("ignored 1 event of") && stderr(&o).contains("BOGUS.EVENT"),
+        "{}",
+        stderr(&o)
+    );
+    let merged = stdout(&o)
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some("merged"))
+        .count();
+    assert_eq!(merged, 2, "{}", stdout(&o));
+}

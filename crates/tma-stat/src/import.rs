@@ -273,9 +273,42 @@ enum Piece {
     Start(Box<RunInfo>),
     Interval(Box<(tma_perf::Interval, IntervalReport)>),
     Finish,
+    /// Notes, in their place among the steps.
+    Note(Vec<u8>),
 }
 
-/// The sink of one core type's import in [`interleaved`]: each step goes over a channel.
+/// The notes of one core type's import in [`several_types`]: over the same channel as its
+/// steps, so each note is written where it belongs among them.
+struct NoteRelay(std::sync::mpsc::SyncSender<Piece>);
+
+impl Write for NoteRelay {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .send(Piece::Note(buf.to_vec()))
+            .map_err(|_| std::io::Error::other("the import was stopped"))?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The next step of one core type's import, its notes written on the way; `None` at the
+/// end of its thread.
+fn next_piece(rx: &std::sync::mpsc::Receiver<Piece>, notes: &mut dyn Write) -> Option<Piece> {
+    loop {
+        match rx.recv() {
+            Ok(Piece::Note(text)) => {
+                // Notes are best effort, as everywhere.
+                let _ = notes.write_all(&text);
+            }
+            Ok(p) => return Some(p),
+            Err(_) => return None,
+        }
+    }
+}
+
+/// The sink of one core type's import in [`several_types`]: each step goes over a channel.
 struct Relay(std::sync::mpsc::SyncSender<Piece>);
 
 impl Relay {
@@ -334,25 +367,24 @@ fn several_types(
             let (tx, rx) = std::sync::mpsc::sync_channel::<Piece>(PENDING_BATCHES);
             rxs.push(rx);
             threads.push(scope.spawn(move || {
-                let mut notes = Vec::new();
-                let r = import_one(cfg, bytes, file, Some(core), &mut Relay(tx), &mut notes);
-                (r, notes)
+                let mut relay = Relay(tx.clone());
+                import_one(cfg, bytes, file, Some(core), &mut relay, &mut NoteRelay(tx))
             }));
         }
-        // The end of every thread: its notes, in core-type order, and the first error.
-        let join = |threads: Vec<std::thread::ScopedJoinHandle<'_, _>>,
+        // The end of every thread: the rest of its notes, in core-type order, and the
+        // first error.
+        let join = |rxs: Vec<std::sync::mpsc::Receiver<Piece>>,
+                    threads: Vec<std::thread::ScopedJoinHandle<'_, _>>,
                     notes: &mut dyn Write|
          -> Result<(), StatError> {
+            for rx in &rxs {
+                while next_piece(rx, notes).is_some() {}
+            }
             let mut error = None;
             for t in threads {
-                let (r, text): (Result<Outcome, StatError>, Vec<u8>) =
-                    t.join().unwrap_or_else(|_| {
-                        (
-                            Err(crate::error::usage("a core type's import failed")),
-                            Vec::new(),
-                        )
-                    });
-                notes.write_all(&text)?;
+                let r: Result<Outcome, StatError> = t
+                    .join()
+                    .unwrap_or_else(|_| Err(crate::error::usage("a core type's import failed")));
                 if let Err(e) = r {
                     error.get_or_insert(e);
                 }
@@ -361,15 +393,14 @@ fn several_types(
         };
         let mut infos: Vec<RunInfo> = Vec::new();
         for rx in &rxs {
-            match rx.recv() {
-                Ok(Piece::Start(info)) => infos.push(*info),
+            match next_piece(rx, notes) {
+                Some(Piece::Start(info)) => infos.push(*info),
                 _ => break,
             }
         }
         if infos.len() < cores.len() {
             // A type's import ended before its first tree: its error says why.
-            drop(rxs);
-            join(threads, notes)?;
+            join(rxs, threads, notes)?;
             return Err(crate::error::usage(format!(
                 "{file}: a core type's tree could not be read"
             )));
@@ -403,9 +434,9 @@ fn several_types(
             let mut parts: Vec<Option<(tma_perf::Interval, IntervalReport)>> = Vec::new();
             for (k, rx) in rxs.iter().enumerate() {
                 let got = if open[k] {
-                    match rx.recv() {
-                        Ok(Piece::Interval(p)) => Some(*p),
-                        Ok(Piece::Start(_) | Piece::Finish) | Err(_) => {
+                    match next_piece(rx, notes) {
+                        Some(Piece::Interval(p)) => Some(*p),
+                        Some(Piece::Start(_) | Piece::Finish | Piece::Note(_)) | None => {
                             open[k] = false;
                             None
                         }
@@ -499,7 +530,6 @@ fn several_types(
                 )?;
             }
         }
-        drop(rxs);
         let mut ends: Vec<Finish> = infos
             .iter()
             .map(|info| Finish::Tree { info, whole: None })
@@ -528,7 +558,7 @@ fn several_types(
                 sink.finish(*end)?;
             }
         }
-        join(threads, notes)?;
+        join(rxs, threads, notes)?;
         Ok(Outcome {
             ending: None,
             bottleneck: bottleneck.flatten(),

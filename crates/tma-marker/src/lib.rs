@@ -38,9 +38,6 @@ use protocol::{EventAttr, GroupCount, Message};
 /// How often at most a thread sends its totals while it runs.
 const FLUSH_EVERY: Duration = Duration::from_millis(20);
 
-/// How long a thread looks for tma's answer to an acknowledged line before it sleeps on it.
-const ACK_SPIN: Duration = Duration::from_micros(50);
-
 /// How this process talks to tma.
 enum Mode {
     /// Count in process with these groups (per thread; following the threads it starts
@@ -141,15 +138,6 @@ impl Shared {
         };
         let mut ack = ack.lock().unwrap_or_else(|e| e.into_inner());
         self.send(m);
-        // tma answers within microseconds: look for the answer for a while before sleeping
-        // on it (a sleeping reader is woken by an interrupt to another CPU, which costs
-        // tens of microseconds in a virtual machine).
-        let until = Instant::now() + ACK_SPIN;
-        while Instant::now() < until
-            && !tma_perf::sys::poll_readable(&[&*ack], 0).is_ok_and(|r| r[0])
-        {
-            std::hint::spin_loop();
-        }
         let mut buf = [0u8; 64];
         loop {
             match ack.read(&mut buf) {

@@ -248,15 +248,21 @@ pub(crate) fn error_text(e: &HostError) -> String {
     }
 }
 
-/// Map and fill the buffers for `cfg`, time the multiply, read back the huge-page backing
-/// and check the result.
-pub fn run(cfg: &MatmulConfig) -> Result<MatmulResult, MatmulError> {
-    let (m, k, n) = (cfg.m, cfg.k, cfg.n);
+/// The element counts of A (m×k), B (k×n) and C (m×n) and the flops of one multiply.
+pub(crate) struct Sizes {
+    pub la: usize,
+    pub lb: usize,
+    pub lc: usize,
+    pub flops: u64,
+}
+
+/// [`Sizes`] of an m×k by k×n multiply, refused when a dimension is zero or a matrix's bytes
+/// (plus the alignment slack) or the flops overflow.
+pub(crate) fn sizes(m: usize, k: usize, n: usize) -> Result<Sizes, MatmulError> {
     if m == 0 || k == 0 || n == 0 {
         return Err(MatmulError::Empty);
     }
     let too_large = || MatmulError::TooLarge { m, k, n };
-    // Elements of an r×c matrix, refused when its bytes (plus the alignment slack) overflow.
     let len = |r: usize, c: usize| {
         r.checked_mul(c)
             .filter(|l| {
@@ -272,6 +278,14 @@ pub fn run(cfg: &MatmulConfig) -> Result<MatmulResult, MatmulError> {
         .and_then(|x| x.checked_mul(k as u64))
         .and_then(|x| x.checked_mul(n as u64))
         .ok_or_else(too_large)?;
+    Ok(Sizes { la, lb, lc, flops })
+}
+
+/// Map and fill the buffers for `cfg`, time the multiply, read back the huge-page backing
+/// and check the result.
+pub fn run(cfg: &MatmulConfig) -> Result<MatmulResult, MatmulError> {
+    let (m, k, n) = (cfg.m, cfg.k, cfg.n);
+    let Sizes { la, lb, lc, flops } = sizes(m, k, n)?;
 
     let t0 = Instant::now();
     let mut a = sys::Buffer::new(la, cfg.thp)?;

@@ -28,7 +28,7 @@ use std::time::Instant;
 use tma_perf::host::ThpMode;
 
 use crate::clock::Stamp;
-use crate::matmul::{self, sys::Buffer, Check, HugePages, MatmulError, ThpAdvice};
+use crate::matmul::{self, sizes, sys::Buffer, Check, HugePages, MatmulError, Sizes, ThpAdvice};
 use crate::onednn_ffi::{minor_faults, process_cpu_seconds, CallError, Dnnl, LoadError};
 use crate::rng::SplitMix64;
 
@@ -323,29 +323,18 @@ fn fill(buf: &mut [f32], rng: &mut SplitMix64) {
 /// back the huge-page backing and check the result.
 pub fn run(cfg: &OnednnConfig) -> Result<OnednnResult, OnednnError> {
     let (m, k, n) = (cfg.m, cfg.k, cfg.n);
-    if m == 0 || k == 0 || n == 0 {
-        return Err(MatmulError::Empty.into());
-    }
+    let Sizes {
+        la,
+        lb,
+        lc,
+        flops: one,
+    } = sizes(m, k, n)?;
     if cfg.reps == 0 {
         return Err(OnednnError::NoReps);
     }
-    let too_large = || MatmulError::TooLarge { m, k, n };
-    let len = |r: usize, c: usize| {
-        r.checked_mul(c)
-            .filter(|l| {
-                l.checked_mul(4)
-                    .and_then(|b| b.checked_add(4 << 20))
-                    .is_some()
-            })
-            .ok_or_else(too_large)
-    };
-    let (la, lb, lc) = (len(m, k)?, len(k, n)?, len(m, n)?);
-    let one = 2u64
-        .checked_mul(m as u64)
-        .and_then(|x| x.checked_mul(k as u64))
-        .and_then(|x| x.checked_mul(n as u64))
-        .ok_or_else(too_large)?;
-    let flops = one.checked_mul(cfg.reps as u64).ok_or_else(too_large)?;
+    let flops = one
+        .checked_mul(cfg.reps as u64)
+        .ok_or(MatmulError::TooLarge { m, k, n })?;
 
     let (dnnl, path) = load(cfg.library.as_deref())?;
     let library = LibraryInfo {

@@ -3,6 +3,8 @@
 use std::io::{self, Write};
 
 use super::{ClockReport, MatmulReport, OnednnReport, WorkloadReport};
+use crate::matmul::{Check, HugePages};
+use tma_perf::host::ThpMode;
 
 /// JSON schema name of the `--json` / `--report` document.
 pub const SCHEMA: &str = "tma.workload";
@@ -138,47 +140,25 @@ fn write_onednn(w: &mut dyn Write, report: &WorkloadReport, o: &OnednnReport) ->
         "  throughput   {:.3} GFLOP/s over the wall clock ({} flops); fastest execute {:.3} GFLOP/s",
         r.gflops, r.flops, r.best_gflops
     )?;
-    match &r.huge_pages {
-        Some(h) => writeln!(
-            w,
-            "  huge pages   {:.1}% of the buffers ({} of {} bytes, AnonHugePages in /proc/self/smaps{}); oneDNN's own scratch memory is not counted",
-            h.share * 100.0,
-            h.huge_bytes,
-            h.bytes,
-            if h.exact { "" } else { "; an upper bound, the mappings extend beyond the buffers" }
-        )?,
-        None => writeln!(
-            w,
-            "  huge pages   unknown: {}",
-            r.huge_pages_error.as_deref().unwrap_or("smaps not read")
-        )?,
-    }
+    huge_pages_line(
+        w,
+        r.huge_pages.as_ref(),
+        r.huge_pages_error.as_deref(),
+        "; oneDNN's own scratch memory is not counted",
+    )?;
     writeln!(
         w,
         "  page faults  {} while first touching the buffers, {} during the timed executes (minor faults, getrusage)",
         r.setup_page_faults, r.timed_page_faults
     )?;
-    match (&r.thp_mode, &r.thp_mode_error) {
-        (Some(mode), _) => writeln!(
-            w,
-            "  THP mode     {mode} (system, transparent_hugepage/enabled)"
-        )?,
-        (None, why) => writeln!(
-            w,
-            "  THP mode     unknown: {}",
-            why.as_deref().unwrap_or("not read")
-        )?,
-    }
-    writeln!(
+    tail_lines(
         w,
-        "  check        {} elements match an f64 dot product (worst error {:.1e} of the tolerance)",
-        r.check.elements, r.check.worst_error_ratio
-    )?;
-    writeln!(w, "  checksum     {:.6e}", r.checksum)?;
-    if let Some(note) = &r.note {
-        writeln!(w, "  note: {note}")?;
-    }
-    Ok(())
+        r.thp_mode.as_ref(),
+        r.thp_mode_error.as_deref(),
+        &r.check,
+        r.checksum,
+        r.note.as_deref(),
+    )
 }
 
 fn write_matmul(w: &mut dyn Write, report: &WorkloadReport, m: &MatmulReport) -> io::Result<()> {
@@ -204,39 +184,73 @@ fn write_matmul(w: &mut dyn Write, report: &WorkloadReport, m: &MatmulReport) ->
         m.run.gflops, m.run.flops
     )?;
     write_cycles(w, "cycles/FMA", m.cycles_per_fma, report.clock.as_ref())?;
-    match &m.run.huge_pages {
+    huge_pages_line(
+        w,
+        m.run.huge_pages.as_ref(),
+        m.run.huge_pages_error.as_deref(),
+        "",
+    )?;
+    tail_lines(
+        w,
+        m.run.thp_mode.as_ref(),
+        m.run.thp_mode_error.as_deref(),
+        &m.run.check,
+        m.run.checksum,
+        m.run.note.as_deref(),
+    )
+}
+
+/// The huge-page share of a matmul's buffers (`extra` ends the parenthesis).
+fn huge_pages_line(
+    w: &mut dyn Write,
+    huge_pages: Option<&HugePages>,
+    error: Option<&str>,
+    extra: &str,
+) -> io::Result<()> {
+    match huge_pages {
         Some(h) => writeln!(
             w,
-            "  huge pages   {:.1}% of the buffers ({} of {} bytes, AnonHugePages in /proc/self/smaps{})",
+            "  huge pages   {:.1}% of the buffers ({} of {} bytes, AnonHugePages in /proc/self/smaps{}){extra}",
             h.share * 100.0,
             h.huge_bytes,
             h.bytes,
             if h.exact { "" } else { "; an upper bound, the mappings extend beyond the buffers" }
-        )?,
+        ),
         None => writeln!(
             w,
             "  huge pages   unknown: {}",
-            m.run.huge_pages_error.as_deref().unwrap_or("smaps not read")
-        )?,
+            error.unwrap_or("smaps not read")
+        ),
     }
-    match (&m.run.thp_mode, &m.run.thp_mode_error) {
-        (Some(mode), _) => writeln!(
+}
+
+/// The THP mode, the result check and the note that end a matmul's report.
+fn tail_lines(
+    w: &mut dyn Write,
+    thp_mode: Option<&ThpMode>,
+    thp_mode_error: Option<&str>,
+    check: &Check,
+    checksum: f64,
+    note: Option<&str>,
+) -> io::Result<()> {
+    match thp_mode {
+        Some(mode) => writeln!(
             w,
             "  THP mode     {mode} (system, transparent_hugepage/enabled)"
         )?,
-        (None, why) => writeln!(
+        None => writeln!(
             w,
             "  THP mode     unknown: {}",
-            why.as_deref().unwrap_or("not read")
+            thp_mode_error.unwrap_or("not read")
         )?,
     }
     writeln!(
         w,
         "  check        {} elements match an f64 dot product (worst error {:.1e} of the tolerance)",
-        m.run.check.elements, m.run.check.worst_error_ratio
+        check.elements, check.worst_error_ratio
     )?;
-    writeln!(w, "  checksum     {:.6e}", m.run.checksum)?;
-    if let Some(note) = &m.run.note {
+    writeln!(w, "  checksum     {checksum:.6e}")?;
+    if let Some(note) = note {
         writeln!(w, "  note: {note}")?;
     }
     Ok(())

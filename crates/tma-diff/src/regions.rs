@@ -160,7 +160,7 @@ pub struct RegionRow {
     pub path: Vec<String>,
     pub presence: Presence,
     /// `calls`, `time_ms`, `time_per_call_us`, `cpu_share`, `counted_share`, then each
-    /// event's count, as in the region documents.
+    /// event's count, as in the region documents (task-clock in ms).
     pub figures: Vec<Row>,
     /// The region's TMA tree (empty without a PMU).
     #[serde(default)]
@@ -399,15 +399,22 @@ fn figures(runs: &[Region]) -> Vec<Series> {
         ),
     ];
     for (i, c) in runs[0].counts.iter().enumerate() {
+        // task-clock in ms, as `tma stat` shows it; other counts as they are.
+        let (unit, scale) = if c.event == "task-clock" {
+            ("msec", 1e-6)
+        } else {
+            ("number", 1.0)
+        };
         out.push(series(
             &c.event,
-            "number",
+            unit,
             all(&|r| {
                 r.counts
                     .get(i)
                     .filter(|x| x.event == c.event)
                     .or_else(|| r.counts.iter().find(|x| x.event == c.event))
                     .and_then(|x| x.value)
+                    .map(|v| v * scale)
             }),
         ));
     }
@@ -494,12 +501,17 @@ pub fn text(w: &mut dyn Write, d: &RegionsDiffDoc, verbose: bool) -> Result<(), 
         side_text(&d.before),
         side_text(&d.after)
     )?;
+    let hardware = d.before.hardware || d.after.hardware;
     writeln!(
         w,
-        "values are means over the runs; time in ms (per call in µs), shares in %, tree nodes \
-         in % of pipeline slots, deltas in points"
+        "values are means over the runs; time and task-clock in ms (per call in µs), shares in \
+         %{}, deltas of shares in points",
+        if hardware {
+            ", tree nodes in % of pipeline slots"
+        } else {
+            "; no tree: neither run had hardware counters"
+        }
     )?;
-    let hardware = d.before.hardware || d.after.hardware;
     let threads = d.regions.iter().any(|r| r.thread == Some(2));
     let mut last_scope: Option<(String, Option<usize>)> = None;
     for r in &d.regions {

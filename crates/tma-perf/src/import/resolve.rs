@@ -478,7 +478,11 @@ pub fn aggregate(iv: &Interval) -> Interval {
                 .sum::<f64>()
                 / rows.len() as f64;
             let mut r = Reading::from_scaled(ev, sum, Some(share * 100.0));
-            r.time_running_ns = counted.iter().map(|r| r.time_running_ns).sum();
+            // The copies' running times add up; a sum past u64 (a corrupt file, found by
+            // fuzzing) is unknown, not a panic.
+            r.time_running_ns = counted
+                .iter()
+                .try_fold(0u64, |sum, r| sum.checked_add(r.time_running_ns?));
             r
         };
         out.readings.push(Reading {

@@ -362,10 +362,17 @@ fn raw_leaf_sums(text: &str, index: usize, known: &[String]) -> BTreeMap<String,
             "Locations" => {
                 // "     3: 0x157b M=1 compute /path/workload.c:40:0 s=0": the function (which
                 // may hold spaces, "[unknown] 0xaf1", and be followed by no file) starts
-                // after "M=N"; it is the longest of the names tma gave that starts there.
+                // after "M=N", or after the address where the frame has no mapping (a
+                // [vdso] frame: "10: 0xbe1 [unknown] 0xbe1 :0:0 s=0"); it is the longest of
+                // the names tma gave that starts there.
                 let f: Vec<&str> = l.split_whitespace().collect();
-                if f.len() >= 4 && f[0].ends_with(':') && f[2].starts_with("M=") {
-                    let rest = l.split_once(f[2]).map_or("", |x| x.1).trim_start();
+                if f.len() >= 3 && f[0].ends_with(':') && f[1].starts_with("0x") {
+                    let after = if f[2].starts_with("M=") { f[2] } else { f[1] };
+                    let rest = l
+                        .split_once(f[0])
+                        .and_then(|x| x.1.split_once(after))
+                        .map_or("", |x| x.1)
+                        .trim_start();
                     let name = known
                         .iter()
                         .filter(|k| rest == k.as_str() || rest.starts_with(&format!("{k} ")))

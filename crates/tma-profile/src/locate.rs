@@ -753,17 +753,36 @@ fn direct_from_file(
             source,
         }
     })?;
-    let mut sym = Symbolizer::new(
+    let sym = Symbolizer::new(
         cfg.symdir.clone(),
         cfg.kallsyms.as_deref().and_then(read_kallsyms),
     );
+    compare_direct(cfg, notes, t, what, &agg, sym, profile, model, consts)
+}
+
+/// Put the direct samples in `agg` beside the group reads of `profile`: the estimators of
+/// the node `what` names, stored in `t` (and their verdict said on stderr with `echo_notes`;
+/// the text report shows it under the table).
+#[allow(clippy::too_many_arguments)]
+fn compare_direct(
+    cfg: &LocateConfig,
+    notes: &mut dyn Write,
+    t: &mut crate::tree::TreeProfile,
+    what: crate::estimate::Compared,
+    agg: &Aggregator,
+    mut sym: Symbolizer,
+    profile: &Profile,
+    model: Option<&'static Model>,
+    consts: &tma_metrics::Constants,
+) -> Result<(), LocateError> {
+    use crate::estimate;
     let opts = ReportOptions {
         annotate: None,
         top: 1,
         no_frame_lines: true,
         ..ReportOptions::default()
     };
-    let direct = report::analyze(&agg, &mut sym, &what.direct_event, &opts);
+    let direct = report::analyze(agg, &mut sym, &what.direct_event, &opts);
     let node = what.direct_node.as_deref().or(what.node.as_deref());
     let group = estimate::group_amounts(profile, model, node, consts)?;
     let shown: Vec<estimate::FuncKey> = t
@@ -803,7 +822,6 @@ fn direct_pass(
     consts: &tma_metrics::Constants,
     notes: &mut dyn Write,
 ) -> Result<(), LocateError> {
-    use crate::estimate;
     if live.ended_early {
         return skip_direct(
             cfg,
@@ -838,28 +856,8 @@ fn direct_pass(
     if let Err(e) = crate::live::sample(scfg, &live.target, &mut agg, None) {
         return skip_direct(cfg, notes, t, format!("the second pass failed: {e}"));
     }
-    let mut sym = Symbolizer::new(cfg.symdir.clone(), None);
-    let opts = ReportOptions {
-        annotate: None,
-        top: 1,
-        no_frame_lines: true,
-        ..ReportOptions::default()
-    };
-    let direct = report::analyze(&agg, &mut sym, &what.direct_event, &opts);
-    let node = what.direct_node.as_deref().or(what.node.as_deref());
-    let group = estimate::group_amounts(profile, model, node, consts)?;
-    let shown: Vec<estimate::FuncKey> = t
-        .functions
-        .iter()
-        .map(|f| (f.function.clone(), f.module.clone()))
-        .collect();
-    let e = estimate::compare(what, &group, &estimate::direct_amounts(&direct), &shown);
-    // The text report shows the verdict under the table; elsewhere say it on stderr.
-    if cfg.echo_notes {
-        writeln!(notes, "tma: note: {}", e.verdict())?;
-    }
-    t.estimators = Some(e);
-    Ok(())
+    let sym = Symbolizer::new(cfg.symdir.clone(), None);
+    compare_direct(cfg, notes, t, what, &agg, sym, profile, model, consts)
 }
 
 /// The event to sample: `--node`, `-e`, or the bottleneck of a quick stat pass (on a machine

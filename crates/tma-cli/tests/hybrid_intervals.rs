@@ -170,8 +170,11 @@ fn compact_csv_and_json_say_each_intervals_tree() {
     assert_eq!(types, TYPES);
 }
 
+/// One document's tree: its core type, its table (CPU key) and its level-1 nodes with their values.
+type Level1 = (String, String, Vec<(String, f64)>);
+
 /// Node name -> value of the first interval of each document, by core type.
-fn level1(docs: &[Value]) -> Vec<(String, String, Vec<(String, f64)>)> {
+fn level1(docs: &[Value]) -> Vec<Level1> {
     docs.iter()
         .map(|d| {
             let nodes = d["intervals"][0]["nodes"]
@@ -196,8 +199,8 @@ fn level1(docs: &[Value]) -> Vec<(String, String, Vec<(String, f64)>)> {
 
 /// Each tree of `a` has the values of the tree of `b` in the same place.
 fn same_trees(
-    a: &[(String, String, Vec<(String, f64)>)],
-    b: &[(String, String, Vec<(String, f64)>)],
+    a: &[Level1],
+    b: &[Level1],
 ) {
     assert_eq!(a.len(), b.len());
     for ((t, _, nodes), (u, _, want)) in a.iter().zip(b) {

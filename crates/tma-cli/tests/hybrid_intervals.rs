@@ -198,10 +198,7 @@ fn level1(docs: &[Value]) -> Vec<Level1> {
 }
 
 /// Each tree of `a` has the values of the tree of `b` in the same place.
-fn same_trees(
-    a: &[Level1],
-    b: &[Level1],
-) {
+fn same_trees(a: &[Level1], b: &[Level1]) {
     assert_eq!(a.len(), b.len());
     for ((t, _, nodes), (u, _, want)) in a.iter().zip(b) {
         assert_eq!(t, u);

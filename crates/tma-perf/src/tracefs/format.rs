@@ -173,14 +173,19 @@ fn parse_field(line: &str) -> Result<Field, FieldProblem> {
         None => (decl, ""),
     };
     let decl_noarr = decl_noarr.trim_end();
-    let split = decl_noarr
-        .rfind(|c: char| c.is_whitespace() || c == '*')
+    // The last space or `*` ends the type; it may be a multi-byte space (U+00A0, found by
+    // fuzzing), so the name starts after the whole character.
+    let (split, sep) = decl_noarr
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| c.is_whitespace() || c == '*')
         .ok_or(FieldProblem::NoType)?;
-    let name = decl_noarr[split + 1..].trim();
+    let type_end = split + sep.len_utf8();
+    let name = decl_noarr[type_end..].trim();
     if name.is_empty() {
         return Err(FieldProblem::NoName);
     }
-    let c_type = format!("{}{}", decl_noarr[..=split].trim(), arr);
+    let c_type = format!("{}{}", decl_noarr[..type_end].trim(), arr);
     Ok(Field {
         name: name.to_string(),
         c_type,

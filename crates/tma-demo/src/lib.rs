@@ -909,6 +909,30 @@ fn demo_dram(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
     )
 }
 
+/// The system THP mode as the demos print it.
+fn thp_mode_text<E: std::fmt::Display>(mode: &Result<tma_perf::host::ThpMode, E>) -> String {
+    match mode {
+        Ok(m) => m.to_string(),
+        Err(e) => format!("unknown ({e})"),
+    }
+}
+
+/// Where THP is off (or its mode unknown), say that `--thp on` cannot gain here, and that
+/// `who` so.
+fn warn_if_thp_off<E>(
+    demo: &mut Demo<'_>,
+    mode: &Result<tma_perf::host::ThpMode, E>,
+    who: &str,
+) -> io::Result<()> {
+    if matches!(mode, Ok(tma_perf::host::ThpMode::Never)) || mode.is_err() {
+        demo.say(&format!(
+            "THP is off on this machine, so `--thp on` cannot get huge pages: the comparison\n\
+             below will show no gain, and {who} so."
+        ))?;
+    }
+    Ok(())
+}
+
 fn demo_thp(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
     // 64 (or 16) rows of A against the full 4096x1000 weight matrix of the case: every row
     // walks all 1000 columns, 4096 pages per column, so the page walks dominate without huge
@@ -930,17 +954,9 @@ fn demo_thp(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
          product down a column of B: 4000 bytes between loads, so every load is on a new 4 KiB\n\
          page and a column spans 4096 pages, more than the TLBs hold. With 2 MiB pages all of B\n\
          (16 MiB) needs 8 TLB entries. System THP mode: {}.",
-        match &mode {
-            Ok(m) => m.to_string(),
-            Err(e) => format!("unknown ({e})"),
-        }
+        thp_mode_text(&mode)
     ))?;
-    if matches!(mode, Ok(tma_perf::host::ThpMode::Never)) || mode.is_err() {
-        demo.say(
-            "THP is off on this machine, so `--thp on` cannot get huge pages: the comparison\n\
-             below will show no gain, and the workload says so.",
-        )?;
-    }
+    warn_if_thp_off(demo, &mode, "the workload says")?;
 
     demo.heading("measure with 4 KiB pages (--thp off: MADV_NOHUGEPAGE)")?;
     demo.say(if pmu {
@@ -1102,17 +1118,9 @@ fn demo_onednn(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
          packs the weights into blocks and reads them nearly in order, so it depends much less on\n\
          the page size. Both run here, each with --thp off and --thp on, on buffers tma maps and\n\
          advises itself (handed to oneDNN as user memory). System THP mode: {}.",
-        match &mode {
-            Ok(m) => m.to_string(),
-            Err(e) => format!("unknown ({e})"),
-        }
+        thp_mode_text(&mode)
     ))?;
-    if matches!(mode, Ok(tma_perf::host::ThpMode::Never)) || mode.is_err() {
-        demo.say(
-            "THP is off on this machine, so `--thp on` cannot get huge pages: the comparison\n\
-             below will show no gain, and the workloads say so.",
-        )?;
-    }
+    warn_if_thp_off(demo, &mode, "the workloads say")?;
     let itt = strs(&["--itt"]);
 
     demo.heading("oneDNN's primitive with 4 KiB pages (--thp off), its executions as ITT regions")?;

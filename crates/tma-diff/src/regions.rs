@@ -24,7 +24,7 @@ use crate::gate::{self, GateResult};
 use crate::input::Series;
 use crate::render;
 use crate::stats::ALPHA;
-use crate::{DiffError, Row, Significance};
+use crate::{DiffError, Row};
 
 /// The schema name of `tma diff --json` for two region documents.
 pub const SCHEMA: &str = "tma.diff.regions";
@@ -617,72 +617,25 @@ pub fn json(w: &mut dyn Write, d: &RegionsDiffDoc) -> Result<(), ReportError> {
 
 /// One row per region and figure or node, full precision.
 pub fn csv(w: &mut dyn Write, d: &RegionsDiffDoc) -> Result<(), ReportError> {
-    tma_render::csv_row(
-        w,
-        &[
-            "scope",
-            "thread",
-            "region",
-            "presence",
-            "kind",
-            "name",
-            "parent",
-            "level",
-            "unit",
-            "before_n",
-            "before_mean",
-            "before_sd",
-            "after_n",
-            "after_mean",
-            "after_sd",
-            "delta",
-            "relative_change",
-            "t",
-            "df",
-            "p_value",
-            "significance",
-        ],
-    )?;
-    let opt = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
+    let mut header = vec!["scope", "thread", "region", "presence"];
+    header.extend(render::ROW_COLUMNS);
+    tma_render::csv_row(w, &header)?;
     for reg in &d.regions {
         for (kind, rows) in [("figure", &reg.figures), ("node", &reg.nodes)] {
             for r in rows {
-                let sig = match &r.significance {
-                    Significance::Significant => "significant",
-                    Significance::NotSignificant => "not_significant",
-                    Significance::Unknown { .. } => "unknown",
-                };
-                tma_render::csv_row(
-                    w,
-                    &[
-                        reg.scope.clone(),
-                        reg.thread.map_or(String::new(), |t| t.to_string()),
-                        reg.path.join(" > "),
-                        match reg.presence {
-                            Presence::Both => "both",
-                            Presence::BeforeOnly => "before_only",
-                            Presence::AfterOnly => "after_only",
-                        }
-                        .to_string(),
-                        kind.to_string(),
-                        r.name.clone(),
-                        r.parent.clone().unwrap_or_default(),
-                        r.level.to_string(),
-                        r.unit.clone(),
-                        r.before.map_or(0, |s| s.n).to_string(),
-                        opt(r.before.map(|s| s.mean)),
-                        opt(r.before.and_then(|s| s.sd)),
-                        r.after.map_or(0, |s| s.n).to_string(),
-                        opt(r.after.map(|s| s.mean)),
-                        opt(r.after.and_then(|s| s.sd)),
-                        opt(r.delta),
-                        opt(r.relative),
-                        opt(r.welch.map(|t| t.t)),
-                        opt(r.welch.map(|t| t.df)),
-                        opt(r.welch.map(|t| t.p)),
-                        sig.to_string(),
-                    ],
-                )?;
+                let mut fields = vec![
+                    reg.scope.clone(),
+                    reg.thread.map_or(String::new(), |t| t.to_string()),
+                    reg.path.join(" > "),
+                    match reg.presence {
+                        Presence::Both => "both",
+                        Presence::BeforeOnly => "before_only",
+                        Presence::AfterOnly => "after_only",
+                    }
+                    .to_string(),
+                ];
+                fields.extend(render::row_fields(kind, r));
+                tma_render::csv_row(w, &fields)?;
             }
         }
     }
@@ -873,6 +826,7 @@ mod tests {
 mod runs {
     use super::tests_support::*;
     use super::*;
+    use crate::Significance;
 
     #[test]
     fn repeated_runs_are_tested_and_gates_name_a_region() {

@@ -178,60 +178,62 @@ pub fn json(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
     tma_render::write_json(w, SCHEMA, SCHEMA_VERSION, &DiffDoc::of(d))
 }
 
+/// The CSV columns of one [`Row`] (after the columns that say where it belongs).
+pub(crate) const ROW_COLUMNS: [&str; 17] = [
+    "kind",
+    "name",
+    "parent",
+    "level",
+    "unit",
+    "before_n",
+    "before_mean",
+    "before_sd",
+    "after_n",
+    "after_mean",
+    "after_sd",
+    "delta",
+    "relative_change",
+    "t",
+    "df",
+    "p_value",
+    "significance",
+];
+
+/// The [`ROW_COLUMNS`] of one row, full precision (empty where a figure is unknown).
+pub(crate) fn row_fields(kind: &str, r: &Row) -> Vec<String> {
+    let opt = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
+    let sig = match &r.significance {
+        Significance::Significant => "significant",
+        Significance::NotSignificant => "not_significant",
+        Significance::Unknown { .. } => "unknown",
+    };
+    vec![
+        kind.to_string(),
+        r.name.clone(),
+        r.parent.clone().unwrap_or_default(),
+        r.level.to_string(),
+        r.unit.clone(),
+        r.before.map_or(0, |s| s.n).to_string(),
+        opt(r.before.map(|s| s.mean)),
+        opt(r.before.and_then(|s| s.sd)),
+        r.after.map_or(0, |s| s.n).to_string(),
+        opt(r.after.map(|s| s.mean)),
+        opt(r.after.and_then(|s| s.sd)),
+        opt(r.delta),
+        opt(r.relative),
+        opt(r.welch.map(|t| t.t)),
+        opt(r.welch.map(|t| t.df)),
+        opt(r.welch.map(|t| t.p)),
+        sig.to_string(),
+    ]
+}
+
 /// One row per node and metric, full precision.
 pub fn csv(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
-    tma_render::csv_row(
-        w,
-        &[
-            "kind",
-            "name",
-            "parent",
-            "level",
-            "unit",
-            "before_n",
-            "before_mean",
-            "before_sd",
-            "after_n",
-            "after_mean",
-            "after_sd",
-            "delta",
-            "relative_change",
-            "t",
-            "df",
-            "p_value",
-            "significance",
-        ],
-    )?;
-    let opt = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
+    tma_render::csv_row(w, &ROW_COLUMNS)?;
     for (kind, rows) in [("node", &d.nodes), ("metric", &d.metrics)] {
         for r in rows {
-            let sig = match &r.significance {
-                Significance::Significant => "significant",
-                Significance::NotSignificant => "not_significant",
-                Significance::Unknown { .. } => "unknown",
-            };
-            tma_render::csv_row(
-                w,
-                &[
-                    kind.to_string(),
-                    r.name.clone(),
-                    r.parent.clone().unwrap_or_default(),
-                    r.level.to_string(),
-                    r.unit.clone(),
-                    r.before.map_or(0, |s| s.n).to_string(),
-                    opt(r.before.map(|s| s.mean)),
-                    opt(r.before.and_then(|s| s.sd)),
-                    r.after.map_or(0, |s| s.n).to_string(),
-                    opt(r.after.map(|s| s.mean)),
-                    opt(r.after.and_then(|s| s.sd)),
-                    opt(r.delta),
-                    opt(r.relative),
-                    opt(r.welch.map(|t| t.t)),
-                    opt(r.welch.map(|t| t.df)),
-                    opt(r.welch.map(|t| t.p)),
-                    sig.to_string(),
-                ],
-            )?;
+            tma_render::csv_row(w, &row_fields(kind, r))?;
         }
     }
     Ok(())

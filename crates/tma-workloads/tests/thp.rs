@@ -34,8 +34,12 @@ fn share(r: &MatmulResult) -> f64 {
         .share
 }
 
+/// The two tests that run the matmul take turns: each is the other's load otherwise.
+static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn thp_on_gets_huge_pages_and_off_none() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let off = matmul::run(&cfg(ThpAdvice::Off)).unwrap();
     assert!(share(&off) < 0.01, "--thp off: {:?}", off.huge_pages);
     assert!(off.note.is_none(), "{:?}", off.note);
@@ -60,12 +64,19 @@ fn huge_pages_speed_the_matmul_up() {
         eprintln!("skipped: {why}");
         return;
     }
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     // Best of 3 on each side, interleaved, on the thread's CPU time: interruptions and other
-    // load only ever add time.
+    // load only ever add time. On a loaded machine (the whole suite runs beside it, sharing
+    // the last-level cache and the memory bus) a best of 3 can still fall short, so up to 8
+    // rounds are taken while the speed-up stays under the bar: more rounds only bring each
+    // side's best closer to its unloaded time, and no number of them makes 4 KiB pages fast.
     let (mut off, mut on) = (f64::MAX, f64::MAX);
-    for _ in 0..3 {
+    for round in 0..8 {
         off = off.min(matmul::run(&cfg(ThpAdvice::Off)).unwrap().seconds);
         on = on.min(matmul::run(&cfg(ThpAdvice::On)).unwrap().seconds);
+        if round >= 2 && off / on >= 1.15 {
+            break;
+        }
     }
     let speedup = off / on;
     eprintln!("--thp off {off:.3} s, --thp on {on:.3} s: {speedup:.2}x");

@@ -62,7 +62,8 @@ fi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # CPU time of a process (all its threads), in seconds, at nanosecond resolution (schedstat).
 cpu_s() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.9f\n", s / 1e9 }'; }
-wait_ready() { for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$1$2" && return 0; sleep 0.1; done; echo "no answer on :$1$2"; exit 2; }
+# Up to 70 s: /-/ready answers 200 once the first interval is counted (15 s with INTERVAL=15s).
+wait_ready() { for _ in $(seq 700); do curl -fs -o /dev/null "http://127.0.0.1:$1$2" && return 0; sleep 0.1; done; echo "no answer on :$1$2"; exit 2; }
 # Sequential scrapes: prints the sorted latencies in ms into $2.
 latencies() {
     : >"$2"

@@ -55,6 +55,7 @@ if [ ! -e /usr/include/dnnl.hpp ] && [ "$(id -u)" = 0 ] && command -v apt-get >/
 fi
 if [ ! -e "$onednn_venv/lib/libdnnl.so.3" ] && command -v python3 >/dev/null 2>&1; then
   echo "installing the PyPI onednn wheel into $onednn_venv in the background (log: $onednn_venv.log)"
+  mkdir -p "$(dirname "$onednn_venv")" # a fresh checkout has no target directory yet
   (rm -rf "$onednn_venv" && python3 -m venv "$onednn_venv" &&
     "$onednn_venv/bin/pip" install --disable-pip-version-check -q onednn) >"$onednn_venv.log" 2>&1 &
   onednn_pid=$!

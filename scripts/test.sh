@@ -53,6 +53,11 @@ if [ ! -e /usr/include/dnnl.hpp ] && [ "$(id -u)" = 0 ] && command -v apt-get >/
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libdnnl-dev >/dev/null 2>&1 ||
     echo "could not install libdnnl-dev; the tests that need it will skip"
 fi
+# Debian's python3 makes virtual environments only with python3-venv (ensurepip).
+if ! python3 -c 'import ensurepip' >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-venv >/dev/null 2>&1 ||
+    echo "could not install python3-venv; the test that needs the onednn wheel will skip"
+fi
 if [ ! -e "$onednn_venv/lib/libdnnl.so.3" ] && command -v python3 >/dev/null 2>&1; then
   echo "installing the PyPI onednn wheel into $onednn_venv in the background (log: $onednn_venv.log)"
   mkdir -p "$(dirname "$onednn_venv")" # a fresh checkout has no target directory yet

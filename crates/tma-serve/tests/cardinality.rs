@@ -16,7 +16,6 @@ use tma_perf::cgroupfs::CgroupFs;
 use tma_serve::collect::{Bounds, Collector, Shared};
 use tma_serve::expo::Format;
 use tma_serve::hot::HotCgroups;
-use tma_stat::eval::{Request, RunInfo};
 use tma_stat::sink::{IntervalData, IntervalSink, Start};
 
 /// A small deterministic generator (xorshift), so that the churn is the same every run.
@@ -303,26 +302,7 @@ fn zen4_value(ev: &str, cycles: f64, shares: (f64, f64, f64, f64)) -> u64 {
 
 #[test]
 fn engine_cgroups_beyond_the_top_are_counted_in_other() {
-    let model = tma_catalog::by_name("zen4").unwrap();
-    let request = Request {
-        level: 1,
-        nodes: Vec::new(),
-        topology: None,
-        metrics: Vec::new(),
-        bottlenecks: Vec::new(),
-    };
-    let plan = tma_stat::groups::counting_plan(model, &request.selection(), &[], false).unwrap();
-    let info = RunInfo {
-        model,
-        cpu_source: "test".into(),
-        source: "test".into(),
-        interval_mode: true,
-        request,
-        command: None,
-        event_map: Vec::new(),
-        scope: None,
-        core_type: None,
-    };
+    let (plan, info) = zen4_level1();
     const N: usize = 50;
     let dirs: Vec<PathBuf> = (0..N).map(|i| format!("/cg/c{i}").into()).collect();
     let labels: Vec<String> = (0..N).map(|i| format!("c{i}")).collect();

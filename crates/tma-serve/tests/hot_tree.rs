@@ -24,7 +24,6 @@ use tma_serve::collect::{Bounds, Collector, Shared};
 use tma_serve::expo::Format;
 use tma_serve::hot::HotCgroups;
 use tma_serve::hot_tree::{HotCounters, HotTree};
-use tma_stat::eval::{Request, RunInfo};
 use tma_stat::sink::{IntervalSink, Start};
 
 /// A small deterministic generator (xorshift).
@@ -322,26 +321,7 @@ type Setup = (
 /// A Zen 4 level-1 collector following the hot cgroups of `world` (top `top`, budget
 /// `budget`), its counters' call log.
 fn setup(world: &Rc<RefCell<World>>, top: usize, budget: usize) -> Setup {
-    let model = tma_catalog::by_name("zen4").unwrap();
-    let request = Request {
-        level: 1,
-        nodes: Vec::new(),
-        topology: None,
-        metrics: Vec::new(),
-        bottlenecks: Vec::new(),
-    };
-    let plan = tma_stat::groups::counting_plan(model, &request.selection(), &[], false).unwrap();
-    let info = RunInfo {
-        model,
-        cpu_source: "test".into(),
-        source: "test".into(),
-        interval_mode: true,
-        request,
-        command: None,
-        event_map: Vec::new(),
-        scope: None,
-        core_type: None,
-    };
+    let (plan, info) = zen4_level1();
     let (shared, mut c) = collector(false);
     c.set_bounds(Bounds {
         cgroup_top: Some(top),

@@ -133,3 +133,29 @@ pub fn software_only() -> std::sync::Arc<tma_serve::collect::Shared> {
     .unwrap();
     shared
 }
+
+/// The counter plan and run description of a Zen 4 level-1 tree counted in interval mode,
+/// for tests that feed a collector chosen counts.
+pub fn zen4_level1() -> (tma_perf::plan::Plan, tma_stat::eval::RunInfo) {
+    let model = tma_catalog::by_name("zen4").unwrap();
+    let request = tma_stat::eval::Request {
+        level: 1,
+        nodes: Vec::new(),
+        topology: None,
+        metrics: Vec::new(),
+        bottlenecks: Vec::new(),
+    };
+    let plan = tma_stat::groups::counting_plan(model, &request.selection(), &[], false).unwrap();
+    let info = tma_stat::eval::RunInfo {
+        model,
+        cpu_source: "test".into(),
+        source: "test".into(),
+        interval_mode: true,
+        request,
+        command: None,
+        event_map: Vec::new(),
+        scope: None,
+        core_type: None,
+    };
+    (plan, info)
+}

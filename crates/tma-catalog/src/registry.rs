@@ -1,7 +1,8 @@
 //! Which table fits this CPU: the model list, `--cpu NAME` lookup, CPUID matching with the
 //! mapfile rules (pmu-data README 2.1-2.3) and `/proc/cpuinfo` parsing.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 
 use regex::Regex;
 
@@ -166,15 +167,22 @@ pub fn cpuid_string(vendor: &str, family: u32, model: u32, stepping: u32) -> Str
 
 /// Whole-string POSIX-ERE match of a mapfile pattern, with perf's rule that a pattern
 /// without a stepping field is matched against the CPUID string without its stepping.
-fn row_matches(pattern: &str, full: &str, without_stepping: &str) -> bool {
+fn row_matches(pattern: &'static str, full: &str, without_stepping: &str) -> bool {
     let has_stepping = pattern.split('-').count() >= 4;
     let subject = if has_stepping { full } else { without_stepping };
     // The patterns are our own constants or come from the mapfile through the generator;
-    // a pattern the regex crate rejects simply never matches.
-    match Regex::new(&format!("^(?:{pattern})$")) {
-        Ok(re) => re.is_match(subject),
-        Err(_) => false,
-    }
+    // a pattern the regex crate rejects simply never matches. Each is compiled once per
+    // process (compiling the Intel rows took milliseconds for every identification).
+    static COMPILED: OnceLock<Mutex<HashMap<&'static str, Option<Regex>>>> = OnceLock::new();
+    let mut cache = COMPILED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    cache
+        .entry(pattern)
+        .or_insert_with(|| Regex::new(&format!("^(?:{pattern})$")).ok())
+        .as_ref()
+        .is_some_and(|re| re.is_match(subject))
 }
 
 /// The models for a CPU identified by CPUID (vendor string from leaf 0, family / model /

@@ -1,6 +1,8 @@
 //! What every format shares: values, status texts, which nodes show, the bars of a tree.
 
 use super::*;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 
 pub(super) fn fmt_value(v: f64, u: Unit) -> String {
     match u {
@@ -92,10 +94,26 @@ pub(super) fn explain(
 /// The event identifiers of a formula, following references to other nodes and helper
 /// metrics of the model (e.g. AMD shares divide by `total_dispatch_slots`, a metric over
 /// `ls_not_halted_cyc`), so a "division by zero" can name the event that was 0.
-pub(super) fn formula_events<'m>(model: &'m Model, formula: &'m str) -> Vec<&'m str> {
-    let mut out: Vec<&'m str> = Vec::new();
+pub(super) fn formula_events(model: &Model, formula: &'static str) -> Vec<&'static str> {
+    // Memoised per model and formula: a tree of counts that divide by zero explains each
+    // node and metric for every interval, and the walk through nested metrics (each name
+    // looked up case-insensitively) cost milliseconds per interval on the Intel tables.
+    type Cache = HashMap<(&'static str, &'static str), Vec<&'static str>>;
+    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
+    let mut cache = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    cache
+        .entry((model.key, formula))
+        .or_insert_with(|| walk_formula_events(model, formula))
+        .clone()
+}
+
+fn walk_formula_events(model: &Model, formula: &'static str) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
     let mut todo = vec![formula];
-    let mut seen_refs: Vec<&'m str> = Vec::new();
+    let mut seen_refs: Vec<&'static str> = Vec::new();
     while let Some(f) = todo.pop() {
         for id in tma_catalog::encode::formula_identifiers(f) {
             let referenced = model

@@ -62,20 +62,26 @@ fn attr(e: &EventAttr, inherit: bool) -> Attr {
     }
 }
 
-/// A group read with `rdpmc`, when it has pages and every counter is on the PMU now.
-fn read_user(pages: &[Page]) -> Option<GroupCount> {
-    let (first, rest) = pages.split_first()?;
-    let (v, enabled, running) = first.read()?;
-    let mut values = Vec::with_capacity(pages.len());
-    values.push(v);
+/// A group read with `rdpmc` into `out`, when it has pages and every counter is on the PMU
+/// now (`false`, and `out` unspecified, otherwise).
+fn read_user(pages: &[Page], out: &mut GroupCount) -> bool {
+    let Some((first, rest)) = pages.split_first() else {
+        return false;
+    };
+    let Some((v, enabled, running)) = first.read() else {
+        return false;
+    };
+    out.values.clear();
+    out.values.push(v);
     for p in rest {
-        values.push(p.read()?.0);
+        match p.read() {
+            Some((v, _, _)) => out.values.push(v),
+            None => return false,
+        }
     }
-    Some(GroupCount {
-        enabled,
-        running,
-        values,
-    })
+    out.enabled = enabled;
+    out.running = running;
+    true
 }
 
 impl ThreadGroups {
@@ -140,20 +146,24 @@ impl ThreadGroups {
 
     /// The cumulative counts of every group.
     pub(crate) fn read(&self) -> io::Result<Vec<GroupCount>> {
-        self.groups
-            .iter()
-            .map(|g| {
-                if let Some(c) = read_user(&g.pages) {
-                    return Ok(c);
-                }
-                let r = sys::read_group(&g.leader, g.n)?;
-                Ok(GroupCount {
-                    enabled: r.time_enabled,
-                    running: r.time_running,
-                    values: r.values.iter().map(|v| v.0).collect(),
-                })
-            })
-            .collect()
+        let mut out = Vec::new();
+        self.read_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// [`ThreadGroups::read`] into `out`, reusing its vectors: no allocation once `out` has
+    /// held a reading (this runs at every region boundary).
+    pub(crate) fn read_into(&self, out: &mut Vec<GroupCount>) -> io::Result<()> {
+        out.resize_with(self.groups.len(), GroupCount::default);
+        for (g, c) in self.groups.iter().zip(out.iter_mut()) {
+            if read_user(&g.pages, c) {
+                continue;
+            }
+            let (enabled, running) = sys::read_group_values(&g.leader, g.n, &mut c.values)?;
+            c.enabled = enabled;
+            c.running = running;
+        }
+        Ok(())
     }
 }
 

@@ -185,6 +185,9 @@ struct ThreadState {
     last_flush: Instant,
     /// The last reading of the counters (at an `end`) and when it was taken.
     last: Option<(Instant, Vec<GroupCount>)>,
+    /// A reading's vectors to fill next (recycled from a region's start, so that readings
+    /// allocate nothing in a loop of regions).
+    spare: Vec<GroupCount>,
     /// Regions ended and not yet reported for the timeline: (node, begin, end).
     spans: Vec<(usize, Instant, Instant)>,
     /// Regions kept for the timeline so far (at most [`protocol::MAX_SPANS`]).
@@ -209,6 +212,7 @@ impl ThreadState {
             errors: Vec::new(),
             last_flush: Instant::now(),
             last: None,
+            spare: Vec::new(),
             spans: Vec::new(),
             spans_kept: 0,
         }
@@ -279,10 +283,11 @@ impl ThreadState {
         let cost = self.counters(sh).map_or(Duration::ZERO, |g| g.read_cost());
         let start = match self.last.take() {
             Some((at, counts)) if t0.saturating_duration_since(at) < cost => counts,
-            _ => self
-                .counters(sh)
-                .and_then(|g| g.read().ok())
-                .unwrap_or_default(),
+            stale => {
+                let mut buf = stale.map_or_else(|| std::mem::take(&mut self.spare), |(_, c)| c);
+                self.read_counters(sh, &mut buf);
+                buf
+            }
         };
         self.stack.push(Open {
             node,
@@ -323,10 +328,8 @@ impl ThreadState {
                 ack: true,
             });
         }
-        let now = self
-            .counters(sh)
-            .and_then(|g| g.read().ok())
-            .unwrap_or_default();
+        let mut now = std::mem::take(&mut self.spare);
+        self.read_counters(sh, &mut now);
         let Some(open) = self.stack.pop() else {
             return;
         };
@@ -335,23 +338,32 @@ impl ThreadState {
         let node = &mut self.nodes[open.node];
         node.calls += 1;
         node.wall_ns += wall;
-        let delta: Vec<GroupCount> = now
-            .iter()
-            .zip(
-                open.start
-                    .iter()
-                    .chain(std::iter::repeat(&GroupCount::default())),
-            )
-            .map(|(a, b)| a.since(b))
-            .collect();
-        protocol::add_groups(&mut node.counts, &delta);
+        if node.counts.len() < now.len() {
+            node.counts.resize_with(now.len(), GroupCount::default);
+        }
+        for (i, (sum, cur)) in node.counts.iter_mut().zip(&now).enumerate() {
+            sum.add_since(cur, open.start.get(i));
+        }
+        // The start's vectors hold the next reading (an older unused reading is dropped).
+        self.spare = open.start;
         self.last = Some((read_at, now));
         if self.spans_kept < protocol::MAX_SPANS {
             self.spans_kept += 1;
             self.spans.push((open.node, open.t0, read_at));
         }
-        if self.stack.is_empty() && self.last_flush.elapsed() >= FLUSH_EVERY {
+        if self.stack.is_empty()
+            && read_at.saturating_duration_since(self.last_flush) >= FLUSH_EVERY
+        {
             self.flush(sh);
+        }
+    }
+
+    /// Read the counters into `buf` (emptied when they cannot be read: the region then
+    /// carries its time and calls only, as before the reading failed).
+    fn read_counters(&mut self, sh: &Shared, buf: &mut Vec<GroupCount>) {
+        let ok = self.counters(sh).is_some_and(|g| g.read_into(buf).is_ok());
+        if !ok {
+            buf.clear();
         }
     }
 

@@ -102,6 +102,22 @@ impl GroupCount {
         }
     }
 
+    /// Add `now - start` into `self` (`now.since(start)`, with no vector made; a missing
+    /// start counts from zero).
+    pub fn add_since(&mut self, now: &GroupCount, start: Option<&GroupCount>) {
+        let zero = GroupCount::default();
+        let start = start.unwrap_or(&zero);
+        self.enabled += now.enabled.saturating_sub(start.enabled);
+        self.running += now.running.saturating_sub(start.running);
+        if self.values.len() < now.values.len() {
+            self.values.resize(now.values.len(), 0);
+        }
+        let earlier = start.values.iter().chain(std::iter::repeat(&0));
+        for ((a, v), b) in self.values.iter_mut().zip(&now.values).zip(earlier) {
+            *a += v.saturating_sub(*b);
+        }
+    }
+
     /// Add `other` into `self`.
     pub fn add(&mut self, other: &GroupCount) {
         self.enabled += other.enabled;
@@ -523,7 +539,26 @@ mod tests {
         assert_eq!(d.values, [1, 10]);
         assert_eq!((d.enabled, d.running), (20, 12));
         let mut s = vec![d.clone()];
-        add_groups(&mut s, &[d]);
+        add_groups(&mut s, &[d.clone()]);
         assert_eq!(s[0].values, [2, 20]);
+        // add_since is add(since) without the vector: equal on ordinary, backward (a counter
+        // read lower than before: saturates to 0) and missing starts, and longer readings.
+        let back = GroupCount {
+            enabled: 5,
+            running: 9,
+            values: vec![4, 20, 3],
+        };
+        for (now, start) in [
+            (&b, Some(&a)),
+            (&a, Some(&b)),
+            (&back, Some(&a)),
+            (&b, None),
+        ] {
+            let mut by_since = s[0].clone();
+            by_since.add(&now.since(start.unwrap_or(&GroupCount::default())));
+            let mut direct = s[0].clone();
+            direct.add_since(now, start);
+            assert_eq!(direct, by_since);
+        }
     }
 }

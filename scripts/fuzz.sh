@@ -14,7 +14,8 @@
 #   seed_files below, fuzz/seeds/<target>/ and what fuzz/src/bin/mkseeds.rs writes; seeds
 #   over 8 KiB (32 KiB for perf.data) are left out: large seeds slow every mutation of them;
 # * runs `cargo afl fuzz -V SECONDS -t 1000` per target (output in fuzz/out/<target>; with
-#   FUZZ_EXECS=N also `-E N`: stop after N executions, whichever comes first) and prints
+#   FUZZ_EXECS=N also `-E N`: stop after N executions, whichever comes first; inputs are
+#   capped at FUZZ_MAX_LEN bytes, default 16 KiB, 64 KiB for perf.data) and prints
 #   executions, executions per second, wall time and coverage (afl's bitmap_cvg and
 #   edges_found of total_edges, from fuzzer_stats); the targets' scratch files go to a
 #   directory in /dev/shm (a file rewritten on disk for each input cost milliseconds);
@@ -132,12 +133,16 @@ proc_kind() {
   esac
 }
 
+# Only the named targets' seed directories are remade (another fuzz.sh may be starting one of
+# its own targets from this directory at the same time).
 seeds=$root/fuzz/out/seeds
-rm -rf "$seeds"
 mkdir -p "$seeds"
-"$bin/mkseeds" "$seeds" >/dev/null
+made=$(mktemp -d "$root/fuzz/out/.mkseeds-XXXXXX")
+"$bin/mkseeds" "$made" >/dev/null
 for t in "${targets[@]}"; do
+  rm -rf "${seeds:?}/$t"
   mkdir -p "$seeds/$t"
+  if [ -d "$made/$t" ]; then cp -r "$made/$t/." "$seeds/$t/"; fi
   if [ -d "fuzz/seeds/$t" ]; then cp -r "fuzz/seeds/$t/." "$seeds/$t/"; fi
   while read -r file; do
     [ -n "$file" ] || continue
@@ -157,6 +162,7 @@ for t in "${targets[@]}"; do
   [[ $t == perf_data* ]] && max=32k
   find "$seeds/$t" -type f -size +$max -delete
 done
+rm -rf "$made"
 
 failed=0
 summary=()
@@ -169,10 +175,15 @@ for t in "${targets[@]}"; do
   [ -f "fuzz/dict/$t.dict" ] && dict=(-x "fuzz/dict/$t.dict")
   execs=()
   [ -n "${FUZZ_EXECS:-}" ] && execs=(-E "$FUZZ_EXECS")
+  # The longest input afl may make (-G): 16 KiB, 64 KiB for perf.data. Without a cap a long
+  # run drifts to inputs of tens of KiB (a pprof run went from 9,000 to 250 executions a
+  # second on 48 KiB inputs) that reach no code a shorter one does not.
+  maxlen=${FUZZ_MAX_LEN:-16384}
+  [[ $t == perf_data* ]] && maxlen=${FUZZ_MAX_LEN:-65536}
   echo "== $t: fuzzing for ${secs}s${FUZZ_EXECS:+ or $FUZZ_EXECS executions} (output in fuzz/out/$t)"
   log=$root/fuzz/out/$t.log
   started=$SECONDS
-  if ! TMPDIR=$scratch nice -n 19 cargo afl fuzz -i "$seeds/$t" -o "$out" -V "$secs" "${execs[@]}" -t 1000 \
+  if ! TMPDIR=$scratch nice -n 19 cargo afl fuzz -i "$seeds/$t" -o "$out" -V "$secs" "${execs[@]}" -G "$maxlen" -t 1000 \
     "${dict[@]}" -- "$bin/$t" >"$log" 2>&1; then
     rm -rf "$scratch"
     tail -n 30 "$log"

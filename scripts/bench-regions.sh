@@ -6,6 +6,9 @@
 #   marker-fifo     tma-marker speaking the protocol (TMA_MARKER_MODE=fifo)
 #   marker          tma-marker counting in process (two group reads per pair, no message)
 #   marker-off      tma-marker not run under tma (its no-op)
+#   read            no region: one read(2) of each group tma names, opened in the program as
+#                   the marker opens them (the kernel's floor under `marker`, which reads once
+#                   per pair in a loop of regions)
 #
 # Usage: scripts/bench-regions.sh [N_FIFO [N_INPROCESS]]     (defaults 20000, 1000000)
 # PROFILE=debug uses the debug build (default: release); TMA_BIN=FILE and MARKER_LIB=DIR (holding
@@ -40,6 +43,10 @@ run() { # label n way [env...]
         out=$(env "$@" "$work/bench" "$way" "$n")
     else
         out=$(env "$@" "$tma" stat --regions --csv -o "$work/$label.csv" -- "$work/bench" "$way" "$n" 2>/dev/null)
+        if [ "$way" = read ]; then
+            ns=$(echo "$out" | awk '{print $3}')
+            return
+        fi
         # The region must have been counted once per pair (and the 1000 pairs of warm-up).
         local calls
         calls=$(awk -F, '$1=="merged" && $3=="r" {print $5}' "$work/$label.csv")
@@ -61,9 +68,11 @@ printf '%-12s %10s %14s %14s %10s\n' way pairs "ns/pair" "overhead ns" ratio
 line empty "$N_IN" "$empty_in" "$empty_in"
 run fifo "$N_FIFO" fifo; line fifo "$N_FIFO" "$ns" "$empty_fifo"
 run marker-fifo "$N_FIFO" marker TMA_MARKER_MODE=fifo; line marker-fifo "$N_FIFO" "$ns" "$empty_fifo"
-run marker "$N_IN" marker; line marker "$N_IN" "$ns" "$empty_in"
+run marker "$N_IN" marker; line marker "$N_IN" "$ns" "$empty_in"; marker_ns=$ns
+run read "$N_IN" read; line read "$N_IN" "$ns" "$empty_in"; read_ns=$ns
 if [ "${OWN_THREAD:-0}" = 1 ]; then
     run marker-own "$N_IN" marker TMA_MARKER_OWN_THREAD=1; line marker-own "$N_IN" "$ns" "$empty_in"
 fi
 run marker-off "$N_IN" marker; line marker-off "$N_IN" "$ns" "$empty_in"
 echo "(ratio: the loop with a region per iteration over the same loop without; overhead: the difference per pair)"
+awk -v m="$marker_ns" -v r="$read_ns" 'BEGIN { printf "marker in process over the kernel read alone: %.1f ns per pair (the library)\n", m - r }'

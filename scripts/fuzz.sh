@@ -15,7 +15,8 @@
 #   over 8 KiB (32 KiB for perf.data) are left out: large seeds slow every mutation of them;
 # * runs `cargo afl fuzz -V SECONDS -t 1000` per target (output in fuzz/out/<target>; with
 #   FUZZ_EXECS=N also `-E N`: stop after N executions, whichever comes first; inputs are
-#   capped at FUZZ_MAX_LEN bytes, default 16 KiB, 64 KiB for perf.data) and prints
+#   capped at FUZZ_MAX_LEN bytes, default 16 KiB, 64 KiB for perf.data; FUZZ_RESUME=1 goes
+#   on with the campaign already in fuzz/out/<target>, its executions counted) and prints
 #   executions, executions per second, wall time and coverage (afl's bitmap_cvg and
 #   edges_found of total_edges, from fuzzer_stats); the targets' scratch files go to a
 #   directory in /dev/shm (a file rewritten on disk for each input cost milliseconds);
@@ -169,7 +170,16 @@ summary=()
 for t in "${targets[@]}"; do
   out=$root/fuzz/out/$t
   # The targets' scratch files (fuzz/src/lib.rs scratch_file) go under fuzz/out too.
-  rm -rf "$out" "$out.tmp"
+  input=(-i "$seeds/$t")
+  if [ "${FUZZ_RESUME:-0}" = 1 ] && [ -f "$out/default/fuzzer_stats" ]; then
+    # Go on with the campaign in fuzz/out/<target>: afl keeps its queue and counts the
+    # executions of the earlier sittings in execs_done (and so in -E).
+    input=(-i -)
+    echo "== $t: resuming the campaign in fuzz/out/$t ($(awk -F' *: *' '$1 == "execs_done" {print $2}' "$out/default/fuzzer_stats") executions so far)"
+    rm -rf "$out.tmp"
+  else
+    rm -rf "$out" "$out.tmp"
+  fi
   scratch=$(mktemp -d /dev/shm/tma-fuzz-XXXXXX 2>/dev/null || { mkdir -p "$out.tmp" && echo "$out.tmp"; })
   dict=()
   [ -f "fuzz/dict/$t.dict" ] && dict=(-x "fuzz/dict/$t.dict")
@@ -183,7 +193,7 @@ for t in "${targets[@]}"; do
   echo "== $t: fuzzing for ${secs}s${FUZZ_EXECS:+ or $FUZZ_EXECS executions} (output in fuzz/out/$t)"
   log=$root/fuzz/out/$t.log
   started=$SECONDS
-  if ! TMPDIR=$scratch nice -n 19 cargo afl fuzz -i "$seeds/$t" -o "$out" -V "$secs" "${execs[@]}" -G "$maxlen" -t 1000 \
+  if ! TMPDIR=$scratch nice -n 19 cargo afl fuzz "${input[@]}" -o "$out" -V "$secs" "${execs[@]}" -G "$maxlen" -t 1000 \
     "${dict[@]}" -- "$bin/$t" >"$log" 2>&1; then
     rm -rf "$scratch"
     tail -n 30 "$log"

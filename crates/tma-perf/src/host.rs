@@ -23,6 +23,8 @@ pub enum ParseError {
     BackwardRange(String),
     #[error("the range `{0}` is implausibly large")]
     RangeTooLarge(String),
+    #[error("the list names over {0} CPUs (repeats counted): implausibly many")]
+    ListTooLong(usize),
     #[error("an empty item in the list `{0}`")]
     EmptyItem(String),
     #[error("no choice is marked `[selected]` in `{0}`")]
@@ -134,9 +136,19 @@ pub fn parse_cpu_list(bytes: &[u8]) -> Result<Vec<u32>, ParseError> {
                 if b - a > MAX_RANGE {
                     return Err(ParseError::RangeTooLarge(part.to_string()));
                 }
+                // Many plausible ranges still make an implausible list (the kernel's most is
+                // 8192 CPUs): the list, repeats included, is held to MAX_RANGE + 1 entries.
+                if out.len() + (b - a) as usize >= MAX_RANGE as usize {
+                    return Err(ParseError::ListTooLong(MAX_RANGE as usize));
+                }
                 out.extend(a..=b);
             }
-            None => out.push(num(part)?),
+            None => {
+                if out.len() >= MAX_RANGE as usize {
+                    return Err(ParseError::ListTooLong(MAX_RANGE as usize));
+                }
+                out.push(num(part)?)
+            }
         }
     }
     out.sort_unstable();
@@ -368,7 +380,11 @@ pub fn parse_smaps(bytes: &[u8]) -> Result<Vec<SmapsEntry>, ParseError> {
                 .map(str::trim)
                 .and_then(|n| n.parse::<u64>().ok())
                 .ok_or_else(|| bad(&format!("`{field}` is not a size in kB: `{rest}`")))?;
-            *slot = kb * 1024;
+            *slot = kb.checked_mul(1024).ok_or_else(|| {
+                bad(&format!(
+                    "`{field}` is too large to be a size in bytes: `{rest}`"
+                ))
+            })?;
             continue;
         }
         let MapsLine {
@@ -892,6 +908,22 @@ mod tests {
             parse_cpu_list(b"0-4294967295"),
             Err(ParseError::RangeTooLarge("0-4294967295".into()))
         );
+        // Plausible ranges that add up to an implausible list (found by the proc fuzz target:
+        // 8 KB of them asked for over a megabyte); a long list of single CPUs too.
+        let many = vec!["0-4095"; 17].join(",");
+        assert_eq!(
+            parse_cpu_list(many.as_bytes()),
+            Err(ParseError::ListTooLong(65_536))
+        );
+        let singles = vec!["1"; 65_537].join(",");
+        assert_eq!(
+            parse_cpu_list(singles.as_bytes()),
+            Err(ParseError::ListTooLong(65_536))
+        );
+        assert_eq!(
+            parse_cpu_list(vec!["0-4095"; 15].join(",").as_bytes()).map(|v| v.len()),
+            Ok(4096)
+        );
         assert_eq!(parse_cpu_list(b"0-\xff"), Err(ParseError::NotUtf8));
         assert_eq!(
             parse_cpu_list(b"-1"),
@@ -1169,6 +1201,16 @@ not-a-range r-xp 0 0 0 /x\n\
             parse_smaps(b"10-20 rw-p 0 0:0 0\nRss: lots\n"),
             Err(ParseError::BadLine { line: 2, what }) if what.contains("Rss")
         ));
+        // A size in kB whose bytes do not fit in 64 bits (found by the proc fuzz target: an
+        // overflow panic in debug builds, a wrapped size in release).
+        assert!(matches!(
+            parse_smaps(b"10-20 rw-p 0 0:0 0\nRss: 18014398509481984 kB\n"),
+            Err(ParseError::BadLine { line: 2, what }) if what.contains("too large")
+        ));
+        assert_eq!(
+            parse_smaps(b"10-20 rw-p 0 0:0 0\nRss: 18014398509481983 kB\n").unwrap()[0].rss,
+            18014398509481983 * 1024
+        );
         assert!(matches!(
             parse_smaps(b"20-10 rw-p 0 0:0 0\n"),
             Err(ParseError::BadLine { .. })

@@ -1,5 +1,5 @@
 //! Inputs the fuzz targets of fuzz/ (scripts/fuzz.sh) found to crash a parser of this crate
-//! (perf stat recordings, tracefs format files), kept as fixtures (tests/fixtures/fuzz/<target>/,
+//! (perf stat recordings, tracefs format files, /proc text), kept as fixtures (tests/fixtures/fuzz/<target>/,
 //! see the README there): each must now be read (or refused) without a panic.
 use std::path::PathBuf;
 
@@ -45,4 +45,35 @@ fn tracefs_field_typed_with_a_multibyte_space() {
     assert_eq!(f.fields.len(), 1);
     assert_eq!(f.fields[0].name, "rax");
     assert_eq!(f.fields[0].c_type, "unsigned long");
+}
+
+fn proc_fixture(name: &str) -> Vec<u8> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/fuzz/proc")
+        .join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// An smaps text (the `proc` target, 2026-11-28) with a size in kB whose bytes overflow u64:
+/// a multiplication overflow (a panic in debug builds, a wrapped size in release). Now the
+/// line is refused, naming it.
+#[test]
+fn smaps_size_in_kb_that_overflows_bytes() {
+    match tma_perf::host::parse_smaps(&proc_fixture("smaps-size-overflow")) {
+        Err(tma_perf::host::ParseError::BadLine { what, .. }) => {
+            assert!(what.contains("too large"), "{what}")
+        }
+        other => panic!("expected a refused line, got {other:?}"),
+    }
+}
+
+/// A CPU list (the `proc` target) of hundreds of plausible ranges, 8 KB in all, that made a
+/// list of over a quarter of a million entries (a 1.1 MB allocation, over the target's bound).
+/// Now a list is held to 65,536 entries.
+#[test]
+fn cpu_list_of_many_ranges_is_bounded() {
+    assert_eq!(
+        tma_perf::host::parse_cpu_list(&proc_fixture("cpu-list-many-ranges")),
+        Err(tma_perf::host::ParseError::ListTooLong(65_536))
+    );
 }

@@ -198,14 +198,28 @@ fn compare_marks_differences_over_5_percent() {
     };
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    // Measured about 1.000 against a reference of 2: about -50%.
+    // Measured about 1 cycle against a reference of 2: the row shows the measured value, the
+    // reference and their difference (measured / reference - 1), marked. The measured value
+    // is a measurement (1.025 on a loaded VM), so the difference is checked against it, not
+    // against a fixed -50%.
+    let row = out
+        .lines()
+        .skip_while(|l| !l.starts_with("comparison with reference values"))
+        .find(|l| l.trim_start().starts_with("add rax, rcx"))
+        .unwrap_or_else(|| panic!("no comparison row: {out}"));
+    assert!(row.contains("DIFFERS >5%"), "{out}");
+    let fields: Vec<&str> = row.split_whitespace().collect();
+    // "add" "rax," "rcx" latency ref diff ...
+    let measured: f64 = fields[3].parse().unwrap_or_else(|_| panic!("{row}"));
+    assert_eq!(fields[4], "2.000", "{row}");
+    let diff: f64 = fields[5]
+        .trim_end_matches('%')
+        .parse()
+        .unwrap_or_else(|_| panic!("{row}"));
+    assert!((0.9..1.1).contains(&measured), "{out}");
     assert!(
-        out.contains("2.000") && out.contains("DIFFERS >5%"),
-        "{out}"
-    );
-    assert!(
-        out.contains("-50.0%") || out.contains("-49.") || out.contains("-50.1%"),
-        "{out}"
+        (diff - (measured / 2.0 - 1.0) * 100.0).abs() < 0.1,
+        "{diff} from {measured}: {out}"
     );
 }
 

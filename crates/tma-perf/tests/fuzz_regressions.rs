@@ -77,3 +77,24 @@ fn cpu_list_of_many_ranges_is_bounded() {
         Err(tma_perf::host::ParseError::ListTooLong(65_536))
     );
 }
+
+/// Per-cgroup rows of one event (`perf stat -G`, the `perf_stat` target, 2026-11-28) whose
+/// running times add up past u64 when the cgroups are summed (the same overflow as
+/// `running_times_that_overflow_when_summed`, in the reader's cgroup sum): a panic. Now the
+/// summed reading's running time is unknown.
+#[test]
+fn cgroup_running_times_that_overflow_when_summed() {
+    let rec = tma_perf::import::parse(&fixture("cgroup-running-time-sum-overflow.csv"))
+        .expect("the recording parses");
+    let summed: Vec<_> = rec
+        .intervals
+        .iter()
+        .flat_map(|iv| &iv.readings)
+        .filter(|r| r.event == "pagelts")
+        .collect();
+    assert!(!summed.is_empty(), "{rec:?}");
+    assert!(
+        summed.iter().any(|r| r.time_running_ns.is_none()),
+        "{summed:?}"
+    );
+}

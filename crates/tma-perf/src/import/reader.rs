@@ -702,8 +702,10 @@ impl Assembler {
                     if r.value.is_some() {
                         o.status = crate::readings::ReadingStatus::Counted;
                     }
+                    // Running times past u64 (a corrupt recording) make the sum unknown,
+                    // as in `resolve::aggregate`.
                     o.time_running_ns = match (o.time_running_ns, r.time_running_ns) {
-                        (Some(a), Some(b)) => Some(a + b),
+                        (Some(a), Some(b)) => a.checked_add(b),
                         (a, b) => a.or(b),
                     };
                     parts[i] += 1;

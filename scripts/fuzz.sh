@@ -206,20 +206,21 @@ for t in "${targets[@]}"; do
   wall=$((SECONDS - started))
   stats=$out/default/fuzzer_stats
   stat() { awk -F' *: *' -v k="$1" '$1 == k {print $2}' "$stats"; }
-  crashes=$(find "$out/default/crashes" -type f -name 'id:*' 2>/dev/null | wc -l)
-  hangs=$(find "$out/default/hangs" -type f -name 'id:*' 2>/dev/null | wc -l)
+  # An in-place resume moves earlier sittings' finds to crashes.<date>/ and hangs.<date>/.
+  crashes=$(find "$out/default" -path '*/crashes*/id:*' -type f 2>/dev/null | wc -l)
+  hangs=$(find "$out/default" -path '*/hangs*/id:*' -type f 2>/dev/null | wc -l)
   line=$(printf '%-11s %12s execs %8s execs/s %6s s  coverage %s (%s of %s edges)  corpus %s  crashes %s  hangs %s' \
     "$t" "$(stat execs_done)" "$(stat execs_per_sec)" "$wall" "$(stat bitmap_cvg)" "$(stat edges_found)" \
     "$(stat total_edges)" "$(stat corpus_count)" "$crashes" "$hangs")
   echo "$line"
   summary+=("$line")
-  for c in "$out"/default/crashes/id:*; do
+  for c in "$out"/default/crashes*/id:*; do
     [ -f "$c" ] || continue
     echo "CRASH in $t: $c"
     echo "  reproduce: fuzz/target/$profile/$t < '$c'"
     failed=1
   done
-  for h in "$out"/default/hangs/id:*; do
+  for h in "$out"/default/hangs*/id:*; do
     [ -f "$h" ] || continue
     # The harness aborts a run over 1 s: a hang that reproduces alone fails like a crash.
     if ! timeout 10 "$bin/$t" <"$h" >/dev/null 2>&1; then

@@ -539,7 +539,7 @@ mod tests {
         assert_eq!(d.values, [1, 10]);
         assert_eq!((d.enabled, d.running), (20, 12));
         let mut s = vec![d.clone()];
-        add_groups(&mut s, &[d.clone()]);
+        add_groups(&mut s, std::slice::from_ref(&d));
         assert_eq!(s[0].values, [2, 20]);
         // add_since is add(since) without the vector: equal on ordinary, backward (a counter
         // read lower than before: saturates to 0) and missing starts, and longer readings.

@@ -227,9 +227,13 @@ fn check_figures(way: Way, r: &Value, program_out: &str) {
     assert_eq!(inner["calls"], 4);
     let (o, i) = (task_clock_ms(outer), task_clock_ms(inner));
     assert!((98.0..=103.0).contains(&i), "{way:?}: inner {i} ms");
+    // Within 2 % of the outer region's whole CPU time (the calibration's bar), and never
+    // tighter than 2 ms: the own 20 ms is a calibrated spin, which took 22.2 ms of task-clock
+    // once while the other tests loaded both CPUs.
+    let tol = (0.02 * o).max(2.0);
     assert!(
-        (o - i - 20.0).abs() <= 2.0,
-        "{way:?}: outer {o:.3} ms is not its own 20 ms plus inner {i:.3} ms"
+        (o - i - 20.0).abs() <= tol,
+        "{way:?}: outer {o:.3} ms is not its own 20 ms plus inner {i:.3} ms (within {tol:.2} ms)"
     );
     assert!(outer["wall_ns"].as_u64() >= inner["wall_ns"].as_u64());
     // The worker has nothing but its work.

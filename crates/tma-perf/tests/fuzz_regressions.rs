@@ -3,11 +3,17 @@
 //! see the README there): each must now be read (or refused) without a panic.
 use std::path::PathBuf;
 
-fn fixture(name: &str) -> Vec<u8> {
+/// tests/fixtures/fuzz/<target>/<name>.
+fn fixture_of(target: &str, name: &str) -> Vec<u8> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/fuzz/perf_stat")
+        .join("../../tests/fixtures/fuzz")
+        .join(target)
         .join(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    fixture_of("perf_stat", name)
 }
 
 /// Two CPUs' copies of `context-switches` whose running times (the fifth field) add up past
@@ -48,10 +54,7 @@ fn tracefs_field_typed_with_a_multibyte_space() {
 }
 
 fn proc_fixture(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/fuzz/proc")
-        .join(name);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    fixture_of("proc", name)
 }
 
 /// An smaps text (the `proc` target, 2026-11-28) with a size in kB whose bytes overflow u64:

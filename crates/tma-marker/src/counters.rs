@@ -156,12 +156,9 @@ impl ThreadGroups {
     pub(crate) fn read_into(&self, out: &mut Vec<GroupCount>) -> io::Result<()> {
         out.resize_with(self.groups.len(), GroupCount::default);
         for (g, c) in self.groups.iter().zip(out.iter_mut()) {
-            if read_user(&g.pages, c) {
-                continue;
+            if !read_user(&g.pages, c) {
+                c.read_leader(&g.leader, g.n)?;
             }
-            let (enabled, running) = sys::read_group_values(&g.leader, g.n, &mut c.values)?;
-            c.enabled = enabled;
-            c.running = running;
         }
         Ok(())
     }

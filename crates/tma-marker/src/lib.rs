@@ -338,12 +338,7 @@ impl ThreadState {
         let node = &mut self.nodes[open.node];
         node.calls += 1;
         node.wall_ns += wall;
-        if node.counts.len() < now.len() {
-            node.counts.resize_with(now.len(), GroupCount::default);
-        }
-        for (i, (sum, cur)) in node.counts.iter_mut().zip(&now).enumerate() {
-            sum.add_since(cur, open.start.get(i));
-        }
+        protocol::add_deltas(&mut node.counts, &now, &open.start);
         // The start's vectors hold the next reading (an older unused reading is dropped).
         self.spare = open.start;
         self.last = Some((read_at, now));

@@ -118,6 +118,20 @@ impl GroupCount {
         }
     }
 
+    /// One `read(2)` of a group leader opened with tma-perf's `READ_FORMAT` into `self` (its
+    /// vector reused: no allocation once it has held a reading).
+    pub fn read_leader(
+        &mut self,
+        leader: &std::os::fd::OwnedFd,
+        members: usize,
+    ) -> std::io::Result<()> {
+        let (enabled, running) =
+            tma_perf::sys::read_group_values(leader, members, &mut self.values)?;
+        self.enabled = enabled;
+        self.running = running;
+        Ok(())
+    }
+
     /// Add `other` into `self`.
     pub fn add(&mut self, other: &GroupCount) {
         self.enabled += other.enabled;
@@ -128,6 +142,17 @@ impl GroupCount {
         for (a, b) in self.values.iter_mut().zip(&other.values) {
             *a += b;
         }
+    }
+}
+
+/// Add the counts of a stretch, `now - start` group by group, into `into` (a group missing
+/// from `start` counts from zero).
+pub fn add_deltas(into: &mut Vec<GroupCount>, now: &[GroupCount], start: &[GroupCount]) {
+    if into.len() < now.len() {
+        into.resize_with(now.len(), GroupCount::default);
+    }
+    for (i, (sum, cur)) in into.iter_mut().zip(now).enumerate() {
+        sum.add_since(cur, start.get(i));
     }
 }
 

@@ -78,14 +78,19 @@ pub struct GroupRead {
 /// Read a whole group through its leader.
 pub fn read_group(leader: &OwnedFd, members: usize) -> io::Result<GroupRead> {
     let mut buf = vec![0u64; 3 + 2 * members];
-    let bytes = buf.len() * 8;
-    // SAFETY: `buf` is a live, writable buffer of exactly `bytes` bytes; `read` writes at most
-    // that many and the fd is open for the duration of the call.
-    let n = unsafe { libc::read(leader.as_raw_fd(), buf.as_mut_ptr().cast(), bytes) };
+    let n = read_words(leader, &mut buf)?;
+    parse_group_read(&buf, n, members)
+}
+
+/// One `read(2)` of a group leader into `buf`; the bytes read.
+fn read_words(leader: &OwnedFd, buf: &mut [u64]) -> io::Result<usize> {
+    // SAFETY: `buf` is a live, writable buffer of exactly `buf.len() * 8` bytes; `read` writes
+    // at most that many and the fd is open for the duration of the call.
+    let n = unsafe { libc::read(leader.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len() * 8) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    parse_group_read(&buf, n as usize, members)
+    Ok(n as usize)
 }
 
 /// [`read_group`] without allocating (for readings taken at every region boundary): the
@@ -106,13 +111,8 @@ pub fn read_group_values(
         heap.resize(words, 0);
         &mut heap
     };
-    // SAFETY: `buf` is a live, writable buffer of exactly `buf.len() * 8` bytes; `read` writes
-    // at most that many and the fd is open for the duration of the call.
-    let n = unsafe { libc::read(leader.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len() * 8) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    check_group_read(buf, n as usize, members)?;
+    let n = read_words(leader, buf)?;
+    check_group_read(buf, n, members)?;
     values.clear();
     values.extend((0..members).map(|i| buf[3 + 2 * i]));
     Ok((buf[1], buf[2]))

@@ -121,12 +121,9 @@ impl ThreadCounters for LiveCounters {
         groups
             .iter()
             .map(|g| {
-                let r = sys::read_group(&g.leader, g.n).map_err(|e| e.to_string())?;
-                Ok(GroupCount {
-                    enabled: r.time_enabled,
-                    running: r.time_running,
-                    values: r.values.iter().map(|v| v.0).collect(),
-                })
+                let mut c = GroupCount::default();
+                c.read_leader(&g.leader, g.n).map_err(|e| e.to_string())?;
+                Ok(c)
             })
             .collect()
     }

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use tma_marker::protocol::{add_groups, GroupCount, Message};
+use tma_marker::protocol::{add_deltas, add_groups, GroupCount, Message};
 
 /// The counters of the threads that name regions: opened at a thread's first `begin`.
 pub trait ThreadCounters {
@@ -278,12 +278,7 @@ impl Collector {
         node.calls += 1;
         node.wall_ns += now.saturating_duration_since(open.t0).as_nanos() as u64;
         if let (Some(a), Some(b)) = (end, open.start) {
-            let delta: Vec<GroupCount> = a
-                .iter()
-                .zip(b.iter().chain(std::iter::repeat(&GroupCount::default())))
-                .map(|(x, y)| x.since(y))
-                .collect();
-            add_groups(&mut node.counts, &delta);
+            add_deltas(&mut node.counts, &a, &b);
         }
         let spans = self.spans.entry(tid).or_default();
         if spans.spans.len() < MAX_SPANS {

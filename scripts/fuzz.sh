@@ -20,6 +20,8 @@
 #   executions, executions per second, wall time and coverage (afl's bitmap_cvg and
 #   edges_found of total_edges, from fuzzer_stats); the targets' scratch files go to a
 #   directory in /dev/shm (a file rewritten on disk for each input cost milliseconds);
+# * FUZZ_OUT=DIR puts seeds, campaigns and logs under DIR instead of fuzz/out (scripts/test.sh
+#   runs its short pass in fuzz/out-short, so that it never wipes a long campaign);
 # * fails when a target saved a crash, or a hang that reproduces (a run over 1 s outside
 #   afl too; the harness aborts such a run), and prints the command that reproduces it.
 #   A timeout afl saw that does not reproduce alone is reported, not failed (the machine is
@@ -136,9 +138,11 @@ proc_kind() {
 
 # Only the named targets' seed directories are remade (another fuzz.sh may be starting one of
 # its own targets from this directory at the same time).
-seeds=$root/fuzz/out/seeds
+outroot=${FUZZ_OUT:-$root/fuzz/out}
+case $outroot in /*) ;; *) outroot=$root/$outroot ;; esac
+seeds=$outroot/seeds
 mkdir -p "$seeds"
-made=$(mktemp -d "$root/fuzz/out/.mkseeds-XXXXXX")
+made=$(mktemp -d "$outroot/.mkseeds-XXXXXX")
 "$bin/mkseeds" "$made" >/dev/null
 for t in "${targets[@]}"; do
   rm -rf "${seeds:?}/$t"
@@ -168,14 +172,13 @@ rm -rf "$made"
 failed=0
 summary=()
 for t in "${targets[@]}"; do
-  out=$root/fuzz/out/$t
-  # The targets' scratch files (fuzz/src/lib.rs scratch_file) go under fuzz/out too.
+  out=$outroot/$t
   input=(-i "$seeds/$t")
   if [ "${FUZZ_RESUME:-0}" = 1 ] && [ -f "$out/default/fuzzer_stats" ]; then
     # Go on with the campaign in fuzz/out/<target>: afl keeps its queue and counts the
     # executions of the earlier sittings in execs_done (and so in -E).
     input=(-i -)
-    echo "== $t: resuming the campaign in fuzz/out/$t ($(awk -F' *: *' '$1 == "execs_done" {print $2}' "$out/default/fuzzer_stats") executions so far)"
+    echo "== $t: resuming the campaign in ${out#"$root"/} ($(awk -F' *: *' '$1 == "execs_done" {print $2}' "$out/default/fuzzer_stats") executions so far)"
     rm -rf "$out.tmp"
   else
     rm -rf "$out" "$out.tmp"
@@ -190,14 +193,14 @@ for t in "${targets[@]}"; do
   # second on 48 KiB inputs) that reach no code a shorter one does not.
   maxlen=${FUZZ_MAX_LEN:-16384}
   [[ $t == perf_data* ]] && maxlen=${FUZZ_MAX_LEN:-65536}
-  echo "== $t: fuzzing for ${secs}s${FUZZ_EXECS:+ or $FUZZ_EXECS executions} (output in fuzz/out/$t)"
-  log=$root/fuzz/out/$t.log
+  echo "== $t: fuzzing for ${secs}s${FUZZ_EXECS:+ or $FUZZ_EXECS executions} (output in ${out#"$root"/})"
+  log=$outroot/$t.log
   started=$SECONDS
   if ! TMPDIR=$scratch nice -n 19 cargo afl fuzz "${input[@]}" -o "$out" -V "$secs" "${execs[@]}" -G "$maxlen" -t 1000 \
     "${dict[@]}" -- "$bin/$t" >"$log" 2>&1; then
     rm -rf "$scratch"
     tail -n 30 "$log"
-    echo "fuzz.sh: afl stopped with an error on $t (log: fuzz/out/$t.log)" >&2
+    echo "fuzz.sh: afl stopped with an error on $t (log: ${log#"$root"/})" >&2
     failed=1
     summary+=("$t: afl failed")
     continue

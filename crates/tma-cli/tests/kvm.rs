@@ -6,23 +6,12 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 
-use tma_testkit::{fixture, Tma};
+use tma_testkit::{fixture, is_root, Tma};
 use tma_testvmm::RunnerCounts;
 
 const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
 static LOCK: Mutex<()> = Mutex::new(());
 const N: u16 = 200;
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .map(|u| u.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
 
 fn tracefs_mounts() -> usize {
     std::fs::read_to_string("/proc/self/mounts")

@@ -106,9 +106,20 @@ fn build(way: Way, dir: &Path) -> Result<PathBuf, String> {
 
 /// Run `tma stat --regions` (or `--itt`) on `exe`: the JSON report and the program's output.
 fn regions(way: Way, exe: &Path, dir: &Path, env: &[(&str, &str)]) -> (Value, String, String) {
-    let report = dir.join(format!("{way:?}-{}.json", env.len()));
+    regions_with(way, exe, dir, env, &[])
+}
+
+/// [`regions`] with more options for `tma stat`.
+fn regions_with(
+    way: Way,
+    exe: &Path,
+    dir: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> (Value, String, String) {
+    let report = dir.join(format!("{way:?}-{}-{}.json", env.len(), args.join("")));
     let mut c = bare();
-    c.args(["stat", "--json", "-o"]).arg(&report);
+    c.args(["stat", "--json", "-o"]).arg(&report).args(args);
     if way == Way::Itt {
         c.arg("--itt")
             .arg("--itt-lib")
@@ -296,6 +307,35 @@ fn three_ways_in_give_the_same_region_tree_and_calibrated_figures() {
             "{way:?} gives another tree than the FIFO by hand"
         );
     }
+}
+
+/// tma's control thread follows the sending thread onto its CPU by default (-v says so, and
+/// what made it go back: the demo's two threads both send acknowledged lines); --no-follow
+/// keeps it put. Both count the same regions and the same calibrated figures.
+#[test]
+fn following_the_program_changes_no_figure() {
+    if let Err(why) = can_count() {
+        println!("skipped: cannot count software events here: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(Way::Fifo, dir.path()).unwrap();
+    let (followed, out, err) = regions_with(Way::Fifo, &exe, dir.path(), &[], &["-v"]);
+    check_figures(Way::Fifo, &followed, &out);
+    // Root may always leave SCHED_IDLE again; another user only when RLIMIT_NICE allows.
+    let root = tma_testkit::is_root();
+    if root {
+        assert!(
+            err.contains("the control thread followed the program's sending thread onto its CPU"),
+            "{err}"
+        );
+    } else if !err.contains("the control thread followed") {
+        println!("not checked: not root, and this user may not leave SCHED_IDLE once in it");
+    }
+    let (put, out, err) = regions_with(Way::Fifo, &exe, dir.path(), &[], &["-v", "--no-follow"]);
+    check_figures(Way::Fifo, &put, &out);
+    assert!(!err.contains("the control thread"), "{err}");
+    assert_eq!(shape(&followed), shape(&put));
 }
 
 #[test]

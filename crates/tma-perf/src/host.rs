@@ -167,6 +167,42 @@ pub fn parse_int(bytes: &[u8]) -> Result<i64, ParseError> {
         .map_err(|_| ParseError::NotANumber(text.to_string()))
 }
 
+/// The CPU a thread last ran on: field 39 (`processor`) of a `/proc/<tid>/stat` line. The
+/// command name (field 2, in parentheses) may hold spaces and parentheses, so the fields are
+/// counted after its last `)`.
+pub fn parse_stat_processor(bytes: &[u8]) -> Result<u32, ParseError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| ParseError::NotUtf8)?;
+    let (_, rest) = text.rsplit_once(')').ok_or_else(|| ParseError::BadLine {
+        line: 1,
+        what: "no `)` closing the command name".into(),
+    })?;
+    // After the name: field 3 (state) is the first; `processor` is field 39.
+    let field = rest
+        .split_ascii_whitespace()
+        .nth(39 - 3)
+        .ok_or_else(|| ParseError::BadLine {
+            line: 1,
+            what: "fewer than 39 fields".into(),
+        })?;
+    field
+        .parse()
+        .map_err(|_| ParseError::NotANumber(field.chars().take(40).collect()))
+}
+
+/// A thread's time on a CPU and its time runnable but waiting for one (ns): the first two
+/// fields of `/proc/<tid>/schedstat` (`run time`, `run delay`, `timeslices`).
+pub fn parse_schedstat(bytes: &[u8]) -> Result<(u64, u64), ParseError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| ParseError::NotUtf8)?;
+    let mut fields = text.split_ascii_whitespace();
+    let mut next = || -> Result<u64, ParseError> {
+        let field = fields.next().ok_or(ParseError::Empty)?;
+        field
+            .parse()
+            .map_err(|_| ParseError::NotANumber(field.chars().take(40).collect()))
+    };
+    Ok((next()?, next()?))
+}
+
 /// The parts of `/proc/cpuinfo` the tools use: the first processor's vendor, model name and
 /// flags, and every processor's `cpu MHz`. Family, model and stepping are identified by
 /// `tma_catalog::parse_cpuinfo` from the same bytes.
@@ -789,6 +825,23 @@ impl Host {
         }))
     }
 
+    /// The CPU thread `tid` last ran on (`<proc>/<tid>/stat`; any thread id, listed or not).
+    pub fn thread_cpu(&self, tid: i32) -> Result<u32, HostError> {
+        Host::parsed(
+            self.proc.join(tid.to_string()).join("stat"),
+            parse_stat_processor,
+        )
+    }
+
+    /// Thread `tid`'s time on a CPU and time waiting, runnable, for one, in ns
+    /// (`<proc>/<tid>/schedstat`; missing on a kernel built without it).
+    pub fn thread_schedstat(&self, tid: i32) -> Result<(u64, u64), HostError> {
+        Host::parsed(
+            self.proc.join(tid.to_string()).join("schedstat"),
+            parse_schedstat,
+        )
+    }
+
     /// The system THP mode, from `<sys>/kernel/mm/transparent_hugepage/enabled` (missing when
     /// the kernel is built without THP).
     pub fn thp_mode(&self) -> Result<ThpMode, HostError> {
@@ -1301,5 +1354,36 @@ not-a-range r-xp 0 0 0 /x\n\
         assert_eq!(h.pids().unwrap(), vec![42]);
         // This process's own smaps parses (whatever the kernel writes).
         assert!(!Host::system().smaps(None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn stat_processor_after_a_tricky_name() {
+        // A command name with spaces and a `)`; field 39 is the 37th after it.
+        let mut line = b"4242 (a b) c) S".to_vec();
+        for f in 4..=38 {
+            line.extend_from_slice(format!(" {f}").as_bytes());
+        }
+        line.extend_from_slice(b" 7 0 0 0\n");
+        assert_eq!(parse_stat_processor(&line).unwrap(), 7);
+        assert!(parse_stat_processor(b"1 (x) S 0 0").is_err());
+        assert!(parse_stat_processor(b"no name here").is_err());
+        let real = std::fs::read("/proc/self/stat").unwrap();
+        let cpu = parse_stat_processor(&real).unwrap();
+        assert!(
+            Host::system().online_cpus_or_cpu0().contains(&cpu),
+            "cpu {cpu}"
+        );
+    }
+
+    #[test]
+    fn schedstat_times() {
+        assert_eq!(parse_schedstat(b"123 456 7\n").unwrap(), (123, 456));
+        assert!(parse_schedstat(b"123").is_err());
+        assert!(parse_schedstat(b"1 x 2").is_err());
+        let me = std::process::id() as i32;
+        match Host::system().thread_schedstat(me) {
+            Ok((run, _)) => assert!(run > 0),
+            Err(e) => assert!(e.is_missing(), "{e}"),
+        }
     }
 }

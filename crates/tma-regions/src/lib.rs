@@ -14,6 +14,7 @@
 //! region; [`report`] evaluates each region's tree and writes text, JSON or CSV.
 
 pub mod counters;
+pub(crate) mod placement;
 pub mod report;
 mod server;
 pub mod tree;
@@ -61,6 +62,9 @@ pub fn default_itt_lib(exe: &std::path::Path) -> PathBuf {
 pub struct RegionsConfig {
     pub stat: StatConfig,
     pub way: Way,
+    /// Let tma's control thread follow the program's sending thread onto its CPU while it
+    /// answers acknowledged lines (`--no-follow` turns it off): see [`placement`].
+    pub follow: bool,
 }
 
 /// Errors of a regions run.
@@ -293,6 +297,13 @@ pub fn run(
     }
     let t0 = std::time::Instant::now();
     let mut collector = tree::Collector::new(t0);
+    let os = if cfg.follow {
+        placement::SystemOs::new(stat.host.clone()).ok()
+    } else {
+        None
+    };
+    let follow = os.is_some();
+    let mut placement = placement::Placement::new(os, follow, t0);
     let ending = server::serve(
         &argv,
         &env,
@@ -300,11 +311,17 @@ pub fn run(
         &ch,
         &mut collector,
         &mut live_counters,
+        &mut placement,
     )?;
+    let placed = placement.summary();
+    drop(placement);
     let wall_ns = t0.elapsed().as_nanos() as u64;
     let regions = collector.finish();
     for n in &regions.notes {
         writeln!(notes, "tma: {n}")?;
+    }
+    if let (Some(p), true) = (placed, stat.render.verbose > 0) {
+        writeln!(notes, "tma: {p}")?;
     }
     if regions.threads.is_empty() {
         writeln!(

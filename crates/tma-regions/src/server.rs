@@ -14,6 +14,7 @@ use tma_perf::backend::Ending;
 use tma_perf::process::CommandStdout;
 use tma_perf::sys::poll_readable;
 
+use crate::placement::{Os, Placement};
 use crate::tree::{Answer, Collector, ThreadCounters};
 use crate::RegionsError;
 
@@ -49,7 +50,9 @@ impl Channel {
                 .open(p)
         };
         Ok(Channel {
-            ctl: open(&ctl_path, false).map_err(io)?,
+            // Read without blocking: tma sleeps in poll, and reads first when a line is likely
+            // there already (one system call per line instead of two).
+            ctl: open(&ctl_path, true).map_err(io)?,
             // Answers never block tma: a program that asks and does not read loses them.
             ack: open(&ack_path, true).map_err(io)?,
             ctl_path,
@@ -59,18 +62,20 @@ impl Channel {
     }
 }
 
-/// How long tma looks for the program's next line after one before it sleeps in poll.
+/// How long tma looks for the program's next line after one before it sleeps in poll (when
+/// it is not following the program onto its CPU: see [`crate::placement`]).
 const SPIN: Duration = Duration::from_micros(100);
 
 /// Lines a program may send that tma notes as bad, before it stops noting them.
 const MAX_BAD_LINES: usize = 20;
 
 /// Split complete lines off `buf` and handle each.
-fn handle_lines(
+fn handle_lines<O: Os>(
     buf: &mut Vec<u8>,
     ch: &Channel,
     collector: &mut Collector,
     counters: &mut dyn ThreadCounters,
+    placement: &mut Placement<O>,
     bad: &mut usize,
 ) {
     let now = Instant::now();
@@ -80,6 +85,11 @@ fn handle_lines(
         start += nl + 1;
         match protocol::parse(line) {
             Ok(m) => {
+                let acked = match &m {
+                    protocol::Message::Begin { tid, ack: true, .. }
+                    | protocol::Message::End { tid, ack: true, .. } => Some(*tid),
+                    _ => None,
+                };
                 let answer = match collector.handle(m, now, counters) {
                     Answer::None => None,
                     Answer::Ok => Some("ok\n".to_string()),
@@ -87,6 +97,9 @@ fn handle_lines(
                 };
                 if let Some(a) = answer {
                     let _ = (&ch.ack).write_all(a.as_bytes());
+                }
+                if let Some(tid) = acked {
+                    placement.acknowledged(tid, now);
                 }
             }
             Err(e) => {
@@ -115,14 +128,15 @@ fn handle_lines(
 }
 
 /// Run `argv` with `env`, reading its control lines into `collector` until it exits (or
-/// Ctrl-C). Returns how it ended.
-pub(crate) fn serve(
+/// Ctrl-C), this thread placed by `placement`. Returns how it ended.
+pub(crate) fn serve<O: Os>(
     argv: &[String],
     env: &[(String, String)],
     stdout: CommandStdout,
     ch: &Channel,
     collector: &mut Collector,
     counters: &mut dyn ThreadCounters,
+    placement: &mut Placement<O>,
 ) -> Result<Ending, RegionsError> {
     tma_perf::process::catch_interrupts().map_err(RegionsError::Channel)?;
     let mut cmd = Command::new(&argv[0]);
@@ -142,46 +156,66 @@ pub(crate) fn serve(
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 1 << 16];
     let mut bad = 0usize;
-    // Read what the FIFO holds and handle it; `known` when poll has just said it is readable
-    // (one system call less per line on the acknowledged path).
-    let mut read_ready =
-        |buf: &mut Vec<u8>, collector: &mut Collector, known: bool| -> Result<bool, RegionsError> {
-            if !known && !poll_readable(&[&ch.ctl], 0).map_err(RegionsError::Channel)?[0] {
-                return Ok(false);
-            }
-            let n = (&ch.ctl).read(&mut chunk).map_err(RegionsError::Channel)?;
-            buf.extend_from_slice(&chunk[..n]);
-            handle_lines(buf, ch, collector, counters, &mut bad);
-            Ok(n > 0)
+    // Read what the FIFO holds and handle it: `false` when it held nothing.
+    let mut read_ready = |buf: &mut Vec<u8>,
+                          collector: &mut Collector,
+                          placement: &mut Placement<O>|
+     -> Result<bool, RegionsError> {
+        let n = match (&ch.ctl).read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(true),
+            Err(e) => return Err(RegionsError::Channel(e)),
         };
+        buf.extend_from_slice(&chunk[..n]);
+        handle_lines(buf, ch, collector, counters, placement, &mut bad);
+        Ok(n > 0)
+    };
     let ending = loop {
         if tma_perf::process::interrupted() {
             let _ = child.kill();
             let _ = child.wait();
             break Ending::Interrupted;
         }
-        let ready = match poll_readable(&[&ch.ctl, &pidfd], 200) {
+        // On the program's CPU the program's next line has usually come while this thread
+        // waited for the CPU: read it without sleeping first.
+        if placement.following() {
+            if read_ready(&mut buf, collector, placement)? {
+                continue;
+            }
+            placement.slept();
+        }
+        let polled = poll_readable(&[&ch.ctl, &pidfd], 200);
+        let ready = match polled {
             Ok(r) => r,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(RegionsError::Channel(e)),
         };
         if ready[0] {
-            read_ready(&mut buf, collector, true)?;
+            read_ready(&mut buf, collector, placement)?;
+            if placement.following() {
+                // On the program's CPU the next line comes while this thread sleeps: the
+                // program wakes it there, with no interrupt to another CPU.
+                continue;
+            }
             // A program that sends a line often sends the next soon (an acknowledged
             // region's end, the next region of a loop): look for it for a while before
             // sleeping in poll, whose wake-up (an interrupt to another CPU) costs tens of
             // microseconds in a virtual machine.
             let mut until = Instant::now() + SPIN;
             while Instant::now() < until {
-                if read_ready(&mut buf, collector, false)? {
+                if read_ready(&mut buf, collector, placement)? {
                     until = Instant::now() + SPIN;
+                }
+                if placement.following() {
+                    break;
                 }
                 std::hint::spin_loop();
             }
         }
         if ready[1] {
             // The program has exited: what it wrote before is in the FIFO.
-            while read_ready(&mut buf, collector, false)? {}
+            while read_ready(&mut buf, collector, placement)? {}
             let status = child.wait().map_err(RegionsError::Channel)?;
             break match (status.code(), status.signal()) {
                 (Some(c), _) => Ending::Exited(c),
@@ -190,6 +224,7 @@ pub(crate) fn serve(
             };
         }
     };
+    placement.finish();
     if !buf.is_empty() {
         collector
             .notes

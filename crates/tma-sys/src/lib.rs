@@ -8,11 +8,12 @@
 //!   [`jit::ExecCode::new`] refuses ("x86-64 only"), so no image can be called there.
 //! * [`clock`]: the calling thread's CPU time; [`usage`]: its `getrusage` counts.
 //! * [`process`]: kill, waitpid, "is it alive", pidfd.
+//! * [`sched`]: the calling thread's policy (`SCHED_IDLE` or normal), affinity and CPU.
 //! * [`signal`]: the binary's one SIGINT/SIGTERM handler and the question "interrupted? by
 //!   which signal?" that every long loop asks.
 //! * [`advice`]: the one table from (operation, errno) to what the user should do.
 //!
-//! `unsafe` lives only in [`cpu`], [`jit`], [`signal`] and [`usage`] (each opts in with
+//! `unsafe` lives only in [`cpu`], [`jit`], [`sched`], [`signal`] and [`usage`] (each opts in with
 //! `#![allow(unsafe_code)]`, one `// SAFETY:` comment per block); [`clock`] and [`process`]
 //! are safe code over rustix.
 //!
@@ -36,5 +37,6 @@ pub mod clock;
 pub mod cpu;
 pub mod jit;
 pub mod process;
+pub mod sched;
 pub mod signal;
 pub mod usage;

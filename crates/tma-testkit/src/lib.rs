@@ -42,6 +42,19 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// Whether the tests run as root (effective uid 0, from `/proc/self/status`): some checks
+/// need it (`/dev/kvm` set-up, leaving `SCHED_IDLE`), and say so where it is missing.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .map(|u| u.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
 /// The repository root (the directory of the workspace's Cargo.toml).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -145,6 +145,12 @@ pub struct Args {
     /// INTEL_LIBITTNOTIFY64 to tma's collector, libtma_itt.so.
     #[arg(long)]
     pub itt: bool,
+    /// With --regions or --itt: keep tma's control thread where the scheduler puts it. By
+    /// default it follows the thread that sends acknowledged lines onto its CPU, at the idle
+    /// scheduling policy, which saves the cross-CPU wake-ups of each round trip (and goes
+    /// back when that CPU is busy); see the README's regions section.
+    #[arg(long)]
+    pub no_follow: bool,
     /// The ITT collector for --itt (default: libtma_itt.so beside the tma binary, in its
     /// deps/ directory (a cargo build), or in ../lib/tma/).
     #[arg(long, value_name = "FILE", requires = "itt")]
@@ -306,7 +312,11 @@ fn regions(args: &Args, stat: StatConfig) -> anyhow::Result<ExitCode> {
     } else {
         tma_regions::Way::Fifo
     };
-    let cfg = tma_regions::RegionsConfig { stat, way };
+    let cfg = tma_regions::RegionsConfig {
+        stat,
+        way,
+        follow: !args.no_follow,
+    };
     let outcome = crate::output::emit(args.output.as_deref(), |w| {
         tma_regions::run(&cfg, w, &mut std::io::stderr())
     })?;

@@ -7,21 +7,11 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use tma_kvm::{SessionConfig, Target, Tracefs};
+use tma_testkit::is_root;
 use tma_testvmm::RunnerCounts;
 
 /// tracefs mounting is process-global state: one live test at a time.
 static LOCK: Mutex<()> = Mutex::new(());
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .map(|u| u.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
 
 /// tracefs mounts at or below `dir` (what a test given `dir` as its root could have mounted;
 /// other processes' mounts elsewhere do not disturb the count).

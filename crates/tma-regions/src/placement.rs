@@ -45,7 +45,9 @@ pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(64);
 
 /// What placement needs from the system (a fake in tests).
 pub(crate) trait Os {
-    /// The CPU thread `tid` last ran on.
+    /// The launched program's pid (lines name threads of it or of its descendants).
+    fn program(&mut self, _pid: u32) {}
+    /// The CPU thread `tid` last ran on; `None` also for a thread outside the program.
     fn thread_cpu(&mut self, tid: u32) -> Option<usize>;
     /// Thread `tid`'s time running and time waiting to run so far (ns).
     fn thread_times(&mut self, tid: u32) -> Option<(u64, u64)>;
@@ -271,6 +273,11 @@ impl<O: Os> Placement<O> {
         ))
     }
 
+    /// The program was started with this pid.
+    pub(crate) fn program_started(&mut self, pid: u32) {
+        self.os.program(pid);
+    }
+
     /// Back to the normal policy and mask at the end of the run.
     pub(crate) fn finish(&mut self) {
         if self.following() {
@@ -294,7 +301,15 @@ impl<O: Os> Drop for Placement<O> {
 pub(crate) struct SystemOs {
     host: tma_perf::host::Host,
     mask: rustix::thread::CpuSet,
+    program: Option<i32>,
+    /// Threads found in the program's tree, or outside it (a line may name any number).
+    checked: Vec<(u32, bool)>,
 }
+
+/// The most threads whose place in the program's tree is remembered.
+const CHECKED: usize = 64;
+/// The deepest chain of parents looked up from a thread to the program.
+const DEPTH: usize = 16;
 
 impl SystemOs {
     /// `None` (with the reason) when this thread could not come back from following.
@@ -307,12 +322,57 @@ impl SystemOs {
         .join()
         .map_err(|_| "the policy probe failed".to_string())?;
         probe.map_err(|e| format!("cannot leave SCHED_IDLE once in it ({e}; RLIMIT_NICE)"))?;
-        Ok(SystemOs { host, mask })
+        Ok(SystemOs {
+            host,
+            mask,
+            program: None,
+            checked: Vec::new(),
+        })
+    }
+
+    /// Whether thread `tid` belongs to the program or to a process it started: a line that
+    /// names another thread (a mistake, or a pid reused) must not send tma to that thread's
+    /// CPU, where the checks on the sender would watch the wrong thread.
+    fn in_program(&mut self, tid: u32) -> bool {
+        if let Some(&(_, ok)) = self.checked.iter().find(|(t, _)| *t == tid) {
+            return ok;
+        }
+        let Some(program) = self.program else {
+            return false;
+        };
+        let field = |pid: i32, name: &str| -> Option<i32> {
+            self.host.status_field(pid, name).ok()??.parse().ok()
+        };
+        let mut ok = false;
+        let mut t = i32::try_from(tid).unwrap_or(0);
+        for _ in 0..DEPTH {
+            let Some(tgid) = field(t, "Tgid") else { break };
+            if tgid == program {
+                ok = true;
+                break;
+            }
+            match field(tgid, "PPid") {
+                Some(parent) if parent > 1 => t = parent,
+                _ => break,
+            }
+        }
+        if self.checked.len() >= CHECKED {
+            self.checked.remove(0);
+        }
+        self.checked.push((tid, ok));
+        ok
     }
 }
 
 impl Os for SystemOs {
+    fn program(&mut self, pid: u32) {
+        self.program = i32::try_from(pid).ok();
+        self.checked.clear();
+    }
     fn thread_cpu(&mut self, tid: u32) -> Option<usize> {
+        if !self.in_program(tid) {
+            return None;
+        }
         let cpu = self.host.thread_cpu(i32::try_from(tid).ok()?).ok()? as usize;
         tma_sys::sched::has_cpu(&self.mask, cpu).then_some(cpu)
     }
@@ -335,6 +395,11 @@ impl Os for SystemOs {
 
 /// No system at all: placement turned off (`--no-follow`) or refused.
 impl Os for Option<SystemOs> {
+    fn program(&mut self, pid: u32) {
+        if let Some(os) = self {
+            os.program(pid);
+        }
+    }
     fn thread_cpu(&mut self, tid: u32) -> Option<usize> {
         self.as_mut()?.thread_cpu(tid)
     }
@@ -554,6 +619,18 @@ mod tests {
                 }
             };
             let tid = rustix::thread::gettid().as_raw_nonzero().get() as u32;
+            // Before the program is known, and for a thread outside it: no CPU to go to.
+            assert_eq!(os.thread_cpu(tid), None);
+            os.program(std::process::id());
+            assert_eq!(os.thread_cpu(1), None, "init is not in this test's tree");
+            // A process the program started is in it.
+            let mut child = std::process::Command::new("sleep")
+                .arg("5")
+                .spawn()
+                .unwrap();
+            assert!(os.thread_cpu(child.id()).is_some());
+            let _ = child.kill();
+            let _ = child.wait();
             let cpu = os.thread_cpu(tid).expect("own CPU");
             os.follow(cpu).unwrap();
             assert_eq!(tma_sys::sched::current_cpu(), cpu);

@@ -153,6 +153,7 @@ pub(crate) fn serve<O: Os>(
     })?;
     let pidfd =
         File::from(tma_sys::process::pidfd_open(child.id() as i32).map_err(RegionsError::Channel)?);
+    placement.program_started(child.id());
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 1 << 16];
     let mut bad = 0usize;

@@ -36,7 +36,7 @@ pub(crate) const EARLY: Duration = Duration::from_micros(200);
 /// sleeps in its regions: either way following it saves nothing).
 pub(crate) const STARVED: Duration = Duration::from_micros(50);
 /// So many slow checks in a row and tma stops following (one alone can be an interrupt, a
-/// kernel thread, or a region that sleeps).
+/// kernel thread, or a region that sleeps); one check at ten times [`STARVED`] is enough.
 pub(crate) const STARVED_IN_A_ROW: u32 = 2;
 /// How long tma stays put after it stopped following, the first time.
 pub(crate) const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -140,7 +140,8 @@ impl<O: Os> Placement<O> {
             return;
         }
         self.slow += 1;
-        if self.slow >= STARVED_IN_A_ROW {
+        // Far over the bar is no interrupt or short nap: the CPU is taken.
+        if self.slow >= STARVED_IN_A_ROW || per_line > STARVED * 10 {
             self.starved += 1;
             self.stop_following(now);
         }
@@ -510,6 +511,7 @@ mod tests {
             t = interval(&mut p, t, blocked);
             assert_eq!(p.following(), following, "after {blocked} us");
         }
+        // (A single check far over the bar is enough: below.)
         assert_eq!(
             p.state(),
             State::Normal {
@@ -556,6 +558,26 @@ mod tests {
             os.log,
             ["follow 1", "release", "follow 1", "release", "follow 1", "release"]
         );
+    }
+
+    #[test]
+    fn one_check_far_over_the_bar_is_enough() {
+        let mut os = Fake::default();
+        os.cpu_of.insert(7, 1);
+        let t0 = Instant::now();
+        let mut p = Placement::new(&mut os, true, t0);
+        p.acknowledged(7, t0);
+        let t = interval(&mut p, t0, 99);
+        assert!(p.following(), "99 us per line once: not yet");
+        let mut os = Fake::default();
+        os.cpu_of.insert(7, 1);
+        let mut p = Placement::new(&mut os, true, t0);
+        p.acknowledged(7, t0);
+        // One line in the interval, the sender blocked for milliseconds waiting for it.
+        p.os.times.0 += (CHECK - ms(1)).as_nanos() as u64;
+        p.acknowledged(7, t + CHECK);
+        assert!(!p.following());
+        assert_eq!(p.starved, 1);
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub(crate) const EARLY: Duration = Duration::from_micros(200);
 /// sleeps in its regions: either way following it saves nothing).
 pub(crate) const STARVED: Duration = Duration::from_micros(50);
 /// So many slow checks in a row and tma stops following (one alone can be an interrupt, a
-/// kernel thread, or a region that sleeps); one check at ten times [`STARVED`] is enough.
+/// kernel thread, or a region that sleeps); one check at twenty times [`STARVED`] is enough.
 pub(crate) const STARVED_IN_A_ROW: u32 = 2;
 /// How long tma stays put after it stopped following, the first time.
 pub(crate) const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -51,6 +51,8 @@ pub(crate) trait Os {
     fn thread_cpu(&mut self, tid: u32) -> Option<usize>;
     /// Thread `tid`'s time running and time waiting to run so far (ns).
     fn thread_times(&mut self, tid: u32) -> Option<(u64, u64)>;
+    /// The calling thread's CPU time so far (ns).
+    fn own_cpu_ns(&mut self) -> u64;
     /// Move the calling thread to `cpu` alone, with the `SCHED_IDLE` policy.
     fn follow(&mut self, cpu: usize) -> std::io::Result<()>;
     /// Back to the normal policy and the thread's first affinity mask.
@@ -78,7 +80,7 @@ pub(crate) struct Placement<O: Os> {
     /// Acknowledged lines since the last check, and the sender's times at it (while
     /// following, on the sender's CPU).
     lines: u32,
-    last: Option<(Instant, u64, u64)>,
+    last: Option<(Instant, u64)>,
     backoff: Duration,
     /// The last wait before following again.
     last_wait: Duration,
@@ -141,7 +143,7 @@ impl<O: Os> Placement<O> {
         }
         self.slow += 1;
         // Far over the bar is no interrupt or short nap: the CPU is taken.
-        if self.slow >= STARVED_IN_A_ROW || per_line > STARVED * 10 {
+        if self.slow >= STARVED_IN_A_ROW || per_line > STARVED * 20 {
             self.starved += 1;
             self.stop_following(now);
         }
@@ -203,21 +205,29 @@ impl<O: Os> Placement<O> {
                     }
                     // On the sender's CPU: how long did it wait for each answer?
                     _ => {
-                        let Some((run, delay)) = self.os.thread_times(tid) else {
+                        let Some(accounted) = self.accounted(tid) else {
                             return;
                         };
-                        if let Some((t, run0, delay0)) = self.last {
+                        if let Some((t, before)) = self.last {
                             let wall = now.duration_since(t).as_nanos() as u64;
-                            let busy = run.saturating_sub(run0) + delay.saturating_sub(delay0);
-                            let blocked = wall.saturating_sub(busy);
+                            let blocked = wall.saturating_sub(accounted.saturating_sub(before));
                             let per_line = Duration::from_nanos(blocked / u64::from(lines.max(1)));
                             self.waited(per_line, now);
                         }
-                        self.last = self.following().then_some((now, run, delay));
+                        self.last = self.following().then_some((now, accounted));
                     }
                 }
             }
         }
+    }
+
+    /// The time the sender spent running or waiting to run, plus tma's own CPU time (while
+    /// tma works on a line, opening a new thread's counters for one, the sender waits for
+    /// tma, not for the CPU): what is left of the wall time is the sender blocked on tma
+    /// while tma itself could not run.
+    fn accounted(&mut self, tid: u32) -> Option<u64> {
+        let (run, delay) = self.os.thread_times(tid)?;
+        Some(run + delay + self.os.own_cpu_ns())
     }
 
     /// Move to the sender's CPU, and take its times there, from which the next check tells
@@ -227,10 +237,7 @@ impl<O: Os> Placement<O> {
             Ok(()) => {
                 self.tried = true;
                 self.state = State::Following { cpu };
-                self.last = self
-                    .os
-                    .thread_times(tid)
-                    .map(|(run, delay)| (now, run, delay));
+                self.last = self.accounted(tid).map(|a| (now, a));
             }
             Err(e) => {
                 // A CPU outside tma's own mask (a cpuset) or a refused policy: stay put.
@@ -380,6 +387,9 @@ impl Os for SystemOs {
     fn thread_times(&mut self, tid: u32) -> Option<(u64, u64)> {
         self.host.thread_schedstat(i32::try_from(tid).ok()?).ok()
     }
+    fn own_cpu_ns(&mut self) -> u64 {
+        tma_sys::clock::thread_cpu_ns()
+    }
     fn follow(&mut self, cpu: usize) -> std::io::Result<()> {
         tma_sys::sched::pin_to(cpu)?;
         if let Err(e) = tma_sys::sched::set_idle_policy(true) {
@@ -407,6 +417,9 @@ impl Os for Option<SystemOs> {
     fn thread_times(&mut self, tid: u32) -> Option<(u64, u64)> {
         self.as_mut()?.thread_times(tid)
     }
+    fn own_cpu_ns(&mut self) -> u64 {
+        self.as_mut().map_or(0, |os| os.own_cpu_ns())
+    }
     fn follow(&mut self, cpu: usize) -> std::io::Result<()> {
         match self {
             Some(os) => os.follow(cpu),
@@ -427,6 +440,7 @@ mod tests {
     struct Fake {
         cpu_of: std::collections::HashMap<u32, usize>,
         times: (u64, u64),
+        own: u64,
         refuse_follow: bool,
         log: Vec<String>,
     }
@@ -437,6 +451,9 @@ mod tests {
         }
         fn thread_times(&mut self, _tid: u32) -> Option<(u64, u64)> {
             Some(self.times)
+        }
+        fn own_cpu_ns(&mut self) -> u64 {
+            self.own
         }
         fn follow(&mut self, cpu: usize) -> std::io::Result<()> {
             if self.refuse_follow {
@@ -578,6 +595,22 @@ mod tests {
         p.acknowledged(7, t + CHECK);
         assert!(!p.following());
         assert_eq!(p.starved, 1);
+    }
+
+    #[test]
+    fn time_the_sender_waits_while_tma_works_is_no_starving() {
+        let mut os = Fake::default();
+        os.cpu_of.insert(7, 1);
+        let t0 = Instant::now();
+        let mut p = Placement::new(&mut os, true, t0);
+        p.acknowledged(7, t0);
+        // One line in 2 ms: tma spent 1.9 ms on it (a new thread's counters), the sender ran
+        // 0.1 ms and waited for tma the rest.
+        p.os.own += 1_900_000;
+        p.os.times.0 += 100_000;
+        p.acknowledged(7, t0 + CHECK);
+        assert!(p.following());
+        assert_eq!(p.starved, 0);
     }
 
     #[test]

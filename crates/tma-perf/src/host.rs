@@ -167,26 +167,33 @@ pub fn parse_int(bytes: &[u8]) -> Result<i64, ParseError> {
         .map_err(|_| ParseError::NotANumber(text.to_string()))
 }
 
-/// The CPU a thread last ran on: field 39 (`processor`) of a `/proc/<tid>/stat` line. The
-/// command name (field 2, in parentheses) may hold spaces and parentheses, so the fields are
-/// counted after its last `)`.
+/// The fields of a `/proc/<pid>/stat` line after the command name, from field 3 (the state)
+/// on. The name (field 2, in parentheses) may hold spaces, parentheses and bytes that are not
+/// UTF-8, so the fields start after its last `)`; `None` when there is no `)`.
+pub fn stat_fields(bytes: &[u8]) -> Option<impl Iterator<Item = &[u8]>> {
+    let close = bytes.iter().rposition(|&b| b == b')')?;
+    Some(
+        bytes[close + 1..]
+            .split(u8::is_ascii_whitespace)
+            .filter(|f| !f.is_empty()),
+    )
+}
+
+/// The CPU a thread last ran on: field 39 (`processor`) of a `/proc/<tid>/stat` line.
 pub fn parse_stat_processor(bytes: &[u8]) -> Result<u32, ParseError> {
-    let text = std::str::from_utf8(bytes).map_err(|_| ParseError::NotUtf8)?;
-    let (_, rest) = text.rsplit_once(')').ok_or_else(|| ParseError::BadLine {
-        line: 1,
-        what: "no `)` closing the command name".into(),
-    })?;
-    // After the name: field 3 (state) is the first; `processor` is field 39.
-    let field = rest
-        .split_ascii_whitespace()
+    let field = stat_fields(bytes)
+        .ok_or_else(|| ParseError::BadLine {
+            line: 1,
+            what: "no `)` closing the command name".into(),
+        })?
         .nth(39 - 3)
         .ok_or_else(|| ParseError::BadLine {
             line: 1,
             what: "fewer than 39 fields".into(),
         })?;
-    field
-        .parse()
-        .map_err(|_| ParseError::NotANumber(field.chars().take(40).collect()))
+    let text = std::str::from_utf8(field).map_err(|_| ParseError::NotUtf8)?;
+    text.parse()
+        .map_err(|_| ParseError::NotANumber(text.chars().take(40).collect()))
 }
 
 /// A thread's time on a CPU and its time runnable but waiting for one (ns): the first two
@@ -1359,7 +1366,8 @@ not-a-range r-xp 0 0 0 /x\n\
     #[test]
     fn stat_processor_after_a_tricky_name() {
         // A command name with spaces and a `)`; field 39 is the 37th after it.
-        let mut line = b"4242 (a b) c) S".to_vec();
+        // (A name that is not UTF-8 too: threads name themselves with any bytes.)
+        let mut line = b"4242 (a b) \xff c) S".to_vec();
         for f in 4..=38 {
             line.extend_from_slice(format!(" {f}").as_bytes());
         }

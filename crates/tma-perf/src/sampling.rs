@@ -780,10 +780,12 @@ pub fn system_cpus(host: &Host, asked: Option<&[u32]>) -> Result<Vec<u32>, Sampl
 /// Whether `/proc/PID/stat` content describes a live process (`None`: the file is gone).
 /// Zombies (`Z`) and dead tasks (`X`) count as exited.
 pub fn process_alive(stat: Option<&[u8]>) -> bool {
-    let Some(stat) = stat else { return false };
-    // "pid (comm) S ...": comm may contain spaces and parentheses, so use the last ')'.
-    match stat.iter().rposition(|&b| b == b')') {
-        Some(i) => !matches!(stat.get(i + 2), Some(b'Z') | Some(b'X') | Some(b'x') | None),
+    // The state, field 3: a zombie or a dead process is not alive.
+    match stat
+        .and_then(crate::host::stat_fields)
+        .and_then(|mut f| f.next())
+    {
+        Some(state) => !matches!(state.first(), Some(b'Z' | b'X' | b'x') | None),
         None => false,
     }
 }

@@ -17,9 +17,9 @@
 //! then) and moves there too. `SCHED_IDLE` starves when the program's CPU is busy with other
 //! work (a round trip took 776 us with a busy thread on each CPU). So, while the sender stays
 //! on its CPU, tma measures how long the sender waits for each answer: its blocked time (wall
-//! time less its time running and waiting to run, from the kernel's schedstat) per
-//! acknowledged line since the last check. After [`STARVED_IN_A_ROW`] checks over
-//! [`STARVED`] it goes back to the normal policy and the whole affinity mask, and tries
+//! time less its time running and waiting to run, from the kernel's schedstat, and less tma's
+//! own CPU time) per acknowledged line since the last check. After [`STARVED_IN_A_ROW`] checks
+//! over [`STARVED`], or one over twenty times that, it goes back to the normal policy and the whole affinity mask, and tries
 //! again later ([`FIRST_BACKOFF`], doubling to [`MAX_BACKOFF`] while it keeps failing). It
 //! also stays put while several of the program's threads send acknowledged lines (one CPU
 //! cannot be all of theirs), and when it could not leave `SCHED_IDLE` again (an unprivileged
@@ -27,7 +27,7 @@
 
 use std::time::{Duration, Instant};
 
-/// How often the placement is reconsidered (the sending thread's CPU, the wake-up delay).
+/// How often the placement is reconsidered (the sending thread's CPU, how long it waited).
 pub(crate) const CHECK: Duration = Duration::from_millis(2);
 /// The soonest a check may follow the last one when tma had to sleep for a line (see
 /// [`Placement::slept`]).
@@ -84,7 +84,7 @@ pub(crate) struct Placement<O: Os> {
     backoff: Duration,
     /// The last wait before following again.
     last_wait: Duration,
-    /// Slow wake-ups at successive checks, and since when tma has followed.
+    /// Slow checks in a row, and since when tma has followed.
     slow: u32,
     since: Instant,
     /// How often tma stopped following because it waited for the CPU, or because several
@@ -303,7 +303,7 @@ impl<O: Os> Drop for Placement<O> {
     }
 }
 
-/// The real system: the thread's CPU from `/proc`, its run delay from schedstat, and the
+/// The real system: the thread's CPU from `/proc`, its times from schedstat, and the
 /// policy and mask through tma_sys::sched. `follow` is refused from the start when leaving
 /// `SCHED_IDLE` again is not allowed (tried on a thread of its own).
 pub(crate) struct SystemOs {

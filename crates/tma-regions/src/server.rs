@@ -186,8 +186,7 @@ pub(crate) fn serve<O: Os>(
             }
             placement.slept();
         }
-        let polled = poll_readable(&[&ch.ctl, &pidfd], 200);
-        let ready = match polled {
+        let ready = match poll_readable(&[&ch.ctl, &pidfd], 200) {
             Ok(r) => r,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(RegionsError::Channel(e)),

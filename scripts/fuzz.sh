@@ -20,6 +20,8 @@
 #   executions, executions per second, wall time and coverage (afl's bitmap_cvg and
 #   edges_found of total_edges, from fuzzer_stats); the targets' scratch files go to a
 #   directory in /dev/shm (a file rewritten on disk for each input cost milliseconds);
+# * FUZZ_JOBS=N runs N afl instances per target at once (a main one and N-1 secondaries
+#   sharing finds; N cores): executions and their rate are summed, FUZZ_EXECS is the total;
 # * FUZZ_OUT=DIR puts seeds, campaigns and logs under DIR instead of fuzz/out (scripts/test.sh
 #   runs its short pass in fuzz/out-short, so that it never wipes a long campaign);
 # * fails when a target saved a crash, or a hang that reproduces (a run over 1 s outside
@@ -169,16 +171,28 @@ for t in "${targets[@]}"; do
 done
 rm -rf "$made"
 
+jobs=${FUZZ_JOBS:-1}
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: FUZZ_JOBS must be a number of instances (1 or more), got '$jobs'" >&2; exit 2; }
+# afl's instance names: with FUZZ_JOBS=N > 1, `default` is the main instance (-M) and s1...
+# the secondaries (-S); a campaign started with one instance goes on as the main one.
+names=(default)
+for ((j = 1; j < jobs; j++)); do names+=("s$j"); done
+
+# A value of one instance's fuzzer_stats (empty when it has none).
+stat_of() { awk -F' *: *' -v k="$2" '$1 == k {print $2}' "$1/fuzzer_stats" 2>/dev/null; }
+
 failed=0
 summary=()
 for t in "${targets[@]}"; do
   out=$outroot/$t
-  input=(-i "$seeds/$t")
+  resume=0
   if [ "${FUZZ_RESUME:-0}" = 1 ] && [ -f "$out/default/fuzzer_stats" ]; then
-    # Go on with the campaign in fuzz/out/<target>: afl keeps its queue and counts the
-    # executions of the earlier sittings in execs_done (and so in -E).
-    input=(-i -)
-    echo "== $t: resuming the campaign in ${out#"$root"/} ($(awk -F' *: *' '$1 == "execs_done" {print $2}' "$out/default/fuzzer_stats") executions so far)"
+    # Go on with the campaign in fuzz/out/<target>: afl keeps each instance's queue and
+    # counts the executions of the earlier sittings in execs_done (and so in -E).
+    resume=1
+    done_before=0
+    for n in "${names[@]}"; do done_before=$((done_before + $(stat_of "$out/$n" execs_done || echo 0))); done
+    echo "== $t: resuming the campaign in ${out#"$root"/} ($done_before executions so far)"
     rm -rf "$out.tmp"
   else
     rm -rf "$out" "$out.tmp"
@@ -186,44 +200,73 @@ for t in "${targets[@]}"; do
   scratch=$(mktemp -d /dev/shm/tma-fuzz-XXXXXX 2>/dev/null || { mkdir -p "$out.tmp" && echo "$out.tmp"; })
   dict=()
   [ -f "fuzz/dict/$t.dict" ] && dict=(-x "fuzz/dict/$t.dict")
-  execs=()
-  [ -n "${FUZZ_EXECS:-}" ] && execs=(-E "$FUZZ_EXECS")
   # The longest input afl may make (-G): 16 KiB, 64 KiB for perf.data. Without a cap a long
   # run drifts to inputs of tens of KiB (a pprof run went from 9,000 to 250 executions a
   # second on 48 KiB inputs) that reach no code a shorter one does not.
   maxlen=${FUZZ_MAX_LEN:-16384}
   [[ $t == perf_data* ]] && maxlen=${FUZZ_MAX_LEN:-65536}
-  echo "== $t: fuzzing for ${secs}s${FUZZ_EXECS:+ or $FUZZ_EXECS executions} (output in ${out#"$root"/})"
+  echo "== $t: fuzzing for ${secs}s${FUZZ_EXECS:+ or $FUZZ_EXECS executions}, $jobs instance(s) (output in ${out#"$root"/})"
   log=$outroot/$t.log
   started=$SECONDS
-  if ! TMPDIR=$scratch nice -n 19 cargo afl fuzz "${input[@]}" -o "$out" -V "$secs" "${execs[@]}" -G "$maxlen" -t 1000 \
-    "${dict[@]}" -- "$bin/$t" >"$log" 2>&1; then
+  # FUZZ_EXECS is the campaign's total: what is left of it is shared out between the
+  # instances (afl's -E counts one instance's executions, earlier sittings included).
+  left=
+  if [ -n "${FUZZ_EXECS:-}" ]; then
+    sofar=0
+    for n in "${names[@]}"; do sofar=$((sofar + $(stat_of "$out/$n" execs_done || echo 0))); done
+    left=$(((FUZZ_EXECS - sofar + jobs - 1) / jobs))
+    [ "$left" -gt 0 ] || left=1
+  fi
+  pids=()
+  for n in "${names[@]}"; do
+    input=(-i "$seeds/$t")
+    [ "$resume" = 1 ] && [ -f "$out/$n/fuzzer_stats" ] && input=(-i -)
+    role=()
+    [ "$jobs" -gt 1 ] && { [ "$n" = default ] && role=(-M default) || role=(-S "$n"); }
+    execs=()
+    [ -n "$left" ] && execs=(-E $(($(stat_of "$out/$n" execs_done || echo 0) + left)))
+    ilog=$log
+    [ "$n" = default ] || ilog=${log%.log}.$n.log
+    TMPDIR=$scratch nice -n 19 cargo afl fuzz "${input[@]}" -o "$out" "${role[@]}" -V "$secs" "${execs[@]}" \
+      -G "$maxlen" -t 1000 "${dict[@]}" -- "$bin/$t" >"$ilog" 2>&1 &
+    pids+=($!)
+  done
+  afl_failed=0
+  for p in "${pids[@]}"; do wait "$p" || afl_failed=1; done
+  if [ "$afl_failed" = 1 ]; then
     rm -rf "$scratch"
     tail -n 30 "$log"
-    echo "fuzz.sh: afl stopped with an error on $t (log: ${log#"$root"/})" >&2
+    echo "fuzz.sh: afl stopped with an error on $t (logs: ${log#"$root"/}${names[1]:+ and the s<N> logs beside it})" >&2
     failed=1
     summary+=("$t: afl failed")
     continue
   fi
   rm -rf "$scratch"
   wall=$((SECONDS - started))
-  stats=$out/default/fuzzer_stats
-  stat() { awk -F' *: *' -v k="$1" '$1 == k {print $2}' "$stats"; }
+  # Executions and their rate summed over the instances; coverage, corpus and edges are the
+  # main instance's (it imports what the others find).
+  execs_done=0 rate=0
+  for n in "${names[@]}"; do
+    execs_done=$((execs_done + $(stat_of "$out/$n" execs_done || echo 0)))
+    rate=$(awk -v a="$rate" -v b="$(stat_of "$out/$n" execs_per_sec)" 'BEGIN {printf "%.2f", a + b}')
+  done
+  main=$out/default
   # An in-place resume moves earlier sittings' finds to crashes.<date>/ and hangs.<date>/.
-  crashes=$(find "$out/default" -path '*/crashes*/id:*' -type f 2>/dev/null | wc -l)
-  hangs=$(find "$out/default" -path '*/hangs*/id:*' -type f 2>/dev/null | wc -l)
-  line=$(printf '%-11s %12s execs %8s execs/s %6s s  coverage %s (%s of %s edges)  corpus %s  crashes %s  hangs %s' \
-    "$t" "$(stat execs_done)" "$(stat execs_per_sec)" "$wall" "$(stat bitmap_cvg)" "$(stat edges_found)" \
-    "$(stat total_edges)" "$(stat corpus_count)" "$crashes" "$hangs")
+  crashes=$(find "$out" -path '*/crashes*/id:*' -type f 2>/dev/null | wc -l)
+  hangs=$(find "$out" -path '*/hangs*/id:*' -type f 2>/dev/null | wc -l)
+  line=$(printf '%-11s %12s execs %8s execs/s %6s s  coverage %s (%s of %s edges)  corpus %s  crashes %s  hangs %s%s' \
+    "$t" "$execs_done" "$rate" "$wall" "$(stat_of "$main" bitmap_cvg)" "$(stat_of "$main" edges_found)" \
+    "$(stat_of "$main" total_edges)" "$(stat_of "$main" corpus_count)" "$crashes" "$hangs" \
+    "$([ "$jobs" -gt 1 ] && echo "  ($jobs instances)")")
   echo "$line"
   summary+=("$line")
-  for c in "$out"/default/crashes*/id:*; do
+  for c in "$out"/*/crashes*/id:*; do
     [ -f "$c" ] || continue
     echo "CRASH in $t: $c"
     echo "  reproduce: fuzz/target/$profile/$t < '$c'"
     failed=1
   done
-  for h in "$out"/default/hangs*/id:*; do
+  for h in "$out"/*/hangs*/id:*; do
     [ -f "$h" ] || continue
     # The harness aborts a run over 1 s: a hang that reproduces alone fails like a crash.
     if ! timeout 10 "$bin/$t" <"$h" >/dev/null 2>&1; then

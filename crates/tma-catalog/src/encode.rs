@@ -6,7 +6,7 @@
 //!   raw encoding, or our own `perf_event_spec` form) back to the event id the formulas use.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{OnceLock, RwLock};
 
 use crate::error::CatalogError;
 use crate::types::{CoreKind, Encoding, EventId, EventKind, Model, Vendor};
@@ -131,33 +131,82 @@ impl Fields {
 struct Index {
     ids: Vec<String>,
     encodings: Vec<(String, Encoding)>,
+    /// Lower-cased id and lower-cased mangled id to the position in `ids` of the first id
+    /// so named (what a search of `ids` in order finds).
+    by_name: HashMap<String, usize>,
+    /// The base events of `ids` (`EventId::base`).
+    used_bases: std::collections::HashSet<String>,
 }
 
-/// Identity of a model's tables: the `'static` slices never move or get freed.
-type IndexKey = (usize, usize, usize, &'static str, &'static str);
+/// Identity of a model's tables: the `'static` slices (and the key and PMU names, by
+/// address) never move or get freed.
+type IndexKey = [usize; 7];
 
 fn index_of(m: &Model) -> &'static Index {
-    static CACHE: OnceLock<Mutex<HashMap<IndexKey, &'static Index>>> = OnceLock::new();
-    let key: IndexKey = (
+    static CACHE: OnceLock<RwLock<HashMap<IndexKey, &'static Index>>> = OnceLock::new();
+    thread_local! {
+        // The last model this thread asked for: resolving one spec asks several times.
+        static LAST: std::cell::Cell<Option<(IndexKey, &'static Index)>> =
+            const { std::cell::Cell::new(None) };
+    }
+    let key: IndexKey = [
         m.events.as_ptr() as usize,
         m.nodes.as_ptr() as usize,
         m.metrics.as_ptr() as usize,
-        m.key,
-        m.pmu,
-    );
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut guard = match cache.lock() {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
+        m.key.as_ptr() as usize,
+        m.key.len(),
+        m.pmu.as_ptr() as usize,
+        m.pmu.len(),
+    ];
+    if let Some((k, i)) = LAST.get() {
+        if k == key {
+            return i;
+        }
+    }
+    let cache = CACHE.get_or_init(|| RwLock::new(HashMap::new()));
+    let found = cache
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+        .copied();
+    let index = match found {
+        Some(i) => i,
+        None => {
+            // Built outside the lock (encoding reads no index); the first one in is kept.
+            let built = build_index(m);
+            let mut guard = cache.write().unwrap_or_else(|e| e.into_inner());
+            *guard
+                .entry(key)
+                .or_insert_with(|| Box::leak(Box::new(built)))
+        }
     };
-    guard.entry(key).or_insert_with(|| {
-        let ids = m.event_ids_uncached();
-        let encodings = ids
-            .iter()
-            .filter_map(|id| m.encode(id).ok().map(|e| (id.clone(), e)))
-            .collect();
-        Box::leak(Box::new(Index { ids, encodings }))
-    })
+    LAST.set(Some((key, index)));
+    index
+}
+
+fn build_index(m: &Model) -> Index {
+    let ids = m.event_ids_uncached();
+    let encodings = ids
+        .iter()
+        .filter_map(|id| m.encode(id).ok().map(|e| (id.clone(), e)))
+        .collect();
+    let mut by_name = HashMap::new();
+    for (pos, id) in ids.iter().enumerate() {
+        by_name.entry(id.to_ascii_lowercase()).or_insert(pos);
+        by_name
+            .entry(mangle_name(id).to_ascii_lowercase())
+            .or_insert(pos);
+    }
+    let used_bases = ids
+        .iter()
+        .map(|id| EventId::parse(id).base.to_string())
+        .collect();
+    Index {
+        ids,
+        encodings,
+        by_name,
+        used_bases,
+    }
 }
 
 impl Model {
@@ -377,7 +426,7 @@ impl Model {
     /// encoding no formula uses resolves to the id its table event's name would give
     /// (`cpu/event=0x20,umask=0x8,cmask=4/` as `OFFCORE_REQUESTS_OUTSTANDING.ALL_DATA_RD:c4`).
     pub fn resolve_perf_event_all(&self, spec: &str) -> Result<Vec<String>, CatalogError> {
-        let ids = self.event_ids();
+        let ids: &[String] = &index_of(self).ids;
         let unknown = || CatalogError::UnknownPerfEvent {
             spec: spec.to_string(),
             model: self.key,
@@ -387,8 +436,8 @@ impl Model {
             return Err(unknown());
         }
         // 1. A name the formulas use, plain or mangled.
-        if let Some(id) = self.find_id_by_name(&ids, &s) {
-            return Ok(self.with_same_encoding(&ids, &id));
+        if let Some(id) = self.find_id_by_name(ids, &s) {
+            return Ok(self.with_same_encoding(ids, &id));
         }
         // 2. A vendor name with modifiers that the formulas do not use as such.
         if let Ok(e) = self.encode(&s) {
@@ -401,7 +450,7 @@ impl Model {
                     .join(":")
             };
             let rest: Vec<String> = self
-                .matching(&ids, &e)
+                .matching(ids, &e)
                 .into_iter()
                 .filter(|i| *i != canon)
                 .collect();
@@ -414,7 +463,7 @@ impl Model {
         if let Some(pmu) = pmu {
             if pmu == "msr" {
                 return if body.eq_ignore_ascii_case("tsc") {
-                    self.ids_of_kind(&ids, EventKind::Tsc).ok_or_else(unknown)
+                    self.ids_of_kind(ids, EventKind::Tsc).ok_or_else(unknown)
                 } else {
                     Err(unknown())
                 };
@@ -448,7 +497,7 @@ impl Model {
         }
         // 4. perf aliases.
         if !body.contains(['=', ',']) {
-            if let Some(v) = self.resolve_alias(&ids, &body.to_ascii_lowercase(), mods) {
+            if let Some(v) = self.resolve_alias(ids, &body.to_ascii_lowercase(), mods) {
                 return v.ok_or_else(unknown);
             }
             // `rNNNN` / `r0xNNNN`; on Arm also inside the PMU (`armv8_pmuv3_0/r3e/`).
@@ -460,13 +509,13 @@ impl Model {
                     let hex = hex.strip_prefix("0x").unwrap_or(hex);
                     let config = u64::from_str_radix(hex, 16)
                         .map_err(|_| self.bad(spec, "`rNNNN` needs a hex config"))?;
-                    return self.match_raw_lenient(spec, &ids, config, None, mods);
+                    return self.match_raw_lenient(spec, ids, config, None, mods);
                 }
             }
             if pmu.is_some() {
                 // `cpu/EVENT_NAME/`
-                if let Some(id) = self.find_id_by_name(&ids, body) {
-                    return Ok(self.with_same_encoding(&ids, &id));
+                if let Some(id) = self.find_id_by_name(ids, body) {
+                    return Ok(self.with_same_encoding(ids, &id));
                 }
                 // A vendor name no formula uses as such (`cpu_core/TOPDOWN.SLOTS/`, where
                 // the formulas name `TOPDOWN.SLOTS:perf_metrics`): as the bare name reads.
@@ -549,9 +598,9 @@ impl Model {
             }
         }
         let config = config.unwrap_or_else(|| f.config(self.vendor));
-        let mut v = self.match_raw_lenient(spec, &ids, config, config1, mods)?;
+        let mut v = self.match_raw_lenient(spec, ids, config, config1, mods)?;
         if let Some(n) = named {
-            if let Some(id) = self.find_id_by_name(&ids, &n) {
+            if let Some(id) = self.find_id_by_name(ids, &n) {
                 if let Some(pos) = v.iter().position(|x| *x == id) {
                     let id = v.remove(pos);
                     v.insert(0, id);
@@ -596,10 +645,14 @@ impl Model {
         }
     }
 
+    /// The first id of `ids` (the model's own) named `name`, plain or mangled, in any case.
     fn find_id_by_name(&self, ids: &[String], name: &str) -> Option<String> {
-        ids.iter()
-            .find(|id| id.eq_ignore_ascii_case(name) || mangle_name(id).eq_ignore_ascii_case(name))
-            .cloned()
+        let index = index_of(self);
+        debug_assert!(std::ptr::eq(ids, index.ids.as_slice()));
+        index
+            .by_name
+            .get(&name.to_ascii_lowercase())
+            .map(|&pos| index.ids[pos].clone())
     }
 
     /// `id` first, then every other id with the same encoding.
@@ -725,11 +778,7 @@ impl Model {
         if want.config(self.vendor) != config {
             return None;
         }
-        let used: std::collections::HashSet<&str> = index_of(self)
-            .ids
-            .iter()
-            .map(|id| EventId::parse(id).base)
-            .collect();
+        let used = &index_of(self).used_bases;
         // (rank, table position, id, config1): exact events before base events with
         // modifiers, events the formulas use first.
         let mut found: Vec<(u8, usize, String, u64)> = Vec::new();
@@ -815,15 +864,14 @@ impl Model {
         self.matching(ids, &probe)
     }
 
-    fn ids_of_kind(&self, ids: &[String], kind: EventKind) -> Option<Vec<String>> {
-        let mut v: Vec<String> = ids
+    fn ids_of_kind(&self, _ids: &[String], kind: EventKind) -> Option<Vec<String>> {
+        let mut v: Vec<String> = index_of(self)
+            .encodings
             .iter()
-            .filter(|id| {
-                self.encode(id).is_ok_and(|e| {
-                    e.kind == kind && !e.retire_latency && !e.exclude_user && !e.exclude_kernel
-                })
+            .filter(|(_, e)| {
+                e.kind == kind && !e.retire_latency && !e.exclude_user && !e.exclude_kernel
             })
-            .cloned()
+            .map(|(id, _)| id.clone())
             .collect();
         v.sort_by_key(|s| (s.len(), s.clone()));
         (!v.is_empty()).then_some(v)

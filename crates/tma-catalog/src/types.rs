@@ -346,12 +346,58 @@ impl<'a> EventId<'a> {
     }
 }
 
+/// Tables up to this many events are searched in place by [`Model::event`].
+const SCAN_AT_MOST: usize = 32;
+
+/// The name index of an event table: lower-cased name to the first event of that name (as
+/// the in-place search finds it), built once per table (keyed by the `'static` slice).
+fn event_index(
+    events: &'static [EventDef],
+) -> &'static std::collections::HashMap<Box<str>, &'static EventDef> {
+    use std::collections::HashMap;
+    use std::sync::{OnceLock, RwLock};
+    type Index = HashMap<Box<str>, &'static EventDef>;
+    static CACHE: OnceLock<RwLock<HashMap<(usize, usize), &'static Index>>> = OnceLock::new();
+    let key = (events.as_ptr() as usize, events.len());
+    let cache = CACHE.get_or_init(|| RwLock::new(HashMap::new()));
+    if let Some(i) = cache.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return i;
+    }
+    let mut w = cache.write().unwrap_or_else(|e| e.into_inner());
+    w.entry(key).or_insert_with(|| {
+        let mut index = Index::with_capacity(events.len());
+        for e in events {
+            index
+                .entry(e.name.to_ascii_lowercase().into_boxed_str())
+                .or_insert(e);
+        }
+        Box::leak(Box::new(index))
+    })
+}
+
 impl Model {
     /// Look up an event by its base name, case-insensitively.
     pub fn event(&self, base: &str) -> Option<&'static EventDef> {
-        self.events
-            .iter()
-            .find(|e| e.name.eq_ignore_ascii_case(base))
+        // A short table is searched in place; a long one (Intel's hold thousands of events,
+        // and resolving one perf event spec looks up many names) through its name index.
+        if self.events.len() <= SCAN_AT_MOST {
+            return self
+                .events
+                .iter()
+                .find(|e| e.name.eq_ignore_ascii_case(base));
+        }
+        let index = event_index(self.events);
+        let mut buf = [0u8; 96];
+        let key = match buf.get_mut(..base.len()) {
+            Some(b) => {
+                b.copy_from_slice(base.as_bytes());
+                b.make_ascii_lowercase();
+                // ASCII lowering keeps UTF-8 valid.
+                std::str::from_utf8(b).ok()?
+            }
+            None => return index.get(base.to_ascii_lowercase().as_str()).copied(),
+        };
+        index.get(key).copied()
     }
     /// Look up a tree node by name, case-insensitively.
     pub fn node(&self, name: &str) -> Option<&'static NodeDef> {

@@ -187,11 +187,89 @@ impl Interval {
         if first.group.is_none() {
             return Some(first);
         }
-        let share = |r: &Reading| r.counted_share.unwrap_or(0.0);
-        Some(copies.fold(
-            first,
-            |best, r| if share(r) > share(best) { r } else { best },
-        ))
+        Some(copies.fold(first, longer_counted))
+    }
+
+    /// An index of the aggregated readings by event id, for many [`Interval::get`]s of one
+    /// interval (a tree's evaluation reads every event of its formulas). An interval of a
+    /// few readings is searched in place (cheaper than hashing them).
+    pub fn index(&self) -> ReadingIndex<'_> {
+        if self.readings.len() <= SCAN_AT_MOST {
+            return ReadingIndex::Scan(self);
+        }
+        // (whether the first copy was counted in a group, the copy `get` gives so far)
+        let mut found: std::collections::HashMap<Caseless<'_>, (bool, &Reading)> =
+            std::collections::HashMap::with_capacity(self.readings.len());
+        for r in self
+            .readings
+            .iter()
+            .filter(|r| r.cpu.is_none() && r.tid.is_none())
+        {
+            found
+                .entry(Caseless(&r.event))
+                .and_modify(|(grouped, best)| {
+                    // As `get`: the first copy, unless it was counted in a group; then the
+                    // copy counted the longest, the first of equals.
+                    if *grouped {
+                        *best = longer_counted(best, r);
+                    }
+                })
+                .or_insert((r.group.is_some(), r));
+        }
+        ReadingIndex::Hashed(found.into_iter().map(|(k, (_, r))| (k, r)).collect())
+    }
+}
+
+/// Intervals of up to this many readings are searched in place by [`ReadingIndex`].
+const SCAN_AT_MOST: usize = 24;
+
+/// Of two copies of one event, the one counted longer (`a` on a tie).
+fn longer_counted<'r>(a: &'r Reading, b: &'r Reading) -> &'r Reading {
+    let share = |r: &Reading| r.counted_share.unwrap_or(0.0);
+    if share(b) > share(a) {
+        b
+    } else {
+        a
+    }
+}
+
+/// [`Interval::index`]: the aggregated reading of each event, found as [`Interval::get`]
+/// finds it, in constant time.
+pub enum ReadingIndex<'a> {
+    /// A short interval, searched in place.
+    Scan(&'a Interval),
+    /// Each event's reading.
+    Hashed(std::collections::HashMap<Caseless<'a>, &'a Reading>),
+}
+
+impl<'a> ReadingIndex<'a> {
+    /// The reading [`Interval::get`] gives for `event`.
+    pub fn get(&self, event: &str) -> Option<&'a Reading> {
+        match self {
+            ReadingIndex::Scan(iv) => iv.get(event),
+            ReadingIndex::Hashed(by_event) => by_event.get(&Caseless(event)).copied(),
+        }
+    }
+}
+
+/// An event id compared and hashed without regard to ASCII case (as `eq_ignore_ascii_case`).
+#[derive(Clone, Copy)]
+pub struct Caseless<'a>(&'a str);
+
+impl PartialEq for Caseless<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.eq_ignore_ascii_case(other.0)
+    }
+}
+
+impl Eq for Caseless<'_> {}
+
+impl std::hash::Hash for Caseless<'_> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        for b in self.0.bytes() {
+            h.write_u8(b.to_ascii_lowercase());
+        }
+        h.write_usize(self.0.len());
     }
 }
 
@@ -219,6 +297,61 @@ mod tests {
         let r = Reading::from_raw("X", 7, 10, 10);
         assert_eq!(r.value, Some(7.0));
         assert_eq!(r.counted_share, Some(1.0));
+    }
+
+    #[test]
+    fn index_finds_what_get_finds() {
+        let r = |event: &str, share: f64, group: Option<usize>| {
+            let mut r = Reading::from_scaled(event, share * 100.0, Some(share * 100.0));
+            r.group = group;
+            r
+        };
+        let mut per_cpu = r("CYCLES", 0.9, None);
+        per_cpu.cpu = Some(1);
+        let mut per_thread = r("Ops", 1.0, None);
+        per_thread.tid = Some(7);
+        let iv = Interval {
+            start_s: 0.0,
+            end_s: 1.0,
+            readings: vec![
+                per_cpu,
+                r("cycles", 0.5, None),
+                r("CYCLES", 0.8, Some(1)),
+                r("ops", 0.25, Some(0)),
+                r("OPS", 0.75, None),
+                r("Ops", 0.5, Some(2)),
+                r("ops", 0.75, Some(3)),
+                per_thread,
+                r("stalls", 0.0, Some(0)),
+                r("Stalls", 0.0, Some(1)),
+                r("é.x", 0.3, None),
+            ],
+            printed: Vec::new(),
+        };
+        let mut long = iv.clone();
+        long.readings
+            .extend((0..SCAN_AT_MOST).map(|i| r(&format!("filler{i}"), 1.0, None)));
+        let names = [
+            "cycles", "CYCLES", "ops", "Ops", "stalls", "STALLS", "é.x", "É.X", "none",
+        ];
+        for iv in [&iv, &long] {
+            let index = iv.index();
+            for e in names {
+                let (a, b) = (iv.get(e), index.get(e));
+                assert_eq!(
+                    a.map(|r| r as *const Reading),
+                    b.map(|r| r as *const Reading),
+                    "{e}"
+                );
+            }
+        }
+        assert!(matches!(long.index(), ReadingIndex::Hashed(_)));
+        let index = long.index();
+        // The first copy ungrouped wins; grouped, the longest counted (the first of equals).
+        assert_eq!(index.get("Cycles").and_then(|r| r.value), Some(50.0));
+        assert_eq!(index.get("ops").and_then(|r| r.value), Some(75.0));
+        assert!(index.get("ops").is_some_and(|r| r.group.is_none()));
+        assert_eq!(index.get("stalls").and_then(|r| r.group), Some(0));
     }
 
     #[test]

@@ -229,6 +229,8 @@ fn set_of(r: &tma_perf::Reading, set: usize) -> Option<usize> {
 /// all the formula's events together, as perf computes each metric; see [`IntervalValues::group_for`].
 pub(crate) struct IntervalValues<'a> {
     iv: &'a Interval,
+    /// `iv`'s readings by event: a formula reads each of its events through it.
+    index: tma_perf::ReadingIndex<'a>,
     grouped: bool,
 }
 
@@ -242,7 +244,11 @@ impl<'a> IntervalValues<'a> {
                 .filter(|r| r.cpu.is_none() && r.tid.is_none())
                 .any(|r| !seen.insert(r.event.to_ascii_lowercase()))
         };
-        IntervalValues { iv, grouped }
+        IntervalValues {
+            iv,
+            index: iv.index(),
+            grouped,
+        }
     }
 
     /// The aggregated copies of `id` (one, or one per group perf counted it in).
@@ -270,10 +276,10 @@ impl<'a> IntervalValues<'a> {
 
 impl tma_metrics::Values for IntervalValues<'_> {
     fn event(&self, id: &str) -> Option<f64> {
-        self.iv.get(id).and_then(|r| r.value)
+        self.index.get(id).and_then(|r| r.value)
     }
     fn counted_share(&self, id: &str) -> Option<f64> {
-        self.iv.get(id).and_then(|r| r.counted_share)
+        self.index.get(id).and_then(|r| r.counted_share)
     }
     fn grouped(&self) -> bool {
         self.grouped

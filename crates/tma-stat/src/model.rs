@@ -81,10 +81,7 @@ pub fn guess_other_cpu(
     }
     // The share of `m`'s tree events the recording holds.
     let coverage = |m: &Model| -> f64 {
-        let Ok(required) = tma_metrics::required_events(m, &tma_metrics::Selection::level(level))
-        else {
-            return 0.0;
-        };
+        let required = required_at(m, level);
         if required.is_empty() {
             return 0.0;
         }
@@ -117,6 +114,32 @@ pub fn guess_other_cpu(
         }
     }
     best.map(|(k, _, _)| k)
+}
+
+/// The events of `m`'s tree down to `level` (none where the selection fails), computed once
+/// per bundled model and level: an import whose events are not the model's asks it of
+/// every other model.
+fn required_at(m: &Model, level: u8) -> std::sync::Arc<std::collections::BTreeSet<String>> {
+    use std::collections::{BTreeSet, HashMap};
+    use std::sync::{Arc, OnceLock, RwLock};
+    type Key = (usize, usize, usize, u8);
+    static CACHE: OnceLock<RwLock<HashMap<Key, Arc<BTreeSet<String>>>>> = OnceLock::new();
+    // The tables are `'static` slices: their addresses name them.
+    let key = (
+        m.nodes.as_ptr() as usize,
+        m.metrics.as_ptr() as usize,
+        m.events.as_ptr() as usize,
+        level,
+    );
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(r) = cache.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Arc::clone(r);
+    }
+    let required = Arc::new(
+        tma_metrics::required_events(m, &tma_metrics::Selection::level(level)).unwrap_or_default(),
+    );
+    let mut w = cache.write().unwrap_or_else(|e| e.into_inner());
+    Arc::clone(w.entry(key).or_insert(required))
 }
 
 #[cfg(test)]

@@ -297,13 +297,19 @@ pub fn run(
     }
     let t0 = std::time::Instant::now();
     let mut collector = tree::Collector::new(t0);
-    let os = if cfg.follow {
-        placement::SystemOs::new(stat.host.clone()).ok()
+    let (os, cannot) = if cfg.follow {
+        match placement::SystemOs::new(stat.host.clone()) {
+            Ok(os) => (Some(os), None),
+            Err(why) => (None, Some(why)),
+        }
     } else {
-        None
+        (None, None)
     };
     let follow = os.is_some();
     let mut placement = placement::Placement::new(os, follow, t0);
+    if let Some(why) = cannot {
+        placement.cannot_follow(why);
+    }
     let ending = server::serve(
         &argv,
         &env,

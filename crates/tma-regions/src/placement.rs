@@ -123,6 +123,13 @@ impl<O: Os> Placement<O> {
         }
     }
 
+    /// Following is not possible here (`why`: what [`SystemOs::new`] said): tma stays put,
+    /// and the run's notes say why.
+    pub(crate) fn cannot_follow(&mut self, why: String) {
+        self.state = State::Off;
+        self.off_reason = Some(why);
+    }
+
     #[cfg(test)]
     pub(crate) fn state(&self) -> State {
         self.state
@@ -320,7 +327,7 @@ const CHECKED: usize = 64;
 const DEPTH: usize = 16;
 
 impl SystemOs {
-    /// `None` (with the reason) when this thread could not come back from following.
+    /// The reason, as an error, when this thread could not come back from following.
     pub(crate) fn new(host: tma_perf::host::Host) -> Result<SystemOs, String> {
         let mask = tma_sys::sched::affinity().map_err(|e| format!("no affinity mask: {e}"))?;
         let probe = std::thread::spawn(|| -> std::io::Result<()> {
@@ -658,6 +665,18 @@ mod tests {
         let mut p = Placement::new(&mut os, true, t0);
         p.acknowledged(9, t0);
         assert!(!p.following());
+        // The system cannot follow at all (SystemOs::new said why): stays put, says why.
+        let mut os = Fake::default();
+        os.cpu_of.insert(7, 1);
+        let mut p = Placement::new(&mut os, true, t0);
+        p.cannot_follow("cannot leave SCHED_IDLE once in it (EPERM; RLIMIT_NICE)".into());
+        p.acknowledged(7, t0);
+        assert_eq!(p.state(), State::Off);
+        let said = p.summary().expect("a note");
+        assert!(
+            said.contains("stayed where") && said.contains("RLIMIT_NICE"),
+            "{said}"
+        );
     }
 
     /// The real thing: a thread follows itself (its own CPU), reads its times, goes back, and

@@ -59,7 +59,7 @@ pub struct ImportInfo {
 }
 
 fn u64_at(b: &[u8], off: usize) -> Option<u64> {
-    b.get(off..off + 8)
+    b.get(off..off.checked_add(8)?)
         .and_then(|s| s.try_into().ok())
         .map(u64::from_le_bytes)
 }
@@ -349,20 +349,54 @@ fn check_lengths(bytes: &[u8], is_pipe: bool) -> Result<(), ImportError> {
 /// `PERF_SAMPLE_READ` and `read_format` has `PERF_FORMAT_GROUP`, as `perf record -e
 /// '{a,b}:S'` writes it): what `tma locate --import --tree` needs.
 pub fn has_read_groups(bytes: &[u8]) -> bool {
+    let (Some(off), Some(size)) = (u64_at(bytes, 24), u64_at(bytes, 32)) else {
+        return false;
+    };
+    let start = usize::try_from(off).unwrap_or(usize::MAX).min(bytes.len());
+    let end = start
+        .saturating_add(usize::try_from(size).unwrap_or(usize::MAX))
+        .min(bytes.len());
+    read_groups_in(bytes, &bytes[start..end])
+}
+
+/// [`has_read_groups`] of a file, reading only its header and its attribute section, not
+/// its samples (`tma report` asks before it reads the recording). A file too short for a
+/// header, or whose attribute section is larger than perf writes, has none.
+pub fn file_has_read_groups(path: &std::path::Path) -> std::io::Result<bool> {
+    use std::io::{Seek, SeekFrom};
+    // perf writes one entry of about 150 bytes per event: far below this.
+    const MAX_ATTR_SECTION: u64 = 16 << 20;
+    let mut f = std::fs::File::open(path)?;
+    let mut head = [0u8; 40];
+    if f.read_exact(&mut head).is_err() {
+        return Ok(false);
+    }
+    let (Some(off), Some(size)) = (u64_at(&head, 24), u64_at(&head, 32)) else {
+        return Ok(false);
+    };
+    if size > MAX_ATTR_SECTION {
+        return Ok(false);
+    }
+    f.seek(SeekFrom::Start(off))?;
+    let mut attrs = Vec::new();
+    f.take(size).read_to_end(&mut attrs)?;
+    Ok(read_groups_in(&head, &attrs))
+}
+
+/// Whether an attribute section (`attrs`, laid out as the header `head` says) holds an
+/// event that samples with a read group.
+fn read_groups_in(head: &[u8], attrs: &[u8]) -> bool {
     const SAMPLE_READ: u64 = 1 << 4;
     const FORMAT_GROUP: u64 = 1 << 3;
-    let (Some(attr_size), Some(off), Some(size)) =
-        (u64_at(bytes, 16), u64_at(bytes, 24), u64_at(bytes, 32))
-    else {
+    let Some(attr_size) = u64_at(head, 16).and_then(|n| usize::try_from(n).ok()) else {
         return false;
     };
     if attr_size < 40 + 16 {
         return false;
     }
-    (0..size / attr_size).any(|i| {
-        let at = off.saturating_add(i.saturating_mul(attr_size)) as usize;
-        let sample_type = u64_at(bytes, at.saturating_add(24)).unwrap_or(0);
-        let read_format = u64_at(bytes, at.saturating_add(32)).unwrap_or(0);
+    attrs.chunks_exact(attr_size).any(|attr| {
+        let sample_type = u64_at(attr, 24).unwrap_or(0);
+        let read_format = u64_at(attr, 32).unwrap_or(0);
         sample_type & SAMPLE_READ != 0 && read_format & FORMAT_GROUP != 0
     })
 }

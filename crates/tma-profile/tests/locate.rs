@@ -110,12 +110,39 @@ fn settings_that_do_not_go_together_are_refused() {
 /// (what `tma report` asks before drawing the TMA flame graph).
 #[test]
 fn group_recordings_are_told_from_plain_ones() {
-    let group = std::fs::read(tma_testkit::fixture("profile-tree/group.perf.data")).unwrap();
-    assert!(tma_profile::import::has_read_groups(&group));
+    use tma_profile::import::{file_has_read_groups, has_read_groups};
+    let group_path = tma_testkit::fixture("profile-tree/group.perf.data");
+    let group = std::fs::read(&group_path).unwrap();
+    assert!(has_read_groups(&group));
+    // From the file, reading its header and attributes only: the same answers.
+    assert!(file_has_read_groups(&group_path).unwrap());
     for plain in ["locate/chase.perf.data", "locate/two-events.perf.data"] {
-        let b = std::fs::read(tma_testkit::fixture(plain)).unwrap();
-        assert!(!tma_profile::import::has_read_groups(&b), "{plain}");
+        let path = tma_testkit::fixture(plain);
+        let b = std::fs::read(&path).unwrap();
+        assert!(!has_read_groups(&b), "{plain}");
+        assert!(!file_has_read_groups(&path).unwrap(), "{plain}");
     }
-    assert!(!tma_profile::import::has_read_groups(b"PERFILE2"));
-    assert!(!tma_profile::import::has_read_groups(b""));
+    assert!(!has_read_groups(b"PERFILE2"));
+    assert!(!has_read_groups(b""));
+    // Short, cut and hostile headers: no groups, no panic.
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases: Vec<Vec<u8>> = vec![b"PERFILE2".to_vec(), Vec::new(), group[..48].to_vec()];
+    // The attribute section said to start or end past any address.
+    for (at, v) in [(24, u64::MAX - 3), (32, u64::MAX), (16, u64::MAX)] {
+        let mut b = group.clone();
+        b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        cases.push(b);
+    }
+    for (i, b) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("case{i}.perf.data"));
+        std::fs::write(&path, b).unwrap();
+        let (bytes, file) = (
+            has_read_groups(b),
+            file_has_read_groups(&path).unwrap_or(false),
+        );
+        // A section that runs past the end (case 4) is read as far as the file goes: the
+        // group recording's own attributes are still there, for the bytes. The file is not
+        // read for a section larger than perf writes.
+        assert_eq!((bytes, file), (i == 4, false), "case {i}");
+    }
 }

@@ -326,9 +326,8 @@ impl tma_stat::IntervalSink for ViewSink<'_> {
 fn perf_data(cfg: &ReportConfig, path: &Path, file: String) -> Result<Section, HtmlError> {
     // A group recording (`perf record -e '{…}:S'`) with --cpu: the per-function trees, whose
     // dominant level-1 nodes colour the flame graph (the TMA flame graph).
-    let groups = cfg.cpu.is_some()
-        && tma_render::files::read_input(path)
-            .is_ok_and(|b| tma_profile::import::has_read_groups(&b));
+    let groups =
+        cfg.cpu.is_some() && tma_profile::import::file_has_read_groups(path).unwrap_or(false);
     let lc = LocateConfig {
         import: Some(path.to_path_buf()),
         event: cfg.event.clone(),

@@ -436,7 +436,7 @@ impl Model {
             return Err(unknown());
         }
         // 1. A name the formulas use, plain or mangled.
-        if let Some(id) = self.find_id_by_name(ids, &s) {
+        if let Some(id) = self.find_id_by_name(&s) {
             return Ok(self.with_same_encoding(ids, &id));
         }
         // 2. A vendor name with modifiers that the formulas do not use as such.
@@ -514,7 +514,7 @@ impl Model {
             }
             if pmu.is_some() {
                 // `cpu/EVENT_NAME/`
-                if let Some(id) = self.find_id_by_name(ids, body) {
+                if let Some(id) = self.find_id_by_name(body) {
                     return Ok(self.with_same_encoding(ids, &id));
                 }
                 // A vendor name no formula uses as such (`cpu_core/TOPDOWN.SLOTS/`, where
@@ -600,7 +600,7 @@ impl Model {
         let config = config.unwrap_or_else(|| f.config(self.vendor));
         let mut v = self.match_raw_lenient(spec, ids, config, config1, mods)?;
         if let Some(n) = named {
-            if let Some(id) = self.find_id_by_name(ids, &n) {
+            if let Some(id) = self.find_id_by_name(&n) {
                 if let Some(pos) = v.iter().position(|x| *x == id) {
                     let id = v.remove(pos);
                     v.insert(0, id);
@@ -645,10 +645,9 @@ impl Model {
         }
     }
 
-    /// The first id of `ids` (the model's own) named `name`, plain or mangled, in any case.
-    fn find_id_by_name(&self, ids: &[String], name: &str) -> Option<String> {
+    /// The first of the model's ids named `name`, plain or mangled, in any case.
+    fn find_id_by_name(&self, name: &str) -> Option<String> {
         let index = index_of(self);
-        debug_assert!(std::ptr::eq(ids, index.ids.as_slice()));
         index
             .by_name
             .get(&name.to_ascii_lowercase())

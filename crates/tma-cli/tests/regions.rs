@@ -187,14 +187,19 @@ fn shape(report: &Value) -> Vec<Vec<(String, u64)>> {
 
 /// What the program says each busy region spun (its own CPU clock): (main, thread).
 fn spun(program_out: &str) -> (f64, f64) {
-    let get = |who: &str| {
-        program_out
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{who} work_ms ")))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("no {who} line in {program_out:?}"))
-    };
-    (get("main"), get("thread"))
+    (
+        printed(program_out, "main work_ms"),
+        printed(program_out, "thread work_ms"),
+    )
+}
+
+/// A figure the demo program printed (`<what> <ms>`).
+fn printed(program_out: &str, what: &str) -> f64 {
+    program_out
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{what} ")))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no {what} line in {program_out:?}"))
 }
 
 /// The figures every way must give for the demo program.
@@ -237,14 +242,24 @@ fn check_figures(way: Way, r: &Value, program_out: &str) {
     let inner = find(&outer["children"], "inner");
     assert_eq!(inner["calls"], 4);
     let (o, i) = (task_clock_ms(outer), task_clock_ms(inner));
-    assert!((98.0..=103.0).contains(&i), "{way:?}: inner {i} ms");
+    // Against what the spins really ran (the program says): four spins of 25 ms ran 103.7 ms
+    // once while the workspace's tests and two fuzzers loaded both CPUs (a check of the
+    // clock that took a millisecond).
+    let (own_ran, inner_ran) = (
+        printed(program_out, "main outer_own_ms"),
+        printed(program_out, "main inner_ms"),
+    );
+    assert!(inner_ran >= 100.0 && own_ran >= 20.0, "{program_out}");
+    assert!(
+        (i - inner_ran).abs() <= 0.02 * inner_ran,
+        "{way:?}: inner read {i:.3} ms, the spins ran {inner_ran:.3} ms"
+    );
     // Within 2 % of the outer region's whole CPU time (the calibration's bar), and never
-    // tighter than 2 ms: the own 20 ms is a calibrated spin, which took 22.2 ms of task-clock
-    // once while the other tests loaded both CPUs.
+    // tighter than 2 ms.
     let tol = (0.02 * o).max(2.0);
     assert!(
-        (o - i - 20.0).abs() <= tol,
-        "{way:?}: outer {o:.3} ms is not its own 20 ms plus inner {i:.3} ms (within {tol:.2} ms)"
+        (o - i - own_ran).abs() <= tol,
+        "{way:?}: outer {o:.3} ms is not its own {own_ran:.3} ms plus inner {i:.3} ms (within {tol:.2} ms)"
     );
     assert!(outer["wall_ns"].as_u64() >= inner["wall_ns"].as_u64());
     // The worker has nothing but its work.

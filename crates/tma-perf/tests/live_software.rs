@@ -158,7 +158,9 @@ fn interval_deltas_add_up_to_the_total() {
     let m = Live
         .run_with(
             &plan,
-            &sh("i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 0.45"),
+            // 0.9 s for at least 3 intervals of 100 ms: 0.45 s gave fewer once, while the
+            // whole workspace's tests loaded both CPUs and the ticks came late.
+            &sh("i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 0.9"),
             &opts,
             &mut |iv| seen.push(iv.clone()),
         )
@@ -193,7 +195,8 @@ fn stream_only_keeps_the_sum_not_every_interval() {
     let m = Live
         .run_with(
             &plan,
-            &sh("i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 0.3"),
+            // Room for late ticks on a loaded machine (4 intervals of 50 ms are wanted).
+            &sh("i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 0.5"),
             &opts,
             &mut |iv| seen.push(iv.clone()),
         )

@@ -136,6 +136,8 @@ struct Index {
     by_name: HashMap<String, usize>,
     /// The base events of `ids` (`EventId::base`).
     used_bases: std::collections::HashSet<String>,
+    /// Positions in the model's event table by (code, umask), in table order.
+    by_code: HashMap<(u16, u8), Vec<usize>>,
 }
 
 /// Identity of a model's tables: the `'static` slices (and the key and PMU names, by
@@ -201,11 +203,16 @@ fn build_index(m: &Model) -> Index {
         .iter()
         .map(|id| EventId::parse(id).base.to_string())
         .collect();
+    let mut by_code: HashMap<(u16, u8), Vec<usize>> = HashMap::new();
+    for (pos, d) in m.events.iter().enumerate() {
+        by_code.entry((d.code, d.umask)).or_default().push(pos);
+    }
     Index {
         ids,
         encodings,
         by_name,
         used_bases,
+        by_code,
     }
 }
 
@@ -777,12 +784,18 @@ impl Model {
         if want.config(self.vendor) != config {
             return None;
         }
-        let used = &index_of(self).used_bases;
+        let index = index_of(self);
+        let used = &index.used_bases;
         // (rank, table position, id, config1): exact events before base events with
         // modifiers, events the formulas use first.
         let mut found: Vec<(u8, usize, String, u64)> = Vec::new();
-        for (pos, d) in self.events.iter().enumerate() {
-            if d.kind == EventKind::Tsc || d.code != want.code || d.umask != want.umask {
+        let same_code = index
+            .by_code
+            .get(&(want.code, want.umask))
+            .map_or(&[][..], Vec::as_slice);
+        for &pos in same_code {
+            let d = &self.events[pos];
+            if d.kind == EventKind::Tsc {
                 continue;
             }
             let c1 = if d.msr_index != 0 { d.msr_value } else { 0 };

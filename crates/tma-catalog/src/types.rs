@@ -346,70 +346,76 @@ impl<'a> EventId<'a> {
     }
 }
 
-/// Tables up to this many events are searched in place by [`Model::event`].
+/// Tables up to this many rows are searched in place by [`Model::event`], [`Model::node`]
+/// and [`Model::metric`].
 const SCAN_AT_MOST: usize = 32;
 
-/// The name index of an event table: lower-cased name to the first event of that name (as
-/// the in-place search finds it), built once per table (keyed by the `'static` slice).
-fn event_index(
-    events: &'static [EventDef],
-) -> &'static std::collections::HashMap<Box<str>, &'static EventDef> {
+/// The first row of `table` whose name (`name_of`) is `name` in any ASCII case: in place for
+/// a short table, else through the table's name index, built once per table (keyed by the
+/// `'static` slice and the row type) and giving the same row as the search in place.
+fn row_named<T: Sync + 'static>(
+    table: &'static [T],
+    name_of: fn(&T) -> &str,
+    name: &str,
+) -> Option<&'static T> {
+    use std::any::TypeId;
     use std::collections::HashMap;
     use std::sync::{OnceLock, RwLock};
-    type Index = HashMap<Box<str>, &'static EventDef>;
-    static CACHE: OnceLock<RwLock<HashMap<(usize, usize), &'static Index>>> = OnceLock::new();
-    let key = (events.as_ptr() as usize, events.len());
-    let cache = CACHE.get_or_init(|| RwLock::new(HashMap::new()));
-    if let Some(i) = cache.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return i;
+    if table.len() <= SCAN_AT_MOST {
+        return table.iter().find(|r| name_of(r).eq_ignore_ascii_case(name));
     }
-    let mut w = cache.write().unwrap_or_else(|e| e.into_inner());
-    w.entry(key).or_insert_with(|| {
-        let mut index = Index::with_capacity(events.len());
-        for e in events {
-            index
-                .entry(e.name.to_ascii_lowercase().into_boxed_str())
-                .or_insert(e);
+    // Row positions by lower-cased name.
+    type Index = HashMap<Box<str>, usize>;
+    // The table: its row type, address and length.
+    type Key = (TypeId, usize, usize);
+    static CACHE: OnceLock<RwLock<HashMap<Key, &'static Index>>> = OnceLock::new();
+    let key = (TypeId::of::<T>(), table.as_ptr() as usize, table.len());
+    let cache = CACHE.get_or_init(|| RwLock::new(HashMap::new()));
+    let found = cache
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+        .copied();
+    let index = match found {
+        Some(i) => i,
+        None => {
+            let mut w = cache.write().unwrap_or_else(|e| e.into_inner());
+            *w.entry(key).or_insert_with(|| {
+                let mut index = Index::with_capacity(table.len());
+                for (pos, r) in table.iter().enumerate() {
+                    index
+                        .entry(name_of(r).to_ascii_lowercase().into_boxed_str())
+                        .or_insert(pos);
+                }
+                Box::leak(Box::new(index))
+            })
         }
-        Box::leak(Box::new(index))
-    })
+    };
+    let mut buf = [0u8; 96];
+    let pos = match buf.get_mut(..name.len()) {
+        Some(b) => {
+            b.copy_from_slice(name.as_bytes());
+            b.make_ascii_lowercase();
+            // ASCII lowering keeps UTF-8 valid.
+            index.get(std::str::from_utf8(b).ok()?)
+        }
+        None => index.get(name.to_ascii_lowercase().as_str()),
+    };
+    pos.map(|&p| &table[p])
 }
 
 impl Model {
     /// Look up an event by its base name, case-insensitively.
     pub fn event(&self, base: &str) -> Option<&'static EventDef> {
-        // A short table is searched in place; a long one (Intel's hold thousands of events,
-        // and resolving one perf event spec looks up many names) through its name index.
-        if self.events.len() <= SCAN_AT_MOST {
-            return self
-                .events
-                .iter()
-                .find(|e| e.name.eq_ignore_ascii_case(base));
-        }
-        let index = event_index(self.events);
-        let mut buf = [0u8; 96];
-        let key = match buf.get_mut(..base.len()) {
-            Some(b) => {
-                b.copy_from_slice(base.as_bytes());
-                b.make_ascii_lowercase();
-                // ASCII lowering keeps UTF-8 valid.
-                std::str::from_utf8(b).ok()?
-            }
-            None => return index.get(base.to_ascii_lowercase().as_str()).copied(),
-        };
-        index.get(key).copied()
+        row_named(self.events, |e| e.name, base)
     }
     /// Look up a tree node by name, case-insensitively.
     pub fn node(&self, name: &str) -> Option<&'static NodeDef> {
-        self.nodes
-            .iter()
-            .find(|n| n.name.eq_ignore_ascii_case(name))
+        row_named(self.nodes, |n| n.name, name)
     }
     /// Look up a helper metric by name, case-insensitively.
     pub fn metric(&self, name: &str) -> Option<&'static MetricDef> {
-        self.metrics
-            .iter()
-            .find(|m| m.name.eq_ignore_ascii_case(name))
+        row_named(self.metrics, |m| m.name, name)
     }
     /// Children of `parent` (or the level-1 nodes for `None`), in table order.
     pub fn children<'s>(

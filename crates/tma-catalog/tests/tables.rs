@@ -260,3 +260,50 @@ fn event_kinds_are_consistent() {
         }
     }
 }
+
+/// `event`, `node` and `metric` (through a name index on long tables) find the row a search
+/// of the table in order finds, whatever the case of the name asked for.
+#[test]
+fn lookups_by_name_find_the_first_row_so_named() {
+    fn first<T>(rows: &'static [T], name_of: fn(&T) -> &str, name: &str) -> Option<*const T> {
+        rows.iter()
+            .find(|r| name_of(r).eq_ignore_ascii_case(name))
+            .map(|r| r as *const T)
+    }
+    let cased = |s: &str| {
+        [
+            s.to_string(),
+            s.to_ascii_lowercase(),
+            s.to_ascii_uppercase(),
+            format!("{s}x"),
+        ]
+    };
+    for m in models() {
+        for e in m.events {
+            for n in cased(e.name) {
+                let got = m.event(&n).map(|r| r as *const _);
+                assert_eq!(got, first(m.events, |r| r.name, &n), "{}: event {n}", m.key);
+            }
+        }
+        for x in m.nodes {
+            for n in cased(x.name) {
+                let got = m.node(&n).map(|r| r as *const _);
+                assert_eq!(got, first(m.nodes, |r| r.name, &n), "{}: node {n}", m.key);
+            }
+        }
+        for x in m.metrics {
+            for n in cased(x.name) {
+                let got = m.metric(&n).map(|r| r as *const _);
+                assert_eq!(
+                    got,
+                    first(m.metrics, |r| r.name, &n),
+                    "{}: metric {n}",
+                    m.key
+                );
+            }
+        }
+        // Names longer than the index's stack buffer, and not ASCII.
+        let long = "A".repeat(200);
+        assert!(m.event(&long).is_none() && m.node("Façade").is_none());
+    }
+}

@@ -142,7 +142,8 @@ pub struct IntervalReport {
     pub start_s: f64,
     pub end_s: f64,
     pub report: Report,
-    /// Why each missing event of the report is missing (by canonical id).
+    /// Why each missing event of the report is missing (by canonical id): sorted by id, one
+    /// entry per id (see [`IntervalReport::missing_state`]).
     pub missing_states: Vec<(String, EventState)>,
     /// Events that counted exactly 0 (to explain divisions by zero).
     pub zero_events: Vec<String>,
@@ -153,6 +154,16 @@ pub struct IntervalReport {
     /// In the merged view of a hybrid part's core types: the nodes that exist on some
     /// core types only, with those types (`P-core`), by node name.
     pub only_on: Vec<(&'static str, String)>,
+}
+
+impl IntervalReport {
+    /// Why `event` is missing, when the report lists it.
+    pub fn missing_state(&self, event: &str) -> Option<EventState> {
+        self.missing_states
+            .binary_search_by(|(m, _)| m.as_str().cmp(event))
+            .ok()
+            .map(|i| self.missing_states[i].1)
+    }
 }
 
 impl IntervalReport {
@@ -507,25 +518,28 @@ fn duration_of(iv: &Interval) -> Option<f64> {
 
 /// Pair a report with the facts about its interval that status texts need.
 fn interval_report(iv: &Interval, report: Report) -> IntervalReport {
-    let mut missing_states: Vec<(String, EventState)> = Vec::new();
+    let mut states: std::collections::BTreeMap<&str, EventState> = Default::default();
     let missing = report
         .nodes
         .iter()
         .map(|n| &n.missing_events)
         .chain(report.metrics.iter().map(|m| &m.missing_events));
+    let readings = iv.index();
     for events in missing {
         for e in events {
-            if missing_states.iter().any(|(m, _)| m == e) {
-                continue;
-            }
-            let st = match iv.get(e).map(|r| r.status) {
-                Some(ReadingStatus::NotSupported) => EventState::NotSupported,
-                Some(ReadingStatus::NotCounted) => EventState::NotCounted,
-                _ => EventState::NotRecorded,
-            };
-            missing_states.push((e.clone(), st));
+            states
+                .entry(e)
+                .or_insert_with(|| match readings.get(e).map(|r| r.status) {
+                    Some(ReadingStatus::NotSupported) => EventState::NotSupported,
+                    Some(ReadingStatus::NotCounted) => EventState::NotCounted,
+                    _ => EventState::NotRecorded,
+                });
         }
     }
+    let missing_states = states
+        .into_iter()
+        .map(|(e, st)| (e.to_string(), st))
+        .collect();
     let aggregated = || {
         iv.readings
             .iter()

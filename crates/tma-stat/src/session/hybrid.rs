@@ -986,11 +986,12 @@ pub(crate) fn merge_interval(parts: &[(&CoreTable, &IntervalReport, f64)]) -> In
     }
     let tree: Vec<TreeNode> = nodes.iter().map(TreeNode::of).collect();
     let bottleneck = decide(&tree);
-    let mut missing_states = Vec::new();
+    // One state per event (the first core type's), sorted as IntervalReport keeps them.
+    let mut missing_states: Vec<(String, crate::eval::EventState)> = Vec::new();
     let mut zero_events = Vec::new();
     for (_, ir, _) in parts {
         for m in &ir.missing_states {
-            if !missing_states.contains(m) {
+            if !missing_states.iter().any(|(e, _)| *e == m.0) {
                 missing_states.push(m.clone());
             }
         }
@@ -1000,6 +1001,7 @@ pub(crate) fn merge_interval(parts: &[(&CoreTable, &IntervalReport, f64)]) -> In
             }
         }
     }
+    missing_states.sort_by(|a, b| a.0.cmp(&b.0));
     IntervalReport {
         start_s: first.start_s,
         end_s: first.end_s,

@@ -40,11 +40,7 @@ pub(super) fn explain(
         Status::MissingEvents => {
             let mut groups: Vec<(EventState, Vec<&str>)> = Vec::new();
             for e in missing_events {
-                let st = ir
-                    .missing_states
-                    .iter()
-                    .find(|(m, _)| m == e)
-                    .map_or(EventState::NotRecorded, |(_, s)| *s);
+                let st = ir.missing_state(e).unwrap_or(EventState::NotRecorded);
                 match groups.iter_mut().find(|(s, _)| *s == st) {
                     Some((_, v)) => v.push(e),
                     None => groups.push((st, vec![e])),

@@ -142,7 +142,7 @@ struct Index {
 
 /// Identity of a model's tables: the `'static` slices (and the key and PMU names, by
 /// address) never move or get freed.
-type IndexKey = [usize; 7];
+type IndexKey = [usize; 10];
 
 fn index_of(m: &Model) -> &'static Index {
     static CACHE: OnceLock<RwLock<HashMap<IndexKey, &'static Index>>> = OnceLock::new();
@@ -153,8 +153,11 @@ fn index_of(m: &Model) -> &'static Index {
     }
     let key: IndexKey = [
         m.events.as_ptr() as usize,
+        m.events.len(),
         m.nodes.as_ptr() as usize,
+        m.nodes.len(),
         m.metrics.as_ptr() as usize,
+        m.metrics.len(),
         m.key.as_ptr() as usize,
         m.key.len(),
         m.pmu.as_ptr() as usize,

@@ -122,11 +122,12 @@ pub fn guess_other_cpu(
 fn required_at(m: &Model, level: u8) -> std::sync::Arc<std::collections::BTreeSet<String>> {
     use std::collections::{BTreeSet, HashMap};
     use std::sync::{Arc, OnceLock, RwLock};
-    type Key = (usize, usize, usize, u8);
+    type Key = (usize, usize, usize, usize, u8);
     static CACHE: OnceLock<RwLock<HashMap<Key, Arc<BTreeSet<String>>>>> = OnceLock::new();
     // The tables are `'static` slices: their addresses name them.
     let key = (
         m.nodes.as_ptr() as usize,
+        m.nodes.len(),
         m.metrics.as_ptr() as usize,
         m.events.as_ptr() as usize,
         level,

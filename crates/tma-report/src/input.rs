@@ -88,7 +88,12 @@ pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Se
         _ => read(true)?,
     };
     match kind {
-        Kind::Stat => Ok(Section::Stat(Box::new(stat_view(&file, &bytes)?))),
+        Kind::Stat => Ok(Section::Stat(Box::new(stat_view(
+            &file,
+            &bytes,
+            cfg.cpu.as_deref(),
+            notes,
+        )?))),
         Kind::Recording => recording(cfg, path, &file, notes),
         Kind::Diff => {
             let doc: DiffDoc = document(
@@ -389,7 +394,16 @@ struct Acc {
 /// A `tma.stat` document: the tree (means over the samples), and the timeline when there
 /// are several. The intervals are read one at a time into a [`StatViewBuilder`], never held
 /// all at once, so a long run costs what its tree and its bounded timeline cost.
-pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
+///
+/// The `tma stat --json` output of a hybrid part (a document per core type) gives one core
+/// type's tree: the one whose table `cpu` names, else the first; `notes` says which, and
+/// what else the file holds.
+pub fn stat_view(
+    file: &str,
+    bytes: &[u8],
+    cpu: Option<&str>,
+    notes: &mut dyn Write,
+) -> Result<StatView, HtmlError> {
     let found = tma_render::recognize(bytes).version().unwrap_or(0);
     if !tma_render::schema::reads_version(found, 1, tma_stat::render::tree::SCHEMA_VERSION) {
         return Err(HtmlError::Version {
@@ -417,8 +431,27 @@ pub fn stat_view(file: &str, bytes: &[u8]) -> Result<StatView, HtmlError> {
     )
     .map_err(|e| bad(e.to_string()))?;
     if let Err(e) = de.end() {
-        // A hybrid part's output: a document per core type (and interval): the first type's.
-        let doc = tma_stat::render::doc::one_tree(bytes, None).map_err(|_| bad(e.to_string()))?;
+        // A hybrid part's output: a document per core type (and interval).
+        let (doc, types) =
+            tma_stat::render::doc::one_tree_of_types(bytes, cpu).map_err(|_| bad(e.to_string()))?;
+        if types.len() > 1 {
+            let drawn = doc.head.core_type.clone().unwrap_or_default();
+            let others: Vec<String> = types
+                .iter()
+                .filter(|(t, _)| *t != drawn)
+                .map(|(t, key)| match t.as_str() {
+                    "merged" => "the merged view".to_string(),
+                    _ => format!("{t} (--cpu {key})"),
+                })
+                .collect();
+            writeln!(
+                notes,
+                "tma: note: {file} holds the trees of a hybrid part; this report draws the \
+                 {drawn} tree ({}); also there: {}",
+                doc.head.cpu.key,
+                others.join(", ")
+            )?;
+        }
         let mut b = StatViewBuilder::new(file, doc.head);
         for iv in &doc.intervals {
             b.push(iv);

@@ -466,3 +466,64 @@ fn a_profile_diff_shows_each_functions_shares_and_delta() {
         "{row}"
     );
 }
+
+/// `tma stat --json` of a hybrid part (a document per core type): the report draws one core
+/// type's tree, the one `--cpu` names (else the first), and its notes say which and what
+/// else the file holds.
+#[test]
+fn a_hybrid_stat_document_draws_one_core_type_and_says_which() {
+    let recording = fixture("import/real/adl-lkml-2023-hybrid-topdownl2/perf-stat.csv");
+    let stat = tma_stat::StatConfig {
+        input: tma_stat::Input::Import(recording),
+        cpu: Some("adl".into()),
+        level: 1,
+        render: tma_stat::RenderOptions {
+            format: tma_stat::Format::Json,
+            ..Default::default()
+        },
+        ..tma_stat::StatConfig::default()
+    };
+    let mut json = Vec::new();
+    tma_stat::run(
+        &stat,
+        &mut tma_stat::TreeOutput::new(&mut json, &stat.render),
+        &mut Vec::new(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hybrid.json");
+    std::fs::write(&path, &json).unwrap();
+    for (cpu, drawn, other, table) in [
+        (
+            None,
+            "P-core tree (adl)",
+            "E-core (--cpu adl-e)",
+            "P-core (Golden Cove) (adl",
+        ),
+        (
+            Some("adl-e"),
+            "E-core tree (adl-e)",
+            "P-core (--cpu adl)",
+            "(Gracemont) (adl-e",
+        ),
+    ] {
+        let cfg = ReportConfig {
+            inputs: vec![path.clone()],
+            cpu: cpu.map(str::to_string),
+            ..ReportConfig::default()
+        };
+        let mut notes = Vec::new();
+        let r = tma_report::run(&cfg, &mut notes).unwrap();
+        let notes = String::from_utf8(notes).unwrap();
+        assert!(
+            notes.contains(&format!("this report draws the {drawn}")) && notes.contains(other),
+            "{notes}"
+        );
+        let mut out = Vec::new();
+        render::html(&mut out, &r).unwrap();
+        let page = String::from_utf8(out).unwrap();
+        // Both tables name the level-1 nodes alike; the page names the table drawn.
+        assert!(page.contains("data-node=\"Retiring\""), "a tree is drawn");
+        assert!(page.contains(table), "{table}");
+    }
+}

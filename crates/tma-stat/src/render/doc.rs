@@ -183,13 +183,23 @@ pub struct SoftwareCount {
 /// `cpu` (its key), else the first. Per-thread or per-core trees (another source) are left
 /// out. An error names what does not parse.
 pub fn one_tree(bytes: &[u8], cpu: Option<&str>) -> Result<StatDoc, serde_json::Error> {
+    one_tree_of_types(bytes, cpu).map(|(doc, _)| doc)
+}
+
+/// [`one_tree`], and the trees the documents hold: each core type's name and table key
+/// (`("P-core", "adl")`, `("merged", "adl")`), in the order they first appear; empty for a
+/// run of one tree. For a reader that says which tree it read.
+pub fn one_tree_of_types(
+    bytes: &[u8],
+    cpu: Option<&str>,
+) -> Result<(StatDoc, Vec<(String, String)>), serde_json::Error> {
     let mut docs = Vec::new();
     for d in serde_json::Deserializer::from_slice(bytes).into_iter::<StatDoc>() {
         docs.push(d?);
     }
     if docs.len() <= 1 || docs.iter().any(|d| d.head.core_type.is_none()) {
         // Not a hybrid run: one document (or the error reading it as one).
-        return serde_json::from_slice(bytes);
+        return Ok((serde_json::from_slice(bytes)?, Vec::new()));
     }
     let pick = docs
         .iter()
@@ -201,8 +211,16 @@ pub fn one_tree(bytes: &[u8], cpu: Option<&str>) -> Result<StatDoc, serde_json::
         docs[pick].head.core_type.clone(),
         docs[pick].head.source.clone(),
     );
+    let mut types: Vec<(String, String)> = Vec::new();
     let mut out: Option<StatDoc> = None;
     for d in docs {
+        let t = (
+            d.head.core_type.clone().unwrap_or_default(),
+            d.head.cpu.key.clone(),
+        );
+        if !types.contains(&t) {
+            types.push(t);
+        }
         if d.head.core_type != core_type || d.head.source != source {
             continue;
         }
@@ -211,5 +229,5 @@ pub fn one_tree(bytes: &[u8], cpu: Option<&str>) -> Result<StatDoc, serde_json::
             None => out = Some(d),
         }
     }
-    Ok(out.expect("the picked document is kept"))
+    Ok((out.expect("the picked document is kept"), types))
 }

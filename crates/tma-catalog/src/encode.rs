@@ -6,7 +6,7 @@
 //!   raw encoding, or our own `perf_event_spec` form) back to the event id the formulas use.
 
 use std::collections::HashMap;
-use std::sync::{OnceLock, RwLock};
+use std::sync::OnceLock;
 
 use crate::error::CatalogError;
 use crate::types::{CoreKind, Encoding, EventId, EventKind, Model, Vendor};
@@ -145,7 +145,7 @@ struct Index {
 type IndexKey = [usize; 10];
 
 fn index_of(m: &Model) -> &'static Index {
-    static CACHE: OnceLock<RwLock<HashMap<IndexKey, &'static Index>>> = OnceLock::new();
+    static CACHE: crate::cache::Leaked<IndexKey, Index> = OnceLock::new();
     thread_local! {
         // The last model this thread asked for: resolving one spec asks several times.
         static LAST: std::cell::Cell<Option<(IndexKey, &'static Index)>> =
@@ -168,23 +168,8 @@ fn index_of(m: &Model) -> &'static Index {
             return i;
         }
     }
-    let cache = CACHE.get_or_init(|| RwLock::new(HashMap::new()));
-    let found = cache
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&key)
-        .copied();
-    let index = match found {
-        Some(i) => i,
-        None => {
-            // Built outside the lock (encoding reads no index); the first one in is kept.
-            let built = build_index(m);
-            let mut guard = cache.write().unwrap_or_else(|e| e.into_inner());
-            *guard
-                .entry(key)
-                .or_insert_with(|| Box::leak(Box::new(built)))
-        }
-    };
+    // Built outside the lock (encoding reads no index).
+    let index = crate::cache::get_or_build(&CACHE, key, || build_index(m));
     LAST.set(Some((key, index)));
     index
 }

@@ -360,37 +360,23 @@ fn row_named<T: Sync + 'static>(
 ) -> Option<&'static T> {
     use std::any::TypeId;
     use std::collections::HashMap;
-    use std::sync::{OnceLock, RwLock};
+    use std::sync::OnceLock;
     if table.len() <= SCAN_AT_MOST {
         return table.iter().find(|r| name_of(r).eq_ignore_ascii_case(name));
     }
-    // Row positions by lower-cased name.
+    // Row positions by lower-cased name, per table: its row type, address and length.
     type Index = HashMap<Box<str>, usize>;
-    // The table: its row type, address and length.
-    type Key = (TypeId, usize, usize);
-    static CACHE: OnceLock<RwLock<HashMap<Key, &'static Index>>> = OnceLock::new();
+    static CACHE: crate::cache::Leaked<(TypeId, usize, usize), Index> = OnceLock::new();
     let key = (TypeId::of::<T>(), table.as_ptr() as usize, table.len());
-    let cache = CACHE.get_or_init(|| RwLock::new(HashMap::new()));
-    let found = cache
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&key)
-        .copied();
-    let index = match found {
-        Some(i) => i,
-        None => {
-            let mut w = cache.write().unwrap_or_else(|e| e.into_inner());
-            *w.entry(key).or_insert_with(|| {
-                let mut index = Index::with_capacity(table.len());
-                for (pos, r) in table.iter().enumerate() {
-                    index
-                        .entry(name_of(r).to_ascii_lowercase().into_boxed_str())
-                        .or_insert(pos);
-                }
-                Box::leak(Box::new(index))
-            })
+    let index = crate::cache::get_or_build(&CACHE, key, || {
+        let mut index = Index::with_capacity(table.len());
+        for (pos, r) in table.iter().enumerate() {
+            index
+                .entry(name_of(r).to_ascii_lowercase().into_boxed_str())
+                .or_insert(pos);
         }
-    };
+        index
+    });
     let mut buf = [0u8; 96];
     let pos = match buf.get_mut(..name.len()) {
         Some(b) => {

@@ -6,11 +6,11 @@ use std::hash::Hash;
 use std::sync::{OnceLock, RwLock};
 
 /// A process-wide map from a table's key to what was built for it.
-pub(crate) type Leaked<K, V> = OnceLock<RwLock<HashMap<K, &'static V>>>;
+pub type Leaked<K, V> = OnceLock<RwLock<HashMap<K, &'static V>>>;
 
 /// The value `cache` holds for `key`, built by `build` (outside the lock) the first time.
 /// When two threads build at once, the first one in is kept.
-pub(crate) fn get_or_build<K: Hash + Eq, V: Send + Sync + 'static>(
+pub fn get_or_build<K: Hash + Eq, V: Send + Sync + 'static>(
     cache: &'static Leaked<K, V>,
     key: K,
     build: impl FnOnce() -> V,

@@ -432,7 +432,7 @@ impl Model {
         }
         // 1. A name the formulas use, plain or mangled.
         if let Some(id) = self.find_id_by_name(&s) {
-            return Ok(self.with_same_encoding(ids, &id));
+            return Ok(self.with_same_encoding(&id));
         }
         // 2. A vendor name with modifiers that the formulas do not use as such.
         if let Ok(e) = self.encode(&s) {
@@ -445,7 +445,7 @@ impl Model {
                     .join(":")
             };
             let rest: Vec<String> = self
-                .matching(ids, &e)
+                .matching(&e)
                 .into_iter()
                 .filter(|i| *i != canon)
                 .collect();
@@ -458,7 +458,7 @@ impl Model {
         if let Some(pmu) = pmu {
             if pmu == "msr" {
                 return if body.eq_ignore_ascii_case("tsc") {
-                    self.ids_of_kind(ids, EventKind::Tsc).ok_or_else(unknown)
+                    self.ids_of_kind(EventKind::Tsc).ok_or_else(unknown)
                 } else {
                     Err(unknown())
                 };
@@ -492,7 +492,7 @@ impl Model {
         }
         // 4. perf aliases.
         if !body.contains(['=', ',']) {
-            if let Some(v) = self.resolve_alias(ids, &body.to_ascii_lowercase(), mods) {
+            if let Some(v) = self.resolve_alias(&body.to_ascii_lowercase(), mods) {
                 return v.ok_or_else(unknown);
             }
             // `rNNNN` / `r0xNNNN`; on Arm also inside the PMU (`armv8_pmuv3_0/r3e/`).
@@ -504,13 +504,13 @@ impl Model {
                     let hex = hex.strip_prefix("0x").unwrap_or(hex);
                     let config = u64::from_str_radix(hex, 16)
                         .map_err(|_| self.bad(spec, "`rNNNN` needs a hex config"))?;
-                    return self.match_raw_lenient(spec, ids, config, None, mods);
+                    return self.match_raw_lenient(spec, config, None, mods);
                 }
             }
             if pmu.is_some() {
                 // `cpu/EVENT_NAME/`
                 if let Some(id) = self.find_id_by_name(body) {
-                    return Ok(self.with_same_encoding(ids, &id));
+                    return Ok(self.with_same_encoding(&id));
                 }
                 // A vendor name no formula uses as such (`cpu_core/TOPDOWN.SLOTS/`, where
                 // the formulas name `TOPDOWN.SLOTS:perf_metrics`): as the bare name reads.
@@ -593,7 +593,7 @@ impl Model {
             }
         }
         let config = config.unwrap_or_else(|| f.config(self.vendor));
-        let mut v = self.match_raw_lenient(spec, ids, config, config1, mods)?;
+        let mut v = self.match_raw_lenient(spec, config, config1, mods)?;
         if let Some(n) = named {
             if let Some(id) = self.find_id_by_name(&n) {
                 if let Some(pos) = v.iter().position(|x| *x == id) {
@@ -650,15 +650,15 @@ impl Model {
     }
 
     /// `id` first, then every other id with the same encoding.
-    fn with_same_encoding(&self, ids: &[String], id: &str) -> Vec<String> {
+    fn with_same_encoding(&self, id: &str) -> Vec<String> {
         let mut v = vec![id.to_string()];
         if let Ok(e) = self.encode(id) {
-            v.extend(self.matching(ids, &e).into_iter().filter(|x| x != id));
+            v.extend(self.matching(&e).into_iter().filter(|x| x != id));
         }
         v
     }
 
-    fn matching(&self, _ids: &[String], e: &Encoding) -> Vec<String> {
+    fn matching(&self, e: &Encoding) -> Vec<String> {
         let mut v: Vec<String> = index_of(self)
             .encodings
             .iter()
@@ -682,7 +682,6 @@ impl Model {
     fn match_raw_lenient(
         &self,
         spec: &str,
-        ids: &[String],
         config: u64,
         config1: Option<u64>,
         mods: &str,
@@ -691,7 +690,7 @@ impl Model {
             spec: spec.to_string(),
             model: self.key,
         };
-        let exact = self.match_raw(ids, config, config1.unwrap_or(0), mods);
+        let exact = self.match_raw(config, config1.unwrap_or(0), mods);
         if !exact.is_empty() {
             return Ok(exact);
         }
@@ -845,7 +844,7 @@ impl Model {
         }
     }
 
-    fn match_raw(&self, ids: &[String], config: u64, config1: u64, mods: &str) -> Vec<String> {
+    fn match_raw(&self, config: u64, config1: u64, mods: &str) -> Vec<String> {
         let probe = Encoding {
             pmu: self.pmu,
             config,
@@ -861,10 +860,10 @@ impl Model {
             retire_latency: mods.contains('R'),
             name: String::new(),
         };
-        self.matching(ids, &probe)
+        self.matching(&probe)
     }
 
-    fn ids_of_kind(&self, _ids: &[String], kind: EventKind) -> Option<Vec<String>> {
+    fn ids_of_kind(&self, kind: EventKind) -> Option<Vec<String>> {
         let mut v: Vec<String> = index_of(self)
             .encodings
             .iter()
@@ -878,9 +877,9 @@ impl Model {
     }
 
     /// `Some(result)` when `name` is a perf alias; `None` when it is not an alias at all.
-    fn resolve_alias(&self, ids: &[String], name: &str, mods: &str) -> Option<Option<Vec<String>>> {
+    fn resolve_alias(&self, name: &str, mods: &str) -> Option<Option<Vec<String>>> {
         if name == "slots" {
-            return Some(self.ids_of_kind(ids, EventKind::Slots));
+            return Some(self.ids_of_kind(EventKind::Slots));
         }
         if let Some(b) = TOPDOWN_ALIASES.iter().position(|a| *a == name) {
             if self.core_kind == CoreKind::Efficiency {
@@ -889,11 +888,11 @@ impl Model {
                     .find(|(k, _)| *k == self.key)
                     .and_then(|(_, c)| c.get(b));
                 return Some(config.and_then(|c| {
-                    let v = self.match_raw(ids, *c, 0, mods);
+                    let v = self.match_raw(*c, 0, mods);
                     (!v.is_empty()).then_some(v)
                 }));
             }
-            return Some(self.ids_of_kind(ids, EventKind::PerfMetrics(b as u8)));
+            return Some(self.ids_of_kind(EventKind::PerfMetrics(b as u8)));
         }
         let config = match (name, self.vendor) {
             ("instructions", Vendor::Intel) => 0xC0,
@@ -914,7 +913,7 @@ impl Model {
             ("stalled-cycles-backend", Vendor::Arm) => 0x24,
             _ => return None,
         };
-        let v = self.match_raw(ids, config, 0, mods);
+        let v = self.match_raw(config, 0, mods);
         Some((!v.is_empty()).then_some(v))
     }
 }

@@ -67,7 +67,7 @@
 pub mod amd;
 #[rustfmt::skip]
 mod amd_events;
-mod cache;
+pub mod cache;
 pub mod descriptions;
 pub mod encode;
 pub mod error;

@@ -216,7 +216,7 @@ impl Interval {
                 })
                 .or_insert((r.group.is_some(), r));
         }
-        ReadingIndex::Hashed(found.into_iter().map(|(k, (_, r))| (k, r)).collect())
+        ReadingIndex::Hashed(found)
     }
 }
 
@@ -238,8 +238,8 @@ fn longer_counted<'r>(a: &'r Reading, b: &'r Reading) -> &'r Reading {
 pub enum ReadingIndex<'a> {
     /// A short interval, searched in place.
     Scan(&'a Interval),
-    /// Each event's reading.
-    Hashed(std::collections::HashMap<Caseless<'a>, &'a Reading>),
+    /// Each event's reading (after whether its first copy was counted in a group).
+    Hashed(std::collections::HashMap<Caseless<'a>, (bool, &'a Reading)>),
 }
 
 impl<'a> ReadingIndex<'a> {
@@ -247,7 +247,7 @@ impl<'a> ReadingIndex<'a> {
     pub fn get(&self, event: &str) -> Option<&'a Reading> {
         match self {
             ReadingIndex::Scan(iv) => iv.get(event),
-            ReadingIndex::Hashed(by_event) => by_event.get(&Caseless(event)).copied(),
+            ReadingIndex::Hashed(by_event) => by_event.get(&Caseless(event)).map(|&(_, r)| r),
         }
     }
 }

@@ -119,11 +119,10 @@ pub fn guess_other_cpu(
 /// The events of `m`'s tree down to `level` (none where the selection fails), computed once
 /// per bundled model and level: an import whose events are not the model's asks it of
 /// every other model.
-fn required_at(m: &Model, level: u8) -> std::sync::Arc<std::collections::BTreeSet<String>> {
-    use std::collections::{BTreeSet, HashMap};
-    use std::sync::{Arc, OnceLock, RwLock};
+fn required_at(m: &Model, level: u8) -> &'static std::collections::BTreeSet<String> {
+    use std::collections::BTreeSet;
     type Key = (usize, usize, usize, usize, u8);
-    static CACHE: OnceLock<RwLock<HashMap<Key, Arc<BTreeSet<String>>>>> = OnceLock::new();
+    static CACHE: tma_catalog::cache::Leaked<Key, BTreeSet<String>> = std::sync::OnceLock::new();
     // The tables are `'static` slices: their addresses name them.
     let key = (
         m.nodes.as_ptr() as usize,
@@ -132,15 +131,9 @@ fn required_at(m: &Model, level: u8) -> std::sync::Arc<std::collections::BTreeSe
         m.events.as_ptr() as usize,
         level,
     );
-    let cache = CACHE.get_or_init(Default::default);
-    if let Some(r) = cache.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return Arc::clone(r);
-    }
-    let required = Arc::new(
-        tma_metrics::required_events(m, &tma_metrics::Selection::level(level)).unwrap_or_default(),
-    );
-    let mut w = cache.write().unwrap_or_else(|e| e.into_inner());
-    Arc::clone(w.entry(key).or_insert(required))
+    tma_catalog::cache::get_or_build(&CACHE, key, || {
+        tma_metrics::required_events(m, &tma_metrics::Selection::level(level)).unwrap_or_default()
+    })
 }
 
 #[cfg(test)]

@@ -11,6 +11,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Free disk: a cold run writes about 19 GiB (target/debug 11, fuzz/target 4, the onednn venv
+# 2, Debian packages and cargo-afl the rest; measured 2026-11-28). A disk that fills midway
+# fails the run with errors that do not name the cause (a truncated log, a write failure in
+# the summary below, exit 2), so say it here, at the top of the output, and again at the end.
+free_gib() { df -Pk "$1" 2>/dev/null | awk 'NR == 2 {printf "%d", $4 / 1048576}'; }
+disk_dir="${CARGO_TARGET_DIR:-target}"
+[ -d "$disk_dir" ] || disk_dir=.
+need_gib=19
+[ -d "$disk_dir/debug" ] && need_gib=4 # a warm build rewrites the workspace's own crates only
+have_gib=$(free_gib "$disk_dir")
+if [ -n "$have_gib" ] && [ "$have_gib" -lt "$need_gib" ]; then
+  echo "warning: only $have_gib GiB free on the disk of $disk_dir; this run may need about" \
+    "$need_gib GiB and fails midway when the disk fills (free space first, e.g. cargo clean)"
+fi
+
 # ensure prometheus: the `tma serve` end-to-end test scrapes with a real Prometheus server
 # (Debian package `prometheus`, which also brings promtool). Installed when running as root
 # and missing; if that fails the tests that need it skip and say so.
@@ -89,4 +104,8 @@ grep -E "^test .* \.\.\. ignored" "$log" | sed 's/^test /  ignored: /' | sort -u
 # "skipped: <reason>" when cargo-afl cannot be installed. Long runs: scripts/fuzz.sh --release
 # SECONDS (fuzz/README.md).
 echo && FUZZ_SKIP_OK=1 FUZZ_OUT=fuzz/out-short scripts/fuzz.sh 8 || status=1
+left_gib=$(free_gib "$disk_dir")
+if [ "$status" != 0 ] && [ -n "$left_gib" ] && [ "$left_gib" -lt 1 ]; then
+  echo "the disk of $disk_dir is full ($left_gib GiB free): the failures above may be that"
+fi
 exit $status

@@ -490,6 +490,138 @@ fn cputype_counts_one_core_type() {
     assert!(stderr(&o).contains("one core type"), "{}", stderr(&o));
 }
 
+/// The event specs of a printed perf command (`cpu_…/…/` with their modifiers; the hybrid
+/// command gives every event its PMU and no `name=`).
+fn specs_of(cmd: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = cmd;
+    while let Some(i) = rest.find("cpu_") {
+        let s = &rest[i..];
+        let first = s.find('/').unwrap();
+        let second = first + 1 + s[first + 1..].find('/').unwrap();
+        let end = second
+            + 1
+            + s[second + 1..]
+                .find(|c: char| !c.is_ascii_alphabetic())
+                .unwrap_or(s.len() - second - 1);
+        out.push(s[..end].to_string());
+        rest = &s[end..];
+    }
+    out
+}
+
+/// On a machine with a third core type (cpu_lowpower, no table of its own), `tma events
+/// --perf-cmd` records it too, with the E-core table's events on its own PMU, and what perf
+/// would write for that command imports as a tree per type and the merged view. Events carry
+/// no `name=` (perf prints a named event by its name alone, losing its core type).
+#[test]
+fn events_perf_cmd_records_every_core_type_of_this_machine() {
+    let root = fixture("hybrid").join("three-types");
+    let o = TMA
+        .bare()
+        .arg("--root")
+        .arg(&root)
+        .args([
+            "events",
+            "--cpu",
+            "adl",
+            "-l",
+            "2",
+            "--perf-cmd",
+            "--",
+            "./app",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.starts_with("# This machine's 3 core types"), "{text}");
+    assert!(
+        text.contains("# cpu_lowpower (cpu_lowpower, no table of its own: the adl-e table's events on its PMU)"),
+        "{text}"
+    );
+    let cmd = text.lines().find(|l| l.starts_with("perf stat")).unwrap();
+    assert!(!cmd.contains("name="), "{cmd}");
+    let specs = specs_of(cmd);
+    let on = |pmu: &str| -> Vec<String> {
+        specs
+            .iter()
+            .filter_map(|s| s.strip_prefix(pmu).map(str::to_string))
+            .collect()
+    };
+    // The low-power type records what the E-cores record, on its own PMU.
+    assert!(!on("cpu_lowpower/").is_empty());
+    assert_eq!(on("cpu_lowpower/"), on("cpu_atom/"), "{cmd}");
+    assert!(on("cpu_core/").contains(&"slots/".to_string()), "{cmd}");
+    // What perf writes for it (each spec printed as written, half the time counted).
+    let mut csv = String::new();
+    for (i, s) in specs.iter().enumerate() {
+        csv.push_str(&format!(
+            "{},,{s},500000000,50.00,,\n",
+            1_000_000 + 1000 * i
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("perf-stat.csv");
+    std::fs::write(&f, &csv).unwrap();
+    let o = TMA
+        .command()
+        .args(["stat", "--import"])
+        .arg(&f)
+        .args(["--cpu", "adl", "-l", "2", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let docs = documents(&stdout(&o));
+    let types: Vec<String> = by_type(&docs).into_iter().map(|(t, _, _)| t).collect();
+    assert_eq!(
+        types,
+        ["P-core", "E-core", "cpu_lowpower", "merged"],
+        "{csv}"
+    );
+    for d in &docs {
+        for n in d["intervals"][0]["nodes"].as_array().unwrap() {
+            assert_ne!(n["status"], "missing_events", "{}: {n}", d["core_type"]);
+        }
+    }
+    // --cputype of a type without a table names what to do instead.
+    let o = TMA
+        .bare()
+        .arg("--root")
+        .arg(&root)
+        .args([
+            "events",
+            "--cpu",
+            "adl",
+            "--perf-cmd",
+            "--cputype",
+            "lowpower",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("cpu_lowpower has no table of its own") && err.contains("--cputype atom"),
+        "{err}"
+    );
+    let o = TMA
+        .bare()
+        .arg("--root")
+        .arg(&root)
+        .args(["events", "--cpu", "adl", "--cputype", "big"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "this machine's core types are core (P-core), atom (E-core), lowpower (cpu_lowpower)"
+        ),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn events_perf_cmd_lists_each_core_type() {
     let o = TMA.run(&["events", "--cpu", "adl", "--perf-cmd"]);

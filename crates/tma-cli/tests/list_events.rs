@@ -205,10 +205,30 @@ fn perf_cmd_round_trip_for_every_model() {
                 &lv,
                 "--json",
             ]);
-            let j: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap_or_else(|e| {
-                panic!("{} level {level}: {e}", m.key);
-            });
-            for n in j["intervals"][0]["nodes"].as_array().unwrap() {
+            let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&ok(&o))
+                .into_iter()
+                .collect::<Result<_, _>>()
+                .unwrap_or_else(|e| panic!("{} level {level}: {e}", m.key));
+            // A hybrid part's recording holds every core type: a tree each and the merged
+            // view, each type's counts told apart by their PMU prefix (`name=` would hide it).
+            let types: Vec<&str> = docs
+                .iter()
+                .filter_map(|d| d["core_type"].as_str())
+                .collect();
+            if tma_stat::core_family(m).len() > 1 {
+                assert_eq!(
+                    types,
+                    ["P-core", "E-core", "merged"],
+                    "{} level {level}",
+                    m.key
+                );
+            } else {
+                assert_eq!(docs.len(), 1, "{} level {level}", m.key);
+            }
+            for n in docs
+                .iter()
+                .flat_map(|j| j["intervals"][0]["nodes"].as_array().unwrap())
+            {
                 // Retire latencies without a table default come from TPEBS sampling, not
                 // from counting: `tma events` says so, and they stay missing here.
                 let only_retire_latency = n["missing_events"]

@@ -241,9 +241,68 @@ pub fn perf_groups(model: &Model, plan: &Plan) -> Result<Vec<Vec<String>>, StatE
     Ok(out)
 }
 
+/// One core type's `perf stat` event groups in a recording of every core type of a hybrid
+/// part: the groups `tma stat` opens for its tree, its cycles (which weigh the merged view)
+/// among them, on its own PMU (a type without a table of its own, as `cpu_lowpower`, takes
+/// the E-core table's events) and without `name=` terms: perf prints a named event by its
+/// name alone, so the count would lose its core type, and an unnamed one as written, PMU
+/// prefix and all, which the import reads back by encoding.
+pub fn core_type_groups(
+    t: &crate::CoreTable,
+    sel: &Selection,
+) -> Result<Vec<Vec<String>>, StatError> {
+    let mut sets = formula_sets(t.model, sel)?;
+    sets.push(
+        crate::session::hybrid::cycles_event(t.model)
+            .into_iter()
+            .collect(),
+    );
+    let plan = tma_perf::plan::plan(&sets, &limits_for(t.model, false))?;
+    let groups = perf_groups(t.model, &plan)?;
+    let table_pmu = format!("{}/", t.model.pmu);
+    Ok(groups
+        .into_iter()
+        .map(|g| {
+            g.iter()
+                .map(|spec| {
+                    let spec = unnamed(spec);
+                    match spec.strip_prefix(&table_pmu) {
+                        Some(rest) => format!("{}/{rest}", t.pmu),
+                        None => spec,
+                    }
+                })
+                .collect()
+        })
+        .collect())
+}
+
+/// A perf event spec without its `name=` term: `cpu_atom/event=0x3c,umask=0x0,name=X/k` gives
+/// `cpu_atom/event=0x3c,umask=0x0/k`.
+fn unnamed(spec: &str) -> String {
+    let Some(at) = spec.find(",name=") else {
+        return spec.to_string();
+    };
+    let rest = &spec[at + ",name=".len()..];
+    let end = rest.find([',', '/']).unwrap_or(rest.len());
+    format!("{}{}", &spec[..at], &rest[end..])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unnamed_drops_the_name_term_only() {
+        assert_eq!(
+            unnamed("cpu_atom/event=0x3c,umask=0x0,name=CPU_CLK_UNHALTED.CORE/k"),
+            "cpu_atom/event=0x3c,umask=0x0/k"
+        );
+        assert_eq!(
+            unnamed("cpu_core/event=0xa3,umask=0x4,cmask=0x4,name=X__c4,any/"),
+            "cpu_core/event=0xa3,umask=0x4,cmask=0x4,any/"
+        );
+        assert_eq!(unnamed("cpu_core/slots/"), "cpu_core/slots/");
+    }
 
     #[test]
     fn perf_name_takes_the_name_term() {

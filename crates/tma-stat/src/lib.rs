@@ -37,7 +37,9 @@ pub use error::StatError;
 pub use eval::{IntervalReport, MetricChoice, Request, RunInfo, StatRun};
 pub use model::{select_model, CpuSource};
 pub use render::tree::{Format, RenderOptions};
-pub use session::hybrid::{core_family, core_label as core_type_label};
+pub use session::hybrid::{
+    core_family, core_label as core_type_label, pick_core_type, recording_core_types, CoreTable,
+};
 pub use sink::{Collect, Discard, IntervalSink, TreeOutput};
 use tma_metrics::Bottleneck;
 use tma_perf::backend::{Ending, Synthetic};

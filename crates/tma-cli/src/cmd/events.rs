@@ -38,33 +38,61 @@ pub struct Args {
 
 pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     crate::output::check(args.out.output.as_deref(), [])?;
-    let (mut model, source) = tma_stat::select_model(args.cpu.cpu.as_deref(), None, &root.host())?;
-    let family = tma_stat::core_family(model);
-    if let Some(t) = &args.cputype {
-        let pmu = format!("cpu_{}", t.strip_prefix("cpu_").unwrap_or(t));
-        model = family
-            .iter()
-            .copied()
-            .find(|m| m.pmu == pmu)
-            .ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--cputype {t}: the {} tables are for the core types {}",
-                    model.key,
-                    if family.is_empty() {
-                        "of a part with one (no --cputype)".to_string()
-                    } else {
-                        family.iter().map(|m| m.pmu).collect::<Vec<_>>().join(", ")
-                    }
-                )
-            })?;
-    } else if args.perf_cmd && !args.out.json && family.len() > 1 {
-        let cmd = if args.command.is_empty() {
-            "CMD".to_string()
-        } else {
-            tma_render::shell_words(&args.command)
+    let host = root.host();
+    let (mut model, source) = tma_stat::select_model(args.cpu.cpu.as_deref(), None, &host)?;
+    let (types, here) = tma_stat::recording_core_types(model, &host)?;
+    let cmd = if args.command.is_empty() {
+        "CMD".to_string()
+    } else {
+        tma_render::shell_words(&args.command)
+    };
+    let metric_flags = metric_flags(&args);
+    if let Some(want) = &args.cputype {
+        if types.is_empty() {
+            anyhow::bail!(
+                "--cputype {want}: the {} tables are for a part with one core type (leave \
+                 --cputype out)",
+                model.key
+            );
+        }
+        let pmus: Vec<&str> = types.iter().map(|t| t.pmu.as_str()).collect();
+        let Some(t) = tma_stat::pick_core_type(&pmus, want)
+            .ok()
+            .and_then(|pmu| types.iter().find(|t| t.pmu == pmu))
+        else {
+            anyhow::bail!(
+                "--cputype {want}: {} core types are {}",
+                if here {
+                    "this machine's".to_string()
+                } else {
+                    format!("the {} tables'", model.key)
+                },
+                types
+                    .iter()
+                    .map(|t| format!(
+                        "{} ({})",
+                        t.pmu.strip_prefix("cpu_").unwrap_or(&t.pmu),
+                        t.label
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
         };
+        if t.borrowed {
+            anyhow::bail!(
+                "--cputype {want}: {} has no table of its own (tma reads it with the {} table, \
+                 on its own PMU): `tma events --perf-cmd` without --cputype records it with the \
+                 other core types, `tma stat --cputype {want}` counts it alone, and --cputype {} \
+                 lists that table's events",
+                t.pmu,
+                t.model.key,
+                t.model.pmu.strip_prefix("cpu_").unwrap_or(t.model.pmu)
+            );
+        }
+        model = t.model;
+    } else if args.perf_cmd && !args.out.json && types.len() > 1 {
         crate::output::emit(args.out.output.as_deref(), |w| {
-            every_core_type(w, &args, &family, &cmd)
+            every_core_type(w, &args, model.key, &types, here, &metric_flags, &cmd)
         })?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -86,26 +114,7 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
             .cloned()
             .collect(),
     };
-    let cmd = if args.command.is_empty() {
-        "CMD".to_string()
-    } else {
-        tma_render::shell_words(&args.command)
-    };
     let plan = tma_stat::groups::perf_plan(model, &sel, &args.perf_output, &cmd)?;
-    let mut metric_flags: Vec<String> = Vec::new();
-    if let Some(list) = &args.metric.metrics {
-        metric_flags.push(if list.is_empty() {
-            "-m".to_string()
-        } else {
-            format!("--metrics={list}")
-        });
-    }
-    if !args.metric.metric_groups.is_empty() {
-        metric_flags.push(format!("-M{}", args.metric.metric_groups.join(",")));
-    }
-    if args.metric.bottlenecks {
-        metric_flags.push("-B".to_string());
-    }
     let req = EventsRequest {
         level,
         metric_flags: &metric_flags,
@@ -124,25 +133,46 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--perf-cmd` on a hybrid part: each core type's event list (its PMU's events, grouped as
-/// `tma stat` counts them with that type's table), and one perf command that records every
-/// type, which `tma stat --import` reads as a tree per type.
+/// The `-m`/`-M`/`-B` flags the printed `tma stat --import` line repeats.
+fn metric_flags(args: &Args) -> Vec<String> {
+    let mut flags: Vec<String> = Vec::new();
+    if let Some(list) = &args.metric.metrics {
+        flags.push(if list.is_empty() {
+            "-m".to_string()
+        } else {
+            format!("--metrics={list}")
+        });
+    }
+    if !args.metric.metric_groups.is_empty() {
+        flags.push(format!("-M{}", args.metric.metric_groups.join(",")));
+    }
+    if args.metric.bottlenecks {
+        flags.push("-B".to_string());
+    }
+    flags
+}
+
+/// `--perf-cmd` on a hybrid part: each core type's events (its tree's, planned as `tma
+/// stat` counts them with that type's table, and its cycles), on its own PMU, and one perf
+/// command that records every type, which `tma stat --import` reads as a tree per type.
 fn every_core_type(
     w: &mut dyn std::io::Write,
     args: &Args,
-    family: &[&'static tma_catalog::Model],
+    key: &str,
+    types: &[tma_stat::CoreTable],
+    here: bool,
+    metric_flags: &[String],
     cmd: &str,
 ) -> anyhow::Result<()> {
-    let mut es: Vec<String> = Vec::new();
+    let mut parts = Vec::with_capacity(types.len());
     let mut level = args.tree.level;
-    for m in family {
+    for t in types {
         let choice = tma_stat::MetricChoice::resolve_with(
             args.metric.metric_words().as_deref(),
             &args.metric.metric_groups,
             args.metric.bottlenecks,
-            m,
+            t.model,
         )?;
-        level = level.max(choice.level);
         let sel = Selection {
             max_level: args.tree.level.max(choice.level),
             nodes: args.tree.nodes.clone(),
@@ -153,48 +183,19 @@ fn every_core_type(
                 .cloned()
                 .collect(),
         };
-        let plan = tma_stat::groups::perf_plan(m, &sel, &args.perf_output, cmd)?;
-        let list: Vec<String> = plan
-            .groups
-            .iter()
-            .map(|g| {
-                if g.len() == 1 {
-                    format!("-e '{}'", g[0])
-                } else {
-                    format!("-e '{{{}}}'", g.join(","))
-                }
-            })
-            .collect();
-        writeln!(
-            w,
-            "# {} ({}, {} table): {} level-{} events in {} groups (at most {} general-purpose counters each):",
-            tma_stat::core_type_label(m.pmu),
-            m.pmu,
-            m.key,
-            plan.events.len(),
-            sel.max_level,
-            plan.groups.len(),
-            m.gp_counters
-        )?;
-        writeln!(w, "#   {}", list.join(" "))?;
-        es.extend(list);
+        level = level.max(sel.max_level);
+        parts.push(render::CoreTypeEvents {
+            table: t,
+            level: sel.max_level,
+            groups: tma_stat::groups::core_type_groups(t, &sel)?,
+        });
     }
-    writeln!(
-        w,
-        "# The NMI watchdog holds a counter when on: {} before recording.",
-        tma_sys::advice::NMI_WATCHDOG_OFF
-    )?;
-    writeln!(
-        w,
-        "perf stat -x, {} -o {} -- {cmd}",
-        es.join(" "),
-        tma_render::shell_quote(&args.perf_output)
-    )?;
-    writeln!(
-        w,
-        "# then: tma stat --import {} --cpu {} -l {level} (a tree per core type)",
-        tma_render::shell_quote(&args.perf_output),
-        family[0].key
-    )?;
+    let req = EventsRequest {
+        level,
+        metric_flags,
+        nodes: &args.tree.nodes,
+        perf_output: &args.perf_output,
+    };
+    render::render_core_types_perf_cmd(w, key, &parts, here, &req, cmd)?;
     Ok(())
 }

@@ -153,3 +153,113 @@ fn rl_note(w: &mut dyn Write, plan: &EventPlan, prefix: &str) -> Result<(), Repo
     }
     Ok(())
 }
+
+/// One core type's part of a `perf stat` recording of every core type of a hybrid part
+/// ([`crate::groups::core_type_groups`]).
+pub struct CoreTypeEvents<'a> {
+    pub table: &'a crate::CoreTable,
+    /// The level its tree is recorded to (deeper than asked where its metrics need it).
+    pub level: u8,
+    pub groups: Vec<Vec<String>>,
+}
+
+/// `tma events --perf-cmd` on a hybrid part: each core type's event list, then one perf
+/// command that records them all, which `tma stat --import` reads as a tree per core type
+/// and the merged view. `here`: the types are this machine's, not only those of the tables.
+pub fn render_core_types_perf_cmd(
+    w: &mut dyn Write,
+    key: &str,
+    types: &[CoreTypeEvents],
+    here: bool,
+    req: &EventsRequest,
+    cmd: &str,
+) -> Result<(), ReportError> {
+    let names: Vec<&str> = types.iter().map(|t| t.table.label).collect();
+    if here {
+        writeln!(
+            w,
+            "# This machine's {} core types ({}), each counted on its own PMU:",
+            types.len(),
+            names.join(", ")
+        )?;
+    } else {
+        writeln!(
+            w,
+            "# The {} core types the {key} tables know ({}), each counted on its own PMU \
+             (a machine with a further type, as cpu_lowpower, lists it when this runs there):",
+            types.len(),
+            names.join(", ")
+        )?;
+    }
+    let mut all: Vec<String> = Vec::new();
+    for t in types {
+        let list: Vec<String> = t
+            .groups
+            .iter()
+            .map(|g| {
+                if g.len() == 1 {
+                    format!("-e '{}'", g[0])
+                } else {
+                    format!("-e '{{{}}}'", g.join(","))
+                }
+            })
+            .collect();
+        let mut events: Vec<&str> = t.groups.iter().flatten().map(String::as_str).collect();
+        events.sort_unstable();
+        events.dedup();
+        let table = if t.table.borrowed {
+            format!(
+                "no table of its own: the {} table's events on its PMU",
+                t.table.model.key
+            )
+        } else {
+            format!("{} table", t.table.model.key)
+        };
+        writeln!(
+            w,
+            "# {} ({}, {table}): {} level-{} events in {} groups (at most {} general-purpose counters each):",
+            t.table.label,
+            t.table.pmu,
+            events.len(),
+            t.level,
+            t.groups.len(),
+            t.table.model.gp_counters
+        )?;
+        writeln!(w, "#   {}", list.join(" "))?;
+        all.extend(list);
+    }
+    writeln!(
+        w,
+        "# The events carry no name= term: perf prints a named event by that name alone, \
+         which would lose its core type."
+    )?;
+    writeln!(
+        w,
+        "# The NMI watchdog holds a counter when on: {} before recording.",
+        tma_sys::advice::NMI_WATCHDOG_OFF
+    )?;
+    writeln!(
+        w,
+        "perf stat -x, {} -o {} -- {cmd}",
+        all.join(" "),
+        tma_render::shell_quote(req.perf_output)
+    )?;
+    let nodes = if req.nodes.is_empty() {
+        String::new()
+    } else {
+        format!(" --nodes {}", req.nodes.join(","))
+    };
+    let metrics = if req.metric_flags.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", tma_render::shell_words(req.metric_flags))
+    };
+    writeln!(
+        w,
+        "# then: tma stat --import {} --cpu {key} -l {}{nodes}{metrics} (a tree per core type, \
+         and the merged view)",
+        tma_render::shell_quote(req.perf_output),
+        req.level
+    )?;
+    Ok(())
+}

@@ -18,7 +18,7 @@ use crate::eval::IntervalReport;
 
 /// One core type of the machine and the table it is read with.
 #[derive(Debug, Clone)]
-pub(crate) struct CoreTable {
+pub struct CoreTable {
     /// Its PMU: `cpu_core`, `cpu_atom`, `cpu_lowpower`...
     pub pmu: String,
     /// How trees and notes name it: `P-core`, `E-core`, else the PMU name.
@@ -108,9 +108,30 @@ pub(crate) fn core_tables(
         .collect()
 }
 
+/// The core types a recording of a hybrid part covers, each with the table it is read with:
+/// this machine's (`host`) when it is a hybrid part, a further type without a table of its
+/// own (`cpu_lowpower`) read with the E-core table; elsewhere the types the tables know.
+/// With them, `true` when they are this machine's. Empty for a uniform part's table.
+pub fn recording_core_types(
+    model: &'static Model,
+    host: &Host,
+) -> Result<(Vec<CoreTable>, bool), StatError> {
+    let family = core_family(model);
+    if family.is_empty() {
+        return Ok((Vec::new(), false));
+    }
+    let pmus = Pmus::discover(&host.sys).unwrap_or_default();
+    let here: Vec<&str> = pmus.core_types().iter().map(|p| p.name.as_str()).collect();
+    if here.len() > 1 {
+        return Ok((core_tables(model, &here)?, true));
+    }
+    let tabled: Vec<&str> = family.iter().map(|m| m.pmu).collect();
+    Ok((core_tables(model, &tabled)?, false))
+}
+
 /// `--cputype TYPE`: the one core type it names, by PMU (`cpu_atom`), by perf's short name
 /// (`atom`, `core`) or by label (`E-core`).
-pub(crate) fn pick_core_type(types: &[&str], want: &str) -> Result<String, StatError> {
+pub fn pick_core_type(types: &[&str], want: &str) -> Result<String, StatError> {
     let w = want.to_ascii_lowercase();
     types
         .iter()

@@ -30,10 +30,67 @@ pub(super) fn detect_separator(line: &str) -> char {
 /// Split a line into fields: RFC-4180 quotes are honoured (a quoted field is one field even
 /// with separators inside), then unquoted fields of a `pmu/.../` spec are re-joined.
 fn split_fields(line: &str, sep: char) -> Fields<'_> {
-    // Fast path: nothing quoted and no `pmu/.../` spec.
-    if !line.bytes().any(|b| b == b'"' || b == b'/') {
-        return line.split(sep).map(|f| (Cow::Borrowed(f), false)).collect();
+    let (mut quote, mut slash) = (false, false);
+    for b in line.bytes() {
+        quote |= b == b'"';
+        slash |= b == b'/';
     }
+    // Fast path: nothing quoted and no `pmu/.../` spec.
+    if !quote && !slash {
+        return split_plain(line, sep)
+            .into_iter()
+            .map(|f| (Cow::Borrowed(f), false))
+            .collect();
+    }
+    // Nothing quoted: every field, joined spans too, is a slice of the line.
+    if !quote {
+        let raw = split_plain(line, sep);
+        let mut out: Fields<'_> = SmallVec::with_capacity(raw.len());
+        let mut at = 0; // byte offset of raw[i] in the line
+        let mut i = 0;
+        while i < raw.len() {
+            let f = raw[i];
+            if let Some(j) = spec_end(&raw, i, |k| (raw[k], false)) {
+                let len: usize =
+                    raw[i..=j].iter().map(|r| r.len()).sum::<usize>() + (j - i) * sep.len_utf8();
+                out.push((Cow::Borrowed(&line[at..at + len]), false));
+                at += len + sep.len_utf8();
+                i = j + 1;
+                continue;
+            }
+            out.push((Cow::Borrowed(f), false));
+            at += f.len() + sep.len_utf8();
+            i += 1;
+        }
+        return out;
+    }
+    split_quoted(line, sep)
+}
+
+/// `line.split(sep)`, by bytes for the ASCII separators perf writes (the lines are short:
+/// a loop beats a searcher set up per field).
+fn split_plain(line: &str, sep: char) -> SmallVec<[&str; 16]> {
+    let mut out = SmallVec::new();
+    if !sep.is_ascii() {
+        out.extend(line.split(sep));
+        return out;
+    }
+    let s = sep as u8;
+    let mut start = 0;
+    for (i, &b) in line.as_bytes().iter().enumerate() {
+        if b == s {
+            // An ASCII byte is a char boundary on both sides.
+            out.push(&line[start..i]);
+            start = i + 1;
+        }
+    }
+    out.push(&line[start..]);
+    out
+}
+
+/// [`split_fields`] for a line with quotes (and, in tests, any line): fields unquoted into
+/// owned strings first.
+fn split_quoted(line: &str, sep: char) -> Fields<'_> {
     let mut raw: Vec<(String, bool)> = Vec::new();
     let mut cur = String::new();
     let mut quoted = false;
@@ -69,27 +126,41 @@ fn split_fields(line: &str, sep: char) -> Fields<'_> {
     let mut out: Fields<'_> = SmallVec::with_capacity(raw.len());
     let mut i = 0;
     while i < raw.len() {
-        let (f, q) = &raw[i];
-        if !q && f.matches('/').count() % 2 == 1 {
-            if let Some(j) =
-                (i + 1..raw.len()).find(|&j| !raw[j].1 && raw[j].0.matches('/').count() % 2 == 1)
-            {
-                // Only join spans that look like event terms (`name=value` or a bare term).
-                let joined: Vec<&str> = raw[i..=j].iter().map(|(s, _)| s.as_str()).collect();
-                let middle_ok = raw[i + 1..j]
-                    .iter()
-                    .all(|(s, _)| !s.is_empty() && !s.contains(' '));
-                if middle_ok && !raw[j].0.is_empty() && is_term_start(&raw[j].0) {
-                    out.push((Cow::Owned(joined.join(&sep.to_string())), false));
-                    i = j + 1;
-                    continue;
-                }
-            }
+        if let Some(j) = spec_end(&raw, i, |k| (raw[k].0.as_str(), raw[k].1)) {
+            let joined: Vec<&str> = raw[i..=j].iter().map(|(s, _)| s.as_str()).collect();
+            out.push((Cow::Owned(joined.join(&sep.to_string())), false));
+            i = j + 1;
+            continue;
         }
+        let (f, q) = &raw[i];
         out.push((Cow::Owned(f.clone()), *q));
         i += 1;
     }
     out
+}
+
+/// Where the `pmu/.../` spec that opens at field `i` closes: a field with an odd number of
+/// '/' opens a spec that the next unquoted field with an odd number of '/' closes, when the
+/// span looks like event terms (no empty or spaced field inside, the closer starting with a
+/// term). `None` when field `i` opens nothing or nothing closes it (e.g. a metric unit
+/// `K/sec` at the end): the fields stay as they are. `field(k)`: field k and whether it was
+/// quoted.
+fn spec_end<'f, T>(raw: &[T], i: usize, field: impl Fn(usize) -> (&'f str, bool)) -> Option<usize> {
+    let odd = |s: &str| s.bytes().filter(|&b| b == b'/').count() % 2 == 1;
+    let (f, q) = field(i);
+    if q || !odd(f) {
+        return None;
+    }
+    let j = (i + 1..raw.len()).find(|&j| {
+        let (s, q) = field(j);
+        !q && odd(s)
+    })?;
+    let middle_ok = (i + 1..j).all(|k| {
+        let s = field(k).0;
+        !s.is_empty() && !s.contains(' ')
+    });
+    let (close, _) = field(j);
+    (middle_ok && !close.is_empty() && is_term_start(close)).then_some(j)
 }
 
 /// The closing field of a `pmu/.../` spec starts with a term (`umask=0x1/`, `edge/u`).
@@ -99,23 +170,31 @@ fn is_term_start(s: &str) -> bool {
         .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '/')
 }
 
-fn is_number(s: &str) -> bool {
-    number(s).is_some()
-}
-
-/// `s` as a finite number.
+/// `s` (trimmed) as a finite number.
 fn number(s: &str) -> Option<f64> {
-    let s = s.trim();
     // Every number starts with a digit, a sign or a point: reject names at once.
     if !s.starts_with(|c: char| c.is_ascii_digit() || matches!(c, '-' | '+' | '.')) {
         return None;
     }
-    s.parse::<f64>().ok().filter(|v| v.is_finite())
+    parse_finite(s)
 }
 
-fn is_value(s: &str) -> bool {
-    let s = s.trim();
-    is_number(s) || s == "<not counted>" || s == "<not supported>"
+/// `s.trim()`, without decoding a field that starts and ends with a visible ASCII character
+/// (nearly every field perf writes).
+fn trim(s: &str) -> &str {
+    match (s.as_bytes().first(), s.as_bytes().last()) {
+        (Some(a), Some(z)) if a.is_ascii_graphic() && z.is_ascii_graphic() => s,
+        _ => s.trim(),
+    }
+}
+
+/// A finite number: plain digit strings (counts, the common case) without the float parser;
+/// below 2^53 the two agree exactly.
+fn parse_finite(s: &str) -> Option<f64> {
+    if (1..=15).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s.parse::<u64>().ok().map(|v| v as f64);
+    }
+    s.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
 /// Digit groups joined by a thousands separator: `1,234,567`, `1.234.567`, `1 234 567`,
@@ -195,9 +274,23 @@ fn parse_fields(
     short: bool,
 ) -> Result<Option<Fielded>, ImportError> {
     let fields = split_fields(line, sep);
-    let f: SmallVec<[&str; 16]> = fields.iter().map(|(s, _)| s.as_ref().trim()).collect();
+    let f: SmallVec<[&str; 16]> = fields.iter().map(|(s, _)| trim(s)).collect();
     // The first field, when it is a number: a timestamp (`-I`) or the count.
-    let first_number = f.first().and_then(|t| number(t));
+    // Each field as a number, parsed once: the layout checks below ask several times.
+    let nums: SmallVec<[Option<f64>; 16]> = f.iter().map(|s| number(s)).collect();
+    let num = |i: usize| nums.get(i).copied().flatten();
+    let value_at = |i: usize| {
+        f.get(i)
+            .is_some_and(|s| num(i).is_some() || *s == "<not counted>" || *s == "<not supported>")
+    };
+    let parsed = |i: usize, field: &'static str| {
+        num(i).ok_or_else(|| ImportError::BadNumber {
+            line: lineno,
+            field,
+            value: f[i].to_string(),
+        })
+    };
+    let first_number = num(0);
     let truncated = || ImportError::Truncated {
         line: lineno,
         found: if f.len() == 1 {
@@ -239,16 +332,16 @@ fn parse_fields(
     let mut summary = false;
     // Leading timestamp: a number followed by a value (a unit is never a number); the
     // `--summary` rows that end `-I` output carry the word `summary` instead.
-    if f.first() == Some(&"summary") && f.len() > 1 && is_value(f[1]) {
+    if f.first() == Some(&"summary") && value_at(1) {
         summary = true;
         k = 1;
     } else if let (Some(t), true) = (
         first_number,
         f.len() > 1
-            && (is_value(f[1])
+            && (value_at(1)
                 // `-I` with an aggregation column (`-A`: `1.001,CPU0,123,,cycles`; the
                 // per-thread `comm-tid`): a word, then the value.
-                || (!f[1].is_empty() && !is_number(f[1]) && f.get(2).is_some_and(|v| is_value(v)))),
+                || (!f[1].is_empty() && num(1).is_none() && value_at(2))),
     ) {
         timestamp = Some(t);
         k = 1;
@@ -268,7 +361,7 @@ fn parse_fields(
                     flag,
                 });
             }
-        } else if !is_value(col) && f.get(k + 1).is_some_and(|v| is_value(v)) {
+        } else if !value_at(k) && value_at(k + 1) {
             // `--per-thread`: `comm-tid`.
             if let Some(t) = col
                 .rsplit_once('-')
@@ -296,7 +389,7 @@ fn parse_fields(
     let value = match value_s {
         "<not counted>" => RowValue::NotCounted,
         "<not supported>" => RowValue::NotSupported,
-        s => match parse_f64(s, lineno, "count") {
+        s => match parsed(k, "count") {
             Ok(v) => RowValue::Count(v),
             Err(_) if is_grouped_number(s) => {
                 return Err(ImportError::ThousandsSeparator {
@@ -307,7 +400,7 @@ fn parse_fields(
             Err(e) => return Err(e),
         },
     };
-    if is_number(event) {
+    if num(k + 2).is_some() {
         return Err(truncated());
     }
     let mut rest = k + 3;
@@ -318,10 +411,9 @@ fn parse_fields(
     let mut cgroup = None;
     if !short {
         let col = f.get(rest).copied();
-        let numbers_after = f.get(rest + 1).is_some_and(|v| number(v).is_some())
-            && f.get(rest + 2).is_some_and(|v| number(v).is_some());
+        let numbers_after = num(rest + 1).is_some() && num(rest + 2).is_some();
         match col {
-            Some(c) if !c.is_empty() && number(c).is_none() && !c.ends_with('%') => {
+            Some(c) if !c.is_empty() && num(rest).is_none() && !c.ends_with('%') => {
                 cgroup = Some(c.to_string());
                 rest += 1;
             }
@@ -347,8 +439,8 @@ fn parse_fields(
         // Empty counter-running columns: perf did not say.
         (None, None)
     } else {
-        let ns = parse_f64(f[rest], lineno, "counter-running time")?;
-        let pct = parse_f64(f[rest + 1], lineno, "running percentage")?;
+        let ns = parsed(rest, "counter-running time")?;
+        let pct = parsed(rest + 1, "running percentage")?;
         if !(0.0..=100.0001).contains(&pct) || ns < 0.0 {
             return Err(ImportError::BadNumber {
                 line: lineno,
@@ -404,14 +496,90 @@ fn aggregation_flag(col: &str) -> Option<&'static str> {
     })
 }
 
-fn parse_f64(s: &str, line: usize, field: &'static str) -> Result<f64, ImportError> {
-    s.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite())
-        .ok_or_else(|| ImportError::BadNumber {
-            line,
-            field,
-            value: s.to_string(),
-        })
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The borrowing paths of split_fields (lines without quotes) give the fields the
+        /// general one does: same text, same joins of `pmu/a=1,b=2/` specs.
+        #[test]
+        fn unquoted_lines_split_as_the_general_path_does(
+            parts in proptest::collection::vec("[a-z0-9=/ .%]{0,6}", 1..12),
+            sep in prop::sample::select(vec![',', ';', '\t', '|']),
+        ) {
+            let line = parts.join(&sep.to_string());
+            let fast: Vec<(String, bool)> =
+                split_fields(&line, sep).into_iter().map(|(f, q)| (f.into_owned(), q)).collect();
+            let general: Vec<(String, bool)> =
+                split_quoted(&line, sep).into_iter().map(|(f, q)| (f.into_owned(), q)).collect();
+            prop_assert_eq!(fast, general, "{:?}", line);
+        }
+    }
+
+    #[test]
+    fn a_spec_with_commas_is_one_field() {
+        let f = split_fields(
+            "1.0,123,,cpu/event=0x1a0,umask=0x1,cmask=0x6/,500,50.00,,",
+            ',',
+        );
+        let f: Vec<&str> = f.iter().map(|(s, _)| s.as_ref()).collect();
+        assert_eq!(
+            f,
+            [
+                "1.0",
+                "123",
+                "",
+                "cpu/event=0x1a0,umask=0x1,cmask=0x6/",
+                "500",
+                "50.00",
+                "",
+                ""
+            ]
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn split_plain_is_str_split(line in "[a-z,;|\t\u{e9}\u{2603}]{0,20}",
+                                    sep in prop::sample::select(vec![',', ';', '\t', '|', '\u{2603}'])) {
+            let want: Vec<&str> = line.split(sep).collect();
+            prop_assert_eq!(split_plain(&line, sep).to_vec(), want);
+        }
+    }
+
+    #[test]
+    fn trim_is_str_trim() {
+        for s in [
+            "",
+            " ",
+            "a",
+            " a ",
+            "a b",
+            "\u{a0}1\u{a0}",
+            "1\u{202f}",
+            "\t<not counted>",
+            "x\r",
+        ] {
+            assert_eq!(trim(s), s.trim(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn plain_digits_parse_as_the_float_parser_does() {
+        for s in [
+            "0",
+            "007",
+            "123456789012345",
+            "9007199254740991",
+            "1e3",
+            "12.5",
+            "-4",
+        ] {
+            assert_eq!(parse_finite(s), s.parse::<f64>().ok(), "{s}");
+        }
+        assert_eq!(parse_finite(""), None);
+        assert_eq!(parse_finite("inf"), None);
+    }
 }

@@ -519,10 +519,12 @@ impl Assembler {
         let key = self.key_of(&row)?;
         self.rows.push((key, row.line));
         self.reading_cgroups.push(key.3);
-        let (line, event) = (row.line, row.event.clone());
-        let metric = row.metric.clone();
+        let line = row.line;
+        let mut row = row;
+        // The event's name is copied only for a row that carries a metric of perf's.
+        let metric = row.metric.take().map(|m| (m, row.event.clone()));
         let reading = reading_of(row);
-        if let (Some(m), Some(iv)) = (metric, self.current.as_mut()) {
+        if let (Some((m, event)), Some(iv)) = (metric, self.current.as_mut()) {
             let at = iv.readings.len();
             iv.printed.push(printed(m, event, at));
             debug_assert_eq!(iv.printed.last().map(|p| p.line), Some(line));

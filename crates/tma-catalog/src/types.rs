@@ -350,6 +350,34 @@ impl<'a> EventId<'a> {
 /// and [`Model::metric`].
 const SCAN_AT_MOST: usize = 32;
 
+/// A name compared and hashed without regard to ASCII case (as `eq_ignore_ascii_case`): the
+/// key of the case-blind lookups (event and node names here, readings in tma-perf).
+#[derive(Debug, Clone, Copy)]
+pub struct Caseless<'a>(pub &'a str);
+
+impl PartialEq for Caseless<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.eq_ignore_ascii_case(other.0)
+    }
+}
+
+impl Eq for Caseless<'_> {}
+
+impl std::hash::Hash for Caseless<'_> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        // Lower-cased a chunk at a time: names equal in any case have one length, so they
+        // are cut into the same chunks and hash alike.
+        let mut buf = [0u8; 32];
+        for chunk in self.0.as_bytes().chunks(buf.len()) {
+            let b = &mut buf[..chunk.len()];
+            b.copy_from_slice(chunk);
+            b.make_ascii_lowercase();
+            h.write(b);
+        }
+        h.write_usize(self.0.len());
+    }
+}
+
 /// The first row of `table` whose name (`name_of`) is `name` in any ASCII case: in place for
 /// a short table, else through the table's name index, built once per table (keyed by the
 /// `'static` slice and the row type) and giving the same row as the search in place.
@@ -364,29 +392,18 @@ fn row_named<T: Sync + 'static>(
     if table.len() <= SCAN_AT_MOST {
         return table.iter().find(|r| name_of(r).eq_ignore_ascii_case(name));
     }
-    // Row positions by lower-cased name, per table: its row type, address and length.
-    type Index = HashMap<Box<str>, usize>;
+    // Row positions by name in any ASCII case, per table: its row type, address and length.
+    type Index = HashMap<Caseless<'static>, usize>;
     static CACHE: crate::cache::Leaked<(TypeId, usize, usize), Index> = OnceLock::new();
     let key = (TypeId::of::<T>(), table.as_ptr() as usize, table.len());
     let index = crate::cache::get_or_build(&CACHE, key, || {
         let mut index = Index::with_capacity(table.len());
         for (pos, r) in table.iter().enumerate() {
-            index
-                .entry(name_of(r).to_ascii_lowercase().into_boxed_str())
-                .or_insert(pos);
+            index.entry(Caseless(name_of(r))).or_insert(pos);
         }
         index
     });
-    let mut buf = [0u8; 96];
-    let pos = match buf.get_mut(..name.len()) {
-        Some(b) => {
-            b.copy_from_slice(name.as_bytes());
-            b.make_ascii_lowercase();
-            // ASCII lowering keeps UTF-8 valid.
-            index.get(std::str::from_utf8(b).ok()?)
-        }
-        None => index.get(name.to_ascii_lowercase().as_str()),
-    };
+    let pos = index.get(&Caseless(name));
     pos.map(|&p| &table[p])
 }
 
@@ -444,4 +461,26 @@ pub struct Encoding {
     pub retire_latency: bool,
     /// The event id this encodes, as given.
     pub name: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Caseless;
+    use std::collections::HashSet;
+
+    #[test]
+    fn caseless_names_are_one_key_in_any_case_and_length() {
+        let long = "UOPS_DISPATCHED.PORT_2_3_10__c1__e1_and_a_name_longer_than_one_chunk";
+        let mut set = HashSet::new();
+        let names = ["", "a", "TOPDOWN.SLOTS", long];
+        let lower: Vec<String> = names.iter().map(|n| n.to_ascii_lowercase()).collect();
+        let upper: Vec<String> = names.iter().map(|n| n.to_ascii_uppercase()).collect();
+        for i in 0..names.len() {
+            assert!(set.insert(Caseless(names[i])));
+            assert!(!set.insert(Caseless(&lower[i])));
+            assert!(!set.insert(Caseless(&upper[i])));
+        }
+        assert!(set.insert(Caseless("TOPDOWN.SLOTS.")));
+        assert_ne!(Caseless("é"), Caseless("É"), "ASCII case only");
+    }
 }

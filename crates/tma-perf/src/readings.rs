@@ -2,6 +2,7 @@
 //! formula engine consumes. Multiplex scaling lives here, once.
 
 use serde::{Deserialize, Serialize};
+use tma_catalog::Caseless;
 
 /// Whether a counter produced a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -249,27 +250,6 @@ impl<'a> ReadingIndex<'a> {
             ReadingIndex::Scan(iv) => iv.get(event),
             ReadingIndex::Hashed(by_event) => by_event.get(&Caseless(event)).map(|&(_, r)| r),
         }
-    }
-}
-
-/// An event id compared and hashed without regard to ASCII case (as `eq_ignore_ascii_case`).
-#[derive(Clone, Copy)]
-pub struct Caseless<'a>(&'a str);
-
-impl PartialEq for Caseless<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.eq_ignore_ascii_case(other.0)
-    }
-}
-
-impl Eq for Caseless<'_> {}
-
-impl std::hash::Hash for Caseless<'_> {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        for b in self.0.bytes() {
-            h.write_u8(b.to_ascii_lowercase());
-        }
-        h.write_usize(self.0.len());
     }
 }
 

@@ -490,6 +490,16 @@ fn cputype_counts_one_core_type() {
     assert!(stderr(&o).contains("one core type"), "{}", stderr(&o));
 }
 
+/// `tma --root ROOT ARGS`.
+fn on_root(root: &std::path::Path, args: &[&str]) -> Output {
+    TMA.bare()
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .output()
+        .expect("run tma")
+}
+
 /// The event specs of a printed perf command (`cpu_…/…/` with their modifiers; the hybrid
 /// command gives every event its PMU and no `name=`).
 fn specs_of(cmd: &str) -> Vec<String> {
@@ -517,11 +527,9 @@ fn specs_of(cmd: &str) -> Vec<String> {
 #[test]
 fn events_perf_cmd_records_every_core_type_of_this_machine() {
     let root = fixture("hybrid").join("three-types");
-    let o = TMA
-        .bare()
-        .arg("--root")
-        .arg(&root)
-        .args([
+    let o = on_root(
+        &root,
+        &[
             "events",
             "--cpu",
             "adl",
@@ -530,9 +538,8 @@ fn events_perf_cmd_records_every_core_type_of_this_machine() {
             "--perf-cmd",
             "--",
             "./app",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
     assert!(text.starts_with("# This machine's 3 core types"), "{text}");
@@ -585,33 +592,24 @@ fn events_perf_cmd_records_every_core_type_of_this_machine() {
         }
     }
     // --cputype of a type without a table names what to do instead.
-    let o = TMA
-        .bare()
-        .arg("--root")
-        .arg(&root)
-        .args([
+    let o = on_root(
+        &root,
+        &[
             "events",
             "--cpu",
             "adl",
             "--perf-cmd",
             "--cputype",
             "lowpower",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
         err.contains("cpu_lowpower has no table of its own") && err.contains("--cputype atom"),
         "{err}"
     );
-    let o = TMA
-        .bare()
-        .arg("--root")
-        .arg(&root)
-        .args(["events", "--cpu", "adl", "--cputype", "big"])
-        .output()
-        .unwrap();
+    let o = on_root(&root, &["events", "--cpu", "adl", "--cputype", "big"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains(

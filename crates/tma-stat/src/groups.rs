@@ -65,6 +65,20 @@ pub fn counting_plan(
     Ok(tma_perf::plan::plan(&sets, &limits_for(model, nmi))?)
 }
 
+/// perf's `-e` arguments for event groups: `-e 'EV'` for a group of one, `-e '{A,B}'`.
+pub fn e_args(groups: &[Vec<String>]) -> Vec<String> {
+    groups
+        .iter()
+        .map(|g| {
+            if g.len() == 1 {
+                format!("-e '{}'", g[0])
+            } else {
+                format!("-e '{{{}}}'", g.join(","))
+            }
+        })
+        .collect()
+}
+
 /// The hardware-counter groups of a plan (one run each with `--no-multiplex`).
 pub fn hw_groups(plan: &Plan) -> Vec<usize> {
     (0..plan.groups.len())
@@ -194,16 +208,7 @@ pub fn perf_plan(
     }
     let plan = tma_perf::plan::plan(&formula_sets(model, sel)?, &limits_for(model, false))?;
     let groups = perf_groups(model, &plan)?;
-    let es: Vec<String> = groups
-        .iter()
-        .map(|g| {
-            if g.len() == 1 {
-                format!("-e '{}'", g[0])
-            } else {
-                format!("-e '{{{}}}'", g.join(","))
-            }
-        })
-        .collect();
+    let es = e_args(&groups);
     let perf_command = format!(
         "perf stat -x, {} -o {} -- {cmd}",
         es.join(" "),

@@ -123,6 +123,20 @@ pub fn render_perf_cmd(
     )?;
     rl_note(w, plan, "# ")?;
     writeln!(w, "{}", plan.perf_command)?;
+    let (nodes, metrics) = import_flags(req);
+    writeln!(
+        w,
+        "# then: tma stat --import {} --cpu {} -l {}{nodes}{metrics}",
+        tma_render::shell_quote(req.perf_output),
+        model.key,
+        req.level
+    )?;
+    Ok(())
+}
+
+/// The `--nodes` and metric flags the printed `tma stat --import` line repeats (each with
+/// its leading space, empty when not asked for).
+fn import_flags(req: &EventsRequest) -> (String, String) {
     let nodes = if req.nodes.is_empty() {
         String::new()
     } else {
@@ -133,14 +147,7 @@ pub fn render_perf_cmd(
     } else {
         format!(" {}", tma_render::shell_words(req.metric_flags))
     };
-    writeln!(
-        w,
-        "# then: tma stat --import {} --cpu {} -l {}{nodes}{metrics}",
-        tma_render::shell_quote(req.perf_output),
-        model.key,
-        req.level
-    )?;
-    Ok(())
+    (nodes, metrics)
 }
 
 fn rl_note(w: &mut dyn Write, plan: &EventPlan, prefix: &str) -> Result<(), ReportError> {
@@ -193,17 +200,7 @@ pub fn render_core_types_perf_cmd(
     }
     let mut all: Vec<String> = Vec::new();
     for t in types {
-        let list: Vec<String> = t
-            .groups
-            .iter()
-            .map(|g| {
-                if g.len() == 1 {
-                    format!("-e '{}'", g[0])
-                } else {
-                    format!("-e '{{{}}}'", g.join(","))
-                }
-            })
-            .collect();
+        let list = crate::groups::e_args(&t.groups);
         let mut events: Vec<&str> = t.groups.iter().flatten().map(String::as_str).collect();
         events.sort_unstable();
         events.dedup();
@@ -244,16 +241,7 @@ pub fn render_core_types_perf_cmd(
         all.join(" "),
         tma_render::shell_quote(req.perf_output)
     )?;
-    let nodes = if req.nodes.is_empty() {
-        String::new()
-    } else {
-        format!(" --nodes {}", req.nodes.join(","))
-    };
-    let metrics = if req.metric_flags.is_empty() {
-        String::new()
-    } else {
-        format!(" {}", tma_render::shell_words(req.metric_flags))
-    };
+    let (nodes, metrics) = import_flags(req);
     writeln!(
         w,
         "# then: tma stat --import {} --cpu {key} -l {}{nodes}{metrics} (a tree per core type, \

@@ -452,6 +452,15 @@ mod tests {
         log: Vec<String>,
     }
 
+    impl Fake {
+        /// The sender, thread 7, on `cpu`.
+        fn sender_on(cpu: usize) -> Fake {
+            let mut f = Fake::default();
+            f.cpu_of.insert(7, cpu);
+            f
+        }
+    }
+
     impl Os for &mut Fake {
         fn thread_cpu(&mut self, tid: u32) -> Option<usize> {
             self.cpu_of.get(&tid).copied()
@@ -495,8 +504,7 @@ mod tests {
 
     #[test]
     fn follows_the_sender_and_its_moves() {
-        let mut os = Fake::default();
-        os.cpu_of.insert(7, 1);
+        let mut os = Fake::sender_on(1);
         let t0 = Instant::now();
         let mut p = Placement::new(&mut os, true, t0);
         p.acknowledged(7, t0);
@@ -522,8 +530,7 @@ mod tests {
 
     #[test]
     fn a_sender_kept_waiting_sends_it_back_with_a_growing_backoff() {
-        let mut os = Fake::default();
-        os.cpu_of.insert(7, 1);
+        let mut os = Fake::sender_on(1);
         let t0 = Instant::now();
         let mut p = Placement::new(&mut os, true, t0);
         p.acknowledged(7, t0);
@@ -586,15 +593,13 @@ mod tests {
 
     #[test]
     fn one_check_far_over_the_bar_is_enough() {
-        let mut os = Fake::default();
-        os.cpu_of.insert(7, 1);
+        let mut os = Fake::sender_on(1);
         let t0 = Instant::now();
         let mut p = Placement::new(&mut os, true, t0);
         p.acknowledged(7, t0);
         let t = interval(&mut p, t0, 99);
         assert!(p.following(), "99 us per line once: not yet");
-        let mut os = Fake::default();
-        os.cpu_of.insert(7, 1);
+        let mut os = Fake::sender_on(1);
         let mut p = Placement::new(&mut os, true, t0);
         p.acknowledged(7, t0);
         // One line in the interval, the sender blocked for milliseconds waiting for it.
@@ -606,8 +611,7 @@ mod tests {
 
     #[test]
     fn time_the_sender_waits_while_tma_works_is_no_starving() {
-        let mut os = Fake::default();
-        os.cpu_of.insert(7, 1);
+        let mut os = Fake::sender_on(1);
         let t0 = Instant::now();
         let mut p = Placement::new(&mut os, true, t0);
         p.acknowledged(7, t0);
@@ -622,8 +626,7 @@ mod tests {
 
     #[test]
     fn several_senders_keep_it_put() {
-        let mut os = Fake::default();
-        os.cpu_of.insert(7, 1);
+        let mut os = Fake::sender_on(1);
         os.cpu_of.insert(8, 0);
         let t0 = Instant::now();
         let mut p = Placement::new(&mut os, true, t0);
@@ -644,8 +647,7 @@ mod tests {
 
     #[test]
     fn off_and_refused() {
-        let mut os = Fake::default();
-        os.cpu_of.insert(7, 1);
+        let mut os = Fake::sender_on(1);
         let t0 = Instant::now();
         let mut p = Placement::new(&mut os, false, t0);
         p.acknowledged(7, t0);
@@ -666,8 +668,7 @@ mod tests {
         p.acknowledged(9, t0);
         assert!(!p.following());
         // The system cannot follow at all (SystemOs::new said why): stays put, says why.
-        let mut os = Fake::default();
-        os.cpu_of.insert(7, 1);
+        let mut os = Fake::sender_on(1);
         let mut p = Placement::new(&mut os, true, t0);
         p.cannot_follow("cannot leave SCHED_IDLE once in it (EPERM; RLIMIT_NICE)".into());
         p.acknowledged(7, t0);

@@ -349,7 +349,26 @@ where
     }
 
     /// Rename readings whose specs have all been learnt.
-    fn rename(&self, iv: Interval) -> Interval {
+    fn rename(&self, mut iv: Interval) -> Interval {
+        if self.map.values().all(|ids| ids.len() <= 1) {
+            // No spec stands for several ids (nearly always): rename in place, without a
+            // second vector of readings per interval.
+            iv.readings.retain_mut(
+                |r| match self.map.get(&r.event).and_then(|ids| ids.first()) {
+                    // Ignored (tolerant): dropped.
+                    None if !self.map.contains_key(&r.event) => false,
+                    None => true,
+                    Some(id) => {
+                        if r.event != *id {
+                            r.event.clear();
+                            r.event.push_str(id);
+                        }
+                        true
+                    }
+                },
+            );
+            return iv;
+        }
         let mut readings = Vec::with_capacity(iv.readings.len());
         for r in iv.readings {
             match self.map.get(&r.event).map(Vec::as_slice) {

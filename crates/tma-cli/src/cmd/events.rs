@@ -56,27 +56,14 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
             );
         }
         let pmus: Vec<&str> = types.iter().map(|t| t.pmu.as_str()).collect();
-        let Some(t) = tma_stat::pick_core_type(&pmus, want)
-            .ok()
-            .and_then(|pmu| types.iter().find(|t| t.pmu == pmu))
-        else {
-            anyhow::bail!(
-                "--cputype {want}: {} core types are {}",
-                if here {
-                    "this machine's".to_string()
-                } else {
-                    format!("the {} tables'", model.key)
-                },
-                types
-                    .iter()
-                    .map(|t| format!(
-                        "{} ({})",
-                        t.pmu.strip_prefix("cpu_").unwrap_or(&t.pmu),
-                        t.label
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+        let whose = if here {
+            "this machine's".to_string()
+        } else {
+            format!("the {} tables'", model.key)
+        };
+        let pmu = tma_stat::pick_core_type(&pmus, want, &whose)?;
+        let Some(t) = types.iter().find(|t| t.pmu == pmu) else {
+            unreachable!("pick_core_type returns one of the types it is given")
         };
         if t.borrowed {
             anyhow::bail!(

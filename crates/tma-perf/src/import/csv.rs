@@ -45,21 +45,18 @@ fn split_fields(line: &str, sep: char) -> Fields<'_> {
     // Nothing quoted: every field, joined spans too, is a slice of the line.
     if !quote {
         let raw = split_plain(line, sep);
+        // Where a field of `raw` starts in the line (each is a slice of it).
+        let at = |f: &str| f.as_ptr() as usize - line.as_ptr() as usize;
         let mut out: Fields<'_> = SmallVec::with_capacity(raw.len());
-        let mut at = 0; // byte offset of raw[i] in the line
         let mut i = 0;
         while i < raw.len() {
-            let f = raw[i];
-            if let Some(j) = spec_end(&raw, i, |k| (raw[k], false)) {
-                let len: usize =
-                    raw[i..=j].iter().map(|r| r.len()).sum::<usize>() + (j - i) * sep.len_utf8();
-                out.push((Cow::Borrowed(&line[at..at + len]), false));
-                at += len + sep.len_utf8();
+            if let Some(j) = spec_end(raw.len(), i, |k| (raw[k], false)) {
+                let span = &line[at(raw[i])..at(raw[j]) + raw[j].len()];
+                out.push((Cow::Borrowed(span), false));
                 i = j + 1;
                 continue;
             }
-            out.push((Cow::Borrowed(f), false));
-            at += f.len() + sep.len_utf8();
+            out.push((Cow::Borrowed(raw[i]), false));
             i += 1;
         }
         return out;
@@ -126,7 +123,7 @@ fn split_quoted(line: &str, sep: char) -> Fields<'_> {
     let mut out: Fields<'_> = SmallVec::with_capacity(raw.len());
     let mut i = 0;
     while i < raw.len() {
-        if let Some(j) = spec_end(&raw, i, |k| (raw[k].0.as_str(), raw[k].1)) {
+        if let Some(j) = spec_end(raw.len(), i, |k| (raw[k].0.as_str(), raw[k].1)) {
             let joined: Vec<&str> = raw[i..=j].iter().map(|(s, _)| s.as_str()).collect();
             out.push((Cow::Owned(joined.join(&sep.to_string())), false));
             i = j + 1;
@@ -143,15 +140,15 @@ fn split_quoted(line: &str, sep: char) -> Fields<'_> {
 /// '/' opens a spec that the next unquoted field with an odd number of '/' closes, when the
 /// span looks like event terms (no empty or spaced field inside, the closer starting with a
 /// term). `None` when field `i` opens nothing or nothing closes it (e.g. a metric unit
-/// `K/sec` at the end): the fields stay as they are. `field(k)`: field k and whether it was
-/// quoted.
-fn spec_end<'f, T>(raw: &[T], i: usize, field: impl Fn(usize) -> (&'f str, bool)) -> Option<usize> {
+/// `K/sec` at the end): the fields stay as they are. `field(k)`: field k of `n` and whether
+/// it was quoted.
+fn spec_end<'f>(n: usize, i: usize, field: impl Fn(usize) -> (&'f str, bool)) -> Option<usize> {
     let odd = |s: &str| s.bytes().filter(|&b| b == b'/').count() % 2 == 1;
     let (f, q) = field(i);
     if q || !odd(f) {
         return None;
     }
-    let j = (i + 1..raw.len()).find(|&j| {
+    let j = (i + 1..n).find(|&j| {
         let (s, q) = field(j);
         !q && odd(s)
     })?;

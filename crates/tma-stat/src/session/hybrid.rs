@@ -130,8 +130,9 @@ pub fn recording_core_types(
 }
 
 /// `--cputype TYPE`: the one core type it names, by PMU (`cpu_atom`), by perf's short name
-/// (`atom`, `core`) or by label (`E-core`).
-pub fn pick_core_type(types: &[&str], want: &str) -> Result<String, StatError> {
+/// (`atom`, `core`) or by label (`E-core`). `whose`: whose types they are, for the error
+/// that lists them (`this machine's`, `the adl tables'`).
+pub fn pick_core_type(types: &[&str], want: &str, whose: &str) -> Result<String, StatError> {
     let w = want.to_ascii_lowercase();
     types
         .iter()
@@ -143,7 +144,7 @@ pub fn pick_core_type(types: &[&str], want: &str) -> Result<String, StatError> {
         .map(|t| t.to_string())
         .ok_or_else(|| {
             usage(format!(
-                "--cputype {want}: this machine's core types are {}",
+                "--cputype {want}: {whose} core types are {}",
                 types
                     .iter()
                     .map(|t| format!(

@@ -367,7 +367,7 @@ fn core_types_then_hardware(
     }
     let mut tables = core_tables(model, &types)?;
     if let Some(want) = &live.cputype {
-        let pmu = pick_core_type(&types, want)?;
+        let pmu = pick_core_type(&types, want, "this machine's")?;
         tables.retain(|t| t.pmu == pmu);
         if let [t] = tables.as_slice() {
             if !t.borrowed {

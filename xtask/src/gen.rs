@@ -13,6 +13,8 @@ use serde_json::Value;
 
 mod amd;
 mod arm;
+#[path = "../../crates/tma-catalog/src/conversions.rs"]
+mod conversions;
 #[path = "../../crates/tma-catalog/src/descriptions.rs"]
 mod descriptions;
 mod ecore;
@@ -247,15 +249,27 @@ fn event_from_json(e: &Value) -> Result<Ev> {
     let mut code = num(s(e, "EventCode"))?;
     let mut umask = num(s(e, "UMask"))?;
     let any = s(e, "AnyThread") == "1";
-    // Fixed-counter pseudo encodings (README 3.1): perfmon writes event 0x00 with umask =
-    // fixed index + 1. Use the real encodings perf uses: instructions 0xC0, core cycles 0x3C
-    // (with AnyThread where set); REF_TSC (0x0300) and TOPDOWN.SLOTS (0x0400) stay.
-    if code == 0 {
-        match (fixed, umask) {
-            (Some(0), 1) => (code, umask) = (0xC0, 0),
-            (Some(1), 2) => (code, umask) = (0x3C, 0),
-            _ => {}
+    // The deliberate differences from perfmon's row, each named with its reason in
+    // crates/tma-catalog/src/conversions.rs (instructions 0xC0, core cycles 0x3C; the
+    // AnyThread bit stays). Every other row, INST_RETIRED.PREC_DIST's 0x00/0x01 on fixed
+    // counter 0 included, keeps perfmon's encoding.
+    if let Some(c) = conversions::conversion_for(&name) {
+        let expected = (
+            u64::from(c.perfmon.0),
+            u64::from(c.perfmon.1),
+            Some(c.fixed),
+        );
+        if (code, umask, fixed) != expected {
+            bail!(
+                "{name}: perfmon has event {code:#x} umask {umask:#x} on {counter:?}, but the \
+                 conversion table (crates/tma-catalog/src/conversions.rs) expects event {:#x} \
+                 umask {:#x} on fixed counter {}; update the table",
+                c.perfmon.0,
+                c.perfmon.1,
+                c.fixed
+            );
         }
+        (code, umask) = (u64::from(c.ours.0), u64::from(c.ours.1));
     }
     // SKL/SKX/CLX use `PEBS` ("1" or "2" = can be precise), ICL and later `Precise`.
     let precise = match e.get("Precise") {

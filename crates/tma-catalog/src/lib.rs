@@ -68,6 +68,7 @@ pub mod amd;
 #[rustfmt::skip]
 mod amd_events;
 pub mod cache;
+pub mod conversions;
 pub mod descriptions;
 pub mod encode;
 pub mod error;
@@ -75,6 +76,7 @@ pub mod generated;
 pub mod registry;
 pub mod types;
 
+pub use conversions::{conversion_for, EncodingConversion, ENCODING_CONVERSIONS};
 pub use error::CatalogError;
 pub use registry::{by_name, cpuid_string, identify, models, parse_cpuinfo, supported_names};
 pub use types::*;

@@ -259,14 +259,12 @@ fn every_e_core_event_matches_its_perfmon_row() {
                     let i: u8 = i.parse().unwrap();
                     assert_eq!(e.fixed, Some(i), "{}", e.name);
                     assert_eq!(e.counter_mask, 0, "{}", e.name);
-                    // perfmon's pseudo encoding 0x00 / index+1; 0 and 1 become perf's real ones.
+                    // perfmon's pseudo encoding 0x00 / index+1, kept unless a conversion
+                    // to perf's real encoding is named in tma_catalog::conversions.
                     assert_eq!((code, umask), (0, i as u64 + 1), "{}", e.name);
-                    let real = match i {
-                        0 => (0xc0, 0),
-                        1 => (0x3c, 0),
-                        _ => (0, umask),
-                    };
-                    assert_eq!((e.code as u64, e.umask as u64), real, "{}", e.name);
+                    let ours = tma_catalog::conversion_for(e.name)
+                        .map_or((code, umask), |c| (c.ours.0.into(), c.ours.1.into()));
+                    assert_eq!((e.code as u64, e.umask as u64), ours, "{}", e.name);
                 }
                 None => {
                     let mask: u32 = counter

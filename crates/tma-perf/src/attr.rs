@@ -247,6 +247,22 @@ mod tests {
     }
 
     #[test]
+    fn prec_dist_opens_as_perf_does() {
+        // perf opens INST_RETIRED.PREC_DIST as cpu/event=0x00,umask=0x01/: raw config 0x0100
+        // on the core PMU, which the kernel puts on fixed counter 0 with PDIST.
+        let p = pmus("spr");
+        let cfg = p.get("cpu").unwrap().encode_terms("event=0x00,umask=0x01");
+        assert_eq!(cfg.unwrap().config, 0x0100);
+        let enc = tma_catalog::by_name("spr")
+            .unwrap()
+            .encode("INST_RETIRED.PREC_DIST")
+            .unwrap();
+        let s = EventSpec::from_encoding(&enc).unwrap();
+        let a = attr_for(&s, &p, AttachMode::SINGLE, true).unwrap();
+        assert_eq!((a.type_, a.config, a.config1), (4, 0x0100, 0));
+    }
+
+    #[test]
     fn topdown_slots_and_metrics() {
         let p = pmus("spr");
         let slots = spec(

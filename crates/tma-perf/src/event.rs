@@ -183,10 +183,11 @@ impl EventSpec {
         }
     }
 
-    /// Build from a catalog encoding. perfmon's fixed-counter pseudo encodings for
-    /// instructions (0x0100) and core cycles (0x0200) are accepted by the kernel only from
-    /// Ice Lake on, so they are rewritten to the architectural events 0xC0 and 0x3C (which the
-    /// kernel still places on the fixed counter), as perf does (pmu-data README 3.1).
+    /// Build from a catalog encoding, whose `config` is opened as it is: the catalog's tables
+    /// already hold what perf opens (instructions 0xC0, core cycles 0x3C, each conversion
+    /// from perfmon named in `tma_catalog::conversions`), and a fixed-counter pseudo
+    /// encoding left there is meant: `INST_RETIRED.PREC_DIST` 0x0100 asks the kernel for
+    /// fixed counter 0 with precise distribution, where 0xC0 would be a general counter.
     /// Returns `None` for `:retire_latency` operands, which are not counted.
     pub fn from_encoding(e: &tma_catalog::Encoding) -> Option<Self> {
         if e.retire_latency {
@@ -198,20 +199,11 @@ impl EventSpec {
             tma_catalog::EventKind::PerfMetrics(i) => SpecKind::PerfMetrics(i),
             tma_catalog::EventKind::Tsc => SpecKind::Tsc,
         };
-        let mut config = e.config;
-        if kind == SpecKind::Core {
-            let rest = config & !0xFFFF;
-            match (e.fixed, config & 0xFFFF) {
-                (Some(0), 0x0100) => config = rest | 0xC0,
-                (Some(1), 0x0200) => config = rest | 0x3C,
-                _ => {}
-            }
-        }
         Some(EventSpec {
             name: e.name.clone(),
             pmu: e.pmu.to_string(),
             kind,
-            config,
+            config: e.config,
             config1: e.config1,
             fixed: e.fixed,
             counter_mask: e.counter_mask,
@@ -252,21 +244,36 @@ mod tests {
     }
 
     #[test]
-    fn fixed_pseudo_encodings_rewritten() {
+    fn fixed_counter_encodings_open_as_the_catalog_gives_them() {
         use tma_catalog::EventKind::*;
-        // perfmon INST_RETIRED.ANY 0x00/0x01 and CPU_CLK_UNHALTED.THREAD 0x00/0x02.
+        // What perf opens for each fixed-counter event: the catalog's config, unchanged.
+        // INST_RETIRED.PREC_DIST keeps perfmon's 0x00/0x01 (fixed counter 0 with PDIST);
+        // a rewrite to 0xC0 would sample INST_RETIRED.ANY_P on a general counter.
+        for key in ["icl", "icx", "tgl", "spr", "emr", "gnr", "adl", "mtl"] {
+            let m = tma_catalog::by_name(key).unwrap();
+            let open = |id: &str| EventSpec::from_encoding(&m.encode(id).unwrap()).unwrap();
+            let p = open("INST_RETIRED.PREC_DIST");
+            assert_eq!(
+                (p.config, p.fixed, p.counter_mask),
+                (0x0100, Some(0), 0),
+                "{key}"
+            );
+            assert_eq!(p.pmu, m.pmu, "{key}");
+            assert_eq!(open("INST_RETIRED.ANY").config, 0xC0, "{key}");
+            let c = ["CPU_CLK_UNHALTED.THREAD", "CPU_CLK_UNHALTED.CORE"]
+                .into_iter()
+                .find(|id| m.event(id).is_some())
+                .unwrap();
+            assert_eq!((open(c).config, open(c).fixed), (0x3C, Some(1)), "{key}");
+        }
+        // Skylake era: THREAD_ANY keeps its AnyThread bit (21) on 0x3C.
+        let skx = tma_catalog::by_name("skx").unwrap();
+        let any = EventSpec::from_encoding(&skx.encode("CPU_CLK_UNHALTED.THREAD_ANY").unwrap());
+        assert_eq!(any.unwrap().config, 0x0020_003C);
+        // Pseudo encodings given directly are not rewritten either.
         assert_eq!(
-            intel("INST_RETIRED.ANY", Core, 0x0100, Some(0)).config,
-            0xC0
-        );
-        assert_eq!(
-            intel("CPU_CLK_UNHALTED.THREAD", Core, 0x0200, Some(1)).config,
-            0x3C
-        );
-        // THREAD_ANY (any bit 21) keeps the bit.
-        assert_eq!(
-            intel("CPU_CLK_UNHALTED.THREAD_ANY", Core, 0x0020_0200, Some(1)).config,
-            0x0020_003C
+            intel("INST_RETIRED.PREC_DIST", Core, 0x0100, Some(0)).config,
+            0x0100
         );
         // REF_TSC 0x0300 is accepted everywhere and stays.
         assert_eq!(

@@ -155,7 +155,7 @@ static EVENTS: &[EventDef] = &[
     ev("INST_RETIRED.ANY_P", 0xc0, 0x0, 0, PRECISE, 0xff, 2000003),
     ev("INST_RETIRED.MACRO_FUSED", 0xc0, 0x10, 0, PRECISE, 0xff, 2000003),
     ev("INST_RETIRED.NOP", 0xc0, 0x2, 0, PRECISE, 0xff, 2000003),
-    ev("INST_RETIRED.PREC_DIST", 0xc0, 0x0, 0, PRECISE, 0x0, 2000003).on_fixed(0),
+    ev("INST_RETIRED.PREC_DIST", 0x0, 0x1, 0, PRECISE, 0x0, 2000003).on_fixed(0),
     ev("INST_RETIRED.REP_ITERATION", 0xc0, 0x8, 0, PRECISE, 0xff, 2000003),
     ev("INT_MISC.CLEARS_COUNT", 0xad, 0x1, 1, EDGE, 0xff, 500009),
     ev("INT_MISC.CLEAR_RESTEER_CYCLES", 0xad, 0x80, 0, 0, 0xff, 500009),

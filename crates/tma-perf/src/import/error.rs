@@ -34,6 +34,12 @@ pub enum ImportError {
         field: &'static str,
         value: String,
     },
+    #[error("line {line}: the count of `{event}` is {value}, which no counter holds (counts are whole numbers from 0 to 2^64-1); the line is damaged: fix or remove it and import again")]
+    ImpossibleCount {
+        line: usize,
+        event: String,
+        value: String,
+    },
     #[error("line {line}: the count `{value}` uses thousands separators, which make CSV ambiguous; re-record with `LC_ALL=C perf stat -x, ...` (or use `-x\\;` as separator)")]
     ThousandsSeparator { line: usize, value: String },
     #[error("line {line}: `{column}` output (perf stat {flag}) is not supported; re-record with `-A` (one row per CPU) or without {flag}")]

@@ -18,40 +18,52 @@
 //! printed. Locales that write `,` for the decimal point (and `.` between thousands) are
 //! told from the numbers themselves.
 
+use super::locale::{is_stamp, join_groups, NumberFormat};
 use super::{ImportError, Metric, Parsed, Row, RowValue};
 
 /// Units perf prints between a count and its event (`0.57 msec task-clock`).
-const UNITS: &[&str] = &[
+pub(super) const UNITS: &[&str] = &[
     "msec", "usec", "nsec", "sec", "ns", "us", "ms", "Joules", "MiB", "MB", "GiB", "W",
 ];
 
 /// Units perf prints between a metric value and the metric's name, or alone.
 const METRIC_UNITS: &[&str] = &["%", "K/sec", "M/sec", "G/sec", "/sec", "GHz", "MHz"];
 
-/// State of a human-readable recording: which character is the decimal point, once known.
+/// State of a human-readable recording: how its numbers are written, and whether its
+/// counter lines have begun.
 #[derive(Debug, Default, Clone)]
 pub(super) struct Text {
-    /// `.` (C and English locales) or `,`; `None` until a number says.
-    decimal: Option<char>,
-    /// The `Performance counter stats for` line has been read.
-    pub header_seen: bool,
+    /// Decided from the file before its first row is read (see [`super::locale`]).
+    pub format: NumberFormat,
+    /// perf's header (`Performance counter stats for`, or `-I`'s `#  time  counts`) or a
+    /// first counter line has been read: from here on a line that starts like a row and is
+    /// not one is an error, not prose.
+    in_body: bool,
 }
 
 impl Text {
+    pub fn new(format: NumberFormat) -> Self {
+        Text {
+            format,
+            in_body: false,
+        }
+    }
+
     /// Parse one line (without its line ending). `Ok(None)` for lines that carry nothing:
     /// blank lines, the header, perf's prose (hints, `seconds user`).
     pub fn parse_line(&mut self, line: &str, lineno: usize) -> Result<Option<Parsed>, ImportError> {
-        let t = line.trim();
+        let (joined, _) = join_groups(line);
+        let t = joined.trim();
         if t.is_empty() {
             return Ok(None);
         }
         if t.starts_with("Performance counter stats for") {
-            self.header_seen = true;
+            self.in_body = true;
             return Ok(None);
         }
         // A metric continuation line, with or without the interval's time stamp first.
         let (stamp, body) = match t.split_once(char::is_whitespace) {
-            Some((first, rest)) if self.is_stamp(first) && rest.trim_start().starts_with('#') => {
+            Some((first, rest)) if is_stamp(first) && rest.trim_start().starts_with('#') => {
                 (Some(first), rest.trim_start())
             }
             _ => (None, t),
@@ -59,7 +71,11 @@ impl Text {
         if let Some(m) = body.strip_prefix('#') {
             if stamp.is_none() && m.trim_start().starts_with("time") {
                 // `#  time  counts unit events`: the header of `-I` output.
-                self.header_seen = true;
+                self.in_body = true;
+                return Ok(None);
+            }
+            if !self.in_body {
+                // A comment before any counter line (`# started on ...`).
                 return Ok(None);
             }
             // The counted share of the row above may close its last metric line.
@@ -78,34 +94,39 @@ impl Text {
         }
         if t.ends_with("seconds time elapsed") {
             let v = t.split_whitespace().next().unwrap_or("");
-            return Ok(self.number(v).map(Parsed::Elapsed));
+            return Ok(self.format.parse(v).map(Parsed::Elapsed));
         }
         if t.ends_with("seconds user") || t.ends_with("seconds sys") {
             return Ok(None);
         }
+        if !self.in_body {
+            // Before perf's header, only a line of a counter row's shape is one: the rest
+            // is the command line a user pasted, the program's own output, `Run on ...`.
+            return Ok(looks_like_row(t)
+                .then(|| self.row(t, lineno))
+                .flatten()
+                .map(|row| {
+                    self.in_body = true;
+                    Parsed::Row(row)
+                }));
+        }
+        // A signed number is no count perf prints, but a damaged one: an error, not prose.
+        let signed = t.len() > 1
+            && t.starts_with(['-', '+'])
+            && t[1..].starts_with(|c: char| c.is_ascii_digit());
         let starts_row = t.starts_with(|c: char| c.is_ascii_digit())
+            || signed
             || t.starts_with("<not counted>")
             || t.starts_with("<not supported>")
             || t.starts_with("CPU");
-        if !starts_row || !self.header_seen && !t.starts_with(|c: char| c.is_ascii_digit()) {
-            // perf's prose: hints, the command line a user pasted, `Run on ...`.
+        if !starts_row {
+            // perf's prose: hints (`Some events weren't counted...`).
             return Ok(None);
         }
         match self.row(t, lineno) {
             Some(row) => Ok(Some(Parsed::Row(row))),
-            None if !self.header_seen => Ok(None),
             None => Err(ImportError::TextRow { line: lineno }),
         }
-    }
-
-    /// A time stamp of `-I` output: a number with a decimal point and nine digits after it.
-    fn is_stamp(&self, s: &str) -> bool {
-        let Some(pos) = s.rfind(['.', ',']) else {
-            return false;
-        };
-        s.len() - pos - 1 == 9
-            && s[..pos].chars().all(|c| c.is_ascii_digit())
-            && s[pos + 1..].chars().all(|c| c.is_ascii_digit())
     }
 
     fn row(&mut self, t: &str, lineno: usize) -> Option<Row> {
@@ -134,11 +155,11 @@ impl Text {
         let mut tokens = counts.split_whitespace().peekable();
         let mut timestamp = None;
         let first = *tokens.peek()?;
-        if self.is_stamp(first) {
+        if is_stamp(first) {
             let next = counts.split_whitespace().nth(1)?;
             if next.starts_with(|c: char| c.is_ascii_digit() || c == '<') || next.starts_with("CPU")
             {
-                timestamp = Some(self.number(first)?);
+                timestamp = Some(self.format.parse(first)?);
                 tokens.next();
             }
         }
@@ -161,7 +182,7 @@ impl Text {
                 "supported>" => RowValue::NotSupported,
                 _ => return None,
             },
-            v => RowValue::Count(self.number(v)?),
+            v => RowValue::Count(self.format.parse(v)?),
         };
         let mut event = tokens.next()?;
         let mut unit = "";
@@ -201,8 +222,7 @@ impl Text {
     /// `50.02%)` -> 50.02.
     fn share(&mut self, s: &str) -> Option<f64> {
         let s = s.trim().strip_suffix(')')?.trim().strip_suffix('%')?.trim();
-        self.learn(s);
-        let v = self.number(s)?;
+        let v = self.format.parse(s)?;
         (0.0..=100.0001).contains(&v).then_some(v)
     }
 
@@ -218,9 +238,8 @@ impl Text {
             Some(n) => (n, true),
             None => (num, false),
         };
-        self.learn(num);
-        let value = self.number(num)?;
-        let decimals = self.decimals(num);
+        let value = self.format.parse(num)?;
+        let decimals = self.format.decimals(num);
         let (unit, name) = if percent {
             ("%", rest)
         } else {
@@ -235,71 +254,48 @@ impl Text {
             share: None,
         })
     }
-
-    /// Learn the decimal point from a number that can only be read one way: a separator
-    /// followed by other than three digits (`66.67`, `0,57`), or both kinds in one number.
-    fn learn(&mut self, s: &str) {
-        if self.decimal.is_some() {
-            return;
-        }
-        let dots = s.matches('.').count();
-        let commas = s.matches(',').count();
-        if dots > 0 && commas > 0 {
-            self.decimal = s.rfind(['.', ',']).and_then(|i| s[i..].chars().next());
-        } else if dots + commas == 1 {
-            let pos = s.rfind(['.', ',']).unwrap_or(0);
-            if s.len() - pos - 1 != 3 {
-                self.decimal = s[pos..].chars().next();
-            }
-        }
-    }
-
-    /// A number as perf printed it in this locale: `113,357,334`, `0.57`, `1.234.567,5`.
-    fn number(&mut self, s: &str) -> Option<f64> {
-        if !s.starts_with(|c: char| c.is_ascii_digit()) {
-            return None;
-        }
-        let dots = s.matches('.').count();
-        let commas = s.matches(',').count();
-        let decimal = match self.decimal {
-            Some(d) => d,
-            None if dots > 0 && commas > 0 => {
-                s.rfind(['.', ',']).and_then(|i| s[i..].chars().next())?
-            }
-            // One separator with three digits after it is read as thousands unless a
-            // number has said otherwise; several of one kind are thousands.
-            None if dots == 1 && commas == 0 && !three_after(s, '.') => '.',
-            None if commas == 1 && dots == 0 && !three_after(s, ',') => ',',
-            None if dots == 1 && commas == 0 => '.',
-            None => '.',
-        };
-        let thousands = if decimal == '.' { ',' } else { '.' };
-        let mut plain: String = s.chars().filter(|&c| c != thousands).collect();
-        if decimal == ',' {
-            plain = plain.replace(',', ".");
-        }
-        if plain.matches('.').count() > 1 {
-            return None;
-        }
-        plain.parse::<f64>().ok().filter(|v| v.is_finite())
-    }
-
-    fn decimals(&self, s: &str) -> u8 {
-        digits_after(s, self.decimal.unwrap_or('.'))
-    }
-
-    /// Learn the decimal point from a line before it is parsed: the elapsed time is never
-    /// grouped in thousands (the shares in parentheses teach it too, as they are read).
-    pub fn learn_from(&mut self, line: &str) {
-        let t = line.trim();
-        if let Some(v) = t.strip_suffix("seconds time elapsed") {
-            self.learn(v.trim());
-        }
-    }
 }
 
-fn three_after(s: &str, sep: char) -> bool {
-    s.rfind(sep).is_some_and(|i| s.len() - i - 1 == 3)
+/// Whether a line has the shape of a counter row of perf's human-readable output, told
+/// apart from a CSV row by its columns: `[stamp] [CPUn] count [unit] event [# metric]
+/// [(share%)]`, the count alone in its column (digits and separators, or `<not counted>`),
+/// the event a name after whitespace. A CSV row's first column runs into its separator.
+pub(super) fn looks_like_row(line: &str) -> bool {
+    let (joined, _) = join_groups(line);
+    let body = joined.split('#').next().unwrap_or("");
+    let body = match body.trim_end().strip_suffix(')') {
+        Some(b) if b.contains("%") => b.rsplit_once('(').map_or(b, |(head, _)| head),
+        _ => body,
+    };
+    let mut tokens = body.split_whitespace().peekable();
+    if tokens.peek().is_some_and(|t| is_stamp(t)) {
+        tokens.next();
+    }
+    if tokens.peek().is_some_and(|t| {
+        t.strip_prefix("CPU")
+            .is_some_and(|n| n.parse::<u32>().is_ok())
+    }) {
+        tokens.next();
+    }
+    let count_ok = match tokens.next() {
+        Some("<not") => matches!(tokens.next(), Some("counted>" | "supported>")),
+        Some(c) => {
+            c.starts_with(|c: char| c.is_ascii_digit())
+                && c.chars()
+                    .all(|c| c.is_ascii_digit() || ".,'\u{2019}_".contains(c))
+        }
+        None => false,
+    };
+    if !count_ok {
+        return false;
+    }
+    let mut event = tokens.next();
+    if event.is_some_and(|e| UNITS.contains(&e)) {
+        event = tokens.next();
+    }
+    // An event name, and at most a cgroup after it.
+    event.is_some_and(|e| e.starts_with(|c: char| c.is_ascii_alphabetic() || c == '{'))
+        && tokens.nth(1).is_none()
 }
 
 /// `%  tma_retiring` -> (`%`, `tma_retiring`); `K/sec` -> (`K/sec`, ``); `insn per cycle`
@@ -345,7 +341,7 @@ mod tests {
     #[test]
     fn rows_metrics_and_shares() {
         let mut t = Text {
-            header_seen: true,
+            in_body: true,
             ..Text::default()
         };
         let r = row(
@@ -415,10 +411,12 @@ mod tests {
     #[test]
     fn comma_decimal_locale() {
         let mut t = Text {
-            header_seen: true,
-            ..Text::default()
+            in_body: true,
+            format: NumberFormat {
+                decimal: ',',
+                thousands: Some('.'),
+            },
         };
-        t.learn_from("       1,003818397 seconds time elapsed");
         let r = row(&mut t, "    1.234.567      cycles      (66,67%)");
         assert_eq!(
             (r.value, r.running_pct),
@@ -435,7 +433,7 @@ mod tests {
     #[test]
     fn interval_and_per_cpu_rows() {
         let mut t = Text {
-            header_seen: true,
+            in_body: true,
             ..Text::default()
         };
         let r = row(&mut t, "     1.001097825      2,007,000,123      cycles");

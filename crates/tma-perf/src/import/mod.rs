@@ -22,10 +22,13 @@ mod csv;
 mod error;
 mod human;
 mod json;
+mod locale;
 mod reader;
+mod replay;
 mod resolve;
 
 pub use error::{ImportError, ResolveError};
+pub use locale::NumberFormat;
 pub use reader::{CutOff, IntervalReader};
 pub use resolve::{
     aggregate, is_generic_event, resolve, split_modifiers, ResolveOutcome, Resolver, Scope,
@@ -130,12 +133,14 @@ pub fn detect(bytes: &[u8]) -> Result<ImportFormat, ImportError> {
 const TEXT_HEADER_LINES: usize = 64;
 
 /// Whether `text` is perf stat's human-readable output: its `Performance counter stats for`
-/// header (or the `#  time  counts unit events` header of `-I`) comes within the first
-/// [`TEXT_HEADER_LINES`] lines, before any line that reads as a CSV or JSON row.
+/// header (or the `#  time  counts unit events` header of `-I`), or a line with the shape
+/// of its counter rows (excerpts are pasted without the header), comes within the first
+/// [`TEXT_HEADER_LINES`] lines, before any line that reads as a CSV or JSON row. The shape
+/// decides, not the first comma: `255,351      ex_ret_brn_misp   # 0.0 %  ...` is text.
 pub(crate) fn is_text(text: &str) -> bool {
     for line in text.lines().take(TEXT_HEADER_LINES) {
         let l = line.trim();
-        if l.starts_with("Performance counter stats for") {
+        if l.starts_with("Performance counter stats for") || human::looks_like_row(l) {
             return true;
         }
         if let Some(c) = l.strip_prefix('#') {
@@ -288,3 +293,5 @@ fn line_of(bytes: &[u8], offset: usize) -> usize {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_pasted;

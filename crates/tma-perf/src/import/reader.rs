@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::io::BufRead;
 
 use super::human::Text;
+use super::locale::{Evidence, NumberFormat};
+use super::replay::Replay;
 use super::{
     csv, json, unit_to_ns, Breakdown, ImportError, ImportFormat, Metric, Parsed, Row, RowValue,
     TEXT_HEADER_LINES,
@@ -15,6 +17,10 @@ use crate::readings::{Interval, PrintedMetric, Reading, ReadingStatus};
 /// or an executable at once without inspecting every byte of a large text file.
 const BINARY_CHECK_BYTES: usize = 64 * 1024;
 
+/// How much of perf's human-readable output is read ahead to decide how it wrote its
+/// numbers: a pasted run whole, the first thousands of lines of a long `-I` one.
+const LOCALE_LOOK_AHEAD: usize = 1 << 20;
+
 /// Reads a `perf stat -x<sep>` or `perf stat -j` recording one interval at a time.
 ///
 /// [`IntervalReader::new`] reads up to the first counter line, which fixes the format, whether
@@ -22,7 +28,7 @@ const BINARY_CHECK_BYTES: usize = 64 * 1024;
 /// [`IntervalReader::next_interval`] then returns each interval once its last row has been
 /// read; errors name the line as [`parse`](super::parse) does.
 pub struct IntervalReader<R> {
-    input: R,
+    input: Replay<R>,
     line: Vec<u8>,
     lineno: usize,
     offset: usize,
@@ -76,7 +82,8 @@ impl std::fmt::Display for CutOff {
 
 impl<R: BufRead> IntervalReader<R> {
     /// Read up to the first counter line.
-    pub fn new(mut input: R) -> Result<Self, ImportError> {
+    pub fn new(input: R) -> Result<Self, ImportError> {
+        let mut input = Replay::new(input);
         let mut line = Vec::new();
         let mut lineno = 0;
         let mut offset = 0;
@@ -102,10 +109,17 @@ impl<R: BufRead> IntervalReader<R> {
             }
             any_text = true;
             if text.is_none() && super::is_text(t) {
-                text = Some(Text::default());
+                let mut evidence = Evidence::default();
+                evidence.line(t);
+                let ahead = input
+                    .look_ahead(LOCALE_LOOK_AHEAD)
+                    .map_err(|e| ImportError::Io { why: e.to_string() })?;
+                for l in ahead.split(|&b| b == b'\n') {
+                    evidence.line(&String::from_utf8_lossy(l));
+                }
+                text = Some(Text::new(evidence.decide()));
             }
             if let Some(tx) = text.as_mut() {
-                tx.learn_from(t);
                 let parsed = tx.parse_line(raw, lineno)?;
                 let row = match parsed {
                     Some(Parsed::Row(row)) => row,
@@ -184,7 +198,7 @@ impl<R: BufRead> IntervalReader<R> {
     }
 
     fn placeholder(
-        input: R,
+        input: Replay<R>,
         line: Vec<u8>,
         lineno: usize,
         offset: usize,
@@ -211,6 +225,12 @@ impl<R: BufRead> IntervalReader<R> {
 
     pub fn format(&self) -> ImportFormat {
         self.format
+    }
+
+    /// How perf's human-readable output wrote its numbers, as decided from the file
+    /// (`None` for CSV and JSON, which perf writes in the C locale).
+    pub fn number_format(&self) -> Option<NumberFormat> {
+        (self.format == ImportFormat::PerfText).then_some(self.text.format)
     }
 
     /// `true` when the data came from `perf stat -I` (one [`Interval`] per timestamp).
@@ -306,10 +326,7 @@ impl<R: BufRead> IntervalReader<R> {
             let last_unterminated = !self.terminated;
             let t = text.trim();
             let parsed = match self.format {
-                ImportFormat::PerfText => {
-                    self.text.learn_from(t);
-                    self.text.parse_line(text, self.lineno)
-                }
+                ImportFormat::PerfText => self.text.parse_line(text, self.lineno),
                 _ if t.is_empty() || t.starts_with('#') => continue,
                 ImportFormat::PerfCsv { separator } => csv::parse_line(
                     text.trim_end_matches('\r'),
@@ -463,6 +480,17 @@ impl Assembler {
 
     /// Add a row; returns the previous interval when this row opens a new one.
     fn push(&mut self, row: Row) -> Result<Option<Interval>, ImportError> {
+        if let RowValue::Count(v) = row.value {
+            // perf's counts are u64 (time events a fraction of one); a count outside that
+            // range is a damaged file, and a tree computed from it would be silently wrong.
+            if !(0.0..=u64::MAX as f64).contains(&v) {
+                return Err(ImportError::ImpossibleCount {
+                    line: row.line,
+                    event: row.event,
+                    value: format!("{v}"),
+                });
+            }
+        }
         // `perf stat -I --summary` ends with whole-run rows (`summary,...` in CSV, rows
         // without `interval` in JSON or with --no-csv-summary): the intervals already hold
         // the data, so they are skipped.

@@ -12,6 +12,8 @@ use crate::session::hybrid::CoreTable;
 use crate::sink::{Finish, IntervalData, IntervalSink, Start};
 use crate::{Outcome, StatConfig, StatError};
 
+mod idle;
+
 /// Intervals handed from the reading thread to the writing one at a time.
 const BATCH: usize = 64;
 /// Batches read ahead of the writer.
@@ -210,7 +212,11 @@ pub(crate) fn run_hybrid(
         // Not a hybrid table: read as one tree, which says what does not fit.
         return run_perf_stat(cfg, bytes, file, sink, notes);
     }
-    let pmus = core_pmus_in(bytes);
+    let mut pmus = core_pmus_in(bytes);
+    if !cfg.one_tree {
+        // A core type that counted nothing has no tree: a note, and the others' trees.
+        idle::drop_idle_types(bytes, file, &mut pmus, notes)?;
+    }
     let names: Vec<&str> = pmus.iter().map(String::as_str).collect();
     let mut tables = crate::session::hybrid::core_tables(model, &names)?;
     if cfg.one_tree {
@@ -235,7 +241,7 @@ pub(crate) fn run_hybrid(
             this.model.key,
         )?;
         tables = vec![this];
-    } else {
+    } else if tables.len() > 1 {
         let list = tables
             .iter()
             .map(|t| {

@@ -131,7 +131,8 @@ fn walk_formula_events(model: &Model, formula: &'static str) -> Vec<&'static str
 
 /// Whether the text tree shows a node: every level-1 node; deeper nodes when their parent
 /// is shown and they are over threshold, on the bottleneck path, without a threshold
-/// verdict, or without a value (so problems are never hidden); everything with `-v`.
+/// verdict, or without a value (so problems are never hidden); drill-down figures under the
+/// path, or all of them without a path; everything with `-v`.
 pub(super) fn visible(
     report: &Report,
     verbose: u8,
@@ -160,16 +161,15 @@ pub(super) fn visible(
                 .find(|(m, _)| m.name.eq_ignore_ascii_case(p))
                 .is_none_or(|(_, s)| *s),
         };
-        // A drill-down figure explains its parent: shown where the parent is on the path.
+        // A drill-down figure explains its parent: shown where the parent is on the path,
+        // and everywhere when there is no path (no level-1 node could be computed, as in a
+        // recording of Arm's cache or TLB groups alone): nothing is off it then.
         let figure = model.node(n.name).is_some_and(|d| d.is_figure());
+        let path = &report.bottleneck.path;
         let explains_path = figure
-            && n.parent.is_some_and(|p| {
-                report
-                    .bottleneck
-                    .path
-                    .iter()
-                    .any(|b| b.eq_ignore_ascii_case(p))
-            });
+            && (path.is_empty()
+                || n.parent
+                    .is_some_and(|p| path.iter().any(|b| b.eq_ignore_ascii_case(p))));
         let interesting = n.level == 1
             || verbose > 0
             || explains_path

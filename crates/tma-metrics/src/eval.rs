@@ -152,7 +152,7 @@ impl<'a> Ctx<'a> {
                     .iter()
                     .map(|&e| cm.events[e as usize].id.as_str())
                     .collect();
-                self.values.group_for(&names)
+                self.values.group_for(cm.items[i].name, &names)
             } else {
                 self.group
             };

@@ -106,11 +106,11 @@ pub trait Values {
     fn grouped(&self) -> bool {
         false
     }
-    /// The group whose copies a formula that reads `events` (its own and those of the
-    /// formulas it refers to) takes: one that
-    /// counted them all together, as perf computes a metric from its own group. `None`:
-    /// read the default copies ([`Values::event`]).
-    fn group_for(&self, _events: &[&str]) -> Option<usize> {
+    /// The group whose copies the formula of `item` (a node or metric), which reads
+    /// `events` (its own and those of the formulas it refers to), takes: the one perf
+    /// computed it from, as perf computes a metric from its own group. `None`: read the
+    /// default copies ([`Values::event`]).
+    fn group_for(&self, _item: &str, _events: &[&str]) -> Option<usize> {
         None
     }
     /// The copy of `id` counted in `group`, else the default one.

@@ -878,7 +878,7 @@ impl Values for Grouped {
     fn grouped(&self) -> bool {
         true
     }
-    fn group_for(&self, events: &[&str]) -> Option<usize> {
+    fn group_for(&self, _item: &str, events: &[&str]) -> Option<usize> {
         let groups: Vec<usize> = self.0.iter().map(|&(_, g, _)| g).collect();
         groups.into_iter().find(|&g| {
             events

@@ -156,6 +156,13 @@ pub struct PrintedMetric {
     pub event: String,
     /// Index of that count among the interval's rows as read (before events are resolved).
     pub row: usize,
+    /// The group (and block of perf's listing) of that count, where the recording counts
+    /// events more than once (see [`Reading::group`]): perf computed the metric from the
+    /// copies of that group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<usize>,
 }
 
 impl PrintedMetric {

@@ -46,7 +46,7 @@ const PERF_ALIASES: &[(&str, &str)] = &[
 ];
 
 /// A node's name as perf prints it: `tma_backend_bound`, `Backend_Bound`, `backend_bound_cpu`.
-fn same_node(printed: &str, node: &str) -> bool {
+pub(crate) fn same_node(printed: &str, node: &str) -> bool {
     let p = printed.trim();
     let p = p
         .strip_prefix("tma_")
@@ -90,8 +90,8 @@ impl Values for Without<'_> {
     fn grouped(&self) -> bool {
         self.inner.grouped()
     }
-    fn group_for(&self, events: &[&str]) -> Option<usize> {
-        self.inner.group_for(events)
+    fn group_for(&self, item: &str, events: &[&str]) -> Option<usize> {
+        self.inner.group_for(item, events)
     }
     fn event_in(&self, id: &str, group: usize) -> Option<f64> {
         if id.eq_ignore_ascii_case(self.event) {
@@ -202,6 +202,8 @@ mod tests {
             line: 1,
             event: String::new(),
             row: 0,
+            group: None,
+            block: None,
         };
         assert_eq!(
             in_unit(&m(30.5, "%", 1), Unit::PercentSlots),

@@ -243,36 +243,85 @@ pub(crate) struct IntervalValues<'a> {
     /// `iv`'s readings by event: a formula reads each of its events through it.
     index: tma_perf::ReadingIndex<'a>,
     grouped: bool,
+    /// The model's events that perf's generic ones name (see [`Aliases`]).
+    aliases: &'a Aliases,
+}
+
+/// The model's events perf's generic hardware events stand for (`cycles` for
+/// `CPU_CLK_UNHALTED.THREAD`): (generic name, canonical id). A recording of `perf stat -M`
+/// with perf's older metrics counts `cycles` in one metric's group and the named event in
+/// another's; the import keeps the generic name, and a formula reads it for the named event
+/// in a group that holds no copy under the name.
+#[derive(Debug, Default)]
+pub(crate) struct Aliases(Vec<(&'static str, String)>);
+
+impl Aliases {
+    pub(crate) fn of(model: &Model) -> Aliases {
+        let mut v = Vec::new();
+        for &g in tma_perf::import::GENERIC_HARDWARE {
+            for id in model.resolve_perf_event_all(g).unwrap_or_default() {
+                v.push((g, id));
+            }
+        }
+        Aliases(v)
+    }
+
+    /// Whether reading `event` is a generic alias of `id`.
+    fn stands_for(&self, event: &str, id: &str) -> bool {
+        self.0
+            .iter()
+            .any(|(g, c)| event.eq_ignore_ascii_case(g) && c.eq_ignore_ascii_case(id))
+    }
+
+    /// The id `event` counts: its alias's canonical id, or itself.
+    fn canonical<'e>(&'e self, event: &'e str) -> &'e str {
+        self.0
+            .iter()
+            .find(|(g, _)| event.eq_ignore_ascii_case(g))
+            .map_or(event, |(_, c)| c.as_str())
+    }
 }
 
 impl<'a> IntervalValues<'a> {
-    pub(crate) fn new(iv: &'a Interval) -> Self {
+    pub(crate) fn new(iv: &'a Interval, aliases: &'a Aliases) -> Self {
         // Only imported recordings that count an event more than once have blocks.
         let grouped = iv.readings.iter().any(|r| r.block.is_some()) && {
             let mut seen = std::collections::HashSet::new();
             iv.readings
                 .iter()
                 .filter(|r| r.cpu.is_none() && r.tid.is_none())
-                .any(|r| !seen.insert(r.event.to_ascii_lowercase()))
+                .any(|r| !seen.insert(aliases.canonical(&r.event).to_ascii_lowercase()))
         };
         IntervalValues {
             iv,
             index: iv.index(),
             grouped,
+            aliases,
         }
     }
 
-    /// The aggregated copies of `id` (one, or one per group perf counted it in).
+    /// The aggregated copies of `id` (one, or one per group perf counted it in), its
+    /// generic aliases' copies among them.
     fn aggregated<'s>(&'s self, id: &'s str) -> impl Iterator<Item = &'a tma_perf::Reading> + 's {
         let iv = self.iv;
-        iv.readings
-            .iter()
-            .filter(move |r| r.cpu.is_none() && r.tid.is_none() && r.event.eq_ignore_ascii_case(id))
+        iv.readings.iter().filter(move |r| {
+            r.cpu.is_none()
+                && r.tid.is_none()
+                && (r.event.eq_ignore_ascii_case(id) || self.aliases.stands_for(&r.event, id))
+        })
     }
 
-    /// The copy of `id` in `set`: a group ([`GROUPS`] and up) or a block of perf's listing.
+    /// The copy of `id` in `set`: a group ([`GROUPS`] and up) or a block of perf's listing;
+    /// one under its own name first, else a generic alias's.
     fn copy_in(&self, id: &str, set: usize) -> Option<&'a tma_perf::Reading> {
-        self.aggregated(id).find(|r| set_of(r, set) == Some(set))
+        let mut alias = None;
+        for r in self.aggregated(id).filter(|r| set_of(r, set) == Some(set)) {
+            if r.event.eq_ignore_ascii_case(id) {
+                return Some(r);
+            }
+            alias.get_or_insert(r);
+        }
+        alias
     }
 
     /// Events of `events` counted more than once in the interval.
@@ -295,13 +344,25 @@ impl tma_metrics::Values for IntervalValues<'_> {
     fn grouped(&self) -> bool {
         self.grouped
     }
-    /// The group that counted every event of `events` the interval holds, when one of them
-    /// was counted more than once; of several, the one counted the longest (the first on a
-    /// tie). `None` when no event is repeated, or no group holds them all (the node then
-    /// mixes groups: the default copies, those counted the longest, are read).
-    fn group_for(&self, events: &[&str]) -> Option<usize> {
-        if self.repeated(events).is_empty() {
+    /// When one of `events` was counted more than once: the group perf printed `item`'s
+    /// value beside, where it holds a copy of each repeated event (perf computed the metric
+    /// from that group); else the group that counted every event of `events` the interval
+    /// holds, of several the one counted the longest (the first on a tie). `None` when no
+    /// event is repeated, or no group holds them all (the node then mixes groups: the
+    /// default copies, those counted the longest, are read).
+    fn group_for(&self, item: &str, events: &[&str]) -> Option<usize> {
+        let repeated = self.repeated(events);
+        if repeated.is_empty() {
             return None;
+        }
+        let printed = self.iv.printed.iter().filter_map(|m| {
+            let set = m.group.map(|g| g + GROUPS)?;
+            crate::crosscheck::same_node(&m.name, item).then_some(set)
+        });
+        for set in printed {
+            if repeated.iter().all(|e| self.copy_in(e, set).is_some()) {
+                return Some(set);
+            }
         }
         let present: Vec<&str> = events
             .iter()
@@ -355,6 +416,7 @@ pub struct TreeEval {
     core_wide: Option<bool>,
     required: std::collections::BTreeSet<String>,
     evaluator: tma_metrics::Evaluator<'static>,
+    aliases: Aliases,
 }
 
 impl TreeEval {
@@ -367,6 +429,7 @@ impl TreeEval {
             core_wide: None,
             required: tma_metrics::required_events(info.model, &sel)?,
             evaluator: tma_metrics::Evaluator::new(info.model, &sel)?,
+            aliases: Aliases::of(info.model),
         })
     }
 
@@ -454,7 +517,7 @@ impl TreeEval {
         if let Some(w) = self.core_wide {
             consts.core_wide = w;
         }
-        let values = IntervalValues::new(iv);
+        let values = IntervalValues::new(iv, &self.aliases);
         let report = self.evaluator.evaluate(&values, &consts);
         let perf = if iv.printed.is_empty() {
             Vec::new()
@@ -471,7 +534,7 @@ impl TreeEval {
     /// longest, which were not counted together. With the events concerned.
     pub fn mixed_groups(&self, iv: &Interval) -> Vec<(&'static str, Vec<String>)> {
         use tma_metrics::Values;
-        let values = IntervalValues::new(iv);
+        let values = IntervalValues::new(iv, &self.aliases);
         if !values.grouped() {
             return Vec::new();
         }
@@ -479,7 +542,7 @@ impl TreeEval {
         for n in self.evaluator.nodes() {
             let events = self.evaluator.formula_events(n.name);
             let repeated = values.repeated(&events);
-            if !repeated.is_empty() && values.group_for(&events).is_none() {
+            if !repeated.is_empty() && values.group_for(n.name, &events).is_none() {
                 out.push((n.name, repeated.iter().map(|e| e.to_string()).collect()));
             }
         }

@@ -204,14 +204,15 @@ pub(crate) fn run_hybrid(
     sink: &mut dyn IntervalSink,
     notes: &mut dyn Write,
 ) -> Result<Outcome, StatError> {
-    let hint = IntervalReader::new(bytes)
-        .ok()
-        .and_then(|r| r.cpu_hint().map(str::to_string));
+    let first = IntervalReader::new(bytes).ok();
+    let number_format = first.as_ref().and_then(|r| r.number_format());
+    let hint = first.and_then(|r| r.cpu_hint().map(str::to_string));
     let (model, _) = crate::model::select_model(cfg.cpu.as_deref(), hint.as_deref(), &cfg.host)?;
     if crate::session::hybrid::core_family(model).is_empty() {
         // Not a hybrid table: read as one tree, which says what does not fit.
         return run_perf_stat(cfg, bytes, file, sink, notes);
     }
+    note_number_format(notes, file, number_format)?;
     let mut pmus = core_pmus_in(bytes);
     if !cfg.one_tree {
         // A core type that counted nothing has no tree: a note, and the others' trees.
@@ -601,6 +602,9 @@ fn import_one(
         source,
     };
     let mut reader = IntervalReader::new(input).map_err(import_err)?;
+    if core.is_none() {
+        note_number_format(notes, file, reader.number_format())?;
+    }
     let (model, source) = match core {
         Some(c) => (c.model, crate::model::CpuSource::Flag),
         None => crate::model::select_model(cfg.cpu.as_deref(), reader.cpu_hint(), &cfg.host)?,
@@ -823,6 +827,19 @@ fn note_groups(
              the copies of {} counted the longest, which mixes groups",
             events.join(", ")
         )?;
+    }
+    Ok(())
+}
+
+/// The note, once per file, that perf's text was written in another locale than C, and how
+/// its numbers were read.
+pub(crate) fn note_number_format(
+    notes: &mut dyn Write,
+    file: &str,
+    format: Option<tma_perf::import::NumberFormat>,
+) -> Result<(), StatError> {
+    if let Some(f) = format.filter(|f| !f.is_c()) {
+        writeln!(notes, "tma: note: {file}: numbers written with {f}; read that way")?;
     }
     Ok(())
 }

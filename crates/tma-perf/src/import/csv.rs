@@ -342,6 +342,14 @@ fn parse_fields(
     ) {
         timestamp = Some(t);
         k = 1;
+    } else if let (Some(t), true) = (
+        first_number,
+        // A metric perf printed on a line of its own in `-I` output: the timestamp, then
+        // empty count and event columns.
+        f.len() > 5 && f[1].is_empty() && f[3].is_empty(),
+    ) {
+        timestamp = Some(t);
+        k = 1;
     }
     // Aggregation columns.
     let mut cpu = None;

@@ -32,6 +32,7 @@ pub use locale::NumberFormat;
 pub use reader::{CutOff, IntervalReader};
 pub use resolve::{
     aggregate, is_generic_event, resolve, split_modifiers, ResolveOutcome, Resolver, Scope,
+    GENERIC_HARDWARE,
 };
 
 use crate::readings::Interval;

@@ -446,9 +446,13 @@ struct Assembler {
     repeating: bool,
     /// key -> line of first occurrence, within the current interval (when not repeating).
     seen: HashMap<Key, usize>,
-    /// The current interval counts an event more than once (`perf stat -M` repeats the
-    /// events metrics share in each metric's group): its groups are told at its end.
+    /// The recording counts an event more than once (`perf stat -M` repeats the events
+    /// metrics share in each metric's group): each interval's groups are told at its end.
     repeats: bool,
+    /// The current interval counts a generic hardware event (`cycles`): with perf's metrics
+    /// printed, it may be a second copy of a vendor-named one (perf's older metrics read
+    /// `cycles` in one group and `CPU_CLK_UNHALTED.THREAD` in another), so groups are told.
+    aliases: bool,
     /// The elapsed time perf printed after a whole run (human-readable output).
     elapsed_s: Option<f64>,
     /// `perf stat -G` / `--for-each-cgroup`: the cgroups named, in order of appearance;
@@ -530,12 +534,13 @@ impl Assembler {
                 printed: Vec::new(),
             });
             if let Some(iv) = done.as_mut() {
-                if self.repeats {
+                if self.repeats || self.aliases && !iv.printed.is_empty() {
                     assign_groups(iv, &self.rows);
                 }
                 self.sum_cgroups(iv, row.line)?;
             }
-            self.repeats = false;
+            // `repeats` and `aliases` stay: perf prints every interval's rows alike, and the
+            // rows of the next ones take the fast path that does not look for them again.
             self.prev_end = end;
             self.current_ts = Some(end);
             self.seen.clear();
@@ -600,6 +605,7 @@ impl Assembler {
             }
         };
         let key = (idx, row.cpu, row.tid, cgroup);
+        self.aliases |= super::resolve::is_generic_hardware(&row.event);
         match self.seen.entry(key) {
             // Counted again, in another group.
             std::collections::hash_map::Entry::Occupied(_) => self.repeats = true,
@@ -644,7 +650,7 @@ impl Assembler {
         let Some(mut iv) = self.current.take() else {
             return Ok(None);
         };
-        if self.repeats {
+        if self.repeats || self.aliases && !iv.printed.is_empty() {
             assign_groups(&mut iv, &self.rows);
         }
         let line = self.rows.last().map_or(0, |&(_, line)| line);
@@ -761,6 +767,8 @@ fn printed(m: Metric, event: String, row: usize) -> PrintedMetric {
         line: m.line,
         event,
         row,
+        group: None,
+        block: None,
     }
 }
 
@@ -837,6 +845,13 @@ fn assign_groups(iv: &mut Interval, rows: &[(Key, usize)]) {
             block += usize::from(block_cut[k]);
             iv.readings[i].group = Some(group);
             iv.readings[i].block = Some(block);
+        }
+    }
+    // perf computed each metric from the group of the count it printed it beside.
+    for m in &mut iv.printed {
+        if let Some(r) = iv.readings.get(m.row) {
+            m.group = r.group;
+            m.block = r.block;
         }
     }
 }

@@ -41,6 +41,30 @@ const GENERIC_EVENTS: &[&str] = &[
     "msr/mperf/",
 ];
 
+/// The generic events that name a hardware counter's event, which a CPU's table may also
+/// name (`cycles` is `CPU_CLK_UNHALTED.THREAD` on Intel cores).
+pub const GENERIC_HARDWARE: &[&str] = &[
+    "cycles",
+    "cpu-cycles",
+    "instructions",
+    "branches",
+    "branch-instructions",
+    "branch-misses",
+    "cache-references",
+    "cache-misses",
+    "ref-cycles",
+    "bus-cycles",
+];
+
+/// Whether `spec` is a generic hardware event (see [`GENERIC_HARDWARE`]), with or without
+/// modifiers.
+pub(crate) fn is_generic_hardware(spec: &str) -> bool {
+    let base = spec.split(':').next().unwrap_or(spec);
+    GENERIC_HARDWARE
+        .iter()
+        .any(|g| g.eq_ignore_ascii_case(base))
+}
+
 /// Whether `spec` is a generic perf event (with or without `:u`/`:k` style modifiers).
 pub fn is_generic_event(spec: &str) -> bool {
     let base = spec.split(':').next().unwrap_or(spec);
@@ -172,6 +196,10 @@ pub struct Resolver<F, G> {
     decided: bool,
     /// Specs whose scope differs from the others' and was read off to find the event.
     rescoped: Vec<String>,
+    /// The interval being resolved has its groups told (its readings carry one): a generic
+    /// alias of a named event (`cycles` beside `CPU_CLK_UNHALTED.THREAD`) is then another
+    /// copy of that event, counted in its own group, as perf's metrics read it.
+    grouped: bool,
 }
 
 impl<F, G> Resolver<F, G>
@@ -193,6 +221,7 @@ where
             scope: None,
             decided: false,
             rescoped: Vec::new(),
+            grouped: false,
         }
     }
 
@@ -287,6 +316,24 @@ where
             let clash = ids
                 .iter()
                 .find_map(|c| self.by_canonical.get(c).map(|f| (c.clone(), f.clone())));
+            if let Some((_, first)) = clash.as_ref() {
+                if self.grouped && is_generic_hardware(first) != is_generic_hardware(spec) {
+                    // A generic alias beside the named event, each in groups of its own: the
+                    // alias keeps its perf name (the evaluator reads it for the named event
+                    // only in a group without that event, as perf's older metrics did), the
+                    // named spec stands for the event.
+                    if is_generic_hardware(spec) {
+                        self.map.insert(spec.to_string(), Vec::new());
+                        self.order.push(spec.to_string());
+                        continue;
+                    }
+                    self.map.insert(first.clone(), Vec::new());
+                    self.by_canonical.retain(|_, s| s != first);
+                }
+            }
+            let clash = ids
+                .iter()
+                .find_map(|c| self.by_canonical.get(c).map(|f| (c.clone(), f.clone())));
             if let Some((c, first)) = clash {
                 if self.tolerant && is_generic_event(&first) && !is_generic_event(spec) {
                     // perf's metrics read the vendor-named event (counted in their groups),
@@ -344,6 +391,7 @@ where
 
     /// Rename the readings of one interval.
     pub fn resolve(&mut self, iv: Interval) -> Result<Interval, ResolveError> {
+        self.grouped = iv.readings.iter().any(|r| r.group.is_some());
         self.learn(iv.readings.iter().map(|r| r.event.as_str()))?;
         Ok(self.rename(iv))
     }

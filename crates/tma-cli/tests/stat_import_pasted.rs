@@ -1,0 +1,209 @@
+//! The real `perf stat` runs of tests/fixtures/import/real/ (each folder's source.json has
+//! its citation) as users paste them: from the first counter line or after the `$ perf stat`
+//! command line, without perf's header; and as perf prints them in other locales (`.`
+//! between thousands and `,` for the decimal point as in de_DE and pt_BR, a space, U+00A0 or
+//! U+202F between thousands as in fr_FR). Each form must give exactly the tree of the run as
+//! published.
+
+use serde_json::Value;
+use tma_testkit::{fixture, stderr, stdout, Tma};
+
+const TMA: Tma = Tma::new(env!("CARGO_BIN_EXE_tma"));
+
+/// Every real run with perf's text.
+fn recordings() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(fixture("import/real"))
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            e.path()
+                .join("perf-output.txt")
+                .exists()
+                .then(|| e.file_name().to_string_lossy().into_owned())
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// Whether a whitespace-separated word is one of perf's numbers: a count, a share in
+/// parentheses, a percentage, a fraction.
+fn number_core(word: &str) -> Option<(&str, &str, &str)> {
+    let start = word.find(|c: char| c.is_ascii_digit())?;
+    let (pre, rest) = word.split_at(start);
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == ',' || c == '.'))
+        .unwrap_or(rest.len());
+    let (num, post) = rest.split_at(end);
+    let ok_pre = matches!(pre, "" | "(");
+    let ok_post = matches!(post, "" | "%" | "%)" | ")");
+    (ok_pre && ok_post && !num.ends_with(['.', ','])).then_some((pre, num, post))
+}
+
+/// `text` as perf prints it with `decimal` for the point and `thousands` between groups.
+fn relocalized(text: &str, decimal: &str, thousands: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with('$') {
+            out.push_str(line);
+        } else {
+            let mut word = String::new();
+            for c in line.chars().chain(std::iter::once('\n')) {
+                if c.is_whitespace() {
+                    match number_core(&word) {
+                        Some((pre, num, post)) => {
+                            let num = num.replace(',', "\u{1}").replace('.', decimal);
+                            out.push_str(&format!(
+                                "{pre}{}{post}",
+                                num.replace('\u{1}', thousands)
+                            ));
+                        }
+                        None => out.push_str(&word),
+                    }
+                    word.clear();
+                    if c != '\n' {
+                        out.push(c);
+                    }
+                } else {
+                    word.push(c);
+                }
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// `text` from its first line after perf's header, with `command` above it when given.
+fn headerless(text: &str, command: Option<&str>) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let after = lines
+        .iter()
+        .position(|l| l.contains("Performance counter stats for"))
+        .map_or(0, |i| i + 1);
+    let mut body: Vec<&str> = lines[after..]
+        .iter()
+        .copied()
+        .filter(|l| !(l.trim_start().starts_with('#') && l.contains("counts")))
+        .skip_while(|l| l.trim().is_empty())
+        .collect();
+    if let Some(c) = command {
+        body.insert(0, c);
+    }
+    body.join("\n") + "\n"
+}
+
+/// The values of every node and what tma says of perf's value for it, per tree.
+fn trees(docs: &[Value]) -> Vec<(String, Value, Value)> {
+    let mut out = Vec::new();
+    for d in docs {
+        let core = d["core_type"].as_str().unwrap_or("").to_string();
+        for iv in d["intervals"].as_array().unwrap() {
+            for n in iv["nodes"].as_array().unwrap() {
+                out.push((
+                    format!("{core} {}", n["name"].as_str().unwrap()),
+                    n["value"].clone(),
+                    n.get("perf").map_or(Value::Null, |p| p["agrees"].clone()),
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn import(name: &str, file: &std::path::Path) -> (String, Vec<Value>) {
+    let src: Value = serde_json::from_slice(
+        &std::fs::read(fixture(&format!("import/real/{name}/source.json"))).unwrap(),
+    )
+    .unwrap();
+    let level = src["level"].to_string();
+    let o = TMA.run(&[
+        "stat",
+        "--import",
+        file.to_str().unwrap(),
+        "--cpu",
+        src["cpu"].as_str().unwrap(),
+        "-l",
+        &level,
+        "--smt",
+        src["smt"].as_str().unwrap_or("off"),
+        "--json",
+    ]);
+    assert!(
+        o.status.success(),
+        "{name} {}: {}",
+        file.display(),
+        stderr(&o)
+    );
+    let docs = serde_json::Deserializer::from_str(&stdout(&o))
+        .into_iter::<Value>()
+        .map(|d| d.unwrap())
+        .collect();
+    (stderr(&o), docs)
+}
+
+#[test]
+fn every_run_reads_the_same_pasted_without_its_header_and_in_other_locales() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = recordings();
+    assert!(names.len() >= 20, "{names:?}");
+    for name in &names {
+        let published = fixture(&format!("import/real/{name}/perf-output.txt"));
+        let text = std::fs::read_to_string(&published).unwrap();
+        let (_, docs) = import(name, &published);
+        let want = trees(&docs);
+        assert!(!want.is_empty(), "{name}");
+        let command = "$ perf stat -M TopdownL1 -- ./a.out";
+        let forms = [
+            ("headerless", headerless(&text, None), None),
+            ("after-command", headerless(&text, Some(command)), None),
+            (
+                "de_DE",
+                relocalized(&text, ",", "."),
+                Some("`,` as the decimal point, `.`"),
+            ),
+            (
+                "fr_FR",
+                relocalized(&text, ",", " "),
+                Some("a space between"),
+            ),
+            ("nbsp", relocalized(&text, ",", "\u{a0}"), Some("U+00A0")),
+            ("nnbsp", relocalized(&text, ",", "\u{202f}"), Some("U+202F")),
+            ("de_CH", relocalized(&text, ".", "'"), Some("`'` between")),
+            (
+                "headerless-de_DE",
+                headerless(&relocalized(&text, ",", "."), Some(command)),
+                Some("`,` as the decimal point"),
+            ),
+        ];
+        for (form, body, note) in forms {
+            let file = dir.path().join(format!("{name}-{form}.txt"));
+            std::fs::write(&file, &body).unwrap();
+            let (err, docs) = import(name, &file);
+            assert_eq!(trees(&docs), want, "{name} as {form}:\n{body}");
+            let said = err.matches("numbers written with").count();
+            match note {
+                Some(n) => {
+                    assert_eq!(said, 1, "{name} as {form}: {err}");
+                    assert!(err.contains(n), "{name} as {form}: {err}");
+                }
+                None => assert_eq!(said, 0, "{name} as {form}: {err}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn the_forms_are_made_as_perf_prints_them() {
+    let line = "     3,408,960,257      cpu_cycles    #      0.0 %  bad_speculation   (66.79%)";
+    assert_eq!(
+        relocalized(line, ",", "."),
+        "     3.408.960.257      cpu_cycles    #      0,0 %  bad_speculation   (66,79%)\n"
+    );
+    assert_eq!(
+        relocalized("  cpu/event=0x1a0,umask=0x1/ 1,234", ",", " "),
+        "  cpu/event=0x1a0,umask=0x1/ 1 234\n"
+    );
+    let t = " Performance counter stats for 'x':\n\n   1 cycles\n";
+    assert_eq!(headerless(t, None), "   1 cycles\n");
+}

@@ -193,6 +193,91 @@ fn every_run_reads_the_same_pasted_without_its_header_and_in_other_locales() {
     }
 }
 
+/// The nodes of each interval of each tree.
+fn intervals(docs: &[Value]) -> Vec<Vec<(String, Value, Value)>> {
+    let mut out = Vec::new();
+    for d in docs {
+        for iv in d["intervals"].as_array().unwrap() {
+            let mut doc = d.clone();
+            doc["intervals"] = Value::Array(vec![iv.clone()]);
+            out.push(
+                trees(std::slice::from_ref(&doc))
+                    .into_iter()
+                    .map(|(n, v, p)| (n, v, p))
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+/// A whole-run recording as the two intervals of a `perf stat -I` run that counted the same
+/// twice: `-x,` CSV, `-j` JSON or text.
+fn as_intervals(form: &str, body: &str) -> String {
+    let mut out = String::new();
+    if form == "perf-output.txt" {
+        out.push_str("#           time             counts unit events\n");
+    }
+    for ts in ["1.000000000", "2.000000000"] {
+        let mut in_body = form != "perf-output.txt";
+        for line in body.lines() {
+            let t = line.trim();
+            let comment = t.starts_with('#') && form != "perf-output.txt";
+            if t.is_empty() || t.starts_with('$') || comment {
+                continue;
+            }
+            match form {
+                "perf-stat.csv" => out.push_str(&format!("{ts},{line}\n")),
+                "perf-stat.json" => {
+                    let rest = t.strip_prefix('{').unwrap();
+                    out.push_str(&format!("{{\"interval\" : {ts}, {rest}\n"));
+                }
+                _ => {
+                    if t.starts_with("Performance counter stats for") {
+                        in_body = true;
+                        continue;
+                    }
+                    if !in_body || t.contains(" seconds ") {
+                        continue;
+                    }
+                    out.push_str(&format!("{ts:>15} {line}\n"));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_run_reads_the_same_in_each_interval_of_an_interval_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in &recordings() {
+        for form in ["perf-output.txt", "perf-stat.csv", "perf-stat.json"] {
+            let published = fixture(&format!("import/real/{name}/{form}"));
+            let (_, docs) = import(name, &published);
+            let whole = intervals(&docs);
+            let body = std::fs::read_to_string(&published).unwrap();
+            let file = dir.path().join(format!("{name}-I-{form}"));
+            std::fs::write(&file, as_intervals(form, &body)).unwrap();
+            let (_, docs) = import(name, &file);
+            // Each tree's two intervals (hybrid trees may come interval by interval).
+            let key = |t: &Vec<(String, Value, Value)>| format!("{t:?}");
+            let mut got = intervals(&docs);
+            got.sort_by_key(key);
+            let mut want: Vec<_> = whole.iter().flat_map(|t| [t.clone(), t.clone()]).collect();
+            want.sort_by_key(key);
+            assert_eq!(got.len(), want.len(), "{name} {form} as -I");
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                let differ: Vec<_> = g.iter().zip(w).filter(|(a, b)| a != b).collect();
+                assert!(
+                    differ.is_empty(),
+                    "{name} {form} as -I, tree {k}: {differ:?}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn the_forms_are_made_as_perf_prints_them() {
     let line = "     3,408,960,257      cpu_cycles    #      0.0 %  bad_speculation   (66.79%)";

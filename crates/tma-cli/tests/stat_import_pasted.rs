@@ -279,6 +279,30 @@ fn every_run_reads_the_same_in_each_interval_of_an_interval_recording() {
 }
 
 #[test]
+fn a_cut_recording_is_named_and_said_to_be_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv =
+        std::fs::read_to_string(fixture("import/real/zen4-copyif-blog-l1/perf-stat.csv")).unwrap();
+    let first = csv.lines().next().unwrap();
+    for (name, body, says) in [
+        ("field.csv", first.to_string(), "has no line end"),
+        (
+            "inside.csv",
+            first[..first.len() / 2].to_string(),
+            "cut off",
+        ),
+    ] {
+        let file = dir.path().join(name);
+        std::fs::write(&file, body).unwrap();
+        let o = TMA.run(&["stat", "--import", file.to_str().unwrap(), "--cpu", "zen4"]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains(name) && err.contains(says), "{name}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
 fn the_forms_are_made_as_perf_prints_them() {
     let line = "     3,408,960,257      cpu_cycles    #      0.0 %  bad_speculation   (66.79%)";
     assert_eq!(

@@ -27,6 +27,8 @@ struct Batch {
     ignored: Option<Vec<String>>,
     /// At the end: where the recording was cut off.
     cut: Option<tma_perf::import::CutOff>,
+    /// At the end: the last line, when it had no line end.
+    unterminated: Option<usize>,
     /// With the first batch: the part of the work every event was counted in.
     scope: Option<tma_perf::import::Scope>,
     /// With the first batch: specs of a scope of their own, read as their events.
@@ -57,6 +59,7 @@ where
         event_map: None,
         ignored: None,
         cut: None,
+        unterminated: None,
         scope: None,
         rescoped: Vec::new(),
     };
@@ -73,6 +76,7 @@ where
             }
             Ok(None) => {
                 batch.cut = reader.cut_off().cloned();
+                batch.unterminated = reader.unterminated_end();
                 result = Ok(true);
                 break;
             }
@@ -710,6 +714,22 @@ fn import_one(
             if batch.cut.is_some() {
                 cut = batch.cut.clone();
             }
+            // No tree from the first interval: say which file, and whether it looks cut.
+            let no_tree = |e: StatError| match e {
+                StatError::NoEvents(m) => {
+                    let cut = match (&batch.cut, batch.unterminated) {
+                        (Some(c), _) => format!("; {c}"),
+                        (None, Some(line)) => format!(
+                            "; its last line (line {line}) has no line end, as when perf is \
+                             stopped while writing: the recording may be cut off there, so \
+                             record again and let perf finish"
+                        ),
+                        (None, None) => String::new(),
+                    };
+                    StatError::NoEvents(format!("{file}: {m}{cut}"))
+                }
+                e => e,
+            };
             if let Some(map) = batch.event_map {
                 info.event_map = map;
             }
@@ -734,7 +754,7 @@ fn import_one(
             }
             for iv in &batch.intervals {
                 if evaluated == 0 {
-                    eval.check_present(std::iter::once(iv))?;
+                    eval.check_present(std::iter::once(iv)).map_err(no_tree)?;
                     note_groups(notes, file, &eval, iv)?;
                     if eval.per_thread(iv) {
                         writeln!(
@@ -748,7 +768,7 @@ fn import_one(
                 }
                 let ir = eval.eval(iv);
                 if evaluated == 0 {
-                    eval.check_computable(iv, &ir)?;
+                    eval.check_computable(iv, &ir).map_err(no_tree)?;
                 }
                 evaluated += 1;
                 if let Some(ignored) = batch.ignored.as_deref().filter(|v| v.len() > noted) {

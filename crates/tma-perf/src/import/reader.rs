@@ -43,6 +43,9 @@ pub struct IntervalReader<R> {
     done: bool,
     /// The last line read ended with a newline.
     terminated: bool,
+    /// The file's last line had no line end and was read (it parsed): perf may have been
+    /// stopped while writing it.
+    unterminated: Option<usize>,
     cut: Option<CutOff>,
 }
 
@@ -95,7 +98,9 @@ impl<R: BufRead> IntervalReader<R> {
         // start with the command that made them).
         let mut first_error: Option<ImportError> = None;
         loop {
-            let Some(raw) = next_line(&mut input, &mut line, &mut lineno, &mut offset, &mut true)?
+            let mut terminated = true;
+            let Some(raw) =
+                next_line(&mut input, &mut line, &mut lineno, &mut offset, &mut terminated)?
             else {
                 return Err(match first_error {
                     Some(e) => e,
@@ -136,6 +141,7 @@ impl<R: BufRead> IntervalReader<R> {
                     cpu_hint,
                 );
                 reader.text = text;
+                reader.unterminated = (!terminated).then_some(lineno);
                 return Ok(reader.begin(row));
             }
             if is_toplev_header(t) {
@@ -169,6 +175,15 @@ impl<R: BufRead> IntervalReader<R> {
             let (format, short, parsed) = match attempt {
                 Ok(a) => a,
                 Err(e) => {
+                    let short = match &e {
+                        ImportError::Truncated { .. } => true,
+                        ImportError::BadJson { why, .. } => why.contains("ends early"),
+                        _ => false,
+                    };
+                    if !terminated && short && first_error.is_none() {
+                        // The file's one counter line is cut short.
+                        return Err(ImportError::CutOff { line: lineno });
+                    }
                     if lineno > TEXT_HEADER_LINES {
                         return Err(first_error.unwrap_or(e));
                     }
@@ -181,6 +196,7 @@ impl<R: BufRead> IntervalReader<R> {
             }
             let mut reader =
                 Self::placeholder(input, line, lineno, offset, format, short, cpu_hint);
+            reader.unterminated = (!terminated).then_some(lineno);
             // A metric-only first line fixes the format and layout but opens no interval.
             let row = match parsed {
                 Some(Parsed::Row(row)) => row,
@@ -219,6 +235,7 @@ impl<R: BufRead> IntervalReader<R> {
             asm: Assembler::default(),
             done: false,
             terminated: true,
+            unterminated: None,
             cut: None,
         }
     }
@@ -262,6 +279,12 @@ impl<R: BufRead> IntervalReader<R> {
     /// Distinct event specs read so far, in order of first appearance.
     pub fn events(&self) -> &[String] {
         &self.asm.events
+    }
+
+    /// The last line, when the file ends without a line end after it and the line still
+    /// read as a row (perf writes one after every line: the recording may be cut there).
+    pub fn unterminated_end(&self) -> Option<usize> {
+        self.unterminated
     }
 
     /// Where the recording was cut off, once [`next_interval`](Self::next_interval) has
@@ -337,7 +360,12 @@ impl<R: BufRead> IntervalReader<R> {
                 _ => json::parse_line(t, self.lineno),
             };
             let row = match parsed {
-                Ok(row) => row,
+                Ok(row) => {
+                    if last_unterminated {
+                        self.unterminated = Some(self.lineno);
+                    }
+                    row
+                }
                 Err(_) if last_unterminated => {
                     // perf was stopped in the middle of this line; its time stamp, when
                     // whole, says which interval it belonged to.

@@ -136,3 +136,22 @@ fn impossible_counts_are_refused_by_line_never_read() {
         }
     }
 }
+
+#[test]
+fn a_last_line_without_its_line_end_is_said() {
+    // Cut inside the one counter line: cut off, not a malformed line.
+    let cut = b"1.000000000,1000000000,,ls_not_halted_cyc,25000000";
+    assert_eq!(
+        IntervalReader::new(&cut[..]).err(),
+        Some(ImportError::CutOff { line: 1 })
+    );
+    // Cut after a whole field: read, and said.
+    let cut = b"1.000000000,1000000000,,ls_not_halted_cyc,250000000,50.00,,";
+    let mut r = IntervalReader::new(&cut[..]).unwrap();
+    while r.next_interval().unwrap().is_some() {}
+    assert_eq!(r.unterminated_end(), Some(1));
+    let whole = b"1.000000000,1000000000,,ls_not_halted_cyc,250000000,50.00,,\n";
+    let mut r = IntervalReader::new(&whole[..]).unwrap();
+    while r.next_interval().unwrap().is_some() {}
+    assert_eq!(r.unterminated_end(), None);
+}

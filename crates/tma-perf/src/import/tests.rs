@@ -708,10 +708,13 @@ fn any_text_reads_or_is_refused_never_panics() {
         Just(",".to_string()),
         Just("{\"counter-value\" : \"1\"".to_string()),
         "[ -~]{0,12}",
+        // Other locales' numbers: groups of `.`, spaces, U+00A0, U+202F, apostrophes.
+        "[0-9]{1,3}([. \u{a0}\u{202f}'][0-9]{3}){0,3}(,[0-9]{1,9})?",
+        "-[0-9]{1,5}",
     ];
     let line = prop::collection::vec(piece, 0..8).prop_map(|p| p.join(" "));
     let text = prop::collection::vec(line, 1..12).prop_map(|l| l.join("\n"));
-    let result = tma_testkit::proptest_runner(400).run(&text, |t| {
+    let result = tma_testkit::proptest_runner(1000).run(&text, |t| {
         let _ = parse(t.as_bytes());
         let _ = detect(t.as_bytes());
         Ok(())

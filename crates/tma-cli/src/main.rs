@@ -208,4 +208,49 @@ mod tests {
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
     }
+
+    /// Paths and the command to measure stay OS strings from argv to the system call: every
+    /// argument named like a path or a command, in every subcommand, is parsed as a PathBuf
+    /// or an OsString (a `String` would refuse bytes that are not UTF-8). A new option is
+    /// checked as it is added; `tests/non_utf8_args.rs` runs each with such bytes.
+    #[test]
+    fn every_path_and_command_argument_takes_os_strings() {
+        use clap::builder::ValueParser;
+        /// Arguments of `c` and its subcommands named like a path or a command that are not
+        /// parsed as OS strings, and how many there are in all.
+        fn walk(c: &clap::Command, at: &str, wrong: &mut Vec<String>, checked: &mut usize) {
+            const NAMES: &[&str] = &[
+                "FILE", "FILE.svg", "DIR", "PATH", "INPUT", "BEFORE", "AFTER", "CMD",
+            ];
+            let os = [
+                ValueParser::path_buf().type_id(),
+                ValueParser::os_string().type_id(),
+            ];
+            for a in c.get_arguments() {
+                let names = a.get_value_names().unwrap_or_default();
+                if !a.get_action().takes_values()
+                    || !names.iter().any(|n| NAMES.contains(&n.as_str()))
+                {
+                    continue;
+                }
+                *checked += 1;
+                if !os.contains(&a.get_value_parser().type_id()) {
+                    wrong.push(format!("{at} {}", a.get_id()));
+                }
+            }
+            for s in c.get_subcommands() {
+                walk(s, &format!("{at} {}", s.get_name()), wrong, checked);
+            }
+        }
+        let mut cli = Cli::command();
+        cli.build();
+        let (mut wrong, mut checked) = (Vec::new(), 0);
+        walk(&cli, "tma", &mut wrong, &mut checked);
+        assert!(
+            wrong.is_empty(),
+            "not parsed as a PathBuf or an OsString: {wrong:?}"
+        );
+        // stat --import/-o/--record/--plot/-G/..., diff BEFORE AFTER, every -o, every CMD.
+        assert!(checked >= 40, "only {checked} path arguments found");
+    }
 }

@@ -124,10 +124,30 @@ fn cpu_named_in_the_recording_is_used() {
 }
 
 #[test]
-fn without_cpu_and_unidentifiable_machine_asks_for_cpu() {
+fn without_cpu_and_unidentifiable_machine_the_events_decide_or_cpu_is_asked_for() {
+    // No cpuinfo under the host root: the Zen 4 events (the file holds clearly more of the
+    // zen4 tree's events than of the zen5 one's) name the tables.
     let o = TMA.run(&["stat", "--import", ZEN4]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("(zen4, from the recording's events)"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o).contains("this machine's CPU is not known"),
+        "{}",
+        stderr(&o)
+    );
+    // Events of no table: --cpu, in one line.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("rec.csv");
+    std::fs::write(&p, "1000,,no_such.event,1,100.00,,\n").unwrap();
+    let o = TMA.run(&["stat", "--import", p.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("--cpu"), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("pass --cpu NAME"), "{err}");
 }
 
 /// A `--compact` output as its header words (`end (s)` is two) and its interval lines' words.

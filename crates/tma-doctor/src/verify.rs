@@ -827,7 +827,7 @@ pub fn measure_level1(
             },
             input: tma_stat::Input::Live(tma_stat::LiveOptions {
                 target: tma_stat::LiveTarget::Command(vec![
-                    exe.display().to_string(),
+                    exe.as_os_str().to_owned(),
                     "doctor".into(),
                     "--run-kernel".into(),
                     k.name.into(),

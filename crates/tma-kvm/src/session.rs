@@ -25,8 +25,9 @@ pub enum Target {
     All,
     /// One VMM process and all its threads (`-p`).
     Pid(u32),
-    /// Launch this command and follow it and its children (`-- CMD`).
-    Command(Vec<String>),
+    /// Launch this command and follow it and its children (`-- CMD`); the arguments go to
+    /// exec as given.
+    Command(Vec<std::ffi::OsString>),
 }
 
 /// Options of a measurement.
@@ -119,10 +120,10 @@ pub fn run(
         if argv.is_empty() {
             return Err(KvmError::Launch("no command given after --".into()));
         }
-        child = Some(
-            HeldChild::spawn(argv)
-                .map_err(|e| KvmError::Launch(format!("cannot start `{}`: {e}", argv[0])))?,
-        );
+        child =
+            Some(HeldChild::spawn(argv).map_err(|e| {
+                KvmError::Launch(format!("cannot start `{}`: {e}", argv[0].display()))
+            })?);
     }
     let target = match &child {
         Some(c) => TracepointTarget::Launched(c.pid()),
@@ -148,7 +149,7 @@ pub fn run(
     if let Some(c) = child.as_mut() {
         if let Err(e) = c.release() {
             let name = match &cfg.target {
-                Target::Command(a) => a[0].clone(),
+                Target::Command(a) => a[0].display().to_string(),
                 _ => String::new(),
             };
             return Err(KvmError::Launch(format!("cannot run `{name}`: {e}")));

@@ -151,8 +151,8 @@ fn runner_exact_vmm_level_counts() {
     let me = std::env::current_exe().unwrap();
     let cfg = SessionConfig::new(Target::Command(vec![
         "env".into(),
-        format!("TMA_KVM_RUNNER_CHILD={n}"),
-        me.display().to_string(),
+        format!("TMA_KVM_RUNNER_CHILD={n}").into(),
+        me.into_os_string(),
         "--exact".into(),
         "runner_child".into(),
         "--test-threads=1".into(),

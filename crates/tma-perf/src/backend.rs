@@ -7,8 +7,9 @@
 //! multiplex scaling and aggregation are derived from it by one function
 //! ([`Measurement::interval_readings`]) so live runs and replays print the same figures.
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -29,8 +30,10 @@ use tma_sys::process::Exit;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Target {
-    /// Launch a command (argv[0] looked up in PATH), counters enabled at exec.
-    Command(Vec<String>),
+    /// Launch a command (argv[0] looked up in PATH), counters enabled at exec. The
+    /// arguments are the OS strings the user gave (any bytes but NUL); see
+    /// [`crate::process::os_args`] for how they are recorded.
+    Command(#[serde(with = "crate::process::os_args")] Vec<OsString>),
     /// Existing processes, all their threads.
     Pids(Vec<i32>),
     /// Existing threads.
@@ -42,7 +45,8 @@ pub enum Target {
     /// gives the exit status.
     SystemDuring {
         cpus: Option<Vec<u32>>,
-        command: Vec<String>,
+        #[serde(with = "crate::process::os_args")]
+        command: Vec<OsString>,
     },
     /// The tasks of these cgroups (directories of a cgroup v2 hierarchy, as absolute paths),
     /// on every online CPU: perf_event's cgroup mode (`PERF_FLAG_PID_CGROUP`), one counter
@@ -478,7 +482,8 @@ pub(crate) struct OpenGroup {
 }
 
 /// Look `cmd` up like execvp does: a name with a `/` is used as is, otherwise PATH is searched.
-pub fn resolve_command(cmd: &str) -> Option<PathBuf> {
+pub fn resolve_command(cmd: impl AsRef<OsStr>) -> Option<PathBuf> {
+    let cmd = cmd.as_ref();
     use std::os::unix::fs::PermissionsExt;
     let is_exec = |p: &Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -486,7 +491,7 @@ pub fn resolve_command(cmd: &str) -> Option<PathBuf> {
     if cmd.is_empty() {
         return None;
     }
-    if cmd.contains('/') {
+    if cmd.as_bytes().contains(&b'/') {
         let p = PathBuf::from(cmd);
         return is_exec(&p).then_some(p);
     }
@@ -817,16 +822,16 @@ fn attach(target: &Target, opts: &RunOptions) -> Result<Attached, RunError> {
 }
 
 /// Start `argv` (argv[0] looked up in PATH), held before exec.
-fn spawn_held(argv: &[String], opts: &RunOptions) -> Result<HeldChild, RunError> {
+fn spawn_held(argv: &[OsString], opts: &RunOptions) -> Result<HeldChild, RunError> {
     let cmd = argv.first().ok_or(RunError::EmptyTarget)?;
-    let path = resolve_command(cmd).ok_or_else(|| RunError::CommandNotFound(cmd.clone()))?;
-    let cpath = CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|_| RunError::CommandNotFound(cmd.clone()))?;
+    let not_found = || RunError::CommandNotFound(cmd.to_string_lossy().into_owned());
+    let path = resolve_command(cmd).ok_or_else(not_found)?;
+    let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| not_found())?;
     let cargv = argv
         .iter()
         .map(|a| CString::new(a.as_bytes()))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| RunError::CommandNotFound(cmd.clone()))?;
+        .map_err(|_| not_found())?;
     Ok(HeldChild::spawn_program(
         &cpath,
         &cargv,
@@ -988,7 +993,7 @@ impl Backend for Live {
                 return Err(RunError::Exec {
                     cmd: match target {
                         Target::Command(a) | Target::SystemDuring { command: a, .. } => {
-                            a[0].clone()
+                            a[0].to_string_lossy().into_owned()
                         }
                         _ => String::new(),
                     },

@@ -765,8 +765,8 @@ impl Host {
     /// the cgroup v2 mount (`system.slice/nginx.service`, or the `0::/...` line of
     /// `/proc/PID/cgroup`). An error when a relative name is given and no cgroup v2
     /// hierarchy is mounted.
-    pub fn cgroup_dir(&self, name: &str) -> Result<PathBuf, String> {
-        let p = Path::new(name);
+    pub fn cgroup_dir(&self, name: impl AsRef<Path>) -> Result<PathBuf, String> {
+        let p = name.as_ref();
         if p.is_absolute() && p.exists() {
             return Ok(p.to_path_buf());
         }
@@ -776,12 +776,17 @@ impl Host {
             .ok_or_else(|| {
                 format!(
                     "no cgroup v2 hierarchy is mounted (no cgroup2 line in {}/self/mounts), so \
-                     cgroup {name:?} cannot be found",
-                    self.proc.display()
+                     cgroup {:?} cannot be found",
+                    self.proc.display(),
+                    p.display().to_string()
                 )
             })?;
-        let rel = name.trim_start_matches('/');
-        Ok(if rel.is_empty() {
+        // Relative to the mount, with or without leading slashes.
+        let rel: PathBuf = p
+            .components()
+            .filter(|c| !matches!(c, std::path::Component::RootDir))
+            .collect();
+        Ok(if rel.as_os_str().is_empty() {
             mount
         } else {
             mount.join(rel)

@@ -8,9 +8,10 @@
 // unsafe allowed: fork/exec of the measured command.
 #![allow(unsafe_code)]
 
-use std::ffi::CString;
+use std::ffi::{CString, OsString};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
@@ -43,6 +44,28 @@ pub enum CommandStdout {
     Null,
 }
 
+/// A command's arguments in a snapshot: JSON strings, as they always were; an argument that
+/// is not UTF-8 is recorded with U+FFFD in place of its bad bytes (the record describes the
+/// run, a replay does not run it again).
+pub mod os_args {
+    use std::ffi::OsString;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(args: &[OsString], s: S) -> Result<S::Ok, S::Error> {
+        let text: Vec<std::borrow::Cow<'_, str>> =
+            args.iter().map(|a| a.to_string_lossy()).collect();
+        text.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<OsString>, D::Error> {
+        Ok(Vec::<String>::deserialize(d)?
+            .into_iter()
+            .map(OsString::from)
+            .collect())
+    }
+}
+
 /// A forked child held before `execvp` until [`HeldChild::release`], so that perf events with
 /// `enable_on_exec` can be attached to its pid first.
 ///
@@ -62,7 +85,7 @@ pub struct HeldChild {
 impl HeldChild {
     /// Fork; the child waits for [`HeldChild::release`] and then execs `argv` (`argv[0]` is
     /// looked up in `PATH` unless it contains a `/`).
-    pub fn spawn(argv: &[String]) -> io::Result<HeldChild> {
+    pub fn spawn(argv: &[OsString]) -> io::Result<HeldChild> {
         let cargs = argv
             .iter()
             .map(|a| CString::new(a.as_bytes()))
@@ -309,10 +332,33 @@ mod tests {
     }
 
     #[test]
+    fn arguments_that_are_not_utf8_run_and_are_recorded_as_text() {
+        use std::os::unix::ffi::OsStringExt;
+        let bad = OsString::from_vec(b"bad\xff".to_vec());
+        let target = crate::backend::Target::Command(vec!["ls".into(), bad]);
+        let json = serde_json::to_string(&target).unwrap();
+        assert_eq!(json, "{\"command\":[\"ls\",\"bad\u{fffd}\"]}");
+        let back: crate::backend::Target =
+            serde_json::from_str(r#"{"command":["true","x"]}"#).unwrap();
+        assert_eq!(
+            back,
+            crate::backend::Target::Command(vec!["true".into(), "x".into()])
+        );
+        // exec gets the bytes: `test -e` of a missing name that is not UTF-8 fails with 1.
+        let mut c = HeldChild::spawn(&[
+            "test".into(),
+            "-e".into(),
+            OsString::from_vec(b"/nonexistent/\xfe".to_vec()),
+        ])
+        .unwrap();
+        c.release().unwrap();
+        assert_eq!(c.wait().unwrap().code(), Some(1));
+    }
+
+    #[test]
     fn dropped_before_release_never_execs() {
         let dir = std::env::temp_dir().join(format!("tma-held-{}", std::process::id()));
-        let marker = dir.display().to_string();
-        let c = HeldChild::spawn(&["touch".into(), marker]).unwrap();
+        let c = HeldChild::spawn(&["touch".into(), dir.clone().into()]).unwrap();
         drop(c);
         assert!(!dir.exists());
         assert!(HeldChild::spawn(&[]).is_err());

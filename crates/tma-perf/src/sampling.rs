@@ -26,7 +26,9 @@
 
 pub mod group;
 
+use std::ffi::OsString;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
 use perf_event::events::{Raw, Software};
@@ -121,8 +123,9 @@ pub enum Rate {
 /// Who to sample.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// Run this command (program and arguments) and follow it, its threads and children.
-    Launch(Vec<String>),
+    /// Run this command (program and arguments, as the OS strings given) and follow it, its
+    /// threads and children.
+    Launch(Vec<OsString>),
     /// Attach to an existing process and all its threads.
     Pid(i32),
     /// Every process on these CPUs (`None`: all online CPUs), one event per CPU, as
@@ -449,7 +452,7 @@ impl Session {
                     group_counters,
                     attr,
                     child: Some(child),
-                    program: argv[0].clone(),
+                    program: argv[0].to_string_lossy().into_owned(),
                     pid,
                     summary,
                 })
@@ -811,7 +814,7 @@ fn list_threads(host: &Host, pid: i32) -> Result<Vec<i32>, SamplingError> {
 
 /// Start `argv` held between fork and exec until the events are attached.
 fn spawn_held(
-    argv: &[String],
+    argv: &[OsString],
     stdout: crate::process::CommandStdout,
 ) -> Result<HeldChild, SamplingError> {
     let program = argv.first().ok_or(SamplingError::NoCommand)?;
@@ -824,7 +827,7 @@ fn spawn_held(
         HeldChild::spawn_program(&cargs[0], &cargs, stdout)
     };
     spawn().map_err(|err| SamplingError::Spawn {
-        program: program.clone(),
+        program: program.to_string_lossy().into_owned(),
         err,
     })
 }

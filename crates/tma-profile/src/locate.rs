@@ -66,8 +66,8 @@ pub struct LocateConfig {
     pub system_wide: bool,
     /// With `system_wide`: only these CPUs (`-C`); `None`: all online CPUs.
     pub cpus: Option<Vec<u32>>,
-    /// Sample this command (argv).
-    pub command: Vec<String>,
+    /// Sample this command (argv, the OS strings given: exec'd as they are).
+    pub command: Vec<std::ffi::OsString>,
     /// Sample the locate-with event of this TMA node.
     pub node: Option<String>,
     /// Sample this event (with `--import`: show this event of the file).
@@ -931,7 +931,7 @@ fn quick_stat_config(
             // stdout to /dev/null did).
             live.command_stdout = tma_perf::process::CommandStdout::Null;
             shown.push("--".into());
-            shown.extend(cmd.iter().cloned());
+            shown.extend(cmd.iter().map(|a| tma_render::shell_quote_os(a)));
         }
         // choose_event never asks for a stat pass of the whole system.
         Target::System { .. } => {}

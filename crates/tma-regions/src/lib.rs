@@ -95,7 +95,7 @@ fn usage(s: impl Into<String>) -> RegionsError {
 }
 
 /// The command of a regions run, with the settings that mean nothing for one refused.
-fn command_of(cfg: &RegionsConfig) -> Result<Vec<String>, RegionsError> {
+fn command_of(cfg: &RegionsConfig) -> Result<Vec<std::ffi::OsString>, RegionsError> {
     let flag = match cfg.way {
         Way::Fifo => "--regions",
         Way::Itt(_) => "--itt",
@@ -147,7 +147,7 @@ fn command_of(cfg: &RegionsConfig) -> Result<Vec<String>, RegionsError> {
     if tma_perf::backend::resolve_command(&argv[0]).is_none() {
         return Err(usage(format!(
             "command not found: {} (not an executable file, and not in PATH)",
-            argv[0]
+            argv[0].display()
         )));
     }
     Ok(argv)

@@ -216,7 +216,7 @@ impl Report {
     pub fn build(
         counting: &Counting,
         regions: &Regions,
-        command: &[String],
+        command: &[std::ffi::OsString],
         wall_ns: u64,
     ) -> Result<Report, RegionsError> {
         let b = Builder {
@@ -227,7 +227,11 @@ impl Report {
         Ok(Report {
             schema: SCHEMA.to_string(),
             schema_version: SCHEMA_VERSION,
-            command: command.to_vec(),
+            // The report is text (JSON): an argument that is not UTF-8 is shown with U+FFFD.
+            command: command
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
             hardware: counting.tree.is_some(),
             no_tree: counting.no_tree.clone(),
             cpu: counting.tree.as_ref().map(|i| i.model.key.to_string()),

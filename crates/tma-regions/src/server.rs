@@ -130,7 +130,7 @@ fn handle_lines<O: Os>(
 /// Run `argv` with `env`, reading its control lines into `collector` until it exits (or
 /// Ctrl-C), this thread placed by `placement`. Returns how it ended.
 pub(crate) fn serve<O: Os>(
-    argv: &[String],
+    argv: &[std::ffi::OsString],
     env: &[(String, String)],
     stdout: CommandStdout,
     ch: &Channel,
@@ -148,7 +148,7 @@ pub(crate) fn serve<O: Os>(
         cmd.stdout(Stdio::null());
     }
     let mut child = cmd.spawn().map_err(|source| RegionsError::Exec {
-        cmd: argv[0].clone(),
+        cmd: argv[0].to_string_lossy().into_owned(),
         source,
     })?;
     let pidfd =

@@ -9,7 +9,7 @@
 //!   `schema_version`, so consumers can detect format changes.
 //! * [`table`]: the one table style used by terminal output.
 //! * [`recognize`]: what an input holds (perf.data, a document by its schema, text).
-//! * [`wrap`], [`shell_quote`], [`shell_words`]: word wrapping and shell quoting ([`text`]).
+//! * [`wrap`], [`shell_quote`], [`shell_quote_os`], [`shell_words`]: word wrapping and shell quoting ([`text`]).
 
 pub mod files;
 pub mod recognize;
@@ -18,7 +18,7 @@ pub mod text;
 
 pub use files::{check_outputs, write_output, OutputFile};
 pub use recognize::{recognize, Recognized};
-pub use text::{shell_quote, shell_words, wrap};
+pub use text::{shell_quote, shell_quote_os, shell_words, wrap};
 
 use std::io::{self, Write};
 

@@ -37,11 +37,35 @@ pub fn shell_quote(s: &str) -> String {
     }
 }
 
-/// Join words into one shell command line, quoting each with [`shell_quote`].
-pub fn shell_words<S: AsRef<str>>(words: &[S]) -> String {
+/// Quote one OS string (an argument or a path as the user gave it) for a shell: as
+/// [`shell_quote`] when it is UTF-8; otherwise in `$'...'` form (bash, zsh, ksh, POSIX.1-2024
+/// `sh`) with each byte that is not printable ASCII as `\xHH`, so pasting it gives back the same
+/// bytes.
+pub fn shell_quote_os(s: &std::ffi::OsStr) -> String {
+    if let Some(text) = s.to_str() {
+        return shell_quote(text);
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::from("$'");
+    for &b in s.as_bytes() {
+        match b {
+            b'\\' | b'\'' => {
+                out.push('\\');
+                out.push(b as char);
+            }
+            b' '..=b'~' => out.push(b as char),
+            _ => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// Join words into one shell command line, quoting each with [`shell_quote_os`].
+pub fn shell_words<S: AsRef<std::ffi::OsStr>>(words: &[S]) -> String {
     words
         .iter()
-        .map(|w| shell_quote(w.as_ref()))
+        .map(|w| shell_quote_os(w.as_ref()))
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -75,6 +99,9 @@ mod tests {
         assert_eq!(shell_quote("{a,b}"), "'{a,b}'");
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
         assert_eq!(shell_words(&["perf", "stat", "a b"]), "perf stat 'a b'");
+        use std::os::unix::ffi::OsStrExt;
+        let bad = std::ffi::OsStr::from_bytes(b"it's\\ \xff");
+        assert_eq!(shell_quote_os(bad), "$'it\\'s\\\\ \\xff'");
     }
 
     #[test]
@@ -101,5 +128,24 @@ mod tests {
         let got = String::from_utf8(out.stdout).unwrap();
         let want: String = words.iter().map(|w| format!("{w}\n")).collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_survive_bash() {
+        use std::os::unix::ffi::OsStrExt;
+        let bytes: &[u8] = b"bad\xff name's \\ \x01\xfe.csv";
+        let line = format!(
+            "printf '%s' {}",
+            shell_quote_os(std::ffi::OsStr::from_bytes(bytes))
+        );
+        let Ok(out) = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(&line)
+            .output()
+        else {
+            println!("skipped: no bash to run the quoted line");
+            return;
+        };
+        assert_eq!(out.stdout, bytes, "{line}");
     }
 }

@@ -187,7 +187,7 @@ impl ServeConfig {
                             command: None,
                         }
                     } else {
-                        LiveTarget::Cgroups(cgroups.clone())
+                        LiveTarget::Cgroups(cgroups.iter().map(PathBuf::from).collect())
                     },
                     interval_ms: Some(ms),
                     ..LiveOptions::default()

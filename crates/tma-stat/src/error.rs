@@ -26,6 +26,30 @@ pub enum StatError {
     },
     #[error("this CPU has no table; pass --cpu NAME")]
     NoTable,
+    /// This machine's CPU has no tables (`reason`: empty, or why, in parentheses).
+    #[error(
+        "no tables for this machine's CPU, {cpuid}{reason}; pass --cpu NAME ({})",
+        keys()
+    )]
+    NoTableHere { cpuid: String, reason: String },
+    /// An import without `--cpu` whose events are those of no table, where this machine
+    /// gives none either (`why`).
+    #[error(
+        "{file}: no --cpu, {why}, and its events are those of none of tma's tables; pass \
+         --cpu NAME of the CPU that recorded it ({})",
+        keys()
+    )]
+    NoFit { file: String, why: String },
+    /// An import without `--cpu` whose events fit several tables that give different trees.
+    #[error(
+        "{file}: no --cpu, and its events fit the tables of {}, which give different trees; \
+         pass --cpu NAME of the CPU that recorded it",
+        keys.join(", ")
+    )]
+    SeveralFits {
+        file: String,
+        keys: Vec<&'static str>,
+    },
     #[error(transparent)]
     Metrics(#[from] tma_metrics::MetricsError),
     /// The data holds none of the events the requested tree needs.
@@ -81,4 +105,31 @@ impl StatError {
 
 pub(crate) fn usage(msg: impl Into<String>) -> StatError {
     StatError::Usage(msg.into())
+}
+
+/// The keys `--cpu` takes, space-separated, a family's shared prefix said once
+/// (`neoverse-n1/v1/n2`).
+fn keys() -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut family: Option<&str> = None;
+    for m in tma_catalog::models() {
+        match m.key.rsplit_once('-') {
+            Some((prefix, rest)) if prefix.len() > 3 => {
+                if family == Some(prefix) {
+                    if let Some(last) = out.last_mut() {
+                        last.push('/');
+                        last.push_str(rest);
+                        continue;
+                    }
+                }
+                family = Some(prefix);
+                out.push(m.key.to_string());
+            }
+            _ => {
+                family = None;
+                out.push(m.key.to_string());
+            }
+        }
+    }
+    out.join(" ")
 }

@@ -187,7 +187,7 @@ fn ordered_events(model: &Model, sel: &Selection) -> Result<Vec<String>, StatErr
 pub fn perf_plan(
     model: &Model,
     sel: &Selection,
-    output: &str,
+    output: impl AsRef<std::ffi::OsStr>,
     cmd: &str,
 ) -> Result<EventPlan, StatError> {
     let ids = ordered_events(model, sel)?;
@@ -212,7 +212,7 @@ pub fn perf_plan(
     let perf_command = format!(
         "perf stat -x, {} -o {} -- {cmd}",
         es.join(" "),
-        tma_render::shell_quote(output)
+        tma_render::shell_quote_os(output.as_ref())
     );
     let retire_latency_without_default = tma_metrics::required_retire_latencies(model, sel)?
         .into_iter()

@@ -610,8 +610,8 @@ fn import_one(
         note_number_format(notes, file, reader.number_format())?;
     }
     let (model, source) = match core {
-        Some(c) => (c.model, crate::model::CpuSource::Flag),
-        None => crate::model::select_model(cfg.cpu.as_deref(), reader.cpu_hint(), &cfg.host)?,
+        Some(c) => (c.model, crate::model::given_source(cfg)),
+        None => crate::model::select_for_import(cfg, reader.cpu_hint())?,
     };
     let mut what = match reader.breakdown() {
         Breakdown::Aggregated => String::new(),

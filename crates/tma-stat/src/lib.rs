@@ -6,7 +6,8 @@
 //! ([`Outcome::bottleneck`]) of a quick pass, `tma diff` and `tma report` collect the trees
 //! ([`evaluate`], [`sink::Collect`]), and `tma serve`'s collector is a sink. Data flow:
 //!
-//! * [`model`]: which CPU tables to use (`--cpu`, the recording, this machine's cpuinfo).
+//! * [`model`]: which CPU tables to use (`--cpu`, the recording, this machine's cpuinfo);
+//!   `fit`: without `--cpu`, the tables an imported recording's events are those of.
 //! * [`plan`]: the one event-group planner (used by `tma events --perf-cmd` too).
 //! * `session`: a live run or the replay of a `--record` snapshot, through the same code
 //!   (backend: perf_event_open, the synthetic backend, or the snapshot's readings);
@@ -23,6 +24,7 @@ pub mod crosscheck;
 mod error;
 pub mod eval;
 pub mod event;
+mod fit;
 pub mod groups;
 mod import;
 pub mod model;
@@ -30,6 +32,7 @@ pub mod render;
 mod session;
 pub mod sink;
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -84,8 +87,8 @@ pub enum BackendChoice {
 #[derive(Debug, Clone, PartialEq)]
 pub enum LiveTarget {
     /// Launch this command (argv) and count it, its threads and children. Empty: nothing to
-    /// measure (refused by [`run`]).
-    Command(Vec<String>),
+    /// measure (refused by [`run`]). The arguments are OS strings, passed to exec as given.
+    Command(Vec<OsString>),
     /// Existing processes, all their threads (`-p`).
     Pids(Vec<u32>),
     /// Existing threads (`-t`).
@@ -94,11 +97,11 @@ pub enum LiveTarget {
     /// one is given (`perf stat -a -- sleep 10`), else for `--duration` or until Ctrl-C.
     System {
         cpus: Option<String>,
-        command: Option<Vec<String>>,
+        command: Option<Vec<OsString>>,
     },
     /// `-G`: the tasks of these cgroups (v2 directories: absolute, or relative to the cgroup2
     /// mount), on every CPU, in perf_event's cgroup mode; summed into one tree.
-    Cgroups(Vec<String>),
+    Cgroups(Vec<PathBuf>),
 }
 
 impl Default for LiveTarget {
@@ -118,7 +121,7 @@ impl LiveTarget {
     }
 
     /// The command launched (alone, or bounding a system-wide run).
-    pub fn command(&self) -> Option<&[String]> {
+    pub fn command(&self) -> Option<&[OsString]> {
         match self {
             LiveTarget::Command(argv)
             | LiveTarget::System {
@@ -165,6 +168,9 @@ pub struct StatConfig {
     pub input: Input,
     /// CPU model name (`--cpu`).
     pub cpu: Option<String>,
+    /// `cpu` was not given but chosen by [`run`] from an imported recording's events (its
+    /// header says so): set by [`run`] itself, `false` in a configuration made by a caller.
+    pub cpu_from_events: bool,
     /// Deepest tree level.
     pub level: u8,
     /// Only these nodes and their subtrees.
@@ -197,6 +203,7 @@ impl Default for StatConfig {
         StatConfig {
             input: Input::default(),
             cpu: None,
+            cpu_from_events: false,
             level: 1,
             nodes: Vec::new(),
             smt: None,
@@ -289,16 +296,25 @@ pub fn run(
             import::run_perf_stat(&c, EXAMPLE_CSV, EXAMPLE_NAME, sink, notes)
         }
         Input::Import(path) => match open_import(cfg, path)? {
-            ImportSource::Stream(input, file) => {
+            ImportSource::Stream(mut input, file) => {
+                // The bytes already read (up to 64 KiB): enough for the first interval.
+                let prefix = input.fill_buf().map_err(|source| StatError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                let cfg = &with_cpu_of_events(cfg, prefix, &file, notes)?;
                 import::run_perf_stat(cfg, input, &file, sink, notes)
             }
             ImportSource::Hybrid(bytes, file) => {
+                let cfg = &with_cpu_of_events(cfg, &bytes, &file, notes)?;
                 import::run_hybrid(cfg, &bytes, &file, sink, notes)
             }
             ImportSource::Whole(FileInput::PerfStat(bytes, file)) if import::is_hybrid(&bytes) => {
+                let cfg = &with_cpu_of_events(cfg, &bytes, &file, notes)?;
                 import::run_hybrid(cfg, &bytes, &file, sink, notes)
             }
             ImportSource::Whole(FileInput::PerfStat(bytes, file)) => {
+                let cfg = &with_cpu_of_events(cfg, &bytes, &file, notes)?;
                 import::run_perf_stat(cfg, &bytes[..], &file, sink, notes)
             }
             ImportSource::Whole(FileInput::Snapshot(snap)) => {
@@ -306,6 +322,24 @@ pub fn run(
             }
         },
     }
+}
+
+/// `cfg`, with the table an imported recording's events are those of as `--cpu` when it was
+/// not given and this machine has no table that fits them ([`fit::cpu_of_recording`]).
+fn with_cpu_of_events<'c>(
+    cfg: &'c StatConfig,
+    prefix: &[u8],
+    file: &str,
+    notes: &mut dyn Write,
+) -> Result<std::borrow::Cow<'c, StatConfig>, StatError> {
+    Ok(match fit::cpu_of_recording(cfg, prefix, file, notes)? {
+        Some(model) => std::borrow::Cow::Owned(StatConfig {
+            cpu: Some(model.key.to_string()),
+            cpu_from_events: true,
+            ..cfg.clone()
+        }),
+        None => std::borrow::Cow::Borrowed(cfg),
+    })
 }
 
 /// How the samples of an [`Evaluated`] run were taken.

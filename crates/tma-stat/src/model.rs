@@ -4,7 +4,7 @@
 use tma_catalog::Model;
 use tma_perf::host::Host;
 
-use crate::StatError;
+use crate::{StatConfig, StatError};
 
 /// Where the CPU model came from, for the header line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,6 +13,9 @@ pub enum CpuSource {
     Flag,
     /// A `# cpu: KEY` line (or the snapshot's CPU) in the recording.
     Recording,
+    /// The recording's events: those of this table (an import without `--cpu`, see
+    /// [`StatConfig::cpu_from_events`]).
+    Events,
     /// This machine's cpuinfo.
     ThisMachine,
 }
@@ -23,13 +26,15 @@ impl CpuSource {
         match self {
             CpuSource::Flag => "from --cpu",
             CpuSource::Recording => "named in the recording",
+            CpuSource::Events => "from the recording's events",
             CpuSource::ThisMachine => "identified from this machine",
         }
     }
 }
 
 /// The model for `--cpu NAME`, else the one named by the recording, else this machine's
-/// (identified from the cpuinfo of `host`, normally `/proc/cpuinfo`).
+/// (identified from the cpuinfo of `host`, normally `/proc/cpuinfo`). A machine without
+/// tables is [`StatError::NoTableHere`], one short line.
 pub fn select_model(
     cpu: Option<&str>,
     hint: Option<&str>,
@@ -50,10 +55,38 @@ pub fn select_model(
         source: e.into_io(),
     })?;
     let (vendor, family, model, stepping) = tma_catalog::parse_cpuinfo(&bytes)?;
-    let models = tma_catalog::identify(&vendor, family, model, stepping)?;
+    let models = tma_catalog::identify(&vendor, family, model, stepping).map_err(|e| match e {
+        tma_catalog::CatalogError::UnsupportedCpu { cpuid, reason, .. } => {
+            StatError::NoTableHere { cpuid, reason }
+        }
+        e => e.into(),
+    })?;
     match models.first() {
         Some(m) => Ok((m, CpuSource::ThisMachine)),
         None => Err(StatError::NoTable),
+    }
+}
+
+/// An import's model: [`select_model`] with the CPU the recording names (`hint`), where
+/// `--cpu` is the one [`crate::run`] chose from the recording's events when
+/// [`StatConfig::cpu_from_events`] says so.
+pub(crate) fn select_for_import(
+    cfg: &StatConfig,
+    hint: Option<&str>,
+) -> Result<(&'static Model, CpuSource), StatError> {
+    let (m, source) = select_model(cfg.cpu.as_deref(), hint, &cfg.host)?;
+    Ok(match source {
+        CpuSource::Flag => (m, given_source(cfg)),
+        s => (m, s),
+    })
+}
+
+/// Where a `cfg.cpu` that is set came from: `--cpu`, or the recording's events.
+pub(crate) fn given_source(cfg: &StatConfig) -> CpuSource {
+    if cfg.cpu_from_events {
+        CpuSource::Events
+    } else {
+        CpuSource::Flag
     }
 }
 
@@ -119,7 +152,7 @@ pub fn guess_other_cpu(
 /// The events of `m`'s tree down to `level` (none where the selection fails), computed once
 /// per bundled model and level: an import whose events are not the model's asks it of
 /// every other model.
-fn required_at(m: &Model, level: u8) -> &'static std::collections::BTreeSet<String> {
+pub(crate) fn required_at(m: &Model, level: u8) -> &'static std::collections::BTreeSet<String> {
     use std::collections::BTreeSet;
     type Key = (usize, usize, usize, usize, u8);
     static CACHE: tma_catalog::cache::Leaked<Key, BTreeSet<String>> = std::sync::OnceLock::new();

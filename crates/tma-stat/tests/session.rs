@@ -45,7 +45,7 @@ fn command(argv: &[&str], cpu: Option<&str>, backend: BackendChoice) -> StatConf
     StatConfig {
         cpu: cpu.map(String::from),
         input: Input::Live(LiveOptions {
-            target: LiveTarget::Command(argv.iter().map(|s| s.to_string()).collect()),
+            target: LiveTarget::Command(argv.iter().map(|s| s.into()).collect()),
             backend,
             ..Default::default()
         }),

@@ -9,8 +9,9 @@ use tma_perf::host::Host;
 /// `--cpu NAME`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CpuArg {
-    /// CPU model whose tables to use (e.g. spr, icx, zen4); default: from the recording,
-    /// else this machine.
+    /// CPU model whose tables to use (e.g. spr, icx, zen4); default: from the recording (its
+    /// `# cpu:` line, or the tables its events fit when this machine's do not), else this
+    /// machine.
     #[arg(long, value_name = "NAME", hide_possible_values = true,
           value_parser = crate::cmd::completions::cpu_keys().parsing(cpu_model))]
     pub cpu: Option<String>,

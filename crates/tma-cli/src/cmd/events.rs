@@ -2,6 +2,8 @@
 //! `perf stat` command that records them grouped as `tma stat` counts them
 //! (`tma_stat::groups::perf_plan`; rendering in `tma_stat::render::events`).
 
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use tma_metrics::Selection;
@@ -24,7 +26,7 @@ pub struct Args {
     pub perf_cmd: bool,
     /// File the printed perf command writes (with --perf-cmd).
     #[arg(long, value_name = "FILE", default_value = "perf-stat.csv")]
-    pub perf_output: String,
+    pub perf_output: PathBuf,
     /// On a hybrid part (adl, mtl), the events of this core type only: core or atom.
     /// Without it, --perf-cmd lists each core type's events and records them all at once.
     #[arg(long, value_name = "TYPE")]
@@ -33,7 +35,7 @@ pub struct Args {
     pub out: OutputArgs,
     /// The command the printed perf command should measure (default: CMD).
     #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    pub command: Vec<OsString>,
 }
 
 pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {

@@ -45,7 +45,7 @@ pub struct Args {
     pub mmap_pages: usize,
     /// Command to launch and measure (after `--`).
     #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    pub command: Vec<std::ffi::OsString>,
 }
 
 pub fn run(args: Args, root: &super::args::RootArg) -> anyhow::Result<ExitCode> {

@@ -146,7 +146,7 @@ pub struct Args {
     pub kallsyms: Option<PathBuf>,
     /// The command to sample, after `--`.
     #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    pub command: Vec<std::ffi::OsString>,
 }
 
 /// This machine's model tables, when the catalog knows the CPU.

@@ -46,7 +46,7 @@ pub struct Args {
     /// relative to it, e.g. system.slice/nginx.service); repeat for several. Series get a
     /// `cgroup` label.
     #[arg(short = 'G', long = "cgroup", value_name = "PATH")]
-    pub cgroup: Vec<String>,
+    pub cgroup: Vec<PathBuf>,
     /// One series per CPU (a `cpu` label) instead of the system-wide sum.
     #[arg(long, conflicts_with = "cgroup")]
     pub per_cpu: bool,
@@ -116,7 +116,20 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<ServeConfig> {
         Some(p) => Source::Replay(p.clone()),
         None => Source::Live {
             cpu_list: a.cpu_list.clone(),
-            cgroups: a.cgroup.clone(),
+            // Each names its series (a `cgroup` label, which Prometheus keeps as text).
+            cgroups: a
+                .cgroup
+                .iter()
+                .map(|p| {
+                    p.to_str().map(String::from).ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "--cgroup {}: not UTF-8, and its name would be a Prometheus label, \
+                             which is text; count it with tma stat -G",
+                            p.display()
+                        )
+                    })
+                })
+                .collect::<anyhow::Result<_>>()?,
         },
     };
     Ok(ServeConfig {

@@ -2,6 +2,7 @@
 //! to standard output or `-o FILE`, notes to standard error, and the exit status is the
 //! measured command's (see `tma_stat::Outcome::exit_status`).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -91,7 +92,7 @@ pub struct Args {
         value_name = "PATH",
         conflicts_with = "command"
     )]
-    pub cgroup: Vec<String>,
+    pub cgroup: Vec<PathBuf>,
     /// Print a tree (or a --compact line) every interval: 100ms, 1s, 1m; a bare number is
     /// milliseconds (as perf's -I).
     #[arg(short = 'I', long = "interval", value_name = "DURATION", value_parser = args::interval_ms)]
@@ -158,7 +159,7 @@ pub struct Args {
     /// The command to measure (after `--`, or the first argument that is not an option, as
     /// with perf: its own options follow it).
     #[arg(trailing_var_arg = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    pub command: Vec<OsString>,
 }
 
 /// `-x SEP`: tma writes CSV with commas only.
@@ -245,6 +246,7 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<StatConfig> {
     Ok(StatConfig {
         input,
         cpu: a.cpu.cpu.clone(),
+        cpu_from_events: false,
         level: a.tree.level,
         nodes: a.tree.nodes.clone(),
         smt: a.smt.as_deref().map(|v| v == "on"),
@@ -265,7 +267,10 @@ pub fn config(a: &Args, root: &RootArg) -> anyhow::Result<StatConfig> {
             plot: a.plot.clone(),
         },
         host: root.host(),
-        command_line: std::env::args().collect(),
+        // The snapshot stores text: an argument that is not UTF-8 is kept with U+FFFD.
+        command_line: std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
         one_tree: false,
     })
 }
@@ -369,7 +374,7 @@ mod tests {
 
     #[test]
     fn system_wide_with_a_command_counts_while_it_runs() {
-        let cmd = || Some(vec!["sleep".to_string(), "10".into()]);
+        let cmd = || Some(vec![OsString::from("sleep"), "10".into()]);
         assert_eq!(
             live(&["-a", "--", "sleep", "10"]).target,
             LiveTarget::System {

@@ -20,7 +20,7 @@ pub struct EventsRequest<'a> {
     pub level: u8,
     pub nodes: &'a [String],
     /// The file the printed perf command writes.
-    pub perf_output: &'a str,
+    pub perf_output: &'a std::path::Path,
     /// The metric flags (`-m ...`, `-M ...`, `-B`) the follow-up `tma stat` should repeat,
     /// each a separate word; empty without metrics.
     pub metric_flags: &'a [String],
@@ -127,7 +127,7 @@ pub fn render_perf_cmd(
     writeln!(
         w,
         "# then: tma stat --import {} --cpu {} -l {}{nodes}{metrics}",
-        tma_render::shell_quote(req.perf_output),
+        tma_render::shell_quote_os(req.perf_output.as_os_str()),
         model.key,
         req.level
     )?;
@@ -239,14 +239,14 @@ pub fn render_core_types_perf_cmd(
         w,
         "perf stat -x, {} -o {} -- {cmd}",
         all.join(" "),
-        tma_render::shell_quote(req.perf_output)
+        tma_render::shell_quote_os(req.perf_output.as_os_str())
     )?;
     let (nodes, metrics) = import_flags(req);
     writeln!(
         w,
         "# then: tma stat --import {} --cpu {key} -l {}{nodes}{metrics} (a tree per core type, \
          and the merged view)",
-        tma_render::shell_quote(req.perf_output),
+        tma_render::shell_quote_os(req.perf_output.as_os_str()),
         req.level
     )?;
     Ok(())

@@ -117,7 +117,8 @@ impl<'a> Session<'a> {
     }
     fn command(&self) -> Option<String> {
         match &self.target {
-            Target::Command(argv) => Some(argv.join(" ")),
+            // As the user would type it again (the `Next: tma locate -- CMD` line).
+            Target::Command(argv) => Some(tma_render::shell_words(argv)),
             _ => None,
         }
     }

@@ -61,9 +61,9 @@ pub(super) fn target_of(cfg: &StatConfig, a: &LiveOptions) -> Result<Target, Sta
 }
 
 /// The command, checked before anything is printed (the backend looks it up again to exec it).
-fn checked_command(argv: &[String]) -> Result<Vec<String>, StatError> {
+fn checked_command(argv: &[std::ffi::OsString]) -> Result<Vec<std::ffi::OsString>, StatError> {
     if backend::resolve_command(&argv[0]).is_none() {
-        return Err(RunError::CommandNotFound(argv[0].clone()).into());
+        return Err(RunError::CommandNotFound(argv[0].to_string_lossy().into_owned()).into());
     }
     Ok(argv.to_vec())
 }

@@ -200,12 +200,7 @@ fn intervals(docs: &[Value]) -> Vec<Vec<(String, Value, Value)>> {
         for iv in d["intervals"].as_array().unwrap() {
             let mut doc = d.clone();
             doc["intervals"] = Value::Array(vec![iv.clone()]);
-            out.push(
-                trees(std::slice::from_ref(&doc))
-                    .into_iter()
-                    .map(|(n, v, p)| (n, v, p))
-                    .collect(),
-            );
+            out.push(trees(std::slice::from_ref(&doc)));
         }
     }
     out

@@ -859,7 +859,10 @@ pub(crate) fn note_number_format(
     format: Option<tma_perf::import::NumberFormat>,
 ) -> Result<(), StatError> {
     if let Some(f) = format.filter(|f| !f.is_c()) {
-        writeln!(notes, "tma: note: {file}: numbers written with {f}; read that way")?;
+        writeln!(
+            notes,
+            "tma: note: {file}: numbers written with {f}; read that way"
+        )?;
     }
     Ok(())
 }

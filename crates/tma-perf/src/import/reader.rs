@@ -99,8 +99,13 @@ impl<R: BufRead> IntervalReader<R> {
         let mut first_error: Option<ImportError> = None;
         loop {
             let mut terminated = true;
-            let Some(raw) =
-                next_line(&mut input, &mut line, &mut lineno, &mut offset, &mut terminated)?
+            let Some(raw) = next_line(
+                &mut input,
+                &mut line,
+                &mut lineno,
+                &mut offset,
+                &mut terminated,
+            )?
             else {
                 return Err(match first_error {
                     Some(e) => e,

@@ -24,7 +24,7 @@ pub fn explain_open_error(e: &io::Error, paranoid: Option<i32>) -> String {
 }
 
 fn paranoid() -> Option<i32> {
-    tma_perf::host::Host::system().perf_event_paranoid().ok()
+    tma_host::Host::system().perf_event_paranoid().ok()
 }
 
 /// Open a user-space-only cycles counter on the calling thread.

@@ -316,7 +316,7 @@ fn pid_mode_measures_only_that_vmm() {
     let pid = child.id();
     // Wait until it holds /dev/kvm.
     let t0 = std::time::Instant::now();
-    while !tma_kvm::tracefs::is_vmm(&tma_perf::host::Host::system(), pid).unwrap_or(false) {
+    while !tma_kvm::tracefs::is_vmm(&tma_host::Host::system(), pid).unwrap_or(false) {
         assert!(t0.elapsed().as_secs() < 10, "runner never opened /dev/kvm");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }

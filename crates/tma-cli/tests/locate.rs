@@ -969,7 +969,7 @@ fn system_wide_live_finds_a_pinned_busy_child() {
         return;
     }
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    let cpu = tma_perf::host::parse_cpu_list(online.as_bytes())
+    let cpu = tma_host::parse_cpu_list(online.as_bytes())
         .ok()
         .and_then(|v| v.last().copied())
         .unwrap_or(0)

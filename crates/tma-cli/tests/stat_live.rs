@@ -623,7 +623,7 @@ fn header_and_json_head_name_the_tma_version() {
 
 /// Why hardware counting cannot be tried here, or None where it can.
 fn no_pmu() -> Option<String> {
-    tma_perf::sysfs::Pmus::why_no_hardware_counting(&tma_perf::host::Host::system())
+    tma_host::sysfs::Pmus::why_no_hardware_counting(&tma_host::Host::system())
 }
 
 #[test]

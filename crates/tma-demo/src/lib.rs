@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use tma_perf::host::Host;
+use tma_host::Host;
 use tma_workloads::sha256::bound::{judge, Beaten, Bounds, Kernel, Share as BoundShare, Term};
 use tma_workloads::workload::render::SCHEMA as WORKLOAD_SCHEMA;
 use tma_workloads::workload::WorkloadReport;
@@ -490,7 +490,7 @@ pub fn run_with_progress(
         dir: cfg.dir.clone(),
         step: 0,
         failures: Vec::new(),
-        trees: !tma_perf::sysfs::core_pmu_types(&cfg.host.sys).is_empty(),
+        trees: !tma_host::sysfs::core_pmu_types(&cfg.host.sys).is_empty(),
     };
     let mut result = walk(&mut demo, cfg);
     let mut interrupted = None;
@@ -910,7 +910,7 @@ fn demo_dram(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
 }
 
 /// The system THP mode as the demos print it.
-fn thp_mode_text<E: std::fmt::Display>(mode: &Result<tma_perf::host::ThpMode, E>) -> String {
+fn thp_mode_text<E: std::fmt::Display>(mode: &Result<tma_host::ThpMode, E>) -> String {
     match mode {
         Ok(m) => m.to_string(),
         Err(e) => format!("unknown ({e})"),
@@ -921,10 +921,10 @@ fn thp_mode_text<E: std::fmt::Display>(mode: &Result<tma_perf::host::ThpMode, E>
 /// `who` so.
 fn warn_if_thp_off<E>(
     demo: &mut Demo<'_>,
-    mode: &Result<tma_perf::host::ThpMode, E>,
+    mode: &Result<tma_host::ThpMode, E>,
     who: &str,
 ) -> io::Result<()> {
-    if matches!(mode, Ok(tma_perf::host::ThpMode::Never)) || mode.is_err() {
+    if matches!(mode, Ok(tma_host::ThpMode::Never)) || mode.is_err() {
         demo.say(&format!(
             "THP is off on this machine, so `--thp on` cannot get huge pages: the comparison\n\
              below will show no gain, and {who} so."
@@ -939,7 +939,7 @@ fn demo_thp(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
     // pages while a run stays around a second.
     let m = if args.quick { "16" } else { "64" };
     let wl = |thp: &str| strs(&["workload", "matmul", "--m", m, "--thp", thp]);
-    let pmu = !tma_perf::sysfs::core_pmu_types(&args.host.sys).is_empty();
+    let pmu = !tma_host::sysfs::core_pmu_types(&args.host.sys).is_empty();
     let intel = args
         .host
         .cpuinfo()

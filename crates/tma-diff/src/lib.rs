@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
-use tma_perf::host::Host;
+use tma_host::Host;
 
 pub use error::DiffError;
 pub use gate::{Gate, GateResult};

@@ -1,7 +1,7 @@
 //! The individual checks.
 
 use tma_catalog::{CoreKind, Model, Topdown, Vendor};
-use tma_perf::host::CpuInfo;
+use tma_host::CpuInfo;
 use tma_sys::advice::{self, Op};
 
 use crate::{Check, CpuidFacts, DoctorReport, Roots, Status};
@@ -27,7 +27,7 @@ fn check(
 
 /// The core PMUs under bus/event_source/devices (`cpu`, or `cpu_atom`/`cpu_core`), by name.
 fn cpu_pmus(roots: &Roots) -> Vec<String> {
-    let mut v: Vec<String> = tma_perf::sysfs::core_pmu_types(&roots.sys)
+    let mut v: Vec<String> = tma_host::sysfs::core_pmu_types(&roots.sys)
         .into_iter()
         .map(|(name, _)| name.to_string())
         .collect();
@@ -38,7 +38,7 @@ fn cpu_pmus(roots: &Roots) -> Vec<String> {
 /// The selected value of a sysfs choice file (`always [madvise] never` -> `madvise`); a file
 /// holding one bare word is that word.
 pub(crate) fn bracketed(s: &str) -> Option<String> {
-    tma_perf::host::parse_selected(s.as_bytes()).ok()
+    tma_host::parse_selected(s.as_bytes()).ok()
 }
 
 /// What several checks look at, read once.

@@ -22,7 +22,7 @@ pub use fix::{
 
 /// Where `/proc` and `/sys` are: the host-facts roots of `tma_perf` (`Roots::system()`,
 /// `Roots::under(base)`).
-pub use tma_perf::host::Host as Roots;
+pub use tma_host::Host as Roots;
 
 /// Outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

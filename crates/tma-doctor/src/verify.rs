@@ -806,7 +806,7 @@ pub fn measure_level1(
     exe: &std::path::Path,
     backend: tma_stat::BackendChoice,
     cpu: Option<String>,
-    host: tma_perf::host::Host,
+    host: tma_host::Host,
 ) -> Result<Vec<Level1Counts>, String> {
     let mut out = Vec::new();
     for k in &KERNELS {
@@ -985,7 +985,7 @@ pub fn measure(exe: Option<&std::path::Path>) -> io::Result<Recorded> {
                 exe,
                 tma_stat::BackendChoice::Live,
                 None,
-                tma_perf::host::Host::system(),
+                tma_host::Host::system(),
             ) {
                 Ok(l) => rec.level1 = l,
                 Err(why) => rec.level1_skipped = Some(why),

@@ -292,7 +292,7 @@ fn level1_of_each_kernel_through_tma_stat() {
         Path::new("/bin/true"),
         tma_stat::BackendChoice::Synthetic(synthetic),
         Some("zen4".into()),
-        tma_perf::host::Host::system(),
+        tma_host::Host::system(),
     )
     .unwrap();
     let names: Vec<&str> = got.iter().map(|k| k.kernel.as_str()).collect();
@@ -343,7 +343,7 @@ fn loops_run() {
 
 /// Why hardware counting cannot be tried here, or None where it can.
 fn no_pmu() -> Option<String> {
-    tma_perf::sysfs::Pmus::why_no_hardware_counting(&tma_perf::host::Host::system())
+    tma_host::sysfs::Pmus::why_no_hardware_counting(&tma_host::Host::system())
 }
 
 /// With the loop's wall time recorded, task-clock may exceed the thread's CPU time by the

@@ -26,7 +26,7 @@
 //! # Backends that emit no `kvm_exit`
 //! Some KVM vendor modules (the software `kvm_pvm`, for one) never fire `kvm_exit`/`kvm_entry`
 //! while the VMM-level events fire exactly. [`tracefs::detect_backend`] names the module (from
-//! `tma_perf::host::Host`'s loaded modules), and the report then says in one line that this
+//! `tma_host::Host`'s loaded modules), and the report then says in one line that this
 //! backend does not emit `kvm_exit` and shows the VMM-level breakdown instead of an empty table.
 //!
 //! # Guest memory on huge pages

@@ -1,7 +1,7 @@
 //! `tma kvm --memory`: is a VM's guest memory on huge pages? KVM has no interface to ask, so
 //! the answer comes from the host side: the VMM process's mappings (`/proc/PID/smaps`), the
 //! THP settings that apply to it, and the guest_memfd files it holds. Everything is read
-//! through [`tma_perf::host::Host`], whose roots are parameters (fixture trees in the tests).
+//! through [`tma_host::Host`], whose roots are parameters (fixture trees in the tests).
 //!
 //! Which mappings are guest memory is a judgement from the outside: hugetlbfs mappings, memfd
 //! and shared-memory files and guest_memfd mappings of at least [`MIN_FILE_MAPPING`], and
@@ -9,7 +9,7 @@
 //! Hypervisor and crosvm all map guest RAM as one or a few such regions).
 
 use serde::{Deserialize, Serialize};
-use tma_perf::host::{Host, HostError, SmapsEntry, ThpMode};
+use tma_host::{Host, HostError, SmapsEntry, ThpMode};
 
 use crate::tracefs::is_vmm;
 use crate::KvmError;

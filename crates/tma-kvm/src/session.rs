@@ -15,7 +15,7 @@ use crate::reasons::Isa;
 use crate::stats::{Aggregator, KvmReport, Sample};
 use crate::tracefs::{detect_backend, is_vmm, kvm_formats};
 use crate::KvmError;
-use tma_perf::host::Host;
+use tma_host::Host;
 use tma_perf::tracefs::Tracefs;
 
 /// What to measure.

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::decode::KVM_EVENTS;
 use crate::KvmError;
-use tma_perf::host::{Host, HostError};
+use tma_host::{Host, HostError};
 use tma_perf::tracefs::{EventFormat, FormatError, Tracefs, TracefsError};
 use tma_sys::advice::{self, Op};
 

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
+use tma_host::Host;
 use tma_kvm::memory::{self, Backing, MemoryConfig, MemoryTarget};
-use tma_perf::host::Host;
 
 fn root(name: &str) -> Host {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

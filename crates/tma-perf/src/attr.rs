@@ -15,7 +15,7 @@
 use serde::Serialize;
 
 use crate::event::{EventSpec, SpecKind};
-use crate::sysfs::Pmus;
+use tma_host::sysfs::Pmus;
 
 /// `PERF_TYPE_HARDWARE`.
 pub const TYPE_HARDWARE: u32 = 0;

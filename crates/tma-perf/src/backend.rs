@@ -17,12 +17,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::attr::{attr_for, check_group, AttachMode, AttrError};
 use crate::event::{EventSpec, SoftwareEvent};
-use crate::host::Host;
 use crate::plan::Plan;
 use crate::process::{CommandStdout, HeldChild};
 use crate::readings::{Interval, Reading, ReadingStatus};
 use crate::sys;
-use crate::sysfs::Pmus;
+use tma_host::sysfs::Pmus;
+use tma_host::Host;
 use tma_sys::advice::{self, Op};
 use tma_sys::process::Exit;
 

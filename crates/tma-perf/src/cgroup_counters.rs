@@ -26,7 +26,7 @@ use crate::backend::{
     cgroup_points, open_cgroup, open_groups, read_deltas, AttachPoint, FailedGroups, OpenGroup,
     RawInterval, RunError,
 };
-use crate::host::Host;
+use tma_host::Host;
 
 /// Per-CPU counters that count from the moment they are opened: there is no exec to wait
 /// for, and a cgroup added between two reads counts from its open on.
@@ -37,7 +37,7 @@ const RUNNING: AttachMode = AttachMode {
 };
 use crate::plan::Plan;
 use crate::sys;
-use crate::sysfs::Pmus;
+use tma_host::sysfs::Pmus;
 
 /// What opens a counter: [`sys::perf_open_flags`] live, a recorder in tests.
 pub type BoxedOpener = Box<

@@ -176,7 +176,7 @@ impl EventSpec {
             SpecKind::Hardware(_) | SpecKind::Slots | SpecKind::PerfMetrics(_) => true,
             SpecKind::Core => {
                 self.pmu.is_empty()
-                    || crate::sysfs::CORE_PMU_NAMES.contains(&self.pmu.as_str())
+                    || tma_host::sysfs::CORE_PMU_NAMES.contains(&self.pmu.as_str())
                     || self.pmu.starts_with("cpu_")
             }
             SpecKind::Tsc | SpecKind::Software(_) | SpecKind::Tracepoint(_) => false,

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use tma_sys::advice::{advice, permission, Op, NMI_WATCHDOG_OFF};
 
-use crate::host::Host;
+use tma_host::Host;
 
 /// AMD Zen core counter 0: `PERF_CTL0` (PerfEvtSel0 in the extended core counter range).
 pub const AMD_PERF_CTL0: u32 = 0xC001_0200;

@@ -36,8 +36,8 @@ use perf_event::{Builder, Counter, SampleFlag, SampleSkid, Sampler};
 
 use tma_sys::advice::{self, Op};
 
-use crate::host::Host;
 use crate::process::HeldChild;
+use tma_host::Host;
 
 /// How long a launched command has to end after tma passed it SIGINT/SIGTERM, before SIGKILL.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
@@ -785,7 +785,7 @@ pub fn system_cpus(host: &Host, asked: Option<&[u32]>) -> Result<Vec<u32>, Sampl
 pub fn process_alive(stat: Option<&[u8]>) -> bool {
     // The state, field 3: a zombie or a dead process is not alive.
     match stat
-        .and_then(crate::host::stat_fields)
+        .and_then(tma_host::stat_fields)
         .and_then(|mut f| f.next())
     {
         Some(state) => !matches!(state.first(), Some(b'Z' | b'X' | b'x') | None),

@@ -15,8 +15,8 @@ use std::io::Write;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{Measurement, Target};
-use crate::host::{CpuInfo, Host};
 use crate::plan::Plan;
+use tma_host::{CpuInfo, Host};
 
 pub const SCHEMA: &str = "tma.snapshot";
 pub const SCHEMA_VERSION: u32 = 1;

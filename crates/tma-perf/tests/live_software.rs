@@ -261,7 +261,7 @@ fn attached_process_exiting_mid_run_ends_counting() {
 }
 
 fn has_core_pmu() -> bool {
-    tma_perf::sysfs::Pmus::discover(Path::new("/sys")).is_ok_and(|p| p.has_core_pmu())
+    tma_host::sysfs::Pmus::discover(Path::new("/sys")).is_ok_and(|p| p.has_core_pmu())
 }
 
 #[test]
@@ -315,7 +315,7 @@ fn pmu_raw_core_event_from_sysfs_alias() {
         println!("skipped: needs a hardware PMU ({why})");
         return;
     }
-    let pmus = tma_perf::sysfs::Pmus::discover(Path::new("/sys")).unwrap();
+    let pmus = tma_host::sysfs::Pmus::discover(Path::new("/sys")).unwrap();
     let core = pmus.core_pmus()[0].clone();
     let cfg = core
         .encode_alias("cpu-cycles")
@@ -372,7 +372,7 @@ fn a_refused_group_is_left_out_and_reads_not_supported() {
 /// index. Skips (with the reason) where no cgroup v2 hierarchy is writable.
 #[test]
 fn cgroup_mode_counts_the_tasks_of_a_cgroup() {
-    let host = tma_perf::host::Host::system();
+    let host = tma_host::Host::system();
     let mount = match host.cgroup2_mount() {
         Ok(Some(m)) => m,
         other => {
@@ -466,5 +466,5 @@ fn a_directory_that_is_not_a_cgroup_is_refused() {
 
 /// Why hardware counting cannot be tried here, or None where it can.
 fn no_pmu() -> Option<String> {
-    tma_perf::sysfs::Pmus::why_no_hardware_counting(&tma_perf::host::Host::system())
+    tma_host::sysfs::Pmus::why_no_hardware_counting(&tma_host::Host::system())
 }

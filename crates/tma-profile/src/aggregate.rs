@@ -652,7 +652,7 @@ fn mmap2_build_id_ok(rec: &RawEventRecord<'_>) -> bool {
 
 /// Parse `/proc/PID/maps` text into (start, end, offset, path) of executable file mappings.
 pub fn parse_proc_maps(text: &[u8]) -> Vec<(u64, u64, u64, String)> {
-    tma_perf::host::parse_maps(text)
+    tma_host::parse_maps(text)
         .into_iter()
         .filter(|m| m.perms.contains('x') && !m.path.is_empty())
         .map(|m| (m.start, m.end, m.offset, m.path))

@@ -5,11 +5,11 @@
 use std::path::Path;
 
 use tma_catalog::{EventId, Model, NodeDef};
+use tma_host::sysfs::Pmus;
+use tma_host::Host;
 use tma_perf::attr::{TYPE_HARDWARE, TYPE_SOFTWARE, TYPE_TRACEPOINT};
 use tma_perf::event::SpecKind;
-use tma_perf::host::Host;
 use tma_perf::sampling::SampleEvent;
-use tma_perf::sysfs::Pmus;
 
 /// Errors from choosing the event.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -39,7 +39,7 @@ pub struct Pmu {
 /// The core PMU under `<sysfs_root>/bus/event_source/devices` (`cpu`, or `cpu_core` on
 /// hybrid parts), `None` where there is none (VMs without a virtual PMU).
 pub fn core_pmu(sysfs_root: &Path) -> Option<Pmu> {
-    tma_perf::sysfs::core_pmu_types(sysfs_root)
+    tma_host::sysfs::core_pmu_types(sysfs_root)
         .into_iter()
         // Hybrid parts sample on the P-cores.
         .find(|&(name, _)| name != "cpu_atom")

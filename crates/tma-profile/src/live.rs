@@ -5,7 +5,7 @@
 use linux_perf_event_reader::{
     Endianness, PerfEventAttr, RawData, RawEventRecord, RecordParseInfo, RecordType,
 };
-use tma_perf::host::Host;
+use tma_host::Host;
 use tma_perf::sampling::{
     RawRecord, SamplingConfig, SamplingError, Session, SessionSummary, Target,
     PERF_RECORD_FINISHED_ROUND,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tma_catalog::Model;
-use tma_perf::host::Host;
+use tma_host::Host;
 use tma_perf::sampling::group::{GroupEvent, GroupSpec};
 use tma_perf::sampling::{Rate, RawRecord, SampleEvent, SamplingConfig, SamplingError, Target};
 
@@ -336,7 +336,7 @@ fn tree_plan(
         Some(k) => Some(tma_catalog::by_name(k)?),
         None => cfg.this_cpu,
     };
-    let pmus = tma_perf::sysfs::Pmus::discover(&cfg.host.sys).ok();
+    let pmus = tma_host::sysfs::Pmus::discover(&cfg.host.sys).ok();
     let hardware = match (model, &pmus) {
         (Some(m), Some(p)) if p.get(m.pmu).is_some() => Some((m, p)),
         _ => None,

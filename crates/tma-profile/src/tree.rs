@@ -1345,13 +1345,13 @@ mod tests {
             .any(|m| m.name == "CPU_CLK_UNHALTED.REF_XCLK"));
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../tests/fixtures/roots/skx-smt-5.15");
-        let caveats = tma_doctor::tree_caveats(&tma_perf::host::Host::under(&root), Some(skl));
+        let caveats = tma_doctor::tree_caveats(&tma_host::Host::under(&root), Some(skl));
         assert!(caveats.iter().any(
             |c| c.id == "smt_level1" && c.summary.contains("per-thread level 1 is meaningless")
         ));
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../tests/fixtures/doctor/this-vm");
-        let caveats = tma_doctor::tree_caveats(&tma_perf::host::Host::under(&root), Some(skl));
+        let caveats = tma_doctor::tree_caveats(&tma_host::Host::under(&root), Some(skl));
         assert!(
             !caveats.iter().any(|c| c.id == "smt_level1"),
             "SMT off: {caveats:?}"

@@ -6,11 +6,11 @@
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 
+use tma_host::sysfs::Pmus;
 use tma_marker::protocol::{EventAttr, GroupCount};
 use tma_perf::attr::{attr_for, AttachMode, Attr};
 use tma_perf::plan::Plan;
 use tma_perf::sys;
-use tma_perf::sysfs::Pmus;
 
 use crate::tree::ThreadCounters;
 use crate::RegionsError;

@@ -22,11 +22,11 @@ pub mod tree;
 use std::io::Write;
 use std::path::PathBuf;
 
+use tma_host::sysfs::Pmus;
 use tma_marker::protocol;
 use tma_perf::backend::software_events;
 use tma_perf::event::EventSpec;
 use tma_perf::plan::Plan;
-use tma_perf::sysfs::Pmus;
 use tma_stat::{LiveTarget, Outcome, StatConfig};
 
 /// How the program names its regions.

@@ -314,7 +314,7 @@ impl<O: Os> Drop for Placement<O> {
 /// policy and mask through tma_sys::sched. `follow` is refused from the start when leaving
 /// `SCHED_IDLE` again is not allowed (tried on a thread of its own).
 pub(crate) struct SystemOs {
-    host: tma_perf::host::Host,
+    host: tma_host::Host,
     mask: rustix::thread::CpuSet,
     program: Option<i32>,
     /// Threads found in the program's tree, or outside it (a line may name any number).
@@ -328,7 +328,7 @@ const DEPTH: usize = 16;
 
 impl SystemOs {
     /// The reason, as an error, when this thread could not come back from following.
-    pub(crate) fn new(host: tma_perf::host::Host) -> Result<SystemOs, String> {
+    pub(crate) fn new(host: tma_host::Host) -> Result<SystemOs, String> {
         let mask = tma_sys::sched::affinity().map_err(|e| format!("no affinity mask: {e}"))?;
         let probe = std::thread::spawn(|| -> std::io::Result<()> {
             tma_sys::sched::set_idle_policy(true)?;
@@ -685,7 +685,7 @@ mod tests {
     #[test]
     fn system_os_follows_and_releases() {
         std::thread::spawn(|| {
-            let host = tma_perf::host::Host::system();
+            let host = tma_host::Host::system();
             let mut os = match SystemOs::new(host) {
                 Ok(os) => os,
                 Err(e) => {

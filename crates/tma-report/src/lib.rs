@@ -26,7 +26,7 @@ pub mod render;
 use std::io::Write;
 use std::path::PathBuf;
 
-use tma_perf::host::Host;
+use tma_host::Host;
 
 pub use error::HtmlError;
 pub use model::{Report, Section};

@@ -406,7 +406,7 @@ fn bad_inputs_are_clear_errors() {
             inputs: vec![p.to_path_buf()],
             // A machine whose CPU the tables do not know, whatever this host is (on a Zen 4
             // host the recording below would otherwise be read as zen4).
-            host: tma_perf::host::Host::under(&root().join("tests/fixtures/roots/none")),
+            host: tma_host::Host::under(&root().join("tests/fixtures/roots/none")),
             ..ReportConfig::default()
         };
         tma_report::run(&cfg, &mut Vec::new())

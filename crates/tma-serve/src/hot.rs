@@ -1,5 +1,5 @@
 //! `--cgroup-top N` over the whole cgroup tree: each interval reads every cgroup's CPU time
-//! ([`tma_perf::cgroupfs`]), names the N that used the most since the last refresh, and
+//! ([`tma_host::cgroupfs`]), names the N that used the most since the last refresh, and
 //! puts the rest in one `cgroup="other"` bucket, so that the series add up to the CPU time
 //! of the whole tree whatever the churn.
 //!
@@ -12,7 +12,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tma_perf::cgroupfs::{Accounting, CgroupFs, CgroupFsError};
+use tma_host::cgroupfs::{Accounting, CgroupFs, CgroupFsError};
 
 use crate::expo::{Family, Kind};
 

@@ -25,9 +25,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tma_host::Host;
 use tma_perf::backend::{RawInterval, RunError, Target};
 use tma_perf::cgroup_counters::CgroupCounters;
-use tma_perf::host::Host;
 use tma_perf::plan::Plan;
 use tma_perf::Interval;
 use tma_stat::eval::RunInfo;
@@ -252,7 +252,7 @@ pub fn run(cfg: &ServeConfig, log: Arc<Log>) -> Result<(), ServeError> {
     // `--cgroup-top` without `--cgroup`: the host's cgroup tree, checked before the port.
     let hot = match (&cfg.source, cfg.bounds.cgroup_top) {
         (Source::Live { cgroups, .. }, Some(_)) if cgroups.is_empty() => {
-            let fs = tma_perf::cgroupfs::CgroupFs::of_host(&cfg.host);
+            let fs = tma_host::cgroupfs::CgroupFs::of_host(&cfg.host);
             fs.check()
                 .map_err(|e| ServeError::Usage(format!("--cgroup-top: {e}")))?;
             Some(HotCgroups::new(fs))
@@ -397,7 +397,7 @@ fn hot_tree_setup(
     if !cgroups.is_empty() {
         return Ok(None);
     }
-    let pmus = tma_perf::sysfs::Pmus::discover(&cfg.host.sys).unwrap_or_default();
+    let pmus = tma_host::sysfs::Pmus::discover(&cfg.host.sys).unwrap_or_default();
     if !pmus.has_core_pmu() {
         return Ok(None);
     }
@@ -442,7 +442,7 @@ fn hot_tree_setup(
     for (e, why) in &plan.unschedulable {
         log.warn("event_unschedulable", &[("event", e), ("reason", why)]);
     }
-    let root = tma_perf::cgroupfs::CgroupFs::of_host(&cfg.host);
+    let root = tma_host::cgroupfs::CgroupFs::of_host(&cfg.host);
     let info = RunInfo {
         model,
         cpu_source: source.describe().to_string(),
@@ -891,7 +891,7 @@ mod tests {
                 assert!(!tma_stat::groups::hw_groups(&plan).is_empty());
             }
             Ok(None) => {
-                let pmus = tma_perf::sysfs::Pmus::discover(&cfg.host.sys).unwrap();
+                let pmus = tma_host::sysfs::Pmus::discover(&cfg.host.sys).unwrap();
                 assert!(pmus.has_core_pmu());
                 println!("skipped: the kernel refuses hardware counters (no PMU here)");
             }

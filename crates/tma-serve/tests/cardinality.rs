@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::*;
+use tma_host::cgroupfs::CgroupFs;
 use tma_perf::backend::{GroupReading, Measurement, RawInterval, Target};
-use tma_perf::cgroupfs::CgroupFs;
 use tma_serve::collect::{Bounds, Collector, Shared};
 use tma_serve::expo::Format;
 use tma_serve::hot::HotCgroups;

@@ -17,8 +17,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use common::*;
+use tma_host::cgroupfs::CgroupFs;
 use tma_perf::backend::{GroupReading, RawInterval, RunError};
-use tma_perf::cgroupfs::CgroupFs;
 use tma_perf::plan::Plan;
 use tma_serve::collect::{Bounds, Collector, Shared};
 use tma_serve::expo::Format;
@@ -593,7 +593,7 @@ fn churn(tag: &str, scopes: usize, steps: u64, top: usize, budget: usize) {
 #[test]
 fn live_software_counts_follow_the_busy_cgroups() {
     use tma_perf::cgroup_counters::CgroupCounters;
-    let host = tma_perf::host::Host::system();
+    let host = tma_host::Host::system();
     let mount = match host.cgroup2_mount() {
         Ok(Some(m)) => m,
         other => {

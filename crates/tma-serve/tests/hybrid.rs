@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
+use tma_host::Host;
 use tma_perf::backend::Synthetic;
-use tma_perf::host::Host;
 use tma_serve::collect::node_path;
 use tma_serve::expo::Format;
 use tma_serve::{Recording, ServeConfig, Source};

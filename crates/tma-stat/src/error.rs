@@ -63,12 +63,12 @@ pub enum StatError {
     #[error("{file}: {source}")]
     Import {
         file: String,
-        source: tma_perf::import::ImportError,
+        source: tma_perfstat::ImportError,
     },
     #[error("{file}: {source}")]
     Resolve {
         file: String,
-        source: tma_perf::import::ResolveError,
+        source: tma_perfstat::ResolveError,
     },
     #[error("{file}: {source}")]
     Snapshot {

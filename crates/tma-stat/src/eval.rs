@@ -258,7 +258,7 @@ pub(crate) struct Aliases(Vec<(&'static str, String)>);
 impl Aliases {
     pub(crate) fn of(model: &Model) -> Aliases {
         let mut v = Vec::new();
-        for &g in tma_perf::import::GENERIC_HARDWARE {
+        for &g in tma_perfstat::GENERIC_HARDWARE {
             for id in model.resolve_perf_event_all(g).unwrap_or_default() {
                 v.push((g, id));
             }

@@ -4,9 +4,9 @@
 //! `pmu/terms/` or `rHEX`.
 
 use tma_catalog::Model;
+use tma_host::sysfs::Pmus;
+use tma_host::Host;
 use tma_perf::event::{EventSpec, SoftwareEvent, SpecKind};
-use tma_perf::host::Host;
-use tma_perf::sysfs::Pmus;
 
 use crate::StatError;
 

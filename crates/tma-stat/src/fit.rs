@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 
 use tma_catalog::Model;
-use tma_perf::import::{is_generic_event, split_modifiers, IntervalReader};
+use tma_perfstat::{is_generic_event, split_modifiers, IntervalReader};
 
 use crate::model::{required_at, select_model, CLEARLY_MORE};
 use crate::sink::Collect;
@@ -439,7 +439,7 @@ mod tests {
 
     #[test]
     fn with_cpu_or_a_cpu_line_nothing_is_chosen() {
-        let host = tma_perf::host::Host::new("/nonexistent/sys", "/nonexistent");
+        let host = tma_host::Host::new("/nonexistent/sys", "/nonexistent");
         let cfg = StatConfig {
             cpu: Some("zen4".into()),
             host: host.clone(),

@@ -4,8 +4,8 @@
 
 use std::io::{BufRead, Write};
 
-use tma_perf::import::{self, Breakdown, IntervalReader, Resolver};
 use tma_perf::snapshot::Topology;
+use tma_perfstat::{self as import, Breakdown, IntervalReader, Resolver};
 
 use crate::eval::{IntervalReport, Request, RunInfo, TreeEval};
 use crate::session::hybrid::CoreTable;
@@ -26,18 +26,18 @@ struct Batch {
     /// Every spec ignored so far (tolerant imports), when the batch added some.
     ignored: Option<Vec<String>>,
     /// At the end: where the recording was cut off.
-    cut: Option<tma_perf::import::CutOff>,
+    cut: Option<tma_perfstat::CutOff>,
     /// At the end: the last line, when it had no line end.
     unterminated: Option<usize>,
     /// With the first batch: the part of the work every event was counted in.
-    scope: Option<tma_perf::import::Scope>,
+    scope: Option<tma_perfstat::Scope>,
     /// With the first batch: specs of a scope of their own, read as their events.
     rescoped: Vec<String>,
 }
 
 enum BatchError {
-    Import(tma_perf::import::ImportError),
-    Resolve(tma_perf::import::ResolveError),
+    Import(tma_perfstat::ImportError),
+    Resolve(tma_perfstat::ResolveError),
 }
 
 /// Read, resolve and (per-CPU/thread rows) aggregate up to [`BATCH`] intervals; `Ok(true)`
@@ -270,7 +270,7 @@ pub(crate) fn run_hybrid(
     }
     if let [t] = tables.as_slice() {
         let core = CoreType {
-            pmu: tma_perf::sysfs::core_pmu_name(&t.pmu),
+            pmu: tma_host::sysfs::core_pmu_name(&t.pmu),
             model: t.model,
         };
         return import_one(cfg, bytes, file, Some(core), sink, notes);
@@ -367,7 +367,7 @@ fn several_types(
     let cores: Vec<CoreType> = tables
         .iter()
         .map(|t| CoreType {
-            pmu: tma_perf::sysfs::core_pmu_name(&t.pmu),
+            pmu: tma_host::sysfs::core_pmu_name(&t.pmu),
             model: t.model,
         })
         .collect();
@@ -797,7 +797,7 @@ fn import_one(
     })?;
     if let Some(cut) = cut {
         if cfg.strict {
-            return Err(import_err(tma_perf::import::ImportError::CutOffStrict {
+            return Err(import_err(tma_perfstat::ImportError::CutOffStrict {
                 line: cut.line,
             }));
         }
@@ -856,7 +856,7 @@ fn note_groups(
 pub(crate) fn note_number_format(
     notes: &mut dyn Write,
     file: &str,
-    format: Option<tma_perf::import::NumberFormat>,
+    format: Option<tma_perfstat::NumberFormat>,
 ) -> Result<(), StatError> {
     if let Some(f) = format.filter(|f| !f.is_c()) {
         writeln!(

@@ -44,9 +44,9 @@ pub use session::hybrid::{
     core_family, core_label as core_type_label, pick_core_type, recording_core_types, CoreTable,
 };
 pub use sink::{Collect, Discard, IntervalSink, TreeOutput};
+use tma_host::Host;
 use tma_metrics::Bottleneck;
 use tma_perf::backend::{Ending, Synthetic};
-use tma_perf::host::Host;
 
 use crate::error::usage;
 
@@ -403,11 +403,11 @@ pub(crate) fn document_input(
     bytes: Vec<u8>,
     file: String,
 ) -> Result<FileInput, StatError> {
-    let format = tma_perf::import::detect(&bytes).map_err(|source| StatError::Import {
+    let format = tma_perfstat::detect(&bytes).map_err(|source| StatError::Import {
         file: file.clone(),
         source,
     })?;
-    if format != tma_perf::import::ImportFormat::TmaSnapshot {
+    if format != tma_perfstat::ImportFormat::TmaSnapshot {
         return Ok(FileInput::PerfStat(bytes, file));
     }
     if cfg.smt.is_some() {
@@ -446,7 +446,7 @@ pub(crate) fn open_import(cfg: &StatConfig, path: &Path) -> Result<ImportSource,
         input.read_to_end(&mut bytes).map_err(read_err)?;
         return Ok(ImportSource::Hybrid(bytes, file));
     }
-    if !tma_perf::import::is_document(prefix) {
+    if !tma_perfstat::is_document(prefix) {
         return Ok(ImportSource::Stream(input, file));
     }
     let mut bytes = Vec::new();

@@ -2,7 +2,7 @@
 //! machine's (from its cpuinfo).
 
 use tma_catalog::Model;
-use tma_perf::host::Host;
+use tma_host::Host;
 
 use crate::{StatConfig, StatError};
 

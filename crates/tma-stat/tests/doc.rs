@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tma_perf::host::Host;
+use tma_host::Host;
 use tma_stat::render::doc::StatDoc;
 use tma_stat::render::tree::{SCHEMA, SCHEMA_VERSION};
 use tma_stat::{Format, Input, RenderOptions, StatConfig};

@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+use tma_host::Host;
 use tma_perf::backend::Synthetic;
-use tma_perf::host::Host;
 use tma_stat::sink::{Finish, IntervalData, Start};
 use tma_stat::{
     BackendChoice, Input, IntervalSink, LiveOptions, LiveTarget, StatConfig, StatError,

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
+use tma_host::Host;
 use tma_perf::backend::Synthetic;
-use tma_perf::host::Host;
 use tma_stat::{BackendChoice, Format, Input, LiveOptions, LiveTarget, RenderOptions, StatConfig};
 use tma_testkit::fixture;
 

@@ -3,7 +3,7 @@
 //! Every message that tells a user how to get past a refusal of the host (permissions,
 //! limits, a missing driver, device or mount) takes its advice from [`advice`], so one
 //! situation gets one fix everywhere. The caller keeps its own lead-in (which event, which
-//! path, the current `perf_event_paranoid` level read through `tma_perf::host::Host`) and
+//! path, the current `perf_event_paranoid` level read through `tma_host::Host`) and
 //! appends the advice; [`explain`] does that for a bare `io::Error`.
 //!
 //! The fixes chosen: for `perf_event_paranoid`, `sudo sysctl kernel.perf_event_paranoid=N`

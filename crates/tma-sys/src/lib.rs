@@ -19,7 +19,7 @@
 //!
 //! # What is not here: host facts
 //!
-//! The readers of `/proc` and `/sys` (`tma_perf::host::Host`: online CPUs, paranoid level, NMI
+//! The readers of `/proc` and `/sys` (`tma_host::Host`: online CPUs, paranoid level, NMI
 //! watchdog, cpuinfo, topology, capabilities, smaps) stay in tma-perf. They are plain file
 //! reads under roots given as parameters, with no `unsafe` and no syscall wrapper to share, and
 //! every crate that reads them already depends on tma-perf; the design keeps "who reads /proc

@@ -15,7 +15,7 @@
 //! The three buffers are anonymous mappings aligned to 2 MiB and sized in whole 2 MiB units,
 //! advised `MADV_HUGEPAGE` (`--thp on`) or `MADV_NOHUGEPAGE` (`--thp off`) before they are
 //! first touched. Whether the kernel actually backed them with huge pages is then read back
-//! from `/proc/self/smaps` ([`tma_perf::host::Host::huge_page_share`]), not assumed.
+//! from `/proc/self/smaps` ([`tma_host::Host::huge_page_share`]), not assumed.
 //!
 //! The hot loop is the `#[inline(never)]` function [`matmul_ref`], so `tma locate` attributes
 //! time to it by name. The result is checked against an f64 dot product on a few elements.
@@ -23,7 +23,7 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use tma_perf::host::{HostError, HugePageShare, ThpMode};
+use tma_host::{HostError, HugePageShare, ThpMode};
 
 use crate::clock::Stamp;
 use crate::rng::SplitMix64;
@@ -62,7 +62,7 @@ pub struct MatmulConfig {
     /// Seed of the matrix contents.
     pub seed: u64,
     /// Where the THP mode and this process's smaps are read.
-    pub host: tma_perf::host::Host,
+    pub host: tma_host::Host,
 }
 
 impl Default for MatmulConfig {
@@ -73,7 +73,7 @@ impl Default for MatmulConfig {
             n: 1000,
             thp: ThpAdvice::On,
             seed: 1,
-            host: tma_perf::host::Host::system(),
+            host: tma_host::Host::system(),
         }
     }
 }

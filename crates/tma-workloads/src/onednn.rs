@@ -25,7 +25,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use tma_perf::host::ThpMode;
+use tma_host::ThpMode;
 
 use crate::clock::Stamp;
 use crate::matmul::{self, sizes, sys::Buffer, Check, HugePages, MatmulError, Sizes, ThpAdvice};
@@ -58,7 +58,7 @@ pub struct OnednnConfig {
     /// The library (`--dnnl`); `None` searches [`LIBRARY_NAMES`].
     pub library: Option<PathBuf>,
     /// Where the THP mode and this process's smaps are read.
-    pub host: tma_perf::host::Host,
+    pub host: tma_host::Host,
 }
 
 impl Default for OnednnConfig {
@@ -71,7 +71,7 @@ impl Default for OnednnConfig {
             thp: ThpAdvice::On,
             seed: 1,
             library: None,
-            host: tma_perf::host::Host::system(),
+            host: tma_host::Host::system(),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! smaps) and pays off. Skipped, with the reason printed, where the kernel has no THP or its
 //! mode is `never`.
 
-use tma_perf::host::{Host, ThpMode};
+use tma_host::{Host, ThpMode};
 use tma_workloads::matmul::{self, MatmulConfig, MatmulResult, ThpAdvice};
 use tma_workloads::workload::{self, render, WorkloadConfig, WorkloadKind};
 

@@ -24,7 +24,7 @@ fn docs(data: &[u8]) {
         return;
     };
     let root = tma_fuzz::repo_root().join("tests/fixtures/doctor/this-vm");
-    let host = tma_perf::host::Host::new(root.join("sys"), root.join("proc"));
+    let host = tma_host::Host::new(root.join("sys"), root.join("proc"));
     use tma_stat::render::{counts, tree};
     match schema {
         s if s == tree::SCHEMA || s == counts::SOFTWARE_SCHEMA => {
@@ -66,7 +66,7 @@ fn docs(data: &[u8]) {
 }
 
 /// `tma report`'s loader of one input (it reads a path).
-fn report(data: &[u8], host: tma_perf::host::Host) {
+fn report(data: &[u8], host: tma_host::Host) {
     let path = tma_fuzz::scratch_file("doc.json", data);
     let cfg = tma_report::ReportConfig {
         inputs: vec![path.clone()],

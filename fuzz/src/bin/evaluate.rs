@@ -179,7 +179,7 @@ fn recording(key: &str, smt: bool, how: u8, bytes: &[u8]) {
         level: 6,
         smt: smt.then_some(true),
         metrics: Some(Vec::new()),
-        host: tma_perf::host::Host::new(root.join("sys"), root.join("proc")),
+        host: tma_host::Host::new(root.join("sys"), root.join("proc")),
         ..tma_stat::StatConfig::default()
     };
     if let Ok(ev) = tma_stat::evaluate(&cfg, &mut std::io::sink()) {

@@ -37,7 +37,7 @@ fn main() {
         let root = roots.join(name);
         let cfg = tma_kvm::memory::MemoryConfig {
             target: tma_kvm::memory::MemoryTarget::All,
-            host: tma_perf::host::Host::new(root.join("sys"), root.join("proc")),
+            host: tma_host::Host::new(root.join("sys"), root.join("proc")),
         };
         let Ok(report) = tma_kvm::memory::run(&cfg) else {
             eprintln!("mkseeds: no memory report from {}", root.display());

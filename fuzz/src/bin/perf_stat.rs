@@ -1,5 +1,5 @@
 //! perf stat output: `-x` CSV, `-j` JSON and the human-readable text, through the importer
-//! (`tma_perf::import::parse`, which streams through `IntervalReader`, the reader behind
+//! (`tma_perfstat::parse`, which streams through `IntervalReader`, the reader behind
 //! `tma stat --import`, `tma diff` and `tma report` of recordings).
 //!
 //! What the importer returns is not evaluated here: `tma_stat::evaluate` compiles the CPU
@@ -15,9 +15,9 @@ fn main() {
             fixed: 8 << 20,
         },
         |data| {
-            if let Ok(rec) = tma_perf::import::parse(data) {
+            if let Ok(rec) = tma_perfstat::parse(data) {
                 for iv in &rec.intervals {
-                    let _ = tma_perf::import::aggregate(iv);
+                    let _ = tma_perfstat::aggregate(iv);
                 }
             }
         },

@@ -2,7 +2,7 @@
 //! is the file's text (one parser per input, so that afl spends each run on one file's
 //! parser rather than all of them on text meant for one; scripts/fuzz.sh prefixes each
 //! fixture with the byte of its kind, see [`Kind`]):
-//! 0. `/proc/cpuinfo`: `tma_catalog::parse_cpuinfo`, `tma_perf::host::CpuInfo::parse`, the
+//! 0. `/proc/cpuinfo`: `tma_catalog::parse_cpuinfo`, `tma_host::CpuInfo::parse`, the
 //!    snapshot's `CpuIdentity::from_cpuinfo`;
 //! 1. `/proc/<pid>/smaps` (`host::parse_smaps`);
 //! 2. `/proc/<pid>/maps` (`host::parse_maps`, `parse_maps_header` of its first lines,
@@ -22,7 +22,7 @@ fn main() {
             fixed: 1 << 20,
         },
         |data| {
-            use tma_perf::host;
+            use tma_host as host;
             let Some((kind, data)) = data.split_first() else {
                 return;
             };

@@ -1,11 +1,11 @@
-//! sysfs PMU descriptions (`tma_perf::sysfs`): the input is a PMU written as lines —
+//! sysfs PMU descriptions (`tma_host::sysfs`): the input is a PMU written as lines —
 //! `format/<field>` files as `<field> <content>` (`event config:0-7`) up to the first blank
 //! line, then event alias terms (`event=0x3c,umask=0x1`), one per line, each encoded
 //! through the parsed formats as perf does.
 use std::collections::BTreeMap;
 
 use tma_fuzz::Bound;
-use tma_perf::sysfs::{Format, Pmu};
+use tma_host::sysfs::{Format, Pmu};
 
 fn main() {
     tma_fuzz::main(

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tma_perf::host::Host;
+use tma_host::Host;
 
 /// `--cpu NAME`.
 #[derive(Debug, Clone, clap::Args)]

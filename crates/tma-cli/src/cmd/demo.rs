@@ -71,7 +71,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         bench: !args.no_bench,
         debug_build: cfg!(debug_assertions),
         verbose: args.verbose,
-        host: tma_perf::host::Host::system(),
+        host: tma_host::Host::system(),
         dnnl: args.dnnl,
     };
     let progress = crate::progress::Lines::new("tma demo", true);

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::bail;
-use tma_perf::host::Host;
+use tma_host::Host;
 use tma_perf::sampling::Rate;
 use tma_profile::report::{ReportOptions, SortKey, Syntax};
 use tma_profile::{render, LocateConfig};
@@ -170,7 +170,7 @@ pub fn config(args: &Args, root: &RootArg) -> anyhow::Result<LocateConfig> {
     let system_wide = args.all_cpus || args.cpus.is_some();
     let cpus = match &args.cpus {
         Some(text) => Some(
-            tma_perf::host::parse_cpu_list(text.as_bytes())
+            tma_host::parse_cpu_list(text.as_bytes())
                 .map_err(|e| anyhow::anyhow!("bad -C {text:?} ({e}): give CPUs like 0-3,6"))?,
         ),
         None => None,

@@ -65,7 +65,7 @@ impl GroupEvent {
     /// The attr fields of a planned event ([`crate::attr::attr_for`]).
     pub fn from_spec(
         spec: &crate::event::EventSpec,
-        pmus: &crate::sysfs::Pmus,
+        pmus: &tma_host::sysfs::Pmus,
     ) -> Result<GroupEvent, crate::attr::AttrError> {
         let a = crate::attr::attr_for(spec, pmus, crate::attr::AttachMode::SINGLE, false)?;
         Ok(GroupEvent {

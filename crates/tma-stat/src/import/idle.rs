@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use tma_perf::import::IntervalReader;
+use tma_perfstat::IntervalReader;
 
 use crate::StatError;
 

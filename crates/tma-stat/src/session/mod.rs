@@ -28,15 +28,15 @@ use std::io::Write;
 use std::time::Duration;
 
 use tma_catalog::Model;
+use tma_host::sysfs::Pmus;
+use tma_host::{self as host, Host};
 use tma_metrics::{Bottleneck, StopReason};
 use tma_perf::backend::{
     self, Backend, Ending, Live, Measurement, RawInterval, Replay, RunError, RunOptions, Target,
 };
 use tma_perf::event::EventSpec;
-use tma_perf::host::{self, Host};
 use tma_perf::plan::Plan;
 use tma_perf::snapshot::{self, CpuIdentity, RecordedRun, Settings, Snapshot, Topology};
-use tma_perf::sysfs::Pmus;
 use tma_perf::{Interval, ReadingStatus};
 
 use crate::error::usage;
@@ -396,7 +396,7 @@ fn run_options(cfg: &StatConfig, live: &LiveOptions) -> RunOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tma_perf::host::Host;
+    use tma_host::Host;
     use tma_perf::process::CommandStdout;
 
     #[test]

@@ -485,7 +485,7 @@ mod tests {
                 m: 8,
                 k: 8,
                 n: 8,
-                host: tma_perf::host::Host::new("/nonexistent/sys", "/nonexistent"),
+                host: tma_host::Host::new("/nonexistent/sys", "/nonexistent"),
                 ..MatmulConfig::default()
             }),
         ];
@@ -494,7 +494,7 @@ mod tests {
             k: 8,
             n: 8,
             reps: 2,
-            host: tma_perf::host::Host::new("/nonexistent/sys", "/nonexistent"),
+            host: tma_host::Host::new("/nonexistent/sys", "/nonexistent"),
             ..OnednnConfig::default()
         });
         for kind in kinds.into_iter().chain([onednn]) {

@@ -4,7 +4,7 @@ use std::io::{self, Write};
 
 use super::{ClockReport, MatmulReport, OnednnReport, WorkloadReport};
 use crate::matmul::{Check, HugePages};
-use tma_perf::host::ThpMode;
+use tma_host::ThpMode;
 
 /// JSON schema name of the `--json` / `--report` document.
 pub const SCHEMA: &str = "tma.workload";

@@ -22,7 +22,7 @@ fn headerless_rows_are_text_not_csv() {
     assert_eq!(value(iv, "ex_ret_brn"), Some(219_730_483.0));
     assert_eq!(
         iv.get("ls_not_halted_cyc").map(|r| r.status),
-        Some(crate::readings::ReadingStatus::NotCounted)
+        Some(tma_perf::readings::ReadingStatus::NotCounted)
     );
     assert_eq!(iv.printed.len(), 1);
 

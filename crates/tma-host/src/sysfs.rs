@@ -156,7 +156,7 @@ impl Pmu {
     pub fn cpu_list(&self) -> Vec<u32> {
         self.cpus
             .as_deref()
-            .and_then(|c| crate::host::parse_cpu_list(c.as_bytes()).ok())
+            .and_then(|c| crate::parse_cpu_list(c.as_bytes()).ok())
             .unwrap_or_default()
     }
 
@@ -353,7 +353,7 @@ impl Pmus {
     /// Why this process cannot count hardware events on `host`, or `None` where it can try:
     /// a core PMU in sysfs, and `perf_event_paranoid` <= 2 or CAP_PERFMON / CAP_SYS_ADMIN.
     /// Tests that need counters skip with this reason.
-    pub fn why_no_hardware_counting(host: &crate::host::Host) -> Option<String> {
+    pub fn why_no_hardware_counting(host: &crate::Host) -> Option<String> {
         let pmus = Pmus::discover(&host.sys).unwrap_or_default();
         if !pmus.has_core_pmu() {
             return Some(format!(

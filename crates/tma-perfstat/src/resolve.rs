@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::ResolveError;
-use crate::readings::{Interval, Reading, ReadingStatus};
+use tma_perf::readings::{Interval, Reading, ReadingStatus};
 
 /// Events perf counts on any machine that no CPU table lists: software, tool and generic
 /// hardware events. They are kept under their perf name when the model does not know them.

@@ -103,10 +103,10 @@ impl CgroupFs {
     }
 
     /// The hierarchy mounted on this host (from `<proc>/self/mounts`), or `<sys>/fs/cgroup`.
-    pub fn of_host(host: &crate::host::Host) -> CgroupFs {
+    pub fn of_host(host: &crate::Host) -> CgroupFs {
         let mounted = std::fs::read(host.proc.join("self/mounts"))
             .ok()
-            .and_then(|b| crate::host::parse_cgroup2_mount(&b));
+            .and_then(|b| crate::parse_cgroup2_mount(&b));
         CgroupFs::new(mounted.unwrap_or_else(|| host.sys.join("fs/cgroup")))
     }
 

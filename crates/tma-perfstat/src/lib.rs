@@ -35,7 +35,7 @@ pub use resolve::{
     GENERIC_HARDWARE,
 };
 
-use crate::readings::Interval;
+use tma_perf::readings::Interval;
 
 /// What kind of recording a file holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +103,7 @@ pub fn detect(bytes: &[u8]) -> Result<ImportFormat, ImportError> {
     // A JSON document with a `schema` key is one of tma's own files (the one recognizer
     // every input goes through).
     if let Some(schema) = tma_render::recognize(bytes).schema() {
-        return if schema == crate::snapshot::SCHEMA {
+        return if schema == tma_perf::snapshot::SCHEMA {
             Ok(ImportFormat::TmaSnapshot)
         } else {
             Err(ImportError::NotARecording {
@@ -226,7 +226,7 @@ pub(crate) struct Row {
     pub metric: Option<Metric>,
 }
 
-/// A metric value perf printed (see [`crate::readings::PrintedMetric`]), before it is tied
+/// A metric value perf printed (see [`tma_perf::readings::PrintedMetric`]), before it is tied
 /// to its row.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Metric {

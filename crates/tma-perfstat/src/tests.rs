@@ -1,5 +1,5 @@
 use super::*;
-use crate::readings::ReadingStatus;
+use tma_perf::readings::ReadingStatus;
 
 fn read_fixture(name: &str) -> Vec<u8> {
     let p = tma_testkit::fixture("import").join(name);

@@ -11,7 +11,7 @@ use super::{
     csv, json, unit_to_ns, Breakdown, ImportError, ImportFormat, Metric, Parsed, Row, RowValue,
     TEXT_HEADER_LINES,
 };
-use crate::readings::{Interval, PrintedMetric, Reading, ReadingStatus};
+use tma_perf::readings::{Interval, PrintedMetric, Reading, ReadingStatus};
 
 /// Control characters are looked for in this many leading bytes: enough to reject perf.data
 /// or an executable at once without inspecting every byte of a large text file.
@@ -769,7 +769,7 @@ impl Assembler {
                         (a, b) => a.or(b),
                     };
                     if r.value.is_some() {
-                        o.status = crate::readings::ReadingStatus::Counted;
+                        o.status = tma_perf::readings::ReadingStatus::Counted;
                     }
                     // Running times past u64 (a corrupt recording) make the sum unknown,
                     // as in `resolve::aggregate`.

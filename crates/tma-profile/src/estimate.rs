@@ -32,7 +32,6 @@ use tma_catalog::Model;
 use tma_metrics::Constants;
 
 use crate::report::{Profile, Stack, KERNEL_MODULE};
-use crate::tree::TreeError;
 
 /// A function's two shares disagree when they differ by more than this many percentage
 /// points.
@@ -157,7 +156,7 @@ pub fn group_amounts(
     model: Option<&'static Model>,
     node: Option<&str>,
     consts: &Constants,
-) -> Result<HashMap<FuncKey, f64>, TreeError> {
+) -> Result<HashMap<FuncKey, f64>, tma_metrics::MetricsError> {
     let per = function_values(profile);
     let mut out = HashMap::with_capacity(per.len());
     match (model, node) {

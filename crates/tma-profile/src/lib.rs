@@ -13,7 +13,6 @@
 
 pub mod aggregate;
 pub mod choose;
-pub mod compressed;
 pub mod estimate;
 pub mod import;
 pub mod live;

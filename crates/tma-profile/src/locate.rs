@@ -784,7 +784,8 @@ fn compare_direct(
     };
     let direct = report::analyze(agg, &mut sym, &what.direct_event, &opts);
     let node = what.direct_node.as_deref().or(what.node.as_deref());
-    let group = estimate::group_amounts(profile, model, node, consts)?;
+    let group = estimate::group_amounts(profile, model, node, consts)
+        .map_err(crate::tree::TreeError::from)?;
     let shown: Vec<estimate::FuncKey> = t
         .functions
         .iter()

@@ -7,7 +7,7 @@
 //! continues the stream of the one before), counting the output and keeping none of it, and
 //! refuses a file whose records inflate past [`limit`] of their size: a decompression bomb.
 
-use crate::import::ImportError;
+use super::error::ImportError;
 
 /// Compressed records may inflate to this many times their compressed size...
 pub const MAX_RATIO: u64 = 64;

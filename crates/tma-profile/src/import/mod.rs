@@ -17,31 +17,10 @@ use linux_perf_data::{PerfFileReader, PerfFileRecord};
 
 use crate::aggregate::Aggregator;
 
-/// Errors from reading a perf.data file.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ImportError {
-    #[error("cannot read {path}: {err}")]
-    Read { path: String, err: std::io::Error },
-    #[error(
-        "not a perf.data file (magic {magic:?}, expected \"PERFILE2\"); \
-         record one with `perf record` or `tma locate --record`"
-    )]
-    BadMagic { magic: String },
-    #[error(
-        "unsupported perf.data version 1 (magic \"PERFFILE\", perf before 2.6.38); \
-         re-record it with a current perf"
-    )]
-    Version1,
-    #[error("perf.data is truncated: {what} ends at byte {end}, but the file has {len} bytes")]
-    Truncated { what: String, end: u64, len: u64 },
-    #[error("the file has no event {want:?}; it has: {have}")]
-    NoSuchEvent { want: String, have: String },
-    #[error("perf.data header is inconsistent: {0}")]
-    BadHeader(String),
-    #[error("cannot parse perf.data: {0}")]
-    Parse(String),
-}
+pub mod compressed;
+mod error;
+
+pub use error::ImportError;
 
 /// Facts from the file header.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -333,7 +312,7 @@ fn check_lengths(bytes: &[u8], is_pipe: bool) -> Result<(), ImportError> {
                     .ok()
                     .zip(usize::try_from(next.min(end)).ok())
                     .and_then(|(s, e)| bytes.get(s..e));
-                if let Some(p) = body.and_then(|b| crate::compressed::payload(ty, b, be)) {
+                if let Some(p) = body.and_then(|b| compressed::payload(ty, b, be)) {
                     compressed.push(p);
                 }
             }
@@ -341,7 +320,7 @@ fn check_lengths(bytes: &[u8], is_pipe: bool) -> Result<(), ImportError> {
         }
         at = next;
     }
-    crate::compressed::check(&compressed)?;
+    compressed::check(&compressed)?;
     Ok(())
 }
 

@@ -841,7 +841,7 @@ impl Child<'_> {
             jobs.iter().map(|&j| (j, Repeated::default())).collect();
         let mut active: Vec<usize> = jobs.to_vec();
         let mut last_sentinel: Option<f64> = None;
-        let max_n = crate::measure::pipes();
+        let max_n = crate::stats::pipes();
         for round in 0..m.max_rounds.max(1) {
             if active.is_empty() {
                 break;

@@ -439,7 +439,7 @@ fn derive(
         .iter()
         .map(|f| {
             let median = (f.median - 1.0).max(0.0);
-            let (snapped, snapped_ok) = stats::snap(median, measure::pipes());
+            let (snapped, snapped_ok) = stats::snap(median, stats::pipes());
             Figure {
                 median,
                 p10: (f.p10 - 1.0).max(0.0),

@@ -801,7 +801,7 @@ fn figure(
     }
     let s = stats::sorted(values);
     let median = stats::percentile(&s, 50.0);
-    let (snapped, snapped_ok) = stats::snap(median, pipes());
+    let (snapped, snapped_ok) = stats::snap(median, stats::pipes());
     Ok(Figure {
         clock,
         median,
@@ -817,20 +817,6 @@ fn figure(
         dropped: false,
         contended: Vec::new(),
         outvoted_plausible: false,
-    })
-}
-
-/// This machine's pipe count for snapping ([`stats::pipe_count`]).
-pub(crate) fn pipes() -> usize {
-    static PIPES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *PIPES.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        let cpu = tma_sys::cpu::signature();
-        #[cfg(target_arch = "x86_64")]
-        return stats::pipe_count(&cpu.vendor, cpu.family, cpu.model);
-        // No CPUID off x86-64: the table's default for an unknown core.
-        #[cfg(not(target_arch = "x86_64"))]
-        stats::pipe_count("", 0, 0)
     })
 }
 

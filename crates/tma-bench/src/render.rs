@@ -422,7 +422,7 @@ fn throughput_rows<'a>(
 /// The legend, the clock lines (from the first form: they are the same machine), presets
 /// and notes (each once).
 fn footer(w: &mut dyn Write, forms: &[FormReport]) -> Result<(), ReportError> {
-    writeln!(w, "cycles per instruction (per body copy for several instructions); * = not within 2% of an integer or of 1/n for n up to {} (this CPU's widest set of identical pipes)", crate::measure::pipes())?;
+    writeln!(w, "cycles per instruction (per body copy for several instructions); * = not within 2% of an integer or of 1/n for n up to {} (this CPU's widest set of identical pipes)", crate::stats::pipes())?;
     if forms.iter().any(|f| all_figures(f).any(|g| !g.converged)) {
         writeln!(w, "? = UNCONVERGED: no two independent repetitions agreed within 1% within the time budget ({} repetitions); the lowest is shown and the note gives the spread; measure again on a quieter machine", crate::engine::MAX_ROUNDS)?;
     }

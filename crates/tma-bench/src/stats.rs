@@ -39,6 +39,20 @@ pub fn snap(x: f64, max_n: usize) -> (f64, bool) {
     (s, rel(s) <= 0.02)
 }
 
+/// This machine's pipe count for snapping ([`pipe_count`]).
+pub(crate) fn pipes() -> usize {
+    static PIPES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PIPES.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        let cpu = tma_sys::cpu::signature();
+        #[cfg(target_arch = "x86_64")]
+        return pipe_count(&cpu.vendor, cpu.family, cpu.model);
+        // No CPUID off x86-64: the table's default for an unknown core.
+        #[cfg(not(target_arch = "x86_64"))]
+        pipe_count("", 0, 0)
+    })
+}
+
 /// The widest set of identical execution pipes of a core (integer ALUs or vector ALUs,
 /// whichever is wider): the largest n for which 1/n is a plausible reciprocal throughput.
 /// By vendor and display family/model; cores not listed get 4 (every x86 core since

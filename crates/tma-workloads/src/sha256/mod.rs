@@ -20,7 +20,19 @@ mod bmi2;
 #[cfg(target_arch = "x86_64")]
 mod ni;
 
-pub use portable::sha256_compress_portable;
+/// Compress every 64-byte block of `blocks` into `state` with the portable code (its BMI2 build
+/// where CPUID reports BMI2).
+///
+/// `blocks.len()` must be a multiple of 64; a trailing partial block is ignored (callers
+/// only pass whole blocks).
+#[inline(never)]
+pub fn sha256_compress_portable(state: &mut [u32; 8], blocks: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if bmi2::compress_if_available(state, blocks) {
+        return;
+    }
+    portable::compress_blocks(state, blocks);
+}
 
 /// Round constants K0..K63 (FIPS 180-4, 4.2.2): the first 32 bits of the fractional parts of
 /// the cube roots of the first 64 primes.

@@ -48,20 +48,7 @@ fn maj(x: u32, y: u32, z: u32) -> u32 {
     ((x ^ y) & (y ^ z)) ^ y
 }
 
-/// Compress every 64-byte block of `blocks` into `state`.
-///
-/// `blocks.len()` must be a multiple of 64; a trailing partial block is ignored (callers
-/// only pass whole blocks).
-#[inline(never)]
-pub fn sha256_compress_portable(state: &mut [u32; 8], blocks: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    if super::bmi2::compress_if_available(state, blocks) {
-        return;
-    }
-    compress_blocks(state, blocks);
-}
-
-/// The loop over the blocks, inlined into [`sha256_compress_portable`] and into the BMI2 build.
+/// The loop over the blocks, inlined into `sha256_compress_portable` and into the BMI2 build.
 #[inline(always)]
 pub(super) fn compress_blocks(state: &mut [u32; 8], blocks: &[u8]) {
     let (whole, _) = blocks.as_chunks::<64>();

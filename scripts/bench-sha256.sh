@@ -173,7 +173,7 @@ if ni == "1":
     cpb_avg = {k: j["clock"]["core_hz"] / bps(j) for k, j in docs.items()}
     one_doc = load("ni1.json")
 
-    # The kernels against the bounds: tma_workloads::sha256::bound::judge, in Python (keep the
+    # The kernels against the bounds: tma_bench::sha_bound::judge, in Python (keep the
     # two in step). A term that a kernel of this run beats was no lower bound: it is said so and
     # leaves the bound of every stream count (the latency chain, one stream / K, is one term).
     def judge(kernels):

@@ -80,6 +80,7 @@ pub mod jitloop;
 mod measure;
 pub mod render;
 pub mod sha;
+pub mod sha_bound;
 pub mod stats;
 mod sweep;
 mod sys;

@@ -34,7 +34,7 @@
 //! one that binds. Every term is a lower bound only if the model is right, so each is checked
 //! against what was measured: a term that a measured figure of the same run beats was not a
 //! lower bound, is said to be so ([`Beaten`]), and leaves the bound (here the block body below;
-//! the kernels in `tma_workloads::sha256::bound::judge`). No share of a bound is ever over 100%.
+//! the kernels in [`crate::sha_bound::judge`]). No share of a bound is ever over 100%.
 //!
 //! A reference point, not a bound: the block mix measured as one body ([`block_body`]). The pair
 //! model sees two or three kinds of instruction at a time, not the whole mix at once, so the

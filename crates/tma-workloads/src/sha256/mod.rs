@@ -10,7 +10,6 @@
 //!   flight and brings the core towards the instruction's throughput bound (2 to 4 streams:
 //!   register-allocated kernels in inline assembly; see the `ni` module docs).
 
-pub mod bound;
 mod portable;
 pub mod run;
 

@@ -1,11 +1,10 @@
-//! The SHA-NI kernels against the instruction-level lower bounds of `tma bench --preset sha`
-//! (`tma_bench::sha`): which bound holds for a kernel of K streams, and its share of it.
+//! The SHA-NI kernels against the lower bounds of `--preset sha` ([`crate::sha`]): which bound
+//! holds for a kernel of K streams, and its share of it. `tma demo sha256` sets its kernels
+//! against the bounds through [`judge`].
 //!
 //! The bounds are lower bounds only if their model is right. A kernel that runs faster than a
 //! term shows that the term was not one: [`judge`] says so ([`Beaten`]) and drops the term
-//! from the bound of every stream count, so no share is ever over 100%. `tma demo sha256`
-//! sets its kernels against the bounds through [`judge`]; `scripts/bench-sha256.sh` does the
-//! same in Python (keep the two in step).
+//! from the bound of every stream count, so no share is ever over 100%.
 //!
 //! For K interleaved streams the lower-bound terms are the throughput terms of the bench (each
 //! instruction alone, the shared pipes, the vector issue; they hold for any number of streams)
@@ -13,23 +12,7 @@
 //! one-stream bound / K cycles per block and stream. The chain is one term: beaten at one
 //! stream count, it is dropped at all of them.
 
-/// One lower-bound term (cycles per 64-byte block, and stream for interleaved streams).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Term {
-    pub name: String,
-    pub cycles: f64,
-}
-
-/// The lower bounds of one `tma bench --preset sha` run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Bounds {
-    /// The throughput terms that hold (the bench's `bounds.terms`).
-    pub terms: Vec<Term>,
-    /// The one-stream bound (latency chains), cycles per block (`bounds.one_stream_cycles_per_block`).
-    pub one_stream: f64,
-    /// Terms the bench itself found beaten (by the block mix measured as one body).
-    pub beaten: Vec<Beaten>,
-}
+use crate::sha::{Beaten, BoundTerm, ShaBounds};
 
 /// A kernel measured in the same run as the bounds.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,40 +24,13 @@ pub struct Kernel {
     pub cycles_per_block: f64,
 }
 
-/// A term that a measured figure beat: it was not a lower bound.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Beaten {
-    pub term: Term,
-    /// The measured figure that ran faster.
-    pub by: String,
-    /// Its cycles per block (and stream).
-    pub measured: f64,
-}
-
-impl Beaten {
-    /// The sentence every output prints for it (`tma_bench::sha::Beaten::message` words it
-    /// the same).
-    pub fn message(&self) -> String {
-        format!(
-            "the model's term {} ({:.1} cycles/block = {:.3} cycles/byte) was beaten by {} \
-             ({:.1} cycles/block = {:.3} cycles/byte): it is not a lower bound",
-            self.term.name,
-            self.term.cycles,
-            self.term.cycles / 64.0,
-            self.by,
-            self.measured,
-            self.measured / 64.0
-        )
-    }
-}
-
 /// A kernel against the bound for its stream count.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Share {
     pub kernel: Kernel,
     /// The largest term no figure beat for its stream count; `None` when the figure is not a
     /// positive number or every term was beaten.
-    pub bound: Option<Term>,
+    pub bound: Option<BoundTerm>,
     /// `bound / cycles_per_block`, never over 1.
     pub share: Option<f64>,
 }
@@ -86,52 +42,43 @@ pub struct Judged {
     /// Every term beaten: the bench's own, then the ones the kernels beat.
     pub beaten: Vec<Beaten>,
     /// The throughput terms that held (bounds for any number of streams).
-    pub held: Vec<Term>,
+    pub held: Vec<BoundTerm>,
+    /// The latency chain held (no kernel beat it).
+    pub chain_held: bool,
 }
 
 impl Judged {
     /// The bound for many interleaved streams: the largest throughput term that held.
-    pub fn interleaved(&self) -> Option<&Term> {
+    pub fn interleaved(&self) -> Option<&BoundTerm> {
         largest(&self.held)
     }
 }
 
-/// Name of the latency-chain term for `streams` interleaved streams.
-pub fn chain_name(streams: u32) -> String {
-    if streams <= 1 {
-        "the latency chain of one stream".into()
-    } else {
-        format!("the latency chain of one stream / {streams} streams")
-    }
-}
-
-fn chain(b: &Bounds, streams: u32) -> Term {
+/// The latency-chain term for `streams` interleaved streams.
+fn chain(b: &ShaBounds, streams: u32) -> BoundTerm {
     let k = streams.max(1);
-    Term {
-        name: chain_name(k),
-        cycles: b.one_stream / f64::from(k),
+    let one = b.one_stream_cycles_per_block;
+    BoundTerm {
+        name: if k == 1 {
+            "the latency chain of one stream".into()
+        } else {
+            format!("the latency chain of one stream / {k} streams")
+        },
+        cycles: one / f64::from(k),
+        formula: format!("{one:.1} / {k}"),
     }
 }
 
 /// The largest term, the first on a tie.
-fn largest(terms: &[Term]) -> Option<&Term> {
-    terms
-        .iter()
-        .fold(None, |best: Option<&Term>, t| match best {
-            Some(b) if b.cycles >= t.cycles => Some(b),
-            _ => Some(t),
-        })
-}
-
-/// The bound for `streams` interleaved streams, as the bench measured it (no kernel figures).
-pub fn bound_for(b: &Bounds, streams: u32) -> Option<Term> {
-    let mut t = b.terms.clone();
-    t.push(chain(b, streams));
-    largest(&t).cloned()
+fn largest(terms: &[BoundTerm]) -> Option<&BoundTerm> {
+    terms.iter().fold(None, |best, t| match best {
+        Some(b) if b.cycles >= t.cycles => Some(b),
+        _ => Some(t),
+    })
 }
 
 /// Set kernels measured in the same run against the bounds (see the module docs).
-pub fn judge(b: &Bounds, kernels: &[Kernel]) -> Judged {
+pub fn judge(b: &ShaBounds, kernels: &[Kernel]) -> Judged {
     let ok = |k: &Kernel| k.cycles_per_block.is_finite() && k.cycles_per_block > 0.0;
     let mut beaten = b.beaten.clone();
     // Throughput terms: the fastest kernel beats every term above it.
@@ -141,7 +88,7 @@ pub fn judge(b: &Bounds, kernels: &[Kernel]) -> Judged {
         .filter(|k| ok(k))
         .min_by(|x, y| x.cycles_per_block.total_cmp(&y.cycles_per_block))
     {
-        let (out, kept): (Vec<Term>, Vec<Term>) = terms
+        let (out, kept): (Vec<BoundTerm>, Vec<BoundTerm>) = terms
             .into_iter()
             .partition(|t| t.cycles > fastest.cycles_per_block);
         terms = kept;
@@ -187,6 +134,7 @@ pub fn judge(b: &Bounds, kernels: &[Kernel]) -> Judged {
         kernels: shares,
         beaten,
         held: terms,
+        chain_held: chain_beaten.is_none(),
     }
 }
 
@@ -194,11 +142,17 @@ pub fn judge(b: &Bounds, kernels: &[Kernel]) -> Judged {
 mod tests {
     use super::*;
 
-    fn term(name: &str, cycles: f64) -> Term {
-        Term {
+    fn term(name: &str, cycles: f64) -> BoundTerm {
+        BoundTerm {
             name: name.into(),
             cycles,
+            formula: String::new(),
         }
+    }
+
+    /// A term's name and cycles (the formula aside).
+    fn nc(t: &BoundTerm) -> (&str, f64) {
+        (t.name.as_str(), t.cycles)
     }
 
     fn kernel(streams: u32, cycles_per_block: f64) -> Kernel {
@@ -211,15 +165,30 @@ mod tests {
 
     /// The issue's Zen 4 run: SHA256RNDS2 alone 32 cycles/block, its pipe 36.8, the block body
     /// 57.4 (a reference point, no longer a term), the 4-stream kernel 55.0 (0.859 c/B).
-    fn zen4() -> Bounds {
-        Bounds {
+    fn zen4() -> ShaBounds {
+        ShaBounds {
+            rnds2_lat_src: 4.0,
+            rnds2_lat_dst: 4.0,
+            rnds2_tp: 1.0,
+            msg1_tp: 1.0,
+            msg2_lat: 3.0,
+            msg2_tp: 1.0,
+            round_chain_cycles: 128.0,
+            schedule_chain_cycles: 48.0,
+            one_stream_cycles_per_block: 128.0,
+            interleaved_cycles_per_block: 36.8,
+            interleaved_binding: "sha256rnds2's pipe".into(),
+            mix: Vec::new(),
+            sharing: Vec::new(),
             terms: vec![
                 term("sha256rnds2 alone", 32.0),
                 term("sha256rnds2's pipe", 36.8),
                 term("vector issue", 25.5),
             ],
-            one_stream: 128.0,
             beaten: Vec::new(),
+            reference: None,
+            derivation: Vec::new(),
+            model: String::new(),
         }
     }
 
@@ -230,21 +199,18 @@ mod tests {
             &[kernel(1, 130.0), kernel(2, 70.0), kernel(4, 55.0)],
         );
         assert!(j.beaten.is_empty(), "{:?}", j.beaten);
-        let bound = |i: usize| j.kernels[i].bound.clone().unwrap();
+        assert!(j.chain_held);
+        let bound = |i: usize| nc(j.kernels[i].bound.as_ref().unwrap());
         // One and two streams: the latency chain binds (128 and 64 per block and stream).
-        assert_eq!(bound(0), term("the latency chain of one stream", 128.0));
+        assert_eq!(bound(0), ("the latency chain of one stream", 128.0));
         assert_eq!(
             bound(1),
-            term("the latency chain of one stream / 2 streams", 64.0)
+            ("the latency chain of one stream / 2 streams", 64.0)
         );
         // Four streams: the chain (32) is below the pipe; 67%, not "104%" of the body.
-        assert_eq!(bound(2), term("sha256rnds2's pipe", 36.8));
+        assert_eq!(bound(2), ("sha256rnds2's pipe", 36.8));
         assert!((j.kernels[2].share.unwrap() - 36.8 / 55.0).abs() < 1e-12);
         assert!(j.kernels.iter().all(|k| k.share.unwrap() <= 1.0));
-        assert_eq!(
-            bound_for(&zen4(), 4),
-            Some(term("sha256rnds2's pipe", 36.8))
-        );
     }
 
     #[test]
@@ -270,6 +236,7 @@ mod tests {
                 ("the latency chain of one stream", "1 stream"),
             ]
         );
+        assert!(!j.chain_held);
         assert_eq!(
             j.beaten[0].message(),
             "the model's term the block mix measured as one body (57.4 cycles/block = 0.897 \
@@ -277,9 +244,9 @@ mod tests {
              not a lower bound"
         );
         // What is left for every stream count: the pipe (the chain was beaten at one stream).
-        assert_eq!(j.interleaved(), Some(&term("sha256rnds2's pipe", 36.8)));
+        assert_eq!(j.interleaved().map(nc), Some(("sha256rnds2's pipe", 36.8)));
         for k in &j.kernels[..2] {
-            assert_eq!(k.bound, Some(term("sha256rnds2's pipe", 36.8)));
+            assert_eq!(k.bound.as_ref().map(nc), Some(("sha256rnds2's pipe", 36.8)));
             assert!(k.share.unwrap() <= 1.0);
         }
         assert_eq!((&j.kernels[2].bound, j.kernels[2].share), (&None, None));

@@ -300,7 +300,7 @@ impl Beaten {
 }
 
 /// The terms of `terms` that the figure `by` (cycles per block) beats, taken out of `terms`.
-fn take_beaten(terms: &mut Vec<BoundTerm>, by: &str, measured: f64) -> Vec<Beaten> {
+pub(crate) fn take_beaten(terms: &mut Vec<BoundTerm>, by: &str, measured: f64) -> Vec<Beaten> {
     let (beaten, kept): (Vec<_>, Vec<_>) = std::mem::take(terms)
         .into_iter()
         .partition(|t| measured.is_finite() && measured > 0.0 && t.cycles > measured);
@@ -357,12 +357,11 @@ impl ShaBounds {
     }
 }
 
-/// The largest term; on a tie the first one (the simpler explanation). `terms` is not empty.
-fn largest(terms: &[BoundTerm]) -> &BoundTerm {
-    terms.iter().fold(
-        &terms[0],
-        |best, t| if t.cycles > best.cycles { t } else { best },
-    )
+/// The largest term; on a tie the first one (the simpler explanation).
+pub(crate) fn largest(terms: &[BoundTerm]) -> Option<&BoundTerm> {
+    terms
+        .iter()
+        .reduce(|best, t| if t.cycles > best.cycles { t } else { best })
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -505,12 +504,11 @@ pub fn bounds(m: &ShaFigures) -> Result<ShaBounds, ModelError> {
     };
     // Each SHA instruction alone stays in `terms` unless the body beat it too: then nothing
     // is left to bind but an instruction's own throughput, which the body measured faster.
-    if terms.is_empty() {
+    let Some(binding) = largest(&terms) else {
         return Err(ModelError::EveryTermBeaten(
             reference.map_or(0.0, |r| r.cycles),
         ));
-    }
-    let binding = largest(&terms);
+    };
     let interleaved = binding.cycles;
     let interleaved_binding = binding.name.clone();
 

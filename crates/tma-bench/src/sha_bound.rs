@@ -12,7 +12,7 @@
 //! one-stream bound / K cycles per block and stream. The chain is one term: beaten at one
 //! stream count, it is dropped at all of them.
 
-use crate::sha::{Beaten, BoundTerm, ShaBounds};
+use crate::sha::{largest, take_beaten, Beaten, BoundTerm, ShaBounds};
 
 /// A kernel measured in the same run as the bounds.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,14 +69,6 @@ fn chain(b: &ShaBounds, streams: u32) -> BoundTerm {
     }
 }
 
-/// The largest term, the first on a tie.
-fn largest(terms: &[BoundTerm]) -> Option<&BoundTerm> {
-    terms.iter().fold(None, |best, t| match best {
-        Some(b) if b.cycles >= t.cycles => Some(b),
-        _ => Some(t),
-    })
-}
-
 /// Set kernels measured in the same run against the bounds (see the module docs).
 pub fn judge(b: &ShaBounds, kernels: &[Kernel]) -> Judged {
     let ok = |k: &Kernel| k.cycles_per_block.is_finite() && k.cycles_per_block > 0.0;
@@ -88,15 +80,11 @@ pub fn judge(b: &ShaBounds, kernels: &[Kernel]) -> Judged {
         .filter(|k| ok(k))
         .min_by(|x, y| x.cycles_per_block.total_cmp(&y.cycles_per_block))
     {
-        let (out, kept): (Vec<BoundTerm>, Vec<BoundTerm>) = terms
-            .into_iter()
-            .partition(|t| t.cycles > fastest.cycles_per_block);
-        terms = kept;
-        beaten.extend(out.into_iter().map(|term| Beaten {
-            term,
-            by: fastest.name.clone(),
-            measured: fastest.cycles_per_block,
-        }));
+        beaten.extend(take_beaten(
+            &mut terms,
+            &fastest.name,
+            fastest.cycles_per_block,
+        ));
     }
     // The latency chain: beaten by the kernel furthest below it for its stream count.
     let chain_beaten = kernels

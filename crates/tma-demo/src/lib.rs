@@ -196,23 +196,28 @@ fn walk(demo: &mut Demo<'_>, cfg: &DemoConfig) -> io::Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn failing_steps_are_reported_and_the_walkthrough_goes_on() {
-        let dir = tempfile::tempdir().unwrap();
-        let reports = dir.path().join("reports");
-        let cfg = DemoConfig {
-            exe: dir.path().join("no-such-tma"),
-            cases: vec![Case::Dram, Case::Thp],
+    /// A quick walkthrough of `cases` in `dir` with an executable that does not exist.
+    fn config(dir: &std::path::Path, cases: Vec<Case>, locate: bool, bench: bool) -> DemoConfig {
+        DemoConfig {
+            exe: dir.join("no-such-tma"),
+            cases,
             quick: true,
-            dir: reports.clone(),
+            dir: dir.join("reports"),
             keep_dir: false,
-            locate: true,
-            bench: true,
+            locate,
+            bench,
             debug_build: false,
             verbose: false,
             host: Host::system(),
             dnnl: None,
-        };
+        }
+    }
+
+    #[test]
+    fn failing_steps_are_reported_and_the_walkthrough_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let reports = dir.path().join("reports");
+        let cfg = config(dir.path(), vec![Case::Dram, Case::Thp], true, true);
         let mut out = Vec::new();
         let summary = run(&cfg, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
@@ -245,19 +250,7 @@ mod tests {
             vec![Case::Sha256, Case::Dram, Case::Thp, Case::Onednn],
         ] {
             for (locate, bench) in [(false, false), (true, false), (false, true), (true, true)] {
-                let cfg = DemoConfig {
-                    exe: dir.path().join("no-such-tma"),
-                    cases: cases.clone(),
-                    quick: true,
-                    dir: dir.path().join("reports"),
-                    keep_dir: false,
-                    locate,
-                    bench,
-                    debug_build: false,
-                    verbose: false,
-                    host: Host::system(),
-                    dnnl: None,
-                };
+                let cfg = config(dir.path(), cases.clone(), locate, bench);
                 let mut seen: Vec<(usize, usize, String)> = Vec::new();
                 let mut out = Vec::new();
                 run_with_progress(&cfg, &mut out, &mut |p| {

@@ -130,32 +130,7 @@ impl Demo<'_> {
             stat.push("--record".into());
             stat.push(snap.display().to_string());
         }
-        let mut real = stat.clone();
-        stat.extend(strs(&["--", "tma"]));
-        stat.extend(wl.iter().cloned());
-        // `tma stat -- tma ...` must run this same executable: pass its path, show `tma`.
-        real.push("--".into());
-        real.push(self.exe.display().to_string());
-        real.extend(wl.iter().cloned());
-        writeln!(self.out, "{}", show(&stat))?;
-        self.out.flush()?;
-        let status = wait_step(Command::new(&self.exe).args(&real));
-        stop_if_interrupted()?;
-        match status {
-            Ok(s) if s.success() => {}
-            Ok(s) => {
-                let why = s
-                    .code()
-                    .map(|c| format!("exit status {c}"))
-                    .unwrap_or_else(|| s.to_string());
-                writeln!(self.out, "  -> `tma stat` failed ({why}); continuing")?;
-                self.failures.push(format!("{}: {why}", show(&stat)));
-            }
-            Err(e) => {
-                writeln!(self.out, "  -> cannot start tma stat: {e}; continuing")?;
-                self.failures.push(format!("{}: {e}", show(&stat)));
-            }
-        }
+        self.wrapped(&stat, &wl)?;
         if let Some(v) = read_report(report) {
             return Ok(Some(v));
         }
@@ -238,39 +213,56 @@ impl Demo<'_> {
         // Without the core-clock calibration: its add chain would show up among the samples.
         let mut workload = workload.to_vec();
         workload.push("--no-calibrate".into());
-        let mut real = strs(&["locate"]);
-        real.extend(opts.iter().cloned());
-        real.push("--".into());
+        let mut head = strs(&["locate"]);
+        head.extend(opts.iter().cloned());
+        match self.wrapped(&head, &workload)? {
+            Wrapped::Ok => self.say(&format!("Expected: {what}")),
+            Wrapped::Failed => self.say(&format!("What it would show: {what}")),
+            Wrapped::NotStarted => Ok(()),
+        }
+    }
+
+    /// Run `tma HEAD -- tma WORKLOAD`, this same executable after `--` (its path is passed,
+    /// `tma` shown); a failure is said and noted, and the walkthrough goes on.
+    fn wrapped(&mut self, head: &[String], workload: &[String]) -> io::Result<Wrapped> {
+        let mut shown = head.to_vec();
+        shown.push("--".into());
+        let mut real = shown.clone();
+        shown.push("tma".into());
         real.push(self.exe.display().to_string());
-        real.extend(workload.iter().cloned());
-        let mut shown = strs(&["locate"]);
-        shown.extend(opts.iter().cloned());
-        shown.extend(strs(&["--", "tma"]));
-        shown.extend(workload.iter().cloned());
+        shown.extend_from_slice(workload);
+        real.extend_from_slice(workload);
         writeln!(self.out, "{}", show(&shown))?;
         self.out.flush()?;
         let status = wait_step(Command::new(&self.exe).args(&real));
         stop_if_interrupted()?;
-        match status {
-            Ok(s) if s.success() => {
-                self.say(&format!("Expected: {what}"))?;
-            }
+        let command = &head[0];
+        let (said, why, ended) = match status {
+            Ok(s) if s.success() => return Ok(Wrapped::Ok),
             Ok(s) => {
                 let why = s
                     .code()
                     .map(|c| format!("exit status {c}"))
                     .unwrap_or_else(|| s.to_string());
-                writeln!(self.out, "  -> `tma locate` failed ({why}); continuing")?;
-                self.say(&format!("What it would show: {what}"))?;
-                self.failures.push(format!("{}: {why}", show(&shown)));
+                let said = format!("`tma {command}` failed ({why})");
+                (said, why, Wrapped::Failed)
             }
             Err(e) => {
-                writeln!(self.out, "  -> cannot start tma locate: {e}; continuing")?;
-                self.failures.push(format!("{}: {e}", show(&shown)));
+                let said = format!("cannot start tma {command}: {e}");
+                (said, e.to_string(), Wrapped::NotStarted)
             }
-        }
-        Ok(())
+        };
+        writeln!(self.out, "  -> {said}; continuing")?;
+        self.failures.push(format!("{}: {why}", show(&shown)));
+        Ok(ended)
     }
+}
+
+/// How a `tma COMMAND -- tma WORKLOAD` step ended.
+enum Wrapped {
+    Ok,
+    Failed,
+    NotStarted,
 }
 
 /// How long a step's command has to end after the demo passed it SIGINT/SIGTERM, before SIGKILL.

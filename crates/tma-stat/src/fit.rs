@@ -154,7 +154,7 @@ fn read_with(cfg: &StatConfig, model: &Model, prefix: &[u8]) -> Option<(Tree, us
     let mut collect = Collect::default();
     let notes = &mut std::io::sink();
     if crate::import::is_hybrid(prefix) {
-        crate::import::run_hybrid(&c, prefix, "", &mut collect, notes).ok()?;
+        crate::import::hybrid::run_hybrid(&c, prefix, "", &mut collect, notes).ok()?;
     } else {
         crate::import::run_perf_stat(&c, prefix, "", &mut collect, notes).ok()?;
     }

@@ -257,11 +257,7 @@ pub fn core_type_groups(
     sel: &Selection,
 ) -> Result<Vec<Vec<String>>, StatError> {
     let mut sets = formula_sets(t.model, sel)?;
-    sets.push(
-        crate::session::hybrid::cycles_event(t.model)
-            .into_iter()
-            .collect(),
-    );
+    sets.push(crate::hybrid::cycles_event(t.model).into_iter().collect());
     let plan = tma_perf::plan::plan(&sets, &limits_for(t.model, false))?;
     let groups = perf_groups(t.model, &plan)?;
     let table_pmu = format!("{}/", t.model.pmu);

@@ -26,6 +26,7 @@ pub mod eval;
 pub mod event;
 mod fit;
 pub mod groups;
+mod hybrid;
 mod import;
 pub mod model;
 pub mod render;
@@ -38,11 +39,11 @@ use std::path::{Path, PathBuf};
 
 pub use error::StatError;
 pub use eval::{IntervalReport, MetricChoice, Request, RunInfo, StatRun};
-pub use model::{select_model, CpuSource};
-pub use render::tree::{Format, RenderOptions};
-pub use session::hybrid::{
+pub use hybrid::{
     core_family, core_label as core_type_label, pick_core_type, recording_core_types, CoreTable,
 };
+pub use model::{select_model, CpuSource};
+pub use render::tree::{Format, RenderOptions};
 pub use sink::{Collect, Discard, IntervalSink, TreeOutput};
 use tma_host::Host;
 use tma_metrics::Bottleneck;
@@ -307,11 +308,11 @@ pub fn run(
             }
             ImportSource::Hybrid(bytes, file) => {
                 let cfg = &with_cpu_of_events(cfg, &bytes, &file, notes)?;
-                import::run_hybrid(cfg, &bytes, &file, sink, notes)
+                import::hybrid::run_hybrid(cfg, &bytes, &file, sink, notes)
             }
             ImportSource::Whole(FileInput::PerfStat(bytes, file)) if import::is_hybrid(&bytes) => {
                 let cfg = &with_cpu_of_events(cfg, &bytes, &file, notes)?;
-                import::run_hybrid(cfg, &bytes, &file, sink, notes)
+                import::hybrid::run_hybrid(cfg, &bytes, &file, sink, notes)
             }
             ImportSource::Whole(FileInput::PerfStat(bytes, file)) => {
                 let cfg = &with_cpu_of_events(cfg, &bytes, &file, notes)?;

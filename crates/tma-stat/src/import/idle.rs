@@ -75,7 +75,7 @@ pub(super) fn drop_idle_types(
         return Ok(());
     }
     for (pmu, why) in &idle {
-        let label = crate::session::hybrid::core_label(pmu);
+        let label = crate::hybrid::core_label(pmu);
         let why = match why {
             Idle::NotCounted => format!(
                 "every {pmu} row is `<not counted>` (no work ran on those cores: perf stat \

@@ -7,173 +7,9 @@
 //! cycles, and a merged view: the types' trees weighted by their cycles, a node that exists
 //! on some types only marked as such. `--cputype TYPE` counts one type only.
 
-use std::sync::{Mutex, OnceLock};
-
-use tma_catalog::CoreKind;
-use tma_metrics::NodeResult;
-use tma_metrics::{decide, TreeNode};
-
 use super::*;
 use crate::eval::IntervalReport;
-
-/// One core type of the machine and the table it is read with.
-#[derive(Debug, Clone)]
-pub struct CoreTable {
-    /// Its PMU: `cpu_core`, `cpu_atom`, `cpu_lowpower`...
-    pub pmu: String,
-    /// How trees and notes name it: `P-core`, `E-core`, else the PMU name.
-    pub label: &'static str,
-    pub model: &'static Model,
-    /// No table of its own: read with the E-core table of the part (its events retargeted
-    /// to this PMU).
-    pub borrowed: bool,
-}
-
-/// How a core type is named: `P-core` (`cpu_core`), `E-core` (`cpu_atom`), else its PMU name
-/// (leaked once per name: a part has a handful of core types).
-pub fn core_label(pmu: &str) -> &'static str {
-    match pmu {
-        "cpu_core" => "P-core",
-        "cpu_atom" => "E-core",
-        other => {
-            static NAMES: OnceLock<Mutex<Vec<&'static str>>> = OnceLock::new();
-            let mut names = NAMES
-                .get_or_init(Default::default)
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            if let Some(n) = names.iter().find(|n| **n == other) {
-                return n;
-            }
-            let n: &'static str = Box::leak(other.to_string().into_boxed_str());
-            names.push(n);
-            n
-        }
-    }
-}
-
-/// The tables of a hybrid part, P-core table first: `adl` gives `[adl, adl-e]`, and so does
-/// `adl-e`. Empty for a uniform part's table.
-pub fn core_family(model: &'static Model) -> Vec<&'static Model> {
-    let stem = model.key.strip_suffix("-e").unwrap_or(model.key);
-    [stem.to_string(), format!("{stem}-e")]
-        .iter()
-        .filter_map(|k| tma_catalog::by_name(k).ok())
-        .filter(|m| m.core_kind != CoreKind::Uniform)
-        .collect()
-}
-
-/// Each core type's table: the table of the part (`--cpu` or this machine's) whose PMU it
-/// is; a further type without a table of its own is read with the part's E-core table.
-pub(crate) fn core_tables(
-    model: &'static Model,
-    pmus: &[&str],
-) -> Result<Vec<CoreTable>, StatError> {
-    let family = core_family(model);
-    if family.is_empty() {
-        return Err(usage(format!(
-            "this machine has {} core types ({}), but the {} tables are for a part with one: \
-             pass --cpu with the tables of this hybrid part (adl, mtl), or --cputype TYPE",
-            pmus.len(),
-            pmus.join(", "),
-            model.key
-        )));
-    }
-    pmus.iter()
-        .map(|&pmu| {
-            let own = family.iter().find(|m| m.pmu == pmu);
-            let efficiency = family
-                .iter()
-                .find(|m| m.core_kind == CoreKind::Efficiency && pmu != "cpu_core");
-            match (own, efficiency) {
-                (Some(m), _) => Ok(CoreTable {
-                    pmu: pmu.to_string(),
-                    label: core_label(pmu),
-                    model: m,
-                    borrowed: false,
-                }),
-                (None, Some(m)) => Ok(CoreTable {
-                    pmu: pmu.to_string(),
-                    label: core_label(pmu),
-                    model: m,
-                    borrowed: true,
-                }),
-                (None, None) => Err(usage(format!(
-                    "no table for the core type {pmu} of {}: the {} tables know {}",
-                    model.name,
-                    model.key,
-                    family.iter().map(|m| m.pmu).collect::<Vec<_>>().join(", ")
-                ))),
-            }
-        })
-        .collect()
-}
-
-/// The core types a recording of a hybrid part covers, each with the table it is read with:
-/// this machine's (`host`) when it is a hybrid part, a further type without a table of its
-/// own (`cpu_lowpower`) read with the E-core table; elsewhere the types the tables know.
-/// With them, `true` when they are this machine's. Empty for a uniform part's table.
-pub fn recording_core_types(
-    model: &'static Model,
-    host: &Host,
-) -> Result<(Vec<CoreTable>, bool), StatError> {
-    let family = core_family(model);
-    if family.is_empty() {
-        return Ok((Vec::new(), false));
-    }
-    let pmus = Pmus::discover(&host.sys).unwrap_or_default();
-    let here: Vec<&str> = pmus.core_types().iter().map(|p| p.name.as_str()).collect();
-    if here.len() > 1 {
-        return Ok((core_tables(model, &here)?, true));
-    }
-    let tabled: Vec<&str> = family.iter().map(|m| m.pmu).collect();
-    Ok((core_tables(model, &tabled)?, false))
-}
-
-/// `--cputype TYPE`: the one core type it names, by PMU (`cpu_atom`), by perf's short name
-/// (`atom`, `core`) or by label (`E-core`). `whose`: whose types they are, for the error
-/// that lists them (`this machine's`, `the adl tables'`).
-pub fn pick_core_type(types: &[&str], want: &str, whose: &str) -> Result<String, StatError> {
-    let w = want.to_ascii_lowercase();
-    types
-        .iter()
-        .find(|t| {
-            **t == w
-                || t.strip_prefix("cpu_") == Some(w.as_str())
-                || core_label(t).eq_ignore_ascii_case(&w)
-        })
-        .map(|t| t.to_string())
-        .ok_or_else(|| {
-            usage(format!(
-                "--cputype {want}: {whose} core types are {}",
-                types
-                    .iter()
-                    .map(|t| format!(
-                        "{} ({})",
-                        t.strip_prefix("cpu_").unwrap_or(t),
-                        core_label(t)
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        })
-}
-
-/// The event that counts a core type's unhalted cycles (fixed counter 1): what the merged
-/// view is weighted by.
-pub(crate) fn cycles_event(model: &Model) -> Option<EventSpec> {
-    model.events.iter().find_map(|e| {
-        let enc = model.encode(e.name).ok()?;
-        let cycles = enc.kind == tma_catalog::EventKind::Core
-            && enc.fixed == Some(1)
-            && !enc.exclude_kernel
-            && !enc.exclude_user;
-        if cycles {
-            EventSpec::from_encoding(&enc)
-        } else {
-            None
-        }
-    })
-}
+use crate::hybrid::{cycles_event, merge_interval, CoreTable, Interleaver, TypeInterval};
 
 /// One core type's plan: its tree's events on its own PMU, its cycles, and (for the first
 /// type) the `-e` events.
@@ -409,15 +245,6 @@ fn cycles_in(cycles: Option<&str>, iv: &Interval) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// What one interval gives on a hybrid part: each core type's readings and tree, with its
-/// cycles (the merged view's weights).
-struct TypeInterval {
-    raw: RawInterval,
-    readings: Interval,
-    report: IntervalReport,
-    cycles: f64,
-}
-
 /// `-I` on a hybrid part: each interval, as soon as it is read, gives every core type's
 /// tree and the merged view ([`IntervalSink::start_trees`], `tree_interval`,
 /// `finish_trees`; plain steps where there is one type only). What needs the whole run
@@ -470,7 +297,7 @@ fn streamed(
     // sum only (and this loop the sum on each type's time, for the whole-run notes).
     let keep = s.breakdown() || s.cfg.live().is_some_and(|l| l.record.is_some());
     s.opts.stream_only = !keep;
-    let mut starts: Vec<Start> = infos
+    let starts: Vec<Start> = infos
         .iter()
         .zip(&views)
         .map(|(info, view)| Start::Tree {
@@ -479,17 +306,14 @@ fn streamed(
             target: Some(&target),
         })
         .collect();
-    if let Some(info) = &merged_info {
-        starts.push(Start::Tree {
-            info,
-            plan: None,
-            target: Some(&target),
-        });
-    }
-    let several = starts.len() > 1;
-    let mut started = false;
+    let merged_start = merged_info.as_ref().map(|info| Start::Tree {
+        info,
+        plan: None,
+        target: Some(&target),
+    });
+    let mut trees = Interleaver::new(tables, starts, merged_start, true);
+    let mut first = true;
     let mut failed: Option<StatError> = None;
-    let mut last: Option<Bottleneck> = None;
     let mut turns = vec![false; tables.len()];
     let mut sum: Option<RawInterval> = None;
     let runs = s.lend_sink(|s, sink| {
@@ -505,75 +329,27 @@ fn streamed(
                 Some(x) => x.add(&on_type),
                 None => sum = Some(on_type.clone()),
             }
-            let r = (|| -> Result<Bottleneck, StatError> {
-                let mut parts: Vec<TypeInterval> = Vec::with_capacity(tables.len());
+            let r = (|| -> Result<(), StatError> {
+                let mut parts = Vec::with_capacity(tables.len());
                 for (i, t) in tables.iter().enumerate() {
                     let mine = type_interval(&views[i], &t.pmu, &on_type);
                     let readings = Measurement::interval_readings(&views[i], &mine, false);
-                    if !started {
+                    if first {
                         evals[i].check_present(std::iter::once(&readings))?;
                     }
                     let report = evals[i].eval(&readings);
-                    parts.push(TypeInterval {
-                        cycles: cycles_in(cycles[i].as_deref(), &readings),
-                        raw: mine,
+                    parts.push(Some(TypeInterval {
+                        cycles: Some(cycles_in(cycles[i].as_deref(), &readings)),
+                        raw: Some(mine),
                         readings,
                         report,
-                    });
+                    }));
                 }
-                let merged = several.then(|| {
-                    let weighed: Vec<(&CoreTable, &IntervalReport, f64)> = tables
-                        .iter()
-                        .zip(&parts)
-                        .map(|(t, p)| (t, &p.report, p.cycles))
-                        .collect();
-                    merge_interval(&weighed)
-                });
-                let mut sink = sink.borrow_mut();
-                if !started {
-                    if several {
-                        sink.start_trees(&starts)?;
-                    } else {
-                        sink.start(starts[0])?;
-                    }
-                    started = true;
-                }
-                for (i, p) in parts.iter().enumerate() {
-                    let iv = IntervalData {
-                        raw: Some(&p.raw),
-                        readings: &p.readings,
-                        report: Some(&p.report),
-                    };
-                    if several {
-                        sink.tree_interval(i, starts[i], iv)?;
-                    } else {
-                        sink.interval(iv)?;
-                    }
-                }
-                if let Some(ir) = &merged {
-                    let readings = Interval {
-                        start_s: ir.start_s,
-                        end_s: ir.end_s,
-                        readings: Vec::new(),
-                        printed: Vec::new(),
-                    };
-                    sink.tree_interval(
-                        parts.len(),
-                        starts[parts.len()],
-                        IntervalData {
-                            raw: None,
-                            readings: &readings,
-                            report: Some(ir),
-                        },
-                    )?;
-                }
-                Ok(merged
-                    .map(|m| m.report.bottleneck)
-                    .unwrap_or_else(|| parts[0].report.report.bottleneck.clone()))
+                first = false;
+                trees.interval(&mut **sink.borrow_mut(), parts)
             })();
-            match r {
-                Ok(b) => last = Some(b),
-                Err(e) => failed = Some(e),
+            if let Err(e) = r {
+                failed = Some(e);
             }
         };
         let mut progress = |r: RunStart| sink.borrow_mut().run_start(r);
@@ -623,7 +399,7 @@ fn streamed(
         });
     }
     let events = s.settings.events.clone();
-    let mut ends: Vec<Finish> = infos
+    let ends: Vec<Finish> = infos
         .iter()
         .zip(&parts)
         .map(|(info, parts)| Finish::Tree {
@@ -636,24 +412,8 @@ fn streamed(
             }),
         })
         .collect();
-    if let Some(info) = &merged_info {
-        ends.push(Finish::Tree { info, whole: None });
-    }
-    {
-        let sink = s.sink.as_deref_mut().expect("a session has a sink");
-        if !started {
-            if several {
-                sink.start_trees(&starts)?;
-            } else {
-                sink.start(starts[0])?;
-            }
-        }
-        if several {
-            sink.finish_trees(&ends)?;
-        } else {
-            sink.finish(ends[0])?;
-        }
-    }
+    let sink = s.sink.as_deref_mut().expect("a session has a sink");
+    let last = trees.finish(sink, ends)?;
     let ending = runs.last().map_or(Ending::Exited(0), |m| m.ending);
     if !s.replaying() {
         ending_note(notes, ending, &s.target)?;
@@ -906,137 +666,4 @@ fn merged(
         whole: None,
     })?;
     Ok(reports.last().map(|r| r.report.bottleneck.clone()))
-}
-
-/// One interval of the merged view. A node on every type with a value is the mean of its
-/// values weighted by each type's cycles; a node on some types only is the weighted mean
-/// over those and marked with them. Its threshold verdict is that of the type that ran the
-/// most cycles; the bottleneck is found by the one rule on the merged tree.
-pub(crate) fn merge_interval(parts: &[(&CoreTable, &IntervalReport, f64)]) -> IntervalReport {
-    let first = parts[0].1;
-    let mut union: Vec<NodeResult> = Vec::new();
-    for (_, ir, _) in parts {
-        for n in &ir.report.nodes {
-            if !union.iter().any(|x| x.name.eq_ignore_ascii_case(n.name)) {
-                union.push(n.clone());
-            }
-        }
-    }
-    // Tree order: each node after its parent and the siblings before it, a node of a later
-    // type after the first type's siblings.
-    fn place(union: &[NodeResult], parent: Option<&str>, out: &mut Vec<NodeResult>) {
-        for n in union.iter().filter(|n| match (n.parent, parent) {
-            (None, None) => true,
-            (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
-            _ => false,
-        }) {
-            if out.iter().any(|x| x.name == n.name) {
-                continue;
-            }
-            out.push(n.clone());
-            place(union, Some(n.name), out);
-        }
-    }
-    let mut nodes: Vec<NodeResult> = Vec::with_capacity(union.len());
-    place(&union, None, &mut nodes);
-    // Nodes whose parent is not shown (a `--nodes` subtree) keep their place at the end.
-    for n in &union {
-        if !nodes.iter().any(|x| x.name == n.name) {
-            nodes.push(n.clone());
-        }
-    }
-    let mut only_on: Vec<(&'static str, String)> = Vec::new();
-    for node in nodes.iter_mut() {
-        let here: Vec<(&CoreTable, &NodeResult, f64)> = parts
-            .iter()
-            .filter_map(|(t, ir, w)| Some((*t, ir.report.node(node.name)?, *w)))
-            .collect();
-        if here.len() < parts.len() {
-            let types = here
-                .iter()
-                .map(|h| h.0.label)
-                .collect::<Vec<_>>()
-                .join(", ");
-            only_on.push((node.name, types));
-        }
-        // A type that ran no cycles in this interval has nothing to weigh (its tree is
-        // 0/0); the others make the value.
-        let ran: Vec<&(&CoreTable, &NodeResult, f64)> = here.iter().filter(|h| h.2 > 0.0).collect();
-        let valued: Vec<(f64, f64)> = ran
-            .iter()
-            .filter_map(|(_, n, w)| Some((n.value?, *w)))
-            .collect();
-        let wsum: f64 = valued.iter().map(|v| v.1).sum();
-        node.value = if !ran.is_empty() && valued.len() == ran.len() && wsum > 0.0 {
-            Some(valued.iter().map(|(v, w)| v * w).sum::<f64>() / wsum)
-        } else {
-            None
-        };
-        let here: Vec<(&CoreTable, &NodeResult, f64)> = if ran.is_empty() {
-            here
-        } else {
-            ran.into_iter().copied().collect()
-        };
-        if node.value.is_none() {
-            node.status = here
-                .iter()
-                .map(|h| h.1.status.clone())
-                .find(|st| *st != tma_metrics::Status::Ok)
-                .unwrap_or(tma_metrics::Status::DivisionByZero);
-        } else {
-            node.status = tma_metrics::Status::Ok;
-        }
-        // The verdict of the type that ran the most cycles (where types disagree).
-        node.above_threshold = here
-            .iter()
-            .max_by(|a, b| a.2.total_cmp(&b.2))
-            .and_then(|h| h.1.above_threshold);
-        node.counted_share = here
-            .iter()
-            .filter_map(|h| h.1.counted_share)
-            .reduce(f64::min);
-        node.estimated = here.iter().any(|h| h.1.estimated);
-        let mut missing: Vec<String> = Vec::new();
-        for h in &here {
-            for e in &h.1.missing_events {
-                if !missing.contains(e) {
-                    missing.push(e.clone());
-                }
-            }
-        }
-        node.missing_events = missing;
-    }
-    let tree: Vec<TreeNode> = nodes.iter().map(TreeNode::of).collect();
-    let bottleneck = decide(&tree);
-    // One state per event (the first core type's), sorted as IntervalReport keeps them.
-    let mut missing_states: Vec<(String, crate::eval::EventState)> = Vec::new();
-    let mut zero_events = Vec::new();
-    for (_, ir, _) in parts {
-        for m in &ir.missing_states {
-            if !missing_states.iter().any(|(e, _)| *e == m.0) {
-                missing_states.push(m.clone());
-            }
-        }
-        for z in &ir.zero_events {
-            if !zero_events.contains(z) {
-                zero_events.push(z.clone());
-            }
-        }
-    }
-    missing_states.sort_by(|a, b| a.0.cmp(&b.0));
-    IntervalReport {
-        start_s: first.start_s,
-        end_s: first.end_s,
-        report: tma_metrics::Report {
-            cpu: first.report.cpu.clone(),
-            nodes,
-            bottleneck,
-            metrics: Vec::new(),
-        },
-        missing_states,
-        zero_events,
-        all_zero: parts.iter().all(|p| p.1.all_zero),
-        perf: Vec::new(),
-        only_on,
-    }
 }

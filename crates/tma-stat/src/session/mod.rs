@@ -10,7 +10,7 @@
 //! keep the intervals, because their results need all of them.
 
 mod breakdown;
-pub(crate) mod hybrid;
+mod hybrid;
 mod measure;
 mod software;
 mod steps;
@@ -42,6 +42,7 @@ use tma_perf::{Interval, ReadingStatus};
 use crate::error::usage;
 use crate::eval::{Request, RunInfo, StatRun, TreeEval};
 use crate::groups::{counting_plan, hw_groups};
+use crate::hybrid::{core_tables, pick_core_type};
 use crate::render::counts;
 use crate::sink::{Finish, IntervalData, IntervalSink, Start, WholeStep};
 use crate::{BackendChoice, LiveOptions, LiveTarget, Outcome, RunStart, StatConfig, StatError};
@@ -339,7 +340,7 @@ fn replay_session(
     // A run of one core type of a hybrid part (`--cputype`): its tree is marked.
     if let Some([pmu]) = s.plans_first_counter_pmus().as_deref() {
         if pmu.starts_with("cpu_") {
-            s.core_type = Some(hybrid::core_label(pmu));
+            s.core_type = Some(crate::hybrid::core_label(pmu));
         }
     }
     hardware(&mut s, model, &extra, notes)

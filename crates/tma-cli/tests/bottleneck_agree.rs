@@ -66,10 +66,13 @@ fn stat_verdict(path: &Path) -> (Bottleneck, String) {
 
 fn diff_verdicts(path: &Path) -> (Bottleneck, Bottleneck, Vec<String>) {
     let cfg = tma_diff::DiffConfig {
+        read: tma_stat::ReadOptions {
+            cpu: Some("zen4".into()),
+            level: Some(2),
+            ..Default::default()
+        },
         before: path.to_path_buf(),
         after: path.to_path_buf(),
-        cpu: Some("zen4".into()),
-        level: Some(2),
         ..tma_diff::DiffConfig::default()
     };
     let d = tma_diff::run(&cfg, &mut std::io::sink()).unwrap();
@@ -78,9 +81,12 @@ fn diff_verdicts(path: &Path) -> (Bottleneck, Bottleneck, Vec<String>) {
 
 fn report_view(path: &Path) -> tma_report::model::StatView {
     let cfg = tma_report::ReportConfig {
+        read: tma_stat::ReadOptions {
+            cpu: Some("zen4".into()),
+            level: Some(2),
+            ..Default::default()
+        },
         inputs: vec![path.to_path_buf()],
-        cpu: Some("zen4".into()),
-        level: Some(2),
         ..tma_report::ReportConfig::default()
     };
     match tma_report::input::load(&cfg, path, &mut std::io::sink()).unwrap() {

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::Path;
 
 use tma_metrics::{Bottleneck, Phase, SummaryNode};
-use tma_stat::{Input, SampleKind, StatConfig};
+use tma_stat::{SampleKind, StatConfig};
 
 use crate::{DiffConfig, DiffError};
 use tma_stat::render::doc::StatDoc;
@@ -65,14 +65,8 @@ pub fn load(cfg: &DiffConfig, path: &Path, notes: &mut dyn Write) -> Result<Side
         _ => {}
     }
     let stat = StatConfig {
-        input: Input::Import(path.to_path_buf()),
-        cpu: cfg.cpu.clone(),
-        level: cfg.level.unwrap_or(1),
-        nodes: cfg.nodes.clone(),
-        smt: cfg.smt,
         metrics: cfg.metrics.clone(),
-        host: cfg.host.clone(),
-        ..StatConfig::default()
+        ..cfg.read.stat_config(path, &cfg.host)
     };
     let ev = tma_stat::evaluate(&stat, notes).map_err(|source| DiffError::Stat {
         file: file.clone(),
@@ -162,13 +156,14 @@ fn from_stat_json(cfg: &DiffConfig, file: &str, bytes: &[u8]) -> Result<Side, Di
         });
     }
     // A hybrid part's output holds a document per core type (and interval): one type's.
-    let doc: StatDoc = tma_stat::render::doc::one_tree(bytes, cfg.cpu.as_deref()).map_err(|e| {
-        DiffError::StatJson {
-            file: file.to_string(),
-            detail: e.to_string(),
-        }
-    })?;
-    let level_ok = |l: u8| cfg.level.is_none_or(|max| l <= max);
+    let doc: StatDoc =
+        tma_stat::render::doc::one_tree(bytes, cfg.read.cpu.as_deref()).map_err(|e| {
+            DiffError::StatJson {
+                file: file.to_string(),
+                detail: e.to_string(),
+            }
+        })?;
+    let level_ok = |l: u8| cfg.read.level.is_none_or(|max| l <= max);
     let (mut nodes, mut metrics) = (Collect::default(), Collect::default());
     let mut per_sample = Vec::new();
     for iv in &doc.intervals {

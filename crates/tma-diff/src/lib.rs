@@ -42,17 +42,11 @@ pub use stats::{Significance, Summary, Welch};
 pub struct DiffConfig {
     pub before: PathBuf,
     pub after: PathBuf,
-    /// CPU model of `perf stat` recordings (`--cpu`).
-    pub cpu: Option<String>,
-    /// Deepest tree level: evaluated for recordings (default 1), a filter for `tma.stat`
-    /// documents (default: every node they hold).
-    pub level: Option<u8>,
-    /// Recordings: only these nodes and their subtrees.
-    pub nodes: Vec<String>,
+    /// How recordings are read (`--cpu`, `-l`, `--nodes`, `--smt`); `-l` is also a filter
+    /// for `tma.stat` documents (default: every node they hold).
+    pub read: tma_stat::ReadOptions,
     /// Recordings: `-m` (see [`tma_stat::StatConfig::metrics`]).
     pub metrics: Option<Vec<String>>,
-    /// Recordings: whether SMT was on where a `perf stat` file was recorded.
-    pub smt: Option<bool>,
     /// `--fail-if` expressions, parsed up front by [`run`].
     pub gates: Vec<String>,
     /// The `/sys` and `/proc` roots (for a recording that names no CPU, this machine's).
@@ -64,11 +58,8 @@ impl Default for DiffConfig {
         DiffConfig {
             before: PathBuf::new(),
             after: PathBuf::new(),
-            cpu: None,
-            level: None,
-            nodes: Vec::new(),
+            read: tma_stat::ReadOptions::default(),
             metrics: None,
-            smt: None,
             gates: Vec::new(),
             host: Host::system(),
         }

@@ -42,8 +42,11 @@ fn a_recorded_diff_reads_back_as_written() {
     let cfg = DiffConfig {
         before: fixture("import/zen4-sha256-synthetic.csv"),
         after: fixture("import/zen4-sha256-synthetic.csv"),
-        cpu: Some("zen4".into()),
-        level: Some(2),
+        read: tma_stat::ReadOptions {
+            cpu: Some("zen4".into()),
+            level: Some(2),
+            ..Default::default()
+        },
         ..DiffConfig::default()
     };
     let d = tma_diff::run(&cfg, &mut Vec::new()).unwrap();

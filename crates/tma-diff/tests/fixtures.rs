@@ -120,8 +120,8 @@ fn recordings_with_one_sample_leave_significance_unknown() {
         "import/zen4-sha256-synthetic.csv",
         "import/zen4-default-plus-tree-synthetic.csv",
     );
-    c.cpu = Some("zen4".into());
-    c.level = Some(2);
+    c.read.cpu = Some("zen4".into());
+    c.read.level = Some(2);
     let d = tma_diff::run(&c, &mut Vec::new()).unwrap();
     assert_eq!((d.before.samples, d.after.samples), (1, 1));
     assert!(d.nodes.iter().any(|r| r.name == "backend_bound_cpu"));

@@ -10,7 +10,7 @@ use tma_diff::doc::{DiffDoc, ProfileDiffDoc};
 use tma_profile::locate::LocateConfig;
 use tma_profile::report::{Profile, ReportOptions};
 use tma_stat::render::plot::{own_threshold, Timeline};
-use tma_stat::{Input, StatConfig};
+use tma_stat::StatConfig;
 
 use crate::model::{Document, LocateView, MetricRow, Section, StatView, TreeRow};
 use crate::{HtmlError, ReportConfig};
@@ -91,7 +91,7 @@ pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Se
         Kind::Stat => Ok(Section::Stat(Box::new(stat_view(
             &file,
             &bytes,
-            cfg.cpu.as_deref(),
+            cfg.read.cpu.as_deref(),
             notes,
         )?))),
         Kind::Recording => recording(cfg, path, &file, notes),
@@ -211,15 +211,7 @@ fn recording(
     file: &str,
     notes: &mut dyn Write,
 ) -> Result<Section, HtmlError> {
-    let stat = StatConfig {
-        input: Input::Import(path.to_path_buf()),
-        cpu: cfg.cpu.clone(),
-        level: cfg.level.unwrap_or(1),
-        nodes: cfg.nodes.clone(),
-        smt: cfg.smt,
-        host: cfg.host.clone(),
-        ..StatConfig::default()
-    };
+    let stat = cfg.read.stat_config(path, &cfg.host);
     let stat_err = |source| match source {
         e @ tma_stat::StatError::Import { .. } => HtmlError::Unrecognized {
             file: file.to_string(),
@@ -332,15 +324,15 @@ fn perf_data(cfg: &ReportConfig, path: &Path, file: String) -> Result<Section, H
     // A group recording (`perf record -e '{…}:S'`) with --cpu: the per-function trees, whose
     // dominant level-1 nodes colour the flame graph (the TMA flame graph).
     let groups =
-        cfg.cpu.is_some() && tma_profile::import::file_has_read_groups(path).unwrap_or(false);
+        cfg.read.cpu.is_some() && tma_profile::import::file_has_read_groups(path).unwrap_or(false);
     let lc = LocateConfig {
         import: Some(path.to_path_buf()),
         event: cfg.event.clone(),
         symdir: cfg.symdir.clone(),
         kallsyms: cfg.kallsyms.clone(),
         report: ReportOptions::default(),
-        cpu: cfg.cpu.clone(),
-        tree: groups.then_some(cfg.level.unwrap_or(1).clamp(1, 2)),
+        cpu: cfg.read.cpu.clone(),
+        tree: groups.then_some(cfg.read.level.unwrap_or(1).clamp(1, 2)),
         ..LocateConfig::default()
     };
     let located = match tma_profile::locate::run(&lc, &mut std::io::sink()) {

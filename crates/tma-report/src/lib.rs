@@ -36,14 +36,8 @@ pub use model::{Report, Section};
 pub struct ReportConfig {
     /// The files to draw, one section each, in this order.
     pub inputs: Vec<PathBuf>,
-    /// Recordings: CPU model of `perf stat` files (`--cpu`).
-    pub cpu: Option<String>,
-    /// Recordings: deepest tree level evaluated (default 1, as `tma stat`).
-    pub level: Option<u8>,
-    /// Recordings: only these nodes and their subtrees.
-    pub nodes: Vec<String>,
-    /// Recordings: whether SMT was on where a `perf stat` file was recorded.
-    pub smt: Option<bool>,
+    /// How recordings are read (`--cpu`, `-l`, `--nodes`, `--smt`).
+    pub read: tma_stat::ReadOptions,
     /// perf.data files: the event to show (else the first).
     pub event: Option<String>,
     /// perf.data files: look for binaries here (by file name) before their recorded paths.
@@ -60,10 +54,7 @@ impl Default for ReportConfig {
     fn default() -> Self {
         ReportConfig {
             inputs: Vec::new(),
-            cpu: None,
-            level: None,
-            nodes: Vec::new(),
-            smt: None,
+            read: tma_stat::ReadOptions::default(),
             event: None,
             symdir: Vec::new(),
             kallsyms: None,

@@ -8,7 +8,7 @@
 //!
 //! * [`model`]: which CPU tables to use (`--cpu`, the recording, this machine's cpuinfo);
 //!   `fit`: without `--cpu`, the tables an imported recording's events are those of.
-//! * [`plan`]: the one event-group planner (used by `tma events --perf-cmd` too).
+//! * [`groups`]: the one event-group planner (used by `tma events --perf-cmd` too).
 //! * `session`: a live run or the replay of a `--record` snapshot, through the same code
 //!   (backend: perf_event_open, the synthetic backend, or the snapshot's readings);
 //!   drill-down, `--repeat`, `--no-multiplex`, per-core / per-thread trees, software counts
@@ -29,6 +29,7 @@ pub mod groups;
 mod hybrid;
 mod import;
 pub mod model;
+mod read_options;
 pub mod render;
 mod session;
 pub mod sink;
@@ -43,6 +44,7 @@ pub use hybrid::{
     core_family, core_label as core_type_label, pick_core_type, recording_core_types, CoreTable,
 };
 pub use model::{select_model, CpuSource};
+pub use read_options::ReadOptions;
 pub use render::tree::{Format, RenderOptions};
 pub use sink::{Collect, Discard, IntervalSink, TreeOutput};
 use tma_host::Host;

@@ -101,6 +101,45 @@ pub struct TreeArgs {
     pub nodes: Vec<String>,
 }
 
+/// `--cpu`, `-l`, `--nodes` and `--smt` of the commands that read recordings beside their own
+/// documents (`tma diff`, `tma report`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReadArgs {
+    #[command(flatten)]
+    pub cpu: CpuArg,
+    /// Recordings: deepest tree level to evaluate (default 1; 2 or more for the timeline of
+    /// the bottleneck's children in `tma report`); for `tma stat --json` inputs of `tma
+    /// diff`, a filter (default: every node they hold).
+    #[arg(short = 'l', long = "level", value_name = "N",
+          value_parser = clap::value_parser!(u8).range(1..=6))]
+    pub level: Option<u8>,
+    /// Recordings: only these nodes (comma-separated names) and their subtrees.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub nodes: Vec<String>,
+    /// Recordings: whether SMT was on where `perf stat` files were recorded.
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    pub smt: Option<String>,
+}
+
+impl ReadArgs {
+    /// Whether any of them was given.
+    pub fn any(&self) -> bool {
+        self.cpu.cpu.is_some()
+            || self.level.is_some()
+            || !self.nodes.is_empty()
+            || self.smt.is_some()
+    }
+
+    pub fn options(&self) -> tma_stat::ReadOptions {
+        tma_stat::ReadOptions {
+            cpu: self.cpu.cpu.clone(),
+            level: self.level,
+            nodes: self.nodes.clone(),
+            smt: self.smt.as_deref().map(|s| s == "on"),
+        }
+    }
+}
+
 /// `-m`, `-M` and `-B`: the helper metrics shown (stat) or recorded (events) with the tree.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MetricArgs {

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::cmd::args::{CpuArg, MetricArgs, RootArg};
+use crate::cmd::args::{MetricArgs, ReadArgs, RootArg};
 
 /// Compare two runs of the same TMA tree: before, after and delta of every node and metric,
 /// where the bottleneck moved, and Welch's t-test where a side has several samples.
@@ -31,20 +31,9 @@ pub struct Args {
     #[arg(value_name = "AFTER")]
     pub after: PathBuf,
     #[command(flatten)]
-    pub cpu: CpuArg,
-    /// Deepest tree level: evaluated for recordings (default 1); for `tma stat --json`
-    /// inputs, a filter (default: every node they hold).
-    #[arg(short = 'l', long = "level", value_name = "N",
-          value_parser = clap::value_parser!(u8).range(1..=6))]
-    pub level: Option<u8>,
-    /// Recordings: only these nodes (comma-separated names) and their subtrees.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub nodes: Vec<String>,
+    pub read: ReadArgs,
     #[command(flatten)]
     pub metric: MetricArgs,
-    /// Whether SMT was on where `perf stat` recordings were made.
-    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
-    pub smt: Option<String>,
     /// Exit with status 1 when EXPR holds: `NODE.PATH > +5` (points up), `IPC < -10%`
     /// (relative change down); comparisons >, >=, <, <=. Repeatable.
     #[arg(long = "fail-if", value_name = "EXPR")]
@@ -97,11 +86,8 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     let cfg = tma_diff::DiffConfig {
         before: args.before,
         after: args.after,
-        cpu: args.cpu.cpu,
-        level: args.level,
-        nodes: args.nodes,
+        read: args.read.options(),
         metrics: args.metric.metric_words(),
-        smt: args.smt.map(|s| s == "on"),
         gates: args.fail_if,
         host: root.host(),
     };
@@ -129,11 +115,8 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
 
 /// Two region documents: region by region.
 fn regions(args: Args) -> anyhow::Result<ExitCode> {
-    if args.cpu.cpu.is_some()
-        || args.level.is_some()
-        || !args.nodes.is_empty()
+    if args.read.any()
         || args.metric.metric_words().is_some()
-        || args.smt.is_some()
         || args.event.is_some()
         || !args.symdir.is_empty()
         || args.kallsyms.is_some()
@@ -168,13 +151,7 @@ fn regions(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Two profiles: function shares before and after.
 fn profiles(args: Args) -> anyhow::Result<ExitCode> {
-    if !args.fail_if.is_empty()
-        || args.cpu.cpu.is_some()
-        || args.level.is_some()
-        || !args.nodes.is_empty()
-        || args.metric.metric_words().is_some()
-        || args.smt.is_some()
-    {
+    if !args.fail_if.is_empty() || args.read.any() || args.metric.metric_words().is_some() {
         anyhow::bail!(
             "profiles are compared function by function: --fail-if, --cpu, -l, --nodes, -m \
              and --smt are for TMA trees"

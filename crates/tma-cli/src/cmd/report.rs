@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::cmd::args::{CpuArg, RootArg};
+use crate::cmd::args::{ReadArgs, RootArg};
 
 /// Draw tma results in one self-contained HTML page (no network: styles, scripts and
 /// pictures inline), one section per input.
@@ -38,18 +38,7 @@ pub struct Args {
     #[arg(long, value_name = "TEXT")]
     pub title: Option<String>,
     #[command(flatten)]
-    pub cpu: CpuArg,
-    /// Recordings: deepest tree level to evaluate (default 1; 2 or more for the timeline
-    /// of the bottleneck's children).
-    #[arg(short = 'l', long = "level", value_name = "N",
-          value_parser = clap::value_parser!(u8).range(1..=6))]
-    pub level: Option<u8>,
-    /// Recordings: only these nodes (comma-separated names) and their subtrees.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub nodes: Vec<String>,
-    /// Recordings: whether SMT was on where `perf stat` files were recorded.
-    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
-    pub smt: Option<String>,
+    pub read: ReadArgs,
     /// perf.data files: the event to show (default: the first).
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     pub event: Option<String>,
@@ -73,10 +62,7 @@ pub fn run(args: Args, root: &RootArg) -> anyhow::Result<ExitCode> {
     tma_render::files::check_one_stdin(args.inputs.iter().map(|p| p.as_path()))?;
     let cfg = tma_report::ReportConfig {
         inputs: args.inputs,
-        cpu: args.cpu.cpu,
-        level: args.level,
-        nodes: args.nodes,
-        smt: args.smt.map(|s| s == "on"),
+        read: args.read.options(),
         event: args.event,
         symdir: args.symdir,
         kallsyms: args.kallsyms,

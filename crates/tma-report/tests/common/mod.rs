@@ -18,9 +18,12 @@ pub fn fixture(rel: &str) -> PathBuf {
 /// The Zen 4 SHA-256 recording (one sample, level 2): a tree with known values.
 pub fn stat_cfg() -> ReportConfig {
     ReportConfig {
+        read: tma_stat::ReadOptions {
+            cpu: Some("zen4".into()),
+            level: Some(2),
+            ..Default::default()
+        },
         inputs: vec![fixture("import/zen4-sha256-synthetic.csv")],
-        cpu: Some("zen4".into()),
-        level: Some(2),
         ..ReportConfig::default()
     }
 }
@@ -28,9 +31,12 @@ pub fn stat_cfg() -> ReportConfig {
 /// The two-phase Zen 4 interval recording (60 intervals, level 2).
 pub fn intervals_cfg() -> ReportConfig {
     ReportConfig {
+        read: tma_stat::ReadOptions {
+            cpu: Some("zen4".into()),
+            level: Some(2),
+            ..Default::default()
+        },
         inputs: vec![fixture("report/zen4-phases-synthetic.csv")],
-        cpu: Some("zen4".into()),
-        level: Some(2),
         ..ReportConfig::default()
     }
 }

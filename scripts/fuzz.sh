@@ -5,14 +5,15 @@
 #
 # * installs cargo-afl (`cargo install --locked cargo-afl`, which builds its AFL++ runtime)
 #   when `cargo afl` is missing; with FUZZ_SKIP_OK=1 a failed install prints
-#   "skipped: <reason>" and exits 0 (how scripts/test.sh runs it);
+#   "skipped: <reason>" and exits 0;
 # * builds the targets of fuzz/ (its own workspace, target dir fuzz/target): `cargo afl
 #   build` (fuzz/target/debug), or with --release (or FUZZ_RELEASE=1) `cargo afl build
 #   --release` (fuzz/target/release; fuzz/Cargo.toml's release profile keeps overflow checks
 #   and debug assertions), for long runs;
-# * gathers each target's seeds into fuzz/out/seeds/<target>: the test fixtures listed in
-#   seed_files below, fuzz/seeds/<target>/ and what fuzz/src/bin/mkseeds.rs writes; seeds
-#   over 8 KiB (32 KiB for perf.data) are left out: large seeds slow every mutation of them;
+# * writes each target's seeds to fuzz/out/seeds/<target> (fuzz/src/bin/mkseeds.rs: the test
+#   fixtures, fuzz/seeds/<target>/ and the generated ones that crates/tma-fuzz/src/seeds.rs
+#   lists, seeds over 8 KiB, 32 KiB for perf.data, left out); `cargo test -p tma-fuzz` replays
+#   the same seeds and the saved crashes without afl (scripts/test.sh's short fuzz pass);
 # * runs `cargo afl fuzz -V SECONDS -t 1000` per target (output in fuzz/out/<target>; with
 #   FUZZ_EXECS=N also `-E N`: stop after N executions, whichever comes first; inputs are
 #   capped at FUZZ_MAX_LEN bytes, default 16 KiB, 64 KiB for perf.data; FUZZ_RESUME=1 goes
@@ -22,8 +23,8 @@
 #   directory in /dev/shm (a file rewritten on disk for each input cost milliseconds);
 # * FUZZ_JOBS=N runs N afl instances per target at once (a main one and N-1 secondaries
 #   sharing finds; N cores): executions and their rate are summed, FUZZ_EXECS is the total;
-# * FUZZ_OUT=DIR puts seeds, campaigns and logs under DIR instead of fuzz/out (scripts/test.sh
-#   runs its short pass in fuzz/out-short, so that it never wipes a long campaign);
+# * FUZZ_OUT=DIR puts seeds, campaigns and logs under DIR instead of fuzz/out (a short run
+#   in, say, fuzz/out-short never wipes a long campaign);
 # * fails when a target saved a crash, or a hang that reproduces (a run over 1 s outside
 #   afl too; the harness aborts such a run), and prints the command that reproduces it.
 #   A timeout afl saw that does not reproduce alone is reported, not failed (the machine is
@@ -85,91 +86,14 @@ build_start=$SECONDS
 echo "built in $((SECONDS - build_start)) s"
 bin=$root/fuzz/target/$profile
 
-# The fixture files each target starts from (paths relative to the repository root).
-seed_files() {
-  local f=tests/fixtures
-  case $1 in
-    perf_stat)
-      ls $f/import/*.csv $f/import/perf-json-*.json $f/import/real/*/perf-stat.csv \
-        $f/import/real/*/perf-stat.json $f/import/real/*/perf-output.txt \
-        $f/import/zen5-pipeline-synthetic/perf-output.txt $f/serve/*.csv ;;
-    perf_data) ls $f/locate/two-events.perf.data ;;
-    perf_data_z) ls $f/perf-compressed/compressed.perf.data ;;
-    docs) grep -l '"schema"' $f/diff/*.json $f/report/*.json $f/import/golden/*.json \
-      $f/doctor/verify/*.json ;;
-    tracefs) ls $f/kvm/format-*/* ;;
-    proc)
-      find $f/doctor $f/roots $f/live -type f \( -path '*/proc/*' -o -name online -o -name possible \
-        -o -name enabled -o -name defrag \) ! -name README.md
-      ls $f/import/cpuinfo-*.txt $f/locate/syswide.kallsyms ;;
-    *) ;;
-  esac
-}
-
-# One sysfs seed per fixture PMU: its format files as "<field> <content>" lines, a blank
-# line, then its event aliases' terms (the layout fuzz/src/bin/sysfs.rs reads).
-sysfs_seeds() {
-  local out=$1 pmu name
-  for pmu in tests/fixtures/sysfs/*/bus/event_source/devices/* \
-    tests/fixtures/doctor/*/sys/bus/event_source/devices/*; do
-    [ -d "$pmu/format" ] || continue
-    name=$(echo "${pmu#tests/fixtures/}" | tr '/' '_')
-    {
-      for fmt in "$pmu"/format/*; do printf '%s %s\n' "$(basename "$fmt")" "$(cat "$fmt")"; done
-      echo
-      if [ -d "$pmu/events" ]; then
-        for ev in "$pmu"/events/*; do [[ $ev == *.* ]] || cat "$ev"; done
-      fi
-    } >"$out/$name"
-  done
-}
-
-# The parser of the proc target (its first byte, fuzz/src/bin/proc.rs) for a fixture file.
-proc_kind() {
-  case $1 in
-    *cpuinfo*) echo 0 ;;
-    *smaps*) echo 1 ;;
-    *maps*) echo 2 ;;
-    *kallsyms*) echo 3 ;;
-    *mountinfo*) echo 4 ;;
-    */online | */possible | */cpus) echo 5 ;;
-    */enabled | */defrag) echo 7 ;;
-    *) echo 6 ;;
-  esac
-}
-
-# Only the named targets' seed directories are remade (another fuzz.sh may be starting one of
-# its own targets from this directory at the same time).
+# Each named target's seeds, remade in $outroot/seeds/<target> by fuzz/'s mkseeds (the list is
+# crates/tma-fuzz/src/seeds.rs; only the named targets' directories are remade: another
+# fuzz.sh may be starting one of its own targets from this directory at the same time).
 outroot=${FUZZ_OUT:-$root/fuzz/out}
 case $outroot in /*) ;; *) outroot=$root/$outroot ;; esac
 seeds=$outroot/seeds
 mkdir -p "$seeds"
-made=$(mktemp -d "$outroot/.mkseeds-XXXXXX")
-"$bin/mkseeds" "$made" >/dev/null
-for t in "${targets[@]}"; do
-  rm -rf "${seeds:?}/$t"
-  mkdir -p "$seeds/$t"
-  if [ -d "$made/$t" ]; then cp -r "$made/$t/." "$seeds/$t/"; fi
-  if [ -d "fuzz/seeds/$t" ]; then cp -r "fuzz/seeds/$t/." "$seeds/$t/"; fi
-  while read -r file; do
-    [ -n "$file" ] || continue
-    dest=$seeds/$t/$(echo "${file#tests/fixtures/}" | tr '/' '_')
-    if [ "$t" = proc ]; then
-      # The proc target's first byte picks the parser (fuzz/src/bin/proc.rs).
-      kind=$(proc_kind "$file")
-      { printf "\\$(printf %o "$kind")"; cat "$file"; } >"$dest"
-    else
-      cp "$file" "$dest"
-    fi
-  done < <(seed_files "$t")
-  [ "$t" = sysfs ] && sysfs_seeds "$seeds/$t"
-  # Large seeds slow every mutation of them (afl's advice is under 1 KB): at most 8 KiB, or
-  # 32 KiB for perf.data, whose smallest real files are a few KiB.
-  max=8k
-  [[ $t == perf_data* ]] && max=32k
-  find "$seeds/$t" -type f -size +$max -delete
-done
-rm -rf "$made"
+"$bin/mkseeds" "$seeds" "${targets[@]}" >/dev/null
 
 jobs=${FUZZ_JOBS:-1}
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: FUZZ_JOBS must be a number of instances (1 or more), got '$jobs'" >&2; exit 2; }

@@ -1,149 +1,24 @@
-//! The harness every fuzz target runs in (see fuzz/README.md).
-//!
-//! Besides afl's own checks (a panic aborts, a run past `-t` is a hang), each input is held to
-//! two bounds of its own, so that a slow path or an allocation that grows with a number read
-//! from the input, rather than with the input's length, is a crash afl records:
-//! * **allocation**: the bytes live at once while the parser runs may exceed what was live
-//!   before it by at most `per_byte × input length + fixed` (a counting global allocator
-//!   tracks them; the allocation that would pass the bound aborts before it is made);
-//! * **time**: one input takes under [`TIME_LIMIT`].
+//! afl's side of the fuzz targets: each binary of fuzz/src/bin runs one target of
+//! crates/tma-fuzz (the target, its bounds and its seeds are there; see fuzz/README.md).
 //!
 //! Run without afl (`fuzz/target/debug/<target> < file`), a target reads one input from
 //! stdin and applies the same checks: that is how a crash is reproduced.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// The longest one input may take.
-pub const TIME_LIMIT: Duration = Duration::from_secs(1);
-
-/// How much a parser may allocate for an input of `len` bytes: `per_byte * len + fixed`.
-#[derive(Debug, Clone, Copy)]
-pub struct Bound {
-    pub per_byte: usize,
-    pub fixed: usize,
-}
-
-impl Bound {
-    pub const fn limit(self, len: usize) -> usize {
-        self.per_byte.saturating_mul(len).saturating_add(self.fixed)
-    }
-}
-
-/// Counts the bytes live; aborts an allocation that would pass the armed limit.
-pub struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-static BASE: AtomicUsize = AtomicUsize::new(0);
-static LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
-static ARMED: AtomicBool = AtomicBool::new(false);
-
-impl Counting {
-    fn grow(size: usize) {
-        let live = LIVE.fetch_add(size, Ordering::Relaxed) + size;
-        PEAK.fetch_max(live, Ordering::Relaxed);
-        if ARMED.load(Ordering::Relaxed) {
-            let used = live.saturating_sub(BASE.load(Ordering::Relaxed));
-            let limit = LIMIT.load(Ordering::Relaxed);
-            if used > limit {
-                over_limit(size, used, limit);
-            }
-        }
-    }
-}
-
-/// Say why, without allocating, and abort (afl records the input as a crash).
-fn over_limit(size: usize, used: usize, limit: usize) -> ! {
-    ARMED.store(false, Ordering::Relaxed);
-    let mut buf = [0u8; 200];
-    let mut cur = std::io::Cursor::new(&mut buf[..]);
-    let _ = write!(
-        cur,
-        "tma-fuzz: allocation bound exceeded: {used} bytes live (an allocation of {size}), \
-         bound {limit}\n"
-    );
-    let n = cur.position() as usize;
-    let _ = std::io::stderr().write_all(&buf[..n]);
-    std::process::abort();
-}
-
-// SAFETY: every call forwards to the system allocator with the same arguments; the counters
-// are atomics and never allocate.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        Counting::grow(layout.size());
-        // SAFETY: the caller's layout contract is passed through unchanged.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        Counting::grow(layout.size());
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: `ptr` was allocated by `System` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if new_size > layout.size() {
-            Counting::grow(new_size - layout.size());
-        } else {
-            LIVE.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
-        }
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
-
-/// Run `f` on one input under the bounds; abort (a crash to afl) when one is passed.
-pub fn check(name: &str, bound: Bound, data: &[u8], f: &dyn Fn(&[u8])) {
-    let live = LIVE.load(Ordering::Relaxed);
-    BASE.store(live, Ordering::Relaxed);
-    PEAK.store(live, Ordering::Relaxed);
-    LIMIT.store(bound.limit(data.len()), Ordering::Relaxed);
-    ARMED.store(true, Ordering::Relaxed);
-    let start = Instant::now();
-    f(data);
-    let took = start.elapsed();
-    ARMED.store(false, Ordering::Relaxed);
-    if took > TIME_LIMIT {
-        eprintln!(
-            "tma-fuzz {name}: one input of {} bytes took {took:?} (limit {TIME_LIMIT:?})",
-            data.len()
-        );
-        std::process::abort();
-    }
-}
-
-/// The peak bytes live above the base during the last [`check`] (for the reproduction line).
-pub fn last_peak() -> usize {
-    PEAK.load(Ordering::Relaxed)
-        .saturating_sub(BASE.load(Ordering::Relaxed))
-}
+use tma_fuzz::{check, last_peak, Target};
 
 /// The target's main: afl's persistent loop over [`check`]. Outside afl (no `__AFL_SHM_ID`)
 /// it reads one input from stdin, checks it and says what it used.
-pub fn main(name: &'static str, bound: Bound, f: fn(&[u8])) {
-    main_with(name, move |_| bound, f)
-}
-
-/// [`main`] for a target whose bound depends on the input's form (`bound_of` is called
-/// before the input is run, outside the measured region).
-pub fn main_with(name: &'static str, bound_of: impl Fn(&[u8]) -> Bound, f: fn(&[u8])) {
+pub fn main(target: Target) {
+    (target.setup)();
+    let name = target.name;
     if std::env::var_os("__AFL_SHM_ID").is_none() {
         let mut data = Vec::new();
         std::io::Read::read_to_end(&mut std::io::stdin(), &mut data).expect("read stdin");
-        let bound = bound_of(&data);
+        let bound = (target.bound)(&data);
         let start = Instant::now();
-        check(name, bound, &data, &f);
+        check(name, bound, &data, target.run);
         let first = start.elapsed();
         // TMA_FUZZ_REPEAT=N: run the input N more times and say the mean time of those (the
         // steady-state cost of one input, what afl's persistent loop pays), to find slow
@@ -155,7 +30,7 @@ pub fn main_with(name: &'static str, bound_of: impl Fn(&[u8]) -> Bound, f: fn(&[
         if repeat > 0 {
             let again = Instant::now();
             for _ in 0..repeat {
-                check(name, bound, &data, &f);
+                check(name, bound, &data, target.run);
             }
             eprintln!(
                 "tma-fuzz {name}: first run {first:?}, then {:?} per run ({repeat} runs)",
@@ -171,90 +46,7 @@ pub fn main_with(name: &'static str, bound_of: impl Fn(&[u8]) -> Bound, f: fn(&[
         );
         return;
     }
-    // A bound function holds no state a panic could leave half-changed.
-    let bound_of = std::panic::AssertUnwindSafe(bound_of);
     afl::fuzz!(|data: &[u8]| {
-        let bound_of = &bound_of;
-        check(name, (bound_of.0)(data), data, &f);
+        check(name, (target.bound)(data), data, target.run);
     });
-}
-
-/// A scratch file for targets whose entry point takes a path (a per-process directory
-/// under the temporary directory, created once).
-pub fn scratch_file(name: &str, data: &[u8]) -> std::path::PathBuf {
-    use std::sync::OnceLock;
-    static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("tma-fuzz-{}", std::process::id()));
-        std::fs::create_dir_all(&d).expect("create the scratch directory");
-        d
-    });
-    let path = dir.join(name);
-    std::fs::write(&path, data).expect("write the scratch file");
-    path
-}
-
-/// The repository root (fixture roots are given to the parsers that take a host).
-pub fn repo_root() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("fuzz/ has a parent")
-        .to_path_buf()
-}
-
-/// Build, before the first measured input, what the evaluators cache for the life of the
-/// process (every catalog model's compiled form), so that the first input that names a
-/// model is not charged for the cache.
-pub fn warm_models() {
-    for m in tma_catalog::models() {
-        let _ = tma_metrics::CompiledModel::get(m);
-    }
-}
-
-/// The allocation bound of a perf.data input (targets `perf_data` and `perf_data_z`): 64 bytes
-/// per input byte and 8 MiB. An input that may hold compressed records (the bytes of record
-/// type 81 or 83 somewhere in it) may also inflate them as far as
-/// `tma_profile::compressed` allows (`MAX_RATIO` times the input plus `SLACK`), and the
-/// reader holds what they inflate to about three times over (linux-perf-data's output
-/// buffer, the inflated stream, and the records cut from it): that is added.
-pub fn perf_data_bound(data: &[u8]) -> Bound {
-    use tma_profile::compressed::{MAX_RATIO, SLACK};
-    let plain = Bound {
-        per_byte: 64,
-        fixed: 8 << 20,
-    };
-    let maybe_compressed = data.windows(4).any(|w| {
-        w == [81, 0, 0, 0] || w == [83, 0, 0, 0] || w == [0, 0, 0, 81] || w == [0, 0, 0, 83]
-    });
-    if !maybe_compressed {
-        return plain;
-    }
-    Bound {
-        per_byte: plain.per_byte + 3 * MAX_RATIO as usize,
-        fixed: plain.fixed + 3 * SLACK as usize + (1 << 20),
-    }
-}
-
-/// The request the `evaluate` target evaluates a model's tree for (every level, the
-/// default helper metrics and the `Bottleneck_*` costs where the model has them), with
-/// `topology`; and the events that tree reads, in the order its inputs give their counts.
-pub fn evaluate_request(
-    model: &tma_catalog::Model,
-    topology: Option<tma_perf::snapshot::Topology>,
-) -> (tma_stat::Request, Vec<String>) {
-    let choice = tma_stat::MetricChoice::resolve_with(Some(&[]), &[], true, model)
-        .or_else(|_| tma_stat::MetricChoice::resolve_with(Some(&[]), &[], false, model))
-        .expect("the default metrics of a bundled model");
-    let request = tma_stat::Request {
-        level: 6,
-        nodes: Vec::new(),
-        topology,
-        metrics: choice.metrics,
-        bottlenecks: choice.bottlenecks,
-    };
-    let events = tma_metrics::required_events(model, &request.selection())
-        .expect("a bundled model's events")
-        .into_iter()
-        .collect();
-    (request, events)
 }

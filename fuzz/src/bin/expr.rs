@@ -1,22 +1,4 @@
-//! The metric formula language (`tma_metrics::expr::parse`): the catalog's formulas and
-//! thresholds, `--metric` expressions.
-use tma_fuzz::Bound;
-
+//! The `expr` target under afl: [`tma_fuzz::targets::expr`].
 fn main() {
-    tma_fuzz::main(
-        "expr",
-        Bound {
-            per_byte: 256,
-            fixed: 1 << 20,
-        },
-        |data| {
-            let Ok(src) = std::str::from_utf8(data) else {
-                return;
-            };
-            if let Ok(e) = tma_metrics::expr::parse(src) {
-                let _ = e.identifiers();
-                let _ = e.constants();
-            }
-        },
-    );
+    tma_fuzz_afl::main(tma_fuzz::targets::expr::TARGET);
 }

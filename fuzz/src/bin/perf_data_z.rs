@@ -1,11 +1,4 @@
-//! perf.data files with zstd-compressed records (`perf record -z`: `PERF_RECORD_COMPRESSED`
-//! and `COMPRESSED2`), file and pipe mode, through `tma_profile::import::import_bytes`: the
-//! same reader as the `perf_data` target, from compressed seeds, so that afl mutates the
-//! compressed stream and the records inside it. `tma_profile::compressed` bounds what the
-//! records may inflate to; the allocation bound follows it ([`tma_fuzz::perf_data_bound`]).
+//! The `perf_data_z` target under afl: [`tma_fuzz::targets::perf_data_z`].
 fn main() {
-    tma_fuzz::main_with("perf_data_z", tma_fuzz::perf_data_bound, |data| {
-        let mut agg = tma_profile::aggregate::Aggregator::new();
-        let _ = tma_profile::import::import_bytes(data, &mut agg);
-    });
+    tma_fuzz_afl::main(tma_fuzz::targets::perf_data_z::TARGET);
 }

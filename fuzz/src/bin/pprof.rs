@@ -1,32 +1,4 @@
-//! pprof profiles (gzip-compressed or plain protobuf) through `tma_profile::pprof::decode`.
-//!
-//! Bound: the decoded message may take 128 bytes per protobuf byte (prost's structs for
-//! short repeated messages are that much larger than their encoding) plus 8 MiB; a
-//! compressed profile may inflate to `MAX_INFLATE_RATIO` times its size plus
-//! `MAX_INFLATE_SLACK` (what `decode` allows), so its bound is the protobuf bound of that.
-use tma_fuzz::Bound;
-use tma_profile::pprof::{MAX_INFLATE_RATIO, MAX_INFLATE_SLACK};
-
-const PROTOBUF: Bound = Bound {
-    per_byte: 128,
-    fixed: 8 << 20,
-};
-
+//! The `pprof` target under afl: [`tma_fuzz::targets::pprof`].
 fn main() {
-    tma_fuzz::main_with(
-        "pprof",
-        |data| {
-            if data.starts_with(&[0x1f, 0x8b]) {
-                Bound {
-                    per_byte: PROTOBUF.per_byte * MAX_INFLATE_RATIO as usize,
-                    fixed: PROTOBUF.per_byte * MAX_INFLATE_SLACK as usize + PROTOBUF.fixed,
-                }
-            } else {
-                PROTOBUF
-            }
-        },
-        |data| {
-            let _ = tma_profile::pprof::decode(data);
-        },
-    );
+    tma_fuzz_afl::main(tma_fuzz::targets::pprof::TARGET);
 }

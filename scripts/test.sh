@@ -83,11 +83,16 @@ fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The API docs, with a broken intra-doc link (or any other rustdoc warning) an error.
+RUSTDOCFLAGS='-D warnings' cargo doc --workspace --no-deps --locked
 if [ -n "$onednn_pid" ]; then
   wait "$onednn_pid" || echo "could not install the onednn wheel (see $onednn_venv.log); the test that needs it will skip"
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# The fuzz targets' seeds and saved crashes are replayed here as ordinary tests, under the
+# targets' bounds (crates/tma-fuzz, a few seconds); afl campaigns are run on purpose with
+# scripts/fuzz.sh (fuzz/README.md).
 set +e
 cargo test --workspace --all-targets --locked --no-fail-fast -- --show-output >"$log" 2>&1
 status=$?
@@ -99,11 +104,6 @@ echo "Skipped here (the resource is absent), with the reasons the tests gave:"
 awk '/^---- .* stdout ----$/ {name = $2} /skipped:/ {sub(/^[ \t]+/, ""); print "  " name ": " $0}' "$log" |
   sort -u
 grep -E "^test .* \.\.\. ignored" "$log" | sed 's/^test /  ignored: /' | sort -u || true
-# Short fuzz pass (issue 30): every fuzz target of fuzz/ (11) for 8 s under afl (~2 min, plus
-# the dev build of fuzz/ and of cargo-afl the first time), failing on a crash or hang; prints
-# "skipped: <reason>" when cargo-afl cannot be installed. Long runs: scripts/fuzz.sh --release
-# SECONDS (fuzz/README.md).
-echo && FUZZ_SKIP_OK=1 FUZZ_OUT=fuzz/out-short scripts/fuzz.sh 8 || status=1
 left_gib=$(free_gib "$disk_dir")
 if [ "$status" != 0 ] && [ -n "$left_gib" ] && [ "$left_gib" -lt 1 ]; then
   echo "the disk of $disk_dir is full ($left_gib GiB free): the failures above may be that"

@@ -28,7 +28,7 @@ pub struct CompareRow {
     pub over_5pct: bool,
 }
 
-/// Reference rows keyed by the normalized instruction text ([`norm`]).
+/// Reference rows keyed by the normalized instruction text (`norm`).
 pub type References = HashMap<String, RefRow>;
 
 /// Lowercase, single spaces, no space before a comma: `ADD  rax ,rcx` -> `add rax, rcx`...

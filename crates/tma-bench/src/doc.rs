@@ -2,7 +2,7 @@
 //! [`crate::render::JSON_SCHEMA`], version [`crate::render::JSON_SCHEMA_VERSION`]) and what its
 //! readers (`tma report`) read back, one type for both. The envelope (`schema`,
 //! `schema_version`) is [`tma_render::JsonEnvelope`]'s; readers check it first
-//! ([`tma_render::recognize`]).
+//! ([`tma_render::recognize()`]).
 //!
 //! Fields that older readers did without are read with their defaults when absent.
 

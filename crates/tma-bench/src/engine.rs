@@ -162,7 +162,7 @@ pub enum Msg {
         contended: Vec<f64>,
         /// The lowest repetitions agreed on a value no pipe count explains while a lower
         /// repetition is plausible: that lower one is reported, unconverged
-        /// ([`Repeated::message`]).
+        /// (`Repeated::message`).
         #[serde(default)]
         outvoted_plausible: bool,
     },
@@ -311,7 +311,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Run `jobs` (figures wanted for `wanted`, a list of job indices; `tp` are the throughput
 /// chain counts among them that are alternatives of one figure and nothing else, so they may
-/// stop early: see [`still_needed`]) on `clocks` in a forked child. `sentinel`: the
+/// stop early: see `still_needed`) on `clocks` in a forked child. `sentinel`: the
 /// contention sentinel's job and expected cycles per copy; every repetition of a `tp` job is
 /// discarded when the sentinel timed right before or after it is off.
 pub fn run(

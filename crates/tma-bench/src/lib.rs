@@ -2,9 +2,9 @@
 //! throughput, in core cycles, on any x86-64 Linux machine, including VMs without a PMU.
 //!
 //! Pipeline: Intel-syntax text ([`asm`]) -> concrete iced-x86 instructions -> refusals and
-//! CPUID feature check ([`plan`]) -> latency-pair and N-chain throughput variants ([`plan`]) ->
+//! CPUID feature check ([`variants`]) -> latency-pair and N-chain throughput variants ([`variants`]) ->
 //! harness images at two unroll counts ([`harness`], pure bytes) -> a forked child pinned to
-//! one CPU runs them from a W^X buffer with faults caught ([`engine`], [`sys`]) -> statistics
+//! one CPU runs them from a W^X buffer with faults caught ([`engine`], `sys`) -> statistics
 //! ([`stats`]) -> [`FormReport`]. One measurement is a sequence of stages in `measure`.
 //! [`jitloop`] builds one fixed body with the same harness and runs it in the caller's process,
 //! for callers that count it with their own counters (`tma doctor --verify`).
@@ -791,7 +791,7 @@ impl DivPreset {
     }
 }
 
-/// [`bench`] with an injectable CPU feature probe (tests).
+/// [`bench()`] with an injectable CPU feature probe (tests).
 pub fn bench_with_probe(
     src: &Source,
     opts: &Options,

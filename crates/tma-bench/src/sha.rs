@@ -154,7 +154,7 @@ pub const BLOCK_BODY_UNROLL: (usize, usize) = (4, 8);
 /// One 64-byte block's instruction mix as one body of independent instructions: the
 /// instructions of [`BLOCK_MIX`] interleaved evenly (at each position, the instruction furthest
 /// behind its share; the first of [`BLOCK_MIX`] on a tie), each writing the register of
-/// [`BODY_DST`] that has the fewest of its kind so far (the least recently written on a tie), and
+/// `BODY_DST` that has the fewest of its kind so far (the least recently written on a tie), and
 /// reading its destination (the SSE forms are destructive) and `xmm2`. Before the `g`-th
 /// SHA256RNDS2, its W+K operand is loaded into `xmm0` from the buffer `rbx` points at: the 16
 /// bytes of group `g / 2` for the first round pair of a group, the upper 8 for the second.

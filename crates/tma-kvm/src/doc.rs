@@ -3,7 +3,7 @@
 //! [`crate::render::MEMORY_SCHEMA`], version 1), one type each for the writer and its
 //! readers. `tma.kvm-memory` is a [`MemoryReport`] as it is; `tma.kvm` is a [`KvmDoc`]. The
 //! envelope (`schema`, `schema_version`) is [`tma_render::JsonEnvelope`]'s; readers check it
-//! first ([`tma_render::recognize`]).
+//! first ([`tma_render::recognize()`]).
 
 use serde::{Deserialize, Serialize};
 

@@ -276,10 +276,10 @@ impl Aggregator {
     }
 
     /// Build the report. `elapsed_s` is the measured wall time (for rates); `backend` the KVM
-    /// module name from [`crate::backend::detect`].
+    /// module name from [`crate::tracefs::detect_backend`].
     ///
     /// The samples were collected by [`Aggregator::add`]; here the totals are taken first
-    /// ([`Scale`]), then each table becomes sorted, render-ready rows.
+    /// (`Scale`), then each table becomes sorted, render-ready rows.
     pub fn report(&self, elapsed_s: f64, backend: &str) -> KvmReport {
         let scale = Scale {
             elapsed_s,

@@ -6,7 +6,7 @@
 //!
 //! The previous value of the event select register is saved and written back on every exit
 //! path: [`ProgrammedCounter`]'s `Drop`, and a signal handler for SIGINT, SIGTERM, SIGHUP and
-//! SIGQUIT ([`crate::msr_signal`]) while it is armed. A counter whose enable bit is already set
+//! SIGQUIT (`crate::msr_signal`) while it is armed. A counter whose enable bit is already set
 //! (perf, the NMI watchdog or another tool has it) is refused unless forced.
 //!
 //! The device directory and the sysfs/procfs roots are parameters ([`MsrSetup`]), so all of

@@ -22,7 +22,7 @@
 //! when perf_event_paranoid allows them, otherwise user code only and
 //! [`SessionSummary::kernel_refused`] says so).
 //! The launched command is held back between fork and exec until the events exist; see
-//! [`spawn_held`].
+//! `spawn_held`.
 
 pub mod group;
 

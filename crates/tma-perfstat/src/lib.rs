@@ -2,7 +2,7 @@
 //! or without `-I` intervals, `-A` per-CPU rows, `--per-thread` rows and `-r` variance columns.
 //!
 //! Parsing is the first of two steps and needs no CPU model: it yields [`Interval`]s whose
-//! [`Reading::event`] is the event spec exactly as perf printed it (`cycles`, `r1a0`,
+//! [`Reading::event`](tma_perf::Reading::event) is the event spec exactly as perf printed it (`cycles`, `r1a0`,
 //! `cpu/event=0x1a0,umask=0x1,cmask=6/`, `TOPDOWN.SLOTS`...). [`resolve`] then maps the specs
 //! onto a model's canonical event ids.
 //!
@@ -68,9 +68,9 @@ pub enum Breakdown {
     /// One row per event (perf's default aggregation).
     #[default]
     Aggregated,
-    /// `-A` / `--no-aggr`: one row per CPU ([`Reading::cpu`] set).
+    /// `-A` / `--no-aggr`: one row per CPU ([`Reading::cpu`](tma_perf::Reading::cpu) set).
     PerCpu,
-    /// `--per-thread`: one row per thread ([`Reading::tid`] set).
+    /// `--per-thread`: one row per thread ([`Reading::tid`](tma_perf::Reading::tid) set).
     PerThread,
 }
 

@@ -15,7 +15,7 @@ use crate::report::{Annotation, Profile, SortKey, Syntax};
 /// kernel_samples, unknown_samples, bad_records, throttled}), `functions` ([{function, module,
 /// samples, percent}], hottest first), `annotation` (optional: {function, module, start, size,
 /// syntax: "intel"|"att", samples, instructions: [{address, text, samples, percent, hottest,
-/// file?, line?, source?}]}), `notes` ([string]). Addresses are ELF virtual addresses (SVMA).
+/// file?, line?, source?}]}), `notes` (`[string]`). Addresses are ELF virtual addresses (SVMA).
 pub const JSON_SCHEMA: &str = "tma.locate";
 pub const JSON_SCHEMA_VERSION: u32 = 1;
 

@@ -8,7 +8,7 @@
 //! * `--itt`: the `tma-itt` collector, loaded by a program's ITT static part through
 //!   `INTEL_LIBITTNOTIFY64`, turns ITT tasks and frames into regions.
 //!
-//! Data flow: [`server`] launches the program with the FIFOs in its environment and reads its
+//! Data flow: `server` launches the program with the FIFOs in its environment and reads its
 //! lines; [`tree::Collector`] reads the counters of the thread at each boundary
 //! ([`counters::LiveCounters`], the plan `tma stat` counts with) and charges deltas to the
 //! region; [`report`] evaluates each region's tree and writes text, JSON or CSV.
@@ -63,7 +63,7 @@ pub struct RegionsConfig {
     pub stat: StatConfig,
     pub way: Way,
     /// Let tma's control thread follow the program's sending thread onto its CPU while it
-    /// answers acknowledged lines (`--no-follow` turns it off): see [`placement`].
+    /// answers acknowledged lines (`--no-follow` turns it off): see `placement`.
     pub follow: bool,
 }
 

@@ -63,7 +63,7 @@ pub fn read_input(path: &Path) -> io::Result<Vec<u8>> {
 }
 
 /// The first `limit` bytes of an input, enough to tell what it holds
-/// ([`crate::recognize`]) without reading a long recording whole; `-` (standard input) is
+/// ([`crate::recognize()`]) without reading a long recording whole; `-` (standard input) is
 /// read whole and kept, as [`read_input`] does, so later reads get the same bytes.
 pub fn read_input_head(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     if is_stdio(path) {

@@ -8,7 +8,7 @@
 //! * [`JsonEnvelope`]: every `--json` document carries `schema` (`tma.<kind>`) and
 //!   `schema_version`, so consumers can detect format changes.
 //! * [`table`]: the one table style used by terminal output.
-//! * [`recognize`]: what an input holds (perf.data, a document by its schema, text).
+//! * [`mod@recognize`]: what an input holds (perf.data, a document by its schema, text).
 //! * [`wrap`], [`shell_quote`], [`shell_quote_os`], [`shell_words`]: word wrapping and shell quoting ([`text`]).
 
 pub mod files;

@@ -8,7 +8,7 @@
 //!
 //! **The change is versioned.** Every document whose name or values changed took the next
 //! `schema_version`; a reader accepts both its versions and both names: [`canonical`] maps an
-//! old name to its new one (and [`crate::recognize`] reports documents by their new name),
+//! old name to its new one (and [`crate::recognize()`] reports documents by their new name),
 //! and the value types read their old spellings through serde aliases.
 
 /// Names written before the convention, with the name that replaced each.

@@ -1,5 +1,5 @@
 //! The `tma serve` use case: count continuously with the `tma stat` engine
-//! ([`tma_stat::watch`]: planning, multiplexing, scaling, the software fallback without a
+//! ([`tma_stat::run`] with a sink: planning, multiplexing, scaling, the software fallback without a
 //! PMU, perf_event's cgroup mode) and serve the last completed interval to Prometheus.
 //!
 //! * [`collect`]: the engine's watcher; each interval becomes a set of metric families

@@ -66,11 +66,11 @@ fn family_model(eax: u32) -> (u32, u32) {
 /// Intel's architectural performance monitoring leaf (0xA).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArchPerfmon {
-    /// Version ID (eax[7:0]).
+    /// Version ID (`eax[7:0]`).
     pub version: u32,
-    /// General-purpose counters per logical processor (eax[15:8]).
+    /// General-purpose counters per logical processor (`eax[15:8]`).
     pub gp_counters: u32,
-    /// Fixed-function counters (edx[4:0]).
+    /// Fixed-function counters (`edx[4:0]`).
     pub fixed_counters: u32,
 }
 

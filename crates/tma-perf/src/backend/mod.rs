@@ -1,4 +1,4 @@
-//! Running a [`Plan`] on a [`Target`]: the [`Backend`] trait, the [`Live`] backend
+//! Running a [`Plan`](crate::plan::Plan) on a [`Target`]: the [`Backend`] trait, the [`Live`] backend
 //! (perf_event_open; with a software-event plan it is the "Software" backend that works on a
 //! machine without a PMU), and the [`Replay`] backend (recorded raw readings with chosen
 //! enabled/running times).

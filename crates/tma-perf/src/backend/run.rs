@@ -21,7 +21,7 @@ use tma_host::Host;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Target {
-    /// Launch a command (argv[0] looked up in PATH), counters enabled at exec. The
+    /// Launch a command (`argv[0]` looked up in PATH), counters enabled at exec. The
     /// arguments are the OS strings the user gave (any bytes but NUL); see
     /// [`crate::process::os_args`] for how they are recorded.
     Command(#[serde(with = "crate::process::os_args")] Vec<OsString>),

@@ -1,5 +1,5 @@
 //! Finding (and if needed mounting) tracefs under a root, and reading the tracepoints'
-//! `format` files ([`format`]): where the ids that [`crate::tracepoint`] opens come from.
+//! `format` files ([`mod@format`]): where the ids that [`crate::tracepoint`] opens come from.
 
 pub mod format;
 

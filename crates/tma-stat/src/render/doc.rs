@@ -2,7 +2,7 @@
 //! [`super::tree::SCHEMA`], version [`super::tree::SCHEMA_VERSION`]) and what its readers
 //! (`tma diff`, `tma report`) read back, one type for both. The envelope (`schema`,
 //! `schema_version`) is [`tma_render::JsonEnvelope`]'s; readers check it first
-//! ([`tma_render::recognize`]).
+//! ([`tma_render::recognize()`]).
 
 use std::borrow::Cow;
 

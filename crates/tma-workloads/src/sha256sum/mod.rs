@@ -9,7 +9,7 @@
 //! after the other.
 //!
 //! [`run`] takes the standard streams as parameters, so it can be driven without a terminal.
-//! The checksum-line format (parsing, escaping, diagnostic quoting) lives in [`format`].
+//! The checksum-line format (parsing, escaping, diagnostic quoting) lives in [`mod@format`].
 
 pub mod format;
 mod hash;

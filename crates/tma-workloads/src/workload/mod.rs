@@ -126,7 +126,7 @@ fn clock_report(before: Option<CoreClock>, after: Option<CoreClock>) -> Option<C
 /// The `tma.workload` v1 document: what [`render::json`] writes (schema [`render::SCHEMA`])
 /// and what its readers (`tma demo`) read back, one type for both. The envelope (`schema`,
 /// `schema_version`) is [`tma_render::JsonEnvelope`]'s; readers check it first
-/// ([`tma_render::recognize`]). Read back, a matmul report's own `seconds` and
+/// ([`tma_render::recognize()`]). Read back, a matmul report's own `seconds` and
 /// `wall_seconds` (written once, at the top) are 0 until [`WorkloadReport::read`] fills them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadReport {
@@ -206,8 +206,8 @@ pub struct OnednnReport {
     pub run: crate::onednn::OnednnResult,
 }
 
-/// A workload's name, one of [`NAMES`]. (Named so that serde does not take the field for a
-/// string borrowed from the input: it is read by [`workload_name`] into the constant.)
+/// A workload's name, one of `NAMES`. (Named so that serde does not take the field for a
+/// string borrowed from the input: it is read by `workload_name` into the constant.)
 pub type Name = &'static str;
 
 /// The workloads by the names their documents give.

@@ -315,7 +315,7 @@ pub(crate) fn take_beaten(terms: &mut Vec<BoundTerm>, by: &str, measured: f64) -
         .collect()
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ShaBounds {
     pub rnds2_lat_src: f64,
     pub rnds2_lat_dst: f64,

@@ -155,28 +155,13 @@ mod tests {
     /// 57.4 (a reference point, no longer a term), the 4-stream kernel 55.0 (0.859 c/B).
     fn zen4() -> ShaBounds {
         ShaBounds {
-            rnds2_lat_src: 4.0,
-            rnds2_lat_dst: 4.0,
-            rnds2_tp: 1.0,
-            msg1_tp: 1.0,
-            msg2_lat: 3.0,
-            msg2_tp: 1.0,
-            round_chain_cycles: 128.0,
-            schedule_chain_cycles: 48.0,
             one_stream_cycles_per_block: 128.0,
-            interleaved_cycles_per_block: 36.8,
-            interleaved_binding: "sha256rnds2's pipe".into(),
-            mix: Vec::new(),
-            sharing: Vec::new(),
             terms: vec![
                 term("sha256rnds2 alone", 32.0),
                 term("sha256rnds2's pipe", 36.8),
                 term("vector issue", 25.5),
             ],
-            beaten: Vec::new(),
-            reference: None,
-            derivation: Vec::new(),
-            model: String::new(),
+            ..ShaBounds::default()
         }
     }
 

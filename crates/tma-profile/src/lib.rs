@@ -23,6 +23,8 @@ pub mod record;
 pub mod render;
 pub mod report;
 pub mod symbols;
+#[cfg(test)]
+mod test_records;
 pub mod tree;
 
 pub use locate::{run, LocateConfig, LocateError, Located};

@@ -176,40 +176,13 @@ pub fn synthesize_system(host: &Host) -> Vec<(u32, u16, Vec<u8>)> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use crate::aggregate::Frame;
-
-    /// A perf_event_attr image like the one sampling gives the kernel: cpu-clock,
-    /// IP|TID|TIME|CPU|PERIOD, freq, sample_id_all, mmap2.
-    pub(crate) fn attr_image() -> Vec<u8> {
-        let mut a = vec![0u8; 136];
-        a[0..4].copy_from_slice(&1u32.to_le_bytes());
-        a[4..8].copy_from_slice(&136u32.to_le_bytes());
-        a[16..24].copy_from_slice(&4000u64.to_le_bytes());
-        a[24..32].copy_from_slice(&(0x1u64 | 0x2 | 0x4 | 0x80 | 0x100).to_le_bytes());
-        let flags: u64 = (1 << 8) | (1 << 9) | (1 << 10) | (1 << 18) | (1 << 23);
-        a[40..48].copy_from_slice(&flags.to_le_bytes());
-        a
-    }
-
-    pub(crate) fn parse_info() -> RecordParseInfo {
-        let a = attr_image();
-        let (attr, _) = PerfEventAttr::parse::<_, byteorder::LittleEndian>(&a[..]).unwrap();
-        RecordParseInfo::new(&attr, Endianness::LittleEndian)
-    }
+    use crate::test_records::{attr_image, parse_info, trailer_at};
 
     fn attr() -> RecordParseInfo {
         parse_info()
-    }
-
-    /// sample_id_all trailer (TID | TIME | CPU) with a given time.
-    pub(crate) fn trailer_at(b: &mut Vec<u8>, pid: i32, time: u64) {
-        b.extend_from_slice(&pid.to_le_bytes());
-        b.extend_from_slice(&pid.to_le_bytes());
-        b.extend_from_slice(&time.to_le_bytes());
-        b.extend_from_slice(&1u32.to_le_bytes()); // cpu
-        b.extend_from_slice(&0u32.to_le_bytes());
     }
 
     fn trailer(b: &mut Vec<u8>, pid: i32) {

@@ -185,14 +185,14 @@ mod tests {
     use super::*;
 
     fn info() -> RecordParseInfo {
-        crate::live::tests::parse_info()
+        crate::test_records::parse_info()
     }
 
     fn lost(time: u64) -> Vec<u8> {
         let mut b = Vec::new();
         b.extend_from_slice(&1u64.to_le_bytes()); // id
         b.extend_from_slice(&time.to_le_bytes()); // count: the time, to identify it
-        crate::live::tests::trailer_at(&mut b, 1, time);
+        crate::test_records::trailer_at(&mut b, 1, time);
         b
     }
 

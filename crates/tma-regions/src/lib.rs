@@ -24,7 +24,6 @@ use std::path::PathBuf;
 
 use tma_host::sysfs::Pmus;
 use tma_marker::protocol;
-use tma_perf::backend::software_events;
 use tma_perf::event::EventSpec;
 use tma_perf::plan::Plan;
 use tma_stat::{LiveTarget, Outcome, StatConfig};
@@ -215,19 +214,7 @@ fn counting(
             Err(e) => format!("the tree's counter groups do not open here ({e})"),
         }
     };
-    let mut events = software_events();
-    for e in extra {
-        if e.is_hardware() {
-            writeln!(
-                notes,
-                "tma: warning: -e {} needs a hardware PMU; not counted",
-                e.name
-            )?;
-        } else if !events.iter().any(|x| x.name == e.name) {
-            events.push(e.clone());
-        }
-    }
-    let plan = Plan::software(&events);
+    let plan = tma_stat::software_plan(extra, notes)?;
     let live = counters::LiveCounters::new(&plan, pmus)?;
     Ok((
         Counting {

@@ -45,6 +45,7 @@ pub use hybrid::{
 };
 pub use model::{select_model, CpuSource};
 pub use read_options::ReadOptions;
+pub use session::software::software_plan;
 pub use render::tree::{Format, RenderOptions};
 pub use sink::{Collect, Discard, IntervalSink, TreeOutput};
 use tma_host::Host;

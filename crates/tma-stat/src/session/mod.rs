@@ -12,9 +12,10 @@
 mod breakdown;
 mod hybrid;
 mod measure;
-mod software;
+pub(crate) mod software;
 mod steps;
 mod target;
+mod type_shares;
 
 use breakdown::*;
 use hybrid::*;
@@ -22,6 +23,7 @@ use measure::*;
 use software::*;
 use steps::*;
 use target::*;
+use type_shares::*;
 
 use std::cell::RefCell;
 use std::io::Write;
@@ -217,22 +219,11 @@ pub(crate) fn run_live(
          hypervisor or use a bare-metal instance, or record elsewhere with the command from \
          `tma events --perf-cmd` and analyse it with `tma stat --import FILE`. Software counts only:"
     )?;
-    let mut events = backend::software_events();
-    for e in &extra {
-        if e.is_hardware() {
-            writeln!(
-                notes,
-                "tma: warning: -e {} needs a hardware PMU; not counted",
-                e.name
-            )?;
-        } else if !events.iter().any(|x| x.name == e.name) {
-            events.push(e.clone());
-        }
-    }
+    let plan = software::software_plan(&extra, notes)?;
     s.note = Some(format!("hardware counters not available: {reason}"));
     s.source = Source::Live(Box::new(Live));
     s.settings.events = live.events.clone();
-    let outcome = software(&mut s, Plan::software(&events), notes)?;
+    let outcome = software(&mut s, plan, notes)?;
     write_record(&s, live)?;
     Ok(outcome)
 }

@@ -2,6 +2,25 @@
 
 use super::*;
 
+/// The plan that stands in for a tree where no hardware counter opens (`tma stat`, the
+/// regions of `tma stat --regions`): perf's software events, and of the `-e` events those
+/// that need no PMU; each of the others is named in a warning.
+pub fn software_plan(extra: &[EventSpec], notes: &mut dyn Write) -> std::io::Result<Plan> {
+    let mut events = backend::software_events();
+    for e in extra {
+        if e.is_hardware() {
+            writeln!(
+                notes,
+                "tma: warning: -e {} needs a hardware PMU; not counted",
+                e.name
+            )?;
+        } else if !events.iter().any(|x| x.name == e.name) {
+            events.push(e.clone());
+        }
+    }
+    Ok(Plan::software(&events))
+}
+
 /// No hardware counters: count (or replay) software events and hand their counts on.
 pub(super) fn software(
     s: &mut Session,

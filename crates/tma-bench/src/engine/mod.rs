@@ -6,8 +6,6 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use crate::harness::{self, Image};
 use crate::stats;
 use crate::sys;
@@ -15,87 +13,14 @@ use crate::{BenchError, ClockKind};
 use tma_sys::jit::ExecCode;
 use tma_sys::process::Exit;
 
-/// Methodology parameters (see /work/shared/MICROBENCH-METHOD.md and the crate docs).
-#[derive(Debug, Clone)]
-pub struct Method {
-    /// Two unroll counts; the per-copy cost is the difference of the two runs. Each job rounds
-    /// them up to a whole number of rounds through its chains ([`job_unroll`]).
-    ///
-    /// Default 256/512. With fewer copies the loop's taken branch does not cancel for bodies
-    /// that fill the four ALUs (on a Zen 3, 64/128 read `popcnt` at 0.240 to 0.243 where four
-    /// pipes allow 0.25; 256/512 read 0.250 for every form; the runs are in
-    /// `docs/measurements.md`). The time per figure does not change: the iterations are sized so
-    /// that the large run takes `min_ticks`.
-    pub unroll: (usize, usize),
-    /// Accepted timings per independent repetition of a figure (median taken).
-    pub reps: usize,
-    /// Trials per unroll count within a repetition (minimum taken).
-    pub trials: usize,
-    /// Iterations are doubled until one run of the larger unroll takes this many TSC ticks.
-    pub min_ticks: u64,
-    /// A repetition is rejected when the calibrations before and after differ by more.
-    pub reject: f64,
-    /// At most `reps * max_rep_factor` repetitions are attempted per figure.
-    pub max_rep_factor: usize,
-    /// Independent repetitions of every figure: at least `min_rounds`, at most `max_rounds`
-    /// (the time budget, [`MAX_ROUNDS`]: 10 x the two a quiet machine needs).
-    /// Each repetition is `reps` accepted repetitions of the timing; the figure is accepted when
-    /// the medians of the lowest repetitions agree within `agree` ([`stats::agreed`]).
-    pub min_rounds: usize,
-    pub max_rounds: usize,
-    pub agree: f64,
-    /// The imul/add self-check tolerance (relative).
-    pub self_check_tol: f64,
-    pub timeout: Duration,
-    pub cpu: Option<usize>,
-    /// `--mem SIZE`: the memory buffer r14 and memory base registers point at (default
-    /// [`harness::DEFAULT_MEM`]); a pointer chase then walks all of it (default: one line).
-    pub mem: Option<usize>,
-    /// Where the MSR clock's device and sysfs live (the real machine by default).
-    pub msr: tma_perf::msr::MsrSetup,
-    /// `--force`: borrow counter 0 for the MSR clock even when its enable bit is set.
-    pub force: bool,
-}
+mod method;
+mod repeat;
+mod wire;
 
-impl Default for Method {
-    fn default() -> Self {
-        Method {
-            unroll: (256, 512),
-            reps: 11,
-            trials: 3,
-            min_ticks: 100_000,
-            reject: 0.002,
-            max_rep_factor: 4,
-            min_rounds: 2,
-            max_rounds: MAX_ROUNDS,
-            agree: 0.01,
-            self_check_tol: 0.01,
-            timeout: Duration::from_secs(120),
-            cpu: None,
-            mem: None,
-            msr: tma_perf::msr::MsrSetup::system(),
-            force: false,
-        }
-    }
-}
-
-impl Method {
-    /// `--precise`: 21 reps x 5 trials x 200k-tick regions.
-    pub fn precise() -> Method {
-        Method {
-            reps: 21,
-            trials: 5,
-            min_ticks: 200_000,
-            ..Method::default()
-        }
-    }
-}
-
-/// The default time budget of a figure in independent repetitions: 10 x the two that agree
-/// on a quiet machine. A burst of contention on the host (a busy SMT sibling of another
-/// tenant) has been seen to outlast 10 repetitions of a 4-wide body (1 run of 160 in
-/// `scripts/bench-microbench.sh --repeat 20`); the figure is then shown unconverged.
-pub const MAX_ROUNDS: usize = 20;
+pub use method::{Method, MAX_ROUNDS};
+use repeat::{still_needed, Estimate, Repeated};
+use wire::{parse_frames, send};
+pub use wire::{Fault, Msg, Outcome};
 
 /// A job: one body at two unroll counts (image indices), and those counts.
 #[derive(Debug, Clone)]
@@ -122,74 +47,6 @@ pub fn job_unroll(method: (usize, usize), copies: usize) -> (usize, usize) {
 /// Jobs 0 and 1 are always the calibration (`add rax, rax`) and check (`imul rax, rax`) chains.
 pub const CALIB_JOB: usize = 0;
 pub const CHECK_JOB: usize = 1;
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum Msg {
-    Clock {
-        clock: ClockKind,
-        error: Option<String>,
-    },
-    SelfCheck {
-        clock: ClockKind,
-        /// NaN when too few calibrations agreed to compute it (JSON has no NaN: sent as null).
-        #[serde(with = "nan_as_null")]
-        ratio: f64,
-        #[serde(with = "nan_as_null")]
-        add_ticks: f64,
-        ok: bool,
-    },
-    Figure {
-        job: usize,
-        clock: ClockKind,
-        /// The accepted repetitions of the reported independent repetition (the lower of the
-        /// agreeing two, or the lowest when none agreed).
-        values: Vec<f64>,
-        raw_ticks: Vec<f64>,
-        /// Rejected repetitions over all independent repetitions.
-        rejected: usize,
-        attempts: usize,
-        /// The median of every independent repetition, in the order measured.
-        repetitions: Vec<f64>,
-        /// Whether the lowest independent repetitions agreed within the tolerance ([`stats::agreed`]).
-        converged: bool,
-        /// A throughput chain count whose repetitions stayed well above the best chain count's
-        /// accepted figure: no longer measured (it cannot be the best), so not converged.
-        #[serde(default)]
-        dropped: bool,
-        /// Repetitions discarded because the contention sentinel timed around them was off
-        /// ([`stats::sentinel_ok`]), and the sentinel readings that were off.
-        #[serde(default)]
-        contended: Vec<f64>,
-        /// The lowest repetitions agreed on a value no pipe count explains while a lower
-        /// repetition is plausible: that lower one is reported, unconverged
-        /// (`Repeated::message`).
-        #[serde(default)]
-        outvoted_plausible: bool,
-    },
-    Note(String),
-}
-
-const TAG_JSON: u64 = 0x150A;
-
-/// A fault reported by the child's signal handler.
-#[derive(Debug, Clone, Copy)]
-pub struct Fault {
-    pub signal: i32,
-    pub code: i64,
-    /// Offset of the faulting RIP in the code buffer.
-    pub offset: u64,
-    pub addr: u64,
-    pub job: Option<usize>,
-}
-
-/// What came back from the child.
-#[derive(Debug, Default)]
-pub struct Outcome {
-    pub msgs: Vec<Msg>,
-    pub fault: Option<Fault>,
-    pub timed_out: bool,
-    pub exit: Option<String>,
-}
 
 /// Images laid out in one buffer at 64-byte boundaries.
 pub struct Layout {
@@ -233,77 +90,6 @@ impl Layout {
         let i = self.offsets.partition_point(|&o| o <= off).checked_sub(1)?;
         let rel = off - self.offsets[i];
         (rel < self.images[i].bytes.len()).then_some((i, rel))
-    }
-}
-
-/// JSON has no NaN: write a non-finite f64 as null and read null back as NaN.
-mod nan_as_null {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
-        if v.is_finite() {
-            s.serialize_f64(*v)
-        } else {
-            s.serialize_none()
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
-    }
-}
-
-fn send(fd: &OwnedFd, m: &Msg) {
-    let Ok(json) = serde_json::to_vec(m) else {
-        return;
-    };
-    let mut frame = Vec::with_capacity(json.len() + 16);
-    frame.extend_from_slice(&TAG_JSON.to_le_bytes());
-    frame.extend_from_slice(&(json.len() as u64).to_le_bytes());
-    frame.extend_from_slice(&json);
-    let _ = sys::write_all(fd, &frame);
-}
-
-fn parse_frames(buf: &[u8], out: &mut Outcome) {
-    let mut p = 0;
-    let u64_at = |p: usize| -> Option<u64> {
-        buf.get(p..p + 8)
-            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-    };
-    while let Some(tag) = u64_at(p) {
-        if tag == TAG_JSON {
-            let Some(len) = u64_at(p + 8) else { break };
-            let start = p + 16;
-            let end = start + len as usize;
-            let Some(body) = buf.get(start..end) else {
-                break;
-            };
-            match serde_json::from_slice::<Msg>(body) {
-                Ok(m) => out.msgs.push(m),
-                // Never drop a message silently: a lost verdict would look like no result.
-                Err(e) => {
-                    out.exit.get_or_insert_with(|| {
-                        format!("internal: a message from the measuring child could not be decoded: {e}")
-                    });
-                }
-            }
-            p = end;
-        } else if tag == sys::TAG_FAULT {
-            let f: Vec<u64> = (0..5).filter_map(|i| u64_at(p + 8 + 8 * i)).collect();
-            if f.len() < 5 {
-                break;
-            }
-            out.fault = Some(Fault {
-                signal: f[0] as i32,
-                code: f[1] as i64,
-                offset: f[2],
-                addr: f[3],
-                job: (f[4] != u64::MAX).then_some(f[4] as usize),
-            });
-            p += 48;
-        } else {
-            break;
-        }
     }
 }
 
@@ -468,163 +254,11 @@ impl Counter {
     }
 }
 
-/// One independent repetition of a figure: `reps` accepted timings (median reported).
-#[derive(Debug, Clone, Default)]
-struct Estimate {
-    values: Vec<f64>,
-    raw: Vec<f64>,
-    rejected: usize,
-    attempts: usize,
-}
-
-impl Estimate {
-    fn median(&self) -> f64 {
-        stats::median(&self.values)
-    }
-}
-
-/// The independent repetitions of one job so far.
-#[derive(Debug, Default)]
-struct Repeated {
-    estimates: Vec<Estimate>,
-    /// Timing attempts whose repetition had too few accepted values to count.
-    lost_rejected: usize,
-    lost_attempts: usize,
-    dropped: bool,
-    /// Off sentinel readings of discarded repetitions.
-    contended: Vec<f64>,
-    /// Repetitions discarded because of the sentinel (shown only when no other exists).
-    discarded: Vec<Estimate>,
-}
-
-impl Repeated {
-    fn medians(&self) -> Vec<f64> {
-        self.estimates.iter().map(Estimate::median).collect()
-    }
-
-    fn agreed(&self, m: &Method) -> Option<f64> {
-        (self.estimates.len() >= m.min_rounds.max(2))
-            .then(|| stats::agreed(&self.medians(), m.agree))
-            .flatten()
-    }
-
-    /// The figure message: the accepted repetition ([`stats::agreed`]), else the lowest. For a
-    /// throughput, `max_n` is this machine's pipe count: when the accepted value is not
-    /// plausible ([`stats::snap`]) but a lower repetition is, the lower one is shown,
-    /// unconverged. Host noise only adds time, and three repetitions of a run agreeing on
-    /// popcnt at 0.284 cycles over one at 0.250 were the noise (the other runs read 0.250); the
-    /// figure is then not confirmed either way, and says so.
-    fn message(&self, job: usize, clock: ClockKind, m: &Method, max_n: Option<usize>) -> Msg {
-        let medians = self.medians();
-        let mut agreed = self.agreed(m);
-        let mut outvoted_plausible = false;
-        if let (Some(v), Some(n)) = (agreed, max_n) {
-            if !stats::snap(v, n).1 && medians.iter().any(|x| *x < v && stats::snap(*x, n).1) {
-                agreed = None;
-                outvoted_plausible = true;
-            }
-        }
-        let converged = agreed.is_some();
-        // The accepted repetition, or the lowest when none was accepted.
-        let pick = match agreed {
-            Some(v) => medians.iter().position(|x| *x == v),
-            None => medians
-                .iter()
-                .enumerate()
-                .min_by(|a, b| a.1.total_cmp(b.1))
-                .map(|(i, _)| i),
-        };
-        // With no clean repetition at all, the lowest discarded one is shown (unconverged).
-        let lowest_discarded = || {
-            self.discarded
-                .iter()
-                .min_by(|a, b| a.median().total_cmp(&b.median()))
-                .cloned()
-        };
-        let chosen = pick
-            .and_then(|i| self.estimates.get(i).cloned())
-            .or_else(lowest_discarded)
-            .unwrap_or_default();
-        Msg::Figure {
-            job,
-            clock,
-            values: chosen.values,
-            raw_ticks: chosen.raw,
-            rejected: self
-                .estimates
-                .iter()
-                .chain(&self.discarded)
-                .map(|e| e.rejected)
-                .sum::<usize>()
-                + self.lost_rejected,
-            attempts: self
-                .estimates
-                .iter()
-                .chain(&self.discarded)
-                .map(|e| e.attempts)
-                .sum::<usize>()
-                + self.lost_attempts,
-            repetitions: medians,
-            converged,
-            dropped: self.dropped,
-            contended: self.contended.clone(),
-            outvoted_plausible,
-        }
-    }
-}
-
-/// Which jobs still need an independent repetition after a round. A job is done when its two
-/// lowest repetitions agree ([`stats::agreed`]). Throughput chain counts (`tp`) are alternatives
-/// of one figure (the best is reported): one that is not done but whose lowest repetition, after
-/// at least two, is more than `DROP_MARGIN` above the best accepted chain count is dropped: it
-/// cannot be the best unless every one of its repetitions was slowed by that much.
-///
-/// The best accepted chain count is measured again while its value is not plausible for this
-/// machine ([`stats::snap`] with `max_n` pipes), until the time budget is spent: host noise
-/// that lasts longer than one round (a busy SMT sibling of another tenant evicting the body
-/// from the shared op cache) makes repetitions agree on a figure that is too high, e.g. popcnt
-/// at 0.284 cycles instead of 0.250 in 11 runs of 20, while a later repetition, after
-/// [`RETRY_PAUSE`], finds the quiet value and the lowest agreeing pair then wins.
-fn still_needed(
-    reps: &mut [(usize, Repeated)],
-    tp: &[usize],
-    m: &Method,
-    max_n: usize,
-) -> Vec<usize> {
-    let best = reps
-        .iter()
-        .filter(|(j, _)| tp.contains(j))
-        .filter_map(|(j, r)| r.agreed(m).map(|v| (*j, v)))
-        .min_by(|a, b| a.1.total_cmp(&b.1));
-    let best_tp = best.map(|(_, v)| v);
-    let mut out = Vec::new();
-    for (j, r) in reps.iter_mut() {
-        if r.dropped {
-            continue;
-        }
-        if r.agreed(m).is_some() {
-            if best.is_some_and(|(bj, v)| bj == *j && !stats::snap(v, max_n).1) {
-                out.push(*j);
-            }
-            continue;
-        }
-        if let Some(best) = best_tp.filter(|_| tp.contains(j) && r.estimates.len() >= 2) {
-            let low = r.medians().into_iter().reduce(f64::min).unwrap_or(f64::NAN);
-            if low > best * (1.0 + DROP_MARGIN) {
-                r.dropped = true;
-                continue;
-            }
-        }
-        out.push(*j);
-    }
-    out
-}
-
 /// Copies of the code buffer, used in turn by the rounds of a figure ([`Child::figures`]):
 /// independent repetitions then also run from different pages. On a Zen 3 VM, `popcnt rax,
 /// rbx` throughput sometimes read 0.284 instead of 0.250 for a whole run, for a cause not known
 /// (the op cache is the suspect; the runs are in `docs/measurements.md`). The copies make the
-/// rounds differ in one more way; [`still_needed`]'s spaced retries and [`Repeated::message`]
+/// rounds differ in one more way; [`still_needed`]'s spaced retries and `Repeated::message`
 /// deal with what remains.
 const CODE_COPIES: usize = 3;
 
@@ -633,9 +267,6 @@ const CODE_COPIES: usize = 3;
 /// are spread over the time budget (at most `max_rounds` rounds, about 1 s) rather than run
 /// back to back.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
-
-/// See [`still_needed`].
-const DROP_MARGIN: f64 = 0.05;
 
 struct Child<'a> {
     /// [`CODE_COPIES`] mappings of the same images; `cur` is the one in use.
@@ -1169,47 +800,6 @@ fn child_main(
 }
 
 #[cfg(test)]
-mod nan_tests {
-    use super::*;
-
-    /// A self-check verdict without a ratio (too few calibrations agreed) must reach the
-    /// parent: before, NaN became JSON null, failed to decode and the verdict was dropped.
-    #[test]
-    fn self_check_without_ratio_round_trips() {
-        let m = Msg::SelfCheck {
-            clock: ClockKind::Tsc,
-            ratio: f64::NAN,
-            add_ticks: f64::NAN,
-            ok: false,
-        };
-        let json = serde_json::to_vec(&m).unwrap();
-        match serde_json::from_slice::<Msg>(&json).unwrap() {
-            Msg::SelfCheck { ratio, ok, .. } => assert!(ratio.is_nan() && !ok),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn undecodable_frames_are_an_error() {
-        let mut buf = Vec::new();
-        buf.extend_from_slice(&TAG_JSON.to_le_bytes());
-        buf.extend_from_slice(&3u64.to_le_bytes());
-        buf.extend_from_slice(b"{x}");
-        let mut out = Outcome {
-            msgs: Vec::new(),
-            fault: None,
-            timed_out: false,
-            exit: None,
-        };
-        parse_frames(&buf, &mut out);
-        assert!(out
-            .exit
-            .as_deref()
-            .is_some_and(|e| e.contains("could not be decoded")));
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -1266,180 +856,5 @@ mod tests {
             acc.push(1.0, 3.0, 1.01, &m);
         }
         assert!(acc.done(&m) && !acc.verdict(&m).2);
-    }
-
-    fn est(median: f64) -> Estimate {
-        Estimate {
-            values: vec![median; 5],
-            raw: vec![median; 5],
-            rejected: 1,
-            attempts: 6,
-        }
-    }
-
-    fn repeated(medians: &[f64]) -> Repeated {
-        Repeated {
-            estimates: medians.iter().map(|&m| est(m)).collect(),
-            ..Repeated::default()
-        }
-    }
-
-    /// The figure sent for synthetic repetition sequences: the lower of the two lowest when
-    /// they agree, else the lowest, marked unconverged; never a noisy pair that agrees.
-    #[test]
-    fn figure_messages_follow_the_repetition_rule() {
-        let m = Method::default();
-        let fig = |r: &Repeated| match r.message(7, ClockKind::Tsc, &m, None) {
-            Msg::Figure {
-                values,
-                repetitions,
-                converged,
-                rejected,
-                attempts,
-                ..
-            } => (
-                stats::median(&values),
-                repetitions,
-                converged,
-                rejected,
-                attempts,
-            ),
-            other => panic!("{other:?}"),
-        };
-        let (v, reps, ok, rejected, attempts) = fig(&repeated(&[0.31, 0.2502, 0.25]));
-        assert_eq!((v, ok), (0.25, true));
-        assert_eq!(reps, vec![0.31, 0.2502, 0.25]);
-        assert_eq!((rejected, attempts), (3, 18));
-        // The vpaddd run, 10 repetitions that never agree: the lowest, unconverged.
-        let (v, _, ok, ..) = fig(&repeated(&[
-            0.58, 0.31, 0.27, 0.45, 0.33, 0.29, 0.40, 0.36, 0.50, 0.60,
-        ]));
-        assert_eq!((v, ok), (0.27, false));
-        // Two noisy repetitions agreeing above a lone low one: not accepted.
-        let (v, _, ok, ..) = fig(&repeated(&[0.311, 0.31, 0.25]));
-        assert_eq!((v, ok), (0.25, false));
-        // A lone low repetition outvoted by three that agree: the agreeing value is sent.
-        let (v, _, ok, ..) = fig(&repeated(&[0.2429, 0.2501, 0.2503, 0.2502]));
-        assert_eq!((v, ok), (0.2501, true));
-        // Repetitions the contention sentinel discarded never count; with nothing else, the
-        // lowest of them is shown, unconverged, with the sentinel readings.
-        let r = Repeated {
-            discarded: vec![est(0.497), est(0.51)],
-            contended: vec![0.49, 0.5],
-            ..Repeated::default()
-        };
-        match r.message(3, ClockKind::Tsc, &m, None) {
-            Msg::Figure {
-                values,
-                converged,
-                contended,
-                repetitions,
-                ..
-            } => {
-                assert_eq!(stats::median(&values), 0.497);
-                assert!(!converged && repetitions.is_empty());
-                assert_eq!(contended, vec![0.49, 0.5]);
-            }
-            other => panic!("{other:?}"),
-        }
-        let r = Repeated {
-            estimates: vec![est(0.25)],
-            discarded: vec![est(0.497), est(0.498)],
-            contended: vec![0.49, 0.5],
-            ..Repeated::default()
-        };
-        assert!(
-            r.agreed(&m).is_none(),
-            "discarded repetitions never confirm"
-        );
-        // One repetition never converges, even with min_rounds = 1.
-        let one = Method {
-            min_rounds: 1,
-            ..Method::default()
-        };
-        assert!(repeated(&[1.0]).agreed(&one).is_none());
-    }
-
-    /// Which jobs get another round: accepted ones stop; a throughput chain count more than
-    /// 5% above the best accepted chain count stops (dropped) after two repetitions; latency
-    /// jobs are never dropped.
-    #[test]
-    fn rounds_stop_when_accepted_or_clearly_not_the_best() {
-        let m = Method::default();
-        let mut reps = vec![
-            (2, repeated(&[3.0, 3.01])),    // latency, accepted
-            (3, repeated(&[1.3, 1.2])),     // latency, not yet
-            (4, repeated(&[0.5, 0.501])),   // tp 2 chains, accepted
-            (5, repeated(&[0.25, 0.2501])), // tp 4 chains, accepted: the best
-            (6, repeated(&[0.30, 0.27])),   // tp 8 chains: 8% above the best, dropped
-            (7, repeated(&[0.26, 0.2525])), // tp 12 chains: within 5%, measured again
-            (8, repeated(&[0.9])),          // tp, one repetition: measured again
-        ];
-        let tp = [4, 5, 6, 7, 8];
-        let next = still_needed(&mut reps, &tp, &m, 4);
-        assert_eq!(next, vec![3, 7, 8]);
-        assert!(reps[4].1.dropped && !reps[5].1.dropped);
-        match reps[4].1.message(6, ClockKind::Tsc, &m, None) {
-            Msg::Figure {
-                converged, dropped, ..
-            } => assert!(!converged && dropped),
-            other => panic!("{other:?}"),
-        }
-        // Without an accepted chain count nothing is dropped.
-        let mut reps = vec![(4, repeated(&[0.5, 0.6])), (5, repeated(&[0.3, 0.4]))];
-        assert_eq!(still_needed(&mut reps, &[4, 5], &m, 4), vec![4, 5]);
-        // The best accepted chain count at an implausible value is measured again; an
-        // implausible one that is not the best, and a latency, are done.
-        let mut reps = vec![
-            (2, repeated(&[2.5, 2.51])),    // latency at 2.5: done
-            (4, repeated(&[0.284, 0.285])), // tp 4 chains: the best, implausible
-            (5, repeated(&[0.29, 0.291])),  // tp 8 chains: implausible, not the best
-        ];
-        assert_eq!(still_needed(&mut reps, &[4, 5], &m, 4), vec![4]);
-        // Once a lower pair agrees on a plausible value, it is done.
-        reps[1]
-            .1
-            .estimates
-            .extend(repeated(&[0.25, 0.2505]).estimates);
-        assert_eq!(still_needed(&mut reps, &[4, 5], &m, 4), Vec::<usize>::new());
-        assert_eq!(reps[1].1.agreed(&m), Some(0.25));
-        // Three agreeing at an implausible 0.284 over one plausible 0.250: the lower is shown,
-        // unconverged; without the pipe count (a latency) the agreeing three win.
-        let r = repeated(&[0.2501, 0.284, 0.2841, 0.2842]);
-        let shown = |n: Option<usize>| match r.message(4, ClockKind::Tsc, &m, n) {
-            Msg::Figure {
-                values,
-                converged,
-                outvoted_plausible,
-                ..
-            } => (stats::median(&values), converged, outvoted_plausible),
-            other => panic!("{other:?}"),
-        };
-        assert_eq!(
-            shown(Some(4)),
-            (stats::median(&r.estimates[0].values), false, true)
-        );
-        assert_eq!(
-            shown(None),
-            (stats::median(&r.estimates[1].values), true, false)
-        );
-    }
-
-    #[test]
-    fn frames_round_trip() {
-        let mut buf = Vec::new();
-        let m = Msg::Note("hi".into());
-        let json = serde_json::to_vec(&m).unwrap();
-        buf.extend_from_slice(&TAG_JSON.to_le_bytes());
-        buf.extend_from_slice(&(json.len() as u64).to_le_bytes());
-        buf.extend_from_slice(&json);
-        for v in [sys::TAG_FAULT, 8, 1, 77, 0, 5] {
-            buf.extend_from_slice(&v.to_le_bytes());
-        }
-        let mut out = Outcome::default();
-        parse_frames(&buf, &mut out);
-        assert_eq!(out.msgs.len(), 1);
-        let f = out.fault.unwrap();
-        assert_eq!((f.signal, f.code, f.offset, f.job), (8, 1, 77, Some(5)));
     }
 }

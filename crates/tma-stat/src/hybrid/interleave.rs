@@ -8,7 +8,8 @@ use tma_metrics::Bottleneck;
 use tma_perf::backend::RawInterval;
 use tma_perf::Interval;
 
-use super::{merge_interval, CoreTable};
+use super::merge::merge_interval;
+use super::tables::CoreTable;
 use crate::eval::IntervalReport;
 use crate::sink::{Finish, IntervalData, IntervalSink, Start};
 use crate::StatError;

@@ -3,7 +3,7 @@
 
 use tma_metrics::{decide, NodeResult, TreeNode};
 
-use super::CoreTable;
+use super::tables::CoreTable;
 use crate::eval::IntervalReport;
 
 /// One interval of the merged view. A node on every type with a value is the mean of its

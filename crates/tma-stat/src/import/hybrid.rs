@@ -105,22 +105,6 @@ enum Piece {
     Note(Vec<u8>),
 }
 
-/// The notes of one core type's import in [`several_types`]: over the same channel as its
-/// steps, so each note is written where it belongs among them.
-struct NoteRelay(SyncSender<Piece>);
-
-impl Write for NoteRelay {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .send(Piece::Note(buf.to_vec()))
-            .map_err(|_| std::io::Error::other("the import was stopped"))?;
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// The next step of one core type's import, its notes written on the way; `None` at the
 /// end of its thread.
 fn next_piece(rx: &Receiver<Piece>, notes: &mut dyn Write) -> Option<Piece> {
@@ -136,8 +120,21 @@ fn next_piece(rx: &Receiver<Piece>, notes: &mut dyn Write) -> Option<Piece> {
     }
 }
 
-/// The sink of one core type's import in [`several_types`]: each step goes over a channel.
+/// The sink and the notes of one core type's import in [`several_types`]: each step and
+/// each note over one channel, so each note is written where it belongs among the steps.
 struct Relay(SyncSender<Piece>);
+
+impl Write for Relay {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .send(Piece::Note(buf.to_vec()))
+            .map_err(|_| std::io::Error::other("the import was stopped"))?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 impl Relay {
     fn send(&self, p: Piece) -> Result<(), StatError> {
@@ -195,8 +192,8 @@ fn several_types(
             let (tx, rx) = std::sync::mpsc::sync_channel::<Piece>(PENDING_BATCHES);
             rxs.push(rx);
             threads.push(scope.spawn(move || {
-                let mut relay = Relay(tx.clone());
-                import_one(cfg, bytes, file, Some(core), &mut relay, &mut NoteRelay(tx))
+                let (mut steps, mut type_notes) = (Relay(tx.clone()), Relay(tx));
+                import_one(cfg, bytes, file, Some(core), &mut steps, &mut type_notes)
             }));
         }
         // The end of every thread: the rest of its notes, in core-type order, and the

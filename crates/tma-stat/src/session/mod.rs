@@ -16,6 +16,7 @@ pub(crate) mod software;
 mod steps;
 mod target;
 mod type_shares;
+mod type_shares;
 
 use breakdown::*;
 use hybrid::*;
@@ -23,6 +24,7 @@ use measure::*;
 use software::*;
 use steps::*;
 use target::*;
+use type_shares::*;
 use type_shares::*;
 
 use std::cell::RefCell;

@@ -5,7 +5,7 @@ use std::io;
 
 use tma_workloads::workload::WorkloadReport;
 
-use crate::step::{fmt_opt, strs, Demo};
+use crate::step::{fmt_opt, fmt_unit, speedup, strs, Demo};
 use crate::DemoConfig;
 
 pub(crate) fn run(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
@@ -69,18 +69,12 @@ pub(crate) fn run(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
         ("prefetch", after.as_ref()),
     ] {
         let ns = dram(v).map(|d| d.ns_per_access);
-        let speed = match (base, ns) {
-            (Some(b), Some(n)) if n > 0.0 => Some(b / n),
-            _ => None,
-        };
         t.add_row(vec![
             name.to_string(),
             fmt_opt(ns, 2),
             fmt_opt(dram(v).map(|d| d.accesses_per_second), 0),
             fmt_opt(dram(v).and_then(|d| d.cycles_per_access), 1),
-            speed
-                .map(|s| format!("{s:.2}x"))
-                .unwrap_or_else(|| "n/a".into()),
+            fmt_unit(speedup(base, ns), 2, "x"),
         ]);
     }
     tma_render::align_right(&mut t, &[1, 2, 3, 4]);

@@ -5,7 +5,7 @@ use std::io;
 
 use tma_workloads::workload::WorkloadReport;
 
-use crate::step::{fmt_opt, strs, Demo};
+use crate::step::{fmt_opt, fmt_unit, strs, Demo};
 use crate::thp::{thp_mode_text, warn_if_thp_off};
 use crate::DemoConfig;
 
@@ -176,15 +176,11 @@ fn compare(
             fmt_opt(r.report.map(|v| v.seconds), 3),
             fmt_opt(r.report.map(|v| v.wall_seconds), 3),
             fmt_opt(gflops, 2),
-            share
-                .map(|x| format!("{:.0}%", x * 100.0))
-                .unwrap_or_else(|| "n/a".into()),
+            fmt_unit(share.map(|x| 100.0 * x), 0, "%"),
             faults
                 .map(|f| f.to_string())
                 .unwrap_or_else(|| "n/a".into()),
-            speedup(r)
-                .map(|s| format!("{s:.2}x"))
-                .unwrap_or_else(|| "n/a".into()),
+            fmt_unit(speedup(r), 2, "x"),
         ]);
     }
     tma_render::align_right(&mut t, &[1, 2, 3, 4, 5, 6]);

@@ -10,7 +10,7 @@ use tma_bench::sha_bound::{judge, Kernel, Share};
 use tma_bench::ShaBounds;
 use tma_workloads::workload::WorkloadReport;
 
-use crate::step::{fmt_opt, read_report, strs, Demo, Outcome};
+use crate::step::{fmt_opt, fmt_unit, read_report, speedup, strs, Demo, Outcome};
 use crate::DemoConfig;
 
 pub(crate) fn run(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
@@ -227,10 +227,6 @@ fn compare(
     for (name, v, bound) in &rows {
         let nspb = sha(*v).map(|s| s.ns_per_byte);
         let cpb = sha(*v).and_then(|s| s.cycles_per_byte);
-        let speed = match (base, nspb) {
-            (Some(b), Some(n)) if n > 0.0 => Some(b / n),
-            _ => None,
-        };
         let bound_cpb = bound
             .and_then(|b| b.bound.as_ref())
             .map(|t| t.cycles / 64.0);
@@ -240,13 +236,9 @@ fn compare(
             fmt_opt(nspb, 3),
             fmt_opt(sha(*v).map(|s| s.gb_per_second), 3),
             fmt_opt(cpb, 2),
-            speed
-                .map(|s| format!("{s:.2}x"))
-                .unwrap_or_else(|| "n/a".into()),
+            fmt_unit(speedup(base, nspb), 2, "x"),
             fmt_opt(bound_cpb, 2),
-            of_bound
-                .map(|p| format!("{p:.0}%"))
-                .unwrap_or_else(|| "n/a".into()),
+            fmt_unit(of_bound, 0, "%"),
         ]);
     }
     tma_render::align_right(&mut t, &[1, 2, 3, 4, 5, 6]);

@@ -321,9 +321,19 @@ pub(crate) fn read_report(path: &Path) -> Option<WorkloadReport> {
     WorkloadReport::read(&bytes).ok()
 }
 
+/// `v` with `prec` decimals, or `n/a`.
 pub(crate) fn fmt_opt(v: Option<f64>, prec: usize) -> String {
-    v.map(|x| format!("{x:.prec$}"))
-        .unwrap_or_else(|| "n/a".into())
+    fmt_unit(v, prec, "")
+}
+
+/// [`fmt_opt`] with a unit after the figure (`2.00x`, `67%`).
+pub(crate) fn fmt_unit(v: Option<f64>, prec: usize, unit: &str) -> String {
+    v.map_or_else(|| "n/a".into(), |x| format!("{x:.prec$}{unit}"))
+}
+
+/// How many times `base` is `v` (the speed-up of a run that took `v` over one that took `base`).
+pub(crate) fn speedup(base: Option<f64>, v: Option<f64>) -> Option<f64> {
+    base.zip(v).filter(|(_, v)| *v > 0.0).map(|(b, v)| b / v)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::io;
 
 use tma_workloads::workload::WorkloadReport;
 
-use crate::step::{fmt_opt, strs, Demo};
+use crate::step::{fmt_opt, fmt_unit, speedup, strs, Demo};
 use crate::DemoConfig;
 
 /// The system THP mode as the demos print it.
@@ -112,23 +112,19 @@ pub(crate) fn run(demo: &mut Demo<'_>, args: &DemoConfig) -> io::Result<()> {
     }
     for (name, v) in [("--thp off", before.as_ref()), ("--thp on", after.as_ref())] {
         let s = secs(v);
-        let speed = match (base, s) {
-            (Some(b), Some(n)) if n > 0.0 => Some(b / n),
-            _ => None,
-        };
         t.add_row(vec![
             name.to_string(),
             fmt_opt(s, 3),
             fmt_opt(mm(v).map(|m| m.run.gflops), 3),
             fmt_opt(mm(v).and_then(|m| m.cycles_per_fma), 1),
-            mm(v)
-                .and_then(|m| m.run.huge_pages.as_ref())
-                .map(|h| h.share)
-                .map(|x| format!("{:.0}%", x * 100.0))
-                .unwrap_or_else(|| "n/a".into()),
-            speed
-                .map(|s| format!("{s:.2}x"))
-                .unwrap_or_else(|| "n/a".into()),
+            fmt_unit(
+                mm(v)
+                    .and_then(|m| m.run.huge_pages.as_ref())
+                    .map(|h| 100.0 * h.share),
+                0,
+                "%",
+            ),
+            fmt_unit(speedup(base, s), 2, "x"),
         ]);
     }
     tma_render::align_right(&mut t, &[1, 2, 3, 4, 5]);

@@ -672,8 +672,85 @@ fn gen_mod(intel: &Path) -> Result<String> {
 /// The generated source of one platform and the tree-shape resolutions made for it.
 fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
     let dir = intel.join(p.dir);
+    let core = read_core_events(&dir, p)?;
+    let metrics_json = read_json(&dir.join(p.metrics))?;
+    let tree = convert_metrics(p, &core.catalog, &metrics_json)?;
+    check_thresholds(&tree.nodes, &tree.metrics)?;
+    let mut nodes = preorder(tree.nodes)?;
+    describe_rest(&mut nodes)?;
+    let retire = read_retire_latencies(&dir, p)?;
+    let topdown = if tree.uses_perf_metrics_l2 {
+        "Topdown::PerfMetricsL2"
+    } else if tree.uses_perf_metrics {
+        "Topdown::PerfMetricsL1"
+    } else {
+        "Topdown::Generic"
+    };
+    let events = all_events(&core.catalog, &tree.used);
+    let mut o = String::from(HEADER);
+    writeln!(
+        o,
+        "//\n// {} ({}): {} tree nodes, {} helper metrics, {} events ({} used by the formulas).",
+        p.name,
+        p.key,
+        nodes.len(),
+        tree.metrics.len(),
+        events.len(),
+        tree.used.len()
+    )?;
+    if !core.unnamed.is_empty() {
+        writeln!(
+            o,
+            "// {} event rows left out: named `{}` and alike, which is no event id; each has the\n// encoding of another row (its OCR.* name).",
+            core.unnamed.len(),
+            core.unnamed[0].name
+        )?;
+    }
+    if !tree.dropped.is_empty() {
+        o.push_str("// Info metrics left out (they need uncore or non-core inputs):\n");
+        for d in &tree.dropped {
+            writeln!(o, "//   {d}")?;
+        }
+    }
+    if !tree.resolutions.is_empty() {
+        o.push_str(
+            "// Parents resolved from the hierarchy (threshold chain, Level, legacy name):\n",
+        );
+        for r in &tree.resolutions {
+            writeln!(o, "//   {r}")?;
+        }
+    }
+    emit_tables(&mut o, &events, &nodes, &tree.metrics, &retire)?;
+    let header = &metrics_json["Header"];
+    let source = format!(
+        "Intel perfmon {} metrics {} (TMA {}), events {}",
+        p.dir,
+        s(header, "Version"),
+        s(header, "TmaVersion"),
+        core.version
+    );
+    emit_model(&mut o, p, &source, header, &core, topdown)?;
+    Ok((o, tree.resolutions))
+}
+
+/// A platform's core event file (and its fp_arith file).
+struct CoreEvents {
+    /// The file header's `Version`.
+    version: String,
+    /// The events by name.
+    catalog: HashMap<String, Ev>,
+    /// Highest index in the `Counter` fields + 1.
+    max_gp: u32,
+    /// The distinct `Fixed counter N` values.
+    fixed: BTreeSet<u8>,
+    /// Rows left out: their name is no event id, another row has their encoding.
+    unnamed: Vec<Ev>,
+}
+
+/// Read the core events of `p` from `dir`.
+fn read_core_events(dir: &Path, p: &Platform) -> Result<CoreEvents> {
     let core = read_json(&dir.join(p.core))?;
-    let events_version = s(&core["Header"], "Version").to_string();
+    let version = s(&core["Header"], "Version").to_string();
     let mut catalog: HashMap<String, Ev> = HashMap::new();
     let mut max_gp = 0u32;
     let mut fixed_set = BTreeSet::new();
@@ -718,11 +795,38 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
             );
         }
     }
+    Ok(CoreEvents {
+        version,
+        catalog,
+        max_gp,
+        fixed: fixed_set,
+        unnamed,
+    })
+}
+
+/// The TMA rows of a metrics file, converted.
+struct Converted {
+    nodes: Vec<NodeOut>,
+    metrics: Vec<MetricOut>,
+    /// The events the formulas and locate-with fields use.
+    used: BTreeMap<String, Ev>,
+    /// Info metrics left out, with why.
+    dropped: Vec<String>,
+    /// Parents not taken from perfmon's `ParentCategory`.
+    resolutions: Vec<String>,
+    uses_perf_metrics: bool,
+    uses_perf_metrics_l2: bool,
+}
+
+/// Convert the TMA rows of `metrics_json`: tree nodes (with thresholds, locate-with events
+/// and parents) and helper metrics, in file order.
+fn convert_metrics(
+    p: &Platform,
+    catalog: &HashMap<String, Ev>,
+    metrics_json: &Value,
+) -> Result<Converted> {
     let lookup =
         |base: &str| -> Option<Ev> { catalog.get(base).cloned().or_else(|| pseudo_event(base)) };
-
-    let metrics_json = read_json(&dir.join(p.metrics))?;
-    let header = &metrics_json["Header"];
     let all: Vec<&Value> = metrics_json["Metrics"]
         .as_array()
         .into_iter()
@@ -747,14 +851,20 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
             (s(m, "LegacyName"), (ident(s(m, "MetricName")), lvl))
         })
         .collect();
-    let outline = legacy_outline(&tree_rows)?;
-    let mut resolutions: Vec<String> = Vec::new();
-    let mut used: BTreeMap<String, Ev> = BTreeMap::new();
-    let mut nodes: Vec<NodeOut> = Vec::new();
-    let mut metrics: Vec<MetricOut> = Vec::new();
-    let mut dropped: Vec<String> = Vec::new();
-    let mut uses_perf_metrics_l2 = false;
-    let mut uses_perf_metrics = false;
+    let shape = Shape {
+        outline: legacy_outline(&tree_rows)?,
+        legacy,
+        levels,
+    };
+    let mut out = Converted {
+        nodes: Vec::new(),
+        metrics: Vec::new(),
+        used: BTreeMap::new(),
+        dropped: Vec::new(),
+        resolutions: Vec::new(),
+        uses_perf_metrics: false,
+        uses_perf_metrics_l2: false,
+    };
     let mut core_wide_branches = 0usize;
 
     for m in all.iter().filter(|m| s(m, "Category") == "TMA") {
@@ -762,37 +872,11 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
         let name_owned = ident(perfmon_name);
         let name = name_owned.as_str();
         let is_node = is_tree_node(name);
-        let base_formula = s(m, "BaseFormula");
         // Convert; on failure an Info/Bottleneck metric is dropped, a tree node is an error.
-        let conv = (|| -> Result<(String, Vec<Ev>)> {
-            let mut aliases: HashMap<&str, String> = HashMap::new();
-            let mut evs = Vec::new();
-            for e in m["Events"].as_array().into_iter().flatten() {
-                let id = s(e, "Name");
-                let base = id.split(':').next().unwrap_or("");
-                let ev =
-                    lookup(base).ok_or_else(|| anyhow!("event `{base}` is not a core event"))?;
-                evs.push(ev);
-                aliases.insert(s(e, "Alias"), id.to_string());
-            }
-            for c in m["Constants"].as_array().into_iter().flatten() {
-                let v = constant(s(c, "Name"), base_formula, s(m, "Category") == "TMA")?;
-                if v == "TSC" {
-                    evs.push(pseudo_event("TSC").expect("TSC is a pseudo event"));
-                }
-                aliases.insert(s(c, "Alias"), v);
-            }
-            let f = rewrite_formula(s(m, "Formula"), |w| {
-                aliases.get(w).cloned().ok_or_else(|| {
-                    anyhow!("formula word `{w}` is neither an event nor a constant alias")
-                })
-            })?;
-            Ok((f, evs))
-        })();
-        let (mut formula, evs) = match conv {
+        let (mut formula, evs) = match convert_formula(m, &lookup) {
             Ok(x) => x,
             Err(e) if !is_node => {
-                dropped.push(format!("{name}: {e}"));
+                out.dropped.push(format!("{name}: {e}"));
                 continue;
             }
             Err(e) => return Err(e.context(format!("tree node {name}"))),
@@ -804,12 +888,12 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
         }
         for ev in evs {
             if ev.kind.starts_with("EventKind::PerfMetrics") {
-                uses_perf_metrics = true;
+                out.uses_perf_metrics = true;
                 if PERF_METRICS[4..].contains(&ev.name.as_str()) {
-                    uses_perf_metrics_l2 = true;
+                    out.uses_perf_metrics_l2 = true;
                 }
             }
-            used.entry(ev.name.clone()).or_insert(ev);
+            out.used.entry(ev.name.clone()).or_insert(ev);
         }
         let domain = s(m, "CountDomain");
         let unit = if domain.contains("Slots") {
@@ -820,7 +904,7 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
             "Unit::Number"
         };
         if !is_node {
-            metrics.push(MetricOut {
+            out.metrics.push(MetricOut {
                 name: name.to_string(),
                 formula,
                 description: metric_description(name),
@@ -830,84 +914,9 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
             });
             continue;
         }
-        let th = &m["Threshold"];
-        let level = m["Level"].as_u64().unwrap_or(1);
-        let threshold = {
-            let tm: HashMap<&str, &str> = th["ThresholdMetrics"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|t| (s(t, "Alias"), s(t, "Value")))
-                .collect();
-            rewrite_formula(s(th, "Formula"), |w| {
-                let leg = tm
-                    .get(w)
-                    .ok_or_else(|| anyhow!("threshold word `{w}` is not an alias"))?;
-                legacy
-                    .get(leg)
-                    .map(|n| n.to_string())
-                    .ok_or_else(|| anyhow!("threshold refers to unknown `{leg}`"))
-            })
-            .with_context(|| format!("threshold of {name}"))?
-        };
-        let mut locate = Vec::new();
-        for l in s(m, "LocateWith").split(';').map(str::trim) {
-            if l.is_empty() || l == "#NA" {
-                continue;
-            }
-            let base = l.split(':').next().unwrap_or("");
-            let ev = lookup(base).ok_or_else(|| anyhow!("{name}: locate-with `{l}` unknown"))?;
-            used.entry(ev.name.clone()).or_insert(ev);
-            locate.push(l.to_string());
-        }
-        // The tree nodes the threshold names one level up: the parent in the chain.
-        let threshold_parents: Vec<&str> = th["ThresholdMetrics"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|t| levels.get(s(t, "Value")))
-            .filter(|(n, l)| *l + 1 == level && n != name)
-            .map(|(n, _)| n.as_str())
-            .collect();
-        let place = resolve_parent(&Evidence {
-            name,
-            legacy_name: s(m, "LegacyName"),
-            level,
-            parent_category: match s(m, "ParentCategory") {
-                "" => None,
-                p => Some(ident(p)),
-            },
-            parent_category_level: levels
-                .values()
-                .find(|(n, _)| *n == ident(s(m, "ParentCategory")))
-                .map(|(_, l)| *l),
-            threshold: &threshold,
-            threshold_parents: &threshold_parents,
-            outline_parent: outline.get(name).cloned().flatten(),
-        })?;
-        let parent = place.parent;
-        resolutions.extend(place.resolution);
-        let description = match descriptions::describe(perfmon_name) {
-            Some(d) => d.to_string(),
-            None if level <= 3 => {
-                bail!("no description for level-{level} node {name}: add it to descriptions.rs")
-            }
-            None => format!(
-                "Level-{level} share of {} (see formula)",
-                parent.as_deref().unwrap_or("the tree")
-            ),
-        };
-        nodes.push(NodeOut {
-            name: name.to_string(),
-            parent,
-            level,
-            formula,
-            threshold,
-            locate,
-            description,
-            unit,
-            count_domain: domain.to_string(),
-        });
+        let (node, resolution) = convert_node(m, &shape, formula, unit, &lookup, &mut out.used)?;
+        out.resolutions.extend(resolution);
+        out.nodes.push(node);
     }
     if ANYTHREAD_PLATFORMS.contains(&p.key) && core_wide_branches == 0 {
         bail!(
@@ -915,13 +924,156 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
              update core_wide_branch"
         );
     }
-    // Thresholds may only name kept nodes / metrics.
+    Ok(out)
+}
+
+/// What the rows of a metrics file tell of the tree's shape.
+struct Shape<'a> {
+    /// Legacy name -> identifier, of every row.
+    legacy: HashMap<&'a str, String>,
+    /// The tree nodes by legacy name: (identifier, perfmon Level).
+    levels: HashMap<&'a str, (String, u64)>,
+    /// Each node's parent in the outline that the dotted legacy names draw in file order.
+    outline: HashMap<String, Option<String>>,
+}
+
+/// One tree node's row (`m`, with its converted `formula`): its threshold, locate-with
+/// events (added to `used`), parent and description; and the resolution made for its
+/// parent, if any.
+fn convert_node(
+    m: &Value,
+    shape: &Shape,
+    formula: String,
+    unit: &'static str,
+    lookup: &dyn Fn(&str) -> Option<Ev>,
+    used: &mut BTreeMap<String, Ev>,
+) -> Result<(NodeOut, Option<String>)> {
+    let perfmon_name = s(m, "MetricName");
+    let name_owned = ident(perfmon_name);
+    let name = name_owned.as_str();
+    let domain = s(m, "CountDomain");
+    let th = &m["Threshold"];
+    let level = m["Level"].as_u64().unwrap_or(1);
+    let threshold =
+        node_threshold(th, &shape.legacy).with_context(|| format!("threshold of {name}"))?;
+    let mut locate = Vec::new();
+    for l in s(m, "LocateWith").split(';').map(str::trim) {
+        if l.is_empty() || l == "#NA" {
+            continue;
+        }
+        let base = l.split(':').next().unwrap_or("");
+        let ev = lookup(base).ok_or_else(|| anyhow!("{name}: locate-with `{l}` unknown"))?;
+        used.entry(ev.name.clone()).or_insert(ev);
+        locate.push(l.to_string());
+    }
+    // The tree nodes the threshold names one level up: the parent in the chain.
+    let threshold_parents: Vec<&str> = th["ThresholdMetrics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| shape.levels.get(s(t, "Value")))
+        .filter(|(n, l)| *l + 1 == level && n != name)
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let place = resolve_parent(&Evidence {
+        name,
+        legacy_name: s(m, "LegacyName"),
+        level,
+        parent_category: match s(m, "ParentCategory") {
+            "" => None,
+            p => Some(ident(p)),
+        },
+        parent_category_level: shape
+            .levels
+            .values()
+            .find(|(n, _)| *n == ident(s(m, "ParentCategory")))
+            .map(|(_, l)| *l),
+        threshold: &threshold,
+        threshold_parents: &threshold_parents,
+        outline_parent: shape.outline.get(name).cloned().flatten(),
+    })?;
+    let parent = place.parent;
+    let description = match descriptions::describe(perfmon_name) {
+        Some(d) => d.to_string(),
+        None if level <= 3 => {
+            bail!("no description for level-{level} node {name}: add it to descriptions.rs")
+        }
+        None => format!(
+            "Level-{level} share of {} (see formula)",
+            parent.as_deref().unwrap_or("the tree")
+        ),
+    };
+    let node = NodeOut {
+        name: name.to_string(),
+        parent,
+        level,
+        formula,
+        threshold,
+        locate,
+        description,
+        unit,
+        count_domain: domain.to_string(),
+    };
+    Ok((node, place.resolution))
+}
+
+/// One metric row's formula in the formula language (its event and constant aliases
+/// replaced), and the events it reads.
+fn convert_formula(m: &Value, lookup: &dyn Fn(&str) -> Option<Ev>) -> Result<(String, Vec<Ev>)> {
+    let base_formula = s(m, "BaseFormula");
+    let mut aliases: HashMap<&str, String> = HashMap::new();
+    let mut evs = Vec::new();
+    for e in m["Events"].as_array().into_iter().flatten() {
+        let id = s(e, "Name");
+        let base = id.split(':').next().unwrap_or("");
+        let ev = lookup(base).ok_or_else(|| anyhow!("event `{base}` is not a core event"))?;
+        evs.push(ev);
+        aliases.insert(s(e, "Alias"), id.to_string());
+    }
+    for c in m["Constants"].as_array().into_iter().flatten() {
+        let v = constant(s(c, "Name"), base_formula, s(m, "Category") == "TMA")?;
+        if v == "TSC" {
+            evs.push(pseudo_event("TSC").expect("TSC is a pseudo event"));
+        }
+        aliases.insert(s(c, "Alias"), v);
+    }
+    let f = rewrite_formula(s(m, "Formula"), |w| {
+        aliases
+            .get(w)
+            .cloned()
+            .ok_or_else(|| anyhow!("formula word `{w}` is neither an event nor a constant alias"))
+    })?;
+    Ok((f, evs))
+}
+
+/// A node's threshold (`th`, its `Threshold` object) with the metrics it names by their
+/// identifiers (`legacy`: legacy name -> identifier).
+fn node_threshold(th: &Value, legacy: &HashMap<&str, String>) -> Result<String> {
+    let tm: HashMap<&str, &str> = th["ThresholdMetrics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| (s(t, "Alias"), s(t, "Value")))
+        .collect();
+    rewrite_formula(s(th, "Formula"), |w| {
+        let leg = tm
+            .get(w)
+            .ok_or_else(|| anyhow!("threshold word `{w}` is not an alias"))?;
+        legacy
+            .get(leg)
+            .map(|n| n.to_string())
+            .ok_or_else(|| anyhow!("threshold refers to unknown `{leg}`"))
+    })
+}
+
+/// Thresholds may only name kept nodes / metrics.
+fn check_thresholds(nodes: &[NodeOut], metrics: &[MetricOut]) -> Result<()> {
     let known: BTreeSet<&str> = nodes
         .iter()
         .map(|n| n.name.as_str())
         .chain(metrics.iter().map(|m| m.name.as_str()))
         .collect();
-    for n in &nodes {
+    for n in nodes {
         for w in n
             .threshold
             .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
@@ -931,8 +1083,12 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
             }
         }
     }
-    let mut nodes = preorder(nodes)?;
-    for n in &mut nodes {
+    Ok(())
+}
+
+/// A description for the nodes that have none (below level 3: their share of the parent).
+fn describe_rest(nodes: &mut [NodeOut]) -> Result<()> {
+    for n in nodes {
         if n.description.is_empty() {
             if n.level <= 3 {
                 bail!(
@@ -948,79 +1104,40 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
             );
         }
     }
+    Ok(())
+}
 
-    let retire: Vec<(String, f64)> = match p.retire_latency {
-        None => Vec::new(),
-        Some(f) => {
-            let j = read_json(&dir.join(f))?;
-            let mut v: Vec<(String, f64)> = j["Data"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(k, d)| {
-                    let mean = d["MEAN"]
-                        .as_f64()
-                        .or_else(|| d["MEAN"].as_str().and_then(|x| x.parse().ok()))
-                        .ok_or_else(|| anyhow!("{k}: no MEAN"))?;
-                    Ok((k.clone(), mean))
-                })
-                .collect::<Result<_>>()?;
-            v.sort_by(|a, b| a.0.cmp(&b.0));
-            v
-        }
+/// The mean retire latencies of the platform's file (none without one), by event name.
+fn read_retire_latencies(dir: &Path, p: &Platform) -> Result<Vec<(String, f64)>> {
+    let Some(f) = p.retire_latency else {
+        return Ok(Vec::new());
     };
+    let j = read_json(&dir.join(f))?;
+    let mut v: Vec<(String, f64)> = j["Data"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, d)| {
+            let mean = d["MEAN"]
+                .as_f64()
+                .or_else(|| d["MEAN"].as_str().and_then(|x| x.parse().ok()))
+                .ok_or_else(|| anyhow!("{k}: no MEAN"))?;
+            Ok((k.clone(), mean))
+        })
+        .collect::<Result<_>>()?;
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(v)
+}
 
-    let topdown = if uses_perf_metrics_l2 {
-        "Topdown::PerfMetricsL2"
-    } else if uses_perf_metrics {
-        "Topdown::PerfMetricsL1"
-    } else {
-        "Topdown::Generic"
-    };
-
-    // ---- emit ----
-    let events = all_events(&catalog, &used);
-    let mut o = String::from(HEADER);
-    writeln!(
-        o,
-        "//\n// {} ({}): {} tree nodes, {} helper metrics, {} events ({} used by the formulas).",
-        p.name,
-        p.key,
-        nodes.len(),
-        metrics.len(),
-        events.len(),
-        used.len()
-    )?;
-    if !unnamed.is_empty() {
-        writeln!(
-            o,
-            "// {} event rows left out: named `{}` and alike, which is no event id; each has the\n// encoding of another row (its OCR.* name).",
-            unnamed.len(),
-            unnamed[0].name
-        )?;
-    }
-    if !dropped.is_empty() {
-        o.push_str("// Info metrics left out (they need uncore or non-core inputs):\n");
-        for d in &dropped {
-            writeln!(o, "//   {d}")?;
-        }
-    }
-    if !resolutions.is_empty() {
-        o.push_str(
-            "// Parents resolved from the hierarchy (threshold chain, Level, legacy name):\n",
-        );
-        for r in &resolutions {
-            writeln!(o, "//   {r}")?;
-        }
-    }
-    emit_tables(&mut o, &events, &nodes, &metrics, &retire)?;
-    let source = format!(
-        "Intel perfmon {} metrics {} (TMA {}), events {}",
-        p.dir,
-        s(header, "Version"),
-        s(header, "TmaVersion"),
-        events_version
-    );
+/// The `MODEL` static of a platform.
+fn emit_model(
+    o: &mut String,
+    p: &Platform,
+    source: &str,
+    header: &Value,
+    core: &CoreEvents,
+    topdown: &str,
+) -> Result<()> {
     writeln!(o, "pub static MODEL: Model = Model {{")?;
     writeln!(o, "    key: {:?},", p.key)?;
     writeln!(o, "    name: {:?},", p.name)?;
@@ -1055,19 +1172,19 @@ fn gen_platform(intel: &Path, p: &Platform) -> Result<(String, Vec<String>)> {
         o,
         "    // Highest index in the core file's `Counter` fields + 1 (the SMT-on view)."
     )?;
-    writeln!(o, "    gp_counters: {max_gp},")?;
+    writeln!(o, "    gp_counters: {},", core.max_gp)?;
     writeln!(
         o,
         "    // Distinct `Fixed counter N` values in the core file."
     )?;
-    writeln!(o, "    fixed_counters: {},", fixed_set.len())?;
+    writeln!(o, "    fixed_counters: {},", core.fixed.len())?;
     writeln!(
         o,
         "    // From the PERF_METRICS.* events the metrics use (L2 slices present or not)."
     )?;
     writeln!(o, "    topdown: {topdown},")?;
     o.push_str("    events: EVENTS,\n    nodes: NODES,\n    metrics: METRICS,\n    retire_latencies: RETIRE_LATENCIES,\n};\n");
-    Ok((o, resolutions))
+    Ok(())
 }
 
 /// Every event of a model's table: the whole event file (`catalog`) plus the pseudo events

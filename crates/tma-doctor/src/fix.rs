@@ -6,8 +6,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checks::bracketed;
 use crate::{DoctorError, DoctorReport, Roots, Status};
+use tma_checks::bracketed;
 
 /// Which root a path is relative to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -272,7 +272,7 @@ pub fn run(cfg: &LocateConfig, notes: &mut dyn Write) -> Result<Located, LocateE
                     Some(k) => Some(tma_catalog::by_name(k)?),
                     None => cfg.this_cpu,
                 };
-                for c in tma_doctor::tree_caveats(&cfg.host, host_model) {
+                for c in tma_checks::tree_caveats(&cfg.host, host_model) {
                     let n = format!("{} (tma doctor: {})", c.summary, c.id);
                     if cfg.echo_notes {
                         writeln!(notes, "tma: note: {n}")?;

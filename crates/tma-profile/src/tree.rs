@@ -273,7 +273,7 @@ impl TreeLayout {
         }
         // The host's caveats (the NMI watchdog's counter, SMT before Ice Lake, the kernel
         // release) are the `tma doctor` checks `tma locate` says for a live run
-        // (`tma_doctor::tree_caveats`); what they cost the group is in `dropped`.
+        // (`tma_checks::tree_caveats`); what they cost the group is in `dropped`.
         // Counters: fixed by index, general-purpose by mask.
         let usable = model.gp_counters.saturating_sub(nmi_watchdog as u32);
         let mut fixed_used: Vec<u8> = Vec::new();
@@ -1345,13 +1345,13 @@ mod tests {
             .any(|m| m.name == "CPU_CLK_UNHALTED.REF_XCLK"));
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../tests/fixtures/roots/skx-smt-5.15");
-        let caveats = tma_doctor::tree_caveats(&tma_host::Host::under(&root), Some(skl));
+        let caveats = tma_checks::tree_caveats(&tma_host::Host::under(&root), Some(skl));
         assert!(caveats.iter().any(
             |c| c.id == "smt_level1" && c.summary.contains("per-thread level 1 is meaningless")
         ));
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../tests/fixtures/doctor/this-vm");
-        let caveats = tma_doctor::tree_caveats(&tma_host::Host::under(&root), Some(skl));
+        let caveats = tma_checks::tree_caveats(&tma_host::Host::under(&root), Some(skl));
         assert!(
             !caveats.iter().any(|c| c.id == "smt_level1"),
             "SMT off: {caveats:?}"

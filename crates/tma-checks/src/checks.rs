@@ -37,7 +37,7 @@ fn cpu_pmus(roots: &Roots) -> Vec<String> {
 
 /// The selected value of a sysfs choice file (`always [madvise] never` -> `madvise`); a file
 /// holding one bare word is that word.
-pub(crate) fn bracketed(s: &str) -> Option<String> {
+pub fn bracketed(s: &str) -> Option<String> {
     tma_host::parse_selected(s.as_bytes()).ok()
 }
 

@@ -6,11 +6,9 @@
 //! term shows that the term was not one: [`judge`] says so ([`Beaten`]) and drops the term
 //! from the bound of every stream count, so no share is ever over 100%.
 //!
-//! For K interleaved streams the lower-bound terms are the throughput terms of the bench (each
-//! instruction alone, the shared pipes, the vector issue; they hold for any number of streams)
-//! and the latency chain: a stream's blocks are serial, so K streams need at least the
-//! one-stream bound / K cycles per block and stream. The chain is one term: beaten at one
-//! stream count, it is dropped at all of them.
+//! For K interleaved streams the terms are the bench's throughput terms (they hold for any
+//! number of streams) and the latency chain, the one-stream bound / K; the chain is one term:
+//! beaten at one stream count, it is dropped at all of them.
 
 use crate::sha::{largest, take_beaten, Beaten, BoundTerm, ShaBounds};
 

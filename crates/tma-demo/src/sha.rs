@@ -310,11 +310,8 @@ mod tests {
             unconfirmed: Vec::new(),
         };
         let outcome = tma_bench::BenchOutcome {
-            forms: Vec::new(),
-            errors: Vec::new(),
             sha: Some(report.clone()),
-            compare: None,
-            interrupted: None,
+            ..Default::default()
         };
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("bench.json");

@@ -1,6 +1,11 @@
 //! The tree as horizontal bars (a run without intervals).
 
-use super::*;
+use std::fmt::Write as _;
+
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::style::{perr, PlotError};
 
 /// One bar of the tree picture.
 #[derive(Debug, Clone, PartialEq)]

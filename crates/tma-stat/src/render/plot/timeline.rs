@@ -1,6 +1,10 @@
 //! The stacked-area timeline of `-I` intervals, in bounded memory.
 
-use super::*;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::style::{perr, series_color, PlotError};
+use crate::eval::IntervalReport;
 
 /// One node of the timeline.
 #[derive(Debug, Clone, PartialEq)]
@@ -224,7 +228,7 @@ impl Timeline {
             .take_while(|p| *p != panel)
             .map(|p| self.panel_series(p).len())
             .sum();
-        super::series_color(before + k)
+        series_color(before + k)
     }
 
     /// The panels worth drawing: level 1, and the bottleneck's children when measured.

@@ -16,7 +16,6 @@ pub(crate) mod software;
 mod steps;
 mod target;
 mod type_shares;
-mod type_shares;
 
 use breakdown::*;
 use hybrid::*;
@@ -24,7 +23,6 @@ use measure::*;
 use software::*;
 use steps::*;
 use target::*;
-use type_shares::*;
 use type_shares::*;
 
 use std::cell::RefCell;

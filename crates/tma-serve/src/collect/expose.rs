@@ -254,6 +254,64 @@ impl Collector {
         let at_ms = (self.clock)()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let mut out = self.interval_families(iv, at_ms);
+        let hot_pmu = self.hot_followed.is_some();
+        let kind = if hot_pmu {
+            ScopeKey::Cgroup(0)
+        } else {
+            scopes.first().map_or(ScopeKey::Whole, |s| s.key)
+        };
+        let split = !matches!(kind, ScopeKey::Whole);
+        if self.anomaly.is_some() && !multi {
+            out.push(self.anomalies(&scopes));
+        }
+        // Series outside the scopes: those above, the evaluation time, the left-out count,
+        // and what a scrape adds (one per HTTP status, the scrape time).
+        let fixed = count(&out) + 1 + usize::from(split) + crate::http::STATUSES.len() + 1;
+        let budget = self.bounds.series_budget;
+        // The hot cgroups of the cgroup tree take what the scopes leave (at least their own
+        // gauges and the `other` bucket).
+        let hot_min = if self.hot.is_some() { 3 } else { 0 };
+        let avail = budget.saturating_sub(fixed + hot_min);
+        // The cgroup tree's CPU time (read before naming: with a PMU, a followed cgroup
+        // that has left the tree is not named, its last counts go to `other`).
+        let charged = self.scan_hot();
+        let scanned = self.hot.is_some() && !charged.is_empty();
+        let chosen = self.choose_named(&scopes, &parts, kind, &charged, avail);
+        let weights: Vec<f64> = parts.iter().map(|p| p.1).collect();
+        let (fams, shown_names) = self.scope_series(iv, &scopes, parts, &chosen, kind, at_ms);
+        // With the cgroup tree, its refresh says how many cgroups are left out.
+        if split && !(hot_pmu && self.hot.is_some()) {
+            out.push(left_out_family(kind, chosen.n - chosen.keep.min(chosen.n)));
+        }
+        out.extend(fams);
+        self.trim_to_budget(&mut out, budget, hot_min);
+        if let (Some(hot), true) = (self.hot.as_mut(), scanned) {
+            let room = budget.saturating_sub(count(&out) + 1 + crate::http::STATUSES.len() + 1 + 2);
+            let top = self.bounds.cgroup_top.unwrap_or(usize::MAX);
+            let naming = if hot_pmu {
+                Naming::These(&shown_names)
+            } else {
+                Naming::Top(top)
+            };
+            out.extend(hot.families(&charged, naming, room));
+        }
+        if hot_pmu {
+            self.follow_next(&scopes, &weights, &charged, chosen.room_for);
+        }
+        let mut eval = Family::new(
+            "tma_evaluation_duration_seconds",
+            Kind::Gauge,
+            "Time spent turning the last interval into these series, seconds.",
+        );
+        eval.push(Vec::new(), t0.elapsed().as_secs_f64());
+        out.push(eval);
+        out
+    }
+
+    /// The state families and those of the interval itself (its length, the count of
+    /// intervals, when it was published).
+    fn interval_families(&self, iv: &IntervalData<'_>, at_ms: i64) -> Vec<Family> {
         let mut out = self.state_families();
         let mut len = Family::new(
             "tma_interval_seconds",
@@ -277,36 +335,26 @@ impl Collector {
         );
         at.push(Vec::new(), (at_ms as f64) / 1e3);
         out.extend([len, n, at]);
+        out
+    }
 
-        let hot_pmu = self.hot_followed.is_some();
-        let kind = if hot_pmu {
-            ScopeKey::Cgroup(0)
-        } else {
-            scopes.first().map_or(ScopeKey::Whole, |s| s.key)
-        };
-        let split = !matches!(kind, ScopeKey::Whole);
-        if self.anomaly.is_some() && !multi {
-            let values: Vec<ScopeValues> = scopes
-                .iter()
-                .filter(|s| !s.rest)
-                .filter_map(|s| self.anomaly_values(s))
-                .collect();
-            let findings = self
-                .anomaly
-                .as_mut()
-                .map_or_else(Vec::new, |d| d.observe(&values));
-            out.push(self.anomaly_family(&scopes, &findings));
-        }
-        // Series outside the scopes: those above, the evaluation time, the left-out count,
-        // and what a scrape adds (one per HTTP status, the scrape time).
-        let fixed = count(&out) + 1 + usize::from(split) + crate::http::STATUSES.len() + 1;
-        let budget = self.bounds.series_budget;
-        // The hot cgroups of the cgroup tree take what the scopes leave (at least their own
-        // gauges and the `other` bucket).
-        let hot_min = if self.hot.is_some() { 3 } else { 0 };
-        let avail = budget.saturating_sub(fixed + hot_min);
-        // The cgroup tree's CPU time (read before naming: with a PMU, a followed cgroup
-        // that has left the tree is not named, its last counts go to `other`).
+    /// `tma_anomaly` of an interval's scopes (`--anomaly`).
+    fn anomalies(&mut self, scopes: &[ScopeIv]) -> Family {
+        let values: Vec<ScopeValues> = scopes
+            .iter()
+            .filter(|s| !s.rest)
+            .filter_map(|s| self.anomaly_values(s))
+            .collect();
+        let findings = self
+            .anomaly
+            .as_mut()
+            .map_or_else(Vec::new, |d| d.observe(&values));
+        self.anomaly_family(scopes, &findings)
+    }
+
+    /// The CPU time of the cgroup tree's cgroups (`--cgroup-top` without a cgroup target;
+    /// none without it, or when the tree cannot be read: warned once).
+    fn scan_hot(&mut self) -> Vec<(String, u64)> {
         let mut charged = Vec::new();
         if let Some(hot) = self.hot.as_mut() {
             match hot.scan() {
@@ -319,6 +367,21 @@ impl Collector {
                 }
             }
         }
+        charged
+    }
+
+    /// Which scopes are named: the busiest first, as many as `--cgroup-top` and the series
+    /// budget (`avail` samples) leave room for.
+    fn choose_named(
+        &self,
+        scopes: &[ScopeIv],
+        parts: &[(Vec<Part>, f64)],
+        kind: ScopeKey,
+        charged: &[(String, u64)],
+        avail: usize,
+    ) -> Chosen {
+        let hot_pmu = self.hot_followed.is_some();
+        let split = !matches!(kind, ScopeKey::Whole);
         let scanned = self.hot.is_some() && !charged.is_empty();
         let live: std::collections::HashSet<&str> =
             charged.iter().map(|(p, _)| p.as_str()).collect();
@@ -343,7 +406,6 @@ impl Collector {
         let biggest = parts.iter().map(|p| p.0.len()).max().unwrap_or(0);
         // With a PMU and the cgroup tree, each named cgroup has its CPU time series too.
         let per = usize::from(hot_pmu && self.hot.is_some());
-        let weights: Vec<f64> = parts.iter().map(|p| p.1).collect();
         let mut keep = if split { cap } else { n };
         while split && keep > 0 {
             let need: usize = order[..keep]
@@ -359,6 +421,29 @@ impl Collector {
         // How many cgroups the budget would leave room for (the next choice of a
         // `--cgroup-top` counted with a PMU).
         let room_for = avail.saturating_sub(biggest) / (biggest + per).max(1);
+        Chosen {
+            order,
+            n,
+            keep,
+            room_for,
+        }
+    }
+
+    /// The scope families: the series of the named scopes, and `other` for the rest (its
+    /// gauges from their summed counts, its counters' growth as below); the names shown.
+    fn scope_series(
+        &mut self,
+        iv: &IntervalData<'_>,
+        scopes: &[ScopeIv],
+        parts: Vec<(Vec<Part>, f64)>,
+        chosen: &Chosen,
+        kind: ScopeKey,
+        at_ms: i64,
+    ) -> (Vec<Family>, std::collections::HashSet<String>) {
+        let hot_pmu = self.hot_followed.is_some();
+        let split = !matches!(kind, ScopeKey::Whole);
+        let Chosen { order, keep, .. } = chosen;
+        let keep = *keep;
         let mut fams = scope_families();
         // The growth `other` takes: that of the folded scopes, and that of the scopes named
         // now but not in the last exposition (their series start here, and a series' first
@@ -414,7 +499,6 @@ impl Collector {
         if split {
             self.named = Some(named);
         }
-        let left_out = n - keep.min(n);
         if split {
             let label: ScopeLabel = match kind {
                 ScopeKey::Cpu(_) => Some(("cpu", "other".into())),
@@ -455,29 +539,16 @@ impl Collector {
             gauges.extend(other_incs);
             self.push_parts(&mut fams, &label, gauges, at_ms);
         }
-        // With the cgroup tree, its refresh says how many cgroups are left out.
-        if split && !(hot_pmu && self.hot.is_some()) {
-            let (base, help) = match kind {
-                ScopeKey::Cpu(_) => (
-                    "tma_cpus_left_out",
-                    "CPUs counted in cpu=\"other\" in the last interval (the series budget \
-                     leaves no room for each).",
-                ),
-                _ => (
-                    "tma_cgroups_left_out",
-                    "Cgroups counted in cgroup=\"other\" in the last interval (not among the \
-                     --cgroup-top busiest, or beyond the series budget).",
-                ),
-            };
-            let mut f = Family::new(base, Kind::Gauge, help);
-            f.push(Vec::new(), left_out as f64);
-            out.push(f);
-        }
-        out.extend(fams);
+        (fams, shown_names)
+    }
+
+    /// Within the budget whatever the request: the least needed families are emptied first
+    /// (warned once).
+    fn trim_to_budget(&mut self, out: &mut [Family], budget: usize, hot_min: usize) {
         // Within the budget whatever the request: the least needed families go first.
         let mut dropped = Vec::new();
         for base in ["tma_event", "tma_node_counted_ratio", "tma_metric"] {
-            let used = count(&out) + 1 + crate::http::STATUSES.len() + 1 + hot_min;
+            let used = count(out) + 1 + crate::http::STATUSES.len() + 1 + hot_min;
             if used <= budget {
                 break;
             }
@@ -501,50 +572,73 @@ impl Collector {
                 ],
             );
         }
-        if let (Some(hot), true) = (self.hot.as_mut(), scanned) {
-            let room = budget.saturating_sub(count(&out) + 1 + crate::http::STATUSES.len() + 1 + 2);
-            let top = self.bounds.cgroup_top.unwrap_or(usize::MAX);
-            let naming = if hot_pmu {
-                Naming::These(&shown_names)
-            } else {
-                Naming::Top(top)
-            };
-            out.extend(hot.families(&charged, naming, room));
-        }
-        if hot_pmu {
-            let measured: Vec<(String, f64)> = scopes
-                .iter()
-                .zip(&weights)
-                .filter(|(s, _)| !s.rest)
-                .filter_map(|(s, w)| Some((s.label.as_ref()?.1.clone(), *w)))
-                .collect();
-            let top = self.bounds.cgroup_top.unwrap_or(usize::MAX).min(room_for);
-            let rest: f64 = scopes
-                .iter()
-                .zip(&weights)
-                .filter(|(s, _)| s.rest)
-                .map(|(_, w)| w)
-                .sum();
-            self.hot_next = choose_hot(&measured, &charged, rest, top);
-            // The running totals of cgroups that left the tree go with them.
-            let live: std::collections::HashSet<&str> = match &self.hot {
-                Some(_) => charged.iter().map(|(p, _)| p.as_str()).collect(),
-                None => measured.iter().map(|(p, _)| p.as_str()).collect(),
-            };
-            self.totals.retain(|(_, scope, _), _| {
-                scope.is_empty() || scope == "other" || live.contains(scope.as_str())
-            });
-            self.hot_followed = None;
-        }
-        let mut eval = Family::new(
-            "tma_evaluation_duration_seconds",
-            Kind::Gauge,
-            "Time spent turning the last interval into these series, seconds.",
-        );
-        eval.push(Vec::new(), t0.elapsed().as_secs_f64());
-        out.push(eval);
-        out
     }
+
+    /// `--cgroup-top` counted with a PMU: choose the cgroups to count next, and forget the
+    /// running totals of the cgroups that left the tree.
+    fn follow_next(
+        &mut self,
+        scopes: &[ScopeIv],
+        weights: &[f64],
+        charged: &[(String, u64)],
+        room_for: usize,
+    ) {
+        let measured: Vec<(String, f64)> = scopes
+            .iter()
+            .zip(weights)
+            .filter(|(s, _)| !s.rest)
+            .filter_map(|(s, w)| Some((s.label.as_ref()?.1.clone(), *w)))
+            .collect();
+        let top = self.bounds.cgroup_top.unwrap_or(usize::MAX).min(room_for);
+        let rest: f64 = scopes
+            .iter()
+            .zip(weights)
+            .filter(|(s, _)| s.rest)
+            .map(|(_, w)| w)
+            .sum();
+        self.hot_next = choose_hot(&measured, charged, rest, top);
+        // The running totals of cgroups that left the tree go with them.
+        let live: std::collections::HashSet<&str> = match &self.hot {
+            Some(_) => charged.iter().map(|(p, _)| p.as_str()).collect(),
+            None => measured.iter().map(|(p, _)| p.as_str()).collect(),
+        };
+        self.totals.retain(|(_, scope, _), _| {
+            scope.is_empty() || scope == "other" || live.contains(scope.as_str())
+        });
+        self.hot_followed = None;
+    }
+}
+
+/// Which scopes an exposition names.
+pub(super) struct Chosen {
+    /// The scopes, those that may be named first (busiest first), then the others.
+    order: Vec<usize>,
+    /// How many may be named.
+    n: usize,
+    /// How many are named (the first `keep` of `order`).
+    keep: usize,
+    /// How many cgroups the budget would leave room for (the next choice of a
+    /// `--cgroup-top` counted with a PMU).
+    room_for: usize,
+}
+
+/// `tma_cpus_left_out` or `tma_cgroups_left_out`: how many scopes went to `other`.
+fn left_out_family(kind: ScopeKey, left_out: usize) -> Family {
+    let (base, help) = match kind {
+        ScopeKey::Cpu(_) => (
+            "tma_cpus_left_out",
+            "CPUs counted in cpu=\"other\" in the last interval (the series budget \
+             leaves no room for each).",
+        ),
+        _ => (
+            "tma_cgroups_left_out",
+            "Cgroups counted in cgroup=\"other\" in the last interval (not among the \
+             --cgroup-top busiest, or beyond the series budget).",
+        ),
+    };
+    let mut f = Family::new(base, Kind::Gauge, help);
+    f.push(Vec::new(), left_out as f64);
+    f
 }
 
 /// The `top` cgroups to count next: by their slots (cycles on AMD; task-clock without a

@@ -1,7 +1,14 @@
 //! `--per-core` / `--per-thread`: the parts of a run and their trees (a stage between the
 //! counting and the sinks).
 
-use super::*;
+use tma_host::Host;
+use tma_perf::backend::Measurement;
+use tma_perf::plan::Plan;
+
+use super::measure::intervals_of;
+use super::state::Session;
+use crate::eval::{RunInfo, StatRun};
+use crate::StatError;
 
 /// `--per-core` / `--per-thread`: one breakdown key.
 #[derive(Debug, Clone, PartialEq, Eq)]

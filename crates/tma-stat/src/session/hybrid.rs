@@ -7,9 +7,30 @@
 //! cycles, and a merged view: the types' trees weighted by their cycles, a node that exists
 //! on some types only marked as such. `--cputype TYPE` counts one type only.
 
-use super::*;
-use crate::eval::IntervalReport;
+use std::io::Write;
+
+use tma_catalog::Model;
+use tma_metrics::Bottleneck;
+use tma_perf::backend::{self, Ending, Measurement, RawInterval, Target};
+use tma_perf::event::EventSpec;
+use tma_perf::plan::Plan;
+use tma_perf::Interval;
+
+use super::breakdown::breakdown_parts;
+use super::measure::{ending_note, intervals_of, measure, source_text};
+use super::state::{Session, Source};
+use super::steps::step_end;
+use super::type_shares::{
+    cycles_note, only_type, thread_shares, took_turns, took_turns_in, took_turns_note,
+    type_interval,
+};
+use crate::error::usage;
+use crate::eval::{IntervalReport, Request, RunInfo, StatRun, TreeEval};
+use crate::groups::{counting_plan, hw_groups};
 use crate::hybrid::{cycles_event, merge_interval, CoreTable, Interleaver, TypeInterval};
+use crate::render::counts;
+use crate::sink::{Finish, IntervalData, Start, WholeStep};
+use crate::{Outcome, RunStart, StatError};
 
 /// One core type's plan: its tree's events on its own PMU, its cycles, and (for the first
 /// type) the `-e` events.

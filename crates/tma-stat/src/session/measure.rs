@@ -1,7 +1,17 @@
 //! Counting one plan (once, per group, N times) and what a run leaves: the intervals and
 //! totals of its runs, the `--record` snapshot, the notes on how it ended.
 
-use super::*;
+use std::io::Write;
+
+use tma_perf::backend::{self, Backend, Ending, Measurement, RawInterval, Target};
+use tma_perf::plan::Plan;
+use tma_perf::snapshot::{self, CpuIdentity, RecordedRun, Settings, Snapshot};
+use tma_perf::{Interval, ReadingStatus};
+
+use super::state::{Session, Source};
+use crate::groups::hw_groups;
+use crate::render::counts;
+use crate::{LiveOptions, RunStart, StatError};
 
 /// Readings to evaluate: per interval (interval mode) or the whole run; `--no-multiplex`
 /// runs combined; `--repeat` runs averaged.

@@ -13,119 +13,33 @@ mod breakdown;
 mod hybrid;
 mod measure;
 pub(crate) mod software;
+mod state;
 mod steps;
 mod target;
 mod type_shares;
 
-use breakdown::*;
-use hybrid::*;
-use measure::*;
-use software::*;
-use steps::*;
-use target::*;
-use type_shares::*;
+use breakdown::cpu_cores;
+use hybrid::{hybrid, recorded_core_types};
+use measure::write_record;
+use software::software;
+use state::{Session, Source};
+use steps::hardware;
+use target::{check_flags, parse_extra_events, target_of};
 
-use std::cell::RefCell;
 use std::io::Write;
 use std::time::Duration;
 
 use tma_catalog::Model;
 use tma_host::sysfs::Pmus;
-use tma_host::{self as host, Host};
-use tma_metrics::{Bottleneck, StopReason};
-use tma_perf::backend::{
-    self, Backend, Ending, Live, Measurement, RawInterval, Replay, RunError, RunOptions, Target,
-};
+use tma_perf::backend::{Backend, Live, Replay, RunError, RunOptions, Target};
 use tma_perf::event::EventSpec;
 use tma_perf::plan::Plan;
-use tma_perf::snapshot::{self, CpuIdentity, RecordedRun, Settings, Snapshot, Topology};
-use tma_perf::{Interval, ReadingStatus};
+use tma_perf::snapshot::{Settings, Snapshot, Topology};
 
 use crate::error::usage;
-use crate::eval::{Request, RunInfo, StatRun, TreeEval};
-use crate::groups::{counting_plan, hw_groups};
 use crate::hybrid::{core_tables, pick_core_type};
-use crate::render::counts;
-use crate::sink::{Finish, IntervalData, IntervalSink, Start, WholeStep};
-use crate::{BackendChoice, LiveOptions, LiveTarget, Outcome, RunStart, StatConfig, StatError};
-
-/// Where a session's measurements come from.
-enum Source {
-    /// perf_event_open (or the synthetic backend); the plan is computed.
-    Live(Box<dyn Backend>),
-    /// A snapshot: its plans by drill-down step, its runs in order.
-    Replay { plans: Vec<Plan>, backend: Replay },
-}
-
-/// Everything counted so far (what a snapshot holds) and how to go on.
-struct Session<'a> {
-    cfg: &'a StatConfig,
-    settings: Settings,
-    target: Target,
-    opts: RunOptions,
-    source: Source,
-    plans: Vec<Plan>,
-    runs: Vec<RecordedRun>,
-    hardware: bool,
-    note: Option<String>,
-    cpu_source: String,
-    model_key: Option<String>,
-    topology: Topology,
-    /// CPU -> core label, for --per-core.
-    cpu_cores: Vec<(u32, String)>,
-    /// `--cputype`: the one core type of a hybrid part counted (its trees are marked).
-    core_type: Option<&'static str>,
-    /// Where every step goes (taken while a step is counted).
-    sink: Option<&'a mut dyn IntervalSink>,
-}
-
-impl<'a> Session<'a> {
-    /// Lend the sink out while `f` counts: the backend's callbacks hand it intervals while the
-    /// session itself is borrowed by the counting.
-    fn lend_sink<T>(
-        &mut self,
-        f: impl FnOnce(&mut Self, &RefCell<&'a mut dyn IntervalSink>) -> Result<T, StatError>,
-    ) -> Result<T, StatError> {
-        let sink = RefCell::new(
-            self.sink
-                .take()
-                .expect("a session has a sink between steps"),
-        );
-        let result = f(self, &sink);
-        self.sink = Some(sink.into_inner());
-        result
-    }
-
-    /// A replay's first recorded plan: the PMUs of its hardware groups.
-    fn plans_first_counter_pmus(&self) -> Option<Vec<String>> {
-        match &self.source {
-            Source::Replay { plans, .. } => plans
-                .first()
-                .map(|p| p.counter_pmus().into_iter().map(str::to_string).collect()),
-            Source::Live(_) => None,
-        }
-    }
-
-    fn replaying(&self) -> bool {
-        matches!(self.source, Source::Replay { .. })
-    }
-    fn interval_mode(&self) -> bool {
-        self.settings.interval_ms.is_some()
-    }
-    fn breakdown(&self) -> bool {
-        self.settings.per_core || self.settings.per_thread
-    }
-    fn repeat(&self) -> u32 {
-        self.settings.repeat.max(1)
-    }
-    fn command(&self) -> Option<String> {
-        match &self.target {
-            // As the user would type it again (the `Next: tma locate -- CMD` line).
-            Target::Command(argv) => Some(tma_render::shell_words(argv)),
-            _ => None,
-        }
-    }
-}
+use crate::sink::IntervalSink;
+use crate::{BackendChoice, LiveOptions, Outcome, StatConfig, StatError};
 
 /// `tma stat` without `--import`: count the configured target.
 pub(crate) fn run_live(

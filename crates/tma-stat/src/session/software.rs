@@ -1,6 +1,16 @@
 //! No hardware counters: software counts only.
 
-use super::*;
+use std::io::Write;
+
+use tma_perf::backend::{self, Ending, Measurement, RawInterval};
+use tma_perf::event::EventSpec;
+use tma_perf::plan::Plan;
+
+use super::breakdown::breakdown_runs;
+use super::measure::{ending_note, measure};
+use super::state::Session;
+use crate::sink::{Finish, IntervalData, Start};
+use crate::{Outcome, RunStart, StatError};
 
 /// The plan that stands in for a tree where no hardware counter opens (`tma stat`, the
 /// regions of `tma stat --regions`): perf's software events, and of the `-e` events those

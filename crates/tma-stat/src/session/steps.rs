@@ -1,6 +1,22 @@
 //! The TMA tree of each step: count, hand the tree to the sink, descend with `--drilldown`.
 
-use super::*;
+use std::cell::RefCell;
+use std::io::Write;
+
+use tma_catalog::Model;
+use tma_metrics::{Bottleneck, StopReason};
+use tma_perf::backend::{self, Ending, Measurement, RawInterval};
+use tma_perf::event::EventSpec;
+use tma_perf::plan::Plan;
+
+use super::breakdown::breakdown_parts;
+use super::measure::{ending_note, intervals_of, measure, repeat_totals, source_text};
+use super::state::{Session, Source};
+use crate::error::usage;
+use crate::eval::{Request, RunInfo, StatRun, TreeEval};
+use crate::groups::counting_plan;
+use crate::sink::{Finish, IntervalData, IntervalSink, Start, WholeStep};
+use crate::{Outcome, RunStart, StatError};
 
 /// The TMA tree of each step: count, write, descend with `--drilldown`.
 pub(super) fn hardware(

@@ -1,7 +1,13 @@
 //! What a live session counts: the target (command, pids, threads, CPUs, cgroups), the
 //! flags that go with it, and the `-e` events.
 
-use super::*;
+use tma_host as host;
+use tma_host::sysfs::Pmus;
+use tma_perf::backend::{self, RunError, Target};
+use tma_perf::event::EventSpec;
+
+use crate::error::usage;
+use crate::{LiveOptions, LiveTarget, StatConfig, StatError};
 
 pub(super) fn target_of(cfg: &StatConfig, a: &LiveOptions) -> Result<Target, StatError> {
     match &a.target {

@@ -2,8 +2,15 @@
 //! ([`only_type`]), whether its groups took turns on its counters, each thread's cycles on
 //! each type, and the notes that say so.
 
-use super::*;
+use std::io::Write;
+
+use tma_perf::backend::{Ending, Measurement, RawInterval};
+use tma_perf::plan::Plan;
+
+use super::measure::intervals_of;
+use super::state::Session;
 use crate::hybrid::{cycles_event, CoreTable};
+use crate::StatError;
 
 /// The note on a core type whose groups took turns on its counters.
 pub(super) fn took_turns_note(notes: &mut dyn Write, t: &CoreTable) -> std::io::Result<()> {

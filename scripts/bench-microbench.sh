@@ -10,7 +10,7 @@
 #     figures off by > 2% that tma showed without any mark (`?` or `*`): confidently wrong;
 #   - time per figure and per instruction form (wall clock of the process; goal: at most 5x
 #     the 0.1 s per form that the single-repetition method took).
-# The eight forms are those of issue 15's 10-run experiment (vpaddd, popcnt, add, imul) plus
+# The eight forms are those of an earlier 10-run experiment (vpaddd, popcnt, add, imul) plus
 # lea, mulx, paddd and bswap.
 #
 # Usage: scripts/bench-microbench.sh [--repeat N (default 5)] [--forms FILE] [-- tma bench flags...]

@@ -17,7 +17,7 @@
 # no inherited counters, rdpmc where allowed). STAY=1 adds the FIFO rows with `--no-follow`
 # (tma's control thread left where the scheduler puts it, not on the program's CPU). RUNS=N
 # runs each FIFO row N times and prints the median (default 1; the FIFO's cost varies from run
-# to run on a virtual machine). Goals (issue 28): FIFO <= 30 us per
+# to run on a virtual machine). Goals: FIFO <= 30 us per
 # pair; in process <= 2 us with reads through the kernel (<= 100 ns with rdpmc, where the
 # machine has a PMU that allows it).
 set -euo pipefail

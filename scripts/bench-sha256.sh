@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SHA-256 throughput benchmark (issue 14, section 3): tma's portable, SHA-NI one stream and SHA-NI
+# SHA-256 throughput benchmark: tma's portable, SHA-NI one stream and SHA-NI
 # interleaved implementations (2, 3, 4, 6 and 8 streams) side by side with `openssl speed -evp
 # sha256` (16384-byte column) and coreutils `sha256sum`, all in the same run, in cycles per byte
 # and GB/s, plus the instruction-level lower bound that `tma bench --preset sha` derives (the
@@ -11,7 +11,7 @@
 #     OpenSSL's single-stream speed, whichever is stricter (both are checked);
 #   * portable >= coreutils sha256sum per CPU second (`tma sha256sum --impl portable` against
 #     `sha256sum` on the same file, reading included, the least task-clock of 3 runs each);
-#   * SHA-NI one stream >= OpenSSL (issue 7).
+#   * SHA-NI one stream >= OpenSSL.
 # Many files: `tma sha256sum` against coreutils on 4 equal files and on 96 files of mixed sizes.
 #
 # Every figure is CPU time (tma workloads: the thread CPU clock; openssl speed: user time, its

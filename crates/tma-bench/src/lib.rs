@@ -13,7 +13,7 @@
 //! `--bytes`, a `--file` list or a preset, with `--compare` references: [`compare`]) ->
 //! [`BenchOutcome`], written as a table or the `tma.bench` JSON document by [`render`].
 //!
-//! Method (see `MICROBENCH-METHOD.md` in the project notes): per-copy cost = (min over trials
+//! Method (docs/measurements.md has the figures): per-copy cost = (min over trials
 //! of the 128-copy run - min over trials of the 64-copy run) / (iterations x 64); iterations
 //! auto-sized so a run lasts >= 100k TSC ticks; on the `tsc` clock each repetition is divided by
 //! the TSC ticks per core cycle measured right before and after it (the smaller of an

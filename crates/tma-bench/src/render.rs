@@ -620,7 +620,7 @@ mod tests {
         assert!(text.contains("NOT A LOWER BOUND: the model's term sha256rnds2's pipe (65.5 cycles/block = 1.023 cycles/byte) was beaten by the block mix measured as one body (45.0 cycles/block = 0.703 cycles/byte): it is not a lower bound"), "{text}");
     }
 
-    /// Issue 32 §4.1: the `--preset sha` table printed lines 3,156 characters wide, the
+    /// The `--preset sha` table printed lines 3,156 characters wide, the
     /// instruction column padded to the 102-instruction block body. That body is named with
     /// its count (in full with -v), notes wrap, and every line fits the width.
     #[test]

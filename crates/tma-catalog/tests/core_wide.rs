@@ -1,4 +1,4 @@
-//! SKL/SKX/CLX: the branch for counts that are not core-wide (issue 26, section 5). perfmon's
+//! SKL/SKX/CLX: the branch for counts that are not core-wide. perfmon's
 //! core clocks need the AnyThread `CPU_CLK_UNHALTED.THREAD_ANY` whenever SMT is on; the
 //! generator adds, as Intel's TMA spreadsheet and Linux perf do, a per-thread estimate under
 //! `if #core_wide else`.

@@ -1,5 +1,5 @@
 //! The generated Intel tables against perfmon: every encoding is perfmon's, except the
-//! deliberate conversions named in `tma_catalog::conversions` (issue 41, item 8).
+//! deliberate conversions named in `tma_catalog::conversions`.
 //!
 //! The first tests need only the tables: perfmon's fixed-counter pseudo encoding (event 0x00,
 //! umask = index + 1, pmu-data README 3.1) is a rule of the data, so every fixed-counter

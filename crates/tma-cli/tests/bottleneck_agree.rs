@@ -1,4 +1,4 @@
-//! One bottleneck verdict for every command (issue 31 §2, issue 32 §1): the same values fed
+//! One bottleneck verdict for every command: the same values fed
 //! to `tma stat`, `tma diff`, `tma report` and `tma serve` give the same verdict, computed
 //! once by `tma_metrics` and worded by `Bottleneck::wording` everywhere.
 

@@ -1,4 +1,4 @@
-//! Hybrid parts: every core type counted in one run (issue 29, section 1), without a PMU:
+//! Hybrid parts: every core type counted in one run, without a PMU:
 //! fake sysfs trees with two and three core types (`tests/fixtures/hybrid/*/`, `--root`)
 //! and the synthetic backend's counts per core type (`--synthetic-backend`, counts named
 //! `cpu_core/NAME`, `cpu_atom/NAME`...). The README of `tests/fixtures/hybrid` says how each

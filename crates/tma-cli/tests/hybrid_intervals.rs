@@ -1,4 +1,4 @@
-//! Hybrid parts with `-I` (issue 29): each interval prints every core type's tree and the
+//! Hybrid parts with `-I`: each interval prints every core type's tree and the
 //! merged view before the next interval, in every format; and a `perf stat` recording of
 //! three core types imports as one tree per type. Without a PMU: the fake sysfs trees and
 //! synthetic counts of `tests/fixtures/hybrid` (its README says how each file was made).

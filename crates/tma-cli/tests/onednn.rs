@@ -1,4 +1,4 @@
-//! The real oneDNN case (issue 28) through `tma workload onednn`, which loads oneDNN at run
+//! The real oneDNN case through `tma workload onednn`, which loads oneDNN at run
 //! time: its report; oneDNN's primitive executions as ITT regions under `tma stat --itt`,
 //! with no rebuild, from Debian's oneDNN 2.6 (`libdnnl2`) and from the PyPI `onednn` wheel
 //! (oneDNN 3.x, a SYCL build), which `scripts/test.sh` installs into `onednn-venv` in the

@@ -1,4 +1,4 @@
-//! The README's checked examples (issue 32 §4.6): every ```` ```console ```` block marked
+//! The README's checked examples: every ```` ```console ```` block marked
 //! `<!-- checked -->` on the line before it holds `$ tma ...` commands, each followed by its
 //! output. They are run (from the repository root, on bundled fixtures, no PMU needed) and
 //! compared with the README line by line; a line `...` stands for any number of lines, and

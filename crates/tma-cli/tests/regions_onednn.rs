@@ -1,4 +1,4 @@
-//! The real oneDNN case (issue 28): a oneDNN matmul primitive (Debian's `libdnnl-dev`) driven
+//! The real oneDNN case: a oneDNN matmul primitive (Debian's `libdnnl-dev`) driven
 //! by tests/fixtures/regions/onednn_matmul.cpp, its creation and each execute marked with
 //! tma-marker. Under `tma stat --regions` the marked regions are counted; under `--itt`
 //! oneDNN's own ITT task for the primitive appears too, nested in the marked execute, with no

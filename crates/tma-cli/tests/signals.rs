@@ -1,4 +1,4 @@
-//! SIGINT and SIGTERM (issue 32 §3): each command that runs long, signalled once it has
+//! SIGINT and SIGTERM: each command that runs long, signalled once it has
 //! started, stops, prints what it has marked as interrupted, and exits 130 (SIGINT) or 143
 //! (SIGTERM). The signal goes to the spawned `tma` alone, with kill(1) (no `unsafe` here);
 //! a Ctrl-C at a terminal would also reach the commands tma launched.

@@ -1,4 +1,4 @@
-//! Recordings that count part of what a tree reads (issue 41): a hybrid run where one core
+//! Recordings that count part of what a tree reads: a hybrid run where one core
 //! type counted nothing (`perf stat --cputype core`), and an Arm run of the cache and TLB
 //! events alone, with no level-1 event. Each is imported in perf's three forms (text, `-x,`
 //! CSV, `-j` JSON). How each fixture was made is in its folder (make.py, README.md).

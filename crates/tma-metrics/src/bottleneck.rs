@@ -1,6 +1,6 @@
 //! Bottleneck selection over an evaluated tree.
 //!
-//! The rule (issue 11, section 3; it follows what the reference tool reports):
+//! The rule (it follows what the reference tool reports):
 //! 1. The candidates are the level-1 nodes of the selection, minus the overlap views
 //!    ([`OVERLAP_VIEWS`]).
 //! 2. No candidate: stop ([`StopReason::NotMeasured`] at level 1, [`StopReason::Leaf`]
@@ -66,7 +66,7 @@ pub const AMBIGUITY_POINTS: f64 = 5.0;
 /// `L3_Hit_Latency` and `Store_Latency` (every model: SKL, SKX, CLX, ICL, ICX, TGL, ADL, MTL,
 /// SPR, EMR, GNR), and the description note "the value of this node may overlap with its
 /// siblings" is on `Branch_Resteers` and `L3_Hit_Latency` only. Following either would keep
-/// `Branch_Resteers` out of the descent, where the reference picks it (issue 26, section 5:
+/// `Branch_Resteers` out of the descent, where the reference picks it (once
 /// tma stopped at `Fetch_Latency` on a Sapphire Rapids count set where the reference named
 /// `Branch_Resteers`). The Linux perf metrics carry no such mark. Both names exist in every
 /// Intel P-core table; the E-core trees and AMD have neither.

@@ -1,4 +1,4 @@
-//! Engine-level check of the methodology's AMD case (issue 2, item 6) from the synthetic
+//! Engine-level check of the methodology's AMD case from the synthetic
 //! fixture `tests/fixtures/metrics/zen4-sha256-counts.json` (see tests/fixtures/README.md).
 
 use std::collections::HashMap;

@@ -1,4 +1,4 @@
-//! Issue 26, section 5: what the reference (Intel's TMA in pmu-tools/toplev and the perfmon
+//! What the reference (Intel's TMA in pmu-tools/toplev and the perfmon
 //! files) does that the tables did not.
 //! * The overlap views the bottleneck descent skips are the reference's: `L3_Hit_Latency` and
 //!   `Store_Latency`, not `Branch_Resteers` (`tma_metrics::OVERLAP_VIEWS`).
@@ -64,7 +64,7 @@ fn the_overlap_views_are_the_references_in_every_intel_p_core_model() {
 
 /// A Sapphire Rapids count set where the front end's latency is mostly branch resteers: 12 %
 /// of cycles, every other cause of Fetch_Latency under its 5 % threshold. With
-/// Branch_Resteers skipped as an overlap view (the rule before issue 26), the descent
+/// Branch_Resteers skipped as an overlap view (the earlier rule), the descent
 /// stopped at Fetch_Latency with no child over threshold; the reference names
 /// Branch_Resteers.
 #[test]

@@ -213,7 +213,7 @@ fn the_diff_shows_before_after_delta_and_p() {
     assert!(page.contains("Welch&#39;s t-test") || page.contains("Welch&#x27;s t-test"));
 }
 
-/// Issue 32 §4.2: a change is coloured by whether it is better or worse for that node or
+/// A change is coloured by whether it is better or worse for that node or
 /// metric, not by its sign; the legend says so; one colour means one thing on the page.
 #[test]
 fn the_diff_colours_changes_by_direction_and_says_so() {

@@ -1,4 +1,4 @@
-//! Hybrid parts (issue 29): `tma serve` publishes each core type's tree with a `core_type`
+//! Hybrid parts: `tma serve` publishes each core type's tree with a `core_type`
 //! label (`P-core`, `E-core`, `cpu_lowpower`..., as the stat pipeline names them) and the
 //! merged view (`core_type="merged"`, gauges only), in one exposition per interval; the
 //! counters are per core type and add up across them. Checked on `tma serve --replay` of

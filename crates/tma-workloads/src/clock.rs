@@ -1,7 +1,7 @@
 //! Core-clock estimate for turning seconds into core cycles on machines where no cycle counter
 //! is readable (no PMU, as in many VMs) and the TSC does not tick at the core clock.
 //!
-//! Method (see MICROBENCH-METHOD.md): time a long chain of dependent `add` instructions, which
+//! Method: time a long chain of dependent `add` instructions, which
 //! retire at exactly one per core cycle on every current x86 core, against the thread's CPU
 //! time (so time spent waiting for a CPU on a loaded machine is not counted). Adds per second is the core frequency. The minimum time over a few trials is used
 //! (interrupts and preemption only ever add time). The thread clock is

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-/// Methodology parameters (see /work/shared/MICROBENCH-METHOD.md and the crate docs).
+/// Methodology parameters (see the crate docs and docs/measurements.md).
 #[derive(Debug, Clone)]
 pub struct Method {
     /// Two unroll counts; the per-copy cost is the difference of the two runs. Each job rounds

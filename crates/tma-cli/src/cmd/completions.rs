@@ -174,7 +174,7 @@ mod tests {
         }
     }
 
-    /// Issue 32 §4.4: no hidden option in any script; `--cpu` and `--impl` complete to
+    /// No hidden option in any script; `--cpu` and `--impl` complete to
     /// their values, not to file names.
     #[test]
     fn hidden_options_are_left_out_and_values_complete() {

@@ -274,7 +274,7 @@ mod tests {
         }
     }
 
-    /// The SYNOPSIS names each option's value (issue 32 §4.5); the NAME line does not repeat
+    /// The SYNOPSIS names each option's value; the NAME line does not repeat
     /// the name.
     #[test]
     fn synopsis_names_values_and_name_does_not_repeat_itself() {

@@ -166,7 +166,7 @@ pub fn import_bytes_event(
 }
 
 /// The counts and lengths that linux-perf-data allocates by before it reads what they count
-/// (found by fuzzing, issue 30): each must fit in the bytes that hold it, or a few bytes of
+/// (found by fuzzing): each must fit in the bytes that hold it, or a few bytes of
 /// input ask for gigabytes. The `EVENT_DESC` and `CMDLINE` features (file sections or, in pipe
 /// mode, `HEADER_FEATURE` records), the event types' id sections, and the data that follows
 /// an `AUXTRACE` record.

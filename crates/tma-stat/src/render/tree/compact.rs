@@ -1,6 +1,13 @@
 //! `--compact`: one line per interval, level 1 and the metrics as columns.
 
-use super::*;
+use std::io::Write;
+
+use tma_catalog::Unit;
+use tma_metrics::Status;
+use tma_render::ReportError;
+
+use super::facts::*;
+use crate::eval::IntervalReport;
 
 /// One column of `--compact`: a level-1 node or a requested metric (`-m`, `-M`, `-B`).
 #[derive(Debug, Clone)]

@@ -1,6 +1,13 @@
 //! CSV: one row per node (and metric) per interval.
 
-use super::*;
+use std::io::Write;
+
+use tma_catalog::Unit;
+use tma_render::ReportError;
+
+use super::facts::*;
+use super::json::*;
+use crate::eval::{IntervalReport, RunInfo};
 
 /// A row, led by the core type's column in a tree of one core type of a hybrid part.
 fn row(w: &mut dyn Write, info: &RunInfo, fields: &[&str]) -> Result<(), ReportError> {

@@ -1,6 +1,10 @@
 //! What every format shares: values, status texts, which nodes show, the bars of a tree.
 
-use super::*;
+use tma_catalog::{Model, Unit};
+use tma_metrics::{MetricResult, NodeResult, Report, Status};
+
+use crate::eval::{EventState, IntervalReport, RunInfo};
+use crate::render::plot::{own_threshold, Bar};
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 

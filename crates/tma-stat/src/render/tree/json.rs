@@ -1,6 +1,15 @@
 //! JSON: the `tma.stat` document ([`crate::render::doc`]) of a run, written as a stream.
 
-use super::*;
+use std::borrow::Cow;
+
+use tma_metrics::{MetricResult, Status};
+
+use super::facts::*;
+use super::text::*;
+use crate::eval::{IntervalReport, RunInfo};
+use crate::render::doc::{
+    CountDoc, CpuDoc, EventMapDoc, IntervalDoc, MetricDoc, NodeDoc, StatHead,
+};
 
 pub(super) fn status_code(s: &Status) -> &'static str {
     match s {

@@ -6,6 +6,7 @@ mod compact;
 mod csv;
 mod facts;
 mod json;
+mod options;
 mod summary;
 mod text;
 mod trees;
@@ -17,52 +18,16 @@ use summary::RunSummary;
 use text::*;
 pub use trees::{tree_name, TreesWriter};
 
-use facts::*;
 pub use facts::{bars, metric_status_text, status_text, tree_title};
+pub use options::{Format, RenderOptions, SCHEMA, SCHEMA_VERSION};
 
-use std::borrow::Cow;
 use std::io::Write;
 
-use tma_catalog::{Model, Unit};
-use tma_metrics::{Bottleneck, MetricResult, NodeResult, Report, Status, StopReason};
 use tma_render::{JsonStream, ReportError};
 
-use crate::eval::{EventState, IntervalReport, RunInfo, StatRun};
-use crate::render::doc::{
-    CountDoc, CpuDoc, EventMapDoc, IntervalDoc, MetricDoc, NodeDoc, StatHead,
-};
-use crate::render::plot::{own_threshold, tree_svg, Bar, Timeline};
-
-/// The schema name of `tma stat --json`.
-pub const SCHEMA: &str = "tma.stat";
-/// Its version: 2 since schema names 2026-11 (units as `percent_slots`; version 1 wrote
-/// `PercentSlots`, which readers still read).
-pub const SCHEMA_VERSION: u32 = 2;
-
-/// Which layout to write.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Format {
-    /// The indented tree (or one `--compact` line per interval), with closing lines.
-    #[default]
-    Text,
-    /// `tma.stat` version 1: every node of every interval, full precision.
-    Json,
-    /// One row per node (per interval), full precision.
-    Csv,
-}
-
-/// How to print.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RenderOptions {
-    pub format: Format,
-    /// 0: hide nodes under threshold; 1+: show every node.
-    pub verbose: u8,
-    /// One line per interval instead of one tree per interval (interval data, text).
-    pub compact: bool,
-    /// `--plot FILE.svg`: also draw the run (the timeline of intervals, else the tree as
-    /// bars) into this file when the run ends.
-    pub plot: Option<std::path::PathBuf>,
-}
+use crate::eval::{IntervalReport, RunInfo, StatRun};
+use crate::render::doc::{IntervalDoc, StatHead};
+use crate::render::plot::{tree_svg, Bar, Timeline};
 
 /// The head of the `tma.stat` document of a run (what [`TreeWriter`] writes before the
 /// intervals), for consumers that read a run interval by interval without the JSON.

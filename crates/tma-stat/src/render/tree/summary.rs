@@ -4,7 +4,15 @@
 //! its one-line bottleneck. Memory is bounded by the tree and the number of phase changes,
 //! not by the number of intervals.
 
-use super::*;
+use std::io::Write;
+
+use tma_catalog::Unit;
+use tma_metrics::Bottleneck;
+use tma_render::ReportError;
+
+use super::facts::*;
+use super::text::*;
+use crate::eval::{IntervalReport, RunInfo};
 
 use tma_metrics::{Phase, SummaryNode};
 

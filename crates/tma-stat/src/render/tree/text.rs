@@ -1,6 +1,14 @@
 //! The text tree: its header, the nodes, the helper metrics and the closing lines.
 
-use super::*;
+use std::io::Write;
+
+use tma_catalog::{Model, Unit};
+use tma_metrics::{Bottleneck, MetricResult, NodeResult, Report, Status, StopReason};
+use tma_render::ReportError;
+
+use super::facts::*;
+use super::options::*;
+use crate::eval::{IntervalReport, RunInfo};
 
 pub(super) fn text_header(w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
     text_header_line(w, info)?;

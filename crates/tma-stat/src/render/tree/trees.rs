@@ -5,7 +5,18 @@
 //! a `--compact` column, the CSV `core_type` column (one header for all trees), and in JSON
 //! one `tma.stat` document per tree and interval, its head's `core_type` naming the tree.
 
-use super::*;
+use std::io::Write;
+
+use tma_render::{JsonStream, ReportError};
+
+use super::compact::*;
+use super::csv::*;
+use super::json::*;
+use super::options::*;
+use super::summary::*;
+use super::text::*;
+use crate::eval::{IntervalReport, RunInfo};
+use crate::render::plot::Timeline;
 
 /// Writes several trees interleaved: [`TreesWriter::begin`] with every tree's
 /// [`RunInfo`], [`TreesWriter::interval`] for each tree of each interval, then

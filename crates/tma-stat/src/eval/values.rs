@@ -20,7 +20,8 @@ fn set_of(r: &tma_perf::Reading, set: usize) -> Option<usize> {
 
 /// [`tma_metrics::Values`] over one interval's aggregated readings. An event perf counted in
 /// several groups (`perf stat -M`) is read, for each formula, from the group that counted
-/// all the formula's events together, as perf computes each metric; see [`IntervalValues::group_for`].
+/// all the formula's events together, as perf computes each metric; see its
+/// [`group_for`](tma_metrics::Values::group_for).
 pub(crate) struct IntervalValues<'a> {
     iv: &'a Interval,
     /// `iv`'s readings by event: a formula reads each of its events through it.

@@ -1,5 +1,6 @@
 //! Hybrid parts: every core type counted in one run. Each core type (a PMU with a `cpus`
-//! file: `cpu_core`, `cpu_atom`, and any further type, see [`Pmus::core_types`]) is read with
+//! file: `cpu_core`, `cpu_atom`, and any further type, see
+//! [`Pmus::core_types`](tma_host::sysfs::Pmus::core_types)) is read with
 //! its own table (`adl` and `adl-e`, `mtl` and `mtl-e`), planned with its own counters and
 //! constraints, and its plan joined to the others' ([`Plan::for_core_types`]), so a command,
 //! a pid or the whole system is counted once on every type. Out come a tree per core type
@@ -261,7 +262,7 @@ fn cycles_in(cycles: Option<&str>, iv: &Interval) -> f64 {
 }
 
 /// `-I` on a hybrid part: each interval, as soon as it is read, gives every core type's
-/// tree and the merged view ([`IntervalSink::start_trees`], `tree_interval`,
+/// tree and the merged view ([`start_trees`](crate::IntervalSink::start_trees), `tree_interval`,
 /// `finish_trees`; plain steps where there is one type only). What needs the whole run
 /// (the cycles by core type, the per-thread shares and trees) comes at its end.
 fn streamed(

@@ -1,12 +1,13 @@
 //! What every format shares: values, status texts, which nodes show, the bars of a tree.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
 use tma_catalog::{Model, Unit};
 use tma_metrics::{MetricResult, NodeResult, Report, Status};
 
 use crate::eval::{EventState, IntervalReport, RunInfo};
 use crate::render::plot::{own_threshold, Bar};
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
 
 pub(super) fn fmt_value(v: f64, u: Unit) -> String {
     match u {
@@ -186,7 +187,7 @@ pub(super) fn visible(
     shown
 }
 
-/// The tree of one interval as the bars of [`tree_svg`]: the nodes the text tree shows.
+/// The tree of one interval as the bars of [`tree_svg`](crate::render::plot::tree_svg): the nodes the text tree shows.
 pub fn bars(info: &RunInfo, ir: &IntervalReport, verbose: u8) -> Vec<Bar> {
     let r = &ir.report;
     let shown = visible(r, verbose, info.model, &info.request.nodes);

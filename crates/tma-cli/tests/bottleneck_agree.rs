@@ -79,7 +79,7 @@ fn diff_verdicts(path: &Path) -> (Bottleneck, Bottleneck, Vec<String>) {
     (d.before.verdict, d.after.verdict, d.bottleneck.after)
 }
 
-fn report_view(path: &Path) -> tma_report::model::StatView {
+fn report_view(path: &Path) -> tma_report::page::StatView {
     let cfg = tma_report::ReportConfig {
         read: tma_stat::ReadOptions {
             cpu: Some("zen4".into()),

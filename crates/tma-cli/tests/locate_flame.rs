@@ -90,7 +90,7 @@ fn colours(png_path: &Path) -> (usize, f64) {
 
 /// A replayed Zen 4 stream: 0x1000 backend bound (65% of its slots), 0x2000 frontend bound
 /// (50%); `scale` multiplies 0x1000's values (for a second, different profile).
-fn zen4_profile(scale: u64) -> tma_profile::report::Profile {
+fn zen4_profile(scale: u64) -> tma_profile::hotspots::Profile {
     const CYC: &str = "ls_not_halted_cyc";
     const FE: &str = "de_no_dispatch_per_slot.no_ops_from_frontend";
     const RET: &str = "ex_ret_ops";

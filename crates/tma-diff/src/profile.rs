@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use tma_profile::locate::LocateConfig;
-use tma_profile::report::{FunctionRow, Profile, ReportOptions};
+use tma_profile::hotspots::{FunctionRow, Profile, ReportOptions};
 
 use crate::DiffError;
 

@@ -31,7 +31,7 @@ use serde::Serialize;
 use tma_catalog::Model;
 use tma_metrics::Constants;
 
-use crate::report::{Profile, Stack, KERNEL_MODULE};
+use crate::hotspots::{Profile, Stack, KERNEL_MODULE};
 
 /// A function's two shares disagree when they differ by more than this many percentage
 /// points.
@@ -381,10 +381,10 @@ pub fn replay_direct(event: &str, samples: &[(i32, u64)]) -> Profile {
         );
     }
     let mut sym = crate::symbols::Symbolizer::new(Vec::new(), None);
-    crate::report::analyze(
+    crate::hotspots::analyze(
         &agg,
         &mut sym,
         event,
-        &crate::report::ReportOptions::default(),
+        &crate::hotspots::ReportOptions::default(),
     )
 }

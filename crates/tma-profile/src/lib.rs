@@ -2,8 +2,8 @@
 //! symbolization, instruction annotation, pprof and folded output.
 //!
 //! Pipeline: records ([`live`] or [`import`]) -> [`aggregate::Aggregator`] (sample counts per
-//! stack of module+offset frames, no file I/O) -> [`report::analyze`] with a
-//! [`symbols::Symbolizer`] (ELF symbols, DWARF lines, kallsyms) -> [`report::Profile`], rendered
+//! stack of module+offset frames, no file I/O) -> [`hotspots::analyze`] with a
+//! [`symbols::Symbolizer`] (ELF symbols, DWARF lines, kallsyms) -> [`hotspots::Profile`], rendered
 //! as text, JSON (`tma.locate` v1) or folded stacks ([`render`]) or pprof ([`pprof::encode`]).
 //! [`record`] writes perf.data files.
 //!
@@ -21,7 +21,7 @@ pub mod order;
 pub mod pprof;
 pub mod record;
 pub mod render;
-pub mod report;
+pub mod hotspots;
 pub mod symbols;
 #[cfg(test)]
 mod test_records;

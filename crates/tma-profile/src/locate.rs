@@ -17,7 +17,7 @@ use crate::choose::{self, ChoiceError, Chosen, Request};
 use crate::import::ImportError;
 use crate::live::{LiveError, LiveOutcome};
 use crate::record::PerfDataWriter;
-use crate::report::{self, Profile, ReportOptions};
+use crate::hotspots::{self, Profile, ReportOptions};
 use crate::symbols::{Kallsyms, Symbolizer};
 use crate::tree::TreeLayout;
 
@@ -232,7 +232,7 @@ pub fn run(cfg: &LocateConfig, notes: &mut dyn Write) -> Result<Located, LocateE
         }
     };
     let mut sym = Symbolizer::new(cfg.symdir.clone(), rec.kallsyms);
-    let mut profile = report::analyze(&rec.agg, &mut sym, &rec.event_name, &cfg.report);
+    let mut profile = hotspots::analyze(&rec.agg, &mut sym, &rec.event_name, &cfg.report);
     profile.notes.extend(rec.notes);
     if cfg.folded && !cfg.call_graph && cfg.import.is_none() {
         profile
@@ -782,7 +782,7 @@ fn compare_direct(
         no_frame_lines: true,
         ..ReportOptions::default()
     };
-    let direct = report::analyze(agg, &mut sym, &what.direct_event, &opts);
+    let direct = hotspots::analyze(agg, &mut sym, &what.direct_event, &opts);
     let node = what.direct_node.as_deref().or(what.node.as_deref());
     let group = estimate::group_amounts(profile, model, node, consts)
         .map_err(crate::tree::TreeError::from)?;

@@ -10,7 +10,7 @@ use std::io::Write;
 
 use prost::Message;
 
-use crate::report::Profile;
+use crate::hotspots::Profile;
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct PProfile {

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use tma_render::ReportError;
 
-use crate::report::{Annotation, Profile, SortKey, Syntax};
+use crate::hotspots::{Annotation, Profile, SortKey, Syntax};
 
 /// JSON schema name and version of `tma locate --json`: the envelope
 /// `{"schema": "tma.locate", "schema_version": 1, ...}` around a [`Profile`]:
@@ -36,7 +36,7 @@ pub fn folded(w: &mut dyn std::io::Write, p: &Profile) -> std::io::Result<()> {
 /// (samples, or a group value such as slots).
 pub fn folded_lines(
     p: &Profile,
-    weight: &dyn Fn(&crate::report::Stack) -> u64,
+    weight: &dyn Fn(&crate::hotspots::Stack) -> u64,
 ) -> Vec<(String, u64)> {
     let mut lines: Vec<(String, u64)> = Vec::with_capacity(p.stacks.len());
     let mut merged: HashMap<String, u64> = HashMap::new();

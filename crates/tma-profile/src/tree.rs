@@ -37,7 +37,7 @@ use tma_metrics::{Bottleneck, Constants, Report, Selection};
 use tma_perf::event::{EventSpec, SoftwareEvent, SpecKind};
 use tma_render::ReportError;
 
-use crate::report::Profile;
+use crate::hotspots::Profile;
 
 /// JSON schema of `tma locate --tree --json`.
 pub const TREE_SCHEMA: &str = "tma.locate.tree";
@@ -495,7 +495,7 @@ pub fn build(
         let leaf = st
             .frames
             .iter()
-            .find(|&&f| profile.frames[f].module != crate::report::KERNEL_MODULE)
+            .find(|&&f| profile.frames[f].module != crate::hotspots::KERNEL_MODULE)
             .or(st.frames.first());
         let Some(&leaf) = leaf else { continue };
         let e = per
@@ -937,11 +937,11 @@ pub fn replay(layout: &TreeLayout, samples: &[ReplaySample<'_>]) -> (Profile, u6
         );
     }
     let mut sym = crate::symbols::Symbolizer::new(Vec::new(), None);
-    let mut p = crate::report::analyze(
+    let mut p = crate::hotspots::analyze(
         &agg,
         &mut sym,
         &layout.sampler.name,
-        &crate::report::ReportOptions::default(),
+        &crate::hotspots::ReportOptions::default(),
     );
     p.value_names = order;
     let first = agg.group().map_or(0, |g| g.first_reads);

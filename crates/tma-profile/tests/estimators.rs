@@ -33,7 +33,7 @@ fn name(addr: u64) -> String {
 /// BE 2500: 25%). The run: 40000 slots, BE 16500 (41.25%), FE 7000 (17.5%): Backend_Bound
 /// is the bottleneck, and its 16500 slots are A 12000 (72.73%), B 2000 (12.12%), C 2500
 /// (15.15%).
-fn icl_tree() -> (TreeProfile, tma_profile::report::Profile) {
+fn icl_tree() -> (TreeProfile, tma_profile::hotspots::Profile) {
     let icl = tma_catalog::by_name("icl").unwrap();
     let layout = TreeLayout::hardware(icl, 1, false, false).unwrap();
     let values = |v: [u64; 6]| {
@@ -67,7 +67,7 @@ fn icl_tree() -> (TreeProfile, tma_profile::report::Profile) {
 }
 
 /// The direct samples of TOPDOWN.BACKEND_BOUND_SLOTS, `n` in each function, thread 7.
-fn direct(counts: &[(u64, usize)]) -> tma_profile::report::Profile {
+fn direct(counts: &[(u64, usize)]) -> tma_profile::hotspots::Profile {
     let mut s = Vec::new();
     for &(ip, n) in counts {
         s.extend(std::iter::repeat_n((7, ip), n));
@@ -77,7 +77,7 @@ fn direct(counts: &[(u64, usize)]) -> tma_profile::report::Profile {
 
 fn estimators(
     t: &TreeProfile,
-    p: &tma_profile::report::Profile,
+    p: &tma_profile::hotspots::Profile,
     counts: &[(u64, usize)],
 ) -> Estimators {
     let icl = tma_catalog::by_name("icl").unwrap();

@@ -47,7 +47,7 @@ fn json_document_has_the_schema_and_the_hot_function() {
     assert_eq!(v["functions"][0]["function"], "chase");
 }
 
-/// The `tma.locate` round trip: the document reads back into [`tma_profile::report::Profile`] (less
+/// The `tma.locate` round trip: the document reads back into [`tma_profile::hotspots::Profile`] (less
 /// the parts it does not hold), and that, written again, gives the same bytes.
 #[test]
 fn json_document_reads_back_as_written() {
@@ -57,8 +57,8 @@ fn json_document_reads_back_as_written() {
     let r = tma_render::recognize(&out);
     assert_eq!(r.schema(), Some(tma_profile::JSON_SCHEMA));
     assert_eq!(r.version(), Some(tma_profile::JSON_SCHEMA_VERSION));
-    let doc: tma_profile::report::Profile = serde_json::from_slice(&out).unwrap();
-    let written = tma_profile::report::Profile {
+    let doc: tma_profile::hotspots::Profile = serde_json::from_slice(&out).unwrap();
+    let written = tma_profile::hotspots::Profile {
         frames: Vec::new(),
         stacks: Vec::new(),
         tasks: Vec::new(),

@@ -4,7 +4,7 @@
 //! of its own, where it finds its own `<svg>` and nothing of the page.
 
 use inferno::flamegraph::{self, Options};
-use tma_profile::report::Profile;
+use tma_profile::hotspots::Profile;
 
 use crate::HtmlError;
 
@@ -296,7 +296,7 @@ mod tests {
     const BE: &str = "de_no_dispatch_per_slot.backend_stalls";
 
     /// A replayed Zen 4 stream: 0x1000 backend bound (65%), 0x2000 frontend bound (50%).
-    fn zen4_profile() -> tma_profile::report::Profile {
+    fn zen4_profile() -> tma_profile::hotspots::Profile {
         let zen4 = tma_catalog::by_name("zen4").unwrap();
         let layout = TreeLayout::hardware(zen4, 1, false, false).unwrap();
         let s = |tid, ip, v: &'static [(&'static str, u64)]| ReplaySample {

@@ -8,11 +8,11 @@ use serde::Deserialize;
 use tma_bench::doc::BenchDoc;
 use tma_diff::doc::{DiffDoc, ProfileDiffDoc};
 use tma_profile::locate::LocateConfig;
-use tma_profile::report::{Profile, ReportOptions};
+use tma_profile::hotspots::{Profile, ReportOptions};
 use tma_stat::render::plot::{own_threshold, Timeline};
 use tma_stat::StatConfig;
 
-use crate::model::{Document, LocateView, MetricRow, Section, StatView, TreeRow};
+use crate::page::{Document, LocateView, MetricRow, Section, StatView, TreeRow};
 use crate::{HtmlError, ReportConfig};
 use tma_metrics::{Bottleneck, SummaryNode};
 use tma_stat::render::doc::{IntervalDoc, StatHead};

@@ -9,7 +9,7 @@
 //!   snapshot or `perf stat` recording (evaluated in-process by [`tma_stat::evaluate`] and read
 //!   as the `tma.stat` document `tma stat --json` would write), or a perf.data file (read as
 //!   `tma locate --import` reads it, call chains included) -> one [`Section`] each.
-//! * [`model`]: what each section shows (tree rows with means over intervals, the
+//! * [`page`]: what each section shows (tree rows with means over intervals, the
 //!   [`tma_stat::render::plot::Timeline`], profile tables; the diff and bench documents as
 //!   read through the writers' types, [`tma_diff::doc`] and [`tma_bench::doc`]).
 //! * [`regions`]: a `tma stat --regions` document: its regions as a table and a timeline.
@@ -19,7 +19,7 @@
 mod error;
 pub mod flame;
 pub mod input;
-pub mod model;
+pub mod page;
 pub mod regions;
 pub mod render;
 
@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use tma_host::Host;
 
 pub use error::HtmlError;
-pub use model::{Report, Section};
+pub use page::{Report, Section};
 
 /// Everything `tma report` needs; no clap.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,7 +6,7 @@
 use askama::Template;
 use tma_regions::report::{Region, Report};
 
-use crate::model::Document;
+use crate::page::Document;
 use crate::HtmlError;
 
 /// One region row of a table.

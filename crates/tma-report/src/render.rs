@@ -13,7 +13,7 @@ use tma_diff::doc::{DiffDoc, ProfileDiffDoc, SideDoc};
 use tma_diff::{Row, Significance, Summary};
 use tma_stat::render::plot::{self, Bar, Panel, Timeline};
 
-use crate::model::{Document, LocateView, Report, Section, StatView, TreeRow};
+use crate::page::{Document, LocateView, Report, Section, StatView, TreeRow};
 use crate::HtmlError;
 
 fn terr(e: askama::Error) -> HtmlError {

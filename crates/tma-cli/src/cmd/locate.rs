@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::bail;
 use tma_host::Host;
 use tma_perf::sampling::Rate;
-use tma_profile::report::{ReportOptions, SortKey, Syntax};
+use tma_profile::hotspots::{ReportOptions, SortKey, Syntax};
 use tma_profile::{render, LocateConfig};
 
 use crate::cmd::args::{self, RootArg};

@@ -6,7 +6,7 @@
 use tma_bench::doc::BenchDoc;
 use tma_diff::doc::{DiffDoc, ProfileDiffDoc};
 use tma_metrics::{Bottleneck, Phase};
-use tma_profile::report::Profile;
+use tma_profile::hotspots::Profile;
 use tma_stat::render::plot::Timeline;
 
 /// The whole page.

@@ -187,6 +187,14 @@ pub(super) fn visible(
     shown
 }
 
+/// How an interval's output names its tree: `P-core tree`, `merged view`.
+pub fn tree_name(info: &RunInfo) -> Option<String> {
+    info.core_type.map(|t| match t {
+        "merged" => "merged view".to_string(),
+        t => format!("{t} tree"),
+    })
+}
+
 /// The tree of one interval as the bars of [`tree_svg`](crate::render::plot::tree_svg): the nodes the text tree shows.
 pub fn bars(info: &RunInfo, ir: &IntervalReport, verbose: u8) -> Vec<Bar> {
     let r = &ir.report;

@@ -16,9 +16,9 @@ use csv::*;
 use json::*;
 use summary::RunSummary;
 use text::*;
-pub use trees::{tree_name, TreesWriter};
+pub use trees::TreesWriter;
 
-pub use facts::{bars, metric_status_text, status_text, tree_title};
+pub use facts::{bars, metric_status_text, status_text, tree_name, tree_title};
 pub use options::{Format, RenderOptions, SCHEMA, SCHEMA_VERSION};
 
 use std::io::Write;

@@ -136,7 +136,7 @@ impl RunSummary {
         };
         writeln!(w)?;
         // One tree of several (a hybrid part's core types and merged view) says which.
-        let of = super::trees::tree_name(info)
+        let of = tree_name(info)
             .map(|n| format!(" ({n})"))
             .unwrap_or_default();
         writeln!(

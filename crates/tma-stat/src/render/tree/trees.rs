@@ -11,6 +11,7 @@ use tma_render::{JsonStream, ReportError};
 
 use super::compact::*;
 use super::csv::*;
+use super::facts::tree_name;
 use super::json::*;
 use super::options::*;
 use super::summary::*;
@@ -34,14 +35,6 @@ pub struct TreesWriter {
     /// `--plot`: the timeline of one tree: the merged view, else the first.
     timeline: Option<Timeline>,
     plotted: usize,
-}
-
-/// How an interval's output names its tree: `P-core tree`, `merged view`.
-pub fn tree_name(info: &RunInfo) -> Option<String> {
-    info.core_type.map(|t| match t {
-        "merged" => "merged view".to_string(),
-        t => format!("{t} tree"),
-    })
 }
 
 impl TreesWriter {

@@ -29,23 +29,14 @@ fn deps_dir() -> PathBuf {
         .join("deps")
 }
 
-/// The ITT static part's C sources, from the `ittapi-sys` crate cargo fetched.
+/// The ITT static part's C sources, from the `ittapi-sys` crate cargo fetched (found by
+/// build.rs at build time: `!` and the reason when it was not there).
 fn itt_c_library() -> Result<PathBuf, String> {
-    let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--offline"])
-        .current_dir(repo_root())
-        .output()
-        .map_err(|e| format!("cargo metadata: {e}"))?;
-    let v: Value =
-        serde_json::from_slice(&out.stdout).map_err(|e| format!("cargo metadata: {e}"))?;
-    let manifest = v["packages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["name"] == "ittapi-sys")
-        .and_then(|p| p["manifest_path"].as_str())
-        .ok_or("ittapi-sys is not in the dependency graph")?;
-    let lib = Path::new(manifest).with_file_name("c-library");
+    let found = env!("TMA_ITT_C_LIBRARY");
+    if let Some(why) = found.strip_prefix('!') {
+        return Err(why.to_string());
+    }
+    let lib = PathBuf::from(found);
     if lib.join("include/ittnotify.h").is_file() {
         Ok(lib)
     } else {

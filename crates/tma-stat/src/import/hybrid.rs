@@ -8,10 +8,11 @@ use tma_perfstat::IntervalReader;
 
 use super::core_type::{core_pmus_in, CoreType};
 use super::{import_one, note_number_format, recording_start, run_perf_stat, PENDING_BATCHES};
+use crate::config::{Outcome, StatConfig};
+use crate::error::StatError;
 use crate::eval::{IntervalReport, RunInfo};
 use crate::hybrid::{core_family, core_tables, cycles_event, CoreTable, Interleaver, TypeInterval};
 use crate::sink::{Finish, IntervalData, IntervalSink, Start};
-use crate::{Outcome, StatConfig, StatError};
 
 /// A recording of a hybrid part (`cpu_core/…/`, `cpu_atom/…/` and any further core type's
 /// events in one file): one tree per core type, each read with its own table (a type

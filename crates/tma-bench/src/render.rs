@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use tma_render::ReportError;
+use tma_render::OutputError;
 
 use crate::compare::CompareRow;
 use crate::doc::BenchDoc;
@@ -18,7 +18,7 @@ pub const JSON_SCHEMA: &str = "tma.bench";
 pub const JSON_SCHEMA_VERSION: u32 = 1;
 
 /// The `tma.bench` JSON document ([`BenchDoc`]).
-pub fn json(w: &mut dyn Write, o: &BenchOutcome) -> Result<(), ReportError> {
+pub fn json(w: &mut dyn Write, o: &BenchOutcome) -> Result<(), OutputError> {
     tma_render::write_json(w, JSON_SCHEMA, JSON_SCHEMA_VERSION, &BenchDoc::of(o))
 }
 
@@ -30,7 +30,7 @@ const LABEL_MAX: usize = 48;
 
 /// The terminal report in [`DEFAULT_WIDTH`] columns; `verbose` shows every chain count, the
 /// pairs not measured and every long body in full.
-pub fn text(w: &mut dyn Write, o: &BenchOutcome, verbose: bool) -> Result<(), ReportError> {
+pub fn text(w: &mut dyn Write, o: &BenchOutcome, verbose: bool) -> Result<(), OutputError> {
     text_width(w, o, verbose, DEFAULT_WIDTH)
 }
 
@@ -43,7 +43,7 @@ pub fn text_width(
     o: &BenchOutcome,
     verbose: bool,
     width: usize,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     let width = width.max(40);
     let mut body = Vec::new();
     table(&mut body, &o.forms, &o.errors, verbose, width)?;
@@ -110,7 +110,7 @@ fn form_label(f: &FormReport) -> (String, Option<String>) {
 }
 
 /// `-v`: the bodies the table names, in full.
-fn long_bodies(w: &mut dyn Write, forms: &[FormReport]) -> Result<(), ReportError> {
+fn long_bodies(w: &mut dyn Write, forms: &[FormReport]) -> Result<(), OutputError> {
     for f in forms {
         if let (label, Some(body)) = form_label(f) {
             writeln!(w, "{label}: {body}")?;
@@ -288,7 +288,7 @@ fn table(
     errors: &[InputError],
     verbose: bool,
     width: usize,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     let mut rows = Rows::new(forms.iter().any(|f| f.clocks.len() > 1));
     // The other columns take about 80 (90 with raw ticks); the label gets the rest.
     let others = if rows.raw_ticks { 90 } else { 80 };
@@ -421,7 +421,7 @@ fn throughput_rows<'a>(
 
 /// The legend, the clock lines (from the first form: they are the same machine), presets
 /// and notes (each once).
-fn footer(w: &mut dyn Write, forms: &[FormReport]) -> Result<(), ReportError> {
+fn footer(w: &mut dyn Write, forms: &[FormReport]) -> Result<(), OutputError> {
     writeln!(w, "cycles per instruction (per body copy for several instructions); * = not within 2% of an integer or of 1/n for n up to {} (this CPU's widest set of identical pipes)", crate::stats::pipes())?;
     if forms.iter().any(|f| all_figures(f).any(|g| !g.converged)) {
         writeln!(w, "? = UNCONVERGED: no two independent repetitions agreed within 1% within the time budget ({} repetitions); the lowest is shown and the note gives the spread; measure again on a quieter machine", crate::engine::MAX_ROUNDS)?;
@@ -458,7 +458,7 @@ fn all_figures(f: &FormReport) -> impl Iterator<Item = &Figure> {
         .chain(f.throughput.iter().flat_map(|t| t.best.iter()))
 }
 
-fn clock_lines(w: &mut dyn Write, f: &FormReport) -> Result<(), ReportError> {
+fn clock_lines(w: &mut dyn Write, f: &FormReport) -> Result<(), OutputError> {
     for c in &f.clocks {
         match (&c.unavailable, c.self_check) {
             (Some(why), _) => {
@@ -487,7 +487,7 @@ fn clock_lines(w: &mut dyn Write, f: &FormReport) -> Result<(), ReportError> {
     Ok(())
 }
 
-fn compare(w: &mut dyn Write, rows: &[CompareRow]) -> Result<(), ReportError> {
+fn compare(w: &mut dyn Write, rows: &[CompareRow]) -> Result<(), OutputError> {
     let mut t = tma_render::table(&[
         "instruction",
         "latency",
@@ -521,7 +521,7 @@ fn compare(w: &mut dyn Write, rows: &[CompareRow]) -> Result<(), ReportError> {
     Ok(())
 }
 
-fn sha(w: &mut dyn Write, s: &ShaReport) -> Result<(), ReportError> {
+fn sha(w: &mut dyn Write, s: &ShaReport) -> Result<(), OutputError> {
     let b = &s.bounds;
     writeln!(w, "\nSHA-256 lower bounds (cycles per 64-byte block):")?;
     writeln!(

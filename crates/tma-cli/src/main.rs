@@ -109,16 +109,16 @@ fn main() -> ExitCode {
                 let io = c
                     .downcast_ref::<std::io::Error>()
                     .or_else(|| {
-                        c.downcast_ref::<tma_render::ReportError>()
-                            .and_then(tma_render::ReportError::io_error)
+                        c.downcast_ref::<tma_render::OutputError>()
+                            .and_then(tma_render::OutputError::io_error)
                     })
                     .or_else(|| {
                         c.downcast_ref::<tma_stat::StatError>()
                             .and_then(tma_stat::StatError::io_error)
                     })
                     .or_else(|| {
-                        c.downcast_ref::<tma_report::HtmlError>()
-                            .and_then(tma_report::HtmlError::io_error)
+                        c.downcast_ref::<tma_report::ReportError>()
+                            .and_then(tma_report::ReportError::io_error)
                     });
                 io.is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
             }) {

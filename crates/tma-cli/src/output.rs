@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use tma_render::ReportError;
+use tma_render::OutputError;
 
 /// Look at every output path a command was given before it runs anything: each must be
 /// writable, and no two may name the same file. `main` is the `-o` of the command's main
@@ -41,7 +41,7 @@ where
                 result = Some(r);
                 if failed {
                     // Abandon the output; the caller sees the real error below.
-                    return Err(ReportError::Io(std::io::Error::other("render failed")));
+                    return Err(OutputError::Io(std::io::Error::other("render failed")));
                 }
                 Ok(())
             });
@@ -52,7 +52,7 @@ where
                     Ok(v)
                 }
                 None => Err(io_first(written.err().unwrap_or_else(|| {
-                    ReportError::Io(std::io::Error::other("output was not written"))
+                    OutputError::Io(std::io::Error::other("output was not written"))
                 }))),
             }
         }
@@ -68,9 +68,9 @@ where
 
 /// Keep a plain io::Error at the top of the chain, so main sees a closed pipe and exits
 /// quietly.
-fn io_first(e: ReportError) -> anyhow::Error {
+fn io_first(e: OutputError) -> anyhow::Error {
     match e {
-        ReportError::Io(io) => anyhow::Error::from(io),
+        OutputError::Io(io) => anyhow::Error::from(io),
         other => anyhow::Error::from(other),
     }
 }

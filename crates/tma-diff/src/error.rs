@@ -58,12 +58,12 @@ pub enum DiffError {
     #[error(transparent)]
     Locate(Box<tma_profile::locate::LocateError>),
     #[error(transparent)]
-    Output(#[from] tma_render::ReportError),
+    Output(#[from] tma_render::OutputError),
 }
 
 impl From<std::io::Error> for DiffError {
     fn from(e: std::io::Error) -> Self {
-        DiffError::Output(tma_render::ReportError::Io(e))
+        DiffError::Output(tma_render::OutputError::Io(e))
     }
 }
 

@@ -17,7 +17,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use tma_regions::report::{Region, Report};
-use tma_render::ReportError;
+use tma_render::OutputError;
 
 use crate::doc::TestDoc;
 use crate::gate::{self, GateResult};
@@ -493,7 +493,7 @@ fn side_text(s: &RegionsSideDoc) -> String {
 }
 
 /// The readable comparison: each region's figures (and tree) before and after.
-pub fn text(w: &mut dyn Write, d: &RegionsDiffDoc, verbose: bool) -> Result<(), ReportError> {
+pub fn text(w: &mut dyn Write, d: &RegionsDiffDoc, verbose: bool) -> Result<(), OutputError> {
     writeln!(
         w,
         "Regions of {}: before {}, after {}",
@@ -611,12 +611,12 @@ fn is_named_figure(name: &str) -> bool {
 }
 
 /// `tma.diff.regions` ([`RegionsDiffDoc`]).
-pub fn json(w: &mut dyn Write, d: &RegionsDiffDoc) -> Result<(), ReportError> {
+pub fn json(w: &mut dyn Write, d: &RegionsDiffDoc) -> Result<(), OutputError> {
     tma_render::write_json(w, SCHEMA, SCHEMA_VERSION, d)
 }
 
 /// One row per region and figure or node, full precision.
-pub fn csv(w: &mut dyn Write, d: &RegionsDiffDoc) -> Result<(), ReportError> {
+pub fn csv(w: &mut dyn Write, d: &RegionsDiffDoc) -> Result<(), OutputError> {
     let mut header = vec!["scope", "thread", "region", "presence"];
     header.extend(render::ROW_COLUMNS);
     tma_render::csv_row(w, &header)?;

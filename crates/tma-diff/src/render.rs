@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use tma_render::ReportError;
+use tma_render::OutputError;
 
 use crate::doc::{DiffDoc, ProfileDiffDoc};
 use crate::profile::{ProfileDiff, ProfileRow, ProfileSide};
@@ -93,7 +93,7 @@ pub(crate) fn table(
 }
 
 /// The readable comparison.
-pub fn text(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
+pub fn text(w: &mut dyn Write, d: &Diff) -> Result<(), OutputError> {
     writeln!(
         w,
         "{} ({}): before {} ({}), after {} ({})",
@@ -174,7 +174,7 @@ pub fn text(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
 }
 
 /// `tma.diff` ([`DiffDoc`]).
-pub fn json(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
+pub fn json(w: &mut dyn Write, d: &Diff) -> Result<(), OutputError> {
     tma_render::write_json(w, SCHEMA, SCHEMA_VERSION, &DiffDoc::of(d))
 }
 
@@ -229,7 +229,7 @@ pub(crate) fn row_fields(kind: &str, r: &Row) -> Vec<String> {
 }
 
 /// One row per node and metric, full precision.
-pub fn csv(w: &mut dyn Write, d: &Diff) -> Result<(), ReportError> {
+pub fn csv(w: &mut dyn Write, d: &Diff) -> Result<(), OutputError> {
     tma_render::csv_row(w, &ROW_COLUMNS)?;
     for (kind, rows) in [("node", &d.nodes), ("metric", &d.metrics)] {
         for r in rows {
@@ -249,7 +249,7 @@ fn profile_side(s: &ProfileSide) -> String {
 }
 
 /// Two profiles as a table: function (module), share before and after, delta in points.
-pub fn profile_text(w: &mut dyn Write, d: &ProfileDiff) -> Result<(), ReportError> {
+pub fn profile_text(w: &mut dyn Write, d: &ProfileDiff) -> Result<(), OutputError> {
     writeln!(
         w,
         "profiles: before {}, after {}",
@@ -291,7 +291,7 @@ pub fn profile_text(w: &mut dyn Write, d: &ProfileDiff) -> Result<(), ReportErro
 }
 
 /// `tma.diff-profile` version 1 ([`ProfileDiffDoc`]).
-pub fn profile_json(w: &mut dyn Write, d: &ProfileDiff) -> Result<(), ReportError> {
+pub fn profile_json(w: &mut dyn Write, d: &ProfileDiff) -> Result<(), OutputError> {
     tma_render::write_json(
         w,
         PROFILE_SCHEMA,
@@ -301,7 +301,7 @@ pub fn profile_json(w: &mut dyn Write, d: &ProfileDiff) -> Result<(), ReportErro
 }
 
 /// One row per function, full precision.
-pub fn profile_csv(w: &mut dyn Write, d: &ProfileDiff) -> Result<(), ReportError> {
+pub fn profile_csv(w: &mut dyn Write, d: &ProfileDiff) -> Result<(), OutputError> {
     tma_render::csv_row(
         w,
         &[

@@ -203,7 +203,7 @@ pub fn apply_fixes(
     };
     tma_render::write_output(state_path, |w| {
         serde_json::to_writer_pretty(&mut *w, &state).map_err(|source| {
-            tma_render::ReportError::Json {
+            tma_render::OutputError::Json {
                 what: "doctor state",
                 source,
             }

@@ -133,7 +133,7 @@ pub const STATE_SCHEMA: &str = fix::SCHEMA;
 pub fn render_json(
     w: &mut dyn std::io::Write,
     r: &DoctorRun,
-) -> Result<(), tma_render::ReportError> {
+) -> Result<(), tma_render::OutputError> {
     tma_render::write_json(w, SCHEMA, 1, r)
 }
 

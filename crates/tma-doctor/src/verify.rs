@@ -1117,7 +1117,7 @@ pub fn parse_recorded(bytes: &[u8]) -> Result<Recorded, String> {
 }
 
 /// Write recorded counts (`--record FILE`).
-pub fn write_recorded(w: &mut dyn io::Write, r: &Recorded) -> Result<(), tma_render::ReportError> {
+pub fn write_recorded(w: &mut dyn io::Write, r: &Recorded) -> Result<(), tma_render::OutputError> {
     tma_render::write_json(w, RECORDED_SCHEMA, RECORDED_SCHEMA_VERSION, r)
 }
 

@@ -20,7 +20,7 @@ pub fn json(
     w: &mut dyn Write,
     report: &KvmReport,
     intervals: &[KvmReport],
-) -> Result<(), tma_render::ReportError> {
+) -> Result<(), tma_render::OutputError> {
     tma_render::write_json(w, SCHEMA, SCHEMA_VERSION, &KvmDoc::of(report, intervals))
 }
 
@@ -283,7 +283,7 @@ fn render_vmm(w: &mut dyn Write, r: &KvmReport) -> io::Result<()> {
 pub fn memory_json(
     w: &mut dyn Write,
     report: &crate::memory::MemoryReport,
-) -> Result<(), tma_render::ReportError> {
+) -> Result<(), tma_render::OutputError> {
     tma_render::write_json(w, MEMORY_SCHEMA, MEMORY_SCHEMA_VERSION, report)
 }
 

@@ -43,7 +43,7 @@ pub enum LocateError {
     #[error(transparent)]
     Live(#[from] LiveError),
     #[error(transparent)]
-    Output(#[from] tma_render::ReportError),
+    Output(#[from] tma_render::OutputError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error(transparent)]

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use tma_render::ReportError;
+use tma_render::OutputError;
 
 use crate::hotspots::{Annotation, Profile, SortKey, Syntax};
 
@@ -20,7 +20,7 @@ pub const JSON_SCHEMA: &str = "tma.locate";
 pub const JSON_SCHEMA_VERSION: u32 = 1;
 
 /// The `tma.locate` JSON document.
-pub fn json(w: &mut dyn std::io::Write, p: &Profile) -> Result<(), ReportError> {
+pub fn json(w: &mut dyn std::io::Write, p: &Profile) -> Result<(), OutputError> {
     tma_render::write_json(w, JSON_SCHEMA, JSON_SCHEMA_VERSION, p)
 }
 

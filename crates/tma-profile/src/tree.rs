@@ -35,7 +35,7 @@ use serde::Serialize;
 use tma_catalog::{Model, Topdown, Vendor};
 use tma_metrics::{Bottleneck, Constants, Report, Selection};
 use tma_perf::event::{EventSpec, SoftwareEvent, SpecKind};
-use tma_render::ReportError;
+use tma_render::OutputError;
 
 use crate::hotspots::Profile;
 
@@ -652,7 +652,7 @@ fn value_text(n: Option<&TreeNode>) -> String {
 
 /// The text report: each function's tree (with a PMU) or its software counts, then the
 /// function × node table.
-pub fn text(w: &mut dyn Write, t: &TreeProfile) -> Result<(), ReportError> {
+pub fn text(w: &mut dyn Write, t: &TreeProfile) -> Result<(), OutputError> {
     let l = &t.layout;
     writeln!(
         w,
@@ -758,7 +758,7 @@ pub fn text(w: &mut dyn Write, t: &TreeProfile) -> Result<(), ReportError> {
 }
 
 /// The two estimators' table and verdict.
-fn estimators_text(w: &mut dyn Write, e: &crate::estimate::Estimators) -> Result<(), ReportError> {
+fn estimators_text(w: &mut dyn Write, e: &crate::estimate::Estimators) -> Result<(), OutputError> {
     let via = match (&e.node, &e.direct_node) {
         (Some(n), Some(d)) if n != d => format!(", the locate-with event of {d}"),
         (Some(_), _) => ", its locate-with event".to_string(),
@@ -812,13 +812,13 @@ fn describe_doc(l: &LayoutDoc) -> String {
 }
 
 /// The `tma.locate.tree` v1 JSON document.
-pub fn json(w: &mut dyn Write, t: &TreeProfile) -> Result<(), ReportError> {
+pub fn json(w: &mut dyn Write, t: &TreeProfile) -> Result<(), OutputError> {
     tma_render::write_json(w, TREE_SCHEMA, TREE_SCHEMA_VERSION, t)
 }
 
 /// CSV: one row per function (then `(all)`): samples, mixed, each event's count, each
 /// node's value (percent of slots; empty when not computed).
-pub fn csv(w: &mut dyn Write, t: &TreeProfile) -> Result<(), ReportError> {
+pub fn csv(w: &mut dyn Write, t: &TreeProfile) -> Result<(), OutputError> {
     let cols = node_columns(t);
     let mut header: Vec<String> = vec![
         "function".into(),

@@ -20,7 +20,7 @@ use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
-use crate::ReportError;
+use crate::OutputError;
 
 /// Whether `path` is the `-` that stands for standard input or output.
 pub fn is_stdio(path: &Path) -> bool {
@@ -94,9 +94,9 @@ pub fn open_input(path: &Path) -> io::Result<Box<dyn Read + Send>> {
 }
 
 /// Refuse a command line that names standard input for two inputs: it can be read once.
-pub fn check_one_stdin<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Result<(), ReportError> {
+pub fn check_one_stdin<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Result<(), OutputError> {
     if paths.into_iter().filter(|p| is_stdio(p)).count() > 1 {
-        return Err(ReportError::Usage(
+        return Err(OutputError::Usage(
             "`-` (standard input) is named for more than one input; it can be read only once: \
              save all but one of them to files"
                 .into(),
@@ -140,8 +140,8 @@ pub enum OutputKind {
 
 impl OutputFile {
     /// Look at `path` and say whether it can be written, before anything is measured.
-    pub fn check(path: &Path) -> Result<OutputFile, ReportError> {
-        let kind = resolve(path).map_err(|problem| ReportError::OutputPath {
+    pub fn check(path: &Path) -> Result<OutputFile, OutputError> {
+        let kind = resolve(path).map_err(|problem| OutputError::OutputPath {
             path: path.display().to_string(),
             problem,
         })?;
@@ -183,11 +183,11 @@ impl OutputFile {
     }
 
     /// Write the output: `render` writes into the target as [`OutputFile`] describes.
-    pub fn write<F>(&self, render: F) -> Result<(), ReportError>
+    pub fn write<F>(&self, render: F) -> Result<(), OutputError>
     where
-        F: FnOnce(&mut dyn Write) -> Result<(), ReportError>,
+        F: FnOnce(&mut dyn Write) -> Result<(), OutputError>,
     {
-        let err = |source: io::Error| ReportError::Output {
+        let err = |source: io::Error| OutputError::Output {
             path: self.named.display().to_string(),
             source: without_path(source),
         };
@@ -232,11 +232,11 @@ impl OutputFile {
         }
     }
 
-    fn replace<F>(&self, real: &Path, render: F) -> Result<(), ReportError>
+    fn replace<F>(&self, real: &Path, render: F) -> Result<(), OutputError>
     where
-        F: FnOnce(&mut dyn Write) -> Result<(), ReportError>,
+        F: FnOnce(&mut dyn Write) -> Result<(), OutputError>,
     {
-        let err = |source: io::Error| ReportError::Output {
+        let err = |source: io::Error| OutputError::Output {
             path: self.named.display().to_string(),
             source: without_path(source),
         };
@@ -248,7 +248,7 @@ impl OutputFile {
         let mut spill = Spill::new(tmp.as_file());
         let rendered = {
             let mut buf = io::BufWriter::new(&mut spill);
-            render(&mut buf).and_then(|()| buf.flush().map_err(ReportError::Io))
+            render(&mut buf).and_then(|()| buf.flush().map_err(OutputError::Io))
         };
         if let Some(e) = spill.error.take() {
             // The file failed (a full disk): keep what was rendered somewhere else.
@@ -296,7 +296,7 @@ impl OutputFile {
 
     /// The file could not be written at the end: save `bytes` beside it, else in the
     /// temporary directory, else on standard output, and say where.
-    fn rescued(&self, real: &Path, bytes: &[u8], source: io::Error) -> ReportError {
+    fn rescued(&self, real: &Path, bytes: &[u8], source: io::Error) -> OutputError {
         let name = real
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -326,7 +326,7 @@ impl OutputFile {
                 Err(_) => "nowhere: standard output failed too".to_string(),
             }
         });
-        ReportError::Rescued {
+        OutputError::Rescued {
             path: self.named.display().to_string(),
             source: without_path(source),
             kept,
@@ -335,9 +335,9 @@ impl OutputFile {
 }
 
 /// Write `path` as the user named it (see [`OutputFile`]): looked at, then written.
-pub fn write_output<F>(path: &Path, render: F) -> Result<(), ReportError>
+pub fn write_output<F>(path: &Path, render: F) -> Result<(), OutputError>
 where
-    F: FnOnce(&mut dyn Write) -> Result<(), ReportError>,
+    F: FnOnce(&mut dyn Write) -> Result<(), OutputError>,
 {
     OutputFile::check(path)?.write(render)
 }
@@ -347,7 +347,7 @@ where
 /// that named it, for the message.
 pub fn check_outputs<'a>(
     paths: impl IntoIterator<Item = (&'a str, &'a Path)>,
-) -> Result<Vec<OutputFile>, ReportError> {
+) -> Result<Vec<OutputFile>, OutputError> {
     // (option, output, the file it ends in): each resolved once.
     let mut checked: Vec<(&str, OutputFile, Option<PathBuf>)> = Vec::new();
     for (flag, p) in paths {
@@ -357,7 +357,7 @@ pub fn check_outputs<'a>(
             .iter()
             .find(|(_, c, cid)| (c.is_stdout() && o.is_stdout()) || (cid.is_some() && *cid == id));
         if let Some((other, c, _)) = clash {
-            return Err(ReportError::Usage(if o.is_stdout() {
+            return Err(OutputError::Usage(if o.is_stdout() {
                 format!(
                     "{other} and {flag} would both write to standard output; \
                      send one of them to a file"
@@ -377,8 +377,8 @@ pub fn check_outputs<'a>(
 
 /// Look at an output directory (`tma man -o DIR`): it exists as a directory, or can be made
 /// under a directory that exists and is writable.
-pub fn check_output_dir(dir: &Path) -> Result<(), ReportError> {
-    let problem = |problem: String| ReportError::OutputPath {
+pub fn check_output_dir(dir: &Path) -> Result<(), OutputError> {
+    let problem = |problem: String| OutputError::OutputPath {
         path: dir.display().to_string(),
         problem,
     };

@@ -26,7 +26,7 @@ use serde::Serialize;
 
 /// Errors from writing output.
 #[derive(Debug, thiserror::Error)]
-pub enum ReportError {
+pub enum OutputError {
     #[error("cannot write output file {path}: {source}")]
     Output { path: String, source: io::Error },
     #[error("cannot write output file {path}: {problem}")]
@@ -63,7 +63,7 @@ pub fn write_json<T: Serialize>(
     schema: &str,
     schema_version: u32,
     payload: &T,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     let env = JsonEnvelope {
         schema,
         schema_version,
@@ -73,9 +73,9 @@ pub fn write_json<T: Serialize>(
         // A write failure (e.g. a closed pipe) stays an I/O error, so callers can tell it
         // from a value that cannot be serialized.
         if source.is_io() {
-            ReportError::Io(source.into())
+            OutputError::Io(source.into())
         } else {
-            ReportError::Json {
+            OutputError::Json {
                 what: "report",
                 source,
             }
@@ -107,7 +107,7 @@ impl JsonStream {
         schema_version: u32,
         head: &T,
         array_field: &str,
-    ) -> Result<JsonStream, ReportError> {
+    ) -> Result<JsonStream, OutputError> {
         let mut buf = Vec::new();
         write_json(&mut buf, schema, schema_version, head)?;
         // `{\n  ...last field\n}\n`: drop the closing brace, continue the object.
@@ -118,7 +118,7 @@ impl JsonStream {
         while buf.last().is_some_and(|b| b.is_ascii_whitespace()) {
             buf.pop();
         }
-        let key = serde_json::to_string(array_field).map_err(|source| ReportError::Json {
+        let key = serde_json::to_string(array_field).map_err(|source| OutputError::Json {
             what: "field name",
             source,
         })?;
@@ -130,7 +130,7 @@ impl JsonStream {
     }
 
     /// Append one element to the array.
-    pub fn item<T: Serialize>(&mut self, w: &mut dyn Write, item: &T) -> Result<(), ReportError> {
+    pub fn item<T: Serialize>(&mut self, w: &mut dyn Write, item: &T) -> Result<(), OutputError> {
         self.out.clear();
         self.out.extend_from_slice(if self.count == 0 {
             b"\n    "
@@ -141,7 +141,7 @@ impl JsonStream {
         // `write_json` lays it out there, without a second pass to indent it.
         let mut ser = serde_json::Serializer::with_formatter(&mut self.out, Nested::at(2));
         item.serialize(&mut ser)
-            .map_err(|source| ReportError::Json {
+            .map_err(|source| OutputError::Json {
                 what: "report",
                 source,
             })?;
@@ -151,7 +151,7 @@ impl JsonStream {
     }
 
     /// Close the array and the document.
-    pub fn end(self, w: &mut dyn Write) -> Result<(), ReportError> {
+    pub fn end(self, w: &mut dyn Write) -> Result<(), OutputError> {
         if self.count == 0 {
             w.write_all(b"]\n}\n")?;
         } else {
@@ -259,15 +259,15 @@ pub fn align_right(t: &mut comfy_table::Table, columns: &[usize]) {
     }
 }
 
-impl ReportError {
+impl OutputError {
     /// The underlying I/O error, if this is one (used to treat a closed pipe as success).
     pub fn io_error(&self) -> Option<&io::Error> {
         match self {
-            ReportError::Output { source, .. } | ReportError::Io(source) => Some(source),
-            ReportError::Json { .. }
-            | ReportError::OutputPath { .. }
-            | ReportError::Rescued { .. }
-            | ReportError::Usage(_) => None,
+            OutputError::Output { source, .. } | OutputError::Io(source) => Some(source),
+            OutputError::Json { .. }
+            | OutputError::OutputPath { .. }
+            | OutputError::Rescued { .. }
+            | OutputError::Usage(_) => None,
         }
     }
 }

@@ -5,7 +5,7 @@ use thiserror::Error;
 /// Why a report could not be made.
 #[derive(Debug, Error)]
 #[non_exhaustive]
-pub enum HtmlError {
+pub enum ReportError {
     #[error("no input: give one or more tma JSON outputs, snapshots, perf stat recordings or perf.data files")]
     NoInput,
     #[error("cannot read {file}: {source}")]
@@ -62,20 +62,20 @@ pub enum HtmlError {
     #[error("cannot write the page: {0}")]
     Template(String),
     #[error(transparent)]
-    Output(#[from] tma_render::ReportError),
+    Output(#[from] tma_render::OutputError),
 }
 
-impl From<std::io::Error> for HtmlError {
+impl From<std::io::Error> for ReportError {
     fn from(e: std::io::Error) -> Self {
-        HtmlError::Output(tma_render::ReportError::Io(e))
+        ReportError::Output(tma_render::OutputError::Io(e))
     }
 }
 
-impl HtmlError {
+impl ReportError {
     /// The I/O error underneath, if writing the output failed.
     pub fn io_error(&self) -> Option<&std::io::Error> {
         match self {
-            HtmlError::Output(r) => r.io_error(),
+            ReportError::Output(r) => r.io_error(),
             _ => None,
         }
     }

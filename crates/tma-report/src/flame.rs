@@ -6,10 +6,10 @@
 use inferno::flamegraph::{self, Options};
 use tma_profile::hotspots::Profile;
 
-use crate::HtmlError;
+use crate::ReportError;
 
 /// The flame graph of `p`'s stacks, as an SVG document.
-pub fn svg(p: &Profile) -> Result<String, HtmlError> {
+pub fn svg(p: &Profile) -> Result<String, ReportError> {
     let mut folded = Vec::new();
     tma_profile::render::folded(&mut folded, p)?;
     let text = String::from_utf8_lossy(&folded);
@@ -32,7 +32,7 @@ pub fn document(svg: &str) -> String {
 }
 
 /// A flame graph of folded stacks (`root;caller;leaf count` per line).
-pub fn from_folded(folded: &str, title: &str) -> Result<String, HtmlError> {
+pub fn from_folded(folded: &str, title: &str) -> Result<String, ReportError> {
     let mut opts = Options::default();
     opts.title = title.to_string();
     opts.count_name = "samples".to_string();
@@ -44,8 +44,8 @@ pub fn from_folded(folded: &str, title: &str) -> Result<String, HtmlError> {
     opts.image_width = Some(FLAME_WIDTH);
     let mut out = Vec::new();
     flamegraph::from_lines(&mut opts, folded.lines(), &mut out)
-        .map_err(|e| HtmlError::Plot(format!("flame graph: {e}")))?;
-    String::from_utf8(out).map_err(|e| HtmlError::Plot(format!("flame graph: {e}")))
+        .map_err(|e| ReportError::Plot(format!("flame graph: {e}")))?;
+    String::from_utf8(out).map_err(|e| ReportError::Plot(format!("flame graph: {e}")))
 }
 
 // ------------------------------------------------------------------ TMA flame graphs
@@ -116,21 +116,21 @@ fn flame_options(title: &str, count_name: &str) -> Options<'static> {
     opts
 }
 
-fn render(opts: &mut Options<'_>, lines: &[(String, u64)]) -> Result<String, HtmlError> {
+fn render(opts: &mut Options<'_>, lines: &[(String, u64)]) -> Result<String, ReportError> {
     let text: Vec<String> = lines
         .iter()
         .filter(|(_, n)| *n > 0)
         .map(|(s, n)| format!("{s} {n}"))
         .collect();
     if text.is_empty() {
-        return Err(HtmlError::Plot(
+        return Err(ReportError::Plot(
             "flame graph: no stacks with a non-zero width".into(),
         ));
     }
     let mut out = Vec::new();
     flamegraph::from_lines(opts, text.iter().map(String::as_str), &mut out)
-        .map_err(|e| HtmlError::Plot(format!("flame graph: {e}")))?;
-    String::from_utf8(out).map_err(|e| HtmlError::Plot(format!("flame graph: {e}")))
+        .map_err(|e| ReportError::Plot(format!("flame graph: {e}")))?;
+    String::from_utf8(out).map_err(|e| ReportError::Plot(format!("flame graph: {e}")))
 }
 
 /// The TMA flame graph of a profile with group values (`tma locate --tree`): width is slots
@@ -140,7 +140,7 @@ fn render(opts: &mut Options<'_>, lines: &[(String, u64)]) -> Result<String, Htm
 pub fn tma_svg(
     p: &Profile,
     dominant: Option<&BTreeMap<String, Dominant>>,
-) -> Result<String, HtmlError> {
+) -> Result<String, ReportError> {
     let index = p
         .value_names
         .iter()
@@ -178,7 +178,7 @@ pub fn tma_svg(
 /// samples in both (the before profile scaled to the after one's total), coloured by the
 /// change of its function's share (red: more after, blue: less; the deeper the larger).
 /// Frames only in one profile are kept and named `NAME [only before]` / `[only after]`.
-pub fn differential_svg(before: &Profile, after: &Profile) -> Result<String, HtmlError> {
+pub fn differential_svg(before: &Profile, after: &Profile) -> Result<String, ReportError> {
     let b = tma_profile::render::folded_lines(before, &|st| st.samples);
     let a = tma_profile::render::folded_lines(after, &|st| st.samples);
     let total = |v: &[(String, u64)]| v.iter().map(|x| x.1).sum::<u64>().max(1) as f64;

@@ -13,7 +13,7 @@ use tma_stat::render::plot::{own_threshold, Timeline};
 use tma_stat::StatConfig;
 
 use crate::page::{Document, LocateView, MetricRow, Section, StatView, TreeRow};
-use crate::{HtmlError, ReportConfig};
+use crate::{ReportError, ReportConfig};
 use tma_metrics::{Bottleneck, SummaryNode};
 use tma_stat::render::doc::{IntervalDoc, StatHead};
 
@@ -41,8 +41,8 @@ struct Head {
     schema_version: u32,
 }
 
-/// The kind of an input's bytes; a JSON document of another kind is [`HtmlError::Unsupported`].
-pub fn kind_of(file: &str, bytes: &[u8]) -> Result<Kind, HtmlError> {
+/// The kind of an input's bytes; a JSON document of another kind is [`ReportError::Unsupported`].
+pub fn kind_of(file: &str, bytes: &[u8]) -> Result<Kind, ReportError> {
     use tma_render::Recognized;
     let schema = match tma_render::recognize(bytes) {
         Recognized::PerfData => return Ok(Kind::PerfData),
@@ -58,7 +58,7 @@ pub fn kind_of(file: &str, bytes: &[u8]) -> Result<Kind, HtmlError> {
         s if s == tma_bench::render::JSON_SCHEMA => Kind::Bench,
         s if s == tma_regions::report::SCHEMA => Kind::Regions,
         _ => {
-            return Err(HtmlError::Unsupported {
+            return Err(ReportError::Unsupported {
                 file: file.to_string(),
                 schema,
             })
@@ -67,7 +67,7 @@ pub fn kind_of(file: &str, bytes: &[u8]) -> Result<Kind, HtmlError> {
 }
 
 /// Read one input into its section.
-pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Section, HtmlError> {
+pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Section, ReportError> {
     let file = tma_render::files::display_input(path);
     let read = |whole: bool| {
         if whole {
@@ -75,7 +75,7 @@ pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Se
         } else {
             tma_render::files::read_input_head(path, 64 * 1024)
         }
-        .map_err(|source| HtmlError::Read {
+        .map_err(|source| ReportError::Read {
             file: file.clone(),
             source,
         })
@@ -147,19 +147,19 @@ pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Se
 
 /// A `tma.stat.regions` document; a file of several (runs written one after the other, as
 /// `tma diff` reads them) draws the first.
-fn regions(file: &str, bytes: &[u8], notes: &mut dyn Write) -> Result<Section, HtmlError> {
+fn regions(file: &str, bytes: &[u8], notes: &mut dyn Write) -> Result<Section, ReportError> {
     let schema = tma_regions::report::SCHEMA;
     let mut docs = serde_json::Deserializer::from_slice(bytes).into_iter::<serde_json::Value>();
     let first = docs
         .next()
         .transpose()
-        .map_err(|e| HtmlError::Document {
+        .map_err(|e| ReportError::Document {
             file: file.to_string(),
             schema,
             detail: e.to_string(),
         })?
         .unwrap_or_default();
-    let first = serde_json::to_vec(&first).map_err(|e| HtmlError::Template(e.to_string()))?;
+    let first = serde_json::to_vec(&first).map_err(|e| ReportError::Template(e.to_string()))?;
     let doc: tma_regions::report::Report =
         document(file, &first, schema, tma_regions::report::SCHEMA_VERSION)?;
     let more = docs.count();
@@ -182,21 +182,21 @@ fn document<T: DeserializeOwned>(
     bytes: &[u8],
     schema: &'static str,
     version: u32,
-) -> Result<T, HtmlError> {
-    let head: Head = serde_json::from_slice(bytes).map_err(|e| HtmlError::Document {
+) -> Result<T, ReportError> {
+    let head: Head = serde_json::from_slice(bytes).map_err(|e| ReportError::Document {
         file: file.to_string(),
         schema,
         detail: e.to_string(),
     })?;
     if !tma_render::schema::reads_version(head.schema_version, 1, version) {
-        return Err(HtmlError::Version {
+        return Err(ReportError::Version {
             file: file.to_string(),
             schema,
             found: head.schema_version,
             expected: version,
         });
     }
-    serde_json::from_slice(bytes).map_err(|e| HtmlError::Document {
+    serde_json::from_slice(bytes).map_err(|e| ReportError::Document {
         file: file.to_string(),
         schema,
         detail: e.to_string(),
@@ -210,14 +210,14 @@ fn recording(
     path: &Path,
     file: &str,
     notes: &mut dyn Write,
-) -> Result<Section, HtmlError> {
+) -> Result<Section, ReportError> {
     let stat = cfg.read.stat_config(path, &cfg.host);
     let stat_err = |source| match source {
-        e @ tma_stat::StatError::Import { .. } => HtmlError::Unrecognized {
+        e @ tma_stat::StatError::Import { .. } => ReportError::Unrecognized {
             file: file.to_string(),
             cause: Box::new(e),
         },
-        e => HtmlError::Stat {
+        e => ReportError::Stat {
             file: file.to_string(),
             source: Box::new(e),
         },
@@ -234,7 +234,7 @@ fn recording(
         builder: None,
     };
     tma_stat::run(&stat, &mut sink, notes).map_err(stat_err)?;
-    let builder = sink.builder.ok_or_else(|| HtmlError::Stat {
+    let builder = sink.builder.ok_or_else(|| ReportError::Stat {
         file: file.to_string(),
         source: Box::new(tma_stat::StatError::Usage(
             "the recording gave no tree to draw".into(),
@@ -320,7 +320,7 @@ impl tma_stat::IntervalSink for ViewSink<'_> {
 
 /// A perf.data file, read as `tma locate --import` reads it; a flame graph when its samples
 /// carry call chains.
-fn perf_data(cfg: &ReportConfig, path: &Path, file: String) -> Result<Section, HtmlError> {
+fn perf_data(cfg: &ReportConfig, path: &Path, file: String) -> Result<Section, ReportError> {
     // A group recording (`perf record -e '{…}:S'`) with --cpu: the per-function trees, whose
     // dominant level-1 nodes colour the flame graph (the TMA flame graph).
     let groups =
@@ -344,7 +344,7 @@ fn perf_data(cfg: &ReportConfig, path: &Path, file: String) -> Result<Section, H
         }
         Err(e) => Err(e),
     }
-    .map_err(|e| HtmlError::Locate {
+    .map_err(|e| ReportError::Locate {
         file: file.clone(),
         source: Box::new(e),
     })?;
@@ -395,17 +395,17 @@ pub fn stat_view(
     bytes: &[u8],
     cpu: Option<&str>,
     notes: &mut dyn Write,
-) -> Result<StatView, HtmlError> {
+) -> Result<StatView, ReportError> {
     let found = tma_render::recognize(bytes).version().unwrap_or(0);
     if !tma_render::schema::reads_version(found, 1, tma_stat::render::tree::SCHEMA_VERSION) {
-        return Err(HtmlError::Version {
+        return Err(ReportError::Version {
             file: file.to_string(),
             schema: "tma.stat",
             found,
             expected: tma_stat::render::tree::SCHEMA_VERSION,
         });
     }
-    let bad = |detail: String| HtmlError::Document {
+    let bad = |detail: String| ReportError::Document {
         file: file.to_string(),
         schema: "tma.stat",
         detail,

@@ -28,7 +28,7 @@ use std::path::PathBuf;
 
 use tma_host::Host;
 
-pub use error::HtmlError;
+pub use error::ReportError;
 pub use page::{Report, Section};
 
 /// Everything `tma report` needs; no clap.
@@ -65,9 +65,9 @@ impl Default for ReportConfig {
 }
 
 /// Read every input into its section. Notes of the imports go to `notes`.
-pub fn run(cfg: &ReportConfig, notes: &mut dyn Write) -> Result<Report, HtmlError> {
+pub fn run(cfg: &ReportConfig, notes: &mut dyn Write) -> Result<Report, ReportError> {
     if cfg.inputs.is_empty() {
-        return Err(HtmlError::NoInput);
+        return Err(ReportError::NoInput);
     }
     let sections = cfg
         .inputs

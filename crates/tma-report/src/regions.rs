@@ -7,7 +7,7 @@ use askama::Template;
 use tma_regions::report::{Region, Report};
 
 use crate::page::Document;
-use crate::HtmlError;
+use crate::ReportError;
 
 /// One region row of a table.
 struct RegionItem {
@@ -192,7 +192,7 @@ const ROW: u32 = 16;
 const TOP: u32 = 8;
 
 /// The section of a region document.
-pub fn section(id: &str, doc: &Document<Report>) -> Result<(String, String), HtmlError> {
+pub fn section(id: &str, doc: &Document<Report>) -> Result<(String, String), ReportError> {
     let r = &doc.doc;
     let cols = columns(r);
     let mut scopes = vec![scope(
@@ -321,7 +321,7 @@ pub fn section(id: &str, doc: &Document<Report>) -> Result<(String, String), Htm
     let heading = t.heading.clone();
     Ok((
         heading,
-        t.render().map_err(|e| HtmlError::Template(e.to_string()))?,
+        t.render().map_err(|e| ReportError::Template(e.to_string()))?,
     ))
 }
 

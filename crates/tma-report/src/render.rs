@@ -14,10 +14,10 @@ use tma_diff::{Row, Significance, Summary};
 use tma_stat::render::plot::{self, Bar, Panel, Timeline};
 
 use crate::page::{Document, LocateView, Report, Section, StatView, TreeRow};
-use crate::HtmlError;
+use crate::ReportError;
 
-fn terr(e: askama::Error) -> HtmlError {
-    HtmlError::Template(e.to_string())
+fn terr(e: askama::Error) -> ReportError {
+    ReportError::Template(e.to_string())
 }
 
 fn pct(v: f64) -> String {
@@ -42,8 +42,8 @@ fn width(v: f64, scale: f64) -> String {
 
 /// JSON for a `<script type="application/json">` block: `<` escaped so that no `</script>`
 /// (or comment start) can end the block early.
-fn script_json<T: Serialize>(v: &T) -> Result<String, HtmlError> {
-    let s = serde_json::to_string(v).map_err(|e| HtmlError::Template(e.to_string()))?;
+fn script_json<T: Serialize>(v: &T) -> Result<String, ReportError> {
+    let s = serde_json::to_string(v).map_err(|e| ReportError::Template(e.to_string()))?;
     Ok(s.replace('<', "\\u003c"))
 }
 
@@ -59,7 +59,7 @@ struct PageT<'a> {
 }
 
 /// The page: one self-contained HTML document.
-pub fn html(w: &mut dyn Write, r: &Report) -> Result<(), HtmlError> {
+pub fn html(w: &mut dyn Write, r: &Report) -> Result<(), ReportError> {
     let mut toc = Vec::new();
     let mut sections = Vec::new();
     for (i, s) in r.sections.iter().enumerate() {
@@ -88,7 +88,7 @@ pub fn html(w: &mut dyn Write, r: &Report) -> Result<(), HtmlError> {
 
 /// `--svg`: the timeline of the first input with intervals, else the tree of the first one
 /// with a tree.
-pub fn svg(r: &Report) -> Result<String, HtmlError> {
+pub fn svg(r: &Report) -> Result<String, ReportError> {
     let stats: Vec<&StatView> = r
         .sections
         .iter()
@@ -98,14 +98,14 @@ pub fn svg(r: &Report) -> Result<String, HtmlError> {
         })
         .collect();
     if let Some(t) = stats.iter().find_map(|v| v.timeline.as_ref()) {
-        return t.svg().map_err(|e| HtmlError::Plot(e.to_string()));
+        return t.svg().map_err(|e| ReportError::Plot(e.to_string()));
     }
     if let Some(v) = stats.first() {
         return plot::tree_svg(&tree_title(v), &tree_bars(v))
-            .map_err(|e| HtmlError::Plot(e.to_string()));
+            .map_err(|e| ReportError::Plot(e.to_string()));
     }
     let kinds: Vec<&str> = r.sections.iter().map(Section::kind).collect();
-    Err(HtmlError::NothingToDraw {
+    Err(ReportError::NothingToDraw {
         kinds: kinds.join(", "),
     })
 }
@@ -227,12 +227,12 @@ struct StatT<'a> {
 
 const PANEL_SIZE: (u32, u32) = (960, 360);
 
-fn panels(id: &str, t: &Timeline) -> Result<Vec<PanelView>, HtmlError> {
+fn panels(id: &str, t: &Timeline) -> Result<Vec<PanelView>, ReportError> {
     let mut out = Vec::new();
     for (k, panel) in t.panels().iter().enumerate() {
         let (svg, area) = t
             .panel_svg(panel, PANEL_SIZE)
-            .map_err(|e| HtmlError::Plot(e.to_string()))?;
+            .map_err(|e| ReportError::Plot(e.to_string()))?;
         let series = t.panel_series(panel);
         let cols = t.columns();
         let columns: Vec<Vec<Option<f64>>> = cols
@@ -336,7 +336,7 @@ fn svg_height(doc: &str) -> Option<u32> {
     open[i..j].parse().ok()
 }
 
-fn stat(id: &str, v: &StatView) -> Result<(String, String), HtmlError> {
+fn stat(id: &str, v: &StatView) -> Result<(String, String), ReportError> {
     let scale = v
         .rows
         .iter()
@@ -598,7 +598,7 @@ fn diff_items(rows: &[Row], scale: f64) -> Vec<DiffItem> {
         .collect()
 }
 
-fn diff(id: &str, doc: &Document<DiffDoc>) -> Result<(String, String), HtmlError> {
+fn diff(id: &str, doc: &Document<DiffDoc>) -> Result<(String, String), ReportError> {
     let d = &doc.doc;
     let scale = d
         .nodes
@@ -680,7 +680,7 @@ struct ProfileDiffT<'a> {
     notes: &'a [String],
 }
 
-fn profile_diff(id: &str, doc: &Document<ProfileDiffDoc>) -> Result<(String, String), HtmlError> {
+fn profile_diff(id: &str, doc: &Document<ProfileDiffDoc>) -> Result<(String, String), ReportError> {
     let d = &doc.doc;
     let scale = d
         .functions
@@ -764,7 +764,7 @@ struct LocateT<'a> {
 /// Function rows shown at most.
 const TOP_FUNCTIONS: usize = 50;
 
-fn locate(id: &str, l: &LocateView) -> Result<(String, String), HtmlError> {
+fn locate(id: &str, l: &LocateView) -> Result<(String, String), ReportError> {
     let d = &l.doc;
     let fscale = d.functions.iter().map(|f| f.percent).fold(0.0f64, f64::max);
     let (annotation, insns) = match &d.annotation {
@@ -870,7 +870,7 @@ fn figure_text(f: &Figure) -> String {
     }
 }
 
-fn bench(id: &str, doc: &Document<BenchDoc>) -> Result<(String, String), HtmlError> {
+fn bench(id: &str, doc: &Document<BenchDoc>) -> Result<(String, String), ReportError> {
     let b = &doc.doc;
     let forms = b
         .forms

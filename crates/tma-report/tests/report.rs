@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use tma_report::{render, HtmlError, ReportConfig};
+use tma_report::{render, ReportError, ReportConfig};
 
 /// The text of the element that holds `key` and follows it, up to the next `<`.
 fn after<'a>(page: &'a str, key: &str) -> &'a str {
@@ -394,7 +394,7 @@ fn svg_is_the_timeline_or_the_tree() {
 
     let r = tma_report::run(&diff_cfg(), &mut notes).unwrap();
     let e = render::svg(&r).unwrap_err();
-    assert!(matches!(e, HtmlError::NothingToDraw { .. }), "{e}");
+    assert!(matches!(e, ReportError::NothingToDraw { .. }), "{e}");
     assert!(e.to_string().contains("the inputs are: diff"), "{e}");
 }
 
@@ -450,7 +450,7 @@ fn bad_inputs_are_clear_errors() {
         "{report:?}"
     );
     let e = tma_report::run(&ReportConfig::default(), &mut Vec::new()).unwrap_err();
-    assert!(matches!(e, HtmlError::NoInput));
+    assert!(matches!(e, ReportError::NoInput));
 }
 
 #[test]

@@ -83,12 +83,12 @@ pub enum StatError {
     #[error("{0}")]
     UnknownEvent(String),
     #[error(transparent)]
-    Output(#[from] tma_render::ReportError),
+    Output(#[from] tma_render::OutputError),
 }
 
 impl From<std::io::Error> for StatError {
     fn from(e: std::io::Error) -> Self {
-        StatError::Output(tma_render::ReportError::Io(e))
+        StatError::Output(tma_render::OutputError::Io(e))
     }
 }
 

@@ -2,7 +2,7 @@ use super::*;
 
 use std::os::unix::fs::FileTypeExt;
 
-fn text(path: &Path, body: &'static str) -> Result<(), ReportError> {
+fn text(path: &Path, body: &'static str) -> Result<(), OutputError> {
     write_output(path, |w| Ok(w.write_all(body.as_bytes())?))
 }
 
@@ -67,14 +67,14 @@ fn a_failed_render_leaves_nothing_behind() {
     let p = dir.path().join("out.txt");
     let r = write_output(&p, |w| {
         w.write_all(b"partial")?;
-        Err(ReportError::Io(io::Error::other("render failed")))
+        Err(OutputError::Io(io::Error::other("render failed")))
     });
     assert!(r.is_err());
     assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
     // An existing file stays as it was.
     fs::write(&p, "old").unwrap();
     let r = write_output(&p, |_| {
-        Err(ReportError::Io(io::Error::other("render failed")))
+        Err(OutputError::Io(io::Error::other("render failed")))
     });
     assert!(r.is_err());
     assert_eq!(fs::read_to_string(&p).unwrap(), "old");

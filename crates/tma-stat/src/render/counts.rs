@@ -7,7 +7,7 @@ use tma_perf::backend::{self, Measurement, RawInterval, Target};
 use tma_perf::event::SpecKind;
 use tma_perf::plan::Plan;
 use tma_perf::Interval;
-use tma_render::{JsonStream, ReportError};
+use tma_render::{JsonStream, OutputError};
 
 use crate::render::doc::{SoftwareCount, SoftwareDoc, SoftwareHead, SoftwareInterval};
 use crate::render::tree::{Format, RenderOptions};
@@ -84,7 +84,7 @@ pub fn extra_events(
     w: &mut dyn Write,
     names: &[String],
     total: Option<&Interval>,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     if names.is_empty() {
         return Ok(());
     }
@@ -157,7 +157,7 @@ pub fn software(
     runs: &[Measurement],
     interval_mode: bool,
     fmt: CountsFormat,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     if interval_mode {
         let mut json = None;
         if let Some(m) = runs.first() {
@@ -238,7 +238,7 @@ fn counts_of(rows: &[Row]) -> Vec<SoftwareCount> {
 }
 
 /// Close the `-I` software document, when one was begun.
-pub fn end_software_json(w: &mut dyn Write, json: Option<JsonStream>) -> Result<(), ReportError> {
+pub fn end_software_json(w: &mut dyn Write, json: Option<JsonStream>) -> Result<(), OutputError> {
     match json {
         Some(j) => j.end(w),
         None => Ok(()),
@@ -256,7 +256,7 @@ pub fn software_interval(
     first: bool,
     fmt: CountsFormat,
     json: &mut Option<JsonStream>,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     let r = Measurement::interval_readings(plan, iv, false);
     let wall = iv.end_s - iv.start_s;
     let value = |n: &str| r.get(n).and_then(|x| x.value);

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use serde::Serialize;
 use tma_catalog::{EventDef, EventId, EventKind, Model};
-use tma_render::ReportError;
+use tma_render::OutputError;
 
 use super::list::CpuJson;
 
@@ -96,7 +96,7 @@ pub fn render_text(
     model: &Model,
     filter: &str,
     cpu_source: &str,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     let list = entries(model, filter);
     let used = list.iter().filter(|e| e.used).count();
     writeln!(
@@ -148,7 +148,7 @@ struct ListEventsJson<'a> {
 }
 
 /// The listing as JSON: the CPU, then every event with its table fields and encoding.
-pub fn render_json(w: &mut dyn Write, model: &Model, filter: &str) -> Result<(), ReportError> {
+pub fn render_json(w: &mut dyn Write, model: &Model, filter: &str) -> Result<(), OutputError> {
     let doc = ListEventsJson {
         cpu: CpuJson::of(model),
         pmu: model.pmu,

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use serde::Serialize;
 use tma_catalog::Model;
-use tma_render::ReportError;
+use tma_render::OutputError;
 
 use crate::groups::EventPlan;
 use crate::render::list::CpuJson;
@@ -32,7 +32,7 @@ pub fn render_json(
     model: &Model,
     req: &EventsRequest,
     plan: &EventPlan,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     #[derive(Serialize)]
     struct Doc<'a> {
         cpu: CpuJson<'a>,
@@ -61,7 +61,7 @@ pub fn render_table(
     cpu_source: &str,
     req: &EventsRequest,
     plan: &EventPlan,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     writeln!(
         w,
         "{} ({}, {cpu_source}): {} events for level {}{}",
@@ -104,7 +104,7 @@ pub fn render_perf_cmd(
     model: &Model,
     req: &EventsRequest,
     plan: &EventPlan,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     writeln!(
         w,
         "# {} level-{} events for {} ({}): {} events in {} groups (at most {} general-purpose counters each).",
@@ -150,7 +150,7 @@ fn import_flags(req: &EventsRequest) -> (String, String) {
     (nodes, metrics)
 }
 
-fn rl_note(w: &mut dyn Write, plan: &EventPlan, prefix: &str) -> Result<(), ReportError> {
+fn rl_note(w: &mut dyn Write, plan: &EventPlan, prefix: &str) -> Result<(), OutputError> {
     if !plan.retire_latency_without_default.is_empty() {
         writeln!(
             w,
@@ -180,7 +180,7 @@ pub fn render_core_types_perf_cmd(
     here: bool,
     req: &EventsRequest,
     cmd: &str,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     let names: Vec<&str> = types.iter().map(|t| t.table.label).collect();
     if here {
         writeln!(

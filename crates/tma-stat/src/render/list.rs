@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde::Serialize;
 use tma_catalog::{Model, NodeDef, Unit};
-use tma_render::{wrap, ReportError};
+use tma_render::{wrap, OutputError};
 
 /// The schema name of `tma list --json`.
 pub const SCHEMA: &str = "tma.list";
@@ -43,7 +43,7 @@ pub fn render_text(
     model: &Model,
     max_level: u8,
     cpu_source: &str,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     let nodes = tree_order(model, max_level);
     let version = model
         .tma_version
@@ -146,7 +146,7 @@ impl<'a> CpuJson<'a> {
 }
 
 /// The tree as JSON: every node and helper metric down to `max_level`.
-pub fn render_json(w: &mut dyn Write, model: &Model, max_level: u8) -> Result<(), ReportError> {
+pub fn render_json(w: &mut dyn Write, model: &Model, max_level: u8) -> Result<(), OutputError> {
     let doc = ListJson {
         cpu: CpuJson::of(model),
         nodes: tree_order(model, max_level),

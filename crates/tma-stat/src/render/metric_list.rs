@@ -6,7 +6,7 @@ use std::io::Write;
 
 use serde::Serialize;
 use tma_catalog::{MetricDef, Model, Unit};
-use tma_render::ReportError;
+use tma_render::OutputError;
 
 use super::list::CpuJson;
 
@@ -44,7 +44,7 @@ pub fn render_text(
     model: &Model,
     filter: &str,
     cpu_source: &str,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     let list = entries(model, filter);
     writeln!(
         w,
@@ -94,7 +94,7 @@ pub fn render_text(
 }
 
 /// JSON: the model and every matching metric with its formula.
-pub fn render_json(w: &mut dyn Write, model: &Model, filter: &str) -> Result<(), ReportError> {
+pub fn render_json(w: &mut dyn Write, model: &Model, filter: &str) -> Result<(), OutputError> {
     #[derive(Serialize)]
     struct Entry<'a> {
         name: &'a str,

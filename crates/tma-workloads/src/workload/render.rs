@@ -12,7 +12,7 @@ pub const SCHEMA: &str = "tma.workload";
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// Write `report` as the `tma.workload` v1 JSON document.
-pub fn json(w: &mut dyn Write, report: &WorkloadReport) -> Result<(), tma_render::ReportError> {
+pub fn json(w: &mut dyn Write, report: &WorkloadReport) -> Result<(), tma_render::OutputError> {
     tma_render::write_json(w, SCHEMA, SCHEMA_VERSION, report)
 }
 

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use tma_catalog::Unit;
 use tma_metrics::Status;
-use tma_render::ReportError;
+use tma_render::OutputError;
 
 use super::facts::*;
 use crate::eval::IntervalReport;
@@ -37,7 +37,7 @@ pub(super) fn compact_columns(first: &IntervalReport) -> Vec<CompactColumn> {
         .collect()
 }
 
-pub(super) fn compact_header(w: &mut dyn Write, cols: &[CompactColumn]) -> Result<(), ReportError> {
+pub(super) fn compact_header(w: &mut dyn Write, cols: &[CompactColumn]) -> Result<(), OutputError> {
     writeln!(w)?;
     writeln!(w, "{}", compact_head(cols))?;
     Ok(())
@@ -60,7 +60,7 @@ pub(super) fn compact_line(
     w: &mut dyn Write,
     cols: &[CompactColumn],
     ir: &IntervalReport,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     writeln!(w, "{}", compact_text(cols, ir))?;
     Ok(())
 }

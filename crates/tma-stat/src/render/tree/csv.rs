@@ -3,14 +3,14 @@
 use std::io::Write;
 
 use tma_catalog::Unit;
-use tma_render::ReportError;
+use tma_render::OutputError;
 
 use super::facts::*;
 use super::json::*;
 use crate::eval::{IntervalReport, RunInfo};
 
 /// A row, led by the core type's column in a tree of one core type of a hybrid part.
-fn row(w: &mut dyn Write, info: &RunInfo, fields: &[&str]) -> Result<(), ReportError> {
+fn row(w: &mut dyn Write, info: &RunInfo, fields: &[&str]) -> Result<(), OutputError> {
     match info.core_type {
         Some(t) => {
             let mut all = Vec::with_capacity(fields.len() + 1);
@@ -23,7 +23,7 @@ fn row(w: &mut dyn Write, info: &RunInfo, fields: &[&str]) -> Result<(), ReportE
     Ok(())
 }
 
-pub(super) fn csv_header(w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
+pub(super) fn csv_header(w: &mut dyn Write, info: &RunInfo) -> Result<(), OutputError> {
     const HEADER: [&str; 12] = [
         "start_s",
         "end_s",
@@ -58,7 +58,7 @@ pub(super) fn csv_rows(
     info: &RunInfo,
     ir: &IntervalReport,
     readings: Option<&tma_perf::Interval>,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     csv_node_rows(w, info, ir)?;
     let (start, end) = (ir.start_s.to_string(), ir.end_s.to_string());
     csv_metric_rows(w, info, ir, &start, &end)?;
@@ -104,7 +104,7 @@ fn csv_metric_rows(
     ir: &IntervalReport,
     start: &str,
     end: &str,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     // Metric rows: the node column holds the metric name, the parent column its group, the
     // level column the `-B` rank, the role column `metric` or `bottleneck_cost`.
     for (m, kind, rank) in metric_rows(info, ir) {
@@ -134,7 +134,7 @@ pub(super) fn csv_node_rows(
     w: &mut dyn Write,
     info: &RunInfo,
     ir: &IntervalReport,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     let b = &ir.report.bottleneck;
     let (start, end) = (ir.start_s.to_string(), ir.end_s.to_string());
     for n in &ir.report.nodes {

@@ -23,7 +23,7 @@ pub use options::{Format, RenderOptions, SCHEMA, SCHEMA_VERSION};
 
 use std::io::Write;
 
-use tma_render::{JsonStream, ReportError};
+use tma_render::{JsonStream, OutputError};
 
 use crate::eval::{IntervalReport, RunInfo, StatRun};
 use crate::render::doc::{IntervalDoc, StatHead};
@@ -46,7 +46,7 @@ pub fn interval_doc(
 }
 
 /// Write a whole run.
-pub fn render(w: &mut dyn Write, run: &StatRun, opts: &RenderOptions) -> Result<(), ReportError> {
+pub fn render(w: &mut dyn Write, run: &StatRun, opts: &RenderOptions) -> Result<(), OutputError> {
     let mut t = TreeWriter::new(opts.clone());
     t.begin(w, &run.info)?;
     for ir in &run.intervals {
@@ -92,7 +92,7 @@ impl TreeWriter {
     }
 
     /// The header: text lines, the JSON envelope, or the CSV header row.
-    pub fn begin(&mut self, w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
+    pub fn begin(&mut self, w: &mut dyn Write, info: &RunInfo) -> Result<(), OutputError> {
         match self.opts.format {
             Format::Text => text_header(w, info),
             Format::Csv => csv_header(w, info),
@@ -115,7 +115,7 @@ impl TreeWriter {
         w: &mut dyn Write,
         info: &RunInfo,
         ir: &IntervalReport,
-    ) -> Result<(), ReportError> {
+    ) -> Result<(), OutputError> {
         self.interval_with_counts(w, info, ir, None)
     }
 
@@ -127,7 +127,7 @@ impl TreeWriter {
         info: &RunInfo,
         ir: &IntervalReport,
         readings: Option<&tma_perf::Interval>,
-    ) -> Result<(), ReportError> {
+    ) -> Result<(), OutputError> {
         match self.opts.format {
             Format::Text if info.interval_mode && self.opts.compact => {
                 if self.count == 0 {
@@ -171,7 +171,7 @@ impl TreeWriter {
 
     /// Whatever closes the document (the closing lines of an interval run's text, the JSON
     /// brackets), and the `--plot` file.
-    pub fn end(&mut self, w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
+    pub fn end(&mut self, w: &mut dyn Write, info: &RunInfo) -> Result<(), OutputError> {
         self.summary.write(w, info)?;
         if let Some(j) = self.json.take() {
             j.end(w)?;
@@ -182,7 +182,7 @@ impl TreeWriter {
             } else {
                 tree_svg(&tree_title(info), &self.last_bars)
             };
-            let svg = svg.map_err(|e| ReportError::Output {
+            let svg = svg.map_err(|e| OutputError::Output {
                 path: path.display().to_string(),
                 source: std::io::Error::other(e),
             })?;

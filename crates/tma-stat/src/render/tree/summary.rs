@@ -8,7 +8,7 @@ use std::io::Write;
 
 use tma_catalog::Unit;
 use tma_metrics::Bottleneck;
-use tma_render::ReportError;
+use tma_render::OutputError;
 
 use super::facts::*;
 use super::text::*;
@@ -125,7 +125,7 @@ impl RunSummary {
     }
 
     /// The closing lines of the whole run, under a rule naming what they are of.
-    pub(super) fn write(&self, w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
+    pub(super) fn write(&self, w: &mut dyn Write, info: &RunInfo) -> Result<(), OutputError> {
         if self.samples == 0 {
             return Ok(());
         }

@@ -4,19 +4,19 @@ use std::io::Write;
 
 use tma_catalog::{Model, Unit};
 use tma_metrics::{Bottleneck, MetricResult, NodeResult, Report, Status, StopReason};
-use tma_render::ReportError;
+use tma_render::OutputError;
 
 use super::facts::*;
 use super::options::*;
 use crate::eval::{IntervalReport, RunInfo};
 
-pub(super) fn text_header(w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
+pub(super) fn text_header(w: &mut dyn Write, info: &RunInfo) -> Result<(), OutputError> {
     text_header_line(w, info)?;
     text_levels_line(w, info)
 }
 
 /// The header's first line: the CPU, its table and where the data came from.
-pub(super) fn text_header_line(w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
+pub(super) fn text_header_line(w: &mut dyn Write, info: &RunInfo) -> Result<(), OutputError> {
     let m = info.model;
     let version = m
         .tma_version
@@ -31,7 +31,7 @@ pub(super) fn text_header_line(w: &mut dyn Write, info: &RunInfo) -> Result<(), 
 }
 
 /// The header's second line: the levels shown and how to read the values.
-pub(super) fn text_levels_line(w: &mut dyn Write, info: &RunInfo) -> Result<(), ReportError> {
+pub(super) fn text_levels_line(w: &mut dyn Write, info: &RunInfo) -> Result<(), OutputError> {
     let levels = if info.request.level == 1 {
         "level 1".to_string()
     } else {
@@ -54,7 +54,7 @@ pub(super) fn render_tree(
     info: &RunInfo,
     ir: &IntervalReport,
     opts: &RenderOptions,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     let r = &ir.report;
     let shown = visible(r, opts.verbose, info.model, &info.request.nodes);
     let name_w = r
@@ -209,7 +209,7 @@ fn node_value(r: &Report, name: &str) -> String {
 }
 
 /// One line on how tma's values compare with those perf printed, and one per difference.
-fn perf_summary(w: &mut dyn Write, ir: &IntervalReport) -> Result<(), ReportError> {
+fn perf_summary(w: &mut dyn Write, ir: &IntervalReport) -> Result<(), OutputError> {
     if ir.perf.is_empty() {
         return Ok(());
     }
@@ -264,7 +264,7 @@ pub(super) fn render_metrics(
     w: &mut dyn Write,
     info: &RunInfo,
     ir: &IntervalReport,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     let (metrics, costs) = split_metrics(info, &ir.report);
     let value_of = |m: &MetricResult| match m.value {
         Some(v) => fmt_value(v, m.unit),
@@ -391,7 +391,7 @@ pub(super) fn closing(
     val: &dyn Fn(&str) -> String,
     node: &dyn Fn(&str) -> Option<Closing>,
     phases: Option<&str>,
-) -> Result<(), ReportError> {
+) -> Result<(), OutputError> {
     let wording = b.wording(&val);
     writeln!(w, "{}", wording.headline)?;
     let chosen = match &b.stop {

@@ -7,7 +7,7 @@
 
 use std::io::Write;
 
-use tma_render::{JsonStream, ReportError};
+use tma_render::{JsonStream, OutputError};
 
 use super::compact::*;
 use super::csv::*;
@@ -57,7 +57,7 @@ impl TreesWriter {
     }
 
     /// The headers: each tree's header line (text), the CSV header row once.
-    pub fn begin(&mut self, w: &mut dyn Write, infos: &[RunInfo]) -> Result<(), ReportError> {
+    pub fn begin(&mut self, w: &mut dyn Write, infos: &[RunInfo]) -> Result<(), OutputError> {
         self.summaries = vec![RunSummary::default(); infos.len()];
         self.plotted = infos
             .iter()
@@ -95,7 +95,7 @@ impl TreesWriter {
         info: &RunInfo,
         ir: &IntervalReport,
         readings: Option<&tma_perf::Interval>,
-    ) -> Result<(), ReportError> {
+    ) -> Result<(), OutputError> {
         let label = info.core_type.unwrap_or("-");
         match self.opts.format {
             Format::Text if self.opts.compact => {
@@ -144,14 +144,14 @@ impl TreesWriter {
 
     /// Each tree's closing lines (text), and the `--plot` file (the timeline of the merged
     /// view, else of the first tree).
-    pub fn end(&mut self, w: &mut dyn Write, infos: &[RunInfo]) -> Result<(), ReportError> {
+    pub fn end(&mut self, w: &mut dyn Write, infos: &[RunInfo]) -> Result<(), OutputError> {
         if self.opts.format == Format::Text && !self.opts.compact {
             for (s, info) in self.summaries.iter().zip(infos) {
                 s.write(w, info)?;
             }
         }
         if let (Some(path), Some(t)) = (self.opts.plot.as_deref(), self.timeline.as_ref()) {
-            let svg = t.svg().map_err(|e| ReportError::Output {
+            let svg = t.svg().map_err(|e| OutputError::Output {
                 path: path.display().to_string(),
                 source: std::io::Error::other(e),
             })?;

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use tma_profile::locate::LocateConfig;
 use tma_profile::hotspots::{FunctionRow, Profile, ReportOptions};
+use tma_profile::locate::LocateConfig;
 
 use crate::DiffError;
 

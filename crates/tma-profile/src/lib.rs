@@ -14,6 +14,7 @@
 pub mod aggregate;
 pub mod choose;
 pub mod estimate;
+pub mod hotspots;
 pub mod import;
 pub mod live;
 pub mod locate;
@@ -21,7 +22,6 @@ pub mod order;
 pub mod pprof;
 pub mod record;
 pub mod render;
-pub mod hotspots;
 pub mod symbols;
 #[cfg(test)]
 mod test_records;

@@ -14,10 +14,10 @@ use tma_perf::sampling::{Rate, RawRecord, SampleEvent, SamplingConfig, SamplingE
 
 use crate::aggregate::Aggregator;
 use crate::choose::{self, ChoiceError, Chosen, Request};
+use crate::hotspots::{self, Profile, ReportOptions};
 use crate::import::ImportError;
 use crate::live::{LiveError, LiveOutcome};
 use crate::record::PerfDataWriter;
-use crate::hotspots::{self, Profile, ReportOptions};
 use crate::symbols::{Kallsyms, Symbolizer};
 use crate::tree::TreeLayout;
 

@@ -7,13 +7,13 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use tma_bench::doc::BenchDoc;
 use tma_diff::doc::{DiffDoc, ProfileDiffDoc};
-use tma_profile::locate::LocateConfig;
 use tma_profile::hotspots::{Profile, ReportOptions};
+use tma_profile::locate::LocateConfig;
 use tma_stat::render::plot::{own_threshold, Timeline};
 use tma_stat::StatConfig;
 
 use crate::page::{Document, LocateView, MetricRow, Section, StatView, TreeRow};
-use crate::{ReportError, ReportConfig};
+use crate::{ReportConfig, ReportError};
 use tma_metrics::{Bottleneck, SummaryNode};
 use tma_stat::render::doc::{IntervalDoc, StatHead};
 
@@ -67,7 +67,11 @@ pub fn kind_of(file: &str, bytes: &[u8]) -> Result<Kind, ReportError> {
 }
 
 /// Read one input into its section.
-pub fn load(cfg: &ReportConfig, path: &Path, notes: &mut dyn Write) -> Result<Section, ReportError> {
+pub fn load(
+    cfg: &ReportConfig,
+    path: &Path,
+    notes: &mut dyn Write,
+) -> Result<Section, ReportError> {
     let file = tma_render::files::display_input(path);
     let read = |whole: bool| {
         if whole {

@@ -321,7 +321,8 @@ pub fn section(id: &str, doc: &Document<Report>) -> Result<(String, String), Rep
     let heading = t.heading.clone();
     Ok((
         heading,
-        t.render().map_err(|e| ReportError::Template(e.to_string()))?,
+        t.render()
+            .map_err(|e| ReportError::Template(e.to_string()))?,
     ))
 }
 

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use tma_report::{render, ReportError, ReportConfig};
+use tma_report::{render, ReportConfig, ReportError};
 
 /// The text of the element that holds `key` and follows it, up to the next `<`.
 fn after<'a>(page: &'a str, key: &str) -> &'a str {

@@ -1,6 +1,6 @@
 //! Real perf_event_open counting with software events (they work on this machine, PMU or not),
-//! plus hardware-PMU tests that a capable host runs with
-//! `cargo test -p tma-perf -- --ignored pmu_`.
+//! plus hardware-PMU tests (`pmu_*`) that skip, saying why, where there is no PMU and run by
+//! themselves where there is one.
 
 use std::path::Path;
 use std::sync::Arc;

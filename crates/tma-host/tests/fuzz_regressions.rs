@@ -1,15 +1,10 @@
 //! Inputs the `proc` fuzz target of fuzz/ (scripts/fuzz.sh) found to crash a /proc parser,
 //! kept as fixtures (tests/fixtures/fuzz/proc/, see the README there): each must now be read
 //! (or refused) without a panic.
-use std::path::PathBuf;
 
 /// tests/fixtures/fuzz/<target>/<name>.
 fn fixture_of(target: &str, name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/fuzz")
-        .join(target)
-        .join(name);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    tma_testkit::fixture_bytes(&format!("fuzz/{target}/{name}"))
 }
 
 fn proc_fixture(name: &str) -> Vec<u8> {

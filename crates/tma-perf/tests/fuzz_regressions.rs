@@ -1,15 +1,10 @@
 //! Inputs the `tracefs` fuzz target of fuzz/ (scripts/fuzz.sh) found to crash a parser of
 //! this crate, kept as fixtures (tests/fixtures/fuzz/tracefs/, see the README there): each
 //! must now be read (or refused) without a panic.
-use std::path::PathBuf;
 
 /// tests/fixtures/fuzz/<target>/<name>.
 fn fixture_of(target: &str, name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/fuzz")
-        .join(target)
-        .join(name);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    tma_testkit::fixture_bytes(&format!("fuzz/{target}/{name}"))
 }
 
 /// A tracefs `format` file whose field declaration ends its type with a no-break space

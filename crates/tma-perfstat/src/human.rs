@@ -19,12 +19,7 @@
 //! told from the numbers themselves.
 
 use super::locale::{is_stamp, join_groups, NumberFormat};
-use super::{ImportError, Metric, Parsed, Row, RowValue};
-
-/// Units perf prints between a count and its event (`0.57 msec task-clock`).
-pub(super) const UNITS: &[&str] = &[
-    "msec", "usec", "nsec", "sec", "ns", "us", "ms", "Joules", "MiB", "MB", "GiB", "W",
-];
+use super::{ImportError, Metric, Parsed, Row, RowValue, UNITS};
 
 /// Units perf prints between a metric value and the metric's name, or alone.
 const METRIC_UNITS: &[&str] = &["%", "K/sec", "M/sec", "G/sec", "/sec", "GHz", "MHz"];

@@ -258,6 +258,11 @@ pub(crate) enum RowValue {
     NotSupported,
 }
 
+/// Units perf prints between a count and its event (`0.57 msec task-clock`).
+pub(crate) const UNITS: &[&str] = &[
+    "msec", "usec", "nsec", "sec", "ns", "us", "ms", "Joules", "MiB", "MB", "GiB", "W",
+];
+
 /// Factor that turns a value printed in `unit` into nanoseconds (1 for non-time units).
 pub(crate) fn unit_to_ns(unit: &str) -> f64 {
     match unit {

@@ -248,9 +248,7 @@ impl Evidence {
         if !first.starts_with(|c: char| c.is_ascii_digit()) {
             return;
         }
-        let has_unit = tokens
-            .peek()
-            .is_some_and(|u| super::human::UNITS.contains(u));
+        let has_unit = tokens.peek().is_some_and(|u| super::UNITS.contains(u));
         self.count(first, has_unit);
     }
 }

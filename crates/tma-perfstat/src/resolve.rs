@@ -6,8 +6,9 @@ use std::collections::{HashMap, HashSet};
 use super::ResolveError;
 use tma_perf::readings::{Interval, Reading, ReadingStatus};
 
-/// Events perf counts on any machine that no CPU table lists: software, tool and generic
-/// hardware events. They are kept under their perf name when the model does not know them.
+/// Events perf counts on any machine that no CPU table lists: software and tool events,
+/// stalled-cycle and MSR events, and (in [`GENERIC_HARDWARE`]) generic hardware events. They
+/// are kept under their perf name when the model does not know them.
 const GENERIC_EVENTS: &[&str] = &[
     "task-clock",
     "cpu-clock",
@@ -24,16 +25,6 @@ const GENERIC_EVENTS: &[&str] = &[
     "duration_time",
     "user_time",
     "system_time",
-    "cycles",
-    "cpu-cycles",
-    "instructions",
-    "branches",
-    "branch-instructions",
-    "branch-misses",
-    "cache-references",
-    "cache-misses",
-    "ref-cycles",
-    "bus-cycles",
     "stalled-cycles-frontend",
     "stalled-cycles-backend",
     "msr/tsc/",
@@ -68,7 +59,7 @@ pub(crate) fn is_generic_hardware(spec: &str) -> bool {
 /// Whether `spec` is a generic perf event (with or without `:u`/`:k` style modifiers).
 pub fn is_generic_event(spec: &str) -> bool {
     let base = spec.split(':').next().unwrap_or(spec);
-    GENERIC_EVENTS.iter().any(|g| g.eq_ignore_ascii_case(base))
+    GENERIC_EVENTS.iter().any(|g| g.eq_ignore_ascii_case(base)) || is_generic_hardware(spec)
 }
 
 /// perf's event modifiers that do not change what is counted: precision (`p`, `pp`, `ppp`,

@@ -1,15 +1,10 @@
 //! Inputs the `perf_stat` fuzz target of fuzz/ (scripts/fuzz.sh) found to crash the reader,
 //! kept as fixtures (tests/fixtures/fuzz/perf_stat/, see the README there): each must now be
 //! read (or refused) without a panic.
-use std::path::PathBuf;
 
 /// tests/fixtures/fuzz/<target>/<name>.
 fn fixture_of(target: &str, name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/fuzz")
-        .join(target)
-        .join(name);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    tma_testkit::fixture_bytes(&format!("fuzz/{target}/{name}"))
 }
 
 fn fixture(name: &str) -> Vec<u8> {

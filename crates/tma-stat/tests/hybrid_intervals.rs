@@ -1,4 +1,4 @@
-//! Hybrid parts with `-I` (issue 29): every interval hands on each core type's tree and the
+//! Hybrid parts with `-I`: every interval hands on each core type's tree and the
 //! merged view as soon as it is read, through [`IntervalSink::start_trees`],
 //! `tree_interval` and `finish_trees`. Counted with the synthetic backend on the fake sysfs
 //! trees of `tests/fixtures/hybrid` (two and three core types; its README says how each

@@ -69,6 +69,12 @@ pub fn fixture(rel: &str) -> PathBuf {
     repo_root().join("tests/fixtures").join(rel)
 }
 
+/// The bytes of a file under tests/fixtures (panics, naming the file, when it cannot be read).
+pub fn fixture_bytes(rel: &str) -> Vec<u8> {
+    let p = fixture(rel);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
 /// [`fixture`] as a string, for argument lists of `&str`.
 pub fn fixture_str(rel: &str) -> String {
     fixture(rel).display().to_string()

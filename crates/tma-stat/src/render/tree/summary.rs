@@ -183,7 +183,7 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
-    /// Issue 32 §4.3: 60 intervals print the closing lines once, at the end, on the means;
+    /// 60 intervals print the closing lines once, at the end, on the means;
     /// each interval keeps its one-line verdict.
     #[test]
     fn an_interval_run_closes_once_with_the_verdict_on_the_means() {

@@ -311,15 +311,10 @@ pub(super) fn split_metric_text(text: &str) -> (&str, &str) {
     }
 }
 
-/// Digits after the decimal point of a number written with `.`.
+/// Digits after the decimal point of a number written with `.` (CSV and JSON: perf writes
+/// them in the C locale).
 pub(super) fn decimals_of(s: &str) -> u8 {
-    digits_after(s.trim(), '.')
-}
-
-/// Digits after the decimal point `point` of a number (0 without one).
-fn digits_after(s: &str, point: char) -> u8 {
-    s.rfind(point)
-        .map_or(0, |i| (s.len() - i - 1).min(12) as u8)
+    NumberFormat::default().decimals(s.trim())
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@
 //! printed. Locales that write `,` for the decimal point (and `.` between thousands) are
 //! told from the numbers themselves.
 
-use super::locale::{is_stamp, join_groups, NumberFormat};
+use super::locale::{is_stamp, join_groups, leading_columns, NumberFormat};
 use super::{ImportError, Metric, Parsed, Row, RowValue, UNITS};
 
 /// Units perf prints between a metric value and the metric's name, or alone.
@@ -263,16 +263,7 @@ pub(super) fn looks_like_row(line: &str) -> bool {
         _ => body,
     };
     let mut tokens = body.split_whitespace().peekable();
-    if tokens.peek().is_some_and(|t| is_stamp(t)) {
-        tokens.next();
-    }
-    if tokens.peek().is_some_and(|t| {
-        t.strip_prefix("CPU")
-            .is_some_and(|n| n.parse::<u32>().is_ok())
-    }) {
-        tokens.next();
-    }
-    let count_ok = match tokens.next() {
+    let count_ok = match leading_columns(&mut tokens).1 {
         Some("<not") => matches!(tokens.next(), Some("counted>" | "supported>")),
         Some(c) => {
             c.starts_with(|c: char| c.is_ascii_digit())

@@ -229,28 +229,37 @@ impl Evidence {
             self.thousands.get_or_insert(c);
         }
         let mut tokens = counts.split_whitespace().peekable();
-        let Some(mut first) = tokens.next() else {
+        let (stamp, count) = leading_columns(&mut tokens);
+        if let Some(s) = stamp {
+            self.fraction(s);
+        }
+        let Some(count) = count.filter(|c| c.starts_with(|c: char| c.is_ascii_digit())) else {
             return;
         };
-        if is_stamp(first) && tokens.peek().is_some() {
-            self.fraction(first);
-            match tokens.next() {
-                Some(t) => first = t,
-                None => return,
-            }
-        }
-        if first.starts_with("CPU") {
-            match tokens.next() {
-                Some(t) => first = t,
-                None => return,
-            }
-        }
-        if !first.starts_with(|c: char| c.is_ascii_digit()) {
-            return;
-        }
         let has_unit = tokens.peek().is_some_and(|u| super::UNITS.contains(u));
-        self.count(first, has_unit);
+        self.count(count, has_unit);
     }
+}
+
+/// The leading columns of a counter row's words: the `-I` time stamp (where a column follows
+/// it) and, past the `-A` `CPUn` column, the word that holds the count; `tokens` is left at
+/// the word after it.
+pub(super) fn leading_columns<'a>(
+    tokens: &mut std::iter::Peekable<impl Iterator<Item = &'a str>>,
+) -> (Option<&'a str>, Option<&'a str>) {
+    let mut stamp = None;
+    let mut word = tokens.next();
+    if word.is_some_and(is_stamp) && tokens.peek().is_some() {
+        stamp = word;
+        word = tokens.next();
+    }
+    if word.is_some_and(|w| {
+        w.strip_prefix("CPU")
+            .is_some_and(|n| n.parse::<u32>().is_ok())
+    }) {
+        word = tokens.next();
+    }
+    (stamp, word)
 }
 
 /// A time stamp of `-I` output: digits, a point, nine digits.
